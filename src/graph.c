@@ -1,0 +1,270 @@
+/* graph.c — building graphs (inputs, nodes with inference, outputs) and their structural hash. */
+#include "graph.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+em_graph *em_graph_new(const char *name) {
+  em_graph *g = em_alloc(sizeof *g);
+  g->name = em_strdup(name ? name : "graph");
+  return g;
+}
+
+void em_args_free(em_arg *args, int nargs) {
+  for (int i = 0; i < nargs; i++) {
+    free(args[i].ilist);
+    free(args[i].tlist);
+    args[i].ilist = NULL;
+    args[i].tlist = NULL;
+  }
+}
+
+void em_graph_free(em_graph *g) {
+  if (!g) return;
+  for (int i = 0; i < g->values.n; i++) {
+    free(g->values.v[i].name);
+    free(g->values.v[i].weight);
+  }
+  for (int i = 0; i < g->nodes.n; i++) {
+    em_args_free(g->nodes.v[i].args, EM_MAX_ARGS);
+    free(g->nodes.v[i].src_module);
+    free(g->nodes.v[i].src_op);
+  }
+  free(g->values.v);
+  free(g->nodes.v);
+  free(g->inputs.v);
+  free(g->outputs.v);
+  free(g->name);
+  free(g);
+}
+
+int em_graph_find(const em_graph *g, const char *name) {
+  for (int i = 0; i < g->values.n; i++)
+    if (!strcmp(g->values.v[i].name, name)) return i;
+  return -1;
+}
+
+static int check_name(em_graph *g, const char *name, char *err) {
+  if (!name || !*name) {
+    em_fail(err, EM_EINPUT, "a value has an empty name");
+    return -1;
+  }
+  if (em_graph_find(g, name) >= 0) {
+    em_fail(err, EM_EINPUT, "value name '%s' is used twice", name);
+    return -1;
+  }
+  return 0;
+}
+
+int em_graph_add_input(em_graph *g, const char *name, em_vkind kind, const char *weight, em_dtype dt,
+                       const em_shape *shape, char *err) {
+  if (check_name(g, name, err)) return -1;
+  if (shape->rank < 0 || shape->rank > EM_MAX_RANK) {
+    em_fail(err, EM_EINPUT, "input '%s': rank %d is over %d", name, shape->rank, EM_MAX_RANK);
+    return -1;
+  }
+  em_value v;
+  memset(&v, 0, sizeof v);
+  v.name = em_strdup(name);
+  v.kind = kind;
+  v.dtype = dt;
+  v.shape = *shape;
+  v.weight = em_strdup(kind == EM_V_PARAM ? (weight ? weight : name) : NULL);
+  v.node = -1;
+  EM_VEC_PUSH(g->values, v);
+  EM_VEC_PUSH(g->inputs, g->values.n - 1);
+  return g->values.n - 1;
+}
+
+int em_graph_add_node(em_graph *g, em_op op, em_arg *args, const char *name, const char *src_module,
+                      const char *src_op, char *err) {
+  char nbuf[32];
+  if (!name) {
+    snprintf(nbuf, sizeof nbuf, "v%d", g->values.n);
+    name = nbuf;
+  }
+  em_dtype dt;
+  em_shape shape;
+  char e2[EM_ERR_MAX];
+  if (check_name(g, name, err)) goto fail;
+  if (em_infer(g, op, args, &dt, &shape, e2) != EM_OK) {
+    em_fail(err, EM_EINPUT, "node '%s' (%s): %s", name, em_op_name(op), e2);
+    goto fail;
+  }
+  em_node nd;
+  memset(&nd, 0, sizeof nd);
+  nd.op = op;
+  memcpy(nd.args, args, sizeof nd.args);
+  nd.out = g->values.n;
+  nd.src_module = em_strdup(src_module);
+  nd.src_op = em_strdup(src_op);
+  em_value v;
+  memset(&v, 0, sizeof v);
+  v.name = em_strdup(name);
+  v.kind = EM_V_NODE;
+  v.dtype = dt;
+  v.shape = shape;
+  v.node = g->nodes.n;
+  EM_VEC_PUSH(g->nodes, nd);
+  EM_VEC_PUSH(g->values, v);
+  return g->values.n - 1;
+fail:
+  em_args_free(args, EM_MAX_ARGS);
+  return -1;
+}
+
+em_status em_graph_add_output(em_graph *g, int value, char *err) {
+  if (value < 0 || value >= g->values.n) return em_fail(err, EM_EINPUT, "output refers to unknown value %d", value);
+  EM_VEC_PUSH(g->outputs, value);
+  return EM_OK;
+}
+
+static uint64_t hash_arg(uint64_t h, const em_argspec *sp, const em_arg *a) {
+  h = em_fnv1a(h, &a->present, sizeof a->present);
+  if (!a->present) return h;
+  switch (sp->kind) {
+  case EM_ARG_T:
+  case EM_ARG_TOPT: h = em_fnv1a(h, &a->tensor, sizeof a->tensor); break;
+  case EM_ARG_TLIST:
+    h = em_fnv1a(h, &a->n, sizeof a->n);
+    h = em_fnv1a(h, a->tlist, sizeof(int) * (size_t)a->n);
+    break;
+  case EM_ARG_TS:
+    h = em_fnv1a(h, &a->is_tensor, sizeof a->is_tensor);
+    if (a->is_tensor) {
+      h = em_fnv1a(h, &a->tensor, sizeof a->tensor);
+      break;
+    }
+    __attribute__((fallthrough)); /* a scalar */
+  case EM_ARG_SCALAR:
+    h = em_fnv1a(h, &a->is_float, sizeof a->is_float);
+    if (a->is_float) h = em_fnv1a(h, &a->f, sizeof a->f);
+    else h = em_dim_hash(h, &a->i);
+    break;
+  case EM_ARG_INT:
+  case EM_ARG_INTOPT: h = em_dim_hash(h, &a->i); break;
+  case EM_ARG_INTLIST:
+  case EM_ARG_INTLISTOPT:
+    h = em_fnv1a(h, &a->n, sizeof a->n);
+    for (int i = 0; i < a->n; i++) h = em_dim_hash(h, &a->ilist[i]);
+    break;
+  case EM_ARG_FLOAT:
+  case EM_ARG_FLOATOPT: h = em_fnv1a(h, &a->f, sizeof a->f); break;
+  case EM_ARG_BOOL: h = em_fnv1a(h, &a->b, sizeof a->b); break;
+  case EM_ARG_DTYPEOPT: h = em_fnv1a(h, &a->dtype, sizeof a->dtype); break;
+  }
+  return h;
+}
+
+static uint64_t hash_value_type(uint64_t h, const em_value *v) {
+  int k = (int)v->kind, dt = (int)v->dtype;
+  h = em_fnv1a(h, &k, sizeof k);
+  h = em_fnv1a(h, &dt, sizeof dt);
+  h = em_fnv1a(h, &v->shape.rank, sizeof v->shape.rank);
+  for (int i = 0; i < v->shape.rank; i++) h = em_dim_hash(h, &v->shape.d[i]);
+  return h;
+}
+
+/* Value ids are positions in the graph, which depend only on structure; every field is hashed with a
+ * fixed width so the hash is the same on every machine of the same endianness (x86-64 and arm64). */
+uint64_t em_graph_hash(const em_graph *g) {
+  uint64_t h = EM_FNV_SEED;
+  int nsyms = g->syms.n;
+  h = em_fnv1a(h, &nsyms, sizeof nsyms);
+  for (int i = 0; i < g->syms.n; i++) {
+    const em_sym *s = &g->syms.s[i];
+    h = em_fnv1a(h, &s->derived, sizeof s->derived);
+    if (s->derived) {
+      h = em_dim_hash(h, &s->num);
+      h = em_fnv1a(h, &s->den, sizeof s->den);
+    }
+  }
+  for (int i = 0; i < g->values.n; i++) h = hash_value_type(h, &g->values.v[i]);
+  for (int i = 0; i < g->nodes.n; i++) {
+    const em_node *nd = &g->nodes.v[i];
+    int op = (int)nd->op;
+    h = em_fnv1a(h, &op, sizeof op);
+    const em_opspec *sp = em_op_spec(nd->op);
+    for (int a = 0; a < sp->nargs; a++) h = hash_arg(h, &sp->args[a], &nd->args[a]);
+  }
+  h = em_fnv1a(h, &g->outputs.n, sizeof g->outputs.n);
+  h = em_fnv1a(h, g->outputs.v, sizeof(int) * (size_t)g->outputs.n);
+  return h;
+}
+
+char *em_shape_format(const em_symtab *st, const em_shape *s, char *buf, int n) {
+  int o = snprintf(buf, (size_t)n, "[");
+  for (int i = 0; i < s->rank && o < n; i++) {
+    char d[128];
+    o += snprintf(buf + o, (size_t)(n - o), "%s%s", i ? ", " : "", em_dim_format(st, &s->d[i], d, sizeof d));
+  }
+  if (o < n) snprintf(buf + o, (size_t)(n - o), "]");
+  return buf;
+}
+
+int em_shape_eq(const em_shape *a, const em_shape *b) {
+  if (a->rank != b->rank) return 0;
+  for (int i = 0; i < a->rank; i++)
+    if (!em_dim_eq(&a->d[i], &b->d[i])) return 0;
+  return 1;
+}
+
+int em_shape_numel(const em_shape *s, em_dim *out) {
+  em_dim p = em_dim_const(1);
+  for (int i = 0; i < s->rank; i++)
+    if (em_dim_mul(&p, &s->d[i], &p)) return -1;
+  *out = p;
+  return 0;
+}
+
+int em_arg_set_default(const em_argspec *sp, em_arg *a) {
+  memset(a, 0, sizeof *a);
+  if (!sp->has_default) return -1;
+  const char *d = sp->def;
+  if (!strcmp(d, "None")) return 0;
+  a->present = 1;
+  switch (sp->kind) {
+  case EM_ARG_BOOL: a->b = !strcmp(d, "True"); break;
+  case EM_ARG_INT:
+  case EM_ARG_INTOPT: a->i = em_dim_const(strtoll(d, NULL, 10)); break;
+  case EM_ARG_INTLIST:
+  case EM_ARG_INTLISTOPT: a->n = 0; break; /* only "[]" is used as a list default */
+  case EM_ARG_FLOAT:
+  case EM_ARG_FLOATOPT: a->f = strtod(d, NULL); break;
+  case EM_ARG_SCALAR:
+  case EM_ARG_TS: {
+    double v = strtod(d, NULL);
+    if (v == floor(v)) a->i = em_dim_const((int64_t)v);
+    else {
+      a->is_float = 1;
+      a->f = v;
+    }
+    break;
+  }
+  default: return -1;
+  }
+  return 0;
+}
+
+int em_arg_is_default(const em_argspec *sp, const em_arg *a) {
+  if (!sp->has_default) return 0;
+  em_arg d;
+  em_arg_set_default(sp, &d);
+  if (d.present != a->present) return 0;
+  if (!a->present) return 1;
+  switch (sp->kind) {
+  case EM_ARG_BOOL: return d.b == a->b;
+  case EM_ARG_INT:
+  case EM_ARG_INTOPT: return em_dim_eq(&d.i, &a->i);
+  case EM_ARG_INTLIST:
+  case EM_ARG_INTLISTOPT: return a->n == 0;
+  case EM_ARG_FLOAT:
+  case EM_ARG_FLOATOPT: return d.f == a->f;
+  case EM_ARG_SCALAR: return d.is_float == a->is_float && (a->is_float ? d.f == a->f : em_dim_eq(&d.i, &a->i));
+  case EM_ARG_TS:
+    return !a->is_tensor && d.is_float == a->is_float && (a->is_float ? d.f == a->f : em_dim_eq(&d.i, &a->i));
+  default: return 0;
+  }
+}

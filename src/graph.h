@@ -1,0 +1,95 @@
+/* graph.h — the graph IR: symbols, typed values with symbolic shapes, ATen nodes in topological order.
+ * A graph owns every string and list reachable from it; em_graph_free releases them all. Nodes are added
+ * in order and each addition runs shape/dtype inference, so a graph is valid at every moment. */
+#ifndef EM_GRAPH_H
+#define EM_GRAPH_H
+
+#include "base.h"
+#include "dim.h"
+#include "dtype.h"
+#include "ops.h"
+
+#define EM_MAX_RANK 6
+
+typedef struct {
+  int rank;
+  em_dim d[EM_MAX_RANK];
+} em_shape;
+
+typedef enum { EM_V_INPUT, EM_V_PARAM, EM_V_NODE } em_vkind;
+
+typedef struct {
+  char *name;
+  em_vkind kind;
+  em_dtype dtype;
+  em_shape shape;
+  char *weight; /* params: the weight it maps to (checkpoint tensor name) */
+  int node;     /* EM_V_NODE: producing node index; else -1 */
+} em_value;
+
+/* One bound argument of a node, interpreted by its schema kind. */
+typedef struct {
+  int present;   /* 0: None / absent optional */
+  int is_tensor; /* TS: 1 when a tensor */
+  int tensor;    /* T, T?, TS: value id */
+  em_dim i;      /* i, i?, s (integral) */
+  int is_float;  /* s: 1 when f holds a non-integral number */
+  double f;      /* f, f?, s */
+  int b;         /* b */
+  int dtype;     /* d? */
+  int n;         /* lists */
+  em_dim *ilist; /* i[] */
+  int *tlist;    /* T[] */
+} em_arg;
+
+typedef struct {
+  em_op op;
+  em_arg args[EM_MAX_ARGS];
+  int out;          /* value id of the result */
+  char *src_module; /* provenance: module path, e.g. "model.layers.0.self_attn" (may be NULL) */
+  char *src_op;     /* provenance: original torch op, e.g. "torch.nn.functional.rms_norm" (may be NULL) */
+} em_node;
+
+typedef struct em_graph {
+  char *name;
+  em_symtab syms;
+  EM_VEC(em_value) values;
+  EM_VEC(em_node) nodes;
+  EM_VEC(int) inputs; /* value ids of inputs and params, in declaration order */
+  EM_VEC(int) outputs;
+} em_graph;
+
+em_graph *em_graph_new(const char *name);
+void em_graph_free(em_graph *g);
+
+/* Adds a graph input (kind EM_V_INPUT or EM_V_PARAM; weight only for params). Returns the value id, or -1
+ * with err filled (duplicate name, too high a rank). */
+int em_graph_add_input(em_graph *g, const char *name, em_vkind kind, const char *weight, em_dtype dt,
+                       const em_shape *shape, char *err);
+/* Adds a node with args already bound by schema position (ownership of list storage passes to the graph,
+ * also on failure). Runs inference; returns the new value id, or -1 with err naming the node. */
+int em_graph_add_node(em_graph *g, em_op op, em_arg *args, const char *name, const char *src_module,
+                      const char *src_op, char *err);
+em_status em_graph_add_output(em_graph *g, int value, char *err);
+/* Value id by name, or -1. */
+int em_graph_find(const em_graph *g, const char *name);
+/* Structural hash: ops, arguments, dtypes, shapes (symbols by index), input kinds, wiring and outputs.
+ * Names, hints, weights' names and provenance are excluded. */
+uint64_t em_graph_hash(const em_graph *g);
+
+/* Fills dt/shape for node args of op; err names the problem (the caller prefixes the node). */
+em_status em_infer(em_graph *g, em_op op, const em_arg *args, em_dtype *dt, em_shape *shape, char *err);
+
+/* Writes "[1, seq_len, 1024]" into buf. */
+char *em_shape_format(const em_symtab *st, const em_shape *s, char *buf, int n);
+int em_shape_eq(const em_shape *a, const em_shape *b);
+/* Product of dims (may fail on term overflow: -1). */
+int em_shape_numel(const em_shape *s, em_dim *out);
+/* Frees list storage held by an argument array. */
+void em_args_free(em_arg *args, int nargs);
+/* 1 when the argument equals its schema default (and so is omitted when written). */
+int em_arg_is_default(const em_argspec *spec, const em_arg *a);
+/* Sets the argument to its schema default; returns 0, or -1 when the schema has no default. */
+int em_arg_set_default(const em_argspec *spec, em_arg *a);
+
+#endif
