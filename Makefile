@@ -6,7 +6,7 @@ LIBDIR    := /usr/lib/$(MULTIARCH)
 VERSION   := 0.1.0
 GIT_REV   := $(shell git rev-parse --short=12 HEAD 2>/dev/null || echo unknown)$(shell git diff --quiet HEAD -- 2>/dev/null || echo -dirty)
 
-WARN      := -Wall -Wextra -Werror -Wno-unused-parameter -Wno-missing-field-initializers
+WARN      := -Wall -Wextra -Werror -Wno-unused-parameter -Wno-missing-field-initializers -Wno-format-truncation
 CFLAGS    ?= -O2 -g
 ALL_CFLAGS = -std=c11 -D_GNU_SOURCE $(WARN) $(CFLAGS) -I/usr/include/luajit-2.1 -Isrc -MMD -MP
 STATIC    := $(LIBDIR)/libluajit-5.1.a $(LIBDIR)/liblua5.1-cjson.a $(LIBDIR)/libsqlite3.a

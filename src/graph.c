@@ -121,20 +121,35 @@ em_status em_graph_add_output(em_graph *g, int value, char *err) {
   return EM_OK;
 }
 
-static uint64_t hash_arg(uint64_t h, const em_argspec *sp, const em_arg *a) {
+/* Canonical position of a value: inputs by declaration order, then node results by node order, so that
+ * interleaving input declarations with nodes (as builders do) does not change the hash. */
+static int32_t canon_id(const em_graph *g, int v) {
+  const em_value *x = &g->values.v[v];
+  if (x->kind == EM_V_NODE) return g->inputs.n + x->node;
+  for (int i = 0; i < g->inputs.n; i++)
+    if (g->inputs.v[i] == v) return i;
+  return -1;
+}
+
+static uint64_t hash_ref(uint64_t h, const em_graph *g, int v) {
+  int32_t c = canon_id(g, v);
+  return em_fnv1a(h, &c, sizeof c);
+}
+
+static uint64_t hash_arg(uint64_t h, const em_graph *g, const em_argspec *sp, const em_arg *a) {
   h = em_fnv1a(h, &a->present, sizeof a->present);
   if (!a->present) return h;
   switch (sp->kind) {
   case EM_ARG_T:
-  case EM_ARG_TOPT: h = em_fnv1a(h, &a->tensor, sizeof a->tensor); break;
+  case EM_ARG_TOPT: h = hash_ref(h, g, a->tensor); break;
   case EM_ARG_TLIST:
     h = em_fnv1a(h, &a->n, sizeof a->n);
-    h = em_fnv1a(h, a->tlist, sizeof(int) * (size_t)a->n);
+    for (int i = 0; i < a->n; i++) h = hash_ref(h, g, a->tlist[i]);
     break;
   case EM_ARG_TS:
     h = em_fnv1a(h, &a->is_tensor, sizeof a->is_tensor);
     if (a->is_tensor) {
-      h = em_fnv1a(h, &a->tensor, sizeof a->tensor);
+      h = hash_ref(h, g, a->tensor);
       break;
     }
     __attribute__((fallthrough)); /* a scalar */
@@ -167,8 +182,8 @@ static uint64_t hash_value_type(uint64_t h, const em_value *v) {
   return h;
 }
 
-/* Value ids are positions in the graph, which depend only on structure; every field is hashed with a
- * fixed width so the hash is the same on every machine of the same endianness (x86-64 and arm64). */
+/* Values are hashed in canonical order (inputs, then node results); every field is hashed with a fixed
+ * width so the hash is the same on every machine of the same endianness (x86-64 and arm64). */
 uint64_t em_graph_hash(const em_graph *g) {
   uint64_t h = EM_FNV_SEED;
   int nsyms = g->syms.n;
@@ -181,16 +196,17 @@ uint64_t em_graph_hash(const em_graph *g) {
       h = em_fnv1a(h, &s->den, sizeof s->den);
     }
   }
-  for (int i = 0; i < g->values.n; i++) h = hash_value_type(h, &g->values.v[i]);
+  for (int i = 0; i < g->inputs.n; i++) h = hash_value_type(h, &g->values.v[g->inputs.v[i]]);
+  for (int i = 0; i < g->nodes.n; i++) h = hash_value_type(h, &g->values.v[g->nodes.v[i].out]);
   for (int i = 0; i < g->nodes.n; i++) {
     const em_node *nd = &g->nodes.v[i];
     int op = (int)nd->op;
     h = em_fnv1a(h, &op, sizeof op);
     const em_opspec *sp = em_op_spec(nd->op);
-    for (int a = 0; a < sp->nargs; a++) h = hash_arg(h, &sp->args[a], &nd->args[a]);
+    for (int a = 0; a < sp->nargs; a++) h = hash_arg(h, g, &sp->args[a], &nd->args[a]);
   }
   h = em_fnv1a(h, &g->outputs.n, sizeof g->outputs.n);
-  h = em_fnv1a(h, g->outputs.v, sizeof(int) * (size_t)g->outputs.n);
+  for (int i = 0; i < g->outputs.n; i++) h = hash_ref(h, g, g->outputs.v[i]);
   return h;
 }
 

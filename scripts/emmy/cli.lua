@@ -1,0 +1,158 @@
+-- emmy.cli — errors with exit codes, argument parsing and the command registry shared by every command.
+-- A usage error (bad input) exits 2, a runtime failure 1; both print one line "emmy: …".
+local sys = require "emmy.sys"
+
+local M = {}
+
+local Err = {}
+Err.__index = Err
+Err.__tostring = function(e) return e.msg end
+
+-- Raises a usage error (exit 2): the user must change the command or its input.
+function M.usage(fmt, ...)
+  error(setmetatable({ code = 2, msg = select("#", ...) > 0 and fmt:format(...) or fmt }, Err), 0)
+end
+
+-- Raises a runtime failure (exit 1).
+function M.fail(fmt, ...)
+  error(setmetatable({ code = 1, msg = select("#", ...) > 0 and fmt:format(...) or fmt }, Err), 0)
+end
+
+function M.is_error(e) return getmetatable(e) == Err end
+
+-- Returns v, or raises a usage error with msg (for the nil, msg convention of the bindings).
+function M.check(v, msg, ...)
+  if v == nil or v == false then M.usage("%s", tostring(msg)) end
+  return v, msg, ...
+end
+
+-- Runs fn(...) and turns any error into (one line on stderr, exit code). EMMY_DEBUG=1 adds tracebacks.
+function M.protect(fn, ...)
+  local debug_on = os.getenv("EMMY_DEBUG") == "1"
+  local args = { n = select("#", ...), ... }
+  local ok, res = xpcall(function() return fn(unpack(args, 1, args.n)) end, function(e)
+    if M.is_error(e) then
+      if debug_on then io.stderr:write(debug.traceback("emmy: " .. e.msg, 2), "\n") end
+      return e
+    end
+    local msg = tostring(e)
+    if debug_on then msg = debug.traceback(msg, 2) end
+    return setmetatable({ code = 1, msg = msg, script = true }, Err)
+  end)
+  if ok then return tonumber(res) or 0 end
+  io.stdout:flush()
+  if not (M.is_error(res) and debug_on and not res.script) then
+    local line = res.msg
+    if not debug_on then line = line:match("^[^\n]*") end
+    io.stderr:write("emmy: ", line, "\n")
+  else
+    -- already printed with its traceback
+  end
+  return res.code
+end
+
+-- Parses argv (list) against spec:
+--   spec.flags = { ["--layer"] = { kind = "int"|"string"|"bool"|"number", multi = bool, default = v } }
+--   spec.positional = { "input", … } (names; the last may end in "..." to take the rest)
+-- Returns opts (flags by name without dashes, '-' replaced by '_') and positional values by name.
+function M.parse(argv, spec, cmd)
+  local opts, pos = {}, {}
+  local flags = spec.flags or {}
+  for name, f in pairs(flags) do
+    local key = name:gsub("^%-+", ""):gsub("%-", "_")
+    if f.multi then opts[key] = {} elseif f.default ~= nil then opts[key] = f.default end
+  end
+  local i = 1
+  while i <= #argv do
+    local a = argv[i]
+    if a:sub(1, 1) == "-" and #a > 1 and not a:match("^%-%d") then
+      local name, val = a:match("^(%-%-?[^=]+)=(.*)$")
+      name = name or a
+      local f = flags[name]
+      if not f then M.usage("%s: unknown option '%s' (emmy help %s)", cmd or "emmy", name, cmd or "") end
+      local key = name:gsub("^%-+", ""):gsub("%-", "_")
+      if f.kind == "bool" then
+        if val then M.usage("%s: option %s takes no value", cmd, name) end
+        opts[key] = true
+      else
+        if not val then
+          i = i + 1
+          val = argv[i]
+          if val == nil then M.usage("%s: option %s needs a value", cmd, name) end
+        end
+        if f.kind == "int" or f.kind == "number" then
+          local n = tonumber(val)
+          if not n or (f.kind == "int" and n ~= math.floor(n)) then
+            M.usage("%s: option %s needs %s, got '%s'", cmd, name, f.kind == "int" and "an integer" or "a number", val)
+          end
+          val = n
+        end
+        if f.multi then table.insert(opts[key], val) else opts[key] = val end
+      end
+    else
+      table.insert(pos, a)
+    end
+    i = i + 1
+  end
+  local names = spec.positional or {}
+  local out = {}
+  for k, name in ipairs(names) do
+    if name:sub(-3) == "..." then
+      out[name:sub(1, -4)] = { unpack(pos, k) }
+      pos = {}
+      break
+    end
+    out[name] = pos[k]
+  end
+  if #names > 0 and names[#names]:sub(-3) ~= "..." and #pos > #names then
+    M.usage("%s: unexpected argument '%s'", cmd, pos[#names + 1])
+  elseif #names == 0 and #pos > 0 then
+    M.usage("%s: unexpected argument '%s'", cmd, pos[1])
+  end
+  for _, name in ipairs(spec.required or {}) do
+    if out[name] == nil then M.usage("%s: missing %s (usage: %s)", cmd, name:upper(), spec.usage or ("emmy help " .. cmd)) end
+  end
+  return opts, out
+end
+
+-- Parses repeated NAME=N options into a table, e.g. --bind seq_len=7.
+function M.parse_binds(list, flag)
+  local t = {}
+  for _, s in ipairs(list or {}) do
+    local k, v = s:match("^([%a_][%w_]*)=(%-?%d+)$")
+    if not k then M.usage("%s '%s' needs NAME=INT", flag or "--bind", s) end
+    t[k] = tonumber(v)
+  end
+  return t
+end
+
+M.commands_dir = EMMY_HOME .. "/scripts/commands"
+
+-- Loads scripts/commands/NAME.lua (a table with summary, usage, run); nil when there is none.
+function M.load_command(name)
+  if not name:match("^[%w_%-]+$") then return nil end
+  local path = M.commands_dir .. "/" .. name .. ".lua"
+  if sys.stat(path) ~= "file" then return nil end
+  local chunk, err = loadfile(path)
+  if not chunk then error(err, 0) end
+  local cmd = chunk()
+  if type(cmd) ~= "table" or type(cmd.run) ~= "function" then
+    error(path .. ": a command file must return { summary =, usage =, run = function(argv) }", 0)
+  end
+  cmd.name = name
+  return cmd
+end
+
+function M.list_commands()
+  local out = {}
+  for _, f in ipairs(sys.listdir(M.commands_dir) or {}) do
+    local name = f:match("^([%w_%-]+)%.lua$")
+    if name then
+      local ok, cmd = pcall(M.load_command, name)
+      if ok and cmd then table.insert(out, cmd) end
+    end
+  end
+  return out
+end
+
+return M

@@ -1,0 +1,37 @@
+/* bindings.h — the C/Lua boundary: every emmy module registers in package.preload from one list, and every
+ * C resource exposed to Lua follows one recipe (named metatable, check helper rejecting closed handles,
+ * idempotent __gc that is also :close(), __tostring). */
+#ifndef EM_BINDINGS_H
+#define EM_BINDINGS_H
+
+#include "lauxlib.h"
+#include "lua.h"
+
+/* X(module suffix) — require "emmy.<suffix>" opens luaopen_emmy_<suffix>. */
+#define EM_LUA_MODULES(X) \
+  X(ir)                   \
+  X(ref)                  \
+  X(sys)
+
+#define X(m) int luaopen_emmy_##m(lua_State *L);
+EM_LUA_MODULES(X)
+#undef X
+
+/* Registers every emmy module and cjson in package.preload. */
+void em_preload_modules(lua_State *L);
+
+/* Userdata recipe: a box holding one pointer; NULL once closed. */
+typedef struct {
+  void *p;
+} em_box;
+
+/* Creates the class metatable (methods in __index) if needed; leaves nothing on the stack. */
+void em_lua_class(lua_State *L, const char *tname, const luaL_Reg *methods, lua_CFunction gc, lua_CFunction tostr);
+/* Pushes a new userdata of class tname owning p. */
+em_box *em_lua_push(lua_State *L, const char *tname, void *p);
+/* Returns the live pointer at idx or raises "closed <what>" / a type error. */
+void *em_lua_check(lua_State *L, int idx, const char *tname, const char *what);
+/* Pushes nil, msg and returns 2: the expected-failure return. */
+int em_lua_fail(lua_State *L, const char *msg);
+
+#endif

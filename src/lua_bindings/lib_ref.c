@@ -1,0 +1,317 @@
+/* lib_ref.c — `emmy.ref`: host tensors (userdata) and the CPU reference run of a graph. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "bindings.h"
+#include "ref.h"
+
+#define TENSOR_T "emmy.tensor"
+
+em_graph *em_lua_checkgraph(lua_State *L, int idx);
+
+static em_tensor *check_tensor(lua_State *L, int idx) { return em_lua_check(L, idx, TENSOR_T, "tensor"); }
+
+static int t_gc(lua_State *L) {
+  em_box *b = luaL_checkudata(L, 1, TENSOR_T);
+  em_tensor_free(b->p);
+  b->p = NULL;
+  return 0;
+}
+
+static int t_tostring(lua_State *L) {
+  em_box *b = luaL_checkudata(L, 1, TENSOR_T);
+  em_tensor *t = b->p;
+  if (!t) {
+    lua_pushstring(L, "emmy.tensor (closed)");
+    return 1;
+  }
+  char buf[160];
+  int o = snprintf(buf, sizeof buf, "emmy.tensor %s [", em_dtype_name(t->dtype));
+  for (int i = 0; i < t->rank && o < (int)sizeof buf; i++)
+    o += snprintf(buf + o, sizeof buf - (size_t)o, "%s%lld", i ? ", " : "", (long long)t->shape[i]);
+  if (o < (int)sizeof buf) snprintf(buf + o, sizeof buf - (size_t)o, "]");
+  lua_pushstring(L, buf);
+  return 1;
+}
+
+static int push_tensor(lua_State *L, em_tensor *t) {
+  em_lua_push(L, TENSOR_T, t);
+  return 1;
+}
+
+/* Reads dtype (arg i) and shape (arg i+1); raises on misuse. */
+static em_tensor *new_from_args(lua_State *L, int i) {
+  int dt = em_dtype_parse(luaL_checkstring(L, i));
+  if (dt < 0) luaL_argerror(L, i, "unknown dtype");
+  luaL_checktype(L, i + 1, LUA_TTABLE);
+  int rank = (int)lua_objlen(L, i + 1);
+  if (rank > EM_TENSOR_MAX_RANK) luaL_argerror(L, i + 1, "rank too high");
+  int64_t shape[EM_TENSOR_MAX_RANK];
+  for (int k = 0; k < rank; k++) {
+    lua_rawgeti(L, i + 1, k + 1);
+    lua_Number v = lua_tonumber(L, -1);
+    lua_pop(L, 1);
+    if (v < 0) luaL_argerror(L, i + 1, "negative size");
+    shape[k] = (int64_t)v;
+  }
+  char err[EM_ERR_MAX];
+  em_tensor *t = em_tensor_new((em_dtype)dt, rank, shape, err);
+  if (!t) luaL_error(L, "%s", err);
+  return t;
+}
+
+/* ref.tensor(dtype, shape [, values]) — values is a flat list in row-major order */
+static int l_tensor(lua_State *L) {
+  em_tensor *t = new_from_args(L, 1);
+  push_tensor(L, t);
+  if (lua_istable(L, 3)) {
+    int64_t n = (int64_t)lua_objlen(L, 3);
+    if (n != t->numel) luaL_error(L, "ref.tensor: %d values for %d elements", (int)n, (int)t->numel);
+    for (int64_t k = 0; k < n; k++) {
+      lua_rawgeti(L, 3, (int)k + 1);
+      em_t_set(t, k, lua_isboolean(L, -1) ? lua_toboolean(L, -1) : lua_tonumber(L, -1));
+      lua_pop(L, 1);
+    }
+  }
+  return 1;
+}
+
+/* ref.random(dtype, shape, {seed=, mean=0, std=1, lo=0, hi=}) — normal for floats, uniform [lo,hi) for ints */
+static int l_random(lua_State *L) {
+  em_tensor *t = new_from_args(L, 1);
+  push_tensor(L, t);
+  double mean = 0, std = 1;
+  uint64_t seed = 0;
+  int64_t lo = 0, hi = 2;
+  if (lua_istable(L, 3)) {
+    lua_getfield(L, 3, "seed");
+    seed = (uint64_t)luaL_optnumber(L, -1, 0);
+    lua_getfield(L, 3, "mean");
+    mean = luaL_optnumber(L, -1, 0);
+    lua_getfield(L, 3, "std");
+    std = luaL_optnumber(L, -1, 1);
+    lua_getfield(L, 3, "lo");
+    lo = (int64_t)luaL_optnumber(L, -1, 0);
+    lua_getfield(L, 3, "hi");
+    hi = (int64_t)luaL_optnumber(L, -1, (lua_Number)(t->dtype == EM_BOOL ? 2 : 100));
+    lua_pop(L, 5);
+  }
+  if (em_dtype_is_float(t->dtype)) em_tensor_fill_normal(t, seed, mean, std);
+  else {
+    if (hi <= lo) luaL_error(L, "ref.random: empty integer range [%d, %d)", (int)lo, (int)hi);
+    em_tensor_fill_int(t, seed, lo, hi);
+  }
+  return 1;
+}
+
+/* ref.full(dtype, shape, value) */
+static int l_full(lua_State *L) {
+  em_tensor *t = new_from_args(L, 1);
+  push_tensor(L, t);
+  em_tensor_fill_const(t, luaL_checknumber(L, 3));
+  return 1;
+}
+
+/* ref.load(path, dtype) -> tensor | nil, msg */
+static int l_load(lua_State *L) {
+  const char *path = luaL_checkstring(L, 1);
+  int dt = em_dtype_parse(luaL_checkstring(L, 2));
+  if (dt < 0) luaL_argerror(L, 2, "unknown dtype");
+  char err[EM_ERR_MAX];
+  em_tensor *t = em_tensor_load_npy(path, (em_dtype)dt, err);
+  if (!t) return em_lua_fail(L, err);
+  return push_tensor(L, t);
+}
+
+static int t_save(lua_State *L) {
+  em_tensor *t = check_tensor(L, 1);
+  char err[EM_ERR_MAX];
+  if (em_tensor_save_npy(t, luaL_checkstring(L, 2), err)) return em_lua_fail(L, err);
+  lua_pushboolean(L, 1);
+  return 1;
+}
+
+static int t_shape(lua_State *L) {
+  em_tensor *t = check_tensor(L, 1);
+  lua_createtable(L, t->rank, 0);
+  for (int i = 0; i < t->rank; i++) {
+    lua_pushnumber(L, (lua_Number)t->shape[i]);
+    lua_rawseti(L, -2, i + 1);
+  }
+  return 1;
+}
+
+static int t_dtype(lua_State *L) {
+  lua_pushstring(L, em_dtype_name(check_tensor(L, 1)->dtype));
+  return 1;
+}
+
+static int t_numel(lua_State *L) {
+  lua_pushnumber(L, (lua_Number)check_tensor(L, 1)->numel);
+  return 1;
+}
+
+/* t:get(i) — 1-based flat index */
+static int t_get(lua_State *L) {
+  em_tensor *t = check_tensor(L, 1);
+  int64_t i = (int64_t)luaL_checknumber(L, 2);
+  if (i < 1 || i > t->numel) luaL_argerror(L, 2, "index out of range");
+  lua_pushnumber(L, em_t_get(t, i - 1));
+  return 1;
+}
+
+/* t:set(i, v) — 1-based flat index; v rounded to the dtype */
+static int t_set(lua_State *L) {
+  em_tensor *t = check_tensor(L, 1);
+  int64_t i = (int64_t)luaL_checknumber(L, 2);
+  if (i < 1 || i > t->numel) luaL_argerror(L, 2, "index out of range");
+  em_t_set(t, i - 1, lua_isboolean(L, 3) ? lua_toboolean(L, 3) : luaL_checknumber(L, 3));
+  return 0;
+}
+
+/* t:to_table() — flat row-major list (bool as booleans) */
+static int t_to_table(lua_State *L) {
+  em_tensor *t = check_tensor(L, 1);
+  lua_createtable(L, (int)t->numel, 0);
+  for (int64_t i = 0; i < t->numel; i++) {
+    if (t->dtype == EM_BOOL) lua_pushboolean(L, em_t_get(t, i) != 0);
+    else lua_pushnumber(L, em_t_get(t, i));
+    lua_rawseti(L, -2, (int)i + 1);
+  }
+  return 1;
+}
+
+static void push_cmp(lua_State *L, const em_cmp *c) {
+  lua_createtable(L, 0, 8);
+  lua_pushboolean(L, c->shape_ok && c->mismatches == 0);
+  lua_setfield(L, -2, "ok");
+  lua_pushboolean(L, c->shape_ok);
+  lua_setfield(L, -2, "shape_ok");
+  lua_pushnumber(L, c->max_abs);
+  lua_setfield(L, -2, "max_abs");
+  lua_pushnumber(L, c->max_rel);
+  lua_setfield(L, -2, "max_rel");
+  lua_pushnumber(L, (lua_Number)c->mismatches);
+  lua_setfield(L, -2, "mismatches");
+  lua_pushnumber(L, (lua_Number)c->numel);
+  lua_setfield(L, -2, "numel");
+  lua_pushnumber(L, c->rtol);
+  lua_setfield(L, -2, "rtol");
+  lua_pushnumber(L, c->atol);
+  lua_setfield(L, -2, "atol");
+}
+
+/* ref.compare(got, want [, {rtol=, atol=}]) -> {ok, max_abs, max_rel, mismatches, numel, rtol, atol} */
+static int l_compare(lua_State *L) {
+  em_tensor *a = check_tensor(L, 1), *b = check_tensor(L, 2);
+  double rtol, atol;
+  em_tolerance(b->dtype, &rtol, &atol);
+  if (a->dtype != b->dtype) {
+    double r2, a2;
+    em_tolerance(a->dtype, &r2, &a2);
+    if (r2 > rtol) rtol = r2, atol = a2;
+  }
+  if (lua_istable(L, 3)) {
+    lua_getfield(L, 3, "rtol");
+    rtol = luaL_optnumber(L, -1, rtol);
+    lua_getfield(L, 3, "atol");
+    atol = luaL_optnumber(L, -1, atol);
+    lua_pop(L, 2);
+  }
+  em_cmp c = em_tensor_compare(a, b, rtol, atol);
+  push_cmp(L, &c);
+  return 1;
+}
+
+/* ref.tolerance(dtype) -> rtol, atol */
+static int l_tolerance(lua_State *L) {
+  int dt = em_dtype_parse(luaL_checkstring(L, 1));
+  if (dt < 0) luaL_argerror(L, 1, "unknown dtype");
+  double r, a;
+  em_tolerance((em_dtype)dt, &r, &a);
+  lua_pushnumber(L, r);
+  lua_pushnumber(L, a);
+  return 2;
+}
+
+/* ref.run(graph, inputs {name = tensor}, {bind = {sym = n}, keep_all = bool, threads = n})
+ *   -> values {name = tensor} (outputs, or every value with keep_all), binding {sym = n} | nil, msg
+ * Input tensors are copied into the result table's ownership only by reference: they stay the caller's. */
+static int l_run(lua_State *L) {
+  em_graph *g = em_lua_checkgraph(L, 1);
+  luaL_checktype(L, 2, LUA_TTABLE);
+  em_ref_opts opts = {0, 0};
+  int64_t given[EM_MAX_SYMS], vals[EM_MAX_SYMS];
+  for (int i = 0; i < EM_MAX_SYMS; i++) given[i] = -1;
+  char err[EM_ERR_MAX];
+  if (lua_istable(L, 3)) {
+    lua_getfield(L, 3, "keep_all");
+    opts.keep_all = lua_toboolean(L, -1);
+    lua_getfield(L, 3, "threads");
+    opts.nthreads = (int)luaL_optnumber(L, -1, 0);
+    lua_pop(L, 2);
+    lua_getfield(L, 3, "bind");
+    if (lua_istable(L, -1)) {
+      lua_pushnil(L);
+      while (lua_next(L, -2)) {
+        const char *k = lua_type(L, -2) == LUA_TSTRING ? lua_tostring(L, -2) : "?";
+        int i = em_symtab_find(&g->syms, k);
+        if (i < 0 || g->syms.s[i].derived) {
+          snprintf(err, sizeof err, "graph '%s' has no symbol '%s'", g->name, k);
+          lua_pop(L, 3);
+          return em_lua_fail(L, err);
+        }
+        given[i] = (int64_t)lua_tonumber(L, -1);
+        lua_pop(L, 1);
+      }
+    }
+    lua_pop(L, 1);
+  }
+  if (em_ref_bind(g, given, vals, err)) return em_lua_fail(L, err);
+  em_tensor **ins = em_alloc(sizeof(em_tensor *) * (size_t)(g->inputs.n ? g->inputs.n : 1));
+  for (int i = 0; i < g->inputs.n; i++) {
+    const char *name = g->values.v[g->inputs.v[i]].name;
+    lua_getfield(L, 2, name);
+    em_box *b = luaL_testudata(L, -1, TENSOR_T);
+    lua_pop(L, 1); /* the tensor stays referenced by the inputs table */
+    if (!b || !b->p) {
+      free(ins);
+      snprintf(err, sizeof err, "input '%s' was not given a tensor", name);
+      return em_lua_fail(L, err);
+    }
+    ins[i] = b->p;
+  }
+  em_ref_result res;
+  em_status st = em_ref_run(g, vals, ins, &opts, &res, err);
+  free(ins);
+  if (st) return em_lua_fail(L, err);
+  lua_newtable(L);
+  for (int v = 0; v < res.nvalues; v++) {
+    if (!res.vals[v] || g->values.v[v].kind != EM_V_NODE) continue;
+    push_tensor(L, res.vals[v]);
+    res.vals[v] = NULL; /* ownership moves to Lua */
+    lua_setfield(L, -2, g->values.v[v].name);
+  }
+  em_ref_result_free(&res);
+  lua_newtable(L);
+  for (int i = 0; i < g->syms.n; i++) {
+    if (g->syms.s[i].derived) continue;
+    lua_pushnumber(L, (lua_Number)vals[i]);
+    lua_setfield(L, -2, g->syms.s[i].name);
+  }
+  return 2;
+}
+
+int luaopen_emmy_ref(lua_State *L) {
+  static const luaL_Reg methods[] = {{"save", t_save},   {"shape", t_shape}, {"dtype", t_dtype},
+                                     {"numel", t_numel}, {"get", t_get},     {"set", t_set},     {"to_table", t_to_table},
+                                     {NULL, NULL}};
+  em_lua_class(L, TENSOR_T, methods, t_gc, t_tostring);
+  static const luaL_Reg fns[] = {{"tensor", l_tensor},   {"random", l_random},   {"full", l_full},
+                                 {"load", l_load},       {"compare", l_compare}, {"tolerance", l_tolerance},
+                                 {"run", l_run},         {NULL, NULL}};
+  lua_newtable(L);
+  luaL_register(L, NULL, fns);
+  return 1;
+}

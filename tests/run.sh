@@ -1,0 +1,33 @@
+#!/bin/sh
+# Runs every test that needs no GPU — C unit tests, Lua tests (host, IR, JSON, CPU reference against the
+# PyTorch oracle), the torchref self-test — and reports GPU tests as skipped. Last line: N passed, N failed, N skipped.
+BIN=${EMMY_BIN:-./emmy}
+PY=${EMMY_PYTHON:-/usr/bin/python3}
+mode=${1:-all}
+log=$(mktemp -d)
+trap 'rm -rf "$log"' EXIT
+passed=0; failed=0; skipped=0
+
+tally() { # file: adds the counts from its last "N passed, N failed[, N skipped]" line
+  line=$(grep -E '^[0-9]+ passed, [0-9]+ failed' "$1" | tail -n 1)
+  if [ -z "$line" ]; then echo "FAIL $2 (no summary line; see output above)"; failed=$((failed + 1)); return; fi
+  p=$(echo "$line" | sed -E 's/^([0-9]+) passed.*/\1/')
+  f=$(echo "$line" | sed -E 's/^[0-9]+ passed, ([0-9]+) failed.*/\1/')
+  s=$(echo "$line" | sed -nE 's/.*, ([0-9]+) skipped.*/\1/p')
+  passed=$((passed + p)); failed=$((failed + f)); skipped=$((skipped + ${s:-0}))
+}
+
+if [ "$mode" != "--lua-only" ]; then
+  echo "== C unit tests"
+  ./tests/unit > "$log/unit" 2>&1; cat "$log/unit" | grep -v '^ok '; tally "$log/unit" tests/unit
+  echo "== torchref self-test ($PY)"
+  PYTHONDONTWRITEBYTECODE=1 $PY tools/torchref/test_replay.py > "$log/py" 2>&1; grep -vE '^(ok|PASS)' "$log/py" | tail -n 20
+  tally "$log/py" tools/torchref/test_replay.py
+fi
+echo "== Lua tests ($BIN)"
+EMMY_PYTHON=$PY "$BIN" tests/lua/run.lua > "$log/lua" 2>&1; grep -v '^ok ' "$log/lua"; tally "$log/lua" tests/lua
+echo "== GPU tests"
+sh tests/gpu/run.sh --list-skip > "$log/gpu" 2>&1; cat "$log/gpu"; tally "$log/gpu" tests/gpu
+
+echo "$passed passed, $failed failed, $skipped skipped"
+[ "$failed" -eq 0 ]
