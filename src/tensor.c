@@ -1,0 +1,480 @@
+/* tensor.c — host tensors of the CPU reference: allocation, dtype-exact stores, seeded random fill that is
+ * bit-identical on every machine (xoshiro256** and a polar normal with a portable log), .npy I/O and
+ * tolerance-aware comparison. */
+#include "tensor.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int stores_f32(em_dtype dt) { return dt == EM_BF16 || dt == EM_F16 || dt == EM_F32; }
+
+em_tensor *em_tensor_new(em_dtype dt, int rank, const int64_t *shape, char *err) {
+  if ((unsigned)dt >= EM_NDTYPES) {
+    em_fail(err, EM_EINPUT, "tensor dtype %d is unknown", (int)dt);
+    return NULL;
+  }
+  if (rank < 0 || rank > EM_TENSOR_MAX_RANK) {
+    em_fail(err, EM_EINPUT, "tensor rank %d is outside 0..%d", rank, EM_TENSOR_MAX_RANK);
+    return NULL;
+  }
+  int64_t n = 1;
+  for (int i = 0; i < rank; i++) {
+    if (shape[i] < 0) {
+      em_fail(err, EM_EINPUT, "tensor dim %d has negative size %lld", i, (long long)shape[i]);
+      return NULL;
+    }
+    if (shape[i] && n > ((int64_t)1 << 40) / shape[i]) {
+      em_fail(err, EM_ERUN, "tensor of more than 2^40 elements (dim %d = %lld)", i, (long long)shape[i]);
+      return NULL;
+    }
+    n *= shape[i];
+  }
+  int es = stores_f32(dt) ? 4 : 8;
+  if ((uint64_t)n * (uint64_t)es > ((uint64_t)1 << 40)) {
+    em_fail(err, EM_ERUN, "tensor of %lld elements needs more than 2^40 bytes", (long long)n);
+    return NULL;
+  }
+  em_tensor *t = em_alloc(sizeof *t);
+  t->dtype = dt;
+  t->rank = rank;
+  for (int i = 0; i < rank; i++) t->shape[i] = shape[i];
+  t->numel = n;
+  t->is_f32 = es == 4;
+  t->data = em_alloc((size_t)n * (size_t)es);
+  return t;
+}
+
+void em_tensor_free(em_tensor *t) {
+  if (!t) return;
+  if (!t->borrowed) free(t->data);
+  free(t);
+}
+
+em_tensor *em_tensor_clone(const em_tensor *t) {
+  em_tensor *c = em_alloc(sizeof *c);
+  *c = *t;
+  c->borrowed = 0;
+  size_t bytes = (size_t)t->numel * (t->is_f32 ? 4 : 8);
+  c->data = em_alloc(bytes);
+  memcpy(c->data, t->data, bytes);
+  return c;
+}
+
+/* Integers wrap as PyTorch's do after truncation toward zero; NaN and out-of-range values become 0 rather
+ * than invoking undefined behaviour in the cast. */
+static double to_int(double v, int bits) {
+  if (!(v > -9.2e18 && v < 9.2e18)) return 0.0;
+  int64_t w = (int64_t)v;
+  if (bits == 32) w = (int32_t)(uint32_t)(uint64_t)w;
+  return (double)w;
+}
+
+void em_t_set(em_tensor *t, int64_t i, double v) {
+  switch (t->dtype) {
+  case EM_BF16:
+  case EM_F16: ((float *)t->data)[i] = em_round_to(t->dtype, (double)(float)v); break;
+  case EM_F32: ((float *)t->data)[i] = (float)v; break;
+  case EM_F64: ((double *)t->data)[i] = v; break;
+  case EM_I32: ((double *)t->data)[i] = to_int(v, 32); break;
+  case EM_I64: ((double *)t->data)[i] = to_int(v, 64); break;
+  case EM_BOOL: ((double *)t->data)[i] = v != 0 ? 1.0 : 0.0; break;
+  default: break;
+  }
+}
+
+/* ---- deterministic random numbers ------------------------------------------------------------------ */
+
+typedef struct {
+  uint64_t s[4];
+} rng;
+
+static uint64_t splitmix64(uint64_t *x) {
+  uint64_t z = (*x += 0x9e3779b97f4a7c15ULL);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+  return z ^ (z >> 31);
+}
+
+static void rng_seed(rng *r, uint64_t seed) {
+  uint64_t x = seed;
+  for (int i = 0; i < 4; i++) r->s[i] = splitmix64(&x);
+}
+
+static uint64_t rotl(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
+
+static uint64_t rng_next(rng *r) {
+  uint64_t *s = r->s;
+  uint64_t out = rotl(s[1] * 5, 7) * 9, t = s[1] << 17;
+  s[2] ^= s[0];
+  s[3] ^= s[1];
+  s[1] ^= s[2];
+  s[0] ^= s[3];
+  s[2] ^= t;
+  s[3] = rotl(s[3], 45);
+  return out;
+}
+
+/* Uniform in [-1, 1) with 53 random bits. */
+static double rng_sym(rng *r) { return (double)(rng_next(r) >> 11) * 0x1p-52 - 1.0; }
+
+/* Natural log from +, -, *, / only: libm's log may differ by an ulp between library versions and CPU
+ * dispatch paths, which would change the seeded inputs from machine to machine. x = m·2^e with m in
+ * [sqrt(1/2), sqrt(2)); log(m) = 2·atanh(s), s = (m-1)/(m+1), |s| < 0.172, summed to 2^-60. */
+static double portable_log(double x) {
+  int e;
+  double m = frexp(x, &e); /* exact: m in [0.5, 1) */
+  if (m < 0.70710678118654752440) {
+    m *= 2.0;
+    e -= 1;
+  }
+  double s = (m - 1.0) / (m + 1.0), s2 = s * s, term = s, sum = 0.0;
+  for (int k = 1; k < 60; k += 2) {
+    sum += term / k;
+    term *= s2;
+    if (term < 1e-20 && term > -1e-20) break;
+  }
+  return 2.0 * sum + (double)e * 0.69314718055994530942;
+}
+
+/* Marsaglia's polar form of Box–Muller: a pair of independent standard normals without sin/cos. */
+static void normal_pair(rng *r, double *z0, double *z1) {
+  double u, v, s;
+  do {
+    u = rng_sym(r);
+    v = rng_sym(r);
+    s = u * u + v * v;
+  } while (s >= 1.0 || s == 0.0);
+  double f = sqrt(-2.0 * portable_log(s) / s);
+  *z0 = u * f;
+  *z1 = v * f;
+}
+
+void em_tensor_fill_normal(em_tensor *t, uint64_t seed, double mean, double std) {
+  rng r;
+  rng_seed(&r, seed);
+  if (t->dtype == EM_BOOL) {
+    for (int64_t i = 0; i < t->numel; i++) em_t_set(t, i, (double)(rng_next(&r) >> 63));
+    return;
+  }
+  for (int64_t i = 0; i < t->numel; i += 2) {
+    double z0, z1;
+    normal_pair(&r, &z0, &z1);
+    em_t_set(t, i, mean + std * z0);
+    if (i + 1 < t->numel) em_t_set(t, i + 1, mean + std * z1);
+  }
+}
+
+void em_tensor_fill_int(em_tensor *t, uint64_t seed, int64_t lo, int64_t hi) {
+  rng r;
+  rng_seed(&r, seed);
+  uint64_t range = hi > lo ? (uint64_t)hi - (uint64_t)lo : 0;
+  for (int64_t i = 0; i < t->numel; i++) {
+    uint64_t x = rng_next(&r);
+    if (t->dtype == EM_BOOL) {
+      em_t_set(t, i, (double)(x >> 63));
+      continue;
+    }
+    uint64_t k = range ? (uint64_t)(((unsigned __int128)x * range) >> 64) : 0;
+    em_t_set(t, i, (double)(int64_t)((uint64_t)lo + k));
+  }
+}
+
+void em_tensor_fill_const(em_tensor *t, double v) {
+  for (int64_t i = 0; i < t->numel; i++) em_t_set(t, i, v);
+}
+
+/* ---- .npy ----------------------------------------------------------------------------------------- */
+
+static const char *npy_descr(em_dtype dt) {
+  switch (dt) {
+  case EM_BF16: return "<f4";
+  case EM_F16: return "<f2";
+  case EM_F32: return "<f4";
+  case EM_F64: return "<f8";
+  case EM_I32: return "<i4";
+  case EM_I64: return "<i8";
+  case EM_BOOL: return "|b1";
+  default: return NULL;
+  }
+}
+
+em_status em_tensor_save_npy(const em_tensor *t, const char *path, char *err) {
+  em_status st = EM_OK;
+  FILE *f = NULL;
+  unsigned char *buf = NULL;
+  const char *descr = npy_descr(t->dtype);
+  if (!descr) return em_fail(err, EM_EINPUT, "%s: cannot save dtype %d", path, (int)t->dtype);
+  char shape[256];
+  int o = snprintf(shape, sizeof shape, "(");
+  for (int i = 0; i < t->rank; i++) o += snprintf(shape + o, sizeof shape - (size_t)o, "%lld, ", (long long)t->shape[i]);
+  if (t->rank == 1) shape[o - 1] = 0, o--; /* "(3,)" */
+  else if (t->rank > 1) shape[o - 2] = 0, o -= 2;
+  snprintf(shape + o, sizeof shape - (size_t)o, ")");
+  char header[512];
+  int hl = snprintf(header, sizeof header, "{'descr': '%s', 'fortran_order': False, 'shape': %s, }", descr, shape);
+  /* pad with spaces so that magic (6) + version (2) + length (2) + header ends on a 64-byte boundary */
+  int total = 10 + hl + 1;
+  int pad = (64 - total % 64) % 64;
+  memset(header + hl, ' ', (size_t)pad);
+  header[hl + pad] = '\n';
+  hl += pad + 1;
+
+  int es = em_dtype_bytes(t->dtype == EM_BF16 ? EM_F32 : t->dtype);
+  buf = em_alloc((size_t)t->numel * (size_t)es);
+  for (int64_t i = 0; i < t->numel; i++) {
+    double v = em_t_get(t, i);
+    unsigned char *p = buf + (size_t)i * (size_t)es;
+    switch (t->dtype) {
+    case EM_BF16:
+    case EM_F32: {
+      float x = ((const float *)t->data)[i];
+      memcpy(p, &x, 4);
+      break;
+    }
+    case EM_F16: {
+      uint16_t h = em_f32_to_f16_bits((float)v);
+      memcpy(p, &h, 2);
+      break;
+    }
+    case EM_F64: memcpy(p, &v, 8); break;
+    case EM_I32: {
+      int32_t x = (int32_t)v;
+      memcpy(p, &x, 4);
+      break;
+    }
+    case EM_I64: {
+      int64_t x = (int64_t)v;
+      memcpy(p, &x, 8);
+      break;
+    }
+    case EM_BOOL: *p = v != 0; break;
+    default: break;
+    }
+  }
+  f = fopen(path, "wb");
+  if (!f) {
+    st = em_fail(err, EM_ERUN, "%s: cannot open for writing", path);
+    goto cleanup;
+  }
+  unsigned char pre[10] = {0x93, 'N', 'U', 'M', 'P', 'Y', 1, 0, (unsigned char)(hl & 0xff), (unsigned char)(hl >> 8)};
+  if (fwrite(pre, 1, 10, f) != 10 || fwrite(header, 1, (size_t)hl, f) != (size_t)hl ||
+      fwrite(buf, (size_t)es, (size_t)t->numel, f) != (size_t)t->numel) {
+    st = em_fail(err, EM_ERUN, "%s: write failed", path);
+    goto cleanup;
+  }
+  if (fclose(f)) {
+    f = NULL;
+    st = em_fail(err, EM_ERUN, "%s: write failed", path);
+    goto cleanup;
+  }
+  f = NULL;
+cleanup:
+  if (f) fclose(f);
+  free(buf);
+  return st;
+}
+
+/* Finds 'key': in a numpy header dict and returns a pointer just past the colon and spaces. */
+static const char *npy_key(const char *h, const char *key) {
+  char pat[32];
+  snprintf(pat, sizeof pat, "'%s'", key);
+  const char *p = strstr(h, pat);
+  if (!p) {
+    snprintf(pat, sizeof pat, "\"%s\"", key);
+    p = strstr(h, pat);
+  }
+  if (!p) return NULL;
+  p += strlen(pat);
+  while (*p == ' ') p++;
+  if (*p != ':') return NULL;
+  p++;
+  while (*p == ' ') p++;
+  return p;
+}
+
+em_tensor *em_tensor_load_npy(const char *path, em_dtype dt, char *err) {
+  FILE *f = NULL;
+  char *header = NULL;
+  unsigned char *buf = NULL;
+  em_tensor *t = NULL;
+  f = fopen(path, "rb");
+  if (!f) {
+    em_fail(err, EM_ERUN, "%s: cannot open", path);
+    goto cleanup;
+  }
+  unsigned char pre[12];
+  if (fread(pre, 1, 10, f) != 10 || memcmp(pre, "\x93NUMPY", 6)) {
+    em_fail(err, EM_EINPUT, "%s: not a .npy file (bad magic)", path);
+    goto cleanup;
+  }
+  size_t hl;
+  if (pre[6] == 1) hl = (size_t)pre[8] | (size_t)pre[9] << 8;
+  else if (pre[6] == 2 || pre[6] == 3) {
+    if (fread(pre + 10, 1, 2, f) != 2) {
+      em_fail(err, EM_EINPUT, "%s: truncated header", path);
+      goto cleanup;
+    }
+    hl = (size_t)pre[8] | (size_t)pre[9] << 8 | (size_t)pre[10] << 16 | (size_t)pre[11] << 24;
+  } else {
+    em_fail(err, EM_EINPUT, "%s: unsupported .npy version %d.%d", path, pre[6], pre[7]);
+    goto cleanup;
+  }
+  if (hl > 1 << 20) {
+    em_fail(err, EM_EINPUT, "%s: header of %zu bytes is implausible", path, hl);
+    goto cleanup;
+  }
+  header = em_alloc(hl + 1);
+  if (fread(header, 1, hl, f) != hl) {
+    em_fail(err, EM_EINPUT, "%s: truncated header", path);
+    goto cleanup;
+  }
+  header[hl] = 0;
+
+  const char *p = npy_key(header, "descr");
+  char descr[16] = {0};
+  if (!p || (*p != '\'' && *p != '"')) {
+    em_fail(err, EM_EINPUT, "%s: header has no 'descr'", path);
+    goto cleanup;
+  }
+  {
+    char q = *p++;
+    int n = 0;
+    while (*p && *p != q && n < 15) descr[n++] = *p++;
+  }
+  static const struct {
+    const char *d;
+    int bytes, kind; /* kind: 0 float, 1 int, 2 bool */
+  } known[] = {{"<f2", 2, 0}, {"<f4", 4, 0}, {"<f8", 8, 0}, {"<i4", 4, 1}, {"<i8", 8, 1}, {"|b1", 1, 2}};
+  int k = -1;
+  for (int i = 0; i < (int)(sizeof known / sizeof known[0]); i++)
+    if (!strcmp(descr, known[i].d)) k = i;
+  if (k < 0) {
+    em_fail(err, EM_EINPUT, "%s: numpy dtype '%s' is not supported (use <f2, <f4, <f8, <i4, <i8 or |b1)", path, descr);
+    goto cleanup;
+  }
+  p = npy_key(header, "fortran_order");
+  if (!p || strncmp(p, "False", 5)) {
+    em_fail(err, EM_EINPUT, "%s: only C-order arrays are supported (save with np.ascontiguousarray)", path);
+    goto cleanup;
+  }
+  p = npy_key(header, "shape");
+  if (!p || *p != '(') {
+    em_fail(err, EM_EINPUT, "%s: header has no 'shape'", path);
+    goto cleanup;
+  }
+  p++;
+  int64_t shape[EM_TENSOR_MAX_RANK];
+  int rank = 0;
+  for (;;) {
+    while (*p == ' ' || *p == ',') p++;
+    if (*p == ')') break;
+    char *end;
+    long long v = strtoll(p, &end, 10);
+    if (end == p || v < 0) {
+      em_fail(err, EM_EINPUT, "%s: malformed shape in header", path);
+      goto cleanup;
+    }
+    if (rank == EM_TENSOR_MAX_RANK) {
+      em_fail(err, EM_EINPUT, "%s: rank is over %d", path, EM_TENSOR_MAX_RANK);
+      goto cleanup;
+    }
+    shape[rank++] = v;
+    p = end;
+    while (*p == 'L') p++;
+  }
+  t = em_tensor_new(dt, rank, shape, err);
+  if (!t) {
+    char e2[EM_ERR_MAX];
+    snprintf(e2, sizeof e2, "%s", err ? err : "");
+    em_fail(err, EM_EINPUT, "%s: %s", path, e2);
+    goto cleanup;
+  }
+  size_t es = (size_t)known[k].bytes;
+  buf = em_alloc((size_t)t->numel * es);
+  if (fread(buf, es, (size_t)t->numel, f) != (size_t)t->numel) {
+    em_fail(err, EM_EINPUT, "%s: data is shorter than its shape needs (%lld elements of %zu bytes)", path,
+            (long long)t->numel, es);
+    em_tensor_free(t);
+    t = NULL;
+    goto cleanup;
+  }
+  for (int64_t i = 0; i < t->numel; i++) {
+    const unsigned char *q = buf + (size_t)i * es;
+    double v = 0;
+    switch (k) {
+    case 0: {
+      uint16_t h;
+      memcpy(&h, q, 2);
+      v = em_f16_bits_to_f32(h);
+      break;
+    }
+    case 1: {
+      float x;
+      memcpy(&x, q, 4);
+      v = x;
+      break;
+    }
+    case 2: memcpy(&v, q, 8); break;
+    case 3: {
+      int32_t x;
+      memcpy(&x, q, 4);
+      v = x;
+      break;
+    }
+    case 4: {
+      int64_t x;
+      memcpy(&x, q, 8);
+      v = (double)x;
+      break;
+    }
+    case 5: v = *q != 0; break;
+    }
+    em_t_set(t, i, v);
+  }
+cleanup:
+  if (f) fclose(f);
+  free(header);
+  free(buf);
+  return t;
+}
+
+/* ---- comparison ----------------------------------------------------------------------------------- */
+
+void em_tolerance(em_dtype dt, double *rtol, double *atol) {
+  switch (dt) {
+  case EM_BF16: *rtol = 1.6e-2, *atol = 1e-2; break; /* 2^-8 ulp, a couple of ulps of f32-order drift */
+  case EM_F16: *rtol = 2e-3, *atol = 1e-3; break;    /* 2^-11 ulp */
+  case EM_F32: *rtol = 1e-5, *atol = 1e-5; break;
+  case EM_F64: *rtol = 1e-10, *atol = 1e-10; break;
+  default: *rtol = 0, *atol = 0; break; /* integers and bool are exact */
+  }
+}
+
+em_cmp em_tensor_compare(const em_tensor *a, const em_tensor *b, double rtol, double atol) {
+  em_cmp c;
+  memset(&c, 0, sizeof c);
+  c.rtol = rtol;
+  c.atol = atol;
+  c.shape_ok = a->rank == b->rank;
+  for (int i = 0; c.shape_ok && i < a->rank; i++)
+    if (a->shape[i] != b->shape[i]) c.shape_ok = 0;
+  c.numel = b->numel;
+  if (!c.shape_ok) {
+    c.mismatches = a->numel > b->numel ? a->numel : b->numel;
+    return c;
+  }
+  for (int64_t i = 0; i < a->numel; i++) {
+    double x = em_t_get(a, i), y = em_t_get(b, i);
+    if (isnan(x) || isnan(y)) {
+      if (!(isnan(x) && isnan(y))) c.mismatches++;
+      continue;
+    }
+    double d = x == y ? 0.0 : fabs(x - y); /* equal infinities match */
+    if (d > c.max_abs) c.max_abs = d;
+    if (y != 0 && d / fabs(y) > c.max_rel) c.max_rel = d / fabs(y);
+    if (!(d <= atol + rtol * fabs(y))) c.mismatches++;
+  }
+  return c;
+}
