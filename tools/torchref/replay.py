@@ -485,7 +485,7 @@ def to_numpy(t):
     t = t.detach().cpu()
     if t.dtype == torch.bfloat16:
         t = t.float()
-    return np.ascontiguousarray(t.numpy())
+    return t.contiguous().numpy()  # np.ascontiguousarray would turn a 0-d result into shape (1,)
 
 
 def save(out_dir, name, t):
