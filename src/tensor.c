@@ -62,13 +62,12 @@ em_tensor *em_tensor_clone(const em_tensor *t) {
   return c;
 }
 
-/* Integers wrap as PyTorch's do after truncation toward zero; NaN and out-of-range values become 0 rather
- * than invoking undefined behaviour in the cast. */
+/* Truncation toward zero; NaN and values out of the integer's range become its minimum, as x86's
+ * conversion (and so PyTorch's CPU cast) gives, without the undefined behaviour of a C cast. */
 static double to_int(double v, int bits) {
-  if (!(v > -9.2e18 && v < 9.2e18)) return 0.0;
-  int64_t w = (int64_t)v;
-  if (bits == 32) w = (int32_t)(uint32_t)(uint64_t)w;
-  return (double)w;
+  double lim = bits == 32 ? 2147483648.0 : 9223372036854775808.0;
+  if (!(v > -lim - 1.0 && v < lim)) return -lim;
+  return trunc(v);
 }
 
 void em_t_set(em_tensor *t, int64_t i, double v) {

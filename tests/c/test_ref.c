@@ -144,10 +144,11 @@ TEST(ref_bf16_rounding) {
   em_tensor *i = em_tensor_new(EM_I32, 1, &n, NULL);
   em_t_set(i, 0, 2.7);
   em_t_set(i, 1, -2.7);
-  em_t_set(i, 2, 2147483648.0); /* wraps like a C int32 */
+  em_t_set(i, 2, 2147483648.0); /* out of range: INT32_MIN, as PyTorch's CPU cast */
+  em_t_set(i, 3, NAN);
   CHECK(em_t_get(i, 0) == 2);
   CHECK(em_t_get(i, 1) == -2);
-  CHECK(em_t_get(i, 2) == -2147483648.0);
+  CHECK(em_t_get(i, 2) == -2147483648.0 && em_t_get(i, 3) == -2147483648.0);
   em_tensor_free(i);
 
   em_tensor *b = em_tensor_new(EM_BOOL, 1, &n, NULL);
