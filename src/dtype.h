@@ -35,7 +35,8 @@ em_dtype em_dtype_promote(em_dtype a, em_dtype b);
 /* Round-to-nearest-even conversions. bf16/f16 values are carried as f32. */
 float em_round_bf16(float x);
 float em_round_f16(float x);
-/* Rounds x (computed in f32 or f64) to what dtype t can hold, returned as f32 (for f64 see ref.c). */
+/* Rounds x (computed in f32 or f64) to what dtype t can hold, returned as f32 (f64 tensors store doubles:
+ * em_t_set in tensor.c). */
 float em_round_to(em_dtype t, double x);
 uint16_t em_f32_to_bf16_bits(float x);
 float em_bf16_bits_to_f32(uint16_t b);

@@ -689,7 +689,11 @@ static void sdpa_part(void *p, int64_t lo, int64_t hi) {
         row[s] = x;
         if (x > mx || isnan(x)) mx = x;
       }
-      /* a row with every score -inf gives NaN (exp(-inf - -inf)), as PyTorch's math path does */
+      /* a row with every score -inf attends to nothing and gives zeros, as PyTorch >= 2.5's math path does */
+      if (mx == -INFINITY) {
+        for (int64_t s = 0; s < S; s++) row[s] = 0;
+        continue;
+      }
       for (int64_t s = 0; s < S; s++) sum += (row[s] = exp(row[s] - mx));
       for (int64_t s = 0; s < S; s++) row[s] /= sum;
     }

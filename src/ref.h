@@ -19,8 +19,9 @@ typedef struct {
   int64_t symvals[EM_MAX_SYMS];
 } em_ref_result;
 
-/* Resolves each symbol's value from vals[i] (>= 0) or else its hint; checks [min, max]. On failure err
- * names the symbol ("symbol 'seq_len' is unbound: …"). */
+/* Resolves each symbol's value from given[i] (>= 0; i below g->syms.n) or else its hint, checks [min, max]
+ * and computes derived symbols; out has EM_MAX_SYMS entries. On failure err names the symbol
+ * ("symbol 'seq_len' is unbound: …"). */
 em_status em_ref_bind(const em_graph *g, const int64_t *given, int64_t *out, char *err);
 
 /* Runs g. inputs[i] is the tensor for g->inputs.v[i] (borrowed; shapes and dtypes are checked against the

@@ -32,7 +32,7 @@ static inline double em_t_get(const em_tensor *t, int64_t i) {
 /* Stores v rounded as the dtype requires (bf16/f16 rounding, integer truncation toward zero, bool != 0). */
 void em_t_set(em_tensor *t, int64_t i, double v);
 
-/* Deterministic fill from (seed, stream): normal(mean, std) for floats, uniform integers in [lo, hi) for
+/* Deterministic fill from seed: normal(mean, std) for floats, uniform integers in [lo, hi) for
  * integer dtypes, fair coin for bool. The same arguments give the same values on every machine. */
 void em_tensor_fill_normal(em_tensor *t, uint64_t seed, double mean, double std);
 void em_tensor_fill_int(em_tensor *t, uint64_t seed, int64_t lo, int64_t hi);
