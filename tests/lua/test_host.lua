@@ -34,7 +34,8 @@ end)
 test("version has the git revision", function()
   local code, out = emmy { "--version" }
   eq(code, 0, "exit")
-  local _, rev = sh("cd " .. shell_quote(ROOT) .. " && git rev-parse --short=12 HEAD")
+  local rc, rev = sh("cd " .. shell_quote(ROOT) .. " && git rev-parse --short=12 HEAD")
+  if rc ~= 0 then skip("not a git checkout (the GPU machine gets a copy without .git)") end
   check(out:match("^emmy %d+%.%d+%.%d+ %(git [%w%-]+%)\n$"), out)
   check(out:find(rev:match("%w+"), 1, true), "revision " .. rev .. " not in " .. out)
 end)
