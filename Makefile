@@ -49,6 +49,7 @@ deps:
 
 test: deps
 	@$(MAKE) --no-print-directory emmy tests/unit
+	@$(MAKE) --no-print-directory asan
 	@sh tests/run.sh
 
 test-gpu: emmy

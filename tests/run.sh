@@ -26,6 +26,12 @@ if [ "$mode" != "--lua-only" ]; then
 fi
 echo "== Lua tests ($BIN)"
 EMMY_PYTHON=$PY "$BIN" tests/lua/run.lua > "$log/lua" 2>&1; grep -v '^ok ' "$log/lua"; tally "$log/lua" tests/lua
+if [ "$mode" != "--lua-only" ] && [ -x ./emmy-asan ]; then
+  echo "== host, IR and JSON tests under AddressSanitizer + UBSan (./emmy-asan)"
+  EMMY_BIN=./emmy-asan ./emmy-asan tests/lua/run.lua host/ > "$log/asan1" 2>&1; grep -v '^ok ' "$log/asan1"; tally "$log/asan1" asan-host
+  EMMY_BIN=./emmy-asan ./emmy-asan tests/lua/run.lua json/ > "$log/asan2" 2>&1; grep -v '^ok ' "$log/asan2"; tally "$log/asan2" asan-json
+  EMMY_BIN=./emmy-asan ./emmy-asan tests/lua/run.lua ir/ > "$log/asan3" 2>&1; grep -v '^ok ' "$log/asan3"; tally "$log/asan3" asan-ir
+fi
 echo "== GPU tests"
 sh tests/gpu/run.sh --list-skip > "$log/gpu" 2>&1; cat "$log/gpu"; tally "$log/gpu" tests/gpu
 
