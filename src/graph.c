@@ -32,12 +32,44 @@ void em_graph_free(em_graph *g) {
     free(g->nodes.v[i].src_module);
     free(g->nodes.v[i].src_op);
   }
+  for (int i = 0; i < g->meta.n; i++) {
+    free(g->meta.v[i].key);
+    free(g->meta.v[i].val);
+  }
+  free(g->meta.v);
   free(g->values.v);
   free(g->nodes.v);
   free(g->inputs.v);
   free(g->outputs.v);
   free(g->name);
   free(g);
+}
+
+void em_graph_set_meta(em_graph *g, const char *key, const char *val) {
+  int i = 0;
+  while (i < g->meta.n && strcmp(g->meta.v[i].key, key) < 0) i++;
+  if (i < g->meta.n && !strcmp(g->meta.v[i].key, key)) {
+    free(g->meta.v[i].val);
+    if (val) {
+      g->meta.v[i].val = em_strdup(val);
+      return;
+    }
+    free(g->meta.v[i].key);
+    memmove(&g->meta.v[i], &g->meta.v[i + 1], sizeof(em_meta) * (size_t)(g->meta.n - i - 1));
+    g->meta.n--;
+    return;
+  }
+  if (!val) return;
+  em_meta m = {em_strdup(key), em_strdup(val)};
+  EM_VEC_PUSH(g->meta, m);
+  memmove(&g->meta.v[i + 1], &g->meta.v[i], sizeof(em_meta) * (size_t)(g->meta.n - 1 - i));
+  g->meta.v[i] = m;
+}
+
+const char *em_graph_get_meta(const em_graph *g, const char *key) {
+  for (int i = 0; i < g->meta.n; i++)
+    if (!strcmp(g->meta.v[i].key, key)) return g->meta.v[i].val;
+  return NULL;
 }
 
 int em_graph_find(const em_graph *g, const char *name) {

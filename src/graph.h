@@ -50,8 +50,13 @@ typedef struct {
   char *src_op;     /* provenance: original torch op, e.g. "torch.nn.functional.rms_norm" (may be NULL) */
 } em_node;
 
+typedef struct {
+  char *key, *val;
+} em_meta;
+
 typedef struct em_graph {
   char *name;
+  EM_VEC(em_meta) meta; /* free-form provenance (model, layer, weights source); not part of the hash */
   em_symtab syms;
   EM_VEC(em_value) values;
   EM_VEC(em_node) nodes;
@@ -71,6 +76,9 @@ int em_graph_add_input(em_graph *g, const char *name, em_vkind kind, const char 
 int em_graph_add_node(em_graph *g, em_op op, em_arg *args, const char *name, const char *src_module,
                       const char *src_op, char *err);
 em_status em_graph_add_output(em_graph *g, int value, char *err);
+/* Sets (val non-NULL) or removes a metadata entry; entries stay sorted by key. */
+void em_graph_set_meta(em_graph *g, const char *key, const char *val);
+const char *em_graph_get_meta(const em_graph *g, const char *key);
 /* Value id by name, or -1. */
 int em_graph_find(const em_graph *g, const char *name);
 /* Structural hash: ops, arguments, dtypes, shapes (symbols by index), input kinds, wiring and outputs.

@@ -294,6 +294,14 @@ em_status em_infer(em_graph *g, em_op op, const em_arg *a, em_dtype *dt, em_shap
   case EM_OP_AMAX:
     *dt = s0->dtype;
     return reduce_dims(g, &s0->shape, &a[1], a[2].b, sh, err);
+  case EM_OP_VECTOR_NORM: {
+    int64_t ord;
+    if (a[1].is_float || !em_dim_is_const(&a[1].i, &ord) || ord != 2)
+      return em_fail(err, EM_EINPUT, "only ord=2 is supported");
+    *dt = a[4].present ? (em_dtype)a[4].dtype : s0->dtype;
+    if (!em_dtype_is_float(*dt)) return em_fail(err, EM_EINPUT, "norm of a %s tensor", em_dtype_name(*dt));
+    return reduce_dims(g, &s0->shape, &a[2], a[3].b, sh, err);
+  }
   case EM_OP_SOFTMAX:
   case EM_OP_SOFTMAX_INT:
     if (axis(g, &a[1].i, s0->shape.rank, "dim", &ax, err)) return EM_EINPUT;

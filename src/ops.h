@@ -34,6 +34,7 @@
   X(MEAN, "aten.mean.dim", "T self, i[]? dim, b keepdim=False, d? dtype=None")                               \
   X(SUM, "aten.sum.dim_IntList", "T self, i[]? dim, b keepdim=False, d? dtype=None")                         \
   X(AMAX, "aten.amax.default", "T self, i[] dim=[], b keepdim=False")                                        \
+  X(VECTOR_NORM, "aten.linalg_vector_norm.default", "T self, s ord=2, i[]? dim=None, b keepdim=False, d? dtype=None") \
   X(SOFTMAX, "aten._softmax.default", "T self, i dim, b half_to_float")                                      \
   X(SOFTMAX_INT, "aten.softmax.int", "T self, i dim, d? dtype=None")                                         \
   X(SDPA, "aten.scaled_dot_product_attention.default",                                                       \

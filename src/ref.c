@@ -363,22 +363,24 @@ static em_status op_reduce(rctx *c, const em_node *nd, em_dtype odt, em_tensor *
   int64_t *roff = NULL;
   em_status st = EM_OK;
   int fail;
-  if (nd->op != EM_OP_AMAX && a[3].present) {
-    cast = cast_copy(x0, (em_dtype)a[3].dtype, err, &fail);
+  /* argument positions: mean/sum/amax (self, dim, keepdim, dtype); linalg_vector_norm (self, ord, dim, keepdim, dtype) */
+  int vn = nd->op == EM_OP_VECTOR_NORM, di = vn ? 2 : 1, ki = di + 1, ti = di + 2;
+  if (nd->op != EM_OP_AMAX && a[ti].present) {
+    cast = cast_copy(x0, (em_dtype)a[ti].dtype, err, &fail);
     if (fail) return EM_ERUN;
     if (cast) x = cast;
   }
   int mark[R] = {0};
-  if (!a[1].present || a[1].n == 0) {
+  if (!a[di].present || a[di].n == 0) {
     for (int i = 0; i < x->rank; i++) mark[i] = 1;
   } else {
-    for (int k = 0; k < a[1].n; k++) {
+    for (int k = 0; k < a[di].n; k++) {
       int ax = 0;
-      if ((st = norm_axis(ev(c, &a[1].ilist[k]), x->rank, "dim", &ax, err))) goto cleanup;
+      if ((st = norm_axis(ev(c, &a[di].ilist[k]), x->rank, "dim", &ax, err))) goto cleanup;
       mark[ax] = 1;
     }
   }
-  int keepdim = a[2].b, orank = 0;
+  int keepdim = a[ki].b, orank = 0;
   int64_t oshape[R], xst[R];
   cstrides(x->rank, x->shape, xst);
   nditer kept = {.rank = 0, .nops = 1}, red = {.rank = 0, .nops = 1};
@@ -424,6 +426,13 @@ static em_status op_reduce(rctx *c, const em_node *nd, em_dtype odt, em_tensor *
             if (v > acc || isnan(v)) acc = v;
             if (isnan(v)) break;
           }
+        } else if (vn) {
+          acc = 0;
+          for (int64_t j = 0; j < nred; j++) {
+            double v = em_t_get(x, base + roff[j]);
+            acc += v * v;
+          }
+          acc = sqrt(acc);
         } else {
           acc = 0;
           if (x->is_f32) {
@@ -1046,7 +1055,8 @@ static em_status exec_node(rctx *c, const em_node *nd, em_tensor **out, char *er
   case EM_OP_TO_COPY: return op_unary(c, nd, odt, out, err);
   case EM_OP_MEAN:
   case EM_OP_SUM:
-  case EM_OP_AMAX: return op_reduce(c, nd, odt, out, err);
+  case EM_OP_AMAX:
+  case EM_OP_VECTOR_NORM: return op_reduce(c, nd, odt, out, err);
   case EM_OP_SOFTMAX:
   case EM_OP_SOFTMAX_INT: return op_softmax(c, nd, odt, out, err);
   case EM_OP_SDPA: return op_sdpa(c, nd, odt, out, err);

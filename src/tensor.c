@@ -4,6 +4,8 @@
 #include "tensor.h"
 
 #include <math.h>
+#include <pthread.h>
+#include <unistd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -128,9 +130,12 @@ static double portable_log(double x) {
     m *= 2.0;
     e -= 1;
   }
+  static const double inv_odd[] = {1.0 / 1,  1.0 / 3,  1.0 / 5,  1.0 / 7,  1.0 / 9,  1.0 / 11, 1.0 / 13,
+                                    1.0 / 15, 1.0 / 17, 1.0 / 19, 1.0 / 21, 1.0 / 23, 1.0 / 25, 1.0 / 27,
+                                    1.0 / 29, 1.0 / 31, 1.0 / 33, 1.0 / 35, 1.0 / 37, 1.0 / 39};
   double s = (m - 1.0) / (m + 1.0), s2 = s * s, term = s, sum = 0.0;
-  for (int k = 1; k < 60; k += 2) {
-    sum += term / k;
+  for (int k = 0; k < 20; k++) {
+    sum += term * inv_odd[k];
     term *= s2;
     if (term < 1e-20 && term > -1e-20) break;
   }
@@ -150,19 +155,61 @@ static void normal_pair(rng *r, double *z0, double *z1) {
   *z1 = v * f;
 }
 
-void em_tensor_fill_normal(em_tensor *t, uint64_t seed, double mean, double std) {
+/* Large tensors are filled in fixed chunks, each from its own stream seeded by (seed, chunk index), on
+ * several threads: the values depend only on the seed, never on the thread count. */
+#define FILL_CHUNK ((int64_t)1 << 16)
+
+typedef struct {
+  em_tensor *t;
+  uint64_t seed;
+  double mean, std;
+  int64_t next; /* next chunk to take */
+  pthread_mutex_t mu;
+} fill_job;
+
+static void fill_chunk(em_tensor *t, uint64_t seed, double mean, double std, int64_t lo, int64_t hi) {
   rng r;
   rng_seed(&r, seed);
   if (t->dtype == EM_BOOL) {
-    for (int64_t i = 0; i < t->numel; i++) em_t_set(t, i, (double)(rng_next(&r) >> 63));
+    for (int64_t i = lo; i < hi; i++) em_t_set(t, i, (double)(rng_next(&r) >> 63));
     return;
   }
-  for (int64_t i = 0; i < t->numel; i += 2) {
+  for (int64_t i = lo; i < hi; i += 2) {
     double z0, z1;
     normal_pair(&r, &z0, &z1);
     em_t_set(t, i, mean + std * z0);
-    if (i + 1 < t->numel) em_t_set(t, i + 1, mean + std * z1);
+    if (i + 1 < hi) em_t_set(t, i + 1, mean + std * z1);
   }
+}
+
+static uint64_t chunk_seed(uint64_t seed, int64_t c) {
+  uint64_t x = seed ^ ((uint64_t)c * 0xd1b54a32d192ed03ULL);
+  return c == 0 ? seed : splitmix64(&x);
+}
+
+static void *fill_worker(void *arg) {
+  fill_job *j = arg;
+  int64_t nchunks = (j->t->numel + FILL_CHUNK - 1) / FILL_CHUNK;
+  for (;;) {
+    pthread_mutex_lock(&j->mu);
+    int64_t c = j->next++;
+    pthread_mutex_unlock(&j->mu);
+    if (c >= nchunks) return NULL;
+    int64_t lo = c * FILL_CHUNK, hi = lo + FILL_CHUNK < j->t->numel ? lo + FILL_CHUNK : j->t->numel;
+    fill_chunk(j->t, chunk_seed(j->seed, c), j->mean, j->std, lo, hi);
+  }
+}
+
+void em_tensor_fill_normal(em_tensor *t, uint64_t seed, double mean, double std) {
+  fill_job j = {t, seed, mean, std, 0, PTHREAD_MUTEX_INITIALIZER};
+  long nt = t->numel > 8 * FILL_CHUNK ? sysconf(_SC_NPROCESSORS_ONLN) : 1;
+  if (nt > 64) nt = 64;
+  pthread_t th[64];
+  int started = 0;
+  for (long i = 1; i < nt; i++)
+    if (pthread_create(&th[started], NULL, fill_worker, &j) == 0) started++;
+  fill_worker(&j);
+  for (int i = 0; i < started; i++) pthread_join(th[i], NULL);
 }
 
 void em_tensor_fill_int(em_tensor *t, uint64_t seed, int64_t lo, int64_t hi) {

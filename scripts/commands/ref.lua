@@ -45,7 +45,8 @@ return {
     local g = cli.check(graphjson.read(pos.file))
     local bind = cli.check(g:bind(cli.parse_binds(opts.bind)))
     local ins
-    if opts.inputs then ins = cli.check(inputs.load(g, opts.inputs)) else ins = inputs.random(g, bind, opts.seed) end
+    local provider
+    if opts.inputs then ins = cli.check(inputs.load(g, opts.inputs)) else ins, provider = cli.check(inputs.for_graph(g, bind, opts.seed)) end
     local t0 = sys.clock()
     local outs = cli.check(ref.run(g, ins, { bind = bind, keep_all = opts.all, threads = opts.threads }))
     local dt = sys.clock() - t0
@@ -71,6 +72,10 @@ return {
     for k, v in pairs(bind) do b[#b + 1] = k .. "=" .. v end
     table.sort(b)
     print(("graph %s  at %s  CPU reference %.3f s"):format(g:name(), #b > 0 and table.concat(b, " ") or "static", dt))
+    if g:meta("model") then
+      print(("model %s, %s"):format(g:meta("model"), opts.inputs and ("inputs from " .. opts.inputs) or
+        (type(provider) == "table" and provider.describe or "")))
+    end
     print("")
     tbl.print { header = { "output", "dtype", "shape", "mean", "std", "min", "max", "non-finite" }, rows = rows,
       align = "lllrrrrr" }

@@ -26,6 +26,13 @@ function M.decode(text, file)
     return fail(file, "unsupported version %s (this emmy reads version %d)", tostring(doc.version), M.VERSION)
   end
   local g = ir.new(type(doc.name) == "string" and doc.name or "graph")
+  if doc.meta ~= nil then
+    if type(doc.meta) ~= "table" or doc.meta[1] ~= nil then return fail(file, "\"meta\" must be an object") end
+    for k, v in pairs(doc.meta) do
+      if type(v) ~= "string" then return fail(file, "meta '%s' must be a string", tostring(k)) end
+      g:meta(k, v)
+    end
+  end
   for k, field in ipairs { "symbols", "inputs", "nodes", "outputs" } do
     local v = doc[field]
     if v ~= nil and not is_list(v) then return fail(file, "\"%s\" must be a list", field) end
@@ -168,8 +175,14 @@ function M.encode(g)
   end
   local outs = {}
   for i, o in ipairs(g:outputs()) do outs[i] = str(o) end
+  local meta, keys = g:meta(), {}
+  for k in pairs(meta) do keys[#keys + 1] = k end
+  table.sort(keys)
+  local mparts = {}
+  for i, k in ipairs(keys) do mparts[i] = str(k) .. ": " .. str(meta[k]) end
+  local mline = #keys > 0 and ('  "meta": {' .. table.concat(mparts, ", ") .. "},\n") or ""
   return "{\n" ..
-    ('  "format": %s,\n  "version": %d,\n  "name": %s,\n'):format(str(M.FORMAT), M.VERSION, str(g:name())) ..
+    ('  "format": %s,\n  "version": %d,\n  "name": %s,\n'):format(str(M.FORMAT), M.VERSION, str(g:name())) .. mline ..
     list_block("symbols", syms) .. list_block("inputs", inputs) .. list_block("nodes", nodes) ..
     ('  "outputs": [%s]\n}\n'):format(table.concat(outs, ", "))
 end

@@ -41,8 +41,50 @@ local function int_ranges(g, bind)
   return hi, masks
 end
 
--- Returns {name = tensor} for every graph input.
-function M.random(g, bind, seed)
+-- Inputs of a graph traced from a model (meta "model"): params from the model's weights (safetensors or
+-- seeded random with HF's initializer statistics, rotary tables computed), input_ids uniform over the
+-- vocabulary, position_ids 0..seq_len-1, attention_mask causal, x N(0, 1). Returns inputs, weights
+-- provider (describe says which weights), or nil, msg.
+function M.for_model(g, bind, seed)
+  local frontend = require "emmy.frontend"
+  local weights = require "emmy.weights"
+  local model = frontend.model(g:meta("model"))
+  local wseed = tonumber(g:meta("seed") or "0")
+  local w, err = weights.open(model, { seed = wseed })
+  if not w then return nil, err end
+  local out = M.random(g, bind, seed, true)
+  for _, v in ipairs(g:inputs()) do
+    local shape = M.concrete_shape(g, v.shape, bind)
+    if v.kind == "param" then
+      local t, e2 = w:get(v.weight or v.name, v.dtype, shape)
+      if not t then return nil, e2 end
+      out[v.name] = t
+    elseif v.name == "position_ids" then
+      local t = ref.tensor(v.dtype, shape)
+      local S = shape[#shape]
+      for i = 1, t:numel() do t:set(i, (i - 1) % S) end
+      out[v.name] = t
+    elseif v.name == "attention_mask" and #shape == 4 then
+      local t = ref.tensor(v.dtype, shape)
+      local L, S = shape[3], shape[4]
+      for i = 1, t:numel() do
+        local k = (i - 1) % (L * S)
+        t:set(i, (k % S) <= math.floor(k / S))
+      end
+      out[v.name] = t
+    end
+  end
+  return out, w
+end
+
+-- Inputs for any graph: from the model when it was traced from one, else seeded random.
+function M.for_graph(g, bind, seed)
+  if g:meta("model") then return M.for_model(g, bind, seed) end
+  return M.random(g, bind, seed)
+end
+
+-- Returns {name = tensor} for every graph input (every activation only, with no_params).
+function M.random(g, bind, seed, no_params)
   seed = seed or 0
   local hi, masks = int_ranges(g, bind)
   local out = {}
@@ -50,7 +92,9 @@ function M.random(g, bind, seed)
     local shape = M.concrete_shape(g, v.shape, bind)
     local s = (sys.fnv(v.name) + seed * 1000003) % 2 ^ 48
     local t
-    if v.dtype == "bool" then
+    if no_params and v.kind == "param" then
+      -- filled by the caller
+    elseif v.dtype == "bool" then
       t = ref.random("bool", shape, { seed = s })
       if masks[v.name] and #shape >= 1 then
         local S = shape[#shape]
@@ -65,7 +109,7 @@ function M.random(g, bind, seed)
     else
       t = ref.random(v.dtype, shape, { seed = s })
     end
-    out[v.name] = t
+    if t then out[v.name] = t end
   end
   return out
 end

@@ -633,6 +633,28 @@ static int g_eval(lua_State *L) {
   return 1;
 }
 
+/* g:meta() -> {key = value} ; g:meta(key) -> value | nil ; g:meta(key, value|nil) sets or removes */
+static int g_meta(lua_State *L) {
+  em_graph *g = em_lua_checkgraph(L, 1);
+  if (lua_gettop(L) == 1) {
+    lua_createtable(L, 0, g->meta.n);
+    for (int i = 0; i < g->meta.n; i++) {
+      lua_pushstring(L, g->meta.v[i].val);
+      lua_setfield(L, -2, g->meta.v[i].key);
+    }
+    return 1;
+  }
+  const char *key = luaL_checkstring(L, 2);
+  if (lua_gettop(L) == 2) {
+    const char *v = em_graph_get_meta(g, key);
+    if (v) lua_pushstring(L, v);
+    else lua_pushnil(L);
+    return 1;
+  }
+  em_graph_set_meta(g, key, lua_isnil(L, 3) ? NULL : luaL_checkstring(L, 3));
+  return 0;
+}
+
 /* g:dim(x) -> the canonical form of a dim (number or expression string) | nil, msg */
 static int g_dim(lua_State *L) {
   em_graph *g = em_lua_checkgraph(L, 1);
@@ -677,7 +699,7 @@ int luaopen_emmy_ir(lua_State *L) {
       {"symbol", g_symbol}, {"input", g_input},     {"node", g_node},       {"output", g_output},
       {"inputs", g_inputs}, {"value", g_value},     {"nodes", g_nodes},     {"outputs", g_outputs},
       {"symbols", g_symbols}, {"hash", g_hash},     {"name", g_name},       {"counts", g_counts},
-      {"bind", g_bind},     {"eval", g_eval},       {"dim", g_dim},         {NULL, NULL}};
+      {"bind", g_bind},     {"eval", g_eval},       {"dim", g_dim},         {"meta", g_meta},       {NULL, NULL}};
   em_lua_class(L, GRAPH_T, methods, g_gc, g_tostring);
   static const luaL_Reg fns[] = {{"new", l_new}, {"ops", l_ops}, {NULL, NULL}};
   lua_newtable(L);

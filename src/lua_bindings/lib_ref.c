@@ -1,4 +1,5 @@
 /* lib_ref.c — `emmy.ref`: host tensors (userdata) and the CPU reference run of a graph. */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -303,6 +304,49 @@ static int l_run(lua_State *L) {
   return 2;
 }
 
+/* ref.rope_tables(dtype, max_pos, inv_freq {f32 values}, attention_scaling) -> cos, sin [max_pos, 2·#inv_freq]
+ * As Hugging Face computes them: freqs = f32(inv_freq[i] · p), emb = cat(freqs, freqs), cos/sin in f32,
+ * times attention_scaling, then rounded to dtype. */
+static int l_rope_tables(lua_State *L) {
+  int dt = em_dtype_parse(luaL_checkstring(L, 1));
+  if (dt < 0) luaL_argerror(L, 1, "unknown dtype");
+  int64_t P = (int64_t)luaL_checknumber(L, 2);
+  luaL_checktype(L, 3, LUA_TTABLE);
+  double scaling = luaL_optnumber(L, 4, 1.0);
+  int half = (int)lua_objlen(L, 3);
+  if (P <= 0 || half <= 0) luaL_error(L, "rope_tables: empty table");
+  float *inv = malloc(sizeof(float) * (size_t)half);
+  if (!inv) luaL_error(L, "out of memory");
+  for (int i = 0; i < half; i++) {
+    lua_rawgeti(L, 3, i + 1);
+    inv[i] = (float)lua_tonumber(L, -1);
+    lua_pop(L, 1);
+  }
+  int64_t shape[2] = {P, 2 * (int64_t)half};
+  char err[EM_ERR_MAX];
+  em_tensor *c = em_tensor_new((em_dtype)dt, 2, shape, err), *s = c ? em_tensor_new((em_dtype)dt, 2, shape, err) : NULL;
+  if (!s) {
+    free(inv);
+    em_tensor_free(c);
+    return luaL_error(L, "%s", err);
+  }
+  for (int64_t p = 0; p < P; p++)
+    for (int i = 0; i < half; i++) {
+      float f = inv[i] * (float)p;
+      float cv = (float)cos((double)f), sv = (float)sin((double)f);
+      double cs = (double)(float)(cv * (float)scaling), ss = (double)(float)(sv * (float)scaling);
+      int64_t k = p * 2 * half + i;
+      em_t_set(c, k, cs);
+      em_t_set(c, k + half, cs);
+      em_t_set(s, k, ss);
+      em_t_set(s, k + half, ss);
+    }
+  free(inv);
+  push_tensor(L, c);
+  push_tensor(L, s);
+  return 2;
+}
+
 int luaopen_emmy_ref(lua_State *L) {
   static const luaL_Reg methods[] = {{"save", t_save},   {"shape", t_shape}, {"dtype", t_dtype},
                                      {"numel", t_numel}, {"get", t_get},     {"set", t_set},     {"to_table", t_to_table},
@@ -310,7 +354,7 @@ int luaopen_emmy_ref(lua_State *L) {
   em_lua_class(L, TENSOR_T, methods, t_gc, t_tostring);
   static const luaL_Reg fns[] = {{"tensor", l_tensor},   {"random", l_random},   {"full", l_full},
                                  {"load", l_load},       {"compare", l_compare}, {"tolerance", l_tolerance},
-                                 {"run", l_run},         {NULL, NULL}};
+                                 {"run", l_run},         {"rope_tables", l_rope_tables}, {NULL, NULL}};
   lua_newtable(L);
   luaL_register(L, NULL, fns);
   return 1;

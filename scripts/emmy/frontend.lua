@@ -1,0 +1,127 @@
+-- emmy.frontend — what every command that takes a model does: resolve it, read its config, parse the trace
+-- flags (--layer, --dynamic, --hint, --seq-len, --batch, --pool), build the graph and say where it came from.
+-- An INPUT that ends in .json is a graph file instead (a kernel reproducer or a saved trace).
+local cli = require "emmy.cli"
+local dynamic = require "emmy.dynamic"
+local graphjson = require "emmy.graphjson"
+local models = require "emmy.models"
+local decoder = require "models.decoder"
+
+local M = {}
+
+-- Flags shared by trace / compile / run / tune.
+M.FLAGS = {
+  ["--layer"] = { kind = "int" },
+  ["--dynamic"] = { kind = "string", multi = true },
+  ["--hint"] = { kind = "string", multi = true },
+  ["--seq-len"] = { kind = "int" },
+  ["--batch"] = { kind = "int", default = 1 },
+  ["--pool"] = { kind = "string" },
+  ["--seed"] = { kind = "int", default = 0 },
+}
+
+M.USAGE = [[  MODEL is ORG/NAME (Hugging Face hub cache, then emmy's shipped configs) or a folder with config.json
+  (and *.safetensors); emmy never opens a network connection.
+  --layer N            one decoder layer: x [batch, seq, hidden] -> layer N's output (default: whole model)
+  --dynamic NAME@INPUT:DIM   make that input dim the symbol NAME (repeatable); layer: seq_len@x:1; whole
+                       model: seq_len@input_ids:1 seq_len@attention_mask:2 seq_len@attention_mask:3
+                       seq_len@position_ids:1 (mask and positions become real inputs when named)
+  --hint NAME=N        the symbol's hint (default 512): the size tuning and benching use
+  --seq-len L          the static sequence length without --dynamic (default 512)
+  --batch B            batch size (default 1)
+  --pool last          whole model: last-token pooling + L2 normalization (embedding models)
+  --seed S             seed of the random weights when the model folder has none]]
+
+function M.merge_flags(extra)
+  local t = {}
+  for k, v in pairs(M.FLAGS) do t[k] = v end
+  for k, v in pairs(extra or {}) do t[k] = v end
+  return t
+end
+
+local function join(t, sep)
+  local out = {}
+  for _, v in ipairs(t) do out[#out + 1] = tostring(v) end
+  return table.concat(out, sep or " ")
+end
+
+-- Resolves and normalizes a model; returns model (with .cfg) or raises a usage error.
+function M.model(name)
+  local m, err = models.resolve(name)
+  if not m then cli.usage("%s", err) end
+  local cfg, cerr = models.decoder_config(m.config, m.dir .. "/config.json")
+  if not cfg then cli.usage("%s", cerr) end
+  m.cfg = cfg
+  return m
+end
+
+-- Builds the graph for input (model name or .json file) and the parsed flags opts.
+-- Returns { graph, model (nil for a file), dyn, static, header (one line: where it came from) }.
+function M.load(input, opts)
+  if input:match("%.json$") then
+    local g, err = graphjson.read(input)
+    if not g then cli.usage("%s", err) end
+    local syms = 0
+    for _, s in ipairs(g:symbols()) do if not s.derived then syms = syms + 1 end end
+    local res = { graph = g, static = syms == 0, file = input }
+    if g:meta("model") then
+      res.model = M.model(g:meta("model"))
+    end
+    res.header = ("graph %s (%s)%s"):format(input, syms == 0 and "static" or "symbolic",
+      g:meta("model") and (", from " .. g:meta("model")) or "")
+    return res
+  end
+  local m = M.model(input)
+  local form = opts.layer and "layer" or "whole"
+  local hints = cli.parse_binds(opts.hint, "--hint")
+  local dyn = dynamic.parse(opts.dynamic, hints, form)
+  if opts.seq_len and #dyn.symbols > 0 and dyn.seq then
+    cli.usage("--seq-len %d conflicts with --dynamic %s (use --hint %s=%d)", opts.seq_len, dyn.seq, dyn.seq, opts.seq_len)
+  end
+  if opts.pool and opts.pool ~= "last" then cli.usage("--pool '%s': only 'last' is supported", opts.pool) end
+  if opts.pool and opts.layer then cli.usage("--pool applies to the whole model, not --layer") end
+  -- names of the weights on disk decide the checkpoint prefix
+  local names
+  if #m.weights > 0 then
+    local st = require "emmy.safetensors"
+    names = {}
+    for _, f in ipairs(m.weights) do
+      local h, err = st.open(f)
+      if not h then cli.usage("%s", err) end
+      for _, t in ipairs(h:tensors()) do names[t.name] = true end
+      h:close()
+    end
+  end
+  local prefix = models.weight_prefix(m, names)
+  local static = #dyn.symbols == 0
+  local gname = m.slug .. (opts.layer and ("-layer" .. opts.layer) or "")
+  local ok, g = pcall(decoder.build, m.cfg, { layer = opts.layer, prefix = prefix, seq_len = opts.seq_len,
+    batch = opts.batch, dyn = dyn, pool = opts.pool, name = gname })
+  if not ok then cli.usage("%s: %s", input, tostring(g)) end
+  g:meta("model", input)
+  g:meta("source", m.source)
+  g:meta("model_dir", m.dir)
+  if opts.layer then g:meta("layer", tostring(opts.layer)) end
+  g:meta("weights", #m.weights > 0 and "safetensors" or "random")
+  if opts.seed and opts.seed ~= 0 then g:meta("seed", tostring(opts.seed)) end
+  if opts.pool then g:meta("pool", opts.pool) end
+  if static then
+    g:meta("static", ("seq_len=%d batch=%d"):format(opts.seq_len or 512, opts.batch or 1))
+  else
+    g:meta("dynamic", join(opts.dynamic))
+  end
+  local shape_note
+  if static then
+    shape_note = ("static: seq_len %d, batch %d"):format(opts.seq_len or 512, opts.batch or 1)
+  else
+    local parts = {}
+    for _, s in ipairs(dyn.symbols) do parts[#parts + 1] = ("%s (hint %d)"):format(s.name, s.hint) end
+    shape_note = "dynamic: " .. join(parts, ", ")
+  end
+  local header = ("%s from %s (%s), %s, %s; %s"):format(input, m.dir, m.source,
+    opts.layer and ("layer " .. opts.layer) or "whole model", #m.weights > 0 and "safetensors weights" or "random weights",
+    shape_note)
+  return { graph = g, model = m, dyn = dyn, static = static, header = header }
+end
+
+return M

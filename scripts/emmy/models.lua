@@ -1,0 +1,217 @@
+-- emmy.models — resolves a model name to its config (and weights) with no network access, in this order:
+--   1. a path to a folder holding config.json (and optionally *.safetensors, single or sharded by
+--      model.safetensors.index.json);
+--   2. the Hugging Face hub cache: $HF_HUB_CACHE, $HF_HOME/hub or ~/.cache/huggingface/hub, as
+--      models--ORG--NAME/snapshots/<rev>/ (the revision refs/main names, else the newest);
+--   3. the configs emmy ships in models/ORG--NAME/config.json (no weights: seeded random weights).
+-- Also normalizes a decoder config (Llama / Qwen2 / Qwen3 / Mistral) into the fields the builder needs.
+local cjson = require "cjson"
+local sys = require "emmy.sys"
+
+local M = {}
+
+M.DEFAULT = "Qwen/Qwen3-Embedding-0.6B"
+
+local function read_json(path)
+  local f, err = io.open(path, "rb")
+  if not f then return nil, err end
+  local text = f:read("*a")
+  f:close()
+  local ok, doc = pcall(cjson.decode, text)
+  if not ok then return nil, ("%s: malformed JSON: %s"):format(path, tostring(doc)) end
+  return doc
+end
+M.read_json = read_json
+
+local function is_file(p) return sys.stat(p) == "file" end
+local function is_dir(p) return sys.stat(p) == "dir" end
+
+-- The safetensors files of a folder: the shards an index names, else model.safetensors, else every
+-- *.safetensors file. Returns a list (possibly empty), or nil, msg for a broken index.
+local function weight_files(dir)
+  local index = dir .. "/model.safetensors.index.json"
+  if is_file(index) then
+    local doc, err = read_json(index)
+    if not doc then return nil, err end
+    if type(doc.weight_map) ~= "table" then return nil, index .. ": no \"weight_map\"" end
+    local seen, files = {}, {}
+    for _, f in pairs(doc.weight_map) do
+      if not seen[f] then
+        seen[f] = true
+        if not is_file(dir .. "/" .. f) then return nil, ("%s names %s, which is missing"):format(index, f) end
+        files[#files + 1] = dir .. "/" .. f
+      end
+    end
+    table.sort(files)
+    return files
+  end
+  if is_file(dir .. "/model.safetensors") then return { dir .. "/model.safetensors" } end
+  local files = {}
+  for _, f in ipairs(sys.listdir(dir) or {}) do
+    if f:match("%.safetensors$") then files[#files + 1] = dir .. "/" .. f end
+  end
+  return files
+end
+
+local function hub_roots()
+  local roots = {}
+  local function add(p) if p and p ~= "" then roots[#roots + 1] = p end end
+  add(os.getenv("HF_HUB_CACHE"))
+  if os.getenv("HF_HOME") then add(os.getenv("HF_HOME") .. "/hub") end
+  if os.getenv("HOME") then add(os.getenv("HOME") .. "/.cache/huggingface/hub") end
+  return roots
+end
+
+local function hub_snapshot(root, name)
+  local base = ("%s/models--%s"):format(root, name:gsub("/", "--"))
+  if not is_dir(base .. "/snapshots") then return nil end
+  local ref = io.open(base .. "/refs/main")
+  if ref then
+    local rev = (ref:read("*l") or ""):match("%S+")
+    ref:close()
+    if rev and is_file(base .. "/snapshots/" .. rev .. "/config.json") then return base .. "/snapshots/" .. rev end
+  end
+  local revs = sys.listdir(base .. "/snapshots") or {}
+  table.sort(revs)
+  for i = #revs, 1, -1 do
+    local d = base .. "/snapshots/" .. revs[i]
+    if is_file(d .. "/config.json") then return d end
+  end
+  return nil
+end
+
+-- Resolves name; returns { name, dir, source ("path"|"hub"|"shipped"), config (raw), weights (list of
+-- files, empty when none), slug } or nil, one-line message listing where emmy looked.
+function M.resolve(name)
+  name = name or M.DEFAULT
+  local looked = {}
+  local function found(dir, source)
+    local cfg, err = read_json(dir .. "/config.json")
+    if not cfg then return nil, err end
+    local files, werr = weight_files(dir)
+    if not files then return nil, werr end
+    return { name = name, dir = dir, source = source, config = cfg, weights = files, slug = M.slug(name) }
+  end
+  if is_dir(name) then
+    if is_file(name .. "/config.json") then return found(name, "path") end
+    looked[#looked + 1] = name .. "/config.json"
+  elseif not name:match("^[%w_.%-]+/[%w_.%-]+$") then
+    looked[#looked + 1] = name .. " (no such folder)"
+  end
+  if name:match("^[%w_.%-]+/[%w_.%-]+$") then
+    for _, root in ipairs(hub_roots()) do
+      local snap = hub_snapshot(root, name)
+      if snap then return found(snap, "hub") end
+      looked[#looked + 1] = ("%s/models--%s"):format(root, name:gsub("/", "--"))
+    end
+    local shipped = ("%s/models/%s"):format(EMMY_HOME, name:gsub("/", "--"))
+    if is_file(shipped .. "/config.json") then return found(shipped, "shipped") end
+    looked[#looked + 1] = shipped
+  end
+  return nil, ("model '%s' not found (looked in: %s); give a folder with config.json or an ORG/NAME emmy ships (ls %s/models)")
+    :format(name, table.concat(looked, ", "), EMMY_HOME)
+end
+
+function M.slug(name)
+  local s = name:gsub("/+$", ""):match("([^/]+)$") or name
+  return (s:gsub("[^%w_.%-]", "-"):lower())
+end
+
+local SUPPORTED = { llama = true, qwen2 = true, qwen3 = true, mistral = true }
+
+local function num(v, default)
+  if v == nil or v == cjson.null then return default end
+  return tonumber(v)
+end
+
+-- Normalizes a raw HF config; returns cfg or nil, msg naming the field.
+function M.decoder_config(raw, where)
+  where = where or "config.json"
+  local mt = raw.model_type
+  if not SUPPORTED[mt] then
+    return nil, ("%s: model_type '%s' is not supported (llama, qwen2, qwen3, mistral)"):format(where, tostring(mt))
+  end
+  local c = { model_type = mt }
+  for _, k in ipairs { "hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads", "vocab_size" } do
+    c[k] = num(raw[k])
+    if not c[k] or c[k] <= 0 or c[k] ~= math.floor(c[k]) then
+      return nil, ("%s: \"%s\" must be a positive integer"):format(where, k)
+    end
+  end
+  c.num_key_value_heads = num(raw.num_key_value_heads, c.num_attention_heads)
+  c.head_dim = num(raw.head_dim, c.hidden_size / c.num_attention_heads)
+  if c.head_dim ~= math.floor(c.head_dim) then return nil, where .. ": head_dim is not an integer" end
+  if c.num_attention_heads % c.num_key_value_heads ~= 0 then
+    return nil, ("%s: %d attention heads are not a multiple of %d kv heads"):format(where, c.num_attention_heads,
+      c.num_key_value_heads)
+  end
+  if (raw.hidden_act or "silu") ~= "silu" then return nil, ("%s: hidden_act '%s' is not supported (silu)"):format(where, raw.hidden_act) end
+  c.rms_norm_eps = num(raw.rms_norm_eps, 1e-6)
+  c.rope_theta = num(raw.rope_theta, 10000)
+  c.max_position_embeddings = num(raw.max_position_embeddings, 2048)
+  c.rope_scaling = raw.rope_scaling ~= cjson.null and raw.rope_scaling or nil
+  c.tie_word_embeddings = raw.tie_word_embeddings == true
+  c.qk_norm = mt == "qwen3"
+  -- Qwen2 always has q/k/v biases; others follow attention_bias
+  c.qkv_bias = mt == "qwen2" or raw.attention_bias == true
+  c.o_bias = mt ~= "qwen2" and raw.attention_bias == true
+  c.initializer_range = num(raw.initializer_range, 0.02)
+  local dt = raw.torch_dtype or raw.dtype or "bfloat16"
+  c.dtype = ({ bfloat16 = "bf16", float16 = "f16", float32 = "f32" })[dt]
+  if not c.dtype then return nil, ("%s: torch_dtype '%s' is not supported"):format(where, tostring(dt)) end
+  local sw = raw.use_sliding_window == true and raw.sliding_window ~= cjson.null and raw.sliding_window
+  if mt == "mistral" and raw.sliding_window ~= nil and raw.sliding_window ~= cjson.null then sw = raw.sliding_window end
+  c.sliding_window = sw or nil
+  c.architectures = type(raw.architectures) == "table" and raw.architectures or {}
+  return c
+end
+
+-- Rotary inverse frequencies as Hugging Face computes them (float32), with rope_scaling applied, and the
+-- attention scaling factor. Returns inv_freq (list), scaling, or nil, msg.
+function M.rope_inv_freq(c)
+  local ffi = require "ffi"
+  local f = ffi.new("float[1]")
+  local function f32(x) f[0] = x return f[0] end
+  local D, base = c.head_dim, c.rope_theta
+  local inv = {}
+  for i = 0, D - 1, 2 do inv[#inv + 1] = f32(1.0 / f32(base ^ f32(f32(i) / D))) end
+  local rs, scaling = c.rope_scaling, 1.0
+  if rs then
+    local t = rs.rope_type or rs.type or "default"
+    if t == "default" then
+      -- nothing
+    elseif t == "linear" then
+      for i = 1, #inv do inv[i] = f32(inv[i] / num(rs.factor, 1)) end
+    elseif t == "llama3" then
+      local factor, lo, hi = num(rs.factor, 8), num(rs.low_freq_factor, 1), num(rs.high_freq_factor, 4)
+      local old = num(rs.original_max_position_embeddings, 8192)
+      local lo_wl, hi_wl = old / lo, old / hi
+      for i = 1, #inv do
+        local wl = 2 * math.pi / inv[i]
+        if wl > lo_wl then
+          inv[i] = f32(inv[i] / factor)
+        elseif wl >= hi_wl then
+          local smooth = (old / wl - lo) / (hi - lo)
+          inv[i] = f32((1 - smooth) * inv[i] / factor + smooth * inv[i])
+        end
+      end
+    else
+      return nil, ("rope_scaling type '%s' is not supported (default, linear, llama3)"):format(t)
+    end
+  end
+  return inv, scaling
+end
+
+-- Checkpoint tensor names: "model." prefix for *ForCausalLM checkpoints; files on disk decide when present.
+function M.weight_prefix(model, names)
+  if names then
+    if names["model.embed_tokens.weight"] then return "model." end
+    if names["embed_tokens.weight"] then return "" end
+  end
+  for _, a in ipairs(model.cfg and model.cfg.architectures or {}) do
+    if tostring(a):match("ForCausalLM$") then return "model." end
+  end
+  return ""
+end
+
+return M
