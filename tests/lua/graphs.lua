@@ -1,116 +1,40 @@
--- graphs.lua — test graphs built with emmy.ir: op-level cases and a Llama/Qwen3-style decoder layer
--- (RMSNorm, q/k/v linears, per-head q/k norm, rotary embedding sliced by the symbolic seq_len, causal GQA
--- SDPA, o_proj, residual, SiLU-gated MLP). `layer(cfg)` builds both the small composite used against the
--- PyTorch oracle and the Qwen3-0.6B-sized layer used for the speed check.
+-- graphs.lua — test graphs: one small graph per op of the vocabulary, and decoder layers (the composite
+-- block checked against the PyTorch oracle, a Qwen3-0.6B-sized layer for the speed check).
 local ir = require "emmy.ir"
 
 local M = {}
+
+local decoder = require "models.decoder"
 
 local function node(g, op, args, name)
   return assert(g:node(op, args, { name = name }))
 end
 M.node = node
 
--- HF LlamaRMSNorm / Qwen3RMSNorm: computed in f32, cast back, times the weight.
-function M.rmsnorm(g, x, w, eps, dtype, prefix)
-  local x32 = node(g, "aten._to_copy.default", { self = x, dtype = "f32" })
-  local sq = node(g, "aten.pow.Tensor_Scalar", { self = x32, exponent = 2 })
-  local var = node(g, "aten.mean.dim", { self = sq, dim = { -1 }, keepdim = true })
-  local ve = node(g, "aten.add.Tensor", { self = var, other = eps })
-  local r = node(g, "aten.rsqrt.default", { self = ve })
-  local y = node(g, "aten.mul.Tensor", { self = x32, other = r })
-  local yc = node(g, "aten._to_copy.default", { self = y, dtype = dtype })
-  return node(g, "aten.mul.Tensor", { self = w, other = yc })
+-- A normalized decoder config (emmy.models.decoder_config's fields) for a layer of the given sizes.
+local function cfg(t)
+  return { model_type = "qwen3", hidden_size = t.hidden, intermediate_size = t.inter, num_hidden_layers = 1,
+    num_attention_heads = t.heads, num_key_value_heads = t.kv_heads, head_dim = t.head_dim, vocab_size = 64,
+    rms_norm_eps = 1e-6, rope_theta = 1e6, max_position_embeddings = t.max_pos, qk_norm = true, qkv_bias = false,
+    o_bias = false, dtype = "bf16", initializer_range = 0.02 }
 end
 
--- rotate_half(x) = cat(-x[..., D/2:], x[..., :D/2]); x*cos + rotate_half(x)*sin
-function M.rope(g, x, cos, sin, D)
-  local x1 = node(g, "aten.slice.Tensor", { self = x, dim = -1, start = 0, ["end"] = math.floor(D / 2) })
-  local x2 = node(g, "aten.slice.Tensor", { self = x, dim = -1, start = math.floor(D / 2), ["end"] = D })
-  local nx2 = node(g, "aten.neg.default", { self = x2 })
-  local rot = node(g, "aten.cat.default", { tensors = { nx2, x1 }, dim = -1 })
-  local a = node(g, "aten.mul.Tensor", { self = x, other = cos })
-  local b = node(g, "aten.mul.Tensor", { self = rot, other = sin })
-  return node(g, "aten.add.Tensor", { self = a, other = b })
+local function layer(name, c, hint)
+  local dyn = { inputs = {}, seq = "seq_len", symbols = { { name = "seq_len", role = "seq", hint = hint } } }
+  return decoder.build(c, { layer = 0, dyn = dyn, name = name })
 end
 
--- cfg: hidden, heads, kv_heads, head_dim, inter, max_pos, eps, dtype, seq (a number = static, or
--- {name=, hint=, max=} = symbolic), qk_norm (Qwen3), mlp (bool), name
-function M.layer(cfg)
-  local g = ir.new(cfg.name or "layer")
-  local dt = cfg.dtype or "bf16"
-  local H, Hq, Hkv, D = cfg.hidden, cfg.heads, cfg.kv_heads, cfg.head_dim
-  local S = cfg.seq
-  if type(S) == "table" then
-    assert(g:symbol(S.name, { hint = S.hint, min = 1, max = S.max }))
-    S = S.name
-  end
-  local function param(name, shape) return assert(g:input(name, dt, shape, { kind = "param", weight = name })) end
-  local x = assert(g:input("x", dt, { 1, S, H }))
-  local ln1 = param("input_layernorm.weight", { H })
-  local wq = param("self_attn.q_proj.weight", { Hq * D, H })
-  local wk = param("self_attn.k_proj.weight", { Hkv * D, H })
-  local wv = param("self_attn.v_proj.weight", { Hkv * D, H })
-  local wo = param("self_attn.o_proj.weight", { H, Hq * D })
-  local qn, kn
-  if cfg.qk_norm then
-    qn = param("self_attn.q_norm.weight", { D })
-    kn = param("self_attn.k_norm.weight", { D })
-  end
-  local cos_t = param("rotary.cos", { cfg.max_pos, D })
-  local sin_t = param("rotary.sin", { cfg.max_pos, D })
-  local h = M.rmsnorm(g, x, ln1, cfg.eps, dt)
-  local function heads(w, n)
-    local p = node(g, "aten.linear.default", { input = h, weight = w })
-    local v = node(g, "aten.view.default", { self = p, size = { 1, S, n, D } })
-    return v
-  end
-  local q, k, v = heads(wq, Hq), heads(wk, Hkv), heads(wv, Hkv)
-  if cfg.qk_norm then
-    q = M.rmsnorm(g, q, qn, cfg.eps, dt)
-    k = M.rmsnorm(g, k, kn, cfg.eps, dt)
-  end
-  q = node(g, "aten.transpose.int", { self = q, dim0 = 1, dim1 = 2 })
-  k = node(g, "aten.transpose.int", { self = k, dim0 = 1, dim1 = 2 })
-  v = node(g, "aten.transpose.int", { self = v, dim0 = 1, dim1 = 2 })
-  local cos = node(g, "aten.slice.Tensor", { self = cos_t, dim = 0, start = 0, ["end"] = S })
-  local sin = node(g, "aten.slice.Tensor", { self = sin_t, dim = 0, start = 0, ["end"] = S })
-  cos = node(g, "aten.unsqueeze.default", { self = node(g, "aten.unsqueeze.default", { self = cos, dim = 0 }), dim = 1 })
-  sin = node(g, "aten.unsqueeze.default", { self = node(g, "aten.unsqueeze.default", { self = sin, dim = 0 }), dim = 1 })
-  q = M.rope(g, q, cos, sin, D)
-  k = M.rope(g, k, cos, sin, D)
-  local att = node(g, "aten.scaled_dot_product_attention.default",
-    { query = q, key = k, value = v, is_causal = true, enable_gqa = Hq ~= Hkv })
-  local at = node(g, "aten.transpose.int", { self = att, dim0 = 1, dim1 = 2 })
-  local flat = node(g, "aten.reshape.default", { self = at, shape = { 1, S, Hq * D } })
-  local o = node(g, "aten.linear.default", { input = flat, weight = wo })
-  local h1 = node(g, "aten.add.Tensor", { self = x, other = o })
-  local out = h1
-  if cfg.mlp then
-    local ln2 = param("post_attention_layernorm.weight", { H })
-    local wg = param("mlp.gate_proj.weight", { cfg.inter, H })
-    local wu = param("mlp.up_proj.weight", { cfg.inter, H })
-    local wd = param("mlp.down_proj.weight", { H, cfg.inter })
-    local h2 = M.rmsnorm(g, h1, ln2, cfg.eps, dt)
-    local gt = node(g, "aten.linear.default", { input = h2, weight = wg })
-    local up = node(g, "aten.linear.default", { input = h2, weight = wu })
-    local act = node(g, "aten.mul.Tensor", { self = node(g, "aten.silu.default", { self = gt }), other = up })
-    local dn = node(g, "aten.linear.default", { input = act, weight = wd })
-    out = node(g, "aten.add.Tensor", { self = h1, other = dn })
-  end
-  assert(g:output(out))
-  return g
-end
-
--- The composite of the done-when list: RMSNorm, linear, rotary, causal GQA SDPA (symbolic seq_len).
+-- The composite of the done-when list: RMSNorm, linear, Qwen3 q/k norm, RoPE sliced by the symbolic
+-- seq_len, causal GQA SDPA (4 query / 2 kv heads), o_proj, residual and the SiLU-gated MLP, built by the
+-- same decoder builder the model frontend uses.
 function M.block()
-  return M.layer { name = "block", hidden = 64, heads = 4, kv_heads = 2, head_dim = 16, inter = 96, max_pos = 64,
-    eps = 1e-6, seq = { name = "seq_len", hint = 8, max = 64 }, qk_norm = true, mlp = true }
+  return layer("block", cfg { hidden = 64, heads = 4, kv_heads = 2, head_dim = 16, inter = 96, max_pos = 64 }, 8)
 end
 
-function M.qwen3_layer(seq)
-  return M.layer { name = "qwen3_0.6b_layer", hidden = 1024, heads = 16, kv_heads = 8, head_dim = 128, inter = 3072,
-    max_pos = 4096, eps = 1e-6, seq = seq or { name = "seq_len", hint = 512, max = 4096 }, qk_norm = true, mlp = true }
+-- A Qwen3-0.6B-sized layer (hidden 1024, 16/8 heads of 128, MLP 3072).
+function M.qwen3_layer()
+  return layer("qwen3_0.6b_layer", cfg { hidden = 1024, heads = 16, kv_heads = 8, head_dim = 128, inter = 3072,
+    max_pos = 4096 }, 512)
 end
 
 -- One graph per op of the vocabulary (small shapes, symbolic where the op allows it).
