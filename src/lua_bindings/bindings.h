@@ -11,6 +11,7 @@
 #define EM_LUA_MODULES(X) \
   X(ir)                   \
   X(ref)                  \
+  X(safetensors)          \
   X(sys)
 
 #define X(m) int luaopen_emmy_##m(lua_State *L);
