@@ -163,6 +163,8 @@ function M.decoder_config(raw, where)
   if mt == "mistral" and raw.sliding_window ~= nil and raw.sliding_window ~= cjson.null then sw = raw.sliding_window end
   c.sliding_window = sw or nil
   c.architectures = type(raw.architectures) == "table" and raw.architectures or {}
+  local inv, rerr = M.rope_inv_freq(c)
+  if not inv then return nil, ("%s: %s"):format(where, rerr) end
   return c
 end
 

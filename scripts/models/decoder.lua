@@ -145,7 +145,6 @@ function M.build(c, opts)
     local max = s.role == "seq" and c.max_position_embeddings or 65536
     local ok, err = g:symbol(s.name, { hint = s.hint, min = 1, max = max })
     if not ok then error(err, 0) end
-    if s.hint > max then error(("--hint %s=%d is over the model's limit %d"):format(s.name, s.hint, max), 0) end
   end
   local S = dyn.seq or opts.seq_len or 512
   local Bt = dyn.batch or opts.batch or 1
