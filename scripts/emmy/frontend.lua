@@ -18,6 +18,7 @@ M.FLAGS = {
   ["--batch"] = { kind = "int", default = 1 },
   ["--pool"] = { kind = "string" },
   ["--seed"] = { kind = "int", default = 0 },
+  ["--dtype"] = { kind = "string" },
 }
 
 M.USAGE = [[  MODEL is ORG/NAME (Hugging Face hub cache, then emmy's shipped configs) or a folder with config.json
@@ -30,7 +31,8 @@ M.USAGE = [[  MODEL is ORG/NAME (Hugging Face hub cache, then emmy's shipped con
   --seq-len L          the static sequence length without --dynamic (default 512)
   --batch B            batch size (default 1)
   --pool last          whole model: last-token pooling + L2 normalization (embedding models)
-  --seed S             seed of the random weights when the model folder has none]]
+  --seed S             seed of the random weights when the model folder has none
+  --dtype bf16|f16|f32 compute dtype (default: the config's torch_dtype); weights convert exactly]]
 
 function M.merge_flags(extra)
   local t = {}
@@ -72,6 +74,11 @@ function M.load(input, opts)
     return res
   end
   local m = M.model(input)
+  m.cfg.native_dtype = m.cfg.dtype
+  if opts.dtype then
+    if not ({ bf16 = true, f16 = true, f32 = true })[opts.dtype] then cli.usage("--dtype '%s': bf16, f16 or f32", opts.dtype) end
+    m.cfg.dtype = opts.dtype
+  end
   local form = opts.layer and "layer" or "whole"
   local hints = cli.parse_binds(opts.hint, "--hint")
   local dyn = dynamic.parse(opts.dynamic, hints, form)
@@ -105,6 +112,7 @@ function M.load(input, opts)
   g:meta("weights", #m.weights > 0 and "safetensors" or "random")
   if opts.seed and opts.seed ~= 0 then g:meta("seed", tostring(opts.seed)) end
   if opts.pool then g:meta("pool", opts.pool) end
+  if opts.dtype then g:meta("dtype", opts.dtype) end
   if static then
     g:meta("static", ("seq_len=%d batch=%d"):format(opts.seq_len or 512, opts.batch or 1))
   else

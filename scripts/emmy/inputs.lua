@@ -49,6 +49,8 @@ function M.for_model(g, bind, seed)
   local frontend = require "emmy.frontend"
   local weights = require "emmy.weights"
   local model = frontend.model(g:meta("model"))
+  model.cfg.native_dtype = model.cfg.dtype
+  if g:meta("dtype") then model.cfg.dtype = g:meta("dtype") end
   local wseed = tonumber(g:meta("seed") or "0")
   local w, err = weights.open(model, { seed = wseed })
   if not w then return nil, err end

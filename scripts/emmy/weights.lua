@@ -83,7 +83,11 @@ function P:get(name, dtype, shape)
   local seed = (sys.fnv(name) + self.seed * 7919) % 2 ^ 48
   if name:match("norm%.weight$") then return ref.full(dtype, shape, 1) end
   if name:match("%.bias$") then return ref.full(dtype, shape, 0) end
-  return ref.random(dtype, shape, { seed = seed, std = self.cfg.initializer_range })
+  -- drawn in the checkpoint's dtype, so a graph in another dtype sees the same (exactly converted) weights
+  local native = self.cfg.native_dtype or dtype
+  local t = ref.random(native, shape, { seed = seed, std = self.cfg.initializer_range })
+  if native ~= dtype then t = t:cast(dtype) end
+  return t
 end
 
 return M

@@ -19,6 +19,7 @@ local opts = cli.parse(arg, { flags = {
   ["--whole"] = { kind = "bool" }, ["--seq-lens"] = { kind = "string", default = "37,512" },
   ["--dir"] = { kind = "string" }, ["--python"] = { kind = "string", default = "python3" },
   ["--device"] = { kind = "string" }, ["--no-run"] = { kind = "bool" }, ["--pool"] = { kind = "string" },
+  ["--dtypes"] = { kind = "string", default = "bf16,f32" },
 } }, "hf_check.lua")
 if not opts.layer and not opts.whole then opts.layer = 0 end
 local seqs = {}
@@ -30,12 +31,15 @@ local t0 = sys.clock()
 local function say(fmt, ...) print(("[%6.1fs] " .. fmt):format(sys.clock() - t0, ...)) io.stdout:flush() end
 
 local graphs = {}
-if opts.layer then
-  graphs[#graphs + 1] = { mode = "layer", r = frontend.load(opts.model, { layer = opts.layer, dynamic = { "seq_len@x:1" } }) }
-end
-if opts.whole then
-  graphs[#graphs + 1] = { mode = "whole", r = frontend.load(opts.model, { pool = opts.pool, dynamic = {
-    "seq_len@input_ids:1", "seq_len@attention_mask:2", "seq_len@attention_mask:3", "seq_len@position_ids:1" } }) }
+for dt in opts.dtypes:gmatch("[%w]+") do
+  if opts.layer then
+    graphs[#graphs + 1] = { mode = "layer", dtype = dt,
+      r = frontend.load(opts.model, { layer = opts.layer, dtype = dt, dynamic = { "seq_len@x:1" } }) }
+  end
+  if opts.whole then
+    graphs[#graphs + 1] = { mode = "whole", dtype = dt, r = frontend.load(opts.model, { pool = opts.pool, dtype = dt,
+      dynamic = { "seq_len@input_ids:1", "seq_len@attention_mask:2", "seq_len@attention_mask:3", "seq_len@position_ids:1" } }) }
+  end
 end
 
 -- the weights, once, under their checkpoint names, for every graph
@@ -47,7 +51,7 @@ for _, gr in ipairs(graphs) do
   local g = gr.r.graph
   for _, v in ipairs(g:inputs()) do
     if v.kind == "param" and not v.name:match("^rotary%.") and not ws[v.weight] then
-      ws[v.weight] = cli.check(w:get(v.weight, v.dtype, v.shape))
+      ws[v.weight] = cli.check(w:get(v.weight, model.cfg.dtype, v.shape))
       n, bytes = n + 1, bytes + ws[v.weight]:numel() * 2
     end
   end
@@ -64,13 +68,14 @@ local cases = {}
 for _, gr in ipairs(graphs) do
   local g = gr.r.graph
   for _, S in ipairs(seqs) do
-    local name = ("%s-%s-seq%d"):format(model.slug, gr.mode == "layer" and ("layer" .. opts.layer) or "whole", S)
+    local name = ("%s-%s-%s-seq%d"):format(model.slug, gr.mode == "layer" and ("layer" .. opts.layer) or "whole", gr.dtype, S)
     local bind = { seq_len = S }
     local ins = cli.check(inputs.for_graph(g, bind, S))
     local t1 = sys.clock()
     local outs = cli.check(ref.run(g, ins, { bind = bind }))
     local dt = sys.clock() - t1
-    local case = { name = name, mode = gr.mode, layer = opts.layer, seq_len = S, pool = opts.pool, inputs = {} }
+    local case = { name = name, mode = gr.mode, layer = opts.layer, seq_len = S, pool = gr.mode == "whole" and opts.pool or nil,
+      dtype = gr.dtype, inputs = {} }
     for _, v in ipairs(g:inputs()) do
       if v.kind ~= "param" then
         local f = name .. "." .. v.name .. ".npy"

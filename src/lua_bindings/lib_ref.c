@@ -153,6 +153,18 @@ static int t_numel(lua_State *L) {
   return 1;
 }
 
+/* t:cast(dtype) -> a new tensor with every value rounded to dtype */
+static int t_cast(lua_State *L) {
+  em_tensor *t = check_tensor(L, 1);
+  int dt = em_dtype_parse(luaL_checkstring(L, 2));
+  if (dt < 0) luaL_argerror(L, 2, "unknown dtype");
+  char err[EM_ERR_MAX];
+  em_tensor *o = em_tensor_new((em_dtype)dt, t->rank, t->shape, err);
+  if (!o) return luaL_error(L, "%s", err);
+  for (int64_t i = 0; i < t->numel; i++) em_t_set(o, i, em_t_get(t, i));
+  return push_tensor(L, o);
+}
+
 /* t:get(i) — 1-based flat index */
 static int t_get(lua_State *L) {
   em_tensor *t = check_tensor(L, 1);
@@ -349,7 +361,7 @@ static int l_rope_tables(lua_State *L) {
 
 int luaopen_emmy_ref(lua_State *L) {
   static const luaL_Reg methods[] = {{"save", t_save},   {"shape", t_shape}, {"dtype", t_dtype},
-                                     {"numel", t_numel}, {"get", t_get},     {"set", t_set},     {"to_table", t_to_table},
+                                     {"numel", t_numel}, {"get", t_get},     {"set", t_set},     {"cast", t_cast},     {"to_table", t_to_table},
                                      {NULL, NULL}};
   em_lua_class(L, TENSOR_T, methods, t_gc, t_tostring);
   static const luaL_Reg fns[] = {{"tensor", l_tensor},   {"random", l_random},   {"full", l_full},
