@@ -316,3 +316,69 @@ int em_arg_is_default(const em_argspec *sp, const em_arg *a) {
   default: return 0;
   }
 }
+
+/* Maps a value of g into sub, adding it as an input the first time it is read from outside. */
+static int sub_ref(const em_graph *g, em_graph *sub, int *map, int v, char *err) {
+  if (map[v] >= 0) return map[v];
+  const em_value *x = &g->values.v[v];
+  em_vkind k = x->kind == EM_V_PARAM ? EM_V_PARAM : EM_V_INPUT;
+  map[v] = em_graph_add_input(sub, x->name, k, x->weight, x->dtype, &x->shape, err);
+  return map[v];
+}
+
+em_graph *em_graph_subgraph(const em_graph *g, const int *nodes, int n, const int *outs, int nouts, const char *name,
+                            char *err) {
+  em_graph *sub = em_graph_new(name);
+  int *map = em_alloc(sizeof(int) * (size_t)g->values.n);
+  for (int i = 0; i < g->values.n; i++) map[i] = -1;
+  sub->syms = g->syms;
+  for (int i = 0; i < n; i++) {
+    if (nodes[i] < 0 || nodes[i] >= g->nodes.n) {
+      em_fail(err, EM_EINPUT, "subgraph: node index %d out of range", nodes[i]);
+      goto fail;
+    }
+    const em_node *nd = &g->nodes.v[nodes[i]];
+    const em_opspec *sp = em_op_spec(nd->op);
+    em_arg args[EM_MAX_ARGS];
+    memcpy(args, nd->args, sizeof args);
+    for (int a = 0; a < sp->nargs; a++) {
+      em_arg *x = &args[a];
+      x->ilist = NULL;
+      x->tlist = NULL;
+      if (!nd->args[a].present) continue;
+      em_argkind k = sp->args[a].kind;
+      if (k == EM_ARG_T || k == EM_ARG_TOPT || (k == EM_ARG_TS && x->is_tensor)) {
+        if ((x->tensor = sub_ref(g, sub, map, nd->args[a].tensor, err)) < 0) goto fail_args;
+      } else if (k == EM_ARG_TLIST) {
+        x->tlist = em_alloc(sizeof(int) * (size_t)(x->n ? x->n : 1));
+        for (int j = 0; j < x->n; j++)
+          if ((x->tlist[j] = sub_ref(g, sub, map, nd->args[a].tlist[j], err)) < 0) goto fail_args;
+      } else if (k == EM_ARG_INTLIST || k == EM_ARG_INTLISTOPT) {
+        x->ilist = em_alloc(sizeof(em_dim) * (size_t)(x->n ? x->n : 1));
+        memcpy(x->ilist, nd->args[a].ilist, sizeof(em_dim) * (size_t)x->n);
+      }
+      continue;
+    fail_args:
+      em_args_free(args, EM_MAX_ARGS);
+      goto fail;
+    }
+    int v = em_graph_add_node(sub, nd->op, args, g->values.v[nd->out].name, nd->src_module, nd->src_op, err);
+    if (v < 0) goto fail;
+    map[nd->out] = v;
+  }
+  for (int i = 0; i < nouts; i++) {
+    int v = outs[i] >= 0 && outs[i] < g->values.n ? map[outs[i]] : -1;
+    if (v < 0) {
+      em_fail(err, EM_EINPUT, "subgraph: output '%s' is not computed by the chosen nodes",
+              outs[i] >= 0 && outs[i] < g->values.n ? g->values.v[outs[i]].name : "?");
+      goto fail;
+    }
+    em_graph_add_output(sub, v, err);
+  }
+  free(map);
+  return sub;
+fail:
+  free(map);
+  em_graph_free(sub);
+  return NULL;
+}

@@ -85,6 +85,13 @@ int em_graph_find(const em_graph *g, const char *name);
  * Names, hints, weights' names and provenance are excluded. */
 uint64_t em_graph_hash(const em_graph *g);
 
+/* Extracts nodes (indices into g->nodes, in order) as a self-contained graph: every value they read that
+ * they do not compute becomes an input (params stay params with their weight names; other values become
+ * activations named as in g), outs (value ids of g) become its outputs. Symbols, names and provenance are
+ * kept. Returns the new graph, or NULL with err filled. */
+em_graph *em_graph_subgraph(const em_graph *g, const int *nodes, int n, const int *outs, int nouts, const char *name,
+                            char *err);
+
 /* Fills dt/shape for node args of op; err names the problem (the caller prefixes the node). */
 em_status em_infer(em_graph *g, em_op op, const em_arg *args, em_dtype *dt, em_shape *shape, char *err);
 

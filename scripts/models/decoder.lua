@@ -90,7 +90,10 @@ function B:layer(c, h, Bt, S, p, mod, cos, sin, mask)
   local x = self:rmsnorm(h, P("input_layernorm.weight", { H }), c.rms_norm_eps, dt)
   self.module = mod .. ".self_attn"
   local function proj(n, rows, bias)
-    return self:linear(x, P("self_attn." .. n .. ".weight", { rows, H }), bias and P("self_attn." .. n .. ".bias", { rows }) or nil)
+    self.module = mod .. ".self_attn." .. n
+    local y = self:linear(x, P("self_attn." .. n .. ".weight", { rows, H }), bias and P("self_attn." .. n .. ".bias", { rows }) or nil)
+    self.module = mod .. ".self_attn"
+    return y
   end
   local q = proj("q_proj", Hq * D, c.qkv_bias)
   local k = proj("k_proj", Hkv * D, c.qkv_bias)
@@ -115,20 +118,24 @@ function B:layer(c, h, Bt, S, p, mod, cos, sin, mask)
     "torch.nn.functional.scaled_dot_product_attention")
   att = self:op("aten.transpose.int", { self = att, dim0 = 1, dim1 = 2 }, "transpose")
   att = self:op("aten.reshape.default", { self = att, shape = { Bt, S, Hq * D } }, "reshape")
+  self.module = mod .. ".self_attn.o_proj"
   local o = self:linear(att, P("self_attn.o_proj.weight", { H, Hq * D }), c.o_bias and P("self_attn.o_proj.bias", { H }) or nil)
   self.module = mod
-  local h1 = self:op("aten.add.Tensor", { self = h, other = o }, "residual")
+  local h1 = self:op("aten.add.Tensor", { self = h, other = o }, "residual_attn")
   self.module = mod .. ".post_attention_layernorm"
   local x2 = self:rmsnorm(h1, P("post_attention_layernorm.weight", { H }), c.rms_norm_eps, dt)
-  self.module = mod .. ".mlp"
   local I = c.intermediate_size
+  self.module = mod .. ".mlp.gate_proj"
   local gt = self:linear(x2, P("mlp.gate_proj.weight", { I, H }))
+  self.module = mod .. ".mlp.up_proj"
   local up = self:linear(x2, P("mlp.up_proj.weight", { I, H }))
+  self.module = mod .. ".mlp"
   local act = self:op("aten.silu.default", { self = gt }, "torch.nn.functional.silu")
   local gu = self:op("aten.mul.Tensor", { self = act, other = up }, "mul")
+  self.module = mod .. ".mlp.down_proj"
   local dn = self:linear(gu, P("mlp.down_proj.weight", { H, I }))
   self.module = mod
-  return self:op("aten.add.Tensor", { self = h1, other = dn }, "residual")
+  return self:op("aten.add.Tensor", { self = h1, other = dn }, "residual_mlp")
 end
 
 -- Builds the graph. opts: layer (N or nil for the whole model), prefix (checkpoint name prefix, "model." or

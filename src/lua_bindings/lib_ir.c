@@ -8,6 +8,7 @@
 #include "bindings.h"
 #include "graph.h"
 #include "ref.h"
+#include "emit.h"
 
 #define GRAPH_T "emmy.graph"
 
@@ -633,6 +634,38 @@ static int g_eval(lua_State *L) {
   return 1;
 }
 
+/* g:subgraph({node names}, {output names} [, name]) -> graph | nil, msg — a self-contained reproducer */
+static int g_subgraph(lua_State *L) {
+  em_graph *g = em_lua_checkgraph(L, 1);
+  luaL_checktype(L, 2, LUA_TTABLE);
+  luaL_checktype(L, 3, LUA_TTABLE);
+  const char *name = luaL_optstring(L, 4, g->name);
+  int n = (int)lua_objlen(L, 2), no = (int)lua_objlen(L, 3);
+  int *nodes = em_alloc(sizeof(int) * (size_t)(n + 1)), *outs = em_alloc(sizeof(int) * (size_t)(no + 1));
+  char err[EM_ERR_MAX];
+  for (int i = 0; i < n + no; i++) {
+    lua_rawgeti(L, i < n ? 2 : 3, i < n ? i + 1 : i - n + 1);
+    const char *vn = lua_tostring(L, -1);
+    int v = vn ? em_graph_find(g, vn) : -1;
+    lua_pop(L, 1);
+    if (v < 0 || (i < n && g->values.v[v].kind != EM_V_NODE)) {
+      snprintf(err, sizeof err, "subgraph: '%s' is not a node of the graph", vn ? vn : "?");
+      free(nodes);
+      free(outs);
+      return em_lua_fail(L, err);
+    }
+    if (i < n) nodes[i] = g->values.v[v].node;
+    else outs[i - n] = v;
+  }
+  em_graph *sub = em_graph_subgraph(g, nodes, n, outs, no, name, err);
+  free(nodes);
+  free(outs);
+  if (!sub) return em_lua_fail(L, err);
+  for (int i = 0; i < g->meta.n; i++) em_graph_set_meta(sub, g->meta.v[i].key, g->meta.v[i].val);
+  em_lua_push(L, GRAPH_T, sub);
+  return 1;
+}
+
 /* g:meta() -> {key = value} ; g:meta(key) -> value | nil ; g:meta(key, value|nil) sets or removes */
 static int g_meta(lua_State *L) {
   em_graph *g = em_lua_checkgraph(L, 1);
@@ -663,6 +696,68 @@ static int g_dim(lua_State *L) {
   if (to_dim(L, 2, g, &d, "dim", err)) return em_lua_fail(L, err);
   push_dim(L, g, &d);
   return 1;
+}
+
+/* ir.emit(graph, {kind=, anchor=name|nil, knobs={K=V}, name=}) -> source, launch | nil, msg
+ * launch = {grid = {text, text, text}, block = {x, y, z}, smem = bytes, syms = {names of symbol args}} */
+static int l_emit(lua_State *L) {
+  em_graph *g = em_lua_checkgraph(L, 1);
+  luaL_checktype(L, 2, LUA_TTABLE);
+  em_tile t;
+  memset(&t, 0, sizeof t);
+  t.g = g;
+  t.anchor = -1;
+  lua_getfield(L, 2, "kind");
+  int k = em_kkind_parse(lua_tostring(L, -1));
+  lua_pop(L, 1);
+  if (k < 0) return em_lua_fail(L, "emit: unknown kernel kind");
+  t.kind = (em_kkind)k;
+  lua_getfield(L, 2, "anchor");
+  if (lua_isstring(L, -1)) t.anchor = em_graph_find(g, lua_tostring(L, -1));
+  lua_pop(L, 1);
+  lua_getfield(L, 2, "name");
+  char name[128];
+  snprintf(name, sizeof name, "%s", lua_isstring(L, -1) ? lua_tostring(L, -1) : "kernel");
+  lua_pop(L, 1);
+  t.name = name;
+  lua_getfield(L, 2, "knobs");
+  if (lua_istable(L, -1)) {
+    lua_pushnil(L);
+    while (lua_next(L, -2)) {
+      if (lua_type(L, -2) == LUA_TSTRING && lua_isnumber(L, -1))
+        em_knob_set(&t.knobs, lua_tostring(L, -2), (int64_t)lua_tonumber(L, -1));
+      lua_pop(L, 1);
+    }
+  }
+  lua_pop(L, 1);
+  char *src = NULL;
+  em_launch la;
+  char err[EM_ERR_MAX];
+  if (em_emit(&t, &src, &la, err)) return em_lua_fail(L, err);
+  lua_pushstring(L, src);
+  free(src);
+  lua_createtable(L, 0, 4);
+  lua_createtable(L, 3, 0);
+  for (int i = 0; i < 3; i++) {
+    lua_pushstring(L, la.grid[i]);
+    lua_rawseti(L, -2, i + 1);
+  }
+  lua_setfield(L, -2, "grid");
+  lua_createtable(L, 3, 0);
+  for (int i = 0; i < 3; i++) {
+    lua_pushinteger(L, la.block[i]);
+    lua_rawseti(L, -2, i + 1);
+  }
+  lua_setfield(L, -2, "block");
+  lua_pushnumber(L, (lua_Number)la.smem);
+  lua_setfield(L, -2, "smem");
+  lua_createtable(L, la.nsyms, 0);
+  for (int i = 0; i < la.nsyms; i++) {
+    lua_pushstring(L, g->syms.s[la.syms[i]].name);
+    lua_rawseti(L, -2, i + 1);
+  }
+  lua_setfield(L, -2, "syms");
+  return 2;
 }
 
 /* ir.ops() -> list of {name, args = {{name, kind, default}, …}} — the vocabulary */
@@ -699,9 +794,9 @@ int luaopen_emmy_ir(lua_State *L) {
       {"symbol", g_symbol}, {"input", g_input},     {"node", g_node},       {"output", g_output},
       {"inputs", g_inputs}, {"value", g_value},     {"nodes", g_nodes},     {"outputs", g_outputs},
       {"symbols", g_symbols}, {"hash", g_hash},     {"name", g_name},       {"counts", g_counts},
-      {"bind", g_bind},     {"eval", g_eval},       {"dim", g_dim},         {"meta", g_meta},       {NULL, NULL}};
+      {"bind", g_bind},     {"eval", g_eval},       {"dim", g_dim},         {"meta", g_meta},       {"subgraph", g_subgraph}, {NULL, NULL}};
   em_lua_class(L, GRAPH_T, methods, g_gc, g_tostring);
-  static const luaL_Reg fns[] = {{"new", l_new}, {"ops", l_ops}, {NULL, NULL}};
+  static const luaL_Reg fns[] = {{"new", l_new}, {"ops", l_ops}, {"emit", l_emit}, {NULL, NULL}};
   lua_newtable(L);
   luaL_register(L, NULL, fns);
   push_null(L);

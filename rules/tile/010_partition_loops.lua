@@ -1,0 +1,67 @@
+-- 010_partition_loops.lua — which tier each kernel may use, and the knob options (TILE / REDUCE / WORK) of
+-- each tier. Gates return ok, reason; forks return the candidate option tables of their family.
+local atom = use "_atom"
+
+return {
+  -- The tensor-core warp tier (mma.sync, ldmatrix, cp.async pipelines) comes with the next issue; until then
+  -- this gate says so for every contraction, and the scalar tier below serves them.
+  { name = "warp_tier", family = "TILE", kinds = { "contraction" }, knobs = { MMA = 0 },
+    gate = function(k, dev)
+      if not atom.is_half(k.dtype) then return false, ("operand dtype %s (mma.sync needs bf16/f16)"):format(k.dtype) end
+      return false, "the mma.sync warp tier is not implemented yet (scalar tier only)"
+    end },
+
+  -- Scalar contraction: a BM x BN block tile staged through shared memory BK deep, a TM x TN register tile
+  -- per thread.
+  { name = "scalar_contraction", family = "TILE", kinds = { "contraction" },
+    knobs = { BM = 64, BN = 64, BK = 16, TM = 4, TN = 4 },
+    gate = function(k, dev) return true, "scalar tier serves every contraction" end,
+    fork = function(k, dev)
+      local out = {}
+      for _, bm in ipairs { 64, 32, 128 } do
+        for _, bn in ipairs { 64, 32, 128 } do
+          for _, bk in ipairs { 16, 8, 32 } do
+            for _, tm in ipairs { 4, 2, 8 } do
+              for _, tn in ipairs { 4, 2, 8 } do
+                local threads = (bm / tm) * (bn / tn)
+                if threads >= 64 and threads <= 256 then
+                  out[#out + 1] = { MMA = 0, BM = bm, BN = bn, BK = bk, TM = tm, TN = tn }
+                end
+              end
+            end
+          end
+        end
+      end
+      return out
+    end },
+
+  -- Row reduction (RMSNorm, softmax, a norm over the last dim): one block per row, THREADS threads striding
+  -- over it; two passes (reduce, then the epilogue recomputes its prologue from memory).
+  { name = "row_reduction", family = "REDUCE", kinds = { "row" }, knobs = { THREADS = 256 },
+    gate = function(k, dev) return true, ("rows of %s elements"):format(tostring(k.L)) end,
+    fork = function(k, dev)
+      local cap = atom.warps_for(k.L or 1024)
+      local out = {}
+      for _, t in ipairs { 256, 128, 512, 64, 1024, 32 } do
+        if t <= math.max(cap, 32) then out[#out + 1] = { THREADS = t } end
+      end
+      return out
+    end },
+
+  -- Pointwise and generic reductions: a grid-stride loop, BLOCK threads per block.
+  { name = "flat_block", family = "WORK", kinds = { "pointwise", "reduce" }, knobs = { BLOCK = 256 },
+    gate = function(k, dev) return true, "grid-stride loop" end,
+    fork = function(k, dev)
+      return { { BLOCK = 256 }, { BLOCK = 128 }, { BLOCK = 512 }, { BLOCK = 1024 }, { BLOCK = 64 } }
+    end },
+
+  -- Scalar attention: one query row per thread, online softmax in f32, causal rows stop at the diagonal.
+  { name = "scalar_attention", family = "WORK", kinds = { "attention" }, knobs = { QROWS = 64 },
+    gate = function(k, dev)
+      if not k.E or k.E > 256 or not k.Ev or k.Ev > 256 then
+        return false, ("head dims %s/%s must be constants up to 256"):format(tostring(k.E), tostring(k.Ev))
+      end
+      return true, ("head dim %d, one query row per thread"):format(k.E)
+    end,
+    fork = function(k, dev) return { { QROWS = 64 }, { QROWS = 32 }, { QROWS = 128 }, { QROWS = 256 } } end },
+}

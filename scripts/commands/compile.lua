@@ -1,0 +1,209 @@
+-- emmy compile — the GPU-free half of the compiler: passes, kernel formation, tiling rules, CUDA emission
+-- and (with --nvrtc) in-process compilation of every kernel.
+local cli = require "emmy.cli"
+local compiler = require "emmy.compiler"
+local frontend = require "emmy.frontend"
+local graphjson = require "emmy.graphjson"
+local kernels = require "emmy.kernels"
+local dump = require "emmy.dump"
+local show = require "emmy.show"
+local tbl = require "emmy.tbl"
+
+local function passes_table()
+  local rows = {}
+  for _, p in ipairs(compiler.passes()) do rows[#rows + 1] = { p.file, p.name, p.summary or "" } end
+  tbl.print { header = { "file", "pass", "what it does" }, rows = rows }
+end
+
+local function shapes(g, names)
+  local out = {}
+  for _, n in ipairs(names) do
+    local v = g:value(n)
+    out[#out + 1] = ("%s %s%s"):format(n, v.dtype, show.shape_str(v.shape))
+  end
+  return table.concat(out, ", ")
+end
+
+local function unique(plans)
+  local seen, out = {}, {}
+  for _, p in ipairs(plans) do
+    if not seen[p.kernel.name] then
+      seen[p.kernel.name] = true
+      out[#out + 1] = p
+    end
+  end
+  return out
+end
+
+return {
+  summary = "compile a model or graph to kernels: passes, kernel/tile IR, CUDA source, gate verdicts (no GPU)",
+  usage = "usage: emmy compile INPUT [trace flags] [--ir graph|kernel|tile|cuda] [--explain] [--kernel SUBSTR]\n" ..
+    "                    [--passes] [--stop-after PASS] [--nvrtc] [--all-variants] [--dump-dir D] [-o FILE]\n\n" ..
+    "  INPUT is a model (as for emmy trace) or a .torch.json graph.\n" .. frontend.USAGE .. [[
+
+  --ir graph           the graph after the passes (JSON with -o)
+  --ir kernel          each kernel: kind, anchor, ops, inputs -> outputs, the torch ops it covers
+  --ir tile            each kernel's chosen knob assignment, candidate count and launch shape
+  --ir cuda            each distinct kernel's CUDA source (the chosen variant; -o FILE writes them all)
+  --explain            every tiling gate's verdict and reason, per kernel
+  --kernel SUBSTR      only kernels whose name contains SUBSTR
+  --passes             list the passes and stop; --stop-after PASS stops after that pass
+  --nvrtc              compile each distinct kernel in-process (registers, spills, shared memory)
+  --all-variants       with --nvrtc: compile every candidate, not only the chosen one
+  --dump-dir D         write the stage files (docs/formats.md: dump layout)
+  Knob pins: EMMY_KNOBS="K=V,kname:K=V", EMMY_<KNOB>=V; a pin a gate refuses is an error naming the gate.
+  Rules come from rules/tile/ (EMMY_RULES=DIR to use another folder); editing them needs no rebuild.]],
+  run = function(argv)
+    local opts, pos = cli.parse(argv, {
+      flags = frontend.merge_flags { ["--ir"] = { kind = "string" }, ["--explain"] = { kind = "bool" },
+        ["--kernel"] = { kind = "string" }, ["--passes"] = { kind = "bool" }, ["--stop-after"] = { kind = "string" },
+        ["--nvrtc"] = { kind = "bool" }, ["--all-variants"] = { kind = "bool" }, ["--dump-dir"] = { kind = "string" },
+        ["-o"] = { kind = "string" }, ["--json"] = { kind = "bool" } },
+      positional = { "input" }, usage = "emmy compile INPUT [--ir graph|kernel|tile|cuda]",
+    }, "compile")
+    if opts.passes then
+      passes_table()
+      return 0
+    end
+    if not pos.input then cli.usage("compile: missing INPUT (usage: emmy compile INPUT [--ir kernel])") end
+    if opts.ir and not ({ graph = true, kernel = true, tile = true, cuda = true })[opts.ir] then
+      cli.usage("--ir '%s': graph, kernel, tile or cuda", opts.ir)
+    end
+    local r = frontend.load(pos.input, opts)
+    print(r.header)
+    local d = opts.dump_dir and dump.open(opts.dump_dir)
+    if d then d:graph("00_graph", r.graph) end
+    local ok, ctx = pcall(compiler.run, r.graph, {
+      stop_after = opts.stop_after,
+      on_stage = function(p, c) if d then d:stage(p, c) end end,
+    })
+    if not ok then cli.fail("%s", tostring(ctx)) end
+    if opts.ir == "graph" or not ctx.kernels then
+      if opts.o then cli.check(graphjson.write(ctx.graph, opts.o)) end
+      show.print_graph(ctx.graph, { nodes = true })
+      return 0
+    end
+    local okp, plans, dev = pcall(kernels.plan, ctx)
+    if not okp then cli.usage("%s", tostring(plans)) end
+    local sel = {}
+    for _, p in ipairs(plans) do
+      if not opts.kernel or p.kernel.name:find(opts.kernel, 1, true) then sel[#sel + 1] = p end
+    end
+    if opts.kernel and #sel == 0 then cli.usage("--kernel '%s' matches no kernel", opts.kernel) end
+    print(("%d kernels (%d distinct), target %s%s"):format(#plans, #unique(plans), dev.name,
+      dev.assumed and " (no GPU here: the deploy target's limits)" or ""))
+    -- emit every distinct chosen variant (the emitter refusing one is an error naming it)
+    local sources = {}
+    for _, p in ipairs(unique(plans)) do
+      local src, la = kernels.emit(p)
+      if not src then cli.fail("%s", la) end
+      sources[p.kernel.name] = { src = src, launch = la }
+    end
+    if d then d:kernels(plans, sources) end
+    if opts.explain then
+      for _, p in ipairs(sel) do
+        print(("\n%s  (%s)"):format(p.kernel.name, p.kernel.kind))
+        local rows = {}
+        for _, v in ipairs(p.eval.verdicts) do
+          rows[#rows + 1] = { v.rule, v.family, v.ok and "ok" or "REFUSED", v.reason, ("%s:%d"):format(v.file, v.line) }
+        end
+        tbl.print { header = { "gate", "family", "verdict", "reason", "where" }, rows = rows, indent = "  " }
+        print(("  %d candidates%s; chosen: %s"):format(#p.candidates,
+          #p.eval.rejected > 0 and (", " .. #p.eval.rejected .. " rejected by the resource check") or "",
+          p.choice and p.choice.string or "none"))
+      end
+    end
+    if opts.ir == "kernel" or (not opts.ir and not opts.explain) then
+      local rows = {}
+      for i, p in ipairs(sel) do
+        local k = p.kernel
+        rows[#rows + 1] = { i, k.name, k.kind, k.anchor and k.repro:value(k.anchor) and
+          (function() for _, n in ipairs(k.repro:nodes()) do if n.name == k.anchor then return n.op end end end)() or "-",
+          #k.nodes, shapes(k.repro, k.outputs) }
+      end
+      tbl.print { header = { "#", "kernel", "kind", "anchor", "ops", "outputs" }, rows = rows, align = "rllllr" }
+      if opts.ir == "kernel" then
+        for _, p in ipairs(sel) do
+          local k = p.kernel
+          print(("\n%s  %s  hash %s"):format(k.name, k.kind, k.hash))
+          local ins = {}
+          for _, v in ipairs(k.repro:inputs()) do ins[#ins + 1] = v.name end
+          print("  reads  " .. shapes(k.repro, ins))
+          print("  writes " .. shapes(k.repro, k.outputs))
+          for _, n in ipairs(k.repro:nodes()) do
+            print(("    %-8s %-42s %s %s%s"):format(n.name, n.op, n.dtype, show.shape_str(n.shape),
+              n.name == k.anchor and "   <- anchor" or ""))
+          end
+        end
+      end
+    end
+    if opts.ir == "tile" then
+      local rows = {}
+      for _, p in ipairs(sel) do
+        local s = sources[p.kernel.name]
+        rows[#rows + 1] = { p.kernel.name, p.kernel.kind, #p.candidates, p.choice and p.choice.string or "-",
+          table.concat(s.launch.grid, " x "), table.concat(s.launch.block, "x") }
+      end
+      tbl.print { header = { "kernel", "kind", "candidates", "chosen knobs", "grid", "block" }, rows = rows, align = "llrlll" }
+    end
+    if opts.ir == "cuda" then
+      local seen, texts = {}, {}
+      for _, p in ipairs(sel) do
+        if not seen[p.kernel.name] then
+          seen[p.kernel.name] = true
+          texts[#texts + 1] = sources[p.kernel.name].src
+        end
+      end
+      if opts.o then
+        local f = assert(io.open(opts.o, "wb"))
+        f:write(table.concat(texts, "\n"))
+        f:close()
+        print("wrote " .. opts.o)
+      else
+        print(table.concat(texts, "\n"))
+      end
+    end
+    if opts.nvrtc then
+      local nv = require "emmy.nvrtc"
+      local jobs, which = {}, {}
+      for _, p in ipairs(unique(sel)) do
+        local list = opts.all_variants and p.candidates or { p.choice }
+        for _, c in ipairs(list) do
+          local src = c == p.choice and sources[p.kernel.name].src or kernels.emit(p, c.knobs)
+          jobs[#jobs + 1] = { source = src, arch = dev.arch, name = p.kernel.name .. ".cu",
+            options = { "-std=c++17" } }
+          which[#which + 1] = { plan = p, cand = c }
+        end
+      end
+      local t0 = require("emmy.sys").clock()
+      local last = 0
+      local res = nv.compile_many(jobs, { progress = function(done, total)
+        local now = require("emmy.sys").clock()
+        if now - last > 3 or done == total then
+          io.stderr:write(("  nvrtc %d/%d (%.1fs)\n"):format(done, total, now - t0))
+          last = now
+        end
+      end })
+      if not res then cli.fail("NVRTC is not available") end
+      local rows, bad = {}, 0
+      for i, r2 in ipairs(res) do
+        local w = which[i]
+        if r2.status ~= "ok" then bad = bad + 1 end
+        if not opts.all_variants or r2.status ~= "ok" then
+          rows[#rows + 1] = { w.plan.kernel.name, w.cand.string, r2.status, r2.regs or "-", r2.spill_stores or "-",
+            r2.smem or "-", ("%.0f"):format(r2.ms or 0), r2.cache_hit and "hit" or "" }
+        end
+        if r2.status ~= "ok" then io.stderr:write(("%s %s: %s\n"):format(w.plan.kernel.name, w.cand.string,
+          (r2.log or ""):match("[^\n]*error[^\n]*") or r2.status)) end
+      end
+      print("")
+      tbl.print { header = { "kernel", "knobs", "status", "regs", "spill B", "smem B", "ms", "cache" }, rows = rows,
+        align = "lllrrrrl" }
+      print(("\nNVRTC %s for %s: %d compiled, %d failed, %.1f s"):format(nv.version() or "?", dev.arch, #res - bad, bad,
+        require("emmy.sys").clock() - t0))
+      if bad > 0 then return 1 end
+    end
+    if d then print("dump: " .. d.dir) end
+    return 0
+  end,
+}

@@ -1,0 +1,40 @@
+-- emmy.compiler — the path of a graph through emmy's passes (scripts/passes/NNN_*.lua, in file-name
+-- order) into kernels, then through the tiling rules (emmy.rules) into knob assignments and CUDA source.
+local sys = require "emmy.sys"
+
+local M = {}
+
+M.PASS_DIR = EMMY_HOME .. "/scripts/passes"
+
+-- The passes, in order: { {file, name, summary, run}, … }.
+function M.passes()
+  local out = {}
+  for _, f in ipairs(sys.listdir(M.PASS_DIR) or {}) do
+    if f:match("^%d+_.*%.lua$") then
+      local chunk, err = loadfile(M.PASS_DIR .. "/" .. f)
+      if not chunk then error(err, 0) end
+      local p = chunk()
+      p.file = f
+      out[#out + 1] = p
+    end
+  end
+  return out
+end
+
+-- Runs the passes on graph g; opts.stop_after (pass name), opts.knobs (global pins), opts.on_stage
+-- (function(pass, ctx) after each pass). Returns ctx {graph, kernels}.
+function M.run(g, opts)
+  opts = opts or {}
+  local ctx = { graph = g, knobs = opts.knobs or {}, kernels = nil }
+  for _, p in ipairs(M.passes()) do
+    p.run(ctx)
+    if opts.on_stage then opts.on_stage(p, ctx) end
+    if opts.stop_after and (p.name == opts.stop_after or p.file:match("^%d+_(.*)%.lua$") == opts.stop_after) then
+      ctx.stopped = p.name
+      break
+    end
+  end
+  return ctx
+end
+
+return M

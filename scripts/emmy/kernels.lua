@@ -1,0 +1,110 @@
+-- emmy.kernels — from a compiled graph (emmy.compiler) to variants: each kernel's facts for the rules, the
+-- rules' verdicts and candidates, the chosen knobs (pins applied) and the emitted CUDA source.
+local ir = require "emmy.ir"
+local rules = require "emmy.rules"
+local sys = require "emmy.sys"
+
+local M = {}
+
+-- The target device: the GPU when one is present, else the H200 the project deploys on (said so).
+function M.device()
+  local gpu = sys.cuda()
+  local d = { name = "NVIDIA H200", sm_count = 132, smem_static = 49152, smem_optin = 232448, max_threads = 1024,
+    regs_per_block = 65536, cc = "9.0", cc_major = 9, arch = "sm_90a", assumed = true }
+  if gpu then
+    d.name, d.sm_count, d.cc, d.assumed = gpu.name, gpu.sm_count, gpu.cc, false
+    d.cc_major = tonumber(gpu.cc:match("^(%d+)"))
+    d.arch = "sm_" .. gpu.cc:gsub("%.", "") .. (gpu.cc == "9.0" and "a" or "")
+  end
+  return d
+end
+
+local function args_of(n)
+  local a = {}
+  for _, kv in ipairs(n.args) do a[kv[1]] = kv[2] end
+  return a
+end
+
+local function at_hint(g, d, bind)
+  if type(d) == "number" then return d, false end
+  return g:eval(d, bind), true
+end
+
+-- Facts a rule may read: kind, dtype, ops, name, hash, and per kind the extents at the hint (with a
+-- *_symbolic flag when the extent depends on a symbol).
+function M.facts(k)
+  local g = k.repro
+  local bind = assert(g:bind({}))
+  local f = { name = k.name, kind = k.kind, hash = k.hash, ops = {}, nodes = #k.nodes }
+  for _, n in ipairs(g:nodes()) do f.ops[#f.ops + 1] = n.op end
+  local a = k.anchor and g:value(k.anchor)
+  local nodes = {}
+  for _, n in ipairs(g:nodes()) do nodes[n.name] = n end
+  f.dtype = (a or g:value(g:outputs()[1])).dtype
+  if k.kind == "contraction" then
+    local n = nodes[k.anchor]
+    local x = args_of(n)
+    local A = g:value(x.input or x.self)
+    local out = a.shape
+    f.N = at_hint(g, out[#out], bind)
+    local m = 1
+    for i = 1, #out - 1 do
+      local v, sym = at_hint(g, out[i], bind)
+      m = m * v
+      f.M_symbolic = f.M_symbolic or sym
+    end
+    f.M = m
+    f.K = at_hint(g, A.shape[#A.shape], bind)
+    f.has_bias = x.bias ~= nil and type(x.bias) == "string"
+    f.epilogue = #g:nodes() - 1
+  elseif k.kind == "row" or k.kind == "reduce" then
+    local x = g:value(args_of(nodes[k.anchor]).self)
+    f.L = at_hint(g, x.shape[#x.shape], bind)
+    local rows = 1
+    for i = 1, #x.shape - 1 do rows = rows * at_hint(g, x.shape[i], bind) end
+    f.rows = rows
+  elseif k.kind == "attention" then
+    local x = args_of(nodes[k.anchor])
+    local q, kk, v = g:value(x.query), g:value(x.key), g:value(x.value)
+    local r = #q.shape
+    f.E = type(q.shape[r]) == "number" and q.shape[r] or nil
+    f.Ev = type(v.shape[r]) == "number" and v.shape[r] or nil
+    f.L = at_hint(g, q.shape[r - 1], bind)
+    f.S = at_hint(g, kk.shape[r - 1], bind)
+    f.heads = r >= 3 and at_hint(g, q.shape[r - 2], bind) or 1
+    f.kv_heads = r >= 3 and at_hint(g, kk.shape[r - 2], bind) or 1
+    f.causal = x.is_causal == true
+    f.gqa = x.enable_gqa == true
+  else
+    local o = g:value(g:outputs()[1])
+    local n = 1
+    for _, d in ipairs(o.shape) do n = n * at_hint(g, d, bind) end
+    f.numel = n
+  end
+  return f
+end
+
+-- Runs the rules on every kernel. Returns list of plans {kernel, facts, eval, candidates (after pins),
+-- choice (first candidate)}; a refused pin raises one line naming the gate.
+function M.plan(ctx, opts)
+  opts = opts or {}
+  local dev = opts.device or M.device()
+  local rl = opts.rules or rules.load()
+  local plans = {}
+  for _, k in ipairs(ctx.kernels) do
+    local f = M.facts(k)
+    local ev = rules.evaluate(rl, f, dev)
+    local pins = rules.pins(k.name, ev.declared, opts.env)
+    local cands = rules.apply_pins(k.name, ev, pins)
+    plans[#plans + 1] = { kernel = k, facts = f, eval = ev, candidates = cands, choice = cands[1], pins = pins }
+  end
+  return plans, dev
+end
+
+-- Emits the CUDA source of a plan's variant (knobs: a candidate's knob table).
+function M.emit(plan, knobs)
+  local k = plan.kernel
+  return ir.emit(k.repro, { kind = k.kind, anchor = k.anchor, name = k.name, knobs = knobs or (plan.choice and plan.choice.knobs) or {} })
+end
+
+return M

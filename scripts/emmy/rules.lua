@@ -1,0 +1,230 @@
+-- emmy.rules — runs the tiling rules of rules/tile/ (or $EMMY_RULES) on a kernel: every gate's verdict with
+-- its reason, the candidate knob assignments of the families whose gates passed (the leaves of the fork
+-- tree), the resource check of each candidate, and knob pins (EMMY_KNOBS, EMMY_<KNOB>).
+-- Rule files run in a sandbox holding only the rule API: an unknown global is an error at once.
+local sys = require "emmy.sys"
+
+local M = {}
+
+function M.dir() return os.getenv("EMMY_RULES") or (EMMY_HOME .. "/rules/tile") end
+
+local SAFE = { "ipairs", "pairs", "tostring", "tonumber", "type", "select", "error", "assert", "unpack", "next" }
+
+local function sandbox(dir, cache)
+  local env = {}
+  for _, k in ipairs(SAFE) do env[k] = _G[k] end
+  env.math = { floor = math.floor, ceil = math.ceil, max = math.max, min = math.min, huge = math.huge, sqrt = math.sqrt,
+    log = math.log, abs = math.abs }
+  env.string = { format = string.format, rep = string.rep, sub = string.sub, find = string.find, match = string.match }
+  env.table = { insert = table.insert, concat = table.concat, sort = table.sort }
+  -- use "_atom": a helper file of the same folder, loaded once into the same sandbox
+  env.use = function(name)
+    if not name:match("^_[%w_]+$") then error("use: helper names start with '_' (got '" .. tostring(name) .. "')", 2) end
+    if cache[name] == nil then
+      local chunk, err = loadfile(dir .. "/" .. name .. ".lua")
+      if not chunk then error(err, 0) end
+      setfenv(chunk, env)
+      cache[name] = chunk()
+    end
+    return cache[name]
+  end
+  return setmetatable(env, {
+    __index = function(_, k) error(("unknown global '%s' (rules see only the rule API)"):format(tostring(k)), 2) end,
+    __newindex = function(_, k) error(("rules may not set globals ('%s')"):format(tostring(k)), 2) end,
+  })
+end
+
+-- Loads every NNN_*.lua rule file; returns list of rules {name, family, kinds, gate, fork, knobs, file,
+-- line} or raises one line naming the file.
+function M.load(dir)
+  dir = dir or M.dir()
+  local files = sys.listdir(dir)
+  if not files then error(("rules folder %s does not exist (EMMY_RULES)"):format(dir), 0) end
+  local out, cache = {}, {}
+  local env = sandbox(dir, cache)
+  for _, f in ipairs(files) do
+    if f:match("^%d+_.*%.lua$") then
+      local path = dir .. "/" .. f
+      local chunk, err = loadfile(path)
+      if not chunk then error(err, 0) end
+      setfenv(chunk, env)
+      local ok, list = pcall(chunk)
+      if not ok then error(tostring(list), 0) end
+      if type(list) ~= "table" then error(path .. ": a rule file must return a list of rules", 0) end
+      for i, r in ipairs(list) do
+        if type(r.name) ~= "string" or type(r.family) ~= "string" then
+          error(("%s: rule %d needs a name and a family"):format(path, i), 0)
+        end
+        r.file = "rules/tile/" .. f
+        r.path = path
+        local info = r.gate and debug.getinfo(r.gate, "S")
+        r.line = info and info.linedefined or 0
+        out[#out + 1] = r
+      end
+    end
+  end
+  return out
+end
+
+local function applies(r, k)
+  if not r.kinds then return true end
+  for _, x in ipairs(r.kinds) do if x == k.kind then return true end end
+  return false
+end
+
+function M.knob_string(knobs)
+  local keys = {}
+  for key in pairs(knobs) do keys[#keys + 1] = key end
+  table.sort(keys)
+  local parts = {}
+  for i, key in ipairs(keys) do parts[i] = key .. "=" .. tostring(knobs[key]) end
+  return table.concat(parts, ",")
+end
+
+-- Evaluates the rules on kernel facts k and device facts dev.
+-- Returns { verdicts = {{rule, family, file, line, ok, reason}}, declared = {KNOB = default},
+--           family_of = {KNOB = FAMILY}, candidates = {{knobs, string}}, rejected = {{string, reason}} }.
+function M.evaluate(rules, k, dev)
+  local res = { verdicts = {}, declared = {}, family_of = {}, candidates = {}, rejected = {} }
+  local fam_opts, fam_order = {}, {}
+  for _, r in ipairs(rules) do
+    if applies(r, k) then
+      for key, def in pairs(r.knobs or {}) do
+        if res.declared[key] == nil then res.declared[key] = def end
+        res.family_of[key] = res.family_of[key] or r.family
+      end
+      local ok, reason = true, nil
+      if r.gate then
+        local okc, a, b = pcall(r.gate, k, dev)
+        if not okc then error(("%s:%d: gate %s: %s"):format(r.file, r.line, r.name, tostring(a)), 0) end
+        ok, reason = a and true or false, b
+      end
+      res.verdicts[#res.verdicts + 1] = { rule = r.name, family = r.family, file = r.file, line = r.line, ok = ok,
+        reason = reason or (ok and "ok" or "refused (no reason given)") }
+      if ok and r.fork then
+        local okc, list = pcall(r.fork, k, dev)
+        if not okc then error(("%s: fork %s: %s"):format(r.file, r.name, tostring(list)), 0) end
+        if type(list) ~= "table" then error(("%s: fork %s must return a list of option tables"):format(r.file, r.name), 0) end
+        if not fam_opts[r.family] then
+          fam_opts[r.family] = {}
+          fam_order[#fam_order + 1] = r.family
+        end
+        for _, o in ipairs(list) do table.insert(fam_opts[r.family], o) end
+      end
+    end
+  end
+  -- the cartesian product of the families' options, every declared knob present
+  local combos = { {} }
+  for _, fam in ipairs(fam_order) do
+    local next_ = {}
+    for _, base in ipairs(combos) do
+      for _, o in ipairs(fam_opts[fam]) do
+        local c = {}
+        for key, v in pairs(base) do c[key] = v end
+        for key, v in pairs(o) do c[key] = v end
+        next_[#next_ + 1] = c
+      end
+    end
+    if #next_ > 0 then combos = next_ end
+  end
+  local check = M.resource_check
+  for _, c in ipairs(combos) do
+    for key, def in pairs(res.declared) do if c[key] == nil then c[key] = def end end
+    local s = M.knob_string(c)
+    local okr, why = true, nil
+    if check then okr, why = check(k, c, dev) end
+    if okr then res.candidates[#res.candidates + 1] = { knobs = c, string = s }
+    else res.rejected[#res.rejected + 1] = { string = s, reason = why } end
+  end
+  return res
+end
+
+-- The engine's resource check of one candidate (threads per block, static shared memory, an estimate of
+-- registers), before anything is compiled. Returns ok, reason.
+function M.resource_check(k, c, dev)
+  local threads, smem = 0, 0
+  if k.kind == "contraction" then
+    if c.MMA == 1 then return true end
+    if not (c.BM and c.BN and c.TM and c.TN) or c.BM % c.TM ~= 0 or c.BN % c.TN ~= 0 then
+      return false, "BM/BN are not multiples of TM/TN"
+    end
+    threads = (c.BM / c.TM) * (c.BN / c.TN)
+    smem = 4 * c.BK * (c.BM + 1 + c.BN + 1)
+  elseif k.kind == "row" then
+    threads = c.THREADS or 0
+  elseif k.kind == "attention" then
+    threads = c.QROWS or 0
+    local regs = math.min(255, (k.E or 0) + (k.Ev or 0) + 40)
+    if regs * threads > dev.regs_per_block then
+      return false, ("about %d registers x %d threads exceed %d per block"):format(regs, threads, dev.regs_per_block)
+    end
+  else
+    threads = c.BLOCK or 0
+  end
+  if threads < 32 or threads > dev.max_threads or threads % 32 ~= 0 then
+    return false, ("%d threads per block (must be a multiple of 32 in 32..%d)"):format(threads, dev.max_threads)
+  end
+  if smem > dev.smem_static then
+    return false, ("%d B of static shared memory exceed %d B per block"):format(smem, dev.smem_static)
+  end
+  return true
+end
+
+-- Pins for kernel kname from EMMY_KNOBS ("K=V,kname:K=V") and EMMY_<KNOB>=V for declared knobs.
+function M.pins(kname, declared, env)
+  env = env or os.getenv
+  local pins = {}
+  local spec = env("EMMY_KNOBS")
+  if spec and spec ~= "" then
+    for item in spec:gmatch("[^,]+") do
+      local who, key, v = item:match("^%s*([%w_]+):([%w_]+)=(%-?%d+)%s*$")
+      if not who then key, v = item:match("^%s*([%w_]+)=(%-?%d+)%s*$") end
+      if not key then error(("EMMY_KNOBS item '%s' needs K=V or KERNEL:K=V"):format(item), 0) end
+      if not who or kname:find(who, 1, true) then pins[key] = tonumber(v) end
+    end
+  end
+  for key in pairs(declared) do
+    local v = env("EMMY_" .. key)
+    if v and v ~= "" then
+      if not tonumber(v) then error(("EMMY_%s=%s needs an integer"):format(key, v), 0) end
+      pins[key] = tonumber(v)
+    end
+  end
+  return pins
+end
+
+-- Filters candidates by pins; a pin a gate refused, or one no candidate has, is an error naming why.
+function M.apply_pins(kname, res, pins)
+  if next(pins) == nil then return res.candidates end
+  local out = {}
+  for _, c in ipairs(res.candidates) do
+    local ok = true
+    for key, v in pairs(pins) do
+      if res.declared[key] ~= nil and c.knobs[key] ~= v then ok = false end
+    end
+    if ok then out[#out + 1] = c end
+  end
+  if #out == 0 then
+    for key, v in pairs(pins) do
+      if res.declared[key] ~= nil then
+        local fam = res.family_of[key]
+        for _, vd in ipairs(res.verdicts) do
+          if vd.family == fam and not vd.ok then
+            error(("%s: pin %s=%d is refused by gate %s (%s:%d): %s"):format(kname, key, v, vd.rule, vd.file, vd.line,
+              vd.reason), 0)
+          end
+        end
+        local vals, seen = {}, {}
+        for _, c in ipairs(res.candidates) do
+          local x = c.knobs[key]
+          if not seen[x] then seen[x] = true vals[#vals + 1] = tostring(x) end
+        end
+        error(("%s: pin %s=%d matches no candidate (%s takes %s)"):format(kname, key, v, key, table.concat(vals, ", ")), 0)
+      end
+    end
+    error(("%s: the pins match no candidate together"):format(kname), 0)
+  end
+  return out
+end
+
+return M

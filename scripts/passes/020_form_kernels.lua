@@ -1,0 +1,275 @@
+-- 020_form_kernels — partitions the graph into kernels, each with at most one heavy anchor:
+--   * a contraction (linear/mm/bmm/matmul) or attention (SDPA) anchor takes its elementwise epilogue
+--     (residual add, SiLU·mul, casts) — elementwise consumers whose other inputs are already in memory;
+--   * a reduction over the last dim (RMSNorm's mean, softmax, a vector norm) forms a row kernel with its
+--     prologue cone (the elementwise ops computing its input) and its epilogue (ops on the row, such as the
+--     normalisation, the weight, a following RoPE);
+--   * other reductions form reduce kernels; leftover elementwise work forms pointwise kernels.
+-- Views are index remaps inside the kernels that read them and are never materialized. Elementwise values
+-- that depend only on graph inputs (casts of x, rotary table slices) are recomputed by every kernel that
+-- reads them. A value crosses kernels through memory: it becomes an output of the kernel that computes it.
+-- Structural forks that change which kernels exist read their knob from ctx.knobs (global pins):
+--   SPLIT_CONE=1 (default): a contraction never takes its operand's elementwise cone as a prologue.
+local opclass = require "emmy.opclass"
+
+local function last_dim_reduction(n, g)
+  if n.op == "aten._softmax.default" or n.op == "aten.softmax.int" then
+    local a = {}
+    for _, kv in ipairs(n.args) do a[kv[1]] = kv[2] end
+    local r = #g:value(a.self).shape
+    return a.dim == -1 or a.dim == r - 1
+  end
+  local a = {}
+  for _, kv in ipairs(n.args) do a[kv[1]] = kv[2] end
+  local r = #g:value(a.self).shape
+  local dims = a.dim
+  if type(dims) ~= "table" or #dims ~= 1 then return false end
+  return dims[1] == -1 or dims[1] == r - 1
+end
+
+-- Tensor arguments by schema kind (strings in int lists are dim expressions, not values).
+local TENSOR_KINDS = { T = true, ["T?"] = true, TS = true, ["T[]"] = true }
+local kinds_by_op
+local function tensor_inputs(n)
+  if not kinds_by_op then
+    kinds_by_op = {}
+    for _, o in ipairs(require("emmy.ir").ops()) do
+      local t = {}
+      for _, a in ipairs(o.args) do t[a.name] = a.kind end
+      kinds_by_op[o.name] = t
+    end
+  end
+  local out = {}
+  for _, kv in ipairs(n.args) do
+    local v, kind = kv[2], kinds_by_op[n.op][kv[1]]
+    if TENSOR_KINDS[kind] then
+      if type(v) == "string" then out[#out + 1] = v
+      elseif type(v) == "table" and v[1] ~= nil then
+        for _, x in ipairs(v) do out[#out + 1] = x end
+      end
+    end
+  end
+  return out
+end
+
+-- True when a value of ne elements is a whole number of parts of each row of a row kernel (ne divides
+-- by the row count and the domain divides by ne), checked on the symbolic sizes.
+local function row_part(g, ne, k)
+  local rows, dom = k.rows_numel, k.domain_numel
+  -- exact division, tested by evaluating at two bindings of the symbols
+  for _, s in ipairs { 3, 7 } do
+    local b = {}
+    for _, y in ipairs(g:symbols()) do if not y.derived then b[y.name] = s end end
+    local a, r, d = g:eval(ne, b), g:eval(rows, b), g:eval(dom, b)
+    if not (a and r and d) or a % r ~= 0 or d % a ~= 0 then return false end
+  end
+  return true
+end
+
+local function numel_expr(g, shape)
+  local parts = {}
+  for _, d in ipairs(shape) do parts[#parts + 1] = "(" .. tostring(d) .. ")" end
+  return #parts > 0 and g:dim(table.concat(parts, "*")) or 1
+end
+
+return {
+  name = "form_kernels",
+  summary = "group ops into kernels around one anchor each (contraction, attention, row/reduce) + pointwise",
+  run = function(ctx)
+    local g = ctx.graph
+    local nodes = g:nodes()
+    local by_name, producer, consumers = {}, {}, {}
+    for i, n in ipairs(nodes) do
+      by_name[n.name] = n
+      n.index = i
+      n.inputs = tensor_inputs(n)
+      producer[n.name] = n
+      consumers[n.name] = {}
+    end
+    for _, v in ipairs(g:inputs()) do consumers[v.name] = {} end
+    for _, n in ipairs(nodes) do
+      for _, x in ipairs(n.inputs) do table.insert(consumers[x], n) end
+    end
+    local is_output = {}
+    for _, o in ipairs(g:outputs()) do is_output[o] = true end
+
+    -- region: nil = computed from graph inputs alone (recomputable anywhere); else depends on an anchor
+    local free = {}
+    for _, n in ipairs(nodes) do
+      local f = not opclass.is_anchor(n.op)
+      for _, x in ipairs(n.inputs) do
+        if producer[x] and not free[x] then f = false end
+      end
+      free[n.name] = f
+    end
+
+    -- the prologue cones of row anchors (dependent elementwise ops and views feeding the reduction)
+    local kind_of = {}
+    for _, n in ipairs(nodes) do
+      if opclass.CONTRACTION[n.op] then kind_of[n.name] = "contraction"
+      elseif opclass.ATTENTION[n.op] then kind_of[n.name] = "attention"
+      elseif opclass.REDUCTION[n.op] then kind_of[n.name] = last_dim_reduction(n, g) and "row" or "reduce" end
+    end
+    -- a node joins a row anchor's cone only when every consumer is in the cone, is the anchor, or is a
+    -- possible epilogue of it (reached from the anchor through elementwise ops and views alone)
+    local cone_owner = {}
+    for _, n in ipairs(nodes) do
+      if kind_of[n.name] == "row" then
+        local epi = { [n.name] = true }
+        for _, m in ipairs(nodes) do
+          if m.index > n.index and not opclass.is_anchor(m.op) then
+            for _, x in ipairs(m.inputs) do if epi[x] then epi[m.name] = true end end
+          end
+        end
+        local cand, stack = {}, { n.inputs[1] }
+        while #stack > 0 do
+          local v = table.remove(stack)
+          local p = producer[v]
+          if p and not opclass.is_anchor(p.op) and not free[v] and not cone_owner[v] and not cand[v] then
+            cand[v] = true
+            for _, x in ipairs(p.inputs) do stack[#stack + 1] = x end
+          end
+        end
+        local changed = true
+        while changed do
+          changed = false
+          for v in pairs(cand) do
+            for _, c in ipairs(consumers[v]) do
+              if not (cand[c.name] or epi[c.name]) then
+                cand[v] = nil
+                changed = true
+                break
+              end
+            end
+          end
+        end
+        -- keep only what still feeds the anchor through the cone
+        local keep, st = {}, { n.inputs[1] }
+        while #st > 0 do
+          local v = table.remove(st)
+          if cand[v] and not keep[v] then
+            keep[v] = true
+            for _, x in ipairs(producer[v].inputs) do st[#st + 1] = x end
+          end
+        end
+        for v in pairs(keep) do cone_owner[v] = n.name end
+      end
+    end
+
+    local kernels, home = {}, {}
+    local function new_kernel(kind, anchor)
+      local k = { kind = kind, anchor = anchor, homed = {}, order = #kernels + 1 }
+      kernels[#kernels + 1] = k
+      return k
+    end
+    -- the kernel a value lives in (following views back to what they view); nil for graph inputs / free
+    local function kernel_of(v)
+      while true do
+        local p = producer[v]
+        if not p then return nil end
+        if home[v] then return home[v] end
+        if opclass.VIEW[p.op] then v = p.inputs[1] else return nil end
+      end
+    end
+    local function numel(v) return numel_expr(g, g:value(v).shape) end
+
+    for _, n in ipairs(nodes) do
+      local v = n.name
+      if kind_of[v] then
+        local k = new_kernel(kind_of[v], v)
+        home[v] = k
+        k.homed[#k.homed + 1] = v
+        if kind_of[v] == "row" then
+          for _, m in ipairs(nodes) do
+            if m.index < n.index and cone_owner[m.name] == v and not opclass.VIEW[m.op] then
+              home[m.name] = k
+              table.insert(k.homed, #k.homed, m.name)
+            end
+          end
+          k.domain = n.inputs[1]
+          k.rows_numel = numel(v)
+          k.domain_numel = numel(n.inputs[1])
+        else
+          k.domain = v
+        end
+      elseif opclass.VIEW[n.op] or free[v] or cone_owner[v] then
+        -- views and free values are recomputed by their readers; cone members were homed with their anchor
+      else
+        -- a dependent elementwise op: the epilogue of the latest kernel it reads, when its size fits
+        local latest
+        for _, x in ipairs(n.inputs) do
+          local k = kernel_of(x)
+          if k and (not latest or k.order > latest.order) then latest = k end
+        end
+        local fits = false
+        if latest and latest.kind == "row" then
+          -- any elementwise work within the rows (a RoPE half-row, the normalisation); outputs must align
+          fits = row_part(g, numel(v), latest)
+        elseif latest and latest.kind ~= "pointwise" then
+          local ne = numel(v)
+          fits = ne == numel(latest.domain)
+          if latest.kind == "reduce" then fits = ne == numel(latest.anchor) end
+        elseif latest then
+          fits = numel(v) == numel(latest.domain)
+        end
+        if fits then
+          home[v] = latest
+          latest.homed[#latest.homed + 1] = v
+        else
+          local k = new_kernel("pointwise", nil)
+          k.domain = v
+          home[v] = k
+          k.homed[1] = v
+        end
+      end
+    end
+
+    -- graph outputs that no kernel computes (views, free values) get a pointwise kernel of their own
+    for _, o in ipairs(g:outputs()) do
+      if not home[o] then
+        local k = new_kernel("pointwise", nil)
+        k.domain = o
+        k.copy_out = true
+        home[o] = k
+        k.homed[1] = o
+      end
+    end
+
+    -- members: homed nodes plus the views and free values they read (recomputed here); outputs: homed
+    -- values read by another kernel or returned by the graph
+    for _, k in ipairs(kernels) do
+      local member = {}
+      for _, v in ipairs(k.homed) do member[v] = true end
+      local stack = {}
+      for _, v in ipairs(k.homed) do for _, x in ipairs(producer[v].inputs) do stack[#stack + 1] = x end end
+      while #stack > 0 do
+        local x = table.remove(stack)
+        local p = producer[x]
+        if p and not member[x] and not home[x] and (opclass.VIEW[p.op] or free[x]) then
+          member[x] = true
+          for _, y in ipairs(p.inputs) do stack[#stack + 1] = y end
+        end
+      end
+      k.nodes = {}
+      for _, n in ipairs(nodes) do if member[n.name] then k.nodes[#k.nodes + 1] = n.name end end
+      k.outputs = {}
+      for _, v in ipairs(k.homed) do
+        local out = is_output[v]
+        local stack2 = { v }
+        while #stack2 > 0 and not out do
+          local x = table.remove(stack2)
+          for _, c in ipairs(consumers[x]) do
+            if opclass.VIEW[c.op] and not home[c.name] then
+              if is_output[c.name] then out = true end
+              stack2[#stack2 + 1] = c.name
+            elseif home[c.name] ~= k then
+              out = true
+            end
+          end
+        end
+        if out then k.outputs[#k.outputs + 1] = v end
+      end
+    end
+    ctx.kernels = kernels
+  end,
+}

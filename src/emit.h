@@ -1,0 +1,50 @@
+/* emit.h — CUDA C++ emission for one kernel: a reproducer graph (the kernel's ops as a self-contained
+ * graph), its kind and anchor, and a complete knob assignment (the tile IR) give readable CUDA source with
+ * the symbolic dims as kernel arguments and masked tiles, plus how to launch it.
+ * Every value is computed by index remapping: a thread asks for value v at a multi-index and the emitter
+ * walks the op DAG backwards (views permute / re-linearize / offset indices, elementwise ops broadcast,
+ * gathers read indices), so views are never materialized. Outputs are written at indices aligned with the
+ * kernel's domain (the anchor's output, or a row kernel's reduction input). */
+#ifndef EM_EMIT_H
+#define EM_EMIT_H
+
+#include "graph.h"
+
+typedef enum { EM_K_POINTWISE, EM_K_ROW, EM_K_REDUCE, EM_K_CONTRACTION, EM_K_ATTENTION, EM_NKINDS } em_kkind;
+
+#define EM_MAX_KNOBS 24
+
+typedef struct {
+  int n;
+  char key[EM_MAX_KNOBS][16];
+  int64_t val[EM_MAX_KNOBS];
+} em_knobs;
+
+/* The tile IR: a kernel with every knob bound. */
+typedef struct {
+  const em_graph *g; /* the reproducer */
+  em_kkind kind;
+  int anchor;        /* value id of the anchor in g, or -1 (pointwise) */
+  em_knobs knobs;
+  const char *name;  /* kernel entry name */
+} em_tile;
+
+/* Launch shape: each extent is an expression over the symbols (canonical dim text), evaluated at launch. */
+typedef struct {
+  char grid[3][160];
+  int block[3];
+  int64_t smem;      /* dynamic shared memory bytes */
+  int nsyms;         /* symbol arguments passed after the tensors, in symbol-table order */
+  int syms[EM_MAX_SYMS];
+} em_launch;
+
+/* Emits the kernel; *src is malloc'ed (caller frees). Returns EM_EINPUT with err naming the kernel and the
+ * reason when the kernel cannot be emitted with these knobs (a gate should have refused it). */
+em_status em_emit(const em_tile *t, char **src, em_launch *launch, char *err);
+
+int em_knob_get(const em_knobs *k, const char *key, int64_t def);
+void em_knob_set(em_knobs *k, const char *key, int64_t v);
+const char *em_kkind_name(em_kkind k);
+int em_kkind_parse(const char *s);
+
+#endif
