@@ -10,6 +10,7 @@
 /* X(module suffix) — require "emmy.<suffix>" opens luaopen_emmy_<suffix>. */
 #define EM_LUA_MODULES(X) \
   X(ir)                   \
+  X(nvrtc)                \
   X(ref)                  \
   X(safetensors)          \
   X(sys)

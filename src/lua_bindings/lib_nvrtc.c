@@ -1,0 +1,345 @@
+/* lib_nvrtc.c — `emmy.nvrtc`: compile CUDA C++ with NVRTC from Lua, one job or many on a thread pool with a
+ * progress callback, results as plain tables (status, log, cubin or ptx bytes, ptxas resource usage), and the
+ * cubin cache's folder and clearing. Results live in a scratch userdata until copied, so a raise leaks nothing. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "bindings.h"
+#include "dl.h"
+#include "nvrtc.h"
+
+#define RESULTS_T "emmy.nvrtc.results"
+
+/* Scratch owner of n results; __gc frees them, so a Lua error at any point releases them. */
+typedef struct {
+  em_nvrtc_result *r;
+  int n;
+} results_box;
+
+static int results_gc(lua_State *L) {
+  results_box *b = luaL_checkudata(L, 1, RESULTS_T);
+  for (int i = 0; i < b->n; i++) em_nvrtc_result_free(&b->r[i]);
+  free(b->r);
+  b->r = NULL;
+  b->n = 0;
+  return 0;
+}
+
+static results_box *push_results(lua_State *L, int n) {
+  results_box *b = lua_newuserdata(L, sizeof *b);
+  b->r = NULL;
+  b->n = 0;
+  if (luaL_newmetatable(L, RESULTS_T)) {
+    lua_pushcfunction(L, results_gc);
+    lua_setfield(L, -2, "__gc");
+  }
+  lua_setmetatable(L, -2);
+  b->r = em_alloc(sizeof(em_nvrtc_result) * (size_t)(n ? n : 1));
+  b->n = n;
+  return b;
+}
+
+/* ---- job tables ------------------------------------------------------------------------------------------ */
+
+/* Keeps the value at idx alive in the anchor table (absolute index), so the C job may borrow it even if a
+ * progress callback edits the job tables. */
+static void anchor(lua_State *L, int anchor_idx, int idx) {
+  lua_pushvalue(L, idx);
+  lua_rawseti(L, anchor_idx, (int)lua_objlen(L, anchor_idx) + 1);
+}
+
+/* A list of strings at the top of the stack → a borrowed array in a scratch userdata, anchored. */
+static const char *const *string_list(lua_State *L, int anchor_idx, const char *what, const char *field, int *n) {
+  int t = lua_gettop(L);
+  if (!lua_istable(L, t)) luaL_error(L, "%s: field '%s' must be a list of strings", what, field);
+  int len = (int)lua_objlen(L, t);
+  const char **v = lua_newuserdata(L, sizeof(char *) * (size_t)(len ? len : 1));
+  anchor(L, anchor_idx, -1);
+  lua_pop(L, 1);
+  for (int i = 0; i < len; i++) {
+    lua_rawgeti(L, t, i + 1);
+    if (lua_type(L, -1) != LUA_TSTRING) luaL_error(L, "%s: %s[%d] is not a string", what, field, i + 1);
+    anchor(L, anchor_idx, -1);
+    v[i] = lua_tostring(L, -1);
+    lua_pop(L, 1);
+  }
+  *n = len;
+  return v;
+}
+
+/* Reads the job table at idx into job; unknown fields and wrong types raise (a typo must not compile a
+ * different variant silently). Strings are anchored in the table at anchor_idx. */
+static void read_job(lua_State *L, int idx, int anchor_idx, const char *what, em_nvrtc_job *job) {
+  memset(job, 0, sizeof *job);
+  job->arch = "sm_90a";
+  if (!lua_istable(L, idx)) luaL_error(L, "%s: a job must be a table", what);
+  lua_pushnil(L);
+  while (lua_next(L, idx)) {
+    if (lua_type(L, -2) != LUA_TSTRING) luaL_error(L, "%s: job fields are named by strings", what);
+    const char *k = lua_tostring(L, -2);
+    int t = lua_type(L, -1);
+#define STR(f)                                                                           \
+  do {                                                                                   \
+    if (t != LUA_TSTRING) luaL_error(L, "%s: field '%s' must be a string", what, k);     \
+    anchor(L, anchor_idx, -1);                                                           \
+    job->f = lua_tostring(L, -1);                                                        \
+  } while (0)
+#define BOOL(f)                                                                          \
+  do {                                                                                   \
+    if (t != LUA_TBOOLEAN) luaL_error(L, "%s: field '%s' must be a boolean", what, k);   \
+    job->f = lua_toboolean(L, -1);                                                       \
+  } while (0)
+    if (!strcmp(k, "source")) STR(source);
+    else if (!strcmp(k, "arch")) STR(arch);
+    else if (!strcmp(k, "name")) STR(name);
+    else if (!strcmp(k, "cache_dir")) STR(cache_dir);
+    else if (!strcmp(k, "fast_math")) BOOL(fast_math);
+    else if (!strcmp(k, "lineinfo")) BOOL(lineinfo);
+    else if (!strcmp(k, "cache")) {
+      if (t != LUA_TBOOLEAN) luaL_error(L, "%s: field 'cache' must be a boolean", what);
+      job->no_cache = !lua_toboolean(L, -1);
+    } else if (!strcmp(k, "timeout_ms")) {
+      lua_Number v = lua_tonumber(L, -1);
+      if (t != LUA_TNUMBER || v < 0 || v > 86400000) luaL_error(L, "%s: timeout_ms must be a number of ms >= 0", what);
+      job->timeout_ms = (int)v;
+    } else if (!strcmp(k, "options")) {
+      job->options = string_list(L, anchor_idx, what, k, &job->noptions);
+    } else if (!strcmp(k, "name_expressions")) {
+      job->name_exprs = string_list(L, anchor_idx, what, k, &job->nname_exprs);
+    } else {
+      luaL_error(L, "%s: unknown job field '%s' (source, arch, name, options, name_expressions, fast_math, "
+                 "lineinfo, timeout_ms, cache, cache_dir)", what, k);
+    }
+#undef STR
+#undef BOOL
+    lua_pop(L, 1);
+  }
+  if (!job->source) luaL_error(L, "%s: the job has no source", what);
+}
+
+/* ---- result tables --------------------------------------------------------------------------------------- */
+
+static void set_int(lua_State *L, const char *k, int v) { /* -1 (unknown) stays nil */
+  if (v < 0) return;
+  lua_pushinteger(L, v);
+  lua_setfield(L, -2, k);
+}
+
+static void push_kernels(lua_State *L, const em_nvrtc_result *r) {
+  lua_createtable(L, r->nkernels, 0);
+  for (int i = 0; i < r->nkernels; i++) {
+    const em_nvrtc_kernel *k = &r->kernels[i];
+    lua_createtable(L, 0, 10);
+    lua_pushstring(L, k->name);
+    lua_setfield(L, -2, "name");
+    lua_pushboolean(L, k->entry);
+    lua_setfield(L, -2, "entry");
+    set_int(L, "regs", k->regs);
+    set_int(L, "barriers", k->barriers);
+    set_int(L, "smem", k->smem);
+    set_int(L, "cmem0", k->cmem0);
+    set_int(L, "stack", k->stack);
+    set_int(L, "cumulative_stack", k->cumulative_stack);
+    set_int(L, "spill_stores", k->spill_stores);
+    set_int(L, "spill_loads", k->spill_loads);
+    lua_rawseti(L, -2, i + 1);
+  }
+  lua_setfield(L, -2, "kernels");
+}
+
+static void push_summary(lua_State *L, const em_nvrtc_result *r) {
+  set_int(L, "regs", r->regs);
+  set_int(L, "smem", r->smem);
+  set_int(L, "stack", r->stack);
+  set_int(L, "spill_stores", r->spill_stores);
+  set_int(L, "spill_loads", r->spill_loads);
+  push_kernels(L, r);
+}
+
+/* {status, log, cubin|ptx, regs, smem, stack, spill_stores, spill_loads, kernels, lowered, ms, compile_ms,
+ *  cache_hit, key}; job gives the name expressions that key lowered. */
+static void push_result(lua_State *L, const em_nvrtc_job *job, const em_nvrtc_result *r) {
+  lua_createtable(L, 0, 16);
+  lua_pushstring(L, em_nvrtc_status_name(r->status));
+  lua_setfield(L, -2, "status");
+  lua_pushstring(L, r->log ? r->log : "");
+  lua_setfield(L, -2, "log");
+  if (r->code) {
+    lua_pushlstring(L, (const char *)r->code, r->code_size);
+    lua_setfield(L, -2, r->is_ptx ? "ptx" : "cubin");
+  }
+  push_summary(L, r);
+  if (r->nlowered) {
+    lua_createtable(L, 0, r->nlowered);
+    for (int i = 0; i < r->nlowered && i < job->nname_exprs; i++) {
+      if (!r->lowered[i]) continue;
+      lua_pushstring(L, r->lowered[i]);
+      lua_setfield(L, -2, job->name_exprs[i]);
+    }
+    lua_setfield(L, -2, "lowered");
+  }
+  lua_pushnumber(L, r->ms);
+  lua_setfield(L, -2, "ms");
+  lua_pushnumber(L, r->compile_ms);
+  lua_setfield(L, -2, "compile_ms");
+  lua_pushboolean(L, r->cache_hit);
+  lua_setfield(L, -2, "cache_hit");
+  if (r->key[0]) {
+    lua_pushstring(L, r->key);
+    lua_setfield(L, -2, "key");
+  }
+}
+
+/* ---- functions ------------------------------------------------------------------------------------------- */
+
+/* nvrtc.version() -> "13.0" | nil, msg */
+static int l_version(lua_State *L) {
+  int ma, mi;
+  char err[EM_ERR_MAX];
+  if (em_nvrtc_version(&ma, &mi, err)) return em_lua_fail(L, err);
+  lua_pushfstring(L, "%d.%d", ma, mi);
+  return 1;
+}
+
+/* nvrtc.compile{source=, arch="sm_90a", options={...}, name=, name_expressions={...}, fast_math=, lineinfo=,
+ * timeout_ms=, cache=true, cache_dir=} -> result table | nil, msg (NVRTC missing, no fork or pipe).
+ * A compile error is a result with status "compile_fail"; a malformed job raises. */
+static int l_compile(lua_State *L) {
+  luaL_checktype(L, 1, LUA_TTABLE);
+  lua_settop(L, 1);
+  lua_newtable(L); /* 2: anchors */
+  em_nvrtc_job job;
+  read_job(L, 1, 2, "nvrtc.compile", &job);
+  results_box *b = push_results(L, 1);
+  char err[EM_ERR_MAX];
+  em_status st = em_nvrtc_compile(&job, &b->r[0], err);
+  if (st == EM_EINPUT) luaL_error(L, "%s", err);
+  if (st) return em_lua_fail(L, err);
+  push_result(L, &job, &b->r[0]);
+  return 1;
+}
+
+typedef struct {
+  lua_State *L;
+  int fn;      /* stack index of the progress function, 0 for none */
+  int err_ref; /* registry ref of the progress function's error, LUA_NOREF while none */
+} progress_ctx;
+
+static int on_progress(void *ctx, int done, int total, int index, const em_nvrtc_result *r) {
+  progress_ctx *p = ctx;
+  if (!p->fn) return 0;
+  lua_State *L = p->L;
+  lua_checkstack(L, 8);
+  lua_pushvalue(L, p->fn);
+  lua_pushinteger(L, done);
+  lua_pushinteger(L, total);
+  lua_pushinteger(L, index + 1);
+  lua_pushstring(L, em_nvrtc_status_name(r->status));
+  if (lua_pcall(L, 4, 0, 0) == 0) return 0;
+  p->err_ref = luaL_ref(L, LUA_REGISTRYINDEX); /* raised again once every worker has stopped */
+  return 1;
+}
+
+/* nvrtc.compile_many({job, ...} [, {threads=N, progress=function(done, total, index, status) end}])
+ *   -> {result, ...} in job order | nil, msg (NVRTC missing).
+ * Jobs run in parallel; progress is called on this thread as each finishes. An error raised by progress
+ * cancels the jobs not yet started and is raised again after the running ones finish. */
+static int l_compile_many(lua_State *L) {
+  luaL_checktype(L, 1, LUA_TTABLE);
+  int nthreads = 0;
+  progress_ctx pc = {L, 0, LUA_NOREF};
+  lua_settop(L, 2);
+  if (!lua_isnil(L, 2)) {
+    luaL_checktype(L, 2, LUA_TTABLE);
+    lua_pushnil(L);
+    while (lua_next(L, 2)) {
+      const char *k = lua_type(L, -2) == LUA_TSTRING ? lua_tostring(L, -2) : "?";
+      if (!strcmp(k, "threads")) {
+        if (lua_type(L, -1) != LUA_TNUMBER || lua_tonumber(L, -1) < 0)
+          luaL_error(L, "nvrtc.compile_many: threads must be a number >= 0 (0: one per CPU)");
+        nthreads = (int)lua_tointeger(L, -1);
+      } else if (!strcmp(k, "progress")) {
+        if (!lua_isfunction(L, -1)) luaL_error(L, "nvrtc.compile_many: progress must be a function");
+      } else {
+        luaL_error(L, "nvrtc.compile_many: unknown option '%s' (threads, progress)", k);
+      }
+      lua_pop(L, 1);
+    }
+    lua_getfield(L, 2, "progress"); /* 3 */
+    if (!lua_isnil(L, 3)) pc.fn = 3;
+  } else {
+    lua_pushnil(L); /* 3 */
+  }
+  lua_newtable(L); /* 4: anchors */
+  int n = (int)lua_objlen(L, 1);
+  em_nvrtc_job *jobs = lua_newuserdata(L, sizeof(em_nvrtc_job) * (size_t)(n ? n : 1));
+  anchor(L, 4, -1);
+  lua_pop(L, 1);
+  char what[64];
+  for (int i = 0; i < n; i++) {
+    snprintf(what, sizeof what, "nvrtc.compile_many: job %d", i + 1);
+    lua_rawgeti(L, 1, i + 1);
+    read_job(L, lua_gettop(L), 4, what, &jobs[i]);
+    lua_pop(L, 1);
+  }
+  results_box *b = push_results(L, n); /* 5 */
+  char err[EM_ERR_MAX];
+  em_status st = em_nvrtc_compile_many(jobs, n, b->r, nthreads, on_progress, &pc, err);
+  if (pc.err_ref != LUA_NOREF) {
+    lua_rawgeti(L, LUA_REGISTRYINDEX, pc.err_ref);
+    luaL_unref(L, LUA_REGISTRYINDEX, pc.err_ref);
+    return lua_error(L);
+  }
+  if (st) return em_lua_fail(L, err);
+  lua_createtable(L, n, 0);
+  for (int i = 0; i < n; i++) {
+    push_result(L, &jobs[i], &b->r[i]);
+    lua_rawseti(L, -2, i + 1);
+  }
+  return 1;
+}
+
+/* nvrtc.parse_log(text) -> {regs, smem, stack, spill_stores, spill_loads, kernels} from a ptxas -v log */
+static int l_parse_log(lua_State *L) {
+  const char *log = luaL_checkstring(L, 1);
+  results_box *b = push_results(L, 1);
+  em_nvrtc_result_free(&b->r[0]);
+  em_nvrtc_parse_log(log, &b->r[0]);
+  lua_createtable(L, 0, 6);
+  push_summary(L, &b->r[0]);
+  return 1;
+}
+
+/* nvrtc.cache_dir([dir]) -> the cache folder | nil, msg when the cache is off */
+static int l_cache_dir(lua_State *L) {
+  char dir[4096];
+  if (!em_nvrtc_cache_dir(luaL_optstring(L, 1, NULL), dir, sizeof dir))
+    return em_lua_fail(L, "the cubin cache is off (EMMY_CUBIN_CACHE=off, or no HOME)");
+  lua_pushstring(L, dir);
+  return 1;
+}
+
+/* nvrtc.clear_cache([dir]) -> number of files removed | nil, msg */
+static int l_clear_cache(lua_State *L) {
+  char err[EM_ERR_MAX];
+  int removed = 0;
+  if (em_nvrtc_cache_clear(luaL_optstring(L, 1, NULL), &removed, err)) return em_lua_fail(L, err);
+  lua_pushinteger(L, removed);
+  return 1;
+}
+
+int luaopen_emmy_nvrtc(lua_State *L) {
+  static const luaL_Reg fns[] = {{"version", l_version},         {"compile", l_compile},
+                                 {"compile_many", l_compile_many}, {"parse_log", l_parse_log},
+                                 {"cache_dir", l_cache_dir},     {"clear_cache", l_clear_cache},
+                                 {NULL, NULL}};
+  lua_newtable(L);
+  luaL_register(L, NULL, fns);
+  lua_createtable(L, EM_NVRTC_NSTATUS, 0); /* nvrtc.STATUS: every status label, in enum order */
+  for (int i = 0; i < EM_NVRTC_NSTATUS; i++) {
+    lua_pushstring(L, em_nvrtc_status_name((em_nvrtc_status)i));
+    lua_rawseti(L, -2, i + 1);
+  }
+  lua_setfield(L, -2, "STATUS");
+  return 1;
+}
