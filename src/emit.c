@@ -115,8 +115,16 @@ void em_knob_set(em_knobs *k, const char *key, int64_t v) {
       return;
     }
   if (k->n == EM_MAX_KNOBS) return;
-  snprintf(k->key[k->n], sizeof k->key[0], "%s", key);
-  k->val[k->n++] = v;
+  /* kept sorted by key, so the knob list prints canonically */
+  int i = k->n;
+  while (i > 0 && strcmp(k->key[i - 1], key) > 0) {
+    memcpy(k->key[i], k->key[i - 1], sizeof k->key[0]);
+    k->val[i] = k->val[i - 1];
+    i--;
+  }
+  snprintf(k->key[i], sizeof k->key[0], "%s", key);
+  k->val[i] = v;
+  k->n++;
 }
 
 static const char *kind_names[EM_NKINDS] = {"pointwise", "row", "reduce", "contraction", "attention"};

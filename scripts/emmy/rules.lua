@@ -85,7 +85,7 @@ end
 -- Returns { verdicts = {{rule, family, file, line, ok, reason}}, declared = {KNOB = default},
 --           family_of = {KNOB = FAMILY}, candidates = {{knobs, string}}, rejected = {{string, reason}} }.
 function M.evaluate(rules, k, dev)
-  local res = { verdicts = {}, declared = {}, family_of = {}, candidates = {}, rejected = {} }
+  local res = { verdicts = {}, declared = {}, family_of = {}, declared_by = {}, candidates = {}, rejected = {} }
   local fam_opts, fam_order = {}, {}
   for _, r in ipairs(rules) do
     if applies(r, k) then
@@ -101,6 +101,11 @@ function M.evaluate(rules, k, dev)
       end
       res.verdicts[#res.verdicts + 1] = { rule = r.name, family = r.family, file = r.file, line = r.line, ok = ok,
         reason = reason or (ok and "ok" or "refused (no reason given)") }
+      for key in pairs(r.knobs or {}) do
+        -- a knob is refused when every rule declaring it was refused
+        local prev = res.declared_by[key]
+        if not prev or (not prev.ok and ok) then res.declared_by[key] = res.verdicts[#res.verdicts] end
+      end
       if ok and r.fork then
         local okc, list = pcall(r.fork, k, dev)
         if not okc then error(("%s: fork %s: %s"):format(r.file, r.name, tostring(list)), 0) end
@@ -207,12 +212,10 @@ function M.apply_pins(kname, res, pins)
   if #out == 0 then
     for key, v in pairs(pins) do
       if res.declared[key] ~= nil then
-        local fam = res.family_of[key]
-        for _, vd in ipairs(res.verdicts) do
-          if vd.family == fam and not vd.ok then
-            error(("%s: pin %s=%d is refused by gate %s (%s:%d): %s"):format(kname, key, v, vd.rule, vd.file, vd.line,
-              vd.reason), 0)
-          end
+        local vd = res.declared_by[key]
+        if vd and not vd.ok then
+          error(("%s: pin %s=%d is refused by gate %s (%s:%d): %s"):format(kname, key, v, vd.rule, vd.file, vd.line,
+            vd.reason), 0)
         end
         local vals, seen = {}, {}
         for _, c in ipairs(res.candidates) do

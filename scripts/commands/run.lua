@@ -1,0 +1,198 @@
+-- emmy run — compile a model or graph and run it on the GPU, checking every kernel's output and the final
+-- output against the CPU reference (seeded random, non-degenerate inputs; dtype-aware tolerance).
+local cli = require "emmy.cli"
+local compiler = require "emmy.compiler"
+local frontend = require "emmy.frontend"
+local inputs = require "emmy.inputs"
+local kernels = require "emmy.kernels"
+local gpu = require "emmy.gpu"
+local dump = require "emmy.dump"
+local ref = require "emmy.ref"
+local sys = require "emmy.sys"
+local tbl = require "emmy.tbl"
+
+local function fmt_cmp(c)
+  if not c then return "-", "-", "-" end
+  return ("%.3g"):format(c.max_abs), ("%.3g"):format(c.max_rel), ("%d/%d"):format(c.mismatches, c.numel)
+end
+
+-- A seeded shuffle of the candidates, the chosen one first.
+local function sample(cands, n, seed)
+  local idx = {}
+  for i = 2, #cands do idx[#idx + 1] = i end
+  local x = seed * 2654435761 % 4294967296
+  for i = #idx, 2, -1 do
+    x = (x * 1103515245 + 12345) % 2147483648
+    local j = x % i + 1
+    idx[i], idx[j] = idx[j], idx[i]
+  end
+  local out = { cands[1] }
+  for i = 1, math.min(n - 1, #idx) do out[#out + 1] = cands[idx[i]] end
+  return out
+end
+
+return {
+  summary = "run a model or graph on the GPU and check every kernel against the CPU reference",
+  usage = "usage: emmy run INPUT [trace flags] [--seq-len N | --bind NAME=N …] [--sweep N] [--kernel SUBSTR]\n" ..
+    "                [--seed S] [--dump-dir D]\n\n" .. frontend.USAGE .. [[
+
+  --seq-len N          with --dynamic: run at seq_len = N (the symbol's value); else the static length
+  --bind NAME=N        bind a symbol of a graph file (default: its hint)
+  --sweep N            also run N knob assignments per distinct kernel (the chosen one and N-1 random legal
+                       ones, seeded), each kernel alone on the reference's inputs
+  Exit status 1 when any kernel or the final output mismatches.]],
+  run = function(argv)
+    local opts, pos = cli.parse(argv, {
+      flags = frontend.merge_flags { ["--bind"] = { kind = "string", multi = true }, ["--sweep"] = { kind = "int", default = 0 },
+        ["--kernel"] = { kind = "string" }, ["--dump-dir"] = { kind = "string" }, ["--json"] = { kind = "bool" } },
+      positional = { "input" }, required = { "input" }, usage = "emmy run INPUT [--seq-len N]",
+    }, "run")
+    local seq_bind
+    if #opts.dynamic > 0 and opts.seq_len then
+      seq_bind, opts.seq_len = opts.seq_len, nil
+    end
+    local r = frontend.load(pos.input, opts)
+    local g = r.graph
+    local binds = cli.parse_binds(opts.bind)
+    if seq_bind then binds[r.dyn.seq or "seq_len"] = seq_bind end
+    local bind = cli.check(g:bind(binds))
+    local b = {}
+    for k2, v in pairs(bind) do b[#b + 1] = k2 .. "=" .. v end
+    table.sort(b)
+    print(r.header)
+    local cu, err = require("emmy.cuda").open()
+    if not cu then cli.fail("emmy run needs a GPU: %s", err) end
+    local info = cu:info()
+    local t0 = sys.clock()
+    local ctx = compiler.run(g)
+    local okp, plans = pcall(kernels.plan, ctx, { device = { name = info.name, sm_count = info.sm_count,
+      smem_static = 49152, smem_optin = info.smem_optin, max_threads = 1024, regs_per_block = 65536, cc = info.cc,
+      cc_major = info.cc_major, arch = gpu.arch(info) } })
+    if not okp then cli.usage("%s", tostring(plans)) end
+    if opts.dump_dir then
+      local d = dump.open(opts.dump_dir)
+      local srcs = {}
+      for _, p in ipairs(plans) do
+        if not srcs[p.kernel.name] then
+          local s, la = kernels.emit(p)
+          srcs[p.kernel.name] = { src = s, launch = la }
+        end
+      end
+      d.graph_after = ctx.graph
+      d:graph("00_graph", g)
+      d:kernels(plans, srcs)
+    end
+    local ins, provider = cli.check(inputs.for_graph(g, bind, opts.seed))
+    local vals = cli.check(ref.run(g, ins, { bind = bind, keep_all = true }))
+    print(("at %s on %s; %s; CPU reference %.1f s"):format(#b > 0 and table.concat(b, " ") or "static", info.name,
+      type(provider) == "table" and provider.describe or "seeded random inputs", sys.clock() - t0))
+    -- the chosen variant of every distinct kernel
+    local distinct, order = {}, {}
+    for _, p in ipairs(plans) do
+      if not distinct[p.kernel.name] then
+        distinct[p.kernel.name] = p
+        order[#order + 1] = p
+      end
+    end
+    local list = {}
+    for _, p in ipairs(order) do list[#list + 1] = { plan = p, knobs = p.choice.knobs } end
+    local built = gpu.build(cu, list)
+    local by_name = {}
+    for i, p in ipairs(order) do by_name[p.kernel.name] = built[i] end
+    local bufs = {}
+    for name, t in pairs(ins) do bufs[name] = assert(cu:upload(t)) end
+    local failed = 0
+    local rows = {}
+    for i, p in ipairs(plans) do
+      local e = by_name[p.kernel.name]
+      local status = "ok"
+      if e.error then status = e.error
+      else
+        local ok, lerr = gpu.launch(cu, p, e, bufs, bind)
+        if not ok then status = "launch_fail: " .. lerr end
+      end
+      rows[i] = { i, p.kernel.name, p.choice.string, status }
+      if status ~= "ok" then break end
+    end
+    local sok, serr = cu:sync()
+    if not sok then
+      print("GPU: " .. serr)
+      failed = failed + 1
+    end
+    for i, p in ipairs(plans) do
+      local row = rows[i]
+      if row and row[4] == "ok" and sok then
+        local worst
+        for _, o in ipairs(p.kernel.outputs) do
+          local c, cerr = gpu.check(g, bufs, o, vals[o], bind)
+          if not c then row[4] = cerr
+          elseif not worst or not c.ok or c.max_rel > worst.max_rel then worst = c end
+        end
+        if worst and not worst.ok then row[4] = "wrong" end
+        row[5], row[6], row[7] = fmt_cmp(worst)
+      end
+      if row and row[4] ~= "ok" then failed = failed + 1 end
+    end
+    print("")
+    tbl.print { header = { "#", "kernel", "knobs", "status", "max abs", "max rel", "mismatches" },
+      rows = rows, align = "rllllrr" }
+    local final = g:outputs()[1]
+    local fc = sok and bufs[final] and gpu.check(g, bufs, final, vals[final], bind)
+    print(("\nfinal output %s: %s (max abs %s, max rel %s, %s outside tolerance)"):format(final,
+      fc and fc.ok and "matches the CPU reference" or "MISMATCH", fmt_cmp(fc)))
+    if not (fc and fc.ok) then failed = failed + 1 end
+    -- the sweep: N variants per distinct kernel, each alone on the reference's inputs
+    if opts.sweep > 0 and not cu:lost() then
+      local swl, who = {}, {}
+      for _, p in ipairs(order) do
+        if not opts.kernel or p.kernel.name:find(opts.kernel, 1, true) then
+          for _, c in ipairs(sample(p.candidates, opts.sweep, opts.seed + 1)) do
+            swl[#swl + 1] = { plan = p, knobs = c.knobs }
+            who[#who + 1] = c.string
+          end
+        end
+      end
+      print(("\nsweep: %d variants of %d kernels"):format(#swl, #order))
+      local sb = gpu.build(cu, swl, { progress = function(done, total)
+        if done == total then io.stderr:write(("  compiled %d variants\n"):format(total)) end
+      end })
+      local per = {}
+      for i, it in ipairs(swl) do
+        local p, e = it.plan, sb[i]
+        local name = p.kernel.name
+        per[name] = per[name] or { ok = 0, bad = {} }
+        local status = e.error
+        if not status then
+          local kb = {}
+          for _, v in ipairs(p.kernel.repro:inputs()) do kb[v.name] = assert(cu:upload(vals[v.name] or ins[v.name])) end
+          local ok, lerr = gpu.launch(cu, p, e, kb, bind)
+          if ok then ok, lerr = cu:sync() end
+          if not ok then status = "launch_fail: " .. lerr
+          else
+            for _, o in ipairs(p.kernel.outputs) do
+              local c = gpu.check(p.kernel.repro, kb, o, vals[o], bind)
+              if not c or not c.ok then
+                status = c and ("wrong: max rel %.3g, %d mismatches"):format(c.max_rel, c.mismatches) or "download failed"
+              end
+            end
+          end
+        end
+        if status then per[name].bad[#per[name].bad + 1] = who[i] .. " " .. status
+        else per[name].ok = per[name].ok + 1 end
+        if cu:lost() then break end
+      end
+      local srows = {}
+      for _, p in ipairs(order) do
+        local s = per[p.kernel.name]
+        if s then
+          srows[#srows + 1] = { p.kernel.name, s.ok, #s.bad, s.bad[1] or "" }
+          failed = failed + #s.bad
+        end
+      end
+      tbl.print { header = { "kernel", "variants ok", "failed", "first failure" }, rows = srows, align = "lrrl" }
+    end
+    print(("\n%s: %d kernels (%d distinct) at %s, %.1f s"):format(failed == 0 and "PASS" or "FAIL", #plans, #order,
+      #b > 0 and table.concat(b, " ") or "static", sys.clock() - t0))
+    return failed == 0 and 0 or 1
+  end,
+}

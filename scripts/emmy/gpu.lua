@@ -1,0 +1,98 @@
+-- emmy.gpu — running compiled kernels on the GPU: NVRTC-compiling the chosen variants, allocating one
+-- device buffer per materialized value, launching kernels in graph order with the symbols bound, and
+-- checking every kernel output against the CPU reference.
+local kernels = require "emmy.kernels"
+local ref = require "emmy.ref"
+
+local M = {}
+
+local BYTES = { bf16 = 2, f16 = 2, f32 = 4, f64 = 8, i32 = 4, i64 = 8, bool = 1 }
+
+local function concrete(g, shape, bind)
+  local out = {}
+  for i, d in ipairs(shape) do out[i] = type(d) == "number" and d or assert(g:eval(d, bind)) end
+  return out
+end
+M.concrete = concrete
+
+local function numel(shape)
+  local n = 1
+  for _, d in ipairs(shape) do n = n * d end
+  return n
+end
+
+-- The NVRTC architecture for a device (sm_90a on Hopper so that later tiers may use wgmma/TMA).
+function M.arch(info) return info.arch .. (info.cc == "9.0" and "a" or "") end
+
+-- Compiles variants: list of {plan, knobs}; returns list of {fn, launch, src, compile} or raises.
+function M.build(cu, list, opts)
+  local nv = require "emmy.nvrtc"
+  local info = cu:info()
+  local jobs, emitted = {}, {}
+  for i, it in ipairs(list) do
+    local src, la = kernels.emit(it.plan, it.knobs)
+    if not src then error(la, 0) end
+    emitted[i] = { src = src, launch = la }
+    jobs[i] = { source = src, arch = M.arch(info), name = it.plan.kernel.name .. ".cu", options = { "-std=c++17" } }
+  end
+  local res = nv.compile_many(jobs, { progress = opts and opts.progress })
+  local out = {}
+  for i, r in ipairs(res) do
+    local e = emitted[i]
+    e.compile = r
+    if r.status == "ok" then
+      local mod, err = cu:module(r.cubin)
+      if not mod then
+        e.error = "load_fail: " .. err
+      else
+        e.module = mod
+        e.fn, err = mod:fn(list[i].plan.kernel.name)
+        if not e.fn then e.error = "load_fail: " .. err end
+      end
+    else
+      e.error = r.status .. ": " .. ((r.log or ""):match("[^\n]*error[^\n]*") or r.status)
+    end
+    out[i] = e
+  end
+  return out
+end
+
+-- Device buffer of value name (allocated, poisoned with 0xFF, on first use).
+function M.buffer(cu, bufs, g, name, bind)
+  if bufs[name] then return bufs[name] end
+  local v = g:value(name)
+  local n = numel(concrete(g, v.shape, bind))
+  local b, err = cu:alloc(math.max(1, n * BYTES[v.dtype]))
+  if not b then error(err, 0) end
+  b:fill(255)
+  bufs[name] = b
+  return b
+end
+
+-- Launches one compiled kernel (e from M.build) of plan on buffers bufs at binding bind.
+function M.launch(cu, plan, e, bufs, bind)
+  local k = plan.kernel
+  local g = k.repro
+  local args = {}
+  for _, v in ipairs(g:inputs()) do args[#args + 1] = M.buffer(cu, bufs, g, v.name, bind) end
+  for _, o in ipairs(g:outputs()) do args[#args + 1] = M.buffer(cu, bufs, g, o, bind) end
+  for _, s in ipairs(e.launch.syms) do args[#args + 1] = { i64 = bind[s] } end
+  local grid = {}
+  for i = 1, 3 do
+    local x = g:eval(e.launch.grid[i], bind)
+    if not x then error(("%s: cannot evaluate grid %s"):format(k.name, e.launch.grid[i]), 0) end
+    grid[i] = math.max(1, x)
+  end
+  return cu:launch(e.fn, { grid = grid, block = e.launch.block, smem = e.launch.smem, args = args })
+end
+
+-- Compares the device value name with the reference tensor; returns a comparison table (ref.compare) or
+-- nil, msg.
+function M.check(g, bufs, name, want, bind)
+  local v = g:value(name)
+  local got, err = bufs[name]:download(v.dtype, concrete(g, v.shape, bind))
+  if not got then return nil, err end
+  return ref.compare(got, want)
+end
+
+return M

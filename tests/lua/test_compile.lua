@@ -1,0 +1,157 @@
+-- The kernel compiler without a GPU: kernel formation on a Qwen3 layer, reproducers, the rules (edited in a
+-- temporary copy via EMMY_RULES, no rebuild), explain, pins, rule-file errors, emission and NVRTC.
+local cjson = require "cjson"
+local graphjson = require "emmy.graphjson"
+
+local T = {}
+local function test(name, fn) T[#T + 1] = { name, fn } end
+
+local L0 = { "Qwen/Qwen3-Embedding-0.6B", "--layer", "0", "--dynamic", "seq_len@x:1" }
+local function args(...)
+  local t = {}
+  for _, a in ipairs { ... } do
+    if type(a) == "table" then for _, x in ipairs(a) do t[#t + 1] = x end else t[#t + 1] = a end
+  end
+  return t
+end
+
+local function rules_copy()
+  local d = tmpdir()
+  sh(("cp %s/rules/tile/*.lua %s/"):format(shell_quote(ROOT), d))
+  return d
+end
+
+test("a Qwen3 layer forms the expected kernels", function()
+  local d = tmpdir()
+  local code, out, err = emmy(args("compile", L0, "--ir", "kernel", "--dump-dir", d))
+  eq(code, 0, "exit: " .. err)
+  check(out:find("12 kernels (10 distinct)", 1, true), out)
+  local kinds = {}
+  for _, l in ipairs(lines_of(out)) do
+    local name, kind = l:match("^%s*%d+%s+(k_[%w_]+)%s+(%a+)")
+    if name then kinds[#kinds + 1] = name:gsub("_%x+$", "") .. ":" .. kind end
+  end
+  eq(table.concat(kinds, " "), "k_rms_norm:row k_linear:contraction k_linear:contraction k_linear:contraction " ..
+    "k_rms_norm_rope:row k_rms_norm_rope:row k_sdpa:attention k_linear_add:contraction k_rms_norm:row " ..
+    "k_linear_silu:contraction k_linear_mul:contraction k_linear_add:contraction", "kernel sequence")
+  -- the dump: stage files, and per kernel .cu, .torch.json (a reproducer that reads back) and .txt
+  local files = table.concat(require("emmy.sys").listdir(d), " ")
+  check(files:find("00_graph.torch.json", 1, true) and files:find("_lowering_cuda.kernels", 1, true), files)
+  local kd = d .. "/" .. files:match("(%d+_lowering_cuda%.kernels)")
+  local index = cjson.decode(read_file(kd .. "/kernels.json"))
+  eq(#index.kernels, 12, "index")
+  for _, k in ipairs(index.kernels) do
+    local g = assert(graphjson.read(kd .. "/" .. k.name .. ".torch.json"))
+    eq(g:hash():sub(1, 6), k.name:match("_(%x+)$"), k.name .. " hash in the name")
+    check(read_file(kd .. "/" .. k.name .. ".cu"):find("__global__", 1, true), k.name .. ".cu")
+    check(read_file(kd .. "/" .. k.name .. ".txt"):find("covers", 1, true), k.name .. ".txt")
+  end
+  -- the same structure gets the same name in another run (layer 1)
+  local _, out2 = emmy(args("compile", "Qwen/Qwen3-Embedding-0.6B", "--layer", "1", "--dynamic", "seq_len@x:1", "--ir", "kernel"))
+  local n1 = out:match("k_sdpa_%x+")
+  check(out2:find(n1, 1, true), "layer 1 has " .. n1)
+end)
+
+test("passes list and stop-after", function()
+  local code, out = emmy { "compile", "--passes" }
+  eq(code, 0, "exit")
+  check(out:find("form_kernels", 1, true) and out:find("020_form_kernels.lua", 1, true), out)
+  local code2, out2 = emmy(args("compile", L0, "--stop-after", "canonicalize"))
+  eq(code2, 0, "stop-after")
+  check(out2:find("aten.linear.default", 1, true), out2)
+end)
+
+test("explain names every gate, its verdict and reason", function()
+  local code, out = emmy(args("compile", L0, "--explain", "--kernel", "k_linear_add"))
+  eq(code, 0, "exit")
+  check(out:find("warp_tier%s+TILE%s+REFUSED"), out)
+  check(out:find("rules/tile/010_partition_loops.lua:%d+"), out)
+  check(out:find("scalar_contraction%s+TILE%s+ok"), out)
+  check(out:find("use_tma%s+STAGE%s+REFUSED"), out)
+end)
+
+test("editing a rule in EMMY_RULES changes variants and explain without a rebuild", function()
+  local d = rules_copy()
+  local _, before = emmy(args("compile", L0, "--ir", "tile", "--kernel", "k_rms_norm_8"))
+  local n_before = tonumber(before:match("row%s+(%d+)"))
+  local src = read_file(d .. "/010_partition_loops.lua")
+  src = src:gsub('return true, %("rows of %%s elements"%):format%(tostring%(k%.L%)%)',
+    'if k.L > 512 then return false, "edited: rows over 512 refused" end return true, "edited"')
+  src = src:gsub("for _, t in ipairs { 256, 128, 512, 64, 1024, 32 } do", "for _, t in ipairs { 128, 64 } do")
+  write_file(d .. "/010_partition_loops.lua", src)
+  local code, after = emmy(args("compile", L0, "--ir", "tile", "--kernel", "k_rms_norm_rope"), { env = "EMMY_RULES=" .. d })
+  eq(code, 0, "exit: " .. after)
+  eq(tonumber(after:match("row%s+(%d+)")), 2, "two candidates after the edit (was " .. tostring(n_before) .. ")")
+  local _, ex = emmy(args("compile", L0, "--explain", "--kernel", "k_rms_norm_8"), { env = "EMMY_RULES=" .. d })
+  check(ex:find("edited: rows over 512 refused", 1, true), ex)
+end)
+
+test("rule file errors are one line, non-zero", function()
+  local d = rules_copy()
+  write_file(d .. "/020_broken.lua", "return { { name = 'x', family = 'TILE', gate = function(k) return tru end } ")
+  local code, _, err = emmy(args("compile", L0), { env = "EMMY_RULES=" .. d })
+  check(code ~= 0 and #lines_of(err) == 1 and err:find("020_broken.lua", 1, true), err)
+  write_file(d .. "/020_broken.lua", "return { { name = 'x', family = 'TILE', gate = function(k) return tru, 'oops' end } }")
+  code, _, err = emmy(args("compile", L0), { env = "EMMY_RULES=" .. d })
+  check(code ~= 0 and #lines_of(err) == 1 and err:find("unknown global 'tru'", 1, true), err)
+  write_file(d .. "/020_broken.lua", "os.execute('true') return {}")
+  code, _, err = emmy(args("compile", L0), { env = "EMMY_RULES=" .. d })
+  check(code ~= 0 and err:find("unknown global 'os'", 1, true), err)
+end)
+
+test("pins: a refused pin names the gate; an unknown value lists the choices; a good pin applies", function()
+  local code, _, err = emmy(args("compile", L0, "--ir", "tile"), { env = "EMMY_MMA=1" })
+  check(code == 2 and #lines_of(err) == 1, err)
+  check(err:find("pin MMA=1 is refused by gate warp_tier (rules/tile/010_partition_loops.lua:", 1, true), err)
+  code, _, err = emmy(args("compile", L0, "--ir", "tile"), { env = "EMMY_KNOBS=BM=48" })
+  check(code == 2 and err:find("BM takes", 1, true), err)
+  local out
+  code, out = emmy(args("compile", L0, "--ir", "tile"), { env = "EMMY_KNOBS=k_linear_add:BM=32,THREADS=128" })
+  eq(code, 0, "exit")
+  check(out:find("k_linear_add_%x+%s+contraction%s+%d+%s+BK=%d+,BM=32"), out)
+  check(out:find("k_rms_norm_8%x+%s+row%s+%d+%s+THREADS=128"), out)
+  check(out:find("k_linear_1%x+%s+contraction%s+%d+%s+BK=%d+,BM=64"), "unpinned kernel keeps BM=64: " .. out)
+end)
+
+test("every emitted kernel compiles with NVRTC (sm_90a), resources recorded", function()
+  local ok, nv = pcall(require, "emmy.nvrtc")
+  if not ok or not nv.version() then skip("NVRTC not found: " .. tostring(select(2, nv.version()))) end
+  local cache = tmpdir()
+  local code, out, err = emmy(args("compile", L0, "--nvrtc"), { env = "EMMY_CUBIN_CACHE=" .. cache })
+  eq(code, 0, "exit: " .. err)
+  check(out:find("10 compiled, 0 failed", 1, true), out)
+  check(out:find("k_sdpa_%x+%s+QROWS=%d+%s+ok%s+%d+"), out)
+end)
+
+test("an NVRTC error is one line and a non-zero exit", function()
+  local ok, nv = pcall(require, "emmy.nvrtc")
+  if not ok or not nv.version() then skip("NVRTC not found") end
+  local d = rules_copy()
+  local src = read_file(d .. "/010_partition_loops.lua")
+  -- a zero-deep K stage: legal for the rules and the emitter, rejected by the CUDA compiler
+  src = src:gsub("for _, bk in ipairs { 16, 8, 32 } do", "for _, bk in ipairs { 0 } do")
+  write_file(d .. "/010_partition_loops.lua", src)
+  local code, _, err = emmy(args("compile", L0, "--nvrtc", "--kernel", "k_linear_add"),
+    { env = "EMMY_RULES=" .. d .. " EMMY_CUBIN_CACHE=" .. tmpdir() })
+  eq(code, 1, "exit")
+  local l = lines_of(err)
+  check(#l >= 1 and l[#l]:find("compile_fail") or err:find("error", 1, true), err)
+end)
+
+test("emitted CUDA matches the committed corpus (regenerate: emmy tests/lua/gen_fixtures.lua)", function()
+  local d = tmpdir()
+  local code = emmy(args("compile", L0, "--dump-dir", d))
+  eq(code, 0, "exit")
+  local kd = d .. "/" .. table.concat(require("emmy.sys").listdir(d), " "):match("(%d+_lowering_cuda%.kernels)")
+  local corpus = ROOT .. "/tests/fixtures/cuda"
+  local n = 0
+  for _, f in ipairs(require("emmy.sys").listdir(corpus) or {}) do
+    if f:match("%.cu$") then
+      n = n + 1
+      eq(read_file(kd .. "/" .. f), read_file(corpus .. "/" .. f), f)
+    end
+  end
+  check(n >= 5, "corpus has the layer's kernels")
+end)
+
+return T
