@@ -9,6 +9,7 @@
 
 /* X(module suffix) — require "emmy.<suffix>" opens luaopen_emmy_<suffix>. */
 #define EM_LUA_MODULES(X) \
+  X(cuda)                 \
   X(ir)                   \
   X(nvrtc)                \
   X(ref)                  \

@@ -1,0 +1,515 @@
+/* lib_cuda.c — `emmy.cuda`: a device context (userdata "emmy.cuda"), device buffers ("emmy.cubuf"), modules
+ * ("emmy.cumodule") and functions ("emmy.cufn"), launches, synchronization and event / CUDA-graph timing.
+ * Driver failures return nil, message (one line); misuse raises. Each child userdata keeps its parent userdata
+ * alive through its environment table, and the C objects are reference counted, so any release order is safe. */
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "bindings.h"
+#include "cuda.h"
+
+#define CTX_T "emmy.cuda"
+#define BUF_T "emmy.cubuf"
+#define MOD_T "emmy.cumodule"
+#define FN_T "emmy.cufn"
+#define TENSOR_T "emmy.tensor"
+
+static em_cu_ctx *check_ctx(lua_State *L, int idx) { return em_lua_check(L, idx, CTX_T, "CUDA context"); }
+static em_cu_buf *check_buf(lua_State *L, int idx) { return em_lua_check(L, idx, BUF_T, "CUDA buffer"); }
+static em_cu_module *check_mod(lua_State *L, int idx) { return em_lua_check(L, idx, MOD_T, "CUDA module"); }
+static em_cu_fn *check_fn(lua_State *L, int idx) { return em_lua_check(L, idx, FN_T, "CUDA function"); }
+
+/* Pushes a userdata of class tname owning p whose environment holds the value at parent (keeps it alive). */
+static void push_child(lua_State *L, const char *tname, void *p, int parent) {
+  parent = parent < 0 ? lua_gettop(L) + parent + 1 : parent;
+  em_lua_push(L, tname, p);
+  lua_createtable(L, 1, 0);
+  lua_pushvalue(L, parent);
+  lua_rawseti(L, -2, 1);
+  lua_setfenv(L, -2);
+}
+
+static int ok_or_fail(lua_State *L, em_status st, const char *err) {
+  if (st) return em_lua_fail(L, err);
+  lua_pushboolean(L, 1);
+  return 1;
+}
+
+/* ---- context ---- */
+
+static int ctx_gc(lua_State *L) {
+  em_box *b = luaL_checkudata(L, 1, CTX_T);
+  em_cu_close(b->p);
+  b->p = NULL;
+  return 0;
+}
+
+static int ctx_tostring(lua_State *L) {
+  em_box *b = luaL_checkudata(L, 1, CTX_T);
+  if (!b->p) {
+    lua_pushstring(L, "emmy.cuda (closed)");
+    return 1;
+  }
+  const em_cu_info *in = em_cu_ctx_info(b->p);
+  const char *lost = em_cu_lost(b->p);
+  lua_pushfstring(L, "emmy.cuda device %d: %s sm_%d%d%s", in->device, in->name, in->cc_major, in->cc_minor,
+                  lost ? " (lost)" : "");
+  return 1;
+}
+
+/* cuda.open([device]) -> ctx | nil, msg */
+static int l_open(lua_State *L) {
+  int device = (int)luaL_optinteger(L, 1, 0);
+  char err[EM_ERR_MAX];
+  em_cu_ctx *c = em_cu_open(device, err);
+  if (!c) return em_lua_fail(L, err);
+  em_lua_push(L, CTX_T, c);
+  return 1;
+}
+
+/* cuda.has_symbol(name) -> boolean: whether the driver exports name (false without a driver) */
+static int l_has_symbol(lua_State *L) {
+  lua_pushboolean(L, em_cu_has_symbol(luaL_checkstring(L, 1)));
+  return 1;
+}
+
+#define SET_INT(k, v)                  \
+  do {                                 \
+    lua_pushnumber(L, (lua_Number)(v)); \
+    lua_setfield(L, -2, k);            \
+  } while (0)
+
+/* ctx:info() -> {name, cc = "9.0", cc_major, cc_minor, arch = "sm_90", sm_count, smem_per_block, smem_optin,
+ *   smem_per_sm, regs_per_sm, threads_per_sm, l2, clock_khz, mem_clock_khz, bus_width_bits, dram_gbps (peak),
+ *   total_mem, driver_version, device} */
+static int ctx_info(lua_State *L) {
+  const em_cu_info *in = em_cu_ctx_info(check_ctx(L, 1));
+  lua_createtable(L, 0, 20);
+  lua_pushstring(L, in->name);
+  lua_setfield(L, -2, "name");
+  lua_pushfstring(L, "%d.%d", in->cc_major, in->cc_minor);
+  lua_setfield(L, -2, "cc");
+  lua_pushfstring(L, "sm_%d%d", in->cc_major, in->cc_minor);
+  lua_setfield(L, -2, "arch");
+  SET_INT("device", in->device);
+  SET_INT("cc_major", in->cc_major);
+  SET_INT("cc_minor", in->cc_minor);
+  SET_INT("sm_count", in->sm_count);
+  SET_INT("smem_per_block", in->smem_per_block);
+  SET_INT("smem_optin", in->smem_optin);
+  SET_INT("smem_per_sm", in->smem_per_sm);
+  SET_INT("regs_per_sm", in->regs_per_sm);
+  SET_INT("threads_per_sm", in->threads_per_sm);
+  SET_INT("l2", in->l2_bytes);
+  SET_INT("clock_khz", in->clock_khz);
+  SET_INT("mem_clock_khz", in->mem_clock_khz);
+  SET_INT("bus_width_bits", in->bus_width_bits);
+  /* Double data rate: two transfers per memory clock. */
+  SET_INT("dram_gbps", 2.0 * in->mem_clock_khz * 1e3 * (in->bus_width_bits / 8.0) / 1e9);
+  SET_INT("total_mem", (double)in->total_mem);
+  SET_INT("driver_version", in->driver_version);
+  return 1;
+}
+
+/* ctx:lost() -> nil while usable | the reason the context was lost */
+static int ctx_lost(lua_State *L) {
+  const char *why = em_cu_lost(check_ctx(L, 1));
+  if (why) lua_pushstring(L, why);
+  else lua_pushnil(L);
+  return 1;
+}
+
+/* ctx:alloc(bytes) -> buffer | nil, msg */
+static int ctx_alloc(lua_State *L) {
+  em_cu_ctx *c = check_ctx(L, 1);
+  lua_Number n = luaL_checknumber(L, 2);
+  if (n < 0 || n != floor(n) || n > 9.007199254740992e15) luaL_argerror(L, 2, "a byte count");
+  char err[EM_ERR_MAX];
+  em_cu_buf *b = em_cu_alloc(c, (size_t)n, err);
+  if (!b) return em_lua_fail(L, err);
+  push_child(L, BUF_T, b, 1);
+  return 1;
+}
+
+/* ctx:upload(tensor) -> buffer holding the tensor in its dtype's device layout | nil, msg */
+static int ctx_upload(lua_State *L) {
+  em_cu_ctx *c = check_ctx(L, 1);
+  em_tensor *t = em_lua_check(L, 2, TENSOR_T, "tensor");
+  char err[EM_ERR_MAX];
+  em_cu_buf *b = em_cu_upload(c, t, err);
+  if (!b) return em_lua_fail(L, err);
+  push_child(L, BUF_T, b, 1);
+  return 1;
+}
+
+/* ctx:module(image) -> module | nil, msg (image: cubin, fatbin or PTX text) */
+static int ctx_module(lua_State *L) {
+  em_cu_ctx *c = check_ctx(L, 1);
+  const char *image = luaL_checkstring(L, 2);
+  char err[EM_ERR_MAX];
+  em_cu_module *m = em_cu_module_load(c, image, err);
+  if (!m) return em_lua_fail(L, err);
+  push_child(L, MOD_T, m, 1);
+  return 1;
+}
+
+/* Reads field k of the table at idx as dim3: a number or {x [, y [, z]]}; absent -> 1,1,1. */
+static void read_dim3(lua_State *L, int idx, const char *k, unsigned d[3]) {
+  d[0] = d[1] = d[2] = 1;
+  lua_getfield(L, idx, k);
+  if (lua_isnumber(L, -1)) {
+    d[0] = (unsigned)lua_tonumber(L, -1);
+  } else if (lua_istable(L, -1)) {
+    for (int i = 0; i < 3; i++) {
+      lua_rawgeti(L, -1, i + 1);
+      if (lua_isnumber(L, -1)) {
+        lua_Number v = lua_tonumber(L, -1);
+        if (v < 1 || v > 4294967295.0) luaL_error(L, "launch: %s[%d] = %f is out of range", k, i + 1, v);
+        d[i] = (unsigned)v;
+      } else if (!lua_isnil(L, -1)) {
+        luaL_error(L, "launch: %s[%d] must be a number", k, i + 1);
+      }
+      lua_pop(L, 1);
+    }
+  } else if (!lua_isnil(L, -1)) {
+    luaL_error(L, "launch: %s must be a number or {x, y, z}", k);
+  }
+  lua_pop(L, 1);
+}
+
+/* Reads argument i (1-based) of the list at idx: a buffer, or {ptr = buffer|address}, {i32 = n}, {i64 = n}, {f32 = x}. */
+static void read_arg(lua_State *L, int idx, int i, em_cu_arg *a) {
+  lua_rawgeti(L, idx, i);
+  int v = lua_gettop(L);
+  if (luaL_testudata(L, v, BUF_T)) {
+    a->kind = EM_CU_ARG_PTR;
+    a->v.ptr = em_cu_buf_ptr(check_buf(L, v));
+  } else if (lua_istable(L, v)) {
+    static const char *const tags[] = {
+#define X(e, n) n,
+        EM_CU_ARG_KINDS(X)
+#undef X
+    };
+    int found = -1;
+    for (int k = 0; k < EM_CU_NARG_KINDS; k++) {
+      lua_getfield(L, v, tags[k]);
+      if (!lua_isnil(L, -1)) {
+        if (found >= 0) luaL_error(L, "launch: args[%d] has both %s and %s", i, tags[found], tags[k]);
+        found = k;
+        a->kind = (em_cu_arg_kind)k;
+        if (k == EM_CU_ARG_PTR && luaL_testudata(L, -1, BUF_T)) {
+          a->v.ptr = em_cu_buf_ptr(check_buf(L, lua_gettop(L)));
+        } else {
+          if (!lua_isnumber(L, -1)) luaL_error(L, "launch: args[%d].%s must be a number", i, tags[k]);
+          lua_Number x = lua_tonumber(L, -1);
+          switch (k) {
+          case EM_CU_ARG_PTR: a->v.ptr = (uint64_t)x; break;
+          case EM_CU_ARG_I32:
+            if (x != floor(x) || x < -2147483648.0 || x > 2147483647.0)
+              luaL_error(L, "launch: args[%d].i32 = %f is not a 32-bit integer", i, x);
+            a->v.i32 = (int32_t)x;
+            break;
+          case EM_CU_ARG_I64:
+            if (x != floor(x)) luaL_error(L, "launch: args[%d].i64 = %f is not an integer", i, x);
+            a->v.i64 = (int64_t)x;
+            break;
+          default: a->v.f32 = (float)x; break;
+          }
+        }
+      }
+      lua_pop(L, 1);
+    }
+    if (found < 0) luaL_error(L, "launch: args[%d] must be a buffer or {ptr=}, {i32=}, {i64=}, {f32=}", i);
+  } else {
+    luaL_error(L, "launch: args[%d] is a %s; pass a buffer or tag it {i32=}, {i64=}, {f32=}, {ptr=}", i,
+               luaL_typename(L, v));
+  }
+  lua_pop(L, 1);
+}
+
+/* ctx:launch(fn, {grid = {x,y,z}, block = {x,y,z}, smem = bytes, args = {...}}) -> true | nil, msg */
+static int ctx_launch(lua_State *L) {
+  em_cu_ctx *c = check_ctx(L, 1);
+  em_cu_fn *f = check_fn(L, 2);
+  luaL_checktype(L, 3, LUA_TTABLE);
+  if (em_cu_fn_ctx(f) != c) luaL_argerror(L, 2, "the function belongs to another CUDA context");
+  em_cu_launch_cfg cfg = {{1, 1, 1}, {1, 1, 1}, 0, NULL};
+  read_dim3(L, 3, "grid", cfg.grid);
+  read_dim3(L, 3, "block", cfg.block);
+  lua_getfield(L, 3, "smem");
+  lua_Number smem = luaL_optnumber(L, -1, 0);
+  lua_pop(L, 1);
+  if (smem < 0 || smem > 4294967295.0) luaL_error(L, "launch: smem = %f is out of range", smem);
+  cfg.smem = (unsigned)smem;
+  em_cu_arg args[256];
+  int nargs = 0;
+  lua_getfield(L, 3, "args");
+  if (lua_istable(L, -1)) {
+    int idx = lua_gettop(L);
+    nargs = (int)lua_objlen(L, idx);
+    if (nargs > 256) luaL_error(L, "launch: %d arguments (at most 256)", nargs);
+    for (int i = 0; i < nargs; i++) read_arg(L, idx, i + 1, &args[i]);
+  } else if (!lua_isnil(L, -1)) {
+    luaL_error(L, "launch: args must be a list");
+  }
+  lua_pop(L, 1);
+  char err[EM_ERR_MAX];
+  return ok_or_fail(L, em_cu_launch(f, &cfg, args, nargs, err), err);
+}
+
+/* ctx:sync() -> true | nil, msg */
+static int ctx_sync(lua_State *L) {
+  char err[EM_ERR_MAX];
+  return ok_or_fail(L, em_cu_sync(check_ctx(L, 1), err), err);
+}
+
+typedef struct {
+  lua_State *L;
+  int fn;     /* stack index of the Lua function */
+  int raised; /* 1: its error value is on top of the stack */
+} lua_body;
+
+/* Calls the Lua function; `nil|false, msg` from it is a failure, an error it raises is kept for re-raising. */
+static em_status call_body(void *ud, char *err) {
+  lua_body *b = ud;
+  lua_State *L = b->L;
+  lua_pushvalue(L, b->fn);
+  if (lua_pcall(L, 0, 2, 0)) {
+    b->raised = 1;
+    return em_fail(err, EM_ERUN, "the timed function raised an error");
+  }
+  if (!lua_toboolean(L, -2) && lua_type(L, -1) == LUA_TSTRING) {
+    em_fail(err, EM_ERUN, "%s", lua_tostring(L, -1));
+    lua_pop(L, 2);
+    return EM_ERUN;
+  }
+  lua_pop(L, 2);
+  return EM_OK;
+}
+
+/* ctx:time(fn, {reps = 50, warmup = 5, graph = false, min_sample_us = 20})
+ *   -> {median_us, min_us, p20_us, p80_us, mean_us, samples, batch, graph, all_us = {...}} | nil, msg
+ * fn enqueues work (ctx:launch ...) and returns nothing, or nil, msg on failure. With graph = true its launches
+ * are captured once into a CUDA graph and replays are timed. Times are per run of fn (per replay). */
+static int ctx_time(lua_State *L) {
+  em_cu_ctx *c = check_ctx(L, 1);
+  luaL_checktype(L, 2, LUA_TFUNCTION);
+  em_cu_time_opts o = EM_CU_TIME_DEFAULTS;
+  if (lua_istable(L, 3)) {
+    lua_getfield(L, 3, "reps");
+    o.reps = (int)luaL_optnumber(L, -1, o.reps);
+    lua_getfield(L, 3, "warmup");
+    o.warmup = (int)luaL_optnumber(L, -1, o.warmup);
+    lua_getfield(L, 3, "graph");
+    o.graph = lua_toboolean(L, -1);
+    lua_getfield(L, 3, "min_sample_us");
+    o.min_sample_us = luaL_optnumber(L, -1, o.min_sample_us);
+    lua_pop(L, 4);
+  }
+  lua_settop(L, 2);
+  lua_body b = {L, 2, 0};
+  em_cu_timing t;
+  char err[EM_ERR_MAX];
+  /* A collection during capture could free a buffer (cuMemFree), which would invalidate the capture. */
+  if (o.graph) lua_gc(L, LUA_GCSTOP, 0);
+  em_status st = em_cu_time(c, call_body, &b, &o, &t, err);
+  if (o.graph) lua_gc(L, LUA_GCRESTART, 0);
+  if (b.raised) return lua_error(L); /* the callback's error value is on top */
+  if (st) return em_lua_fail(L, err);
+  lua_createtable(L, 0, 10);
+  lua_pushnumber(L, t.median_us);
+  lua_setfield(L, -2, "median_us");
+  lua_pushnumber(L, t.min_us);
+  lua_setfield(L, -2, "min_us");
+  lua_pushnumber(L, t.p20_us);
+  lua_setfield(L, -2, "p20_us");
+  lua_pushnumber(L, t.p80_us);
+  lua_setfield(L, -2, "p80_us");
+  lua_pushnumber(L, t.mean_us);
+  lua_setfield(L, -2, "mean_us");
+  SET_INT("samples", t.samples);
+  SET_INT("batch", t.batch);
+  lua_pushboolean(L, t.graph);
+  lua_setfield(L, -2, "graph");
+  lua_createtable(L, t.samples, 0);
+  for (int i = 0; i < t.samples; i++) {
+    lua_pushnumber(L, t.all_us[i]);
+    lua_rawseti(L, -2, i + 1);
+  }
+  lua_setfield(L, -2, "all_us");
+  em_cu_timing_free(&t);
+  return 1;
+}
+
+/* ---- buffers ---- */
+
+static int buf_gc(lua_State *L) {
+  em_box *b = luaL_checkudata(L, 1, BUF_T);
+  em_cu_free(b->p);
+  b->p = NULL;
+  return 0;
+}
+
+static int buf_tostring(lua_State *L) {
+  em_box *b = luaL_checkudata(L, 1, BUF_T);
+  if (!b->p) lua_pushstring(L, "emmy.cubuf (closed)");
+  else {
+    char s[96];
+    snprintf(s, sizeof s, "emmy.cubuf %zu bytes at 0x%llx", em_cu_buf_bytes(b->p),
+             (unsigned long long)em_cu_buf_ptr(b->p));
+    lua_pushstring(L, s);
+  }
+  return 1;
+}
+
+/* buf:size() -> bytes */
+static int buf_size(lua_State *L) {
+  lua_pushnumber(L, (lua_Number)em_cu_buf_bytes(check_buf(L, 1)));
+  return 1;
+}
+
+/* buf:ptr() -> the device address as a number */
+static int buf_ptr(lua_State *L) {
+  lua_pushnumber(L, (lua_Number)em_cu_buf_ptr(check_buf(L, 1)));
+  return 1;
+}
+
+/* buf:fill(byte) -> true | nil, msg — every byte set (0xFF poisons float outputs with NaN) */
+static int buf_fill(lua_State *L) {
+  em_cu_buf *b = check_buf(L, 1);
+  lua_Integer v = luaL_checkinteger(L, 2);
+  if (v < 0 || v > 255) luaL_argerror(L, 2, "a byte value 0..255");
+  char err[EM_ERR_MAX];
+  return ok_or_fail(L, em_cu_fill(b, (unsigned char)v, err), err);
+}
+
+/* buf:upload(tensor) -> true | nil, msg — writes the tensor at the start of the buffer */
+static int buf_upload(lua_State *L) {
+  em_cu_buf *b = check_buf(L, 1);
+  em_tensor *t = em_lua_check(L, 2, TENSOR_T, "tensor");
+  char err[EM_ERR_MAX];
+  return ok_or_fail(L, em_cu_upload_into(b, t, err), err);
+}
+
+/* buf:download(dtype, shape) -> emmy.tensor | nil, msg */
+static int buf_download(lua_State *L) {
+  em_cu_buf *b = check_buf(L, 1);
+  int dt = em_dtype_parse(luaL_checkstring(L, 2));
+  if (dt < 0) luaL_argerror(L, 2, "unknown dtype");
+  luaL_checktype(L, 3, LUA_TTABLE);
+  int rank = (int)lua_objlen(L, 3);
+  if (rank > EM_TENSOR_MAX_RANK) luaL_argerror(L, 3, "rank too high");
+  int64_t shape[EM_TENSOR_MAX_RANK];
+  for (int k = 0; k < rank; k++) {
+    lua_rawgeti(L, 3, k + 1);
+    lua_Number v = lua_tonumber(L, -1);
+    lua_pop(L, 1);
+    if (v < 0 || v != floor(v)) luaL_argerror(L, 3, "sizes must be non-negative integers");
+    shape[k] = (int64_t)v;
+  }
+  char err[EM_ERR_MAX];
+  em_tensor *t = em_cu_download(b, (em_dtype)dt, rank, shape, err);
+  if (!t) return em_lua_fail(L, err);
+  em_lua_push(L, TENSOR_T, t);
+  return 1;
+}
+
+/* ---- modules and functions ---- */
+
+static int mod_gc(lua_State *L) {
+  em_box *b = luaL_checkudata(L, 1, MOD_T);
+  em_cu_module_free(b->p);
+  b->p = NULL;
+  return 0;
+}
+
+static int mod_tostring(lua_State *L) {
+  em_box *b = luaL_checkudata(L, 1, MOD_T);
+  lua_pushstring(L, b->p ? "emmy.cumodule" : "emmy.cumodule (closed)");
+  return 1;
+}
+
+/* mod:fn(name) -> function | nil, msg */
+static int mod_fn(lua_State *L) {
+  em_cu_module *m = check_mod(L, 1);
+  char err[EM_ERR_MAX];
+  em_cu_fn *f = em_cu_fn_get(m, luaL_checkstring(L, 2), err);
+  if (!f) return em_lua_fail(L, err);
+  push_child(L, FN_T, f, 1);
+  return 1;
+}
+
+static int fn_gc(lua_State *L) {
+  em_box *b = luaL_checkudata(L, 1, FN_T);
+  em_cu_fn_free(b->p);
+  b->p = NULL;
+  return 0;
+}
+
+static int fn_tostring(lua_State *L) {
+  em_box *b = luaL_checkudata(L, 1, FN_T);
+  if (!b->p) lua_pushstring(L, "emmy.cufn (closed)");
+  else lua_pushfstring(L, "emmy.cufn %s", em_cu_fn_name(b->p));
+  return 1;
+}
+
+static int fn_name(lua_State *L) {
+  lua_pushstring(L, em_cu_fn_name(check_fn(L, 1)));
+  return 1;
+}
+
+/* fn:attrs() -> {regs, local_bytes, max_threads, static_smem, const_bytes, max_dynamic_smem, ptx_version,
+ *   binary_version} | nil, msg */
+static int fn_attrs(lua_State *L) {
+  em_cu_fn *f = check_fn(L, 1);
+  em_cu_fn_attrs a;
+  char err[EM_ERR_MAX];
+  if (em_cu_fn_attrs_get(f, &a, err)) return em_lua_fail(L, err);
+  lua_createtable(L, 0, 8);
+  SET_INT("regs", a.regs);
+  SET_INT("local_bytes", a.local_bytes);
+  SET_INT("max_threads", a.max_threads);
+  SET_INT("static_smem", a.static_smem);
+  SET_INT("const_bytes", a.const_bytes);
+  SET_INT("max_dynamic_smem", a.max_dynamic_smem);
+  SET_INT("ptx_version", a.ptx_version);
+  SET_INT("binary_version", a.binary_version);
+  return 1;
+}
+
+/* fn:set_max_dynamic_smem(bytes) -> true | nil, msg */
+static int fn_set_max_dynamic_smem(lua_State *L) {
+  em_cu_fn *f = check_fn(L, 1);
+  lua_Integer n = luaL_checkinteger(L, 2);
+  if (n < 0 || n > 0x7fffffff) luaL_argerror(L, 2, "a byte count");
+  char err[EM_ERR_MAX];
+  return ok_or_fail(L, em_cu_fn_set_max_dynamic_smem(f, (int)n, err), err);
+}
+
+int luaopen_emmy_cuda(lua_State *L) {
+  /* buf:download hands out emmy.tensor values, whose class emmy.ref defines. */
+  luaL_getmetatable(L, TENSOR_T);
+  int have_tensor = !lua_isnil(L, -1);
+  lua_pop(L, 1);
+  if (!have_tensor) {
+    lua_pushcfunction(L, luaopen_emmy_ref);
+    lua_call(L, 0, 0);
+  }
+  static const luaL_Reg ctx_methods[] = {{"info", ctx_info},     {"lost", ctx_lost},   {"alloc", ctx_alloc},
+                                         {"upload", ctx_upload}, {"module", ctx_module}, {"launch", ctx_launch},
+                                         {"sync", ctx_sync},     {"time", ctx_time},   {NULL, NULL}};
+  em_lua_class(L, CTX_T, ctx_methods, ctx_gc, ctx_tostring);
+  static const luaL_Reg buf_methods[] = {{"size", buf_size},     {"ptr", buf_ptr},           {"fill", buf_fill},
+                                         {"upload", buf_upload}, {"download", buf_download}, {NULL, NULL}};
+  em_lua_class(L, BUF_T, buf_methods, buf_gc, buf_tostring);
+  static const luaL_Reg mod_methods[] = {{"fn", mod_fn}, {NULL, NULL}};
+  em_lua_class(L, MOD_T, mod_methods, mod_gc, mod_tostring);
+  static const luaL_Reg fn_methods[] = {
+      {"name", fn_name}, {"attrs", fn_attrs}, {"set_max_dynamic_smem", fn_set_max_dynamic_smem}, {NULL, NULL}};
+  em_lua_class(L, FN_T, fn_methods, fn_gc, fn_tostring);
+  static const luaL_Reg fns[] = {{"open", l_open}, {"has_symbol", l_has_symbol}, {NULL, NULL}};
+  lua_newtable(L);
+  luaL_register(L, NULL, fns);
+  return 1;
+}
