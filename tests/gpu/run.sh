@@ -2,7 +2,7 @@
 # GPU tests and benchmarks, run on the GPU machine in one call (`make test-gpu`). Where there is no GPU,
 # `--list-skip` reports each GPU test as skipped with the reason, so none is silently dropped.
 BIN=${EMMY_BIN:-./emmy}
-TESTS="gpu_probe cuda_runtime"
+TESTS="gpu_probe cuda_runtime layer_seq1 layer_seq7 layer_seq512 layer_seq513 layer_seq2048 layer_sweep7 layer_sweep513 model_seq37 model_seq512"
 if [ "$1" = "--list-skip" ] || ! "$BIN" info --json 2>/dev/null | grep -q '"gpu":{'; then
   reason="no GPU on this machine"
   [ "$1" = "--list-skip" ] && reason="GPU tests run with 'make test-gpu' on the GPU machine"
@@ -19,5 +19,27 @@ else echo "FAIL gpu_probe"; failed=$((failed + 1)); fi
 # one-line errors, a lost context failing fast (a new process gets a working device), event and CUDA-graph timing.
 if "$BIN" tests/gpu/test_cuda.lua; then echo "ok   cuda_runtime"; passed=$((passed + 1));
 else echo "FAIL cuda_runtime"; failed=$((failed + 1)); fi
+# The compiler end to end: Qwen3-Embedding-0.6B layer 0 with a dynamic seq_len at five lengths, a sweep of 20
+# random legal knob assignments per kernel at two lengths, and the whole model (four dynamic specs).
+L0="Qwen/Qwen3-Embedding-0.6B --layer 0 --dynamic seq_len@x:1"
+WHOLE="Qwen/Qwen3-Embedding-0.6B --dynamic seq_len@input_ids:1 --dynamic seq_len@attention_mask:2 --dynamic seq_len@attention_mask:3 --dynamic seq_len@position_ids:1"
+LOG=${OUT:-/tmp}
+summary=""
+gpu_case() { # name, command...
+  name=$1; shift
+  t0=$(date +%s)
+  if "$@" > "$LOG/$name.log" 2>&1; then st=ok; passed=$((passed + 1)); else st=FAIL; failed=$((failed + 1)); fi
+  line=$(grep -E '^(PASS|FAIL):' "$LOG/$name.log" | tail -n 1)
+  echo "$st $name ($(( $(date +%s) - t0 ))s) $line"
+  [ "$st" = ok ] || tail -n 25 "$LOG/$name.log"
+  summary="$summary
+$st $name $line"
+}
+for n in 1 7 512 513 2048; do gpu_case layer_seq$n "$BIN" run $L0 --seq-len $n; done
+gpu_case layer_sweep7 "$BIN" run $L0 --seq-len 7 --sweep 20
+gpu_case layer_sweep513 "$BIN" run $L0 --seq-len 513 --sweep 20
+gpu_case model_seq37 "$BIN" run $WHOLE --seq-len 37
+gpu_case model_seq512 "$BIN" run $WHOLE --seq-len 512
+echo "$summary"
 echo "$passed passed, $failed failed, 0 skipped"
 [ "$failed" -eq 0 ]
