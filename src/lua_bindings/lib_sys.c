@@ -57,7 +57,7 @@ static int l_listdir(lua_State *L) {
     EM_VEC_PUSH(names, s);
   }
   closedir(d);
-  qsort(names.v, (size_t)names.n, sizeof(char *), cmp_str);
+  if (names.n > 1) qsort(names.v, (size_t)names.n, sizeof(char *), cmp_str);
   lua_createtable(L, names.n, 0);
   for (int i = 0; i < names.n; i++) {
     lua_pushstring(L, names.v[i]);
