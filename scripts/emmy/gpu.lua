@@ -95,4 +95,18 @@ function M.check(g, bufs, name, want, bind)
   return ref.compare(got, want)
 end
 
+-- ||device value - reference|| / ||reference||.
+function M.rel_l2(g, bufs, name, want, bind)
+  local v = g:value(name)
+  local got = bufs[name]:download(v.dtype, concrete(g, v.shape, bind))
+  if not got then return math.huge end
+  local a, b = got:to_table(), want:to_table()
+  local num, den = 0, 0
+  for i = 1, #a do
+    num = num + (a[i] - b[i]) ^ 2
+    den = den + b[i] * b[i]
+  end
+  return den > 0 and math.sqrt(num / den) or math.sqrt(num)
+end
+
 return M
