@@ -171,8 +171,9 @@ return {
     -- the end-to-end output: element-wise within tolerance, or (deep bf16 graphs whose every kernel matched
     -- alone) a norm-relative drift under 3e-2
     local fin_ok = fc and (fc.ok or (rel < 3e-2 and failed == 0))
+    local fa, fr, fm = fmt_cmp(fc)
     print(("\nfinal output %s: %s (max abs %s, max rel %s, %s outside tolerance; ||gpu-ref||/||ref|| %.3g)%s"):format(final,
-      fin_ok and "matches the CPU reference" or "MISMATCH", fmt_cmp(fc), rel or 0,
+      fin_ok and "matches the CPU reference" or "MISMATCH", fa, fr, fm, rel or 0,
       drifted > 0 and (" — %d kernels drifted in order and matched alone"):format(drifted) or ""))
     if not fin_ok then failed = failed + 1 end
     -- the sweep: N variants per distinct kernel, each alone on the reference's inputs
