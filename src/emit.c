@@ -61,6 +61,9 @@ typedef struct {
   EM_VEC(memo_ent) memo;
   const char *anchor_var;  /* the anchor's value at the current domain index */
   const char *softmax_mx, *softmax_sum; /* row softmax: the row's max and sum of exp */
+  int npre;                /* contraction prologue reductions (SPLIT_CONE=0): value ids, their smem rows */
+  int pre_v[4];
+  const char *pre_arr[4];
   ivec *al;                /* alignment of each value with the domain (NULL entries: not aligned) */
   int *bij;                /* 1 when the alignment is a bijection (the value may be written from it) */
   char *dimc[EM_MAX_SYMS]; /* C expressions of the symbols */
@@ -456,6 +459,17 @@ static const char *val(ectx *c, int v, const ivec *ix) {
     if (c->memo.v[i].v == v && !strcmp(c->memo.v[i].key, key)) return c->memo.v[i].var;
   const em_value *x = V(c, v);
   const char *expr;
+  for (int j = 0; j < c->npre; j++)
+    if (v == c->pre_v[j]) {
+      /* a prologue row reduction: its value for row m of the block, computed before the K loop */
+      const em_node *rn = &c->g->nodes.v[x->node];
+      const em_shape *xs = S(c, rn->args[0].tensor);
+      em_shape lead = *xs;
+      lead.rank--;
+      ivec li = {lead.rank};
+      for (int i = 0; i < lead.rank; i++) li.e[i] = ix->e[i];
+      return A(c, "%s[%s - m0]", c->pre_arr[j], linearize(c, &li, &lead));
+    }
   if (v == c->t->anchor) {
     if (c->softmax_mx) {
       const em_node *nd = &c->g->nodes.v[x->node];
@@ -909,6 +923,57 @@ static void k_contraction(ectx *c, em_launch *L) {
   line(c, "for (int i = 0; i < %d; i++)", TM);
   line(c, "  for (int j = 0; j < %d; j++) acc[i][j] = 0.0f;", TN);
   ivec bz = unravel(c, "bz", &bdims);
+  /* prologue row reductions (a folded RMSNorm): one warp per row of the block, before the K loop */
+  for (int i = 0; i < c->g->nodes.n && !c->failed; i++) {
+    const em_node *rn = &c->g->nodes.v[i];
+    if (rn->out == a || !(rn->op == EM_OP_MEAN || rn->op == EM_OP_SUM || rn->op == EM_OP_AMAX || rn->op == EM_OP_VECTOR_NORM))
+      continue;
+    int vn = rn->op == EM_OP_VECTOR_NORM, di = vn ? 2 : 1;
+    const em_shape *xs = S(c, rn->args[0].tensor);
+    if (!rn->args[di].present || rn->args[di].n != 1 || axis_of_dim(&rn->args[di].ilist[0], xs->rank) != xs->rank - 1 ||
+        c->npre == 4) {
+      fail(c, "a reduction in a contraction's prologue must be over the last dim");
+      return;
+    }
+    int j = c->npre++;
+    c->pre_v[j] = rn->out;
+    c->pre_arr[j] = A(c, "em_pre%d", j);
+    em_shape lead = *xs;
+    lead.rank--;
+    line(c, "__shared__ float em_pre%d[%d];", j, BM);
+    line(c, "for (int rr = tid >> 5; rr < %d; rr += %d) {", BM, threads / 32);
+    c->indent++;
+    line(c, "const long long m = m0 + rr;");
+    line(c, "float em_acc = %s;", rn->op == EM_OP_AMAX ? "-INFINITY" : "0.0f");
+    line(c, "if (m < M) {");
+    c->indent++;
+    line(c, "for (long long col = tid & 31; col < %s; col += 32) {", dim_c(c, &xs->d[xs->rank - 1]));
+    c->indent++;
+    int mark0 = c->memo.n;
+    ivec li = unravel(c, "m", &lead), xi = {xs->rank};
+    for (int q = 0; q < lead.rank; q++) xi.e[q] = li.e[q];
+    xi.e[xs->rank - 1] = "col";
+    const char *xv = val(c, rn->args[0].tensor, &xi);
+    if (rn->op == EM_OP_AMAX) line(c, "em_acc = fmaxf(em_acc, (float)%s);", xv);
+    else if (vn) line(c, "em_acc += (float)%s * (float)%s;", xv, xv);
+    else line(c, "em_acc += (float)%s;", xv);
+    c->memo.n = mark0;
+    c->indent--;
+    line(c, "}");
+    c->indent--;
+    line(c, "}");
+    if (rn->op == EM_OP_AMAX)
+      line(c, "for (int o = 16; o > 0; o >>= 1) em_acc = fmaxf(em_acc, __shfl_xor_sync(0xffffffffu, em_acc, o));");
+    else
+      line(c, "for (int o = 16; o > 0; o >>= 1) em_acc += __shfl_xor_sync(0xffffffffu, em_acc, o);");
+    const char *fin = rn->op == EM_OP_MEAN ? A(c, "em_acc / (float)%s", dim_c(c, &xs->d[xs->rank - 1]))
+                      : vn                  ? "sqrtf(em_acc)"
+                                            : "em_acc";
+    line(c, "if ((tid & 31) == 0) em_pre%d[rr] = %s;", j, round_to(c, V(c, rn->out)->dtype, fin));
+    c->indent--;
+    line(c, "}");
+  }
+  if (c->npre) line(c, "__syncthreads();");
   line(c, "for (long long k0 = 0; k0 < K; k0 += %d) {", BK);
   c->indent++;
   int mark = c->memo.n;

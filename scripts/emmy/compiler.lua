@@ -23,9 +23,34 @@ end
 
 -- Runs the passes on graph g; opts.stop_after (pass name), opts.knobs (global pins), opts.on_stage
 -- (function(pass, ctx) after each pass). Returns ctx {graph, kernels}.
+-- Structural knobs change which kernels exist, so they are read before any kernel is formed: from
+-- EMMY_<KNOB>=V or a global EMMY_KNOBS item (no kernel prefix).
+M.STRUCTURAL = { SPLIT_CONE = 1 }
+
+function M.structural_pins(env)
+  env = env or os.getenv
+  local out = {}
+  for key, def in pairs(M.STRUCTURAL) do
+    out[key] = def
+    local v = env("EMMY_" .. key)
+    local spec = env("EMMY_KNOBS") or ""
+    for item in spec:gmatch("[^,]+") do
+      local k2, v2 = item:match("^%s*([%w_]+)=(%-?%d+)%s*$")
+      if k2 == key then v = v2 end
+    end
+    if v and v ~= "" then
+      if not tonumber(v) or (tonumber(v) ~= 0 and tonumber(v) ~= 1) then
+        error(("structural knob %s=%s must be 0 or 1"):format(key, v), 0)
+      end
+      out[key] = tonumber(v)
+    end
+  end
+  return out
+end
+
 function M.run(g, opts)
   opts = opts or {}
-  local ctx = { graph = g, knobs = opts.knobs or {}, kernels = nil }
+  local ctx = { graph = g, knobs = opts.knobs or M.structural_pins(), kernels = nil }
   for _, p in ipairs(M.passes()) do
     p.run(ctx)
     if opts.on_stage then opts.on_stage(p, ctx) end

@@ -57,6 +57,13 @@ function M.facts(k)
     f.K = at_hint(g, A.shape[#A.shape], bind)
     f.has_bias = x.bias ~= nil and type(x.bias) == "string"
     f.epilogue = #g:nodes() - 1
+    f.prologue_reductions = 0
+    for _, m in ipairs(g:nodes()) do
+      if m.name ~= k.anchor and require("emmy.opclass").REDUCTION[m.op] then
+        f.prologue_reductions = f.prologue_reductions + 1
+      end
+    end
+    f.split_cone = f.prologue_reductions > 0 and 0 or 1
   elseif k.kind == "row" or k.kind == "reduce" then
     local x = g:value(args_of(nodes[k.anchor]).self)
     f.L = at_hint(g, x.shape[#x.shape], bind)

@@ -200,6 +200,8 @@ end
 
 -- Filters candidates by pins; a pin a gate refused, or one no candidate has, is an error naming why.
 function M.apply_pins(kname, res, pins)
+  -- structural knobs were applied when the kernels were formed
+  for key in pairs(require("emmy.compiler").STRUCTURAL) do pins[key] = nil end
   if next(pins) == nil then return res.candidates end
   local out = {}
   for _, c in ipairs(res.candidates) do

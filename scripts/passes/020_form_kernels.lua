@@ -235,6 +235,46 @@ return {
       end
     end
 
+    -- SPLIT_CONE=0 (a structural fork): a row kernel whose results only feed contractions as their left
+    -- operand (RMSNorm before q/k/v or gate/up) is not formed; each contraction recomputes it as a
+    -- prologue (the row reductions of its block's rows, then the normalised operand in its tile loads).
+    local folded = {}
+    if (ctx.knobs.SPLIT_CONE or 1) == 0 then
+      local keep = {}
+      for _, k in ipairs(kernels) do
+        local fold = k.kind == "row"
+        if fold then
+          local in_k = {}
+          for _, v in ipairs(k.homed) do in_k[v] = true end
+          for _, v in ipairs(k.homed) do
+            if is_output[v] then fold = false end
+            local st = { v }
+            while #st > 0 and fold do
+              local x = table.remove(st)
+              for _, c in ipairs(consumers[x]) do
+                if opclass.VIEW[c.op] and not home[c.name] then
+                  if is_output[c.name] then fold = false end
+                  st[#st + 1] = c.name
+                elseif not in_k[c.name] and not (kind_of[c.name] == "contraction" and c.inputs[1] == x) then
+                  fold = false
+                end
+              end
+            end
+          end
+        end
+        if fold then
+          for _, v in ipairs(k.homed) do
+            home[v] = nil
+            folded[v] = true
+          end
+        else
+          k.order = #keep + 1
+          keep[#keep + 1] = k
+        end
+      end
+      kernels = keep
+    end
+
     -- members: homed nodes plus the views and free values they read (recomputed here); outputs: homed
     -- values read by another kernel or returned by the graph
     for _, k in ipairs(kernels) do
@@ -245,7 +285,7 @@ return {
       while #stack > 0 do
         local x = table.remove(stack)
         local p = producer[x]
-        if p and not member[x] and not home[x] and (opclass.VIEW[p.op] or free[x]) then
+        if p and not member[x] and not home[x] and (opclass.VIEW[p.op] or free[x] or folded[x]) then
           member[x] = true
           for _, y in ipairs(p.inputs) do stack[#stack + 1] = y end
         end

@@ -14,7 +14,7 @@ return {
       local repro, err = g:subgraph(k.nodes, k.outputs, "kernel")
       if not repro then error(("kernel %d: %s"):format(i, err), 0) end
       local parts, seen = {}, {}
-      for _, v in ipairs(k.homed) do
+      for _, v in ipairs(k.nodes) do
         local s = opclass.short_name(nodes[v])
         if s ~= "" and not seen[s] then
           seen[s] = true

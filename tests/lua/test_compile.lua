@@ -52,6 +52,23 @@ test("a Qwen3 layer forms the expected kernels", function()
   check(out2:find(n1, 1, true), "layer 1 has " .. n1)
 end)
 
+test("SPLIT_CONE=0 folds RMSNorm into the next matmul's prologue (a structural fork, by pin)", function()
+  local code, out, err = emmy(args("compile", L0, "--ir", "tile"), { env = "EMMY_SPLIT_CONE=0" })
+  eq(code, 0, "exit: " .. err)
+  check(out:find("10 kernels (9 distinct)", 1, true), out)
+  check(out:find("k_rms_norm_linear_%x+%s+contraction%s+%d+%s+[%w=,]*SPLIT_CONE=0"), out)
+  check(out:find("k_linear_add_%x+%s+contraction%s+%d+%s+[%w=,]*SPLIT_CONE=1"), "o_proj keeps its operand: " .. out)
+  check(not out:find("k_rms_norm_8"), "no standalone input/post-attention RMSNorm kernel")
+  local c2, _, e2 = emmy(args("compile", L0), { env = "EMMY_KNOBS=SPLIT_CONE=2" })
+  check(c2 ~= 0 and e2:find("SPLIT_CONE=2 must be 0 or 1", 1, true), e2)
+  local ok, nv = pcall(require, "emmy.nvrtc")
+  if ok and nv.version() then
+    local c3, o3, e3 = emmy(args("compile", L0, "--nvrtc"), { env = "EMMY_SPLIT_CONE=0 EMMY_CUBIN_CACHE=" .. tmpdir() })
+    eq(c3, 0, "nvrtc: " .. e3)
+    check(o3:find("9 compiled, 0 failed", 1, true), o3)
+  end
+end)
+
 test("passes list and stop-after", function()
   local code, out = emmy { "compile", "--passes" }
   eq(code, 0, "exit")
