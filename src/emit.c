@@ -680,15 +680,30 @@ static int aligned_outputs(ectx *c, int *which) {
 
 /* ---- kernel kinds ------------------------------------------------------------------------------------ */
 
+/* Pointwise: a grid-stride loop; each thread takes VEC consecutive elements, EPT times per loop trip. */
 static void k_pointwise(ectx *c, em_launch *L) {
-  int threads = em_knob_get(&c->t->knobs, "BLOCK", 256);
+  int threads = em_knob_get(&c->t->knobs, "BLOCK", 256), vec = em_knob_get(&c->t->knobs, "VEC", 1),
+      ept = em_knob_get(&c->t->knobs, "EPT", 1);
+  if (vec < 1 || ept < 1) {
+    fail(c, "VEC=%d and EPT=%d must be at least 1", vec, ept);
+    return;
+  }
   int o0 = c->g->outputs.v[0];
   const em_shape *ds = S(c, o0);
   L->block[0] = threads;
-  snprintf(L->grid[0], sizeof L->grid[0], "cdiv(%s,%d)", numel_text(c, ds), threads);
-  line(c, "const long long total = %s;", numel_c(c, ds));
-  line(c, "for (long long lin = (long long)blockIdx.x * blockDim.x + threadIdx.x; lin < total; lin += (long long)gridDim.x * blockDim.x) {");
+  snprintf(L->grid[0], sizeof L->grid[0], "cdiv(%s,%d)", numel_text(c, ds), threads * vec * ept);
+  line(c, "const long long total = %s, stride = (long long)gridDim.x * blockDim.x * %d;", numel_c(c, ds), vec);
+  line(c, "for (long long l0 = ((long long)blockIdx.x * blockDim.x + threadIdx.x) * %d; l0 < total; l0 += stride * %d) {", vec,
+       ept);
   c->indent++;
+  line(c, "#pragma unroll");
+  line(c, "for (int em_e = 0; em_e < %d; em_e++) {", ept);
+  c->indent++;
+  line(c, "#pragma unroll");
+  line(c, "for (int em_v = 0; em_v < %d; em_v++) {", vec);
+  c->indent++;
+  line(c, "const long long lin = l0 + em_e * stride + em_v;");
+  line(c, "if (lin >= total) break;");
   ivec d = domain_vars(c, ds, "lin");
   c->al[o0] = d;
   c->bij[o0] = 1;
@@ -698,12 +713,20 @@ static void k_pointwise(ectx *c, em_launch *L) {
   write_outputs(c, which, n);
   c->indent--;
   line(c, "}");
+  c->indent--;
+  line(c, "}");
+  c->indent--;
+  line(c, "}");
 }
 
 static const char *red_init(em_op op) { return op == EM_OP_AMAX ? "-INFINITY" : "0.0f"; }
 
 static void k_row(ectx *c, em_launch *L) {
-  int threads = em_knob_get(&c->t->knobs, "THREADS", 256);
+  int threads = em_knob_get(&c->t->knobs, "THREADS", 256), rpb = em_knob_get(&c->t->knobs, "RPB", 1);
+  if (threads % 32 || rpb < 1 || threads * rpb > 1024) {
+    fail(c, "THREADS=%d x RPB=%d: threads per row must be a multiple of 32, at most 1024 per block", threads, rpb);
+    return;
+  }
   int a = c->t->anchor;
   const em_node *an = &c->g->nodes.v[V(c, a)->node];
   int xin = an->args[0].tensor;
@@ -711,14 +734,20 @@ static void k_row(ectx *c, em_launch *L) {
   int r = xs->rank;
   const char *Lc = dim_c(c, &xs->d[r - 1]);
   L->block[0] = threads;
+  L->block[1] = rpb;
   em_shape lead = *xs;
   lead.rank = r - 1;
-  snprintf(L->grid[0], sizeof L->grid[0], "%s", numel_text(c, &lead));
+  snprintf(L->grid[0], sizeof L->grid[0], "cdiv(%s,%d)", numel_text(c, &lead), rpb);
   int softmax = an->op == EM_OP_SOFTMAX || an->op == EM_OP_SOFTMAX_INT;
-  line(c, "__shared__ float em_red[32];");
+  /* RPB rows per block, THREADS threads (x) per row; every thread runs the same loop trips so the
+   * block-wide barriers of the reductions stay uniform, and 'live' guards the work of rows past the end */
+  line(c, "__shared__ float em_red_all[%d][32];", rpb);
+  line(c, "float *em_red = em_red_all[threadIdx.y];");
   line(c, "const long long rows = %s, L = %s;", numel_c(c, &lead), Lc);
-  line(c, "for (long long row = blockIdx.x; row < rows; row += gridDim.x) {");
+  line(c, "for (long long rb = (long long)blockIdx.x * %d; rb < rows; rb += (long long)gridDim.x * %d) {", rpb, rpb);
   c->indent++;
+  line(c, "const long long row = rb + threadIdx.y;");
+  line(c, "const bool live = row < rows;");
   ivec pre = unravel(c, "row", &lead);
   ivec xi = {r};
   for (int i = 0; i < r - 1; i++) {
@@ -730,14 +759,14 @@ static void k_row(ectx *c, em_launch *L) {
   const char *red = "em_r";
   if (softmax) {
     line(c, "float em_mx = -INFINITY, em_sum = 0.0f;");
-    line(c, "for (long long col = threadIdx.x; col < L; col += blockDim.x) {");
+    line(c, "for (long long col = threadIdx.x; live && col < L; col += blockDim.x) {");
     c->indent++;
     line(c, "em_mx = fmaxf(em_mx, (float)%s);", val(c, xin, &xi));
     c->memo.n = mark;
     c->indent--;
     line(c, "}");
     line(c, "em_mx = em_block_max(em_mx, em_red);");
-    line(c, "for (long long col = threadIdx.x; col < L; col += blockDim.x) {");
+    line(c, "for (long long col = threadIdx.x; live && col < L; col += blockDim.x) {");
     c->indent++;
     line(c, "em_sum += expf((float)%s - em_mx);", val(c, xin, &xi));
     c->memo.n = mark;
@@ -748,7 +777,7 @@ static void k_row(ectx *c, em_launch *L) {
     c->softmax_sum = "em_sum";
   } else {
     line(c, "float em_acc = %s;", red_init(an->op));
-    line(c, "for (long long col = threadIdx.x; col < L; col += blockDim.x) {");
+    line(c, "for (long long col = threadIdx.x; live && col < L; col += blockDim.x) {");
     c->indent++;
     const char *x = val(c, xin, &xi);
     if (an->op == EM_OP_AMAX) line(c, "em_acc = fmaxf(em_acc, (float)%s);", x);
@@ -763,7 +792,7 @@ static void k_row(ectx *c, em_launch *L) {
     c->anchor_var = red;
   }
   /* full-row outputs: aligned with the reduction input */
-  line(c, "for (long long col = threadIdx.x; col < L; col += blockDim.x) {");
+  line(c, "for (long long col = threadIdx.x; live && col < L; col += blockDim.x) {");
   c->indent++;
   reset_alignment(c);
   c->al[xin] = xi;
@@ -788,7 +817,7 @@ static void k_row(ectx *c, em_launch *L) {
     for (int i = 0; i < ai.rank; i++) ai.e[i] = i < r - 1 ? xi.e[i] : "0LL";
     c->al[a] = ai;
     c->bij[a] = 1;
-    line(c, "if (threadIdx.x == 0) {");
+    line(c, "if (live && threadIdx.x == 0) {");
     c->indent++;
     align(c);
     int w2[64], n2 = 0;

@@ -35,25 +35,38 @@ return {
       return out
     end },
 
-  -- Row reduction (RMSNorm, softmax, a norm over the last dim): one block per row, THREADS threads striding
-  -- over it; two passes (reduce, then the epilogue recomputes its prologue from memory).
-  { name = "row_reduction", family = "REDUCE", kinds = { "row" }, knobs = { THREADS = 256 },
+  -- Row reduction (RMSNorm, softmax, a norm over the last dim): RPB rows per block, THREADS threads striding
+  -- over each row; two passes (reduce, then the epilogue recomputes its prologue from memory).
+  { name = "row_reduction", family = "REDUCE", kinds = { "row" }, knobs = { THREADS = 256, RPB = 1 },
     gate = function(k, dev) return true, ("rows of %s elements"):format(tostring(k.L)) end,
     fork = function(k, dev)
       local cap = atom.warps_for(k.L or 1024)
       local out = {}
       for _, t in ipairs { 256, 128, 512, 64, 1024, 32 } do
-        if t <= math.max(cap, 32) then out[#out + 1] = { THREADS = t } end
+        for _, r in ipairs { 1, 2, 4, 8 } do
+          if t <= math.max(cap, 32) and t * r <= 1024 then out[#out + 1] = { THREADS = t, RPB = r } end
+        end
       end
       return out
     end },
 
-  -- Pointwise and generic reductions: a grid-stride loop, BLOCK threads per block.
-  { name = "flat_block", family = "WORK", kinds = { "pointwise", "reduce" }, knobs = { BLOCK = 256 },
+  -- Pointwise: a grid-stride loop of BLOCK threads, each taking VEC consecutive elements EPT times a trip.
+  { name = "flat_block", family = "WORK", kinds = { "pointwise" }, knobs = { BLOCK = 256, VEC = 1, EPT = 1 },
     gate = function(k, dev) return true, "grid-stride loop" end,
     fork = function(k, dev)
-      return { { BLOCK = 256 }, { BLOCK = 128 }, { BLOCK = 512 }, { BLOCK = 1024 }, { BLOCK = 64 } }
+      local out = {}
+      for _, b in ipairs { 256, 128, 512, 1024, 64 } do
+        for _, v in ipairs { 1, 2, 4, 8 } do
+          for _, e in ipairs { 1, 2, 4 } do out[#out + 1] = { BLOCK = b, VEC = v, EPT = e } end
+        end
+      end
+      return out
     end },
+
+  -- Other reductions: one output element per thread, looping over the reduced elements.
+  { name = "reduce_block", family = "WORK", kinds = { "reduce" }, knobs = { BLOCK = 256 },
+    gate = function(k, dev) return true, "one output element per thread" end,
+    fork = function(k, dev) return { { BLOCK = 256 }, { BLOCK = 128 }, { BLOCK = 64 }, { BLOCK = 512 } } end },
 
   -- Scalar attention: one query row per thread, online softmax in f32, causal rows stop at the diagonal.
   { name = "scalar_attention", family = "WORK", kinds = { "attention" }, knobs = { QROWS = 64 },

@@ -156,7 +156,8 @@ function M.resource_check(k, c, dev)
     threads = (c.BM / c.TM) * (c.BN / c.TN)
     smem = 4 * c.BK * (c.BM + 1 + c.BN + 1)
   elseif k.kind == "row" then
-    threads = c.THREADS or 0
+    threads = (c.THREADS or 0) * (c.RPB or 1)
+    if (c.THREADS or 0) % 32 ~= 0 then return false, "THREADS per row must be a multiple of 32" end
   elseif k.kind == "attention" then
     threads = c.QROWS or 0
     local regs = math.min(255, (k.E or 0) + (k.Ev or 0) + 40)
