@@ -126,6 +126,7 @@ return {
         for _, p in ipairs(sel) do
           local k = p.kernel
           print(("\n%s  %s  hash %s"):format(k.name, k.kind, k.hash))
+          print("  domain " .. kernels.domain_text(p.facts))
           local ins = {}
           for _, v in ipairs(k.repro:inputs()) do ins[#ins + 1] = v.name end
           print("  reads  " .. shapes(k.repro, ins))
@@ -170,8 +171,9 @@ return {
         local list = opts.all_variants and p.candidates or { p.choice }
         for _, c in ipairs(list) do
           local src = c == p.choice and sources[p.kernel.name].src or kernels.emit(p, c.knobs)
+          -- a forked compile with a deadline: a pathological variant becomes a timeout row, never a hang
           jobs[#jobs + 1] = { source = src, arch = dev.arch, name = p.kernel.name .. ".cu",
-            options = { "-std=c++17" } }
+            options = { "-std=c++17" }, timeout_ms = 120000 }
           which[#which + 1] = { plan = p, cand = c }
         end
       end

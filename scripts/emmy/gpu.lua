@@ -33,6 +33,7 @@ function M.build(cu, list, opts)
     local src, la = kernels.emit(it.plan, it.knobs)
     if not src then error(la, 0) end
     emitted[i] = { src = src, launch = la }
+    -- in-process compiles: with the model's weights resident, forking per compile is slow (see nvrtc.h)
     jobs[i] = { source = src, arch = M.arch(info), name = it.plan.kernel.name .. ".cu", options = { "-std=c++17" } }
   end
   local res = nv.compile_many(jobs, { progress = opts and opts.progress })

@@ -91,6 +91,21 @@ function M.facts(k)
   return f
 end
 
+-- The iteration domain in words: parallel and reduction axes with their extents at the hint.
+function M.domain_text(f)
+  if f.kind == "contraction" then
+    return ("parallel M=%d%s N=%d; reduction K=%d"):format(f.M, f.M_symbolic and " (symbolic)" or "", f.N, f.K)
+  elseif f.kind == "row" then
+    return ("parallel rows=%d; reduction over each row L=%d"):format(f.rows, f.L)
+  elseif f.kind == "reduce" then
+    return ("parallel outputs; reduction L=%d"):format(f.L)
+  elseif f.kind == "attention" then
+    return ("parallel query rows=%d x heads %d (kv heads %d); reduction over keys S=%d%s; head dims %s/%s"):format(
+      f.L, f.heads, f.kv_heads, f.S, f.causal and " (causal)" or "", tostring(f.E), tostring(f.Ev))
+  end
+  return ("parallel elements=%d"):format(f.numel or 0)
+end
+
 -- Runs the rules on every kernel. Returns list of plans {kernel, facts, eval, candidates (after pins),
 -- choice (first candidate)}; a refused pin raises one line naming the gate.
 function M.plan(ctx, opts)
