@@ -61,6 +61,7 @@ typedef struct {
   EM_VEC(memo_ent) memo;
   const char *anchor_var;  /* the anchor's value at the current domain index */
   const char *softmax_mx, *softmax_sum; /* row softmax: the row's max and sum of exp */
+  int anchor;              /* the anchor whose value anchor_var holds (merged siblings switch it) */
   int npre;                /* contraction prologue reductions (SPLIT_CONE=0): value ids, their smem rows */
   int pre_v[4];
   const char *pre_arr[4];
@@ -470,7 +471,7 @@ static const char *val(ectx *c, int v, const ivec *ix) {
       for (int i = 0; i < lead.rank; i++) li.e[i] = ix->e[i];
       return A(c, "%s[%s - m0]", c->pre_arr[j], linearize(c, &li, &lead));
     }
-  if (v == c->t->anchor) {
+  if (v == c->anchor) {
     if (c->softmax_mx) {
       const em_node *nd = &c->g->nodes.v[x->node];
       const char *in = val(c, nd->args[0].tensor, ix);
@@ -588,7 +589,7 @@ static void align(ectx *c) {
     for (int i = 0; i < g->nodes.n; i++) {
       const em_node *nd = &g->nodes.v[i];
       int o = nd->out;
-      if (o == c->t->anchor) continue;
+      if (o == c->anchor) continue;
       const em_opspec *sp = em_op_spec(nd->op);
       if (!c->bij[o]) {
         if (is_ew_same_index(nd->op)) {
@@ -613,14 +614,14 @@ static void align(ectx *c) {
             int isT = sp->args[a].kind == EM_ARG_T || (sp->args[a].kind == EM_ARG_TS && nd->args[a].is_tensor);
             if (!isT || !nd->args[a].present) continue;
             int u = nd->args[a].tensor;
-            if (!c->bij[u] && u != c->t->anchor && em_shape_eq(S(c, u), S(c, o))) {
+            if (!c->bij[u] && u != c->anchor && em_shape_eq(S(c, u), S(c, o))) {
               c->al[u] = c->al[o];
               c->bij[u] = changed = 1;
             }
           }
         } else if (is_bijective_view(nd, g)) {
           int u = nd->args[0].tensor;
-          if (!c->bij[u] && u != c->t->anchor) {
+          if (!c->bij[u] && u != c->anchor) {
             c->al[u] = view_back(c, nd, &c->al[o]);
             c->bij[u] = changed = 1;
           }
@@ -708,7 +709,7 @@ static void k_pointwise(ectx *c, em_launch *L) {
   c->al[o0] = d;
   c->bij[o0] = 1;
   align(c);
-  int which[EM_MAX_ARGS * 8], n = aligned_outputs(c, which);
+  int which[EM_MAX_ARGS * 8] = {0}, n = aligned_outputs(c, which);
   if (n != c->g->outputs.n) fail(c, "a pointwise kernel's outputs must share one index space");
   write_outputs(c, which, n);
   c->indent--;
@@ -802,7 +803,7 @@ static void k_row(ectx *c, em_launch *L) {
     c->bij[a] = 1;
   }
   align(c);
-  int which[64], n = aligned_outputs(c, which);
+  int which[64] = {0}, n = aligned_outputs(c, which);
   write_outputs(c, which, n);
   c->memo.n = mark;
   c->indent--;
@@ -900,7 +901,7 @@ static void k_reduce(ectx *c, em_launch *L) {
   c->al[a] = d;
   c->bij[a] = 1;
   align(c);
-  int which[64], n = aligned_outputs(c, which);
+  int which[64] = {0}, n = aligned_outputs(c, which);
   if (n != c->g->outputs.n) fail(c, "an output of the reduce kernel is not aligned with the reduction");
   write_outputs(c, which, n);
   c->indent--;
@@ -929,6 +930,27 @@ static void k_contraction(ectx *c, em_launch *L) {
     fail(c, "matmul with a 1-d operand has no contraction emission");
     return;
   }
+  /* merged siblings (MERGE_SIBLINGS=1): linears of the kernel reading the same operand, N side by side */
+  int sib[4], nsib = 0;
+  int64_t sibN[4], sibOff[5] = {0};
+  if (lin_op)
+    for (int i = 0; i < c->g->nodes.n && nsib < 4; i++) {
+      const em_node *sn = &c->g->nodes.v[i];
+      if (sn->op == EM_OP_LINEAR && sn->args[0].tensor == A_) {
+        const em_shape *ws = S(c, sn->args[1].tensor);
+        if (!em_dim_is_const(&ws->d[0], &sibN[nsib])) {
+          fail(c, "merged siblings need constant output widths");
+          return;
+        }
+        sib[nsib] = sn->out;
+        sibOff[nsib + 1] = sibOff[nsib] + sibN[nsib];
+        nsib++;
+      }
+    }
+  if (nsib == 0) {
+    sib[0] = a;
+    nsib = 1;
+  }
   /* out = [batch..., M-dims..., N]; linear folds all leading dims into M, the others keep batch dims */
   int r = os->rank;
   em_shape mdims = {0}, bdims = {0};
@@ -940,11 +962,13 @@ static void k_contraction(ectx *c, em_launch *L) {
   }
   const em_dim *Kd = &as->d[as->rank - 1];
   L->block[0] = threads;
-  snprintf(L->grid[0], sizeof L->grid[0], "cdiv(%s,%d)", em_dim_format(&c->g->syms, &os->d[r - 1], (char[128]){0}, 128), BN);
+  if (nsib > 1) snprintf(L->grid[0], sizeof L->grid[0], "cdiv(%lld,%d)", (long long)sibOff[nsib], BN);
+  else snprintf(L->grid[0], sizeof L->grid[0], "cdiv(%s,%d)", em_dim_format(&c->g->syms, &os->d[r - 1], (char[128]){0}, 128), BN);
   snprintf(L->grid[1], sizeof L->grid[1], "cdiv(%s,%d)", numel_text(c, &mdims), BM);
   snprintf(L->grid[2], sizeof L->grid[2], "%s", bdims.rank ? numel_text(c, &bdims) : "1");
   line(c, "__shared__ float As[%d][%d], Bs[%d][%d];", BK, BM + 1, BK, BN + 1);
-  line(c, "const long long M = %s, N = %s, K = %s;", numel_c(c, &mdims), dim_c(c, &os->d[r - 1]), dim_c(c, Kd));
+  line(c, "const long long M = %s, N = %s, K = %s;", numel_c(c, &mdims),
+       nsib > 1 ? A(c, "%lldLL", (long long)sibOff[nsib]) : dim_c(c, &os->d[r - 1]), dim_c(c, Kd));
   line(c, "const long long m0 = (long long)blockIdx.y * %d, n0 = (long long)blockIdx.x * %d, bz = blockIdx.z;", BM, BN);
   line(c, "const int tid = threadIdx.x, tr = tid / %d, tc = tid %% %d;", BN / TN, BN / TN);
   line(c, "float acc[%d][%d];", TM, TN);
@@ -1047,7 +1071,20 @@ static void k_contraction(ectx *c, em_launch *L) {
   c->indent++;
   {
     ivec bi = {bs->rank};
-    if (lin_op) {
+    if (lin_op && nsib > 1) {
+      for (int j = 0; j < nsib; j++) {
+        const em_node *sn = &c->g->nodes.v[V(c, sib[j])->node];
+        if (j < nsib - 1) line(c, "%sif (n < %lldLL) {", j ? "} else " : "", (long long)sibOff[j + 1]);
+        else line(c, "} else {");
+        c->indent++;
+        int m2 = c->memo.n;
+        ivec bj = {2, {A(c, "(n - %lldLL)", (long long)sibOff[j]), "k"}};
+        line(c, "bv = (float)%s;", val(c, sn->args[1].tensor, &bj));
+        c->memo.n = m2;
+        c->indent--;
+      }
+      line(c, "}");
+    } else if (lin_op) {
       bi.e[0] = "n";
       bi.e[1] = "k";
     } else {
@@ -1060,7 +1097,7 @@ static void k_contraction(ectx *c, em_launch *L) {
       bi.e[bs->rank - 2] = "k";
       bi.e[bs->rank - 1] = "n";
     }
-    line(c, "bv = (float)%s;", val(c, B_, &bi));
+    if (!(lin_op && nsib > 1)) line(c, "bv = (float)%s;", val(c, B_, &bi));
   }
   c->memo.n = mark;
   c->indent--;
@@ -1093,23 +1130,47 @@ static void k_contraction(ectx *c, em_launch *L) {
   c->indent++;
   line(c, "const long long m = m0 + tr * %d + i, n = n0 + tc * %d + j;", TM, TN);
   line(c, "if (m >= M || n >= N) continue;");
-  const char *accv = "acc[i][j]";
-  if (lin_op && an->args[2].present) {
-    ivec bi = {1, {"n"}};
-    accv = A(c, "(acc[i][j] + (float)%s)", val(c, an->args[2].tensor, &bi));
+  ivec mi = unravel(c, "m", &mdims);
+  int written[64] = {0}, nwritten = 0;
+  for (int j = 0; j < nsib && !c->failed; j++) {
+    const em_node *sn = &c->g->nodes.v[V(c, sib[j])->node];
+    const char *nl = "n";
+    if (nsib > 1) {
+      line(c, "%sif (n < %lldLL) {", j ? "} else " : "", (long long)sibOff[j + 1]);
+      c->indent++;
+      line(c, "const long long nl = n - %lldLL;", (long long)sibOff[j]);
+      nl = "nl";
+    }
+    int m2 = c->memo.n;
+    const char *accv = "acc[i][j]";
+    if (lin_op && sn->args[2].present) {
+      ivec bi = {1, {nl}};
+      accv = A(c, "(acc[i][j] + (float)%s)", val(c, sn->args[2].tensor, &bi));
+    }
+    line(c, "const %s em_r = %s;", ctype(V(c, sib[j])->dtype), round_to(c, V(c, sib[j])->dtype, accv));
+    c->anchor = sib[j];
+    c->anchor_var = "em_r";
+    ivec di = {r};
+    for (int i = 0; i < bdims.rank; i++) di.e[i] = bz.e[i];
+    for (int i = 0; i < mdims.rank; i++) di.e[bdims.rank + i] = mi.e[i];
+    di.e[r - 1] = nl;
+    reset_alignment(c);
+    c->al[sib[j]] = di;
+    c->bij[sib[j]] = 1;
+    align(c);
+    int which[64] = {0}, n = 0;
+    for (int q = 0; q < c->g->outputs.n; q++)
+      if (!written[q] && c->bij[c->g->outputs.v[q]]) {
+        which[n++] = q;
+        written[q] = 1;
+      }
+    nwritten += n;
+    write_outputs(c, which, n);
+    c->memo.n = m2;
+    if (nsib > 1) c->indent--;
   }
-  line(c, "const %s em_r = %s;", ctype(V(c, a)->dtype), round_to(c, V(c, a)->dtype, accv));
-  c->anchor_var = "em_r";
-  ivec mi = unravel(c, "m", &mdims), di = {r};
-  for (int i = 0; i < bdims.rank; i++) di.e[i] = bz.e[i];
-  for (int i = 0; i < mdims.rank; i++) di.e[bdims.rank + i] = mi.e[i];
-  di.e[r - 1] = "n";
-  c->al[a] = di;
-  c->bij[a] = 1;
-  align(c);
-  int which[64], n = aligned_outputs(c, which);
-  if (n != c->g->outputs.n) fail(c, "an output of the contraction is not aligned with its result");
-  write_outputs(c, which, n);
+  if (nsib > 1) line(c, "}");
+  if (nwritten != c->g->outputs.n) fail(c, "an output of the contraction is not aligned with its result");
   c->indent--;
   line(c, "}");
   c->indent--;
@@ -1215,7 +1276,7 @@ static void k_attention(ectx *c, em_launch *L) {
   c->al[a] = di;
   c->bij[a] = 1;
   align(c);
-  int which[64], n = aligned_outputs(c, which);
+  int which[64] = {0}, n = aligned_outputs(c, which);
   if (n != c->g->outputs.n) fail(c, "an output of the attention kernel is not aligned with its result");
   write_outputs(c, which, n);
   c->memo.n = mark;
@@ -1258,6 +1319,7 @@ em_status em_emit(const em_tile *t, char **src, em_launch *launch, char *err) {
   memset(&c, 0, sizeof c);
   c.t = t;
   c.g = t->g;
+  c.anchor = t->anchor;
   memset(launch, 0, sizeof *launch);
   for (int i = 0; i < 3; i++) {
     snprintf(launch->grid[i], sizeof launch->grid[i], "1");

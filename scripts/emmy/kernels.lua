@@ -64,6 +64,10 @@ function M.facts(k)
       end
     end
     f.split_cone = f.prologue_reductions > 0 and 0 or 1
+    f.siblings = 0
+    for _, m in ipairs(g:nodes()) do
+      if m.op == "aten.linear.default" and args_of(m).input == (x.input or x.self) then f.siblings = f.siblings + 1 end
+    end
   elseif k.kind == "row" or k.kind == "reduce" then
     local x = g:value(args_of(nodes[k.anchor]).self)
     f.L = at_hint(g, x.shape[#x.shape], bind)

@@ -173,11 +173,27 @@ return {
     end
     local function numel(v) return numel_expr(g, g:value(v).shape) end
 
+    -- MERGE_SIBLINGS=1 (a structural fork): linears reading the same operand (q/k/v, gate/up) form one
+    -- kernel whose N is their weights' rows side by side; each keeps its own epilogue.
+    local sibling_kernel = {}
+    local merge = (ctx.knobs.MERGE_SIBLINGS or 0) == 1
+    -- anc[v]: the anchor a homed value derives from within its kernel (epilogues of merged siblings)
+    local anc = {}
+
     for _, n in ipairs(nodes) do
       local v = n.name
       if kind_of[v] then
-        local k = new_kernel(kind_of[v], v)
+        local key = merge and n.op == "aten.linear.default" and n.inputs[1]
+        local k = key and sibling_kernel[key]
+        if k then
+          k.anchors[#k.anchors + 1] = v
+        else
+          k = new_kernel(kind_of[v], v)
+          k.anchors = { v }
+          if key then sibling_kernel[key] = k end
+        end
         home[v] = k
+        anc[v] = v
         k.homed[#k.homed + 1] = v
         if kind_of[v] == "row" then
           for _, m in ipairs(nodes) do
@@ -202,7 +218,20 @@ return {
           if k and (not latest or k.order > latest.order) then latest = k end
         end
         local fits = false
-        if latest and latest.kind == "row" then
+        -- in a kernel of several anchors, an epilogue follows exactly one of them
+        local from
+        for _, x in ipairs(n.inputs) do
+          local y = x
+          while producer[y] and opclass.VIEW[producer[y].op] and not home[y] do y = producer[y].inputs[1] end
+          if latest and home[y] == latest and anc[y] then
+            if from and from ~= anc[y] then from = false break end
+            from = anc[y]
+          end
+        end
+        if latest and latest.anchors and #latest.anchors > 1 then
+          fits = from and numel(v) == numel(from) or false
+          if fits then anc[v] = from end
+        elseif latest and latest.kind == "row" then
           -- any elementwise work within the rows (a RoPE half-row, the normalisation); outputs must align
           fits = row_part(g, numel(v), latest)
         elseif latest and latest.kind ~= "pointwise" then
@@ -214,6 +243,7 @@ return {
         end
         if fits then
           home[v] = latest
+          anc[v] = anc[v] or latest.anchor
           latest.homed[#latest.homed + 1] = v
         else
           local k = new_kernel("pointwise", nil)

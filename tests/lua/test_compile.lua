@@ -56,8 +56,8 @@ test("SPLIT_CONE=0 folds RMSNorm into the next matmul's prologue (a structural f
   local code, out, err = emmy(args("compile", L0, "--ir", "tile"), { env = "EMMY_SPLIT_CONE=0" })
   eq(code, 0, "exit: " .. err)
   check(out:find("10 kernels (9 distinct)", 1, true), out)
-  check(out:find("k_rms_norm_linear_%x+%s+contraction%s+%d+%s+[%w=,]*SPLIT_CONE=0"), out)
-  check(out:find("k_linear_add_%x+%s+contraction%s+%d+%s+[%w=,]*SPLIT_CONE=1"), "o_proj keeps its operand: " .. out)
+  check(out:find("k_rms_norm_linear_%x+%s+contraction%s+%d+%s+[%w_=,]*SPLIT_CONE=0"), out)
+  check(out:find("k_linear_add_%x+%s+contraction%s+%d+%s+[%w_=,]*SPLIT_CONE=1"), "o_proj keeps its operand: " .. out)
   check(not out:find("k_rms_norm_8"), "no standalone input/post-attention RMSNorm kernel")
   local c2, _, e2 = emmy(args("compile", L0), { env = "EMMY_KNOBS=SPLIT_CONE=2" })
   check(c2 ~= 0 and e2:find("SPLIT_CONE=2 must be 0 or 1", 1, true), e2)
@@ -66,6 +66,23 @@ test("SPLIT_CONE=0 folds RMSNorm into the next matmul's prologue (a structural f
     local c3, o3, e3 = emmy(args("compile", L0, "--nvrtc"), { env = "EMMY_SPLIT_CONE=0 EMMY_CUBIN_CACHE=" .. tmpdir() })
     eq(c3, 0, "nvrtc: " .. e3)
     check(o3:find("9 compiled, 0 failed", 1, true), o3)
+  end
+end)
+
+test("MERGE_SIBLINGS=1 merges q/k/v and gate/up into one kernel each; with SPLIT_CONE=0 too", function()
+  local code, out, err = emmy(args("compile", L0, "--ir", "kernel"), { env = "EMMY_MERGE_SIBLINGS=1" })
+  eq(code, 0, "exit: " .. err)
+  check(out:find("10 kernels (9 distinct)", 1, true), out)
+  check(out:find("k_linear_%x+%s+contraction%s+aten.linear.default%s+3%s+v19 bf16%[1, seq_len, 2048%], v21"), out)
+  check(out:find("k_mul_%x+%s+pointwise"), "silu(gate)*up needs both: a pointwise kernel: " .. out)
+  local c2, o2, e2 = emmy(args("compile", L0, "--ir", "tile"), { env = "EMMY_MERGE_SIBLINGS=1 EMMY_SPLIT_CONE=0" })
+  eq(c2, 0, "both: " .. e2)
+  check(o2:find("k_rms_norm_linear_%x+%s+contraction%s+%d+%s+[%w_=,]*MERGE_SIBLINGS=1,[%w_=,]*SPLIT_CONE=0"), o2)
+  local ok, nv = pcall(require, "emmy.nvrtc")
+  if ok and nv.version() then
+    local c3, o3, e3 = emmy(args("compile", L0, "--nvrtc"), { env = "EMMY_MERGE_SIBLINGS=1 EMMY_SPLIT_CONE=0 EMMY_CUBIN_CACHE=" .. tmpdir() })
+    eq(c3, 0, "nvrtc: " .. e3)
+    check(o3:find("0 failed", 1, true), o3)
   end
 end)
 
@@ -126,7 +143,7 @@ test("pins: a refused pin names the gate; an unknown value lists the choices; a 
   code, out = emmy(args("compile", L0, "--ir", "tile"), { env = "EMMY_KNOBS=k_linear_add:BM=32,THREADS=128" })
   eq(code, 0, "exit")
   check(out:find("k_linear_add_%x+%s+contraction%s+%d+%s+BK=%d+,BM=32"), out)
-  check(out:find("k_rms_norm_8%x+%s+row%s+%d+%s+[%w=,]*THREADS=128"), out)
+  check(out:find("k_rms_norm_8%x+%s+row%s+%d+%s+[%w_=,]*THREADS=128"), out)
   check(out:find("k_linear_1%x+%s+contraction%s+%d+%s+BK=%d+,BM=64"), "unpinned kernel keeps BM=64: " .. out)
 end)
 
