@@ -1177,8 +1177,11 @@ static void k_contraction(ectx *c, em_launch *L) {
   line(c, "}");
 }
 
+/* Scalar attention: a block of QROWS query rows of one (batch, head); each thread keeps its query row and an
+ * f32 accumulator in registers and runs an online softmax over the keys. KV_TILE > 0 stages KV_TILE keys and
+ * values in shared memory, loaded by the whole block; causal blocks stop at their last row's diagonal. */
 static void k_attention(ectx *c, em_launch *L) {
-  int threads = em_knob_get(&c->t->knobs, "QROWS", 64);
+  int threads = em_knob_get(&c->t->knobs, "QROWS", 64), kvt = em_knob_get(&c->t->knobs, "KV_TILE", 0);
   int a = c->t->anchor;
   const em_node *an = &c->g->nodes.v[V(c, a)->node];
   int q = an->args[0].tensor, k = an->args[1].tensor, v = an->args[2].tensor;
@@ -1189,38 +1192,40 @@ static void k_attention(ectx *c, em_launch *L) {
     fail(c, "attention needs constant head dims up to 256");
     return;
   }
+  if (kvt < 0 || kvt * (E + Ev) * 4 > 49152) {
+    fail(c, "KV_TILE=%d needs %lld B of shared memory", kvt, (long long)(kvt * (E + Ev) * 4));
+    return;
+  }
   double scale = an->args[6].present ? an->args[6].f : 1.0 / sqrt((double)E);
   int causal = an->args[5].b, gqa = an->args[7].b;
-  em_shape rows = *os;
-  rows.rank = r - 1;
+  em_shape bat = *os;
+  bat.rank = r - 2;
   L->block[0] = threads;
-  snprintf(L->grid[0], sizeof L->grid[0], "cdiv(%s,%d)", numel_text(c, &rows), threads);
-  line(c, "const long long nrows = %s, S = %s;", numel_c(c, &rows), dim_c(c, &ks->d[r - 2]));
-  line(c, "const long long row = (long long)blockIdx.x * %d + threadIdx.x;", threads);
-  line(c, "if (row >= nrows) return;");
-  ivec bi = unravel(c, "row", &rows);
+  snprintf(L->grid[0], sizeof L->grid[0], "cdiv(%s,%d)", em_dim_format(&c->g->syms, &os->d[r - 2], (char[128]){0}, 128), threads);
+  snprintf(L->grid[1], sizeof L->grid[1], "%s", bat.rank ? numel_text(c, &bat) : "1");
+  line(c, "const long long Lq = %s, S = %s;", dim_c(c, &os->d[r - 2]), dim_c(c, &ks->d[r - 2]));
+  line(c, "const long long l = (long long)blockIdx.x * %d + threadIdx.x, bh = blockIdx.y;", threads);
+  line(c, "const bool live = l < Lq;");
+  ivec bi = unravel(c, "bh", &bat);
   ivec oi = {r};
-  for (int i = 0; i < r - 1; i++) {
+  for (int i = 0; i < r - 2; i++) {
     oi.e[i] = A(c, "x%d", i);
     line(c, "const long long x%d = %s;", i, bi.e[i]);
   }
-  const char *l = oi.e[r - 2];
+  oi.e[r - 2] = "l";
   line(c, "float qr[%lld], acc[%lld];", (long long)E, (long long)Ev);
   int mark = c->memo.n;
   line(c, "for (int e = 0; e < %lld; e++) {", (long long)E);
   c->indent++;
   ivec qi = oi;
   qi.e[r - 1] = "e";
-  line(c, "qr[e] = (float)%s;", val(c, q, &qi));
-  line(c, "acc[e < %lld ? e : 0] = 0.0f;", (long long)Ev);
+  line(c, "qr[e] = live ? (float)%s : 0.0f;", val(c, q, &qi));
   c->memo.n = mark;
   c->indent--;
   line(c, "}");
-  if (Ev > E) line(c, "for (int e = %lld; e < %lld; e++) acc[e] = 0.0f;", (long long)E, (long long)Ev);
+  line(c, "for (int e = 0; e < %lld; e++) acc[e] = 0.0f;", (long long)Ev);
   line(c, "float em_m = -INFINITY, em_l = 0.0f;");
-  line(c, "const long long send = %s;", causal ? A(c, "(%s + 1 < S ? %s + 1 : S)", l, l) : "S");
-  line(c, "for (long long s = 0; s < send; s++) {");
-  c->indent++;
+  line(c, "const long long send = %s;", causal ? "(l + 1 < S ? l + 1 : S)" : "S");
   /* key/value index: batch dims broadcast from the output, the kv head divided for GQA */
   ivec full = oi;
   full.e[r - 2] = "s";
@@ -1231,23 +1236,53 @@ static void k_attention(ectx *c, em_launch *L) {
     kb.e[r - 3] = A(c, "(%s / %s)", oi.e[r - 3], ratio);
     vb.e[r - 3] = kb.e[r - 3];
   }
+  ivec kk = kb, vv = vb;
+  kk.e[r - 2] = "s";
+  kk.e[r - 1] = "e";
+  vv.e[r - 2] = "s";
+  vv.e[r - 1] = "e";
+  const char *kval = "0", *vval = "0";
+  if (kvt > 0) {
+    line(c, "__shared__ float Ks[%d][%lld], Vs[%d][%lld];", kvt, (long long)E, kvt, (long long)Ev);
+    line(c, "const long long bend = %s;",
+         causal ? A(c, "((long long)blockIdx.x * %d + %d < S ? (long long)blockIdx.x * %d + %d : S)", threads, threads, threads, threads)
+                : "S");
+    line(c, "for (long long s0 = 0; s0 < bend; s0 += %d) {", kvt);
+    c->indent++;
+    line(c, "for (int t = threadIdx.x; t < %lld; t += %d) {", (long long)(kvt * (E > Ev ? E : Ev)), threads);
+    c->indent++;
+    line(c, "const int ss = t / %lld, e = t %% %lld;", (long long)(E > Ev ? E : Ev), (long long)(E > Ev ? E : Ev));
+    line(c, "const long long s = s0 + ss;");
+    line(c, "if (s < S && e < %lld) Ks[ss][e] = (float)%s;", (long long)E, val(c, k, &kk));
+    c->memo.n = mark;
+    line(c, "if (s < S && e < %lld) Vs[ss][e] = (float)%s;", (long long)Ev, val(c, v, &vv));
+    c->memo.n = mark;
+    c->indent--;
+    line(c, "}");
+    line(c, "__syncthreads();");
+    line(c, "for (int ss = 0; live && ss < %d; ss++) {", kvt);
+    c->indent++;
+    line(c, "const long long s = s0 + ss;");
+    line(c, "if (s >= send) break;");
+    kval = "Ks[ss][e]";
+    vval = "Vs[ss][e]";
+  } else {
+    line(c, "for (long long s = 0; live && s < send; s++) {");
+    c->indent++;
+  }
   line(c, "float sc = 0.0f;");
   line(c, "for (int e = 0; e < %lld; e++) {", (long long)E);
   c->indent++;
-  ivec kk = kb;
-  kk.e[r - 2] = "s";
-  kk.e[r - 1] = "e";
-  line(c, "sc += qr[e] * (float)%s;", val(c, k, &kk));
+  line(c, "sc += qr[e] * (float)%s;", kvt > 0 ? kval : val(c, k, &kk));
   c->memo.n = mark;
   c->indent--;
   line(c, "}");
   line(c, "sc *= %.17gf;", scale);
   if (an->args[3].present) {
     int m = an->args[3].tensor;
-    ivec mi = bcast(c, &(ivec){r, {0}}, os, S(c, m));
     ivec full2 = oi;
     full2.e[r - 1] = "s";
-    mi = bcast(c, &full2, os, S(c, m));
+    ivec mi = bcast(c, &full2, os, S(c, m));
     const char *mv = val(c, m, &mi);
     if (V(c, m)->dtype == EM_BOOL) line(c, "if (!(%s)) continue;", mv);
     else line(c, "sc += (float)%s;", mv);
@@ -1256,10 +1291,7 @@ static void k_attention(ectx *c, em_launch *L) {
   line(c, "em_l = em_l * corr + p;");
   line(c, "for (int e = 0; e < %lld; e++) {", (long long)Ev);
   c->indent++;
-  ivec vv = vb;
-  vv.e[r - 2] = "s";
-  vv.e[r - 1] = "e";
-  line(c, "acc[e] = acc[e] * corr + p * (float)%s;", val(c, v, &vv));
+  line(c, "acc[e] = acc[e] * corr + p * (float)%s;", kvt > 0 ? vval : val(c, v, &vv));
   c->memo.n = mark;
   c->indent--;
   line(c, "}");
@@ -1267,6 +1299,12 @@ static void k_attention(ectx *c, em_launch *L) {
   c->memo.n = mark;
   c->indent--;
   line(c, "}");
+  if (kvt > 0) {
+    line(c, "__syncthreads();");
+    c->indent--;
+    line(c, "}");
+  }
+  line(c, "if (!live) return;");
   line(c, "for (int ev = 0; ev < %lld; ev++) {", (long long)Ev);
   c->indent++;
   line(c, "const %s em_r = %s;", ctype(V(c, a)->dtype), round_to(c, V(c, a)->dtype, "(em_l > 0.0f ? acc[ev] / em_l : 0.0f)"));

@@ -69,12 +69,21 @@ return {
     fork = function(k, dev) return { { BLOCK = 256 }, { BLOCK = 128 }, { BLOCK = 64 }, { BLOCK = 512 } } end },
 
   -- Scalar attention: one query row per thread, online softmax in f32, causal rows stop at the diagonal.
-  { name = "scalar_attention", family = "WORK", kinds = { "attention" }, knobs = { QROWS = 64 },
+  { name = "scalar_attention", family = "WORK", kinds = { "attention" }, knobs = { QROWS = 64, KV_TILE = 0 },
     gate = function(k, dev)
       if not k.E or k.E > 256 or not k.Ev or k.Ev > 256 then
         return false, ("head dims %s/%s must be constants up to 256"):format(tostring(k.E), tostring(k.Ev))
       end
       return true, ("head dim %d, one query row per thread"):format(k.E)
     end,
-    fork = function(k, dev) return { { QROWS = 64 }, { QROWS = 32 }, { QROWS = 128 }, { QROWS = 256 } } end },
+    -- KV_TILE keys and values staged in shared memory per block (0: every thread reads them itself)
+    fork = function(k, dev)
+      local out = {}
+      for _, q in ipairs { 64, 32, 128, 256 } do
+        for _, t in ipairs { 32, 0, 16, 8, 64 } do
+          if t * (k.E + k.Ev) * 4 <= dev.smem_static then out[#out + 1] = { QROWS = q, KV_TILE = t } end
+        end
+      end
+      return out
+    end },
 }

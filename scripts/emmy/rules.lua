@@ -160,6 +160,7 @@ function M.resource_check(k, c, dev)
     if (c.THREADS or 0) % 32 ~= 0 then return false, "THREADS per row must be a multiple of 32" end
   elseif k.kind == "attention" then
     threads = c.QROWS or 0
+    smem = 4 * (c.KV_TILE or 0) * ((k.E or 0) + (k.Ev or 0))
     local regs = math.min(255, (k.E or 0) + (k.Ev or 0) + 40)
     if regs * threads > dev.regs_per_block then
       return false, ("about %d registers x %d threads exceed %d per block"):format(regs, threads, dev.regs_per_block)
