@@ -61,6 +61,8 @@ typedef struct {
   EM_VEC(memo_ent) memo;
   const char *anchor_var;  /* the anchor's value at the current domain index */
   const char *softmax_mx, *softmax_sum; /* row softmax: the row's max and sum of exp */
+  int cache_mode;          /* row CACHE=1: 1 records the first input load of pass 1, 2 serves it from smem */
+  const char *cache_key;   /* that load, as text ("in2[i1a2b3c4d]") */
   int anchor;              /* the anchor whose value anchor_var holds (merged siblings switch it) */
   int npre;                /* contraction prologue reductions (SPLIT_CONE=0): value ids, their smem rows */
   int pre_v[4];
@@ -211,10 +213,18 @@ static const char *round_to(ectx *c, em_dtype t, const char *x) {
 /* ---- index vectors ---------------------------------------------------------------------------------- */
 
 /* Keeps index expressions short by naming long ones. */
+/* Keeps index expressions short by naming long ones. The name is a function of the expression and is
+ * declared once per scope (index temps live in the memo table, so leaving a scope forgets them), so the same
+ * index computed in two scopes reads the same — the row kernel's single pass relies on that. */
 static const char *idx_name(ectx *c, const char *e) {
   if (strlen(e) < 48) return e;
-  const char *n = A(c, "i%d", c->tmp++);
+  for (int i = c->memo.n - 1; i >= 0; i--)
+    if (c->memo.v[i].v == -1 && !strcmp(c->memo.v[i].key, e)) return c->memo.v[i].var;
+  uint64_t h = em_fnv1a(EM_FNV_SEED, e, strlen(e));
+  const char *n = A(c, "i%08llx", (unsigned long long)(h & 0xffffffffULL));
   line(c, "const long long %s = %s;", n, e);
+  memo_ent m = {-1, A(c, "%s", e), n};
+  EM_VEC_PUSH(c->memo, m);
   return n;
 }
 
@@ -482,7 +492,18 @@ static const char *val(ectx *c, int v, const ivec *ix) {
     }
   } else if (x->kind != EM_V_NODE) {
     int p = input_pos(c, v);
-    expr = load_conv(c, x->dtype, A(c, "in%d[%s]", p, linearize(c, ix, &x->shape)));
+    const char *ld = A(c, "in%d[%s]", p, linearize(c, ix, &x->shape));
+    expr = load_conv(c, x->dtype, ld);
+    if (c->cache_mode == 1 && !c->cache_key) {
+      c->cache_key = ld;
+      const char *var = A(c, "v%d", c->tmp++);
+      line(c, "const %s %s = %s; /* %s, kept for the second pass */", ctype(x->dtype), var, expr, x->name);
+      line(c, "em_row[threadIdx.y][col] = (float)%s;", var);
+      memo_ent m = {v, (char *)key, var};
+      EM_VEC_PUSH(c->memo, m);
+      return var;
+    }
+    if (c->cache_mode == 2 && c->cache_key && !strcmp(ld, c->cache_key)) expr = A(c, "(%s)em_row[threadIdx.y][col]", ctype(x->dtype));
   } else {
     const em_node *nd = &c->g->nodes.v[x->node];
     if (em_op_spec(nd->op)->args[0].kind == EM_ARG_T && nd->op != EM_OP_EMBEDDING && nd->op != EM_OP_INDEX_SELECT &&
@@ -724,6 +745,7 @@ static const char *red_init(em_op op) { return op == EM_OP_AMAX ? "-INFINITY" : 
 
 static void k_row(ectx *c, em_launch *L) {
   int threads = em_knob_get(&c->t->knobs, "THREADS", 256), rpb = em_knob_get(&c->t->knobs, "RPB", 1);
+  int cache = em_knob_get(&c->t->knobs, "CACHE", 0);
   if (threads % 32 || rpb < 1 || threads * rpb > 1024) {
     fail(c, "THREADS=%d x RPB=%d: threads per row must be a multiple of 32, at most 1024 per block", threads, rpb);
     return;
@@ -742,6 +764,14 @@ static void k_row(ectx *c, em_launch *L) {
   int softmax = an->op == EM_OP_SOFTMAX || an->op == EM_OP_SOFTMAX_INT;
   /* RPB rows per block, THREADS threads (x) per row; every thread runs the same loop trips so the
    * block-wide barriers of the reductions stay uniform, and 'live' guards the work of rows past the end */
+  int64_t Lk = 0;
+  if (cache) {
+    if (!em_dim_is_const(&xs->d[r - 1], &Lk) || Lk * rpb * 4 > 49152) {
+      fail(c, "CACHE=1 needs a constant row of at most %d floats per block", 49152 / 4 / rpb);
+      return;
+    }
+    line(c, "__shared__ float em_row[%d][%lld];", rpb, (long long)Lk);
+  }
   line(c, "__shared__ float em_red_all[%d][32];", rpb);
   line(c, "float *em_red = em_red_all[threadIdx.y];");
   line(c, "const long long rows = %s, L = %s;", numel_c(c, &lead), Lc);
@@ -780,7 +810,9 @@ static void k_row(ectx *c, em_launch *L) {
     line(c, "float em_acc = %s;", red_init(an->op));
     line(c, "for (long long col = threadIdx.x; live && col < L; col += blockDim.x) {");
     c->indent++;
+    c->cache_mode = cache ? 1 : 0;
     const char *x = val(c, xin, &xi);
+    c->cache_mode = 0;
     if (an->op == EM_OP_AMAX) line(c, "em_acc = fmaxf(em_acc, (float)%s);", x);
     else if (an->op == EM_OP_VECTOR_NORM) line(c, "em_acc += (float)%s * (float)%s;", x, x);
     else line(c, "em_acc += (float)%s;", x);
@@ -792,9 +824,11 @@ static void k_row(ectx *c, em_launch *L) {
     line(c, "const %s %s = %s;", ctype(V(c, a)->dtype), red, round_to(c, V(c, a)->dtype, fin));
     c->anchor_var = red;
   }
-  /* full-row outputs: aligned with the reduction input */
+  /* full-row outputs: aligned with the reduction input (CACHE=1: the row's input from shared memory; each
+   * thread reads back only the columns it stored, so no barrier is needed) */
   line(c, "for (long long col = threadIdx.x; live && col < L; col += blockDim.x) {");
   c->indent++;
+  c->cache_mode = cache && !softmax ? 2 : 0;
   reset_alignment(c);
   c->al[xin] = xi;
   c->bij[xin] = 1;
@@ -805,6 +839,7 @@ static void k_row(ectx *c, em_launch *L) {
   align(c);
   int which[64] = {0}, n = aligned_outputs(c, which);
   write_outputs(c, which, n);
+  c->cache_mode = 0;
   c->memo.n = mark;
   c->indent--;
   line(c, "}");

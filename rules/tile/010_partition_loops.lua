@@ -36,15 +36,21 @@ return {
     end },
 
   -- Row reduction (RMSNorm, softmax, a norm over the last dim): RPB rows per block, THREADS threads striding
-  -- over each row; two passes (reduce, then the epilogue recomputes its prologue from memory).
-  { name = "row_reduction", family = "REDUCE", kinds = { "row" }, knobs = { THREADS = 256, RPB = 1 },
+  -- over each row; CACHE=0 two passes over memory (the epilogue recomputes its prologue from the inputs),
+  -- CACHE=1 one pass (the row's input kept in shared memory for the epilogue).
+  { name = "row_reduction", family = "REDUCE", kinds = { "row" }, knobs = { THREADS = 256, RPB = 1, CACHE = 0 },
     gate = function(k, dev) return true, ("rows of %s elements"):format(tostring(k.L)) end,
     fork = function(k, dev)
       local cap = atom.warps_for(k.L or 1024)
       local out = {}
       for _, t in ipairs { 256, 128, 512, 64, 1024, 32 } do
         for _, r in ipairs { 1, 2, 4, 8 } do
-          if t <= math.max(cap, 32) and t * r <= 1024 then out[#out + 1] = { THREADS = t, RPB = r } end
+          for _, cache in ipairs { 0, 1 } do
+            local fits = cache == 0 or (type(k.L) == "number" and not k.softmax and k.L * r * 4 <= dev.smem_static)
+            if t <= math.max(cap, 32) and t * r <= 1024 and fits then
+              out[#out + 1] = { THREADS = t, RPB = r, CACHE = cache }
+            end
+          end
         end
       end
       return out

@@ -69,6 +69,7 @@ function M.facts(k)
       if m.op == "aten.linear.default" and args_of(m).input == (x.input or x.self) then f.siblings = f.siblings + 1 end
     end
   elseif k.kind == "row" or k.kind == "reduce" then
+    f.softmax = nodes[k.anchor].op:match("softmax") ~= nil
     local x = g:value(args_of(nodes[k.anchor]).self)
     f.L = at_hint(g, x.shape[#x.shape], bind)
     local rows = 1
