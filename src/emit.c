@@ -943,19 +943,42 @@ static void k_reduce(ectx *c, em_launch *L) {
   line(c, "}");
 }
 
+/* Contractions. MMA=0: the scalar tier, a TM x TN register tile per thread over float tiles in shared
+ * memory. MMA=1: the warp tier, WM x WN warps each computing a (BM/WM) x (BN/WN) tile with
+ * mma.sync.m16n8k16 (bf16/f16 in, f32 accumulation) on fragments loaded by ldmatrix from bf16/f16 tiles.
+ * Both fill the tiles element by element through the operand's expression (views, a folded RMSNorm,
+ * merged siblings' weights), masked at M, N and K edges, and share one epilogue. */
 static void k_contraction(ectx *c, em_launch *L) {
+  int mma = em_knob_get(&c->t->knobs, "MMA", 0);
   int BM = em_knob_get(&c->t->knobs, "BM", 64), BN = em_knob_get(&c->t->knobs, "BN", 64);
   int BK = em_knob_get(&c->t->knobs, "BK", 16), TM = em_knob_get(&c->t->knobs, "TM", 4), TN = em_knob_get(&c->t->knobs, "TN", 4);
-  if (BM % TM || BN % TN) {
-    fail(c, "BM=%d, BN=%d are not multiples of TM=%d, TN=%d", BM, BN, TM, TN);
-    return;
-  }
-  int threads = (BM / TM) * (BN / TN);
-  if (threads > 1024 || threads < 32) {
-    fail(c, "(BM/TM)*(BN/TN) = %d threads is outside 32..1024", threads);
-    return;
-  }
+  int WM = em_knob_get(&c->t->knobs, "WM", 2), WN = em_knob_get(&c->t->knobs, "WN", 2);
+  int threads;
   int a = c->t->anchor;
+  em_dtype opdt = V(c, a)->dtype;
+  const char *mma_t = opdt == EM_F16 ? "f16" : "bf16";
+  if (mma) {
+    if (opdt != EM_BF16 && opdt != EM_F16) {
+      fail(c, "MMA=1 needs bf16/f16 operands, got %s", em_dtype_name(opdt));
+      return;
+    }
+    if (BM % (16 * WM) || BN % (16 * WN) || BK % 16 || BK < 16) {
+      fail(c, "MMA=1 needs BM %% (16*WM) == 0, BN %% (16*WN) == 0, BK %% 16 == 0 (BM=%d BN=%d BK=%d WM=%d WN=%d)", BM, BN,
+           BK, WM, WN);
+      return;
+    }
+    threads = 32 * WM * WN;
+  } else {
+    if (BM % TM || BN % TN) {
+      fail(c, "BM=%d, BN=%d are not multiples of TM=%d, TN=%d", BM, BN, TM, TN);
+      return;
+    }
+    threads = (BM / TM) * (BN / TN);
+  }
+  if (threads > 1024 || threads < 32) {
+    fail(c, "%d threads is outside 32..1024", threads);
+    return;
+  }
   const em_node *an = &c->g->nodes.v[V(c, a)->node];
   const em_shape *os = S(c, a);
   int lin_op = an->op == EM_OP_LINEAR;
@@ -1001,15 +1024,26 @@ static void k_contraction(ectx *c, em_launch *L) {
   else snprintf(L->grid[0], sizeof L->grid[0], "cdiv(%s,%d)", em_dim_format(&c->g->syms, &os->d[r - 1], (char[128]){0}, 128), BN);
   snprintf(L->grid[1], sizeof L->grid[1], "cdiv(%s,%d)", numel_text(c, &mdims), BM);
   snprintf(L->grid[2], sizeof L->grid[2], "%s", bdims.rank ? numel_text(c, &bdims) : "1");
-  line(c, "__shared__ float As[%d][%d], Bs[%d][%d];", BK, BM + 1, BK, BN + 1);
+  if (mma) line(c, "__shared__ __align__(16) unsigned short As[%d][%d], Bs[%d][%d];", BM, BK + 8, BN, BK + 8);
+  else line(c, "__shared__ float As[%d][%d], Bs[%d][%d];", BK, BM + 1, BK, BN + 1);
   line(c, "const long long M = %s, N = %s, K = %s;", numel_c(c, &mdims),
        nsib > 1 ? A(c, "%lldLL", (long long)sibOff[nsib]) : dim_c(c, &os->d[r - 1]), dim_c(c, Kd));
   line(c, "const long long m0 = (long long)blockIdx.y * %d, n0 = (long long)blockIdx.x * %d, bz = blockIdx.z;", BM, BN);
-  line(c, "const int tid = threadIdx.x, tr = tid / %d, tc = tid %% %d;", BN / TN, BN / TN);
-  line(c, "float acc[%d][%d];", TM, TN);
-  line(c, "#pragma unroll");
-  line(c, "for (int i = 0; i < %d; i++)", TM);
-  line(c, "  for (int j = 0; j < %d; j++) acc[i][j] = 0.0f;", TN);
+  int FM = BM / WM / 16, FN = BN / WN / 8;
+  if (mma) {
+    line(c, "const int tid = threadIdx.x, lane = tid & 31, wid = tid >> 5, wm = wid / %d, wn = wid %% %d;", WN, WN);
+    line(c, "float acc[%d][%d][4];", FM, FN);
+    line(c, "#pragma unroll");
+    line(c, "for (int i = 0; i < %d; i++)", FM);
+    line(c, "  for (int j = 0; j < %d; j++)", FN);
+    line(c, "    for (int q = 0; q < 4; q++) acc[i][j][q] = 0.0f;");
+  } else {
+    line(c, "const int tid = threadIdx.x, tr = tid / %d, tc = tid %% %d;", BN / TN, BN / TN);
+    line(c, "float acc[%d][%d];", TM, TN);
+    line(c, "#pragma unroll");
+    line(c, "for (int i = 0; i < %d; i++)", TM);
+    line(c, "  for (int j = 0; j < %d; j++) acc[i][j] = 0.0f;", TN);
+  }
   ivec bz = unravel(c, "bz", &bdims);
   /* prologue row reductions (a folded RMSNorm): one warp per row of the block, before the K loop */
   for (int i = 0; i < c->g->nodes.n && !c->failed; i++) {
@@ -1093,7 +1127,8 @@ static void k_contraction(ectx *c, em_launch *L) {
   c->memo.n = mark;
   c->indent--;
   line(c, "}");
-  line(c, "As[kk][mm] = av;");
+  if (mma) line(c, "As[mm][kk] = %s;", opdt == EM_F16 ? "em_f2h(av)" : "em_f2bf(av)");
+  else line(c, "As[kk][mm] = av;");
   c->indent--;
   line(c, "}");
   /* B tile: element (n, k) of the right operand (weight [N, K] for linear, [.., K, N] otherwise) */
@@ -1137,10 +1172,30 @@ static void k_contraction(ectx *c, em_launch *L) {
   c->memo.n = mark;
   c->indent--;
   line(c, "}");
-  line(c, "Bs[kk][nn] = bv;");
+  if (mma) line(c, "Bs[nn][kk] = %s;", opdt == EM_F16 ? "em_f2h(bv)" : "em_f2bf(bv)");
+  else line(c, "Bs[kk][nn] = bv;");
   c->indent--;
   line(c, "}");
   line(c, "__syncthreads();");
+  if (mma) {
+    line(c, "#pragma unroll");
+    line(c, "for (int kk = 0; kk < %d; kk += 16) {", BK);
+    line(c, "  unsigned af[%d][4], bf[%d][2];", FM, FN);
+    line(c, "  #pragma unroll");
+    line(c, "  for (int i = 0; i < %d; i++)", FM);
+    line(c, "    em_ldsm_x4(af[i], &As[wm * %d + i * 16 + (lane & 15)][kk + (lane >> 4) * 8]);", BM / WM);
+    line(c, "  #pragma unroll");
+    line(c, "  for (int j = 0; j < %d; j += 2) {", FN);
+    line(c, "    unsigned t4[4];");
+    line(c, "    em_ldsm_x4(t4, &Bs[wn * %d + j * 8 + (lane >> 4) * 8 + (lane & 7)][kk + ((lane >> 3) & 1) * 8]);", BN / WN);
+    line(c, "    bf[j][0] = t4[0]; bf[j][1] = t4[1]; bf[j + 1][0] = t4[2]; bf[j + 1][1] = t4[3];");
+    line(c, "  }");
+    line(c, "  #pragma unroll");
+    line(c, "  for (int i = 0; i < %d; i++)", FM);
+    line(c, "    #pragma unroll");
+    line(c, "    for (int j = 0; j < %d; j++) em_mma_%s(acc[i][j], af[i], bf[j]);", FN, mma_t);
+    line(c, "}");
+  } else {
   line(c, "#pragma unroll");
   line(c, "for (int kk = 0; kk < %d; kk++) {", BK);
   line(c, "  float ar[%d], br[%d];", TM, TN);
@@ -1153,17 +1208,27 @@ static void k_contraction(ectx *c, em_launch *L) {
   line(c, "    #pragma unroll");
   line(c, "    for (int j = 0; j < %d; j++) acc[i][j] += ar[i] * br[j];", TN);
   line(c, "}");
+  }
   line(c, "__syncthreads();");
   c->indent--;
   line(c, "}");
-  /* epilogue */
+  /* epilogue: every accumulator element (m, n) of this thread */
+  const char *accel = mma ? "acc[i][j][q]" : "acc[i][j]";
   line(c, "#pragma unroll");
-  line(c, "for (int i = 0; i < %d; i++) {", TM);
+  line(c, "for (int i = 0; i < %d; i++) {", mma ? FM : TM);
   c->indent++;
   line(c, "#pragma unroll");
-  line(c, "for (int j = 0; j < %d; j++) {", TN);
+  line(c, "for (int j = 0; j < %d; j++) {", mma ? FN : TN);
   c->indent++;
-  line(c, "const long long m = m0 + tr * %d + i, n = n0 + tc * %d + j;", TM, TN);
+  if (mma) {
+    line(c, "#pragma unroll");
+    line(c, "for (int q = 0; q < 4; q++) {");
+    c->indent++;
+    line(c, "const long long m = m0 + wm * %d + i * 16 + (lane >> 2) + (q >> 1) * 8, n = n0 + wn * %d + j * 8 + (lane & 3) * 2 + (q & 1);",
+         BM / WM, BN / WN);
+  } else {
+    line(c, "const long long m = m0 + tr * %d + i, n = n0 + tc * %d + j;", TM, TN);
+  }
   line(c, "if (m >= M || n >= N) continue;");
   ivec mi = unravel(c, "m", &mdims);
   int written[64] = {0}, nwritten = 0;
@@ -1177,10 +1242,10 @@ static void k_contraction(ectx *c, em_launch *L) {
       nl = "nl";
     }
     int m2 = c->memo.n;
-    const char *accv = "acc[i][j]";
+    const char *accv = accel;
     if (lin_op && sn->args[2].present) {
       ivec bi = {1, {nl}};
-      accv = A(c, "(acc[i][j] + (float)%s)", val(c, sn->args[2].tensor, &bi));
+      accv = A(c, "(%s + (float)%s)", accel, val(c, sn->args[2].tensor, &bi));
     }
     line(c, "const %s em_r = %s;", ctype(V(c, sib[j])->dtype), round_to(c, V(c, sib[j])->dtype, accv));
     c->anchor = sib[j];
@@ -1206,6 +1271,10 @@ static void k_contraction(ectx *c, em_launch *L) {
   }
   if (nsib > 1) line(c, "}");
   if (nwritten != c->g->outputs.n) fail(c, "an output of the contraction is not aligned with its result");
+  if (mma) {
+    c->indent--;
+    line(c, "}");
+  }
   c->indent--;
   line(c, "}");
   c->indent--;
@@ -1366,6 +1435,21 @@ static const char PRELUDE[] =
     "static __device__ __forceinline__ unsigned short em_f2h(float f) { unsigned short r; asm(\"cvt.rn.f16.f32 %0, %1;\" : \"=h\"(r) : \"f\"(f)); return r; }\n"
     "static __device__ __forceinline__ float em_rbf(float f) { return em_bf2f(em_f2bf(f)); }\n"
     "static __device__ __forceinline__ float em_rh(float f) { return em_h2f(em_f2h(f)); }\n"
+    "static __device__ __forceinline__ unsigned em_smem(const void *p) { return (unsigned)__cvta_generic_to_shared(p); }\n"
+    "static __device__ __forceinline__ void em_ldsm_x4(unsigned *r, const void *p) {\n"
+    "  asm volatile(\"ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\"\n"
+    "               : \"=r\"(r[0]), \"=r\"(r[1]), \"=r\"(r[2]), \"=r\"(r[3]) : \"r\"(em_smem(p)));\n"
+    "}\n"
+    "static __device__ __forceinline__ void em_mma_bf16(float *c, const unsigned *a, const unsigned *b) {\n"
+    "  asm volatile(\"mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\"\n"
+    "               : \"+f\"(c[0]), \"+f\"(c[1]), \"+f\"(c[2]), \"+f\"(c[3])\n"
+    "               : \"r\"(a[0]), \"r\"(a[1]), \"r\"(a[2]), \"r\"(a[3]), \"r\"(b[0]), \"r\"(b[1]));\n"
+    "}\n"
+    "static __device__ __forceinline__ void em_mma_f16(float *c, const unsigned *a, const unsigned *b) {\n"
+    "  asm volatile(\"mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\"\n"
+    "               : \"+f\"(c[0]), \"+f\"(c[1]), \"+f\"(c[2]), \"+f\"(c[3])\n"
+    "               : \"r\"(a[0]), \"r\"(a[1]), \"r\"(a[2]), \"r\"(a[3]), \"r\"(b[0]), \"r\"(b[1]));\n"
+    "}\n"
     "static __device__ __forceinline__ float em_block_sum(float v, float *sm) {\n"
     "  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);\n"
     "  const int w = threadIdx.x >> 5, ln = threadIdx.x & 31, nw = (blockDim.x + 31) >> 5;\n"

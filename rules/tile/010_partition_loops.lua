@@ -3,14 +3,6 @@
 local atom = use "_atom"
 
 return {
-  -- The tensor-core warp tier (mma.sync, ldmatrix, cp.async pipelines) comes with the next issue; until then
-  -- this gate says so for every contraction, and the scalar tier below serves them.
-  { name = "warp_tier", family = "TILE", kinds = { "contraction" }, knobs = { MMA = 0 },
-    gate = function(k, dev)
-      if not atom.is_half(k.dtype) then return false, ("operand dtype %s (mma.sync needs bf16/f16)"):format(k.dtype) end
-      return false, "the mma.sync warp tier is not implemented yet (scalar tier only)"
-    end },
-
   -- Scalar contraction: a BM x BN block tile staged through shared memory BK deep, a TM x TN register tile
   -- per thread.
   { name = "scalar_contraction", family = "TILE", kinds = { "contraction" },
@@ -26,6 +18,35 @@ return {
                 local threads = (bm / tm) * (bn / tn)
                 if threads >= 64 and threads <= 256 then
                   out[#out + 1] = { MMA = 0, BM = bm, BN = bn, BK = bk, TM = tm, TN = tn }
+                end
+              end
+            end
+          end
+        end
+      end
+      return out
+    end },
+
+  -- The tensor-core warp tier: WM x WN warps, each a (BM/WM) x (BN/WN) tile of mma.sync m16n8k16 (bf16/f16
+  -- operands, f32 accumulation) fed by ldmatrix from padded shared-memory tiles. A symbolic M, a fused
+  -- residual or a folded RMSNorm are not reasons to refuse: tiles are masked and the operand loads and the
+  -- epilogue are the same as the scalar tier's.
+  { name = "warp_tier", family = "TILE", kinds = { "contraction" }, knobs = { MMA = 0, WM = 2, WN = 2 },
+    gate = function(k, dev)
+      if not atom.is_half(k.dtype) then return false, ("operand dtype %s (mma.sync needs bf16/f16)"):format(k.dtype) end
+      if (dev.cc_major or 0) < 8 then return false, ("compute capability %s has no bf16 mma.sync"):format(dev.cc) end
+      return true, ("mma.sync m16n8k16 %s, K=%d, M%s"):format(k.dtype, k.K, k.M_symbolic and " symbolic (masked)" or "")
+    end,
+    fork = function(k, dev)
+      local out = {}
+      for _, bm in ipairs { 64, 128 } do
+        for _, bn in ipairs { 64, 128 } do
+          for _, bk in ipairs { 32, 64 } do
+            for _, wm in ipairs { 2, 1, 4 } do
+              for _, wn in ipairs { 2, 1, 4 } do
+                local w = wm * wn
+                if w >= 2 and w <= 8 and bm % (16 * wm) == 0 and bn % (16 * wn) == 0 then
+                  out[#out + 1] = { MMA = 1, BM = bm, BN = bn, BK = bk, WM = wm, WN = wn, TM = 4, TN = 4 }
                 end
               end
             end

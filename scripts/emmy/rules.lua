@@ -148,8 +148,10 @@ end
 -- registers), before anything is compiled. Returns ok, reason.
 function M.resource_check(k, c, dev)
   local threads, smem = 0, 0
-  if k.kind == "contraction" then
-    if c.MMA == 1 then return true end
+  if k.kind == "contraction" and c.MMA == 1 then
+    threads = 32 * (c.WM or 0) * (c.WN or 0)
+    smem = 2 * (c.BM + c.BN) * (c.BK + 8)
+  elseif k.kind == "contraction" then
     if not (c.BM and c.BN and c.TM and c.TN) or c.BM % c.TM ~= 0 or c.BN % c.TN ~= 0 then
       return false, "BM/BN are not multiples of TM/TN"
     end
