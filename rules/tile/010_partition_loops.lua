@@ -3,30 +3,6 @@
 local atom = use "_atom"
 
 return {
-  -- Scalar contraction: a BM x BN block tile staged through shared memory BK deep, a TM x TN register tile
-  -- per thread.
-  { name = "scalar_contraction", family = "TILE", kinds = { "contraction" },
-    knobs = { BM = 64, BN = 64, BK = 16, TM = 4, TN = 4 },
-    gate = function(k, dev) return true, "scalar tier serves every contraction" end,
-    fork = function(k, dev)
-      local out = {}
-      for _, bm in ipairs { 64, 32, 128 } do
-        for _, bn in ipairs { 64, 32, 128 } do
-          for _, bk in ipairs { 16, 8, 32 } do
-            for _, tm in ipairs { 4, 2, 8 } do
-              for _, tn in ipairs { 4, 2, 8 } do
-                local threads = (bm / tm) * (bn / tn)
-                if threads >= 64 and threads <= 256 then
-                  out[#out + 1] = { MMA = 0, BM = bm, BN = bn, BK = bk, TM = tm, TN = tn }
-                end
-              end
-            end
-          end
-        end
-      end
-      return out
-    end },
-
   -- The tensor-core warp tier: WM x WN warps, each a (BM/WM) x (BN/WN) tile of mma.sync m16n8k16 (bf16/f16
   -- operands, f32 accumulation) fed by ldmatrix from padded shared-memory tiles. A symbolic M, a fused
   -- residual or a folded RMSNorm are not reasons to refuse: tiles are masked and the operand loads and the
@@ -47,6 +23,30 @@ return {
                 local w = wm * wn
                 if w >= 2 and w <= 8 and bm % (16 * wm) == 0 and bn % (16 * wn) == 0 then
                   out[#out + 1] = { MMA = 1, BM = bm, BN = bn, BK = bk, WM = wm, WN = wn, TM = 4, TN = 4 }
+                end
+              end
+            end
+          end
+        end
+      end
+      return out
+    end },
+
+  -- Scalar contraction: a BM x BN block tile staged through shared memory BK deep, a TM x TN register tile
+  -- per thread.
+  { name = "scalar_contraction", family = "TILE", kinds = { "contraction" },
+    knobs = { BM = 64, BN = 64, BK = 16, TM = 4, TN = 4 },
+    gate = function(k, dev) return true, "scalar tier serves every contraction" end,
+    fork = function(k, dev)
+      local out = {}
+      for _, bm in ipairs { 64, 32, 128 } do
+        for _, bn in ipairs { 64, 32, 128 } do
+          for _, bk in ipairs { 16, 8, 32 } do
+            for _, tm in ipairs { 4, 2, 8 } do
+              for _, tn in ipairs { 4, 2, 8 } do
+                local threads = (bm / tm) * (bn / tn)
+                if threads >= 64 and threads <= 256 then
+                  out[#out + 1] = { MMA = 0, BM = bm, BN = bn, BK = bk, TM = tm, TN = tn }
                 end
               end
             end
