@@ -1,0 +1,95 @@
+-- bench_layer.lua — times each kernel of a model layer on the GPU (CUDA-graph replay, median of many reps,
+-- inputs taken from the CPU reference so every kernel reads real data), the chosen variant beside the scalar
+-- tier for contractions, and the whole layer as one graph. Run on the GPU machine:
+--   ./emmy tests/gpu/bench_layer.lua [--model M] [--layer N] [--seq-len L]
+-- A first measurement, not the tuner: the knobs are each kernel's default, not the best.
+local cli = require "emmy.cli"
+local compiler = require "emmy.compiler"
+local frontend = require "emmy.frontend"
+local gpu = require "emmy.gpu"
+local inputs = require "emmy.inputs"
+local kernels = require "emmy.kernels"
+local ref = require "emmy.ref"
+local tbl = require "emmy.tbl"
+
+local opts = cli.parse(arg, { flags = { ["--model"] = { kind = "string", default = "Qwen/Qwen3-Embedding-0.6B" },
+  ["--layer"] = { kind = "int", default = 0 }, ["--seq-len"] = { kind = "int", default = 512 } } }, "bench_layer.lua")
+local r = frontend.load(opts.model, { layer = opts.layer, dynamic = { "seq_len@x:1" }, hint = { "seq_len=" .. opts.seq_len } })
+local g = r.graph
+local bind = assert(g:bind({ seq_len = opts.seq_len }))
+local cu = assert(require("emmy.cuda").open())
+local info = cu:info()
+local ctx = compiler.run(g)
+local plans = kernels.plan(ctx, { device = { name = info.name, sm_count = info.sm_count, smem_static = 49152,
+  smem_optin = info.smem_optin, max_threads = 1024, regs_per_block = 65536, cc = info.cc, cc_major = info.cc_major } })
+local ins = assert(inputs.for_graph(g, bind, 0))
+local vals = assert(ref.run(g, ins, { bind = bind, keep_all = true }))
+
+local BYTES = { bf16 = 2, f16 = 2, f32 = 4, f64 = 8, i32 = 4, i64 = 8, bool = 1 }
+local function bytes_of(kg)
+  local n = 0
+  local function add(name)
+    local v = kg:value(name)
+    local e = 1
+    for _, d in ipairs(gpu.concrete(kg, v.shape, bind)) do e = e * d end
+    n = n + e * BYTES[v.dtype]
+  end
+  for _, v in ipairs(kg:inputs()) do add(v.name) end
+  for _, o in ipairs(kg:outputs()) do add(o) end
+  return n
+end
+
+local list, seen = {}, {}
+for _, p in ipairs(plans) do
+  if not seen[p.kernel.name] then
+    seen[p.kernel.name] = true
+    list[#list + 1] = { plan = p, knobs = p.choice.knobs, label = p.choice.string }
+    if p.kernel.kind == "contraction" and p.choice.knobs.MMA == 1 then
+      for _, c in ipairs(p.candidates) do
+        if c.knobs.MMA == 0 then
+          list[#list + 1] = { plan = p, knobs = c.knobs, label = c.string, scalar = true }
+          break
+        end
+      end
+    end
+  end
+end
+local built = gpu.build(cu, list)
+local rows, chosen = {}, {}
+for i, it in ipairs(list) do
+  local p, e = it.plan, built[i]
+  local kb = {}
+  for _, v in ipairs(p.kernel.repro:inputs()) do kb[v.name] = assert(cu:upload(vals[v.name] or ins[v.name])) end
+  -- one launch first: it allocates the outputs, which a graph capture may not do
+  local t, err = gpu.launch(cu, p, e, kb, bind)
+  if t then t, err = cu:sync() end
+  if t then t, err = cu:time(function() return gpu.launch(cu, p, e, kb, bind) end, { graph = true, reps = 50, warmup = 5 }) end
+  local f = kernels.facts(p.kernel)
+  local us = t and t.median_us
+  local rate = "-"
+  if us and p.kernel.kind == "contraction" then
+    rate = ("%.1f TFLOP/s"):format(2 * f.M * f.N * f.K / us / 1e6)
+  elseif us then
+    rate = ("%.0f GB/s"):format(bytes_of(p.kernel.repro) / us / 1e3)
+  end
+  rows[#rows + 1] = { p.kernel.name, it.scalar and "scalar" or "chosen", it.label, us and ("%.1f"):format(us) or ("error: " .. tostring(err)),
+    t and ("%.1f-%.1f"):format(t.p20_us, t.p80_us) or "", rate }
+  if not it.scalar then chosen[p.kernel.name] = e end
+end
+print(("%s layer %d at seq_len=%d on %s (CUDA-graph replay, median of 50, default knobs)"):format(opts.model, opts.layer,
+  opts.seq_len, info.name))
+tbl.print { header = { "kernel", "tier", "knobs", "µs", "p20-p80", "rate" }, rows = rows, align = "lllrrr" }
+-- the whole layer, every kernel in order, as one captured graph
+local bufs = {}
+for name, t in pairs(ins) do bufs[name] = assert(cu:upload(t)) end
+for _, p in ipairs(plans) do assert(gpu.launch(cu, p, chosen[p.kernel.name], bufs, bind)) end
+assert(cu:sync())
+local tl = cu:time(function()
+  for _, p in ipairs(plans) do
+    local ok, err = gpu.launch(cu, p, chosen[p.kernel.name], bufs, bind)
+    if not ok then return nil, err end
+  end
+  return true
+end, { graph = true, reps = 30, warmup = 3 })
+print(("\nwhole layer (%d kernels, chosen variants): %.1f µs median (p20 %.1f, p80 %.1f)"):format(#plans, tl.median_us,
+  tl.p20_us, tl.p80_us))
