@@ -953,6 +953,7 @@ static void k_contraction(ectx *c, em_launch *L) {
   int BM = em_knob_get(&c->t->knobs, "BM", 64), BN = em_knob_get(&c->t->knobs, "BN", 64);
   int BK = em_knob_get(&c->t->knobs, "BK", 16), TM = em_knob_get(&c->t->knobs, "TM", 4), TN = em_knob_get(&c->t->knobs, "TN", 4);
   int WM = em_knob_get(&c->t->knobs, "WM", 2), WN = em_knob_get(&c->t->knobs, "WN", 2);
+  int async = em_knob_get(&c->t->knobs, "ASYNC", 0), stages = em_knob_get(&c->t->knobs, "STAGES", 1);
   int threads;
   int a = c->t->anchor;
   em_dtype opdt = V(c, a)->dtype;
@@ -1024,7 +1025,19 @@ static void k_contraction(ectx *c, em_launch *L) {
   else snprintf(L->grid[0], sizeof L->grid[0], "cdiv(%s,%d)", em_dim_format(&c->g->syms, &os->d[r - 1], (char[128]){0}, 128), BN);
   snprintf(L->grid[1], sizeof L->grid[1], "cdiv(%s,%d)", numel_text(c, &mdims), BM);
   snprintf(L->grid[2], sizeof L->grid[2], "%s", bdims.rank ? numel_text(c, &bdims) : "1");
-  if (mma) line(c, "__shared__ __align__(16) unsigned short As[%d][%d], Bs[%d][%d];", BM, BK + 8, BN, BK + 8);
+  /* ASYNC=1: operand rows copied 16 bytes at a time with cp.async into a STAGES-deep ring of tiles; needs
+   * the warp tier and operands that are kernel inputs with a contiguous K (a multiple of 8) */
+  if (async) {
+    int64_t kc = 0;
+    int a_in = V(c, A_)->kind != EM_V_NODE;
+    int b_in = 1;
+    for (int j = 0; j < nsib; j++) b_in &= V(c, c->g->nodes.v[V(c, sib[j])->node].args[1].tensor)->kind != EM_V_NODE;
+    if (!mma || !lin_op || !a_in || !b_in || !em_dim_is_const(Kd, &kc) || kc % 8 || stages < 1 || stages > 4) {
+      fail(c, "ASYNC=1 needs MMA=1, a linear whose operands are kernel inputs, K a multiple of 8, STAGES 1..4");
+      return;
+    }
+    line(c, "__shared__ __align__(16) unsigned short As[%d][%d][%d], Bs[%d][%d][%d];", stages, BM, BK + 8, stages, BN, BK + 8);
+  } else if (mma) line(c, "__shared__ __align__(16) unsigned short As[%d][%d], Bs[%d][%d];", BM, BK + 8, BN, BK + 8);
   else line(c, "__shared__ float As[%d][%d], Bs[%d][%d];", BK, BM + 1, BK, BN + 1);
   line(c, "const long long M = %s, N = %s, K = %s;", numel_c(c, &mdims),
        nsib > 1 ? A(c, "%lldLL", (long long)sibOff[nsib]) : dim_c(c, &os->d[r - 1]), dim_c(c, Kd));
@@ -1096,6 +1109,79 @@ static void k_contraction(ectx *c, em_launch *L) {
     line(c, "}");
   }
   if (c->npre) line(c, "__syncthreads();");
+  if (async) {
+    int ap = input_pos(c, A_);
+    line(c, "const int nk = (int)((K + %d - 1) / %d);", BK, BK);
+    /* one tile into ring slot st: A rows m0.., B rows n0.. (each merged sibling from its own weight) */
+    line(c, "auto em_load = [&](int st, long long k0) {");
+    c->indent++;
+    line(c, "for (int e = tid; e < %d; e += %d) {", BM * BK / 8, threads);
+    line(c, "  const int r = e / %d, cc = (e %% %d) * 8;", BK / 8, BK / 8);
+    line(c, "  const long long m = m0 + r, k = k0 + cc;");
+    line(c, "  const bool ok = m < M && k < K;");
+    line(c, "  em_cp_async16(&As[st][r][cc], in%d + (ok ? m * K + k : 0), ok ? 16 : 0);", ap);
+    line(c, "}");
+    line(c, "for (int e = tid; e < %d; e += %d) {", BN * BK / 8, threads);
+    line(c, "  const int r = e / %d, cc = (e %% %d) * 8;", BK / 8, BK / 8);
+    line(c, "  const long long n = n0 + r, k = k0 + cc;");
+    line(c, "  const bool ok = n < N && k < K;");
+    if (nsib > 1) {
+      sbuf chain = {0};
+      for (int j = 0; j < nsib; j++) {
+        int wp = input_pos(c, c->g->nodes.v[V(c, sib[j])->node].args[1].tensor);
+        if (j < nsib - 1) sb_add(&chain, "n < %lldLL ? in%d + (n - %lldLL) * K + k : ", (long long)sibOff[j + 1], wp, (long long)sibOff[j]);
+        else sb_add(&chain, "in%d + (n - %lldLL) * K + k", wp, (long long)sibOff[j]);
+      }
+      line(c, "  em_cp_async16(&Bs[st][r][cc], ok ? (%s) : in%d, ok ? 16 : 0);", chain.s,
+           input_pos(c, c->g->nodes.v[V(c, sib[0])->node].args[1].tensor));
+      EM_VEC_PUSH(c->arena, chain.s);
+    } else {
+      line(c, "  em_cp_async16(&Bs[st][r][cc], in%d + (ok ? n * K + k : 0), ok ? 16 : 0);", input_pos(c, B_));
+    }
+    line(c, "}");
+    c->indent--;
+    line(c, "};");
+    for (int st = 0; st < stages - 1; st++) {
+      line(c, "if (%d < nk) em_load(%d, %dLL);", st, st, st * BK);
+      line(c, "em_cp_commit();");
+    }
+    line(c, "for (int kt = 0; kt < nk; kt++) {");
+    c->indent++;
+    line(c, "const int st = kt %% %d;", stages);
+    if (stages == 1) {
+      line(c, "em_load(0, (long long)kt * %d);", BK);
+      line(c, "em_cp_commit();");
+    }
+    line(c, "em_cp_wait<%d>();", stages > 1 ? stages - 2 : 0);
+    line(c, "__syncthreads();");
+    if (stages > 1) {
+      line(c, "if (kt + %d < nk) em_load((kt + %d) %% %d, (long long)(kt + %d) * %d);", stages - 1, stages - 1, stages,
+           stages - 1, BK);
+      line(c, "em_cp_commit();");
+    }
+    line(c, "#pragma unroll");
+    line(c, "for (int kk = 0; kk < %d; kk += 16) {", BK);
+    line(c, "  unsigned af[%d][4], bf[%d][2];", FM, FN);
+    line(c, "  #pragma unroll");
+    line(c, "  for (int i = 0; i < %d; i++)", FM);
+    line(c, "    em_ldsm_x4(af[i], &As[st][wm * %d + i * 16 + (lane & 15)][kk + (lane >> 4) * 8]);", BM / WM);
+    line(c, "  #pragma unroll");
+    line(c, "  for (int j = 0; j < %d; j += 2) {", FN);
+    line(c, "    unsigned t4[4];");
+    line(c, "    em_ldsm_x4(t4, &Bs[st][wn * %d + j * 8 + (lane >> 4) * 8 + (lane & 7)][kk + ((lane >> 3) & 1) * 8]);", BN / WN);
+    line(c, "    bf[j][0] = t4[0]; bf[j][1] = t4[1]; bf[j + 1][0] = t4[2]; bf[j + 1][1] = t4[3];");
+    line(c, "  }");
+    line(c, "  #pragma unroll");
+    line(c, "  for (int i = 0; i < %d; i++)", FM);
+    line(c, "    #pragma unroll");
+    line(c, "    for (int j = 0; j < %d; j++) em_mma_%s(acc[i][j], af[i], bf[j]);", FN, mma_t);
+    line(c, "}");
+    if (stages == 1) line(c, "__syncthreads();");
+    c->indent--;
+    line(c, "}");
+    line(c, "em_cp_wait<0>();");
+    goto epilogue;
+  }
   line(c, "for (long long k0 = 0; k0 < K; k0 += %d) {", BK);
   c->indent++;
   int mark = c->memo.n;
@@ -1212,6 +1298,7 @@ static void k_contraction(ectx *c, em_launch *L) {
   line(c, "__syncthreads();");
   c->indent--;
   line(c, "}");
+epilogue:;
   /* epilogue: every accumulator element (m, n) of this thread */
   const char *accel = mma ? "acc[i][j][q]" : "acc[i][j]";
   line(c, "#pragma unroll");
@@ -1440,6 +1527,11 @@ static const char PRELUDE[] =
     "  asm volatile(\"ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\"\n"
     "               : \"=r\"(r[0]), \"=r\"(r[1]), \"=r\"(r[2]), \"=r\"(r[3]) : \"r\"(em_smem(p)));\n"
     "}\n"
+    "static __device__ __forceinline__ void em_cp_async16(void *dst, const void *src, int bytes) {\n"
+    "  asm volatile(\"cp.async.cg.shared.global [%0], [%1], 16, %2;\" :: \"r\"(em_smem(dst)), \"l\"(src), \"r\"(bytes));\n"
+    "}\n"
+    "static __device__ __forceinline__ void em_cp_commit() { asm volatile(\"cp.async.commit_group;\"); }\n"
+    "template <int N> static __device__ __forceinline__ void em_cp_wait() { asm volatile(\"cp.async.wait_group %0;\" :: \"n\"(N)); }\n"
     "static __device__ __forceinline__ void em_mma_bf16(float *c, const unsigned *a, const unsigned *b) {\n"
     "  asm volatile(\"mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\"\n"
     "               : \"+f\"(c[0]), \"+f\"(c[1]), \"+f\"(c[2]), \"+f\"(c[3])\n"

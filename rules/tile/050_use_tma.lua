@@ -1,6 +1,18 @@
 -- 050_use_tma.lua — TMA transport (cp.async.bulk.tensor into shared memory on an mbarrier). It feeds the
 -- tensor-core tiers only, so it is refused while a contraction is on the scalar tier.
 return {
+  -- cp.async: 16-byte asynchronous copies of operand rows into a STAGES-deep ring of shared-memory tiles,
+  -- for the warp tier, when both operands are kernel inputs read as they are (no view, no folded prologue).
+  { name = "cp_async", family = "COPY", kinds = { "contraction" }, knobs = { ASYNC = 0, STAGES = 1 },
+    gate = function(k, dev)
+      if not k.a_direct then return false, "the left operand is computed in the kernel (a view or a prologue)" end
+      if not k.b_direct then return false, "the weight operand is not a kernel input" end
+      if k.K % 8 ~= 0 then return false, ("K=%d is not a multiple of 8 (16-byte rows)"):format(k.K) end
+      return true, "both operands are contiguous kernel inputs"
+    end,
+    fork = function(k, dev)
+      return { { ASYNC = 0, STAGES = 1 }, { ASYNC = 1, STAGES = 2 }, { ASYNC = 1, STAGES = 3 }, { ASYNC = 1, STAGES = 1 } }
+    end },
   { name = "use_tma", family = "STAGE", kinds = { "contraction" }, knobs = { TMA = 0 },
     gate = function(k, dev)
       if (dev.cc_major or 0) < 9 then return false, ("compute capability %s has no TMA (needs 9.0)"):format(dev.cc) end

@@ -64,6 +64,13 @@ function M.facts(k)
       end
     end
     f.split_cone = f.prologue_reductions > 0 and 0 or 1
+    -- operands a copy engine can move: kernel inputs read as they are (no view, no computed prologue)
+    local function is_input(name)
+      for _, v in ipairs(g:inputs()) do if v.name == name then return true end end
+      return false
+    end
+    f.a_direct = n.op == "aten.linear.default" and is_input(x.input)
+    f.b_direct = n.op == "aten.linear.default" and is_input(x.weight)
     f.siblings = 0
     for _, m in ipairs(g:nodes()) do
       if m.op == "aten.linear.default" and args_of(m).input == (x.input or x.self) then f.siblings = f.siblings + 1 end

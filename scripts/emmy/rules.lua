@@ -148,9 +148,12 @@ end
 -- registers), before anything is compiled. Returns ok, reason.
 function M.resource_check(k, c, dev)
   local threads, smem = 0, 0
+  if k.kind == "contraction" and c.ASYNC == 1 and c.MMA ~= 1 then
+    return false, "ASYNC=1 needs the warp tier (MMA=1)"
+  end
   if k.kind == "contraction" and c.MMA == 1 then
     threads = 32 * (c.WM or 0) * (c.WN or 0)
-    smem = 2 * (c.BM + c.BN) * (c.BK + 8)
+    smem = 2 * (c.BM + c.BN) * (c.BK + 8) * ((c.ASYNC == 1) and (c.STAGES or 1) or 1)
   elseif k.kind == "contraction" then
     if not (c.BM and c.BN and c.TM and c.TN) or c.BM % c.TM ~= 0 or c.BN % c.TN ~= 0 then
       return false, "BM/BN are not multiples of TM/TN"
