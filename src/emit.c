@@ -1444,8 +1444,8 @@ static void k_attention(ectx *c, em_launch *L) {
     c->indent++;
     line(c, "const int ss = t / %lld, e = t %% %lld;", (long long)(E > Ev ? E : Ev), (long long)(E > Ev ? E : Ev));
     line(c, "const long long s = s0 + ss;");
+    /* both loads in one scope: their index temporaries are shared, forgotten only when the loop closes */
     line(c, "if (s < S && e < %lld) Ks[ss][e] = (float)%s;", (long long)E, val(c, k, &kk));
-    c->memo.n = mark;
     line(c, "if (s < S && e < %lld) Vs[ss][e] = (float)%s;", (long long)Ev, val(c, v, &vv));
     c->memo.n = mark;
     c->indent--;

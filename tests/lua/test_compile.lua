@@ -86,6 +86,14 @@ test("MERGE_SIBLINGS=1 merges q/k/v and gate/up into one kernel each; with SPLIT
   end
 end)
 
+test("VIEW_OUT=1 writes attention in o_proj's layout, so o_proj's operand is a plain input (cp.async)", function()
+  local code, out, err = emmy(args("compile", L0, "--ir", "kernel"), { env = "EMMY_VIEW_OUT=1" })
+  eq(code, 0, "exit: " .. err)
+  check(out:find("k_sdpa_%x+%s+attention%s+%S+%s+%d+%s+v%d+ bf16%[1, seq_len, 2048%]"), out)
+  local _, ex = emmy(args("compile", L0, "--explain", "--kernel", "k_linear_add"), { env = "EMMY_VIEW_OUT=1" })
+  check(ex:find("cp_async%s+COPY%s+ok"), ex)
+end)
+
 test("passes list and stop-after", function()
   local code, out = emmy { "compile", "--passes" }
   eq(code, 0, "exit")
