@@ -1,0 +1,92 @@
+/* emit_impl.h — what the emitter's core (emit.c: index remapping, values, alignment, the em_emit driver)
+ * and its kernel templates (emit_kinds.c: pointwise, row, reduce, contraction, attention) share. Internal to
+ * the emitter; everything here is prefixed ex_. Strings returned by these helpers live in the context's arena
+ * until em_emit returns. */
+#ifndef EM_EMIT_IMPL_H
+#define EM_EMIT_IMPL_H
+
+#include <stdarg.h>
+
+#include "emit.h"
+
+#define MAXR EM_MAX_RANK
+
+typedef struct {
+  char *s;
+  size_t n, cap;
+} sbuf;
+
+typedef struct {
+  int rank;
+  const char *e[MAXR];
+} ivec;
+
+typedef struct {
+  int v;
+  char *key;
+  const char *var;
+} memo_ent;
+
+typedef struct {
+  const em_tile *t;
+  const em_graph *g;
+  sbuf *out;
+  int indent;
+  int tmp;
+  EM_VEC(char *) arena;
+  EM_VEC(memo_ent) memo;
+  const char *anchor_var;  /* the anchor's value at the current domain index */
+  const char *softmax_mx, *softmax_sum; /* row softmax: the row's max and sum of exp */
+  int cache_mode;          /* row CACHE=1: 1 records the first input load of pass 1, 2 serves it from smem */
+  const char *cache_key;   /* that load, as text ("in2[i1a2b3c4d]") */
+  int anchor;              /* the anchor whose value anchor_var holds (merged siblings switch it) */
+  int npre;                /* contraction prologue reductions (SPLIT_CONE=0): value ids, their smem rows */
+  int pre_v[4];
+  const char *pre_arr[4];
+  ivec *al;                /* alignment of each value with the domain (NULL entries: not aligned) */
+  int *bij;                /* 1 when the alignment is a bijection (the value may be written from it) */
+  char *dimc[EM_MAX_SYMS]; /* C expressions of the symbols */
+  int failed;
+  char err[EM_ERR_MAX];
+} ectx;
+
+void ex_sb_add(sbuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+char *ex_A(ectx *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void ex_line(ectx *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void ex_fail(ectx *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+const char *ex_dim_c(ectx *c, const em_dim *d);
+const em_value *ex_V(ectx *c, int v);
+const em_shape *ex_S(ectx *c, int v);
+const char *ex_ctype(em_dtype t);
+const char *ex_stype(em_dtype t);
+const char *ex_load_conv(ectx *c, em_dtype t, const char *x);
+const char *ex_store_conv(ectx *c, em_dtype t, const char *x);
+const char *ex_round_to(ectx *c, em_dtype t, const char *x);
+const char *ex_idx_name(ectx *c, const char *e);
+const char *ex_linearize(ectx *c, const ivec *ix, const em_shape *s);
+ivec ex_unravel(ectx *c, const char *lin, const em_shape *s);
+int ex_is_one(const em_dim *d);
+ivec ex_bcast(ectx *c, const ivec *ix, const em_shape *out, const em_shape *u);
+int ex_axis_of_dim(const em_dim *d, int rank);
+int ex_axis_of(const em_arg *a, int rank);
+int ex_input_pos(ectx *c, int v);
+/* Value v at index ix: a local variable (or expression) of v's compute type, emitted on first use. */
+const char *ex_val(ectx *c, int v, const ivec *ix);
+/* Propagates the alignment with the domain over same-index elementwise ops and bijective views. */
+void ex_align(ectx *c);
+void ex_write_outputs(ectx *c, const int *which, int nwhich);
+ivec ex_domain_vars(ectx *c, const em_shape *s, const char *lin);
+const char *ex_numel_c(ectx *c, const em_shape *s);
+char *ex_numel_text(ectx *c, const em_shape *s);
+void ex_reset_alignment(ectx *c);
+int ex_aligned_outputs(ectx *c, int *which);
+
+/* The kernel templates (emit_kinds.c). */
+void ex_k_pointwise(ectx *c, em_launch *L);
+void ex_k_row(ectx *c, em_launch *L);
+void ex_k_reduce(ectx *c, em_launch *L);
+void ex_k_contraction(ectx *c, em_launch *L);
+void ex_k_attention(ectx *c, em_launch *L);
+extern const char ex_PRELUDE[];
+
+#endif
