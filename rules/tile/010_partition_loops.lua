@@ -113,4 +113,25 @@ return {
       end
       return out
     end },
+  -- Flash attention on the warp tier: BQ query rows per block (a warp per 16), BKV keys per step staged in
+  -- shared memory, QKᵀ and PV on mma.sync, online softmax in f32. Offered after the scalar options until a
+  -- GPU run has measured it (FLASH=1 pins it).
+  { name = "flash_tier", family = "WORK", kinds = { "attention" }, knobs = { FLASH = 0, BQ = 64, BKV = 32 },
+    gate = function(k, dev)
+      if not atom.is_half(k.dtype) then return false, ("dtype %s (mma.sync needs bf16/f16)"):format(k.dtype) end
+      if not k.E or k.E ~= k.Ev or k.E % 16 ~= 0 or k.E > 256 then
+        return false, ("head dims %s/%s must be equal multiples of 16 up to 256"):format(tostring(k.E), tostring(k.Ev))
+      end
+      return true, ("mma.sync flash attention, head dim %d%s"):format(k.E, k.causal and ", causal tiles skipped" or "")
+    end,
+    fork = function(k, dev)
+      local out = {}
+      for _, bq in ipairs { 64, 32, 128 } do
+        for _, bkv in ipairs { 32, 64, 16 } do
+          if (bq + 2 * bkv) * (k.E + 8) * 2 <= dev.smem_static then out[#out + 1] = { FLASH = 1, BQ = bq, BKV = bkv } end
+        end
+      end
+      return out
+    end },
+
 }

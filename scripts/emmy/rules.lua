@@ -163,6 +163,9 @@ function M.resource_check(k, c, dev)
   elseif k.kind == "row" then
     threads = (c.THREADS or 0) * (c.RPB or 1)
     if (c.THREADS or 0) % 32 ~= 0 then return false, "THREADS per row must be a multiple of 32" end
+  elseif k.kind == "attention" and c.FLASH == 1 then
+    threads = 32 * math.floor((c.BQ or 0) / 16)
+    smem = ((c.BQ or 0) + 2 * (c.BKV or 0)) * ((k.E or 0) + 8) * 2
   elseif k.kind == "attention" then
     threads = c.QROWS or 0
     smem = 4 * (c.KV_TILE or 0) * ((k.E or 0) + (k.Ev or 0))
