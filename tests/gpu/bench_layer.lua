@@ -13,7 +13,8 @@ local ref = require "emmy.ref"
 local tbl = require "emmy.tbl"
 
 local opts = cli.parse(arg, { flags = { ["--model"] = { kind = "string", default = "Qwen/Qwen3-Embedding-0.6B" },
-  ["--layer"] = { kind = "int", default = 0 }, ["--seq-len"] = { kind = "int", default = 512 } } }, "bench_layer.lua")
+  ["--layer"] = { kind = "int", default = 0 }, ["--seq-len"] = { kind = "int", default = 512 },
+  ["--torch"] = { kind = "bool" }, ["--python"] = { kind = "string", default = "python3" } } }, "bench_layer.lua")
 local r = frontend.load(opts.model, { layer = opts.layer, dynamic = { "seq_len@x:1" }, hint = { "seq_len=" .. opts.seq_len } })
 local g = r.graph
 local bind = assert(g:bind({ seq_len = opts.seq_len }))
@@ -76,9 +77,37 @@ for i, it in ipairs(list) do
     t and ("%.1f-%.1f"):format(t.p20_us, t.p80_us) or "", rate }
   if not it.scalar then chosen[p.kernel.name] = e end
 end
+-- --torch: each kernel's reproducer in PyTorch eager and torch.compile on the same inputs (tools/torchref/bench.py)
+if opts.torch then
+  local graphjson = require "emmy.graphjson"
+  local sys = require "emmy.sys"
+  local cjson = require "cjson"
+  local tmp = os.tmpname()
+  os.remove(tmp)
+  for _, row in ipairs(rows) do
+    if row[2] == "chosen" then
+      local p
+      for _, q in ipairs(plans) do if q.kernel.name == row[1] then p = q end end
+      local d = tmp .. "/" .. row[1]
+      assert(sys.mkdir_p(d .. "/in"))
+      assert(graphjson.write(p.kernel.repro, d .. "/k.torch.json"))
+      for _, v in ipairs(p.kernel.repro:inputs()) do assert((vals[v.name] or ins[v.name]):save(d .. "/in/" .. v.name .. ".npy")) end
+      local cmd = ("%s %s/tools/torchref/bench.py %s/k.torch.json --inputs %s/in --bind seq_len=%d --json %s/b.json > %s/log 2>&1")
+        :format(opts.python, EMMY_HOME, d, d, opts.seq_len, d, d)
+      os.execute(cmd)
+      local f = io.open(d .. "/b.json")
+      local ok, r = pcall(cjson.decode, f and f:read("*a") or "")
+      if f then f:close() end
+      local function us(b) return ok and r.backends[b] and r.backends[b].median_us and ("%.1f"):format(r.backends[b].median_us) or "-" end
+      row[7], row[8] = us("eager"), us("compile")
+    end
+  end
+  os.execute("rm -rf " .. tmp)
+end
 print(("%s layer %d at seq_len=%d on %s (CUDA-graph replay, median of 50, default knobs)"):format(opts.model, opts.layer,
   opts.seq_len, info.name))
-tbl.print { header = { "kernel", "tier", "knobs", "µs", "p20-p80", "rate" }, rows = rows, align = "lllrrr" }
+tbl.print { header = { "kernel", "tier", "knobs", "µs", "p20-p80", "rate", "eager µs", "compile µs" }, rows = rows,
+  align = "lllrrrrr" }
 -- the whole layer, every kernel in order, as one captured graph
 local bufs = {}
 for name, t in pairs(ins) do bufs[name] = assert(cu:upload(t)) end

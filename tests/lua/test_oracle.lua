@@ -95,4 +95,21 @@ test("composite block matches torch at seq_len 8 and 13", function()
   end
 end)
 
+test("bench.py times a graph in eager (and torch.compile where torch has it)", function()
+  need_torch()
+  local d = tmpdir()
+  local g = graphs.block()
+  local path = d .. "/g.torch.json"
+  assert(graphjson.write(g, path))
+  local bind = assert(g:bind({}))
+  assert(require("emmy.sys").mkdir_p(d .. "/in"))
+  for name, t in pairs(inputs.random(g, bind, 1)) do assert(t:save(d .. "/in/" .. name .. ".npy")) end
+  local code, out = sh(("%s %s/tools/torchref/bench.py %s --inputs %s/in --device cpu --reps 3 --warmup 1 --json %s/b.json")
+    :format(PY, ROOT, path, d, d))
+  eq(code, 0, "exit: " .. out)
+  local r = require("cjson").decode(read_file(d .. "/b.json"))
+  check(r.backends.eager.median_us > 0 and r.backends.eager.samples == 3, out)
+  check(r.backends.compile.median_us or r.backends.compile.skipped, out)
+end)
+
 return T

@@ -1,0 +1,152 @@
+#!/usr/bin/env python3
+"""bench.py — times an emmy graph JSON (a whole layer or one kernel's reproducer) in PyTorch eager and
+torch.compile on the same inputs, the way emmy times its kernels: warm-up, then CUDA-graph replay of the whole
+graph (plain CUDA events when capture fails, said in the result), median of many samples with p20/p80.
+
+    python3 tools/torchref/bench.py GRAPH.torch.json --inputs DIR [--bind NAME=N] [--device cuda]
+                                    [--backends eager,compile] [--reps 100] [--warmup 10] [--json OUT]
+
+Inputs are DIR/<input name>.npy as replay.py reads them (emmy writes them). The graph is replayed op by op with
+torch.ops.aten (replay.py's argument conversion); torch.compile compiles that same function. torch.compile's
+outputs are checked against eager (max abs difference in the result). Exit status: 0 ok, 2 bad input, 1 a
+backend failed (the others are still reported)."""
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import replay  # noqa: E402  (the op-by-op machinery)
+from replay import Fail, torch  # noqa: E402
+
+
+def build(g, env, device):
+    """A function values -> outputs running the graph's nodes in order with pre-resolved ops and arguments."""
+    plan = []
+    for node in g["nodes"]:
+        fn, schema, _fallback = replay.resolve_op(node["op"])
+        plan.append((node["name"], fn, node, schema))
+
+    def run(inputs):
+        values = dict(inputs)
+        for name, fn, node, schema in plan:
+            pos, kw = replay.call_args(node, schema, values, env, device)
+            values[name] = fn(*pos, **kw)
+        return [values[o] for o in g["outputs"]]
+
+    return run
+
+
+def time_cuda(fn, args, reps, warmup):
+    """Median/p20/p80 µs of fn(args) by CUDA-graph replay (events around each replay); falls back to plain
+    launches timed with events when capture fails."""
+    for _ in range(warmup):
+        fn(args)
+    torch.cuda.synchronize()
+    method = "cuda-graph"
+    try:
+        s = torch.cuda.Stream()
+        s.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(s):
+            for _ in range(2):
+                fn(args)
+        torch.cuda.current_stream().wait_stream(s)
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            fn(args)
+        call = graph.replay
+    except Exception:  # a backend that cannot be captured is timed with plain launches
+        method = "events"
+        call = lambda: fn(args)  # noqa: E731
+    for _ in range(3):
+        call()
+    torch.cuda.synchronize()
+    samples = []
+    for _ in range(reps):
+        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        a.record()
+        call()
+        b.record()
+        b.synchronize()
+        samples.append(a.elapsed_time(b) * 1000.0)
+    return summarize(samples, method)
+
+
+def time_cpu(fn, args, reps, warmup):
+    for _ in range(warmup):
+        fn(args)
+    samples = []
+    for _ in range(reps):
+        t0 = time.perf_counter()
+        fn(args)
+        samples.append((time.perf_counter() - t0) * 1e6)
+    return summarize(samples, "wall-clock")
+
+
+def summarize(samples, method):
+    q = sorted(samples)
+    pick = lambda f: q[min(len(q) - 1, int(f * len(q)))]  # noqa: E731
+    return {"median_us": statistics.median(q), "min_us": q[0], "p20_us": pick(0.2), "p80_us": pick(0.8),
+            "samples": len(q), "method": method}
+
+
+def main(argv):
+    p = argparse.ArgumentParser(prog="bench.py")
+    p.add_argument("graph")
+    p.add_argument("--inputs", required=True, metavar="DIR")
+    p.add_argument("--bind", action="append", default=[], metavar="NAME=N")
+    p.add_argument("--device", choices=("cpu", "cuda"), default="cuda")
+    p.add_argument("--backends", default="eager,compile")
+    p.add_argument("--reps", type=int, default=100)
+    p.add_argument("--warmup", type=int, default=10)
+    p.add_argument("--json", metavar="OUT")
+    a = p.parse_args(argv)
+    try:
+        g = replay.load_graph(a.graph)
+        env = replay.bind_symbols(g, a.bind)
+        device = torch.device(a.device)
+        if device.type == "cuda" and not torch.cuda.is_available():
+            raise Fail("--device cuda: torch sees no GPU", 1)
+        inputs = {i["name"]: replay.load_input(i, a.inputs, env, device) for i in g["inputs"]}
+    except Fail as e:
+        sys.stderr.write("bench: %s: %s\n" % (a.graph, e))
+        return e.code
+    eager = build(g, env, device)
+    timer = time_cuda if device.type == "cuda" else time_cpu
+    result = {"graph": a.graph, "device": torch.cuda.get_device_name(0) if device.type == "cuda" else "cpu",
+              "torch": torch.__version__, "bind": env, "backends": {}}
+    rc = 0
+    with torch.no_grad():
+        ref = eager(inputs)
+        for backend in a.backends.split(","):
+            try:
+                if backend == "eager":
+                    fn = eager
+                elif backend == "compile":
+                    if not hasattr(torch, "compile"):
+                        result["backends"][backend] = {"skipped": "torch %s has no torch.compile" % torch.__version__}
+                        continue
+                    fn = torch.compile(eager, dynamic=False)
+                else:
+                    raise Fail("unknown backend '%s' (eager, compile)" % backend)
+                out = fn(inputs)
+                diff = max(float((x.float() - y.float()).abs().max()) if x.numel() else 0.0 for x, y in zip(out, ref))
+                r = timer(fn, inputs, a.reps, a.warmup)
+                r["max_abs_vs_eager"] = diff
+                result["backends"][backend] = r
+            except Exception as e:  # one failing backend is a row, not the end of the run
+                result["backends"][backend] = {"error": replay.first_line(e)}
+                rc = 1
+    text = json.dumps(result, indent=1)
+    if a.json:
+        with open(a.json, "w") as f:
+            f.write(text)
+    print(text)
+    return rc
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
