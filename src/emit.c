@@ -439,6 +439,7 @@ const char *ex_val(ectx *c, int v, const ivec *ix) {
       for (int i = 0; i < lead.rank; i++) li.e[i] = ix->e[i];
       return ex_A(c, "%s[%s - m0]", c->pre_arr[j], ex_linearize(c, &li, &lead));
     }
+  if (v == c->xanchor && c->xanchor_var) return c->xanchor_var;
   if (v == c->anchor) {
     if (c->softmax_mx) {
       const em_node *nd = &c->g->nodes.v[x->node];
@@ -568,7 +569,7 @@ void ex_align(ectx *c) {
     for (int i = 0; i < g->nodes.n; i++) {
       const em_node *nd = &g->nodes.v[i];
       int o = nd->out;
-      if (o == c->anchor) continue;
+      if (o == c->anchor || o == c->xanchor) continue;
       const em_opspec *sp = em_op_spec(nd->op);
       if (!c->bij[o]) {
         if (is_ew_same_index(nd->op)) {
@@ -593,14 +594,14 @@ void ex_align(ectx *c) {
             int isT = sp->args[a].kind == EM_ARG_T || (sp->args[a].kind == EM_ARG_TS && nd->args[a].is_tensor);
             if (!isT || !nd->args[a].present) continue;
             int u = nd->args[a].tensor;
-            if (!c->bij[u] && u != c->anchor && em_shape_eq(ex_S(c, u), ex_S(c, o))) {
+            if (!c->bij[u] && u != c->anchor && u != c->xanchor && em_shape_eq(ex_S(c, u), ex_S(c, o))) {
               c->al[u] = c->al[o];
               c->bij[u] = changed = 1;
             }
           }
         } else if (is_bijective_view(nd, g)) {
           int u = nd->args[0].tensor;
-          if (!c->bij[u] && u != c->anchor) {
+          if (!c->bij[u] && u != c->anchor && u != c->xanchor) {
             c->al[u] = view_back(c, nd, &c->al[o]);
             c->bij[u] = changed = 1;
           }
@@ -666,6 +667,7 @@ em_status em_emit(const em_tile *t, char **src, em_launch *launch, char *err) {
   c.t = t;
   c.g = t->g;
   c.anchor = t->anchor;
+  c.xanchor = -1;
   memset(launch, 0, sizeof *launch);
   for (int i = 0; i < 3; i++) {
     snprintf(launch->grid[i], sizeof launch->grid[i], "1");

@@ -40,6 +40,8 @@ typedef struct {
   int cache_mode;          /* row CACHE=1: 1 records the first input load of pass 1, 2 serves it from smem */
   const char *cache_key;   /* that load, as text ("in2[i1a2b3c4d]") */
   int anchor;              /* the anchor whose value anchor_var holds (merged siblings switch it) */
+  int xanchor;             /* a second anchor with its value at the same index (DUAL_GATE), or -1 */
+  const char *xanchor_var;
   int npre;                /* contraction prologue reductions (SPLIT_CONE=0): value ids, their smem rows */
   int pre_v[4];
   const char *pre_arr[4];

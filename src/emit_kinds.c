@@ -316,6 +316,16 @@ void ex_k_contraction(ectx *c, em_launch *L) {
     sib[0] = a;
     nsib = 1;
   }
+  /* DUAL_GATE=1: two siblings of equal width share the (m, n) tile with two accumulators (Bs2, acc2), so
+   * the epilogue may combine them; otherwise several siblings are concatenated along N */
+  const char *dmeta = em_graph_get_meta(c->g, "dual");
+  int dual = dmeta && dmeta[0] == '1' && nsib == 2 && sibN[0] == sibN[1];
+  if (dmeta && dmeta[0] == '1' && !dual) {
+    ex_fail(c, "a dual kernel needs two linears of equal width on one operand");
+    return;
+  }
+  int concat = nsib > 1 && !dual;
+  int B2 = dual ? c->g->nodes.v[ex_V(c, sib[1])->node].args[1].tensor : -1;
   /* out = [batch..., M-dims..., N]; linear folds all leading dims into M, the others keep batch dims */
   int r = os->rank;
   em_shape mdims = {0}, bdims = {0};
@@ -327,7 +337,7 @@ void ex_k_contraction(ectx *c, em_launch *L) {
   }
   const em_dim *Kd = &as->d[as->rank - 1];
   L->block[0] = threads;
-  if (nsib > 1) snprintf(L->grid[0], sizeof L->grid[0], "cdiv(%lld,%d)", (long long)sibOff[nsib], BN);
+  if (concat) snprintf(L->grid[0], sizeof L->grid[0], "cdiv(%lld,%d)", (long long)sibOff[nsib], BN);
   else snprintf(L->grid[0], sizeof L->grid[0], "cdiv(%s,%d)", em_dim_format(&c->g->syms, &os->d[r - 1], (char[128]){0}, 128), BN);
   snprintf(L->grid[1], sizeof L->grid[1], "cdiv(%s,%d)", ex_numel_text(c, &mdims), BM);
   snprintf(L->grid[2], sizeof L->grid[2], "%s", bdims.rank ? ex_numel_text(c, &bdims) : "1");
@@ -343,10 +353,16 @@ void ex_k_contraction(ectx *c, em_launch *L) {
       return;
     }
     ex_line(c, "__shared__ __align__(16) unsigned short As[%d][%d][%d], Bs[%d][%d][%d];", stages, BM, BK + 8, stages, BN, BK + 8);
-  } else if (mma) ex_line(c, "__shared__ __align__(16) unsigned short As[%d][%d], Bs[%d][%d];", BM, BK + 8, BN, BK + 8);
-  else ex_line(c, "__shared__ float As[%d][%d], Bs[%d][%d];", BK, BM + 1, BK, BN + 1);
+    if (dual) ex_line(c, "__shared__ __align__(16) unsigned short Bs2[%d][%d][%d];", stages, BN, BK + 8);
+  } else if (mma) {
+    ex_line(c, "__shared__ __align__(16) unsigned short As[%d][%d], Bs[%d][%d];", BM, BK + 8, BN, BK + 8);
+    if (dual) ex_line(c, "__shared__ __align__(16) unsigned short Bs2[%d][%d];", BN, BK + 8);
+  } else {
+    ex_line(c, "__shared__ float As[%d][%d], Bs[%d][%d];", BK, BM + 1, BK, BN + 1);
+    if (dual) ex_line(c, "__shared__ float Bs2[%d][%d];", BK, BN + 1);
+  }
   ex_line(c, "const long long M = %s, N = %s, K = %s;", ex_numel_c(c, &mdims),
-       nsib > 1 ? ex_A(c, "%lldLL", (long long)sibOff[nsib]) : ex_dim_c(c, &os->d[r - 1]), ex_dim_c(c, Kd));
+       concat ? ex_A(c, "%lldLL", (long long)sibOff[nsib]) : ex_dim_c(c, &os->d[r - 1]), ex_dim_c(c, Kd));
   ex_line(c, "const long long m0 = (long long)blockIdx.y * %d, n0 = (long long)blockIdx.x * %d, bz = blockIdx.z;", BM, BN);
   int FM = BM / WM / 16, FN = BN / WN / 8;
   if (mma) {
@@ -356,12 +372,23 @@ void ex_k_contraction(ectx *c, em_launch *L) {
     ex_line(c, "for (int i = 0; i < %d; i++)", FM);
     ex_line(c, "  for (int j = 0; j < %d; j++)", FN);
     ex_line(c, "    for (int q = 0; q < 4; q++) acc[i][j][q] = 0.0f;");
+    if (dual) {
+      ex_line(c, "float acc2[%d][%d][4];", FM, FN);
+      ex_line(c, "for (int i = 0; i < %d; i++)", FM);
+      ex_line(c, "  for (int j = 0; j < %d; j++)", FN);
+      ex_line(c, "    for (int q = 0; q < 4; q++) acc2[i][j][q] = 0.0f;");
+    }
   } else {
     ex_line(c, "const int tid = threadIdx.x, tr = tid / %d, tc = tid %% %d;", BN / TN, BN / TN);
     ex_line(c, "float acc[%d][%d];", TM, TN);
     ex_line(c, "#pragma unroll");
     ex_line(c, "for (int i = 0; i < %d; i++)", TM);
     ex_line(c, "  for (int j = 0; j < %d; j++) acc[i][j] = 0.0f;", TN);
+    if (dual) {
+      ex_line(c, "float acc2[%d][%d];", TM, TN);
+      ex_line(c, "for (int i = 0; i < %d; i++)", TM);
+      ex_line(c, "  for (int j = 0; j < %d; j++) acc2[i][j] = 0.0f;", TN);
+    }
   }
   ivec bz = ex_unravel(c, "bz", &bdims);
   /* prologue row reductions (a folded RMSNorm): one warp per row of the block, before the K loop */
@@ -431,7 +458,10 @@ void ex_k_contraction(ectx *c, em_launch *L) {
     ex_line(c, "  const int r = e / %d, cc = (e %% %d) * 8;", BK / 8, BK / 8);
     ex_line(c, "  const long long n = n0 + r, k = k0 + cc;");
     ex_line(c, "  const bool ok = n < N && k < K;");
-    if (nsib > 1) {
+    if (dual) {
+      ex_line(c, "  em_cp_async16(&Bs[st][r][cc], in%d + (ok ? n * K + k : 0), ok ? 16 : 0);", ex_input_pos(c, B_));
+      ex_line(c, "  em_cp_async16(&Bs2[st][r][cc], in%d + (ok ? n * K + k : 0), ok ? 16 : 0);", ex_input_pos(c, B2));
+    } else if (nsib > 1) {
       sbuf chain = {0};
       for (int j = 0; j < nsib; j++) {
         int wp = ex_input_pos(c, c->g->nodes.v[ex_V(c, sib[j])->node].args[1].tensor);
@@ -468,6 +498,7 @@ void ex_k_contraction(ectx *c, em_launch *L) {
     ex_line(c, "#pragma unroll");
     ex_line(c, "for (int kk = 0; kk < %d; kk += 16) {", BK);
     ex_line(c, "  unsigned af[%d][4], bf[%d][2];", FM, FN);
+    if (dual) ex_line(c, "  unsigned bf2[%d][2];", FN);
     ex_line(c, "  #pragma unroll");
     ex_line(c, "  for (int i = 0; i < %d; i++)", FM);
     ex_line(c, "    em_ldsm_x4(af[i], &As[st][wm * %d + i * 16 + (lane & 15)][kk + (lane >> 4) * 8]);", BM / WM);
@@ -476,11 +507,21 @@ void ex_k_contraction(ectx *c, em_launch *L) {
     ex_line(c, "    unsigned t4[4];");
     ex_line(c, "    em_ldsm_x4(t4, &Bs[st][wn * %d + j * 8 + (lane >> 4) * 8 + (lane & 7)][kk + ((lane >> 3) & 1) * 8]);", BN / WN);
     ex_line(c, "    bf[j][0] = t4[0]; bf[j][1] = t4[1]; bf[j + 1][0] = t4[2]; bf[j + 1][1] = t4[3];");
+    if (dual) {
+      ex_line(c, "    em_ldsm_x4(t4, &Bs2[st][wn * %d + j * 8 + (lane >> 4) * 8 + (lane & 7)][kk + ((lane >> 3) & 1) * 8]);", BN / WN);
+      ex_line(c, "    bf2[j][0] = t4[0]; bf2[j][1] = t4[1]; bf2[j + 1][0] = t4[2]; bf2[j + 1][1] = t4[3];");
+    }
     ex_line(c, "  }");
     ex_line(c, "  #pragma unroll");
     ex_line(c, "  for (int i = 0; i < %d; i++)", FM);
     ex_line(c, "    #pragma unroll");
     ex_line(c, "    for (int j = 0; j < %d; j++) em_mma_%s(acc[i][j], af[i], bf[j]);", FN, mma_t);
+    if (dual) {
+      ex_line(c, "  #pragma unroll");
+      ex_line(c, "  for (int i = 0; i < %d; i++)", FM);
+      ex_line(c, "    #pragma unroll");
+      ex_line(c, "    for (int j = 0; j < %d; j++) em_mma_%s(acc2[i][j], af[i], bf2[j]);", FN, mma_t);
+    }
     ex_line(c, "}");
     if (stages == 1) ex_line(c, "__syncthreads();");
     c->indent--;
@@ -528,12 +569,16 @@ void ex_k_contraction(ectx *c, em_launch *L) {
   c->indent++;
   ex_line(c, "const int nn = e / %d, kk = e %% %d;", BK, BK);
   ex_line(c, "const long long n = n0 + nn, k = k0 + kk;");
-  ex_line(c, "float bv = 0.0f;");
+  ex_line(c, dual ? "float bv = 0.0f, bv2 = 0.0f;" : "float bv = 0.0f;");
   ex_line(c, "if (n < N && k < K) {");
   c->indent++;
   {
     ivec bi = {bs->rank};
-    if (lin_op && nsib > 1) {
+    if (dual) {
+      ivec b2 = {2, {"n", "k"}};
+      ex_line(c, "bv2 = (float)%s;", ex_val(c, B2, &b2));
+    }
+    if (lin_op && concat) {
       for (int j = 0; j < nsib; j++) {
         const em_node *sn = &c->g->nodes.v[ex_V(c, sib[j])->node];
         if (j < nsib - 1) ex_line(c, "%sif (n < %lldLL) {", j ? "} else " : "", (long long)sibOff[j + 1]);
@@ -559,13 +604,15 @@ void ex_k_contraction(ectx *c, em_launch *L) {
       bi.e[bs->rank - 2] = "k";
       bi.e[bs->rank - 1] = "n";
     }
-    if (!(lin_op && nsib > 1)) ex_line(c, "bv = (float)%s;", ex_val(c, B_, &bi));
+    if (!(lin_op && concat)) ex_line(c, "bv = (float)%s;", ex_val(c, B_, &bi));
   }
   c->memo.n = mark;
   c->indent--;
   ex_line(c, "}");
   if (mma) ex_line(c, "Bs[nn][kk] = %s;", opdt == EM_F16 ? "em_f2h(bv)" : "em_f2bf(bv)");
   else ex_line(c, "Bs[kk][nn] = bv;");
+  if (dual && mma) ex_line(c, "Bs2[nn][kk] = %s;", opdt == EM_F16 ? "em_f2h(bv2)" : "em_f2bf(bv2)");
+  else if (dual) ex_line(c, "Bs2[kk][nn] = bv2;");
   c->indent--;
   ex_line(c, "}");
   ex_line(c, "__syncthreads();");
@@ -573,6 +620,7 @@ void ex_k_contraction(ectx *c, em_launch *L) {
     ex_line(c, "#pragma unroll");
     ex_line(c, "for (int kk = 0; kk < %d; kk += 16) {", BK);
     ex_line(c, "  unsigned af[%d][4], bf[%d][2];", FM, FN);
+    if (dual) ex_line(c, "  unsigned bf2[%d][2];", FN);
     ex_line(c, "  #pragma unroll");
     ex_line(c, "  for (int i = 0; i < %d; i++)", FM);
     ex_line(c, "    em_ldsm_x4(af[i], &As[wm * %d + i * 16 + (lane & 15)][kk + (lane >> 4) * 8]);", BM / WM);
@@ -581,11 +629,21 @@ void ex_k_contraction(ectx *c, em_launch *L) {
     ex_line(c, "    unsigned t4[4];");
     ex_line(c, "    em_ldsm_x4(t4, &Bs[wn * %d + j * 8 + (lane >> 4) * 8 + (lane & 7)][kk + ((lane >> 3) & 1) * 8]);", BN / WN);
     ex_line(c, "    bf[j][0] = t4[0]; bf[j][1] = t4[1]; bf[j + 1][0] = t4[2]; bf[j + 1][1] = t4[3];");
+    if (dual) {
+      ex_line(c, "    em_ldsm_x4(t4, &Bs2[wn * %d + j * 8 + (lane >> 4) * 8 + (lane & 7)][kk + ((lane >> 3) & 1) * 8]);", BN / WN);
+      ex_line(c, "    bf2[j][0] = t4[0]; bf2[j][1] = t4[1]; bf2[j + 1][0] = t4[2]; bf2[j + 1][1] = t4[3];");
+    }
     ex_line(c, "  }");
     ex_line(c, "  #pragma unroll");
     ex_line(c, "  for (int i = 0; i < %d; i++)", FM);
     ex_line(c, "    #pragma unroll");
     ex_line(c, "    for (int j = 0; j < %d; j++) em_mma_%s(acc[i][j], af[i], bf[j]);", FN, mma_t);
+    if (dual) {
+      ex_line(c, "  #pragma unroll");
+      ex_line(c, "  for (int i = 0; i < %d; i++)", FM);
+      ex_line(c, "    #pragma unroll");
+      ex_line(c, "    for (int j = 0; j < %d; j++) em_mma_%s(acc2[i][j], af[i], bf2[j]);", FN, mma_t);
+    }
     ex_line(c, "}");
   } else {
   ex_line(c, "#pragma unroll");
@@ -599,6 +657,14 @@ void ex_k_contraction(ectx *c, em_launch *L) {
   ex_line(c, "  for (int i = 0; i < %d; i++)", TM);
   ex_line(c, "    #pragma unroll");
   ex_line(c, "    for (int j = 0; j < %d; j++) acc[i][j] += ar[i] * br[j];", TN);
+  if (dual) {
+    ex_line(c, "  #pragma unroll");
+    ex_line(c, "  for (int j = 0; j < %d; j++) br[j] = Bs2[kk][tc * %d + j];", TN, TN);
+    ex_line(c, "  #pragma unroll");
+    ex_line(c, "  for (int i = 0; i < %d; i++)", TM);
+    ex_line(c, "    #pragma unroll");
+    ex_line(c, "    for (int j = 0; j < %d; j++) acc2[i][j] += ar[i] * br[j];", TN);
+  }
   ex_line(c, "}");
   }
   ex_line(c, "__syncthreads();");
@@ -625,10 +691,41 @@ epilogue:;
   ex_line(c, "if (m >= M || n >= N) continue;");
   ivec mi = ex_unravel(c, "m", &mdims);
   int written[64] = {0}, nwritten = 0;
-  for (int j = 0; j < nsib && !c->failed; j++) {
+  if (dual) {
+    /* both accumulators at (m, n): the anchors' values, then every output aligned with them */
+    const char *accel2 = mma ? "acc2[i][j][q]" : "acc2[i][j]";
+    const char *vals2[2] = {accel, accel2};
+    const char *vars[2] = {"em_r", "em_r2"};
+    for (int j = 0; j < 2; j++) {
+      const em_node *sn = &c->g->nodes.v[ex_V(c, sib[j])->node];
+      const char *accv = vals2[j];
+      if (sn->args[2].present) {
+        ivec bi = {1, {"n"}};
+        accv = ex_A(c, "(%s + (float)%s)", vals2[j], ex_val(c, sn->args[2].tensor, &bi));
+      }
+      ex_line(c, "const %s %s = %s;", ex_ctype(ex_V(c, sib[j])->dtype), vars[j], ex_round_to(c, ex_V(c, sib[j])->dtype, accv));
+    }
+    c->anchor = sib[0];
+    c->anchor_var = "em_r";
+    c->xanchor = sib[1];
+    c->xanchor_var = "em_r2";
+    ivec di = {r};
+    for (int i = 0; i < bdims.rank; i++) di.e[i] = bz.e[i];
+    for (int i = 0; i < mdims.rank; i++) di.e[bdims.rank + i] = mi.e[i];
+    di.e[r - 1] = "n";
+    ex_reset_alignment(c);
+    c->al[sib[0]] = c->al[sib[1]] = di;
+    c->bij[sib[0]] = c->bij[sib[1]] = 1;
+    ex_align(c);
+    int which[64] = {0}, n = ex_aligned_outputs(c, which);
+    for (int q = 0; q < n; q++) written[which[q]] = 1;
+    nwritten = n;
+    ex_write_outputs(c, which, n);
+  }
+  for (int j = 0; j < nsib && !c->failed && !dual; j++) {
     const em_node *sn = &c->g->nodes.v[ex_V(c, sib[j])->node];
     const char *nl = "n";
-    if (nsib > 1) {
+    if (concat) {
       ex_line(c, "%sif (n < %lldLL) {", j ? "} else " : "", (long long)sibOff[j + 1]);
       c->indent++;
       ex_line(c, "const long long nl = n - %lldLL;", (long long)sibOff[j]);
@@ -660,9 +757,9 @@ epilogue:;
     nwritten += n;
     ex_write_outputs(c, which, n);
     c->memo.n = m2;
-    if (nsib > 1) c->indent--;
+    if (concat) c->indent--;
   }
-  if (nsib > 1) ex_line(c, "}");
+  if (concat) ex_line(c, "}");
   if (nwritten != c->g->outputs.n) ex_fail(c, "an output of the contraction is not aligned with its result");
   if (mma) {
     c->indent--;

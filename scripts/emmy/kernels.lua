@@ -69,6 +69,7 @@ function M.facts(k)
       for _, v in ipairs(g:inputs()) do if v.name == name then return true end end
       return false
     end
+    f.dual = g:meta("dual") == "1"
     f.a_direct = n.op == "aten.linear.default" and is_input(x.input)
     f.b_direct = n.op == "aten.linear.default" and is_input(x.weight)
     f.siblings = 0

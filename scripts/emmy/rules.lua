@@ -153,13 +153,13 @@ function M.resource_check(k, c, dev)
   end
   if k.kind == "contraction" and c.MMA == 1 then
     threads = 32 * (c.WM or 0) * (c.WN or 0)
-    smem = 2 * (c.BM + c.BN) * (c.BK + 8) * ((c.ASYNC == 1) and (c.STAGES or 1) or 1)
+    smem = 2 * (c.BM + c.BN * (k.dual and 2 or 1)) * (c.BK + 8) * ((c.ASYNC == 1) and (c.STAGES or 1) or 1)
   elseif k.kind == "contraction" then
     if not (c.BM and c.BN and c.TM and c.TN) or c.BM % c.TM ~= 0 or c.BN % c.TN ~= 0 then
       return false, "BM/BN are not multiples of TM/TN"
     end
     threads = (c.BM / c.TM) * (c.BN / c.TN)
-    smem = 4 * c.BK * (c.BM + 1 + c.BN + 1)
+    smem = 4 * c.BK * (c.BM + 1 + (c.BN + 1) * (k.dual and 2 or 1))
   elseif k.kind == "row" then
     threads = (c.THREADS or 0) * (c.RPB or 1)
     if (c.THREADS or 0) % 32 ~= 0 then return false, "THREADS per row must be a multiple of 32" end

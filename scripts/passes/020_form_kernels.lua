@@ -175,22 +175,30 @@ return {
 
     -- MERGE_SIBLINGS=1 (a structural fork): linears reading the same operand (q/k/v, gate/up) form one
     -- kernel whose N is their weights' rows side by side; each keeps its own epilogue.
+    -- DUAL_GATE=1 (a structural fork): two linears reading the same operand with the same output width
+    -- (gate/up, k/v) form one kernel with two accumulators over one (m, n) tile, so an epilogue may combine
+    -- them (SiLU(gate)·up); merging takes precedence when both are pinned.
     local sibling_kernel = {}
     local merge = (ctx.knobs.MERGE_SIBLINGS or 0) == 1
+    local dual = not merge and (ctx.knobs.DUAL_GATE or 0) == 1
     -- anc[v]: the anchor a homed value derives from within its kernel (epilogues of merged siblings)
     local anc = {}
 
     for _, n in ipairs(nodes) do
       local v = n.name
       if kind_of[v] then
-        local key = merge and n.op == "aten.linear.default" and n.inputs[1]
+        local key = (merge or dual) and n.op == "aten.linear.default" and n.inputs[1]
+        if key and dual then key = key .. "|" .. tostring(g:value(n.inputs[2]).shape[1]) end
         local k = key and sibling_kernel[key]
+        if k and dual and #k.anchors >= 2 then k = nil end
         if k then
           k.anchors[#k.anchors + 1] = v
+          if dual then k.dual = true end
         else
           k = new_kernel(kind_of[v], v)
           k.anchors = { v }
           if key then sibling_kernel[key] = k end
+          if dual and key then k.dual_candidate = true end
         end
         home[v] = k
         anc[v] = v
@@ -228,7 +236,11 @@ return {
             from = anc[y]
           end
         end
-        if latest and latest.anchors and #latest.anchors > 1 then
+        if latest and latest.dual then
+          -- both accumulators share one (m, n) index space: any same-size elementwise epilogue fits
+          fits = numel(v) == numel(latest.anchors[1])
+          if fits then anc[v] = from or latest.anchors[1] end
+        elseif latest and latest.anchors and #latest.anchors > 1 then
           fits = from and numel(v) == numel(from) or false
           if fits then anc[v] = from end
         elseif latest and latest.kind == "row" then

@@ -28,6 +28,7 @@ return {
       k.repro = repro
       repro:meta("kernel", k.name)
       repro:meta("kind", k.kind)
+      if k.dual then repro:meta("dual", "1") end
       if k.anchor then repro:meta("anchor", k.anchor) end
       -- which original torch ops (by module) the kernel covers, fully or in part
       local mods, order = {}, {}

@@ -94,6 +94,21 @@ test("VIEW_OUT=1 writes attention in o_proj's layout, so o_proj's operand is a p
   check(ex:find("cp_async%s+COPY%s+ok"), ex)
 end)
 
+test("DUAL_GATE=1: gate/up in one kernel with two accumulators and SiLU(gate)*up as its epilogue", function()
+  local code, out, err = emmy(args("compile", L0, "--ir", "kernel"), { env = "EMMY_DUAL_GATE=1" })
+  eq(code, 0, "exit: " .. err)
+  check(out:find("10 kernels (9 distinct)", 1, true), out)
+  check(out:find("k_linear_silu_mul_%x+%s+contraction%s+aten.linear.default%s+4%s+v82 bf16%[1, seq_len, 3072%]"), out)
+  local ok, nv = pcall(require, "emmy.nvrtc")
+  if ok and nv.version() then
+    for _, mma in ipairs { "0", "1" } do
+      local c3, o3, e3 = emmy(args("compile", L0, "--nvrtc"), { env = "EMMY_DUAL_GATE=1 EMMY_MMA=" .. mma .. " EMMY_CUBIN_CACHE=" .. tmpdir() })
+      eq(c3, 0, "nvrtc MMA=" .. mma .. ": " .. e3)
+      check(o3:find("9 compiled, 0 failed", 1, true), o3)
+    end
+  end
+end)
+
 test("passes list and stop-after", function()
   local code, out = emmy { "compile", "--passes" }
   eq(code, 0, "exit")
