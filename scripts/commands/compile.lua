@@ -50,6 +50,7 @@ return {
   --passes             list the passes and stop; --stop-after PASS stops after that pass
   --nvrtc              compile each distinct kernel in-process (registers, spills, shared memory)
   --all-variants       with --nvrtc: compile every candidate, not only the chosen one
+  --sample N           with --nvrtc: the chosen candidate and N-1 others drawn at random (seeded by --seed)
   --dump-dir D         write the stage files (docs/formats.md: dump layout)
   Knob pins: EMMY_KNOBS="K=V,kname:K=V", EMMY_<KNOB>=V; a pin a gate refuses is an error naming the gate.
   Rules come from rules/tile/ (EMMY_RULES=DIR to use another folder); editing them needs no rebuild.]],
@@ -58,6 +59,7 @@ return {
       flags = frontend.merge_flags { ["--ir"] = { kind = "string" }, ["--explain"] = { kind = "bool" },
         ["--kernel"] = { kind = "string" }, ["--passes"] = { kind = "bool" }, ["--stop-after"] = { kind = "string" },
         ["--nvrtc"] = { kind = "bool" }, ["--all-variants"] = { kind = "bool" }, ["--dump-dir"] = { kind = "string" },
+        ["--sample"] = { kind = "int" },
         ["-o"] = { kind = "string" }, ["--json"] = { kind = "bool" } },
       positional = { "input" }, usage = "emmy compile INPUT [--ir graph|kernel|tile|cuda]",
     }, "compile")
@@ -169,6 +171,7 @@ return {
       local jobs, which = {}, {}
       for _, p in ipairs(unique(sel)) do
         local list = opts.all_variants and p.candidates or { p.choice }
+        if opts.sample and opts.sample > 1 then list = kernels.sample(p.candidates, opts.sample, opts.seed + 1) end
         for _, c in ipairs(list) do
           local src = c == p.choice and sources[p.kernel.name].src or kernels.emit(p, c.knobs)
           -- a forked compile with a deadline: a pathological variant becomes a timeout row, never a hang
@@ -191,7 +194,7 @@ return {
       for i, r2 in ipairs(res) do
         local w = which[i]
         if r2.status ~= "ok" then bad = bad + 1 end
-        if not opts.all_variants or r2.status ~= "ok" then
+        if not (opts.all_variants or opts.sample) or r2.status ~= "ok" then
           rows[#rows + 1] = { w.plan.kernel.name, w.cand.string, r2.status, r2.regs or "-", r2.spill_stores or "-",
             r2.smem or "-", ("%.0f"):format(r2.ms or 0), r2.cache_hit and "hit" or "" }
         end

@@ -16,21 +16,6 @@ local function fmt_cmp(c)
   return ("%.3g"):format(c.max_abs), ("%.3g"):format(c.max_rel), ("%d/%d"):format(c.mismatches, c.numel)
 end
 
--- A seeded shuffle of the candidates, the chosen one first.
-local function sample(cands, n, seed)
-  local idx = {}
-  for i = 2, #cands do idx[#idx + 1] = i end
-  local x = seed * 2654435761 % 4294967296
-  for i = #idx, 2, -1 do
-    x = (x * 1103515245 + 12345) % 2147483648
-    local j = x % i + 1
-    idx[i], idx[j] = idx[j], idx[i]
-  end
-  local out = { cands[1] }
-  for i = 1, math.min(n - 1, #idx) do out[#out + 1] = cands[idx[i]] end
-  return out
-end
-
 return {
   summary = "run a model or graph on the GPU and check every kernel against the CPU reference",
   usage = "usage: emmy run INPUT [trace flags] [--seq-len N | --bind NAME=N …] [--sweep N] [--kernel SUBSTR]\n" ..
@@ -181,7 +166,7 @@ return {
       local swl, who = {}, {}
       for _, p in ipairs(order) do
         if not opts.kernel or p.kernel.name:find(opts.kernel, 1, true) then
-          for _, c in ipairs(sample(p.candidates, opts.sweep, opts.seed + 1)) do
+          for _, c in ipairs(kernels.sample(p.candidates, opts.sweep, opts.seed + 1)) do
             swl[#swl + 1] = { plan = p, knobs = c.knobs }
             who[#who + 1] = c.string
           end

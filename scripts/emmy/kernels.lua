@@ -136,6 +136,21 @@ function M.plan(ctx, opts)
   return plans, dev
 end
 
+-- A seeded shuffle of the candidates, the chosen one first.
+function M.sample(cands, n, seed)
+  local idx = {}
+  for i = 2, #cands do idx[#idx + 1] = i end
+  local x = seed * 2654435761 % 4294967296
+  for i = #idx, 2, -1 do
+    x = (x * 1103515245 + 12345) % 2147483648
+    local j = x % i + 1
+    idx[i], idx[j] = idx[j], idx[i]
+  end
+  local out = { cands[1] }
+  for i = 1, math.min(n - 1, #idx) do out[#out + 1] = cands[idx[i]] end
+  return out
+end
+
 -- Emits the CUDA source of a plan's variant (knobs: a candidate's knob table).
 function M.emit(plan, knobs)
   local k = plan.kernel

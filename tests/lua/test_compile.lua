@@ -183,6 +183,19 @@ test("every emitted kernel compiles with NVRTC (sm_90a), resources recorded", fu
   check(out:find("k_sdpa_%x+%s+[%w_=,]*QROWS=%d+%s+ok%s+%d+"), out)
 end)
 
+test("sampled knob points of every structural fork compile with NVRTC", function()
+  local ok, nv = pcall(require, "emmy.nvrtc")
+  if not ok or not nv.version() then skip("NVRTC not found") end
+  local cache = tmpdir()
+  for _, env in ipairs { "", "EMMY_SPLIT_CONE=0", "EMMY_MERGE_SIBLINGS=1", "EMMY_DUAL_GATE=1", "EMMY_VIEW_OUT=1",
+    "EMMY_KNOBS=k_sdpa:FLASH=1" } do
+    local code, out, err = emmy(args("compile", L0, "--nvrtc", "--sample", "8", "--seed", "3"),
+      { env = (env ~= "" and env .. " " or "") .. "EMMY_CUBIN_CACHE=" .. cache })
+    eq(code, 0, env .. ": " .. err)
+    check(out:find(" 0 failed", 1, true), env .. ": " .. out)
+  end
+end)
+
 test("an NVRTC error is one line and a non-zero exit", function()
   local ok, nv = pcall(require, "emmy.nvrtc")
   if not ok or not nv.version() then skip("NVRTC not found") end
