@@ -93,7 +93,33 @@ def summarize(samples, method):
             "samples": len(q), "method": method}
 
 
+def ceilings(out):
+    """The GPU's measured rates: an 8192^3 bf16 matmul (TFLOP/s) and a 2 GiB device copy (GB/s read+write),
+    random data, medians of CUDA-event samples."""
+    n = 8192
+    a = torch.randn(n, n, device="cuda", dtype=torch.bfloat16)
+    b = torch.randn(n, n, device="cuda", dtype=torch.bfloat16)
+    mm = time_cuda(lambda _: torch.mm(a, b), None, 20, 3)
+    src = torch.randn(2 ** 30 // 2, device="cuda", dtype=torch.bfloat16)
+    dst = torch.empty_like(src)
+    cp = time_cuda(lambda _: dst.copy_(src), None, 20, 3)
+    r = {"device": torch.cuda.get_device_name(0), "bf16_tflops": 2 * n ** 3 / mm["median_us"] / 1e6,
+         "copy_gbps": 2 * src.numel() * 2 / cp["median_us"] / 1e3, "matmul": mm, "copy": cp}
+    text = json.dumps(r, indent=1)
+    if out:
+        with open(out, "w") as f:
+            f.write(text)
+    print(text)
+    return 0
+
+
 def main(argv):
+    if "--ceilings" in argv:
+        out = argv[argv.index("--json") + 1] if "--json" in argv else None
+        if not torch.cuda.is_available():
+            sys.stderr.write("bench: --ceilings needs a GPU\n")
+            return 1
+        return ceilings(out)
     p = argparse.ArgumentParser(prog="bench.py")
     p.add_argument("graph")
     p.add_argument("--inputs", required=True, metavar="DIR")

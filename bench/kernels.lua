@@ -1,8 +1,9 @@
--- bench_layer.lua — times each kernel of a model layer on the GPU (CUDA-graph replay, median of many reps,
--- inputs taken from the CPU reference so every kernel reads real data), the chosen variant beside the scalar
--- tier for contractions, and the whole layer as one graph. Run on the GPU machine:
---   ./emmy tests/gpu/bench_layer.lua [--model M] [--layer N] [--seq-len L]
--- A first measurement, not the tuner: the knobs are each kernel's default, not the best.
+-- bench/kernels.lua — times each kernel of a model layer on the GPU (CUDA-graph replay, median of many reps,
+-- inputs taken from the CPU reference so every kernel reads real data): the chosen variant, the scalar tier
+-- for contractions, with --sweep N the best of N sampled variants, with --torch the same reproducer in
+-- PyTorch eager and torch.compile, with --ceilings the share of the GPU's measured bf16 matmul and copy
+-- ceilings; and the whole layer as one graph. Run on the GPU machine (pins such as EMMY_DUAL_GATE=1 apply):
+--   ./emmy bench/kernels.lua [--model M] [--layer N] [--seq-len L] [--sweep N] [--torch] [--ceilings]
 local cli = require "emmy.cli"
 local compiler = require "emmy.compiler"
 local frontend = require "emmy.frontend"
@@ -14,7 +15,8 @@ local tbl = require "emmy.tbl"
 
 local opts = cli.parse(arg, { flags = { ["--model"] = { kind = "string", default = "Qwen/Qwen3-Embedding-0.6B" },
   ["--layer"] = { kind = "int", default = 0 }, ["--seq-len"] = { kind = "int", default = 512 },
-  ["--torch"] = { kind = "bool" }, ["--python"] = { kind = "string", default = "python3" } } }, "bench_layer.lua")
+  ["--torch"] = { kind = "bool" }, ["--python"] = { kind = "string", default = "python3" },
+  ["--sweep"] = { kind = "int", default = 0 }, ["--ceilings"] = { kind = "bool" } } }, "bench/kernels.lua")
 local r = frontend.load(opts.model, { layer = opts.layer, dynamic = { "seq_len@x:1" }, hint = { "seq_len=" .. opts.seq_len } })
 local g = r.graph
 local bind = assert(g:bind({ seq_len = opts.seq_len }))
@@ -45,6 +47,11 @@ for _, p in ipairs(plans) do
   if not seen[p.kernel.name] then
     seen[p.kernel.name] = true
     list[#list + 1] = { plan = p, knobs = p.choice.knobs, label = p.choice.string }
+    if opts.sweep > 1 then
+      for i, c in ipairs(kernels.sample(p.candidates, opts.sweep, 7)) do
+        if i > 1 then list[#list + 1] = { plan = p, knobs = c.knobs, label = c.string, swept = true } end
+      end
+    end
     if p.kernel.kind == "contraction" and p.choice.knobs.MMA == 1 then
       for _, c in ipairs(p.candidates) do
         if c.knobs.MMA == 0 then
@@ -56,9 +63,13 @@ for _, p in ipairs(plans) do
   end
 end
 local built = gpu.build(cu, list)
-local rows, chosen = {}, {}
+local rows, chosen, best = {}, {}, {}
 for i, it in ipairs(list) do
   local p, e = it.plan, built[i]
+  if e.error then
+    rows[#rows + 1] = { p.kernel.name, it.swept and "swept" or "chosen", it.label, e.error, "", "" }
+    goto continue
+  end
   local kb = {}
   for _, v in ipairs(p.kernel.repro:inputs()) do kb[v.name] = assert(cu:upload(vals[v.name] or ins[v.name])) end
   -- one launch first: it allocates the outputs, which a graph capture may not do
@@ -73,9 +84,44 @@ for i, it in ipairs(list) do
   elseif us then
     rate = ("%.0f GB/s"):format(bytes_of(p.kernel.repro) / us / 1e3)
   end
-  rows[#rows + 1] = { p.kernel.name, it.scalar and "scalar" or "chosen", it.label, us and ("%.1f"):format(us) or ("error: " .. tostring(err)),
-    t and ("%.1f-%.1f"):format(t.p20_us, t.p80_us) or "", rate }
-  if not it.scalar then chosen[p.kernel.name] = e end
+  local row = { p.kernel.name, it.scalar and "scalar" or it.swept and "swept" or "chosen", it.label,
+    us and ("%.1f"):format(us) or ("error: " .. tostring(err)), t and ("%.1f-%.1f"):format(t.p20_us, t.p80_us) or "", rate }
+  row.us, row.flops, row.bytes = us, p.kernel.kind == "contraction" and 2 * f.M * f.N * f.K or nil, bytes_of(p.kernel.repro)
+  if not it.swept then rows[#rows + 1] = row end
+  if us and (not best[p.kernel.name] or us < best[p.kernel.name].us) then best[p.kernel.name] = row end
+  if not it.scalar and not it.swept then chosen[p.kernel.name] = e end
+  ::continue::
+end
+if opts.sweep > 1 then
+  for _, r0 in ipairs(rows) do
+    local b = best[r0[1]]
+    if r0[2] == "chosen" and b and b ~= r0 then
+      local r2 = { b[1], "best of sweep", b[3], b[4], b[5], b[6] }
+      r2.us, r2.flops, r2.bytes = b.us, b.flops, b.bytes
+      table.insert(rows, r2)
+    end
+  end
+  table.sort(rows, function(x, y) return x[1] < y[1] or (x[1] == y[1] and x[2] < y[2]) end)
+end
+-- --ceilings: the GPU's bf16 matmul and copy rates measured with torch (tools/torchref/bench.py --ceilings)
+if opts.ceilings then
+  local tmpj = os.tmpname()
+  os.execute(("%s %s/tools/torchref/bench.py --ceilings --json %s > /dev/null 2>&1"):format(opts.python, EMMY_HOME, tmpj))
+  local f = io.open(tmpj)
+  local ok, cl = pcall(require("cjson").decode, f and f:read("*a") or "")
+  if f then f:close() end
+  os.remove(tmpj)
+  if ok then
+    print(("ceilings (torch, this GPU): bf16 matmul %.0f TFLOP/s, copy %.0f GB/s"):format(cl.bf16_tflops, cl.copy_gbps))
+    for _, r0 in ipairs(rows) do
+      if r0.us then
+        r0[9] = r0.flops and ("%.0f%% of bf16"):format(100 * r0.flops / r0.us / 1e6 / cl.bf16_tflops)
+          or ("%.0f%% of copy"):format(100 * r0.bytes / r0.us / 1e3 / cl.copy_gbps)
+      end
+    end
+  else
+    print("ceilings: could not be measured (torch missing?)")
+  end
 end
 -- --torch: each kernel's reproducer in PyTorch eager and torch.compile on the same inputs (tools/torchref/bench.py)
 if opts.torch then
@@ -85,7 +131,7 @@ if opts.torch then
   local tmp = os.tmpname()
   os.remove(tmp)
   for _, row in ipairs(rows) do
-    if row[2] == "chosen" then
+    if row[2] == "chosen" and not row[7] then
       local p
       for _, q in ipairs(plans) do if q.kernel.name == row[1] then p = q end end
       local d = tmp .. "/" .. row[1]
@@ -106,8 +152,8 @@ if opts.torch then
 end
 print(("%s layer %d at seq_len=%d on %s (CUDA-graph replay, median of 50, default knobs)"):format(opts.model, opts.layer,
   opts.seq_len, info.name))
-tbl.print { header = { "kernel", "tier", "knobs", "µs", "p20-p80", "rate", "eager µs", "compile µs" }, rows = rows,
-  align = "lllrrrrr" }
+tbl.print { header = { "kernel", "variant", "knobs", "µs", "p20-p80", "rate", "eager µs", "compile µs", "of ceiling" },
+  rows = rows, align = "lllrrrrrr" }
 -- the whole layer, every kernel in order, as one captured graph
 local bufs = {}
 for name, t in pairs(ins) do bufs[name] = assert(cu:upload(t)) end
