@@ -249,6 +249,35 @@ void ex_k_reduce(ectx *c, em_launch *L) {
   ex_line(c, "}");
 }
 
+/* One shared-memory tile's worth of warp-tier math: for each 16-deep K slice, A fragments (ldmatrix) for the
+ * warp's FM row blocks, B fragments two n-blocks at a time, then FM x FN mma.sync into acc (and acc2 for a
+ * dual kernel). st indexes the ring slot ("[st]") or is "" without one. */
+static void mma_tile_step(ectx *c, const char *st, int BK, int FM, int FN, int WTM, int WTN, int dual, const char *mt) {
+  ex_line(c, "#pragma unroll");
+  ex_line(c, "for (int kk = 0; kk < %d; kk += 16) {", BK);
+  ex_line(c, "  unsigned af[%d][4], bf[%d][2];", FM, FN);
+  if (dual) ex_line(c, "  unsigned bf2[%d][2];", FN);
+  ex_line(c, "  #pragma unroll");
+  ex_line(c, "  for (int i = 0; i < %d; i++)", FM);
+  ex_line(c, "    em_ldsm_x4(af[i], &As%s[wm * %d + i * 16 + (lane & 15)][kk + (lane >> 4) * 8]);", st, WTM);
+  ex_line(c, "  #pragma unroll");
+  ex_line(c, "  for (int j = 0; j < %d; j += 2) {", FN);
+  ex_line(c, "    unsigned t4[4];");
+  for (int b = 0; b < (dual ? 2 : 1); b++) {
+    const char *arr = b ? "Bs2" : "Bs", *frag = b ? "bf2" : "bf";
+    ex_line(c, "    em_ldsm_x4(t4, &%s%s[wn * %d + j * 8 + (lane >> 4) * 8 + (lane & 7)][kk + ((lane >> 3) & 1) * 8]);", arr, st, WTN);
+    ex_line(c, "    %s[j][0] = t4[0]; %s[j][1] = t4[1]; %s[j + 1][0] = t4[2]; %s[j + 1][1] = t4[3];", frag, frag, frag, frag);
+  }
+  ex_line(c, "  }");
+  for (int b = 0; b < (dual ? 2 : 1); b++) {
+    ex_line(c, "  #pragma unroll");
+    ex_line(c, "  for (int i = 0; i < %d; i++)", FM);
+    ex_line(c, "    #pragma unroll");
+    ex_line(c, "    for (int j = 0; j < %d; j++) em_mma_%s(%s[i][j], af[i], %s[j]);", FN, mt, b ? "acc2" : "acc", b ? "bf2" : "bf");
+  }
+  ex_line(c, "}");
+}
+
 /* Contractions. MMA=0: the scalar tier, a TM x TN register tile per thread over float tiles in shared
  * memory. MMA=1: the warp tier, WM x WN warps each computing a (BM/WM) x (BN/WN) tile with
  * mma.sync.m16n8k16 (bf16/f16 in, f32 accumulation) on fragments loaded by ldmatrix from bf16/f16 tiles.
@@ -495,34 +524,7 @@ void ex_k_contraction(ectx *c, em_launch *L) {
            stages - 1, BK);
       ex_line(c, "em_cp_commit();");
     }
-    ex_line(c, "#pragma unroll");
-    ex_line(c, "for (int kk = 0; kk < %d; kk += 16) {", BK);
-    ex_line(c, "  unsigned af[%d][4], bf[%d][2];", FM, FN);
-    if (dual) ex_line(c, "  unsigned bf2[%d][2];", FN);
-    ex_line(c, "  #pragma unroll");
-    ex_line(c, "  for (int i = 0; i < %d; i++)", FM);
-    ex_line(c, "    em_ldsm_x4(af[i], &As[st][wm * %d + i * 16 + (lane & 15)][kk + (lane >> 4) * 8]);", BM / WM);
-    ex_line(c, "  #pragma unroll");
-    ex_line(c, "  for (int j = 0; j < %d; j += 2) {", FN);
-    ex_line(c, "    unsigned t4[4];");
-    ex_line(c, "    em_ldsm_x4(t4, &Bs[st][wn * %d + j * 8 + (lane >> 4) * 8 + (lane & 7)][kk + ((lane >> 3) & 1) * 8]);", BN / WN);
-    ex_line(c, "    bf[j][0] = t4[0]; bf[j][1] = t4[1]; bf[j + 1][0] = t4[2]; bf[j + 1][1] = t4[3];");
-    if (dual) {
-      ex_line(c, "    em_ldsm_x4(t4, &Bs2[st][wn * %d + j * 8 + (lane >> 4) * 8 + (lane & 7)][kk + ((lane >> 3) & 1) * 8]);", BN / WN);
-      ex_line(c, "    bf2[j][0] = t4[0]; bf2[j][1] = t4[1]; bf2[j + 1][0] = t4[2]; bf2[j + 1][1] = t4[3];");
-    }
-    ex_line(c, "  }");
-    ex_line(c, "  #pragma unroll");
-    ex_line(c, "  for (int i = 0; i < %d; i++)", FM);
-    ex_line(c, "    #pragma unroll");
-    ex_line(c, "    for (int j = 0; j < %d; j++) em_mma_%s(acc[i][j], af[i], bf[j]);", FN, mma_t);
-    if (dual) {
-      ex_line(c, "  #pragma unroll");
-      ex_line(c, "  for (int i = 0; i < %d; i++)", FM);
-      ex_line(c, "    #pragma unroll");
-      ex_line(c, "    for (int j = 0; j < %d; j++) em_mma_%s(acc2[i][j], af[i], bf2[j]);", FN, mma_t);
-    }
-    ex_line(c, "}");
+    mma_tile_step(c, "[st]", BK, FM, FN, BM / WM, BN / WN, dual, mma_t);
     if (stages == 1) ex_line(c, "__syncthreads();");
     c->indent--;
     ex_line(c, "}");
@@ -617,34 +619,7 @@ void ex_k_contraction(ectx *c, em_launch *L) {
   ex_line(c, "}");
   ex_line(c, "__syncthreads();");
   if (mma) {
-    ex_line(c, "#pragma unroll");
-    ex_line(c, "for (int kk = 0; kk < %d; kk += 16) {", BK);
-    ex_line(c, "  unsigned af[%d][4], bf[%d][2];", FM, FN);
-    if (dual) ex_line(c, "  unsigned bf2[%d][2];", FN);
-    ex_line(c, "  #pragma unroll");
-    ex_line(c, "  for (int i = 0; i < %d; i++)", FM);
-    ex_line(c, "    em_ldsm_x4(af[i], &As[wm * %d + i * 16 + (lane & 15)][kk + (lane >> 4) * 8]);", BM / WM);
-    ex_line(c, "  #pragma unroll");
-    ex_line(c, "  for (int j = 0; j < %d; j += 2) {", FN);
-    ex_line(c, "    unsigned t4[4];");
-    ex_line(c, "    em_ldsm_x4(t4, &Bs[wn * %d + j * 8 + (lane >> 4) * 8 + (lane & 7)][kk + ((lane >> 3) & 1) * 8]);", BN / WN);
-    ex_line(c, "    bf[j][0] = t4[0]; bf[j][1] = t4[1]; bf[j + 1][0] = t4[2]; bf[j + 1][1] = t4[3];");
-    if (dual) {
-      ex_line(c, "    em_ldsm_x4(t4, &Bs2[wn * %d + j * 8 + (lane >> 4) * 8 + (lane & 7)][kk + ((lane >> 3) & 1) * 8]);", BN / WN);
-      ex_line(c, "    bf2[j][0] = t4[0]; bf2[j][1] = t4[1]; bf2[j + 1][0] = t4[2]; bf2[j + 1][1] = t4[3];");
-    }
-    ex_line(c, "  }");
-    ex_line(c, "  #pragma unroll");
-    ex_line(c, "  for (int i = 0; i < %d; i++)", FM);
-    ex_line(c, "    #pragma unroll");
-    ex_line(c, "    for (int j = 0; j < %d; j++) em_mma_%s(acc[i][j], af[i], bf[j]);", FN, mma_t);
-    if (dual) {
-      ex_line(c, "  #pragma unroll");
-      ex_line(c, "  for (int i = 0; i < %d; i++)", FM);
-      ex_line(c, "    #pragma unroll");
-      ex_line(c, "    for (int j = 0; j < %d; j++) em_mma_%s(acc2[i][j], af[i], bf2[j]);", FN, mma_t);
-    }
-    ex_line(c, "}");
+    mma_tile_step(c, "", BK, FM, FN, BM / WM, BN / WN, dual, mma_t);
   } else {
   ex_line(c, "#pragma unroll");
   ex_line(c, "for (int kk = 0; kk < %d; kk++) {", BK);
