@@ -392,7 +392,17 @@ void ex_k_contraction(ectx *c, em_launch *L) {
   }
   ex_line(c, "const long long M = %s, N = %s, K = %s;", ex_numel_c(c, &mdims),
        concat ? ex_A(c, "%lldLL", (long long)sibOff[nsib]) : ex_dim_c(c, &os->d[r - 1]), ex_dim_c(c, Kd));
-  ex_line(c, "const long long m0 = (long long)blockIdx.y * %d, n0 = (long long)blockIdx.x * %d, bz = blockIdx.z;", BM, BN);
+  int raster = em_knob_get(&c->t->knobs, "RASTER", 1);
+  if (raster > 1) {
+    /* grouped order: RASTER consecutive blocks walk down RASTER tile rows before the next column, so the
+     * A rows and B columns they share stay in L2 */
+    ex_line(c, "const int em_b = blockIdx.y * gridDim.x + blockIdx.x, em_first = em_b / (%d * gridDim.x) * %d;", raster, raster);
+    ex_line(c, "const int em_gs = min((int)gridDim.y - em_first, %d), em_in = em_b %% (%d * gridDim.x);", raster, raster);
+    ex_line(c, "const long long m0 = (long long)(em_first + em_in %% em_gs) * %d, n0 = (long long)(em_in / em_gs) * %d, bz = blockIdx.z;",
+            BM, BN);
+  } else {
+    ex_line(c, "const long long m0 = (long long)blockIdx.y * %d, n0 = (long long)blockIdx.x * %d, bz = blockIdx.z;", BM, BN);
+  }
   int FM = BM / WM / 16, FN = BN / WN / 8;
   if (mma) {
     ex_line(c, "const int tid = threadIdx.x, lane = tid & 31, wid = tid >> 5, wm = wid / %d, wn = wid %% %d;", WN, WN);

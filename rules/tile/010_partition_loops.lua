@@ -56,6 +56,11 @@ return {
       return out
     end },
 
+  -- Block order: RASTER > 1 groups RASTER tile rows so consecutive blocks share A rows and B columns in L2.
+  { name = "raster", family = "ORDER", kinds = { "contraction" }, knobs = { RASTER = 1 },
+    gate = function(k, dev) return true, "block order over the (M, N) tiles" end,
+    fork = function(k, dev) return { { RASTER = 1 }, { RASTER = 8 }, { RASTER = 4 } } end },
+
   -- Row reduction (RMSNorm, softmax, a norm over the last dim): RPB rows per block, THREADS threads striding
   -- over each row; CACHE=0 two passes over memory (the epilogue recomputes its prologue from the inputs),
   -- CACHE=1 one pass (the row's input kept in shared memory for the epilogue).
