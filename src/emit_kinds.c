@@ -289,6 +289,12 @@ void ex_k_contraction(ectx *c, em_launch *L) {
   int BK = em_knob_get(&c->t->knobs, "BK", 16), TM = em_knob_get(&c->t->knobs, "TM", 4), TN = em_knob_get(&c->t->knobs, "TN", 4);
   int WM = em_knob_get(&c->t->knobs, "WM", 2), WN = em_knob_get(&c->t->knobs, "WN", 2);
   int async = em_knob_get(&c->t->knobs, "ASYNC", 0), stages = em_knob_get(&c->t->knobs, "STAGES", 1);
+  /* PAD_SMEM: bf16 elements added to each tile row (8 keeps ldmatrix rows on distinct banks; 0 packs them) */
+  int pad = em_knob_get(&c->t->knobs, "PAD_SMEM", 8);
+  if (pad % 8 || pad < 0) {
+    ex_fail(c, "PAD_SMEM=%d must be a non-negative multiple of 8 (16-byte rows)", pad);
+    return;
+  }
   int threads;
   int a = c->t->anchor;
   em_dtype opdt = ex_V(c, a)->dtype;
@@ -381,11 +387,11 @@ void ex_k_contraction(ectx *c, em_launch *L) {
       ex_fail(c, "ASYNC=1 needs MMA=1, a linear whose operands are kernel inputs, K a multiple of 8, STAGES 1..4");
       return;
     }
-    ex_line(c, "__shared__ __align__(16) unsigned short As[%d][%d][%d], Bs[%d][%d][%d];", stages, BM, BK + 8, stages, BN, BK + 8);
-    if (dual) ex_line(c, "__shared__ __align__(16) unsigned short Bs2[%d][%d][%d];", stages, BN, BK + 8);
+    ex_line(c, "__shared__ __align__(16) unsigned short As[%d][%d][%d], Bs[%d][%d][%d];", stages, BM, BK + pad, stages, BN, BK + pad);
+    if (dual) ex_line(c, "__shared__ __align__(16) unsigned short Bs2[%d][%d][%d];", stages, BN, BK + pad);
   } else if (mma) {
-    ex_line(c, "__shared__ __align__(16) unsigned short As[%d][%d], Bs[%d][%d];", BM, BK + 8, BN, BK + 8);
-    if (dual) ex_line(c, "__shared__ __align__(16) unsigned short Bs2[%d][%d];", BN, BK + 8);
+    ex_line(c, "__shared__ __align__(16) unsigned short As[%d][%d], Bs[%d][%d];", BM, BK + pad, BN, BK + pad);
+    if (dual) ex_line(c, "__shared__ __align__(16) unsigned short Bs2[%d][%d];", BN, BK + pad);
   } else {
     ex_line(c, "__shared__ float As[%d][%d], Bs[%d][%d];", BK, BM + 1, BK, BN + 1);
     if (dual) ex_line(c, "__shared__ float Bs2[%d][%d];", BK, BN + 1);

@@ -7,7 +7,7 @@ return {
   -- operands, f32 accumulation) fed by ldmatrix from padded shared-memory tiles. A symbolic M, a fused
   -- residual or a folded RMSNorm are not reasons to refuse: tiles are masked and the operand loads and the
   -- epilogue are the same as the scalar tier's.
-  { name = "warp_tier", family = "TILE", kinds = { "contraction" }, knobs = { MMA = 0, WM = 2, WN = 2 },
+  { name = "warp_tier", family = "TILE", kinds = { "contraction" }, knobs = { MMA = 0, WM = 2, WN = 2, PAD_SMEM = 8 },
     gate = function(k, dev)
       if not atom.is_half(k.dtype) then return false, ("operand dtype %s (mma.sync needs bf16/f16)"):format(k.dtype) end
       if (dev.cc_major or 0) < 8 then return false, ("compute capability %s has no bf16 mma.sync"):format(dev.cc) end
@@ -22,12 +22,20 @@ return {
               for _, wn in ipairs { 2, 1, 4 } do
                 local w = wm * wn
                 if w >= 2 and w <= 8 and bm % (16 * wm) == 0 and bn % (16 * wn) == 0 then
-                  out[#out + 1] = { MMA = 1, BM = bm, BN = bn, BK = bk, WM = wm, WN = wn, TM = 4, TN = 4 }
+                  out[#out + 1] = { MMA = 1, BM = bm, BN = bn, BK = bk, WM = wm, WN = wn, TM = 4, TN = 4, PAD_SMEM = 8 }
                 end
               end
             end
           end
         end
+      end
+      -- the same tiles unpadded (PAD_SMEM=0), after every padded one
+      local n = #out
+      for i = 1, n do
+        local o = {}
+        for key, v in pairs(out[i]) do o[key] = v end
+        o.PAD_SMEM = 0
+        out[#out + 1] = o
       end
       return out
     end },

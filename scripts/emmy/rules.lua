@@ -153,7 +153,7 @@ function M.resource_check(k, c, dev)
   end
   if k.kind == "contraction" and c.MMA == 1 then
     threads = 32 * (c.WM or 0) * (c.WN or 0)
-    smem = 2 * (c.BM + c.BN * (k.dual and 2 or 1)) * (c.BK + 8) * ((c.ASYNC == 1) and (c.STAGES or 1) or 1)
+    smem = 2 * (c.BM + c.BN * (k.dual and 2 or 1)) * (c.BK + (c.PAD_SMEM or 8)) * ((c.ASYNC == 1) and (c.STAGES or 1) or 1)
   elseif k.kind == "contraction" then
     if not (c.BM and c.BN and c.TM and c.TN) or c.BM % c.TM ~= 0 or c.BN % c.TN ~= 0 then
       return false, "BM/BN are not multiples of TM/TN"
