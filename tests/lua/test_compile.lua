@@ -109,6 +109,16 @@ test("DUAL_GATE=1: gate/up in one kernel with two accumulators and SiLU(gate)*up
   end
 end)
 
+test("the main-job workflow does every GPU-free step and says what needs a GPU or is not built", function()
+  local code, out, err = emmy({ ROOT .. "/scripts/workflows/tune_model.lua", "--sample", "2" },
+    { env = "EMMY_CUBIN_CACHE=" .. tmpdir() })
+  eq(code, 0, "exit: " .. err .. out)
+  for _, s in ipairs { "  trace    ok", "  compile  ok" } do check(out:find(s, 1, true), out) end
+  local has_gpu = require("emmy.sys").cuda() ~= nil
+  if not has_gpu then check(out:find("need a GPU", 1, true), out) end
+  check(out:find("not built yet:", 1, true) and out:find("issue 9", 1, true), out)
+end)
+
 test("passes list and stop-after", function()
   local code, out = emmy { "compile", "--passes" }
   eq(code, 0, "exit")
