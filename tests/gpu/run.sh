@@ -2,7 +2,7 @@
 # GPU tests and benchmarks, run on the GPU machine in one call (`make test-gpu`). Where there is no GPU,
 # `--list-skip` reports each GPU test as skipped with the reason, so none is silently dropped.
 BIN=${EMMY_BIN:-./emmy}
-TESTS="gpu_probe cuda_runtime layer_seq1 layer_seq7 layer_seq512 layer_seq513 layer_seq2048 layer_sweep7 layer_sweep513 split_cone0_sweep513 merge_sweep513 model_seq37 model_seq512"
+TESTS="gpu_probe cuda_runtime layer_seq1 layer_seq7 layer_seq512 layer_seq513 layer_seq2048 layer_sweep7 layer_sweep513 split_cone0_sweep513 merge_sweep513 view_out_sweep513 dual_gate_sweep513 flash_sweep513 flash_model_seq37 model_seq37 model_seq512"
 if [ "$1" = "--list-skip" ] || ! "$BIN" info --json 2>/dev/null | grep -q '"gpu":{'; then
   reason="no GPU on this machine"
   [ "$1" = "--list-skip" ] && reason="GPU tests run with 'make test-gpu' on the GPU machine"
@@ -40,6 +40,11 @@ gpu_case layer_sweep7 "$BIN" run $L0 --seq-len 7 --sweep 20
 gpu_case layer_sweep513 "$BIN" run $L0 --seq-len 513 --sweep 20
 gpu_case split_cone0_sweep513 env EMMY_SPLIT_CONE=0 "$BIN" run $L0 --seq-len 513 --sweep 20
 gpu_case merge_sweep513 env EMMY_MERGE_SIBLINGS=1 EMMY_SPLIT_CONE=0 "$BIN" run $L0 --seq-len 513 --sweep 20
+# forks and tiers written without a GPU run (2026-11-30): they fail here first if they are wrong
+gpu_case view_out_sweep513 env EMMY_VIEW_OUT=1 "$BIN" run $L0 --seq-len 513 --sweep 20
+gpu_case dual_gate_sweep513 env EMMY_DUAL_GATE=1 "$BIN" run $L0 --seq-len 513 --sweep 20
+gpu_case flash_sweep513 env EMMY_KNOBS=k_sdpa:FLASH=1 "$BIN" run $L0 --seq-len 513 --sweep 20
+gpu_case flash_model_seq37 env EMMY_KNOBS=k_sdpa:FLASH=1 "$BIN" run $WHOLE --seq-len 37
 gpu_case model_seq37 "$BIN" run $WHOLE --seq-len 37
 gpu_case model_seq512 "$BIN" run $WHOLE --seq-len 512
 echo "$summary"
