@@ -812,24 +812,44 @@ static void k_flash(ectx *c, em_launch *L) {
     ex_line(c, "const long long x%d = %s;", i, bi.e[i]);
   }
   int mark = c->memo.n;
-  /* Q tile -> smem -> fragments */
-  ex_line(c, "for (int t = tid; t < %lld; t += %d) {", (long long)(BQ * D), threads);
-  c->indent++;
-  ex_line(c, "const int rr = t / %lld, e = t %% %lld;", (long long)D, (long long)D);
-  ex_line(c, "const long long l = q0 + rr;");
-  ivec qi = oi;
-  qi.e[r - 2] = "l";
-  qi.e[r - 1] = "e";
-  ex_line(c, "float qv = 0.0f;");
-  ex_line(c, "if (l < Lq) {");
-  c->indent++;
-  ex_line(c, "qv = (float)%s;", ex_val(c, q, &qi));
-  c->memo.n = mark;
-  c->indent--;
-  ex_line(c, "}");
-  ex_line(c, "Qs[rr][e] = %s(qv);", cvt);
-  c->indent--;
-  ex_line(c, "}");
+  /* Q tile -> smem -> fragments. Operands that are kernel inputs in their own [..., rows, D] layout are copied
+   * 16 bytes at a time with cp.async (rows past the end zero-filled); others go through their expressions. */
+  int q_in = ex_V(c, q)->kind != EM_V_NODE, k_in = ex_V(c, k)->kind != EM_V_NODE, v_in = ex_V(c, v)->kind != EM_V_NODE;
+  if (q_in) {
+    ivec q0i = oi;
+    q0i.e[r - 2] = "l";
+    q0i.e[r - 1] = "0LL";
+    ex_line(c, "for (int t = tid; t < %lld; t += %d) {", (long long)(BQ * D / 8), threads);
+    c->indent++;
+    ex_line(c, "const int rr = t / %lld, e = (t %% %lld) * 8;", (long long)(D / 8), (long long)(D / 8));
+    ex_line(c, "const long long l = q0 + rr;");
+    ex_line(c, "const bool ok = l < Lq;");
+    ex_line(c, "em_cp_async16(&Qs[rr][e], ok ? in%d + %s + e : in%d, ok ? 16 : 0);", ex_input_pos(c, q),
+            ex_linearize(c, &q0i, qs), ex_input_pos(c, q));
+    c->indent--;
+    ex_line(c, "}");
+    ex_line(c, "em_cp_commit();");
+    ex_line(c, "em_cp_wait<0>();");
+  } else {
+    ex_line(c, "for (int t = tid; t < %lld; t += %d) {", (long long)(BQ * D), threads);
+    c->indent++;
+    ex_line(c, "const int rr = t / %lld, e = t %% %lld;", (long long)D, (long long)D);
+    ex_line(c, "const long long l = q0 + rr;");
+    ivec qi = oi;
+    qi.e[r - 2] = "l";
+    qi.e[r - 1] = "e";
+    ex_line(c, "float qv = 0.0f;");
+    ex_line(c, "if (l < Lq) {");
+    c->indent++;
+    ex_line(c, "qv = (float)%s;", ex_val(c, q, &qi));
+    c->memo.n = mark;
+    c->indent--;
+    ex_line(c, "}");
+    ex_line(c, "Qs[rr][e] = %s(qv);", cvt);
+    c->indent--;
+    ex_line(c, "}");
+
+  }
   ex_line(c, "__syncthreads();");
   ex_line(c, "unsigned qf[%d][4];", KD);
   ex_line(c, "#pragma unroll");
@@ -858,23 +878,44 @@ static void k_flash(ectx *c, em_launch *L) {
   ex_line(c, "for (long long s0 = 0; s0 < send; s0 += %d) {", BKV);
   c->indent++;
   ex_line(c, "__syncthreads();");
-  ex_line(c, "for (int t = tid; t < %lld; t += %d) {", (long long)(BKV * D), threads);
-  c->indent++;
-  ex_line(c, "const int ss = t / %lld, e = t %% %lld;", (long long)D, (long long)D);
-  ex_line(c, "const long long s = s0 + ss;");
-  ex_line(c, "float kv_k = 0.0f, kv_v = 0.0f;");
-  ex_line(c, "if (s < S) {");
-  c->indent++;
-  ex_line(c, "kv_k = (float)%s;", ex_val(c, k, &kk));
-  ex_line(c, "kv_v = (float)%s;", ex_val(c, v, &vv));
-  c->memo.n = mark;
-  c->indent--;
-  ex_line(c, "}");
-  ex_line(c, "Ks[ss][e] = %s(kv_k);", cvt);
-  ex_line(c, "Vs[ss][e] = %s(kv_v);", cvt);
-  c->indent--;
-  ex_line(c, "}");
-  ex_line(c, "__syncthreads();");
+  if (k_in && v_in) {
+    ivec k0i = kk, v0i = vv;
+    k0i.e[r - 1] = "0LL";
+    v0i.e[r - 1] = "0LL";
+    ex_line(c, "for (int t = tid; t < %lld; t += %d) {", (long long)(BKV * D / 8), threads);
+    c->indent++;
+    ex_line(c, "const int ss = t / %lld, e = (t %% %lld) * 8;", (long long)(D / 8), (long long)(D / 8));
+    ex_line(c, "const long long s = s0 + ss;");
+    ex_line(c, "const bool ok = s < S;");
+    ex_line(c, "em_cp_async16(&Ks[ss][e], ok ? in%d + %s + e : in%d, ok ? 16 : 0);", ex_input_pos(c, k),
+            ex_linearize(c, &k0i, ks), ex_input_pos(c, k));
+    ex_line(c, "em_cp_async16(&Vs[ss][e], ok ? in%d + %s + e : in%d, ok ? 16 : 0);", ex_input_pos(c, v),
+            ex_linearize(c, &v0i, vs), ex_input_pos(c, v));
+    c->memo.n = mark;
+    c->indent--;
+    ex_line(c, "}");
+    ex_line(c, "em_cp_commit();");
+    ex_line(c, "em_cp_wait<0>();");
+    ex_line(c, "__syncthreads();");
+  } else {
+    ex_line(c, "for (int t = tid; t < %lld; t += %d) {", (long long)(BKV * D), threads);
+    c->indent++;
+    ex_line(c, "const int ss = t / %lld, e = t %% %lld;", (long long)D, (long long)D);
+    ex_line(c, "const long long s = s0 + ss;");
+    ex_line(c, "float kv_k = 0.0f, kv_v = 0.0f;");
+    ex_line(c, "if (s < S) {");
+    c->indent++;
+    ex_line(c, "kv_k = (float)%s;", ex_val(c, k, &kk));
+    ex_line(c, "kv_v = (float)%s;", ex_val(c, v, &vv));
+    c->memo.n = mark;
+    c->indent--;
+    ex_line(c, "}");
+    ex_line(c, "Ks[ss][e] = %s(kv_k);", cvt);
+    ex_line(c, "Vs[ss][e] = %s(kv_v);", cvt);
+    c->indent--;
+    ex_line(c, "}");
+    ex_line(c, "__syncthreads();");
+  }
   /* S = Q Kᵀ for this warp's 16 rows x BKV keys */
   ex_line(c, "float sc[%d][4];", NS);
   ex_line(c, "#pragma unroll");
