@@ -157,6 +157,7 @@ return {
     end
 
     local kernels, home = {}, {}
+    local same_index
     local function new_kernel(kind, anchor)
       local k = { kind = kind, anchor = anchor, homed = {}, order = #kernels + 1 }
       kernels[#kernels + 1] = k
@@ -172,6 +173,21 @@ return {
       end
     end
     local function numel(v) return numel_expr(g, g:value(v).shape) end
+    local BIJECTIVE = { ["aten.view.default"] = true, ["aten.reshape.default"] = true, ["aten._unsafe_view.default"] = true,
+      ["aten.transpose.int"] = true, ["aten.t.default"] = true, ["aten.permute.default"] = true,
+      ["aten.unsqueeze.default"] = true, ["aten.squeeze.dim"] = true }
+    -- true when operand x of node v is read at v's own index: x is a homed value marked same-index, seen
+    -- through bijective views only, with as many elements as v
+    local same_idx = {}
+    same_index = function(x, v)
+      if numel(x) ~= numel(v) then return false end
+      local y = x
+      while producer[y] and opclass.VIEW[producer[y].op] and not home[y] do
+        if not BIJECTIVE[producer[y].op] then return false end
+        y = producer[y].inputs[1]
+      end
+      return same_idx[y] == true
+    end
 
     -- MERGE_SIBLINGS=1 (a structural fork): linears reading the same operand (q/k/v, gate/up) form one
     -- kernel whose N is their weights' rows side by side; each keeps its own epilogue.
@@ -202,6 +218,7 @@ return {
         end
         home[v] = k
         anc[v] = v
+        same_idx[v] = true
         k.homed[#k.homed + 1] = v
         if kind_of[v] == "row" then
           for _, m in ipairs(nodes) do
@@ -250,11 +267,20 @@ return {
           local ne = numel(v)
           fits = ne == numel(latest.domain)
           if latest.kind == "reduce" then fits = ne == numel(latest.anchor) end
+
         elseif latest then
           fits = numel(v) == numel(latest.domain)
         end
+        -- an epilogue sees an anchor's value at its own index only: every operand from a contraction,
+        -- attention or reduce kernel must reach it through same-shape elementwise ops and bijective views
+        if fits and latest.kind ~= "row" and latest.kind ~= "pointwise" then
+          for _, x in ipairs(n.inputs) do
+            if fits and kernel_of(x) == latest and not same_index(x, v) then fits = false end
+          end
+        end
         if fits then
           home[v] = latest
+          same_idx[v] = true
           anc[v] = anc[v] or latest.anchor
           latest.homed[#latest.homed + 1] = v
         else

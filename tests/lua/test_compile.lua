@@ -119,6 +119,24 @@ test("the main-job workflow does every GPU-free step and says what needs a GPU o
   check(out:find("not built yet:", 1, true) and out:find("issue 9", 1, true), out)
 end)
 
+test("an epilogue never reads the anchor at another index (a roll of a matmul is its own kernel)", function()
+  local ir = require "emmy.ir"
+  local g = ir.new("roll")
+  local a = assert(g:input("a", "bf16", { 4, 16 }))
+  local b = assert(g:input("b", "bf16", { 16, 8 }))
+  local y = assert(g:node("aten.mm.default", { self = a, mat2 = b }))
+  local hi = assert(g:node("aten.slice.Tensor", { self = y, dim = -1, start = 4, ["end"] = 8 }))
+  local lo = assert(g:node("aten.slice.Tensor", { self = y, dim = -1, start = 0, ["end"] = 4 }))
+  local z = assert(g:node("aten.cat.default", { tensors = { hi, lo }, dim = -1 }))
+  assert(g:output(assert(g:node("aten.add.Tensor", { self = y, other = z }))))
+  local d = tmpdir()
+  assert(graphjson.write(g, d .. "/roll.torch.json"))
+  local code, out, err = emmy { "compile", d .. "/roll.torch.json", "--ir", "kernel" }
+  eq(code, 0, "exit: " .. err)
+  check(out:find("2 kernels", 1, true), out)
+  check(out:find("k_mm_%x+%s+contraction%s+aten.mm.default%s+1%s"), "the matmul kernel holds only the matmul: " .. out)
+end)
+
 test("passes list and stop-after", function()
   local code, out = emmy { "compile", "--passes" }
   eq(code, 0, "exit")
