@@ -1,5 +1,6 @@
 /* unit.h — a minimal C test harness: TEST(name) registers a test, CHECK(cond) records a failure with the
- * line and continues; main (unit_main.c) runs every test, prints one line each, then "N passed, N failed". */
+ * line and continues, unit_skip(reason) marks the running test skipped (a missing NVRTC); main (unit_main.c)
+ * runs every test, prints one line each, then "N passed, N failed, N skipped". */
 #ifndef EM_UNIT_H
 #define EM_UNIT_H
 
@@ -8,6 +9,8 @@
 
 typedef void (*unit_fn)(int *failed);
 void unit_register(const char *name, unit_fn fn);
+/* marks the running test skipped with a one-line reason (copied); its CHECKs still count as failures */
+void unit_skip(const char *reason);
 
 #define TEST(name)                                                                             \
   static void test_##name(int *unit_failed);                                                   \

@@ -10,6 +10,11 @@ static struct {
   unit_fn fn;
 } tests[MAX_TESTS];
 static int ntests;
+static char skip_reason[256];
+
+void unit_skip(const char *reason) {
+  snprintf(skip_reason, sizeof skip_reason, "%s", reason && *reason ? reason : "skipped");
+}
 
 void unit_register(const char *name, unit_fn fn) {
   if (ntests < MAX_TESTS) {
@@ -24,16 +29,24 @@ static int by_name(const void *a, const void *b) {
 
 int main(int argc, char **argv) {
   qsort(tests, (size_t)ntests, sizeof tests[0], by_name);
-  int passed = 0, failed = 0;
+  int passed = 0, failed = 0, skipped = 0;
   for (int i = 0; i < ntests; i++) {
     if (argc > 1 && !strstr(tests[i].name, argv[1])) continue;
     int f = 0;
+    skip_reason[0] = 0;
     tests[i].fn(&f);
-    printf("%s c/%s\n", f ? "FAIL" : "ok  ", tests[i].name);
+    if (f) {
+      printf("FAIL c/%s\n", tests[i].name);
+      failed++;
+    } else if (skip_reason[0]) {
+      printf("skip c/%s (%s)\n", tests[i].name, skip_reason);
+      skipped++;
+    } else {
+      printf("ok   c/%s\n", tests[i].name);
+      passed++;
+    }
     fflush(stdout);
-    if (f) failed++;
-    else passed++;
   }
-  printf("%d passed, %d failed\n", passed, failed);
+  printf("%d passed, %d failed, %d skipped\n", passed, failed, skipped);
   return failed ? 1 : 0;
 }
