@@ -652,11 +652,21 @@ void ex_reset_alignment(ectx *c) {
 /* Splits the kernel outputs into those aligned with the domain and the rest (an error unless handled). */
 int ex_aligned_outputs(ectx *c, int *which) {
   int n = 0;
-  for (int j = 0; j < c->g->outputs.n; j++) {
+  for (int j = 0; j < c->g->outputs.n && n < EX_MAX_OUTS; j++) {
     int o = c->g->outputs.v[j];
     if (c->bij[o]) which[n++] = j;
   }
+  if (c->g->outputs.n > EX_MAX_OUTS) ex_fail(c, "a kernel of more than %d outputs", EX_MAX_OUTS);
   return n;
+}
+
+void ex_write_aligned(ectx *c, int v, ivec ix, const char *what) {
+  c->al[v] = ix;
+  c->bij[v] = 1;
+  ex_align(c);
+  int which[EX_MAX_OUTS] = {0}, n = ex_aligned_outputs(c, which);
+  if (n != c->g->outputs.n) ex_fail(c, "%s", what);
+  ex_write_outputs(c, which, n);
 }
 
 /* ---- kernel kinds ------------------------------------------------------------------------------------ */

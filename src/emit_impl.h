@@ -81,7 +81,11 @@ ivec ex_domain_vars(ectx *c, const em_shape *s, const char *lin);
 const char *ex_numel_c(ectx *c, const em_shape *s);
 char *ex_numel_text(ectx *c, const em_shape *s);
 void ex_reset_alignment(ectx *c);
+/* The positions of the kernel outputs aligned with the domain (at most EX_MAX_OUTS; more fail the emission). */
+#define EX_MAX_OUTS 64
 int ex_aligned_outputs(ectx *c, int *which);
+/* Places v at index ix, aligns, and writes every kernel output; `what` is the error when one is not aligned. */
+void ex_write_aligned(ectx *c, int v, ivec ix, const char *what);
 
 /* The kernel templates (emit_kinds.c). */
 void ex_k_pointwise(ectx *c, em_launch *L);

@@ -33,12 +33,7 @@ void ex_k_pointwise(ectx *c, em_launch *L) {
   ex_line(c, "const long long lin = l0 + em_e * stride + em_v;");
   ex_line(c, "if (lin >= total) break;");
   ivec d = ex_domain_vars(c, ds, "lin");
-  c->al[o0] = d;
-  c->bij[o0] = 1;
-  ex_align(c);
-  int which[EM_MAX_ARGS * 8] = {0}, n = ex_aligned_outputs(c, which);
-  if (n != c->g->outputs.n) ex_fail(c, "a pointwise kernel's outputs must share one index space");
-  ex_write_outputs(c, which, n);
+  ex_write_aligned(c, o0, d, "a pointwise kernel's outputs must share one index space");
   c->indent--;
   ex_line(c, "}");
   c->indent--;
@@ -143,7 +138,7 @@ void ex_k_row(ectx *c, em_launch *L) {
     c->bij[a] = 1;
   }
   ex_align(c);
-  int which[64] = {0}, n = ex_aligned_outputs(c, which);
+  int which[EX_MAX_OUTS] = {0}, n = ex_aligned_outputs(c, which);
   ex_write_outputs(c, which, n);
   c->cache_mode = 0;
   c->memo.n = mark;
@@ -239,12 +234,7 @@ void ex_k_reduce(ectx *c, em_launch *L) {
     ex_line(c, "const %s em_r = %s;", ex_ctype(ex_V(c, a)->dtype), ex_round_to(c, ex_V(c, a)->dtype, fin));
     c->anchor_var = "em_r";
   }
-  c->al[a] = d;
-  c->bij[a] = 1;
-  ex_align(c);
-  int which[64] = {0}, n = ex_aligned_outputs(c, which);
-  if (n != c->g->outputs.n) ex_fail(c, "an output of the reduce kernel is not aligned with the reduction");
-  ex_write_outputs(c, which, n);
+  ex_write_aligned(c, a, d, "an output of the reduce kernel is not aligned with the reduction");
   c->indent--;
   ex_line(c, "}");
 }
@@ -681,7 +671,7 @@ epilogue:;
   }
   ex_line(c, "if (m >= M || n >= N) continue;");
   ivec mi = ex_unravel(c, "m", &mdims);
-  int written[64] = {0}, nwritten = 0;
+  int written[EX_MAX_OUTS] = {0}, nwritten = 0;
   if (dual) {
     /* both accumulators at (m, n): the anchors' values, then every output aligned with them */
     const char *accel2 = mma ? "acc2[i][j][q]" : "acc2[i][j]";
@@ -708,7 +698,7 @@ epilogue:;
     c->al[sib[0]] = c->al[sib[1]] = di;
     c->bij[sib[0]] = c->bij[sib[1]] = 1;
     ex_align(c);
-    int which[64] = {0}, n = ex_aligned_outputs(c, which);
+    int which[EX_MAX_OUTS] = {0}, n = ex_aligned_outputs(c, which);
     for (int q = 0; q < n; q++) written[which[q]] = 1;
     nwritten = n;
     ex_write_outputs(c, which, n);
@@ -739,8 +729,8 @@ epilogue:;
     c->al[sib[j]] = di;
     c->bij[sib[j]] = 1;
     ex_align(c);
-    int which[64] = {0}, n = 0;
-    for (int q = 0; q < c->g->outputs.n; q++)
+    int which[EX_MAX_OUTS] = {0}, n = 0;
+    for (int q = 0; q < c->g->outputs.n && q < EX_MAX_OUTS; q++)
       if (!written[q] && c->bij[c->g->outputs.v[q]]) {
         which[n++] = q;
         written[q] = 1;
@@ -762,9 +752,26 @@ epilogue:;
   ex_line(c, "}");
 }
 
-/* Scalar attention: a block of QROWS query rows of one (batch, head); each thread keeps its query row and an
- * f32 accumulator in registers and runs an online softmax over the keys. KV_TILE > 0 stages KV_TILE keys and
- * values in shared memory, loaded by the whole block; causal blocks stop at their last row's diagonal. */
+/* The key and value element indices ("s" the key row, "e" the head element) of an attention output index oi:
+ * batch dims broadcast from the output, the kv head divided by the query/kv head ratio for GQA. */
+static void kv_index(ectx *c, const ivec *oi, const em_shape *qs, const em_shape *ks, const em_shape *vs,
+                     const em_shape *os, int gqa, ivec *kk, ivec *vv) {
+  int r = qs->rank;
+  ivec full = *oi;
+  full.e[r - 2] = "s";
+  full.e[r - 1] = "0LL";
+  ivec kb = ex_bcast(c, &full, os, ks), vb = ex_bcast(c, &full, os, vs);
+  if (gqa && r >= 3 && !em_dim_eq(&qs->d[r - 3], &ks->d[r - 3])) {
+    const char *ratio = ex_A(c, "(%s / %s)", ex_dim_c(c, &qs->d[r - 3]), ex_dim_c(c, &ks->d[r - 3]));
+    kb.e[r - 3] = ex_A(c, "(%s / %s)", oi->e[r - 3], ratio);
+    vb.e[r - 3] = kb.e[r - 3];
+  }
+  *kk = kb;
+  *vv = vb;
+  kk->e[r - 2] = vv->e[r - 2] = "s";
+  kk->e[r - 1] = vv->e[r - 1] = "e";
+}
+
 /* Flash attention on the warp tier (FLASH=1): a block of BQ query rows of one (batch, head), one warp per
  * 16 rows. Q fragments stay in registers; BKV keys and values at a time are staged in shared memory; S = QKᵀ
  * and O += PV run on mma.sync m16n8k16 (P re-packed from the S accumulators into A fragments, V read with
@@ -860,21 +867,8 @@ static void k_flash(ectx *c, em_launch *L) {
   ex_line(c, "float mrow[2] = {-INFINITY, -INFINITY}, lrow[2] = {0.0f, 0.0f};");
   ex_line(c, "const long long lr0 = q0 + w * 16 + (lane >> 2), lr1 = lr0 + 8;");
   ex_line(c, "const long long send = %s;", causal ? ex_A(c, "(q0 + %d < S ? q0 + %d : S)", BQ, BQ) : "S");
-  /* key/value index: batch dims broadcast from the output, the kv head divided for GQA */
-  ivec full = oi;
-  full.e[r - 2] = "s";
-  full.e[r - 1] = "0LL";
-  ivec kb = ex_bcast(c, &full, os, ks), vb = ex_bcast(c, &full, os, vs);
-  if (gqa && r >= 3 && !em_dim_eq(&qs->d[r - 3], &ks->d[r - 3])) {
-    const char *ratio = ex_A(c, "(%s / %s)", ex_dim_c(c, &qs->d[r - 3]), ex_dim_c(c, &ks->d[r - 3]));
-    kb.e[r - 3] = ex_A(c, "(%s / %s)", oi.e[r - 3], ratio);
-    vb.e[r - 3] = kb.e[r - 3];
-  }
-  ivec kk = kb, vv = vb;
-  kk.e[r - 2] = "s";
-  kk.e[r - 1] = "e";
-  vv.e[r - 2] = "s";
-  vv.e[r - 1] = "e";
+  ivec kk, vv;
+  kv_index(c, &oi, qs, ks, vs, os, gqa, &kk, &vv);
   ex_line(c, "for (long long s0 = 0; s0 < send; s0 += %d) {", BKV);
   c->indent++;
   ex_line(c, "__syncthreads();");
@@ -1018,12 +1012,7 @@ static void k_flash(ectx *c, em_launch *L) {
   ivec di = oi;
   di.e[r - 2] = "l";
   di.e[r - 1] = "d";
-  c->al[a] = di;
-  c->bij[a] = 1;
-  ex_align(c);
-  int which[64] = {0}, n = ex_aligned_outputs(c, which);
-  if (n != c->g->outputs.n) ex_fail(c, "an output of the attention kernel is not aligned with its result");
-  ex_write_outputs(c, which, n);
+  ex_write_aligned(c, a, di, "an output of the attention kernel is not aligned with its result");
   c->memo.n = mark;
   c->indent--;
   ex_line(c, "}");
@@ -1031,6 +1020,9 @@ static void k_flash(ectx *c, em_launch *L) {
   ex_line(c, "}");
 }
 
+/* Scalar attention: a block of QROWS query rows of one (batch, head); each thread keeps its query row and an
+ * f32 accumulator in registers and runs an online softmax over the keys. KV_TILE > 0 stages KV_TILE keys and
+ * values in shared memory, loaded by the whole block; causal blocks stop at their last row's diagonal. */
 void ex_k_attention(ectx *c, em_launch *L) {
   if (em_knob_get(&c->t->knobs, "FLASH", 0)) {
     k_flash(c, L);
@@ -1081,21 +1073,8 @@ void ex_k_attention(ectx *c, em_launch *L) {
   ex_line(c, "for (int e = 0; e < %lld; e++) acc[e] = 0.0f;", (long long)Ev);
   ex_line(c, "float em_m = -INFINITY, em_l = 0.0f;");
   ex_line(c, "const long long send = %s;", causal ? "(l + 1 < S ? l + 1 : S)" : "S");
-  /* key/value index: batch dims broadcast from the output, the kv head divided for GQA */
-  ivec full = oi;
-  full.e[r - 2] = "s";
-  full.e[r - 1] = "0LL";
-  ivec kb = ex_bcast(c, &full, os, ks), vb = ex_bcast(c, &full, os, vs);
-  if (gqa && r >= 3 && !em_dim_eq(&qs->d[r - 3], &ks->d[r - 3])) {
-    const char *ratio = ex_A(c, "(%s / %s)", ex_dim_c(c, &qs->d[r - 3]), ex_dim_c(c, &ks->d[r - 3]));
-    kb.e[r - 3] = ex_A(c, "(%s / %s)", oi.e[r - 3], ratio);
-    vb.e[r - 3] = kb.e[r - 3];
-  }
-  ivec kk = kb, vv = vb;
-  kk.e[r - 2] = "s";
-  kk.e[r - 1] = "e";
-  vv.e[r - 2] = "s";
-  vv.e[r - 1] = "e";
+  ivec kk, vv;
+  kv_index(c, &oi, qs, ks, vs, os, gqa, &kk, &vv);
   const char *kval = "0", *vval = "0";
   if (kvt > 0) {
     ex_line(c, "__shared__ float Ks[%d][%lld], Vs[%d][%lld];", kvt, (long long)E, kvt, (long long)Ev);
@@ -1166,12 +1145,7 @@ void ex_k_attention(ectx *c, em_launch *L) {
   c->anchor_var = "em_r";
   ivec di = oi;
   di.e[r - 1] = "ev";
-  c->al[a] = di;
-  c->bij[a] = 1;
-  ex_align(c);
-  int which[64] = {0}, n = ex_aligned_outputs(c, which);
-  if (n != c->g->outputs.n) ex_fail(c, "an output of the attention kernel is not aligned with its result");
-  ex_write_outputs(c, which, n);
+  ex_write_aligned(c, a, di, "an output of the attention kernel is not aligned with its result");
   c->memo.n = mark;
   c->indent--;
   ex_line(c, "}");

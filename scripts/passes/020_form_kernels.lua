@@ -306,15 +306,12 @@ return {
     -- VIEW_OUT=1 (a structural fork): a kernel result read by other kernels only through one chain of
     -- bijective views (attention's output, transposed and reshaped before o_proj) is written in the chain's
     -- final layout, so its reader gets a plain contiguous operand (which the cp.async copies need).
-    local BIJ = { ["aten.view.default"] = true, ["aten.reshape.default"] = true, ["aten._unsafe_view.default"] = true,
-      ["aten.transpose.int"] = true, ["aten.t.default"] = true, ["aten.permute.default"] = true,
-      ["aten.unsqueeze.default"] = true, ["aten.squeeze.dim"] = true }
     if (ctx.knobs.VIEW_OUT or 0) == 1 then
       for _, k in ipairs(kernels) do
         if k.kind ~= "pointwise" then
           for _, v in ipairs({ unpack(k.homed) }) do
             local chain, x = {}, v
-            while not is_output[x] and #consumers[x] == 1 and BIJ[consumers[x][1].op] and not home[consumers[x][1].name] do
+            while not is_output[x] and #consumers[x] == 1 and BIJECTIVE[consumers[x][1].op] and not home[consumers[x][1].name] do
               x = consumers[x][1].name
               chain[#chain + 1] = x
             end
