@@ -1,6 +1,8 @@
 #!/bin/sh
 # GPU tests and benchmarks, run on the GPU machine in one call (`make test-gpu`). Where there is no GPU,
 # `--list-skip` reports each GPU test as skipped with the reason, so none is silently dropped.
+# `sh tests/gpu/run.sh WORD…` runs only the cases whose name contains one of the words (the others are
+# reported as skipped), e.g. `sh tests/gpu/run.sh view_out dual flash` for the forks never run on a GPU.
 BIN=${EMMY_BIN:-./emmy}
 TESTS="gpu_probe cuda_runtime layer_seq1 layer_seq7 layer_seq512 layer_seq513 layer_seq2048 layer_sweep7 layer_sweep513 split_cone0_sweep513 merge_sweep513 view_out_sweep513 dual_gate_sweep513 flash_sweep513 flash_model_seq37 model_seq37 model_seq512"
 if [ "$1" = "--list-skip" ] || ! "$BIN" info --json 2>/dev/null | grep -q '"gpu":{'; then
@@ -11,13 +13,21 @@ if [ "$1" = "--list-skip" ] || ! "$BIN" info --json 2>/dev/null | grep -q '"gpu"
   echo "0 passed, 0 failed, $n skipped"
   exit 0
 fi
-passed=0; failed=0
+passed=0; failed=0; skipped=0
+SEL="$*"
+selected() { # name: true when no words were given or the name contains one of them
+  [ -z "$SEL" ] && return 0
+  for w in $SEL; do case "$1" in *"$w"*) return 0;; esac; done
+  skipped=$((skipped + 1)); echo "skip $1 (not selected)"; return 1
+}
 # gpu_probe: the driver is opened with dlopen and sees the GPU; NVRTC answers.
-if "$BIN" info | tee /dev/stderr | grep -q '^gpu .*sm_'; then echo "ok   gpu_probe"; passed=$((passed + 1));
+if ! selected gpu_probe; then :
+elif "$BIN" info | tee /dev/stderr | grep -q '^gpu .*sm_'; then echo "ok   gpu_probe"; passed=$((passed + 1));
 else echo "FAIL gpu_probe"; failed=$((failed + 1)); fi
 # cuda_runtime: the driver runtime (tests/gpu/test_cuda.lua): nvcc-built kernels against the host reference,
 # one-line errors, a lost context failing fast (a new process gets a working device), event and CUDA-graph timing.
-if "$BIN" tests/gpu/test_cuda.lua; then echo "ok   cuda_runtime"; passed=$((passed + 1));
+if ! selected cuda_runtime; then :
+elif "$BIN" tests/gpu/test_cuda.lua; then echo "ok   cuda_runtime"; passed=$((passed + 1));
 else echo "FAIL cuda_runtime"; failed=$((failed + 1)); fi
 # The compiler end to end: Qwen3-Embedding-0.6B layer 0 with a dynamic seq_len at five lengths, a sweep of 20
 # random legal knob assignments per kernel at two lengths, and the whole model (four dynamic specs).
@@ -27,6 +37,7 @@ LOG=${OUT:-/tmp}
 summary=""
 gpu_case() { # name, command...
   name=$1; shift
+  selected "$name" || return 0
   t0=$(date +%s)
   if "$@" > "$LOG/$name.log" 2>&1; then st=ok; passed=$((passed + 1)); else st=FAIL; failed=$((failed + 1)); fi
   line=$(grep -E '^(PASS|FAIL):' "$LOG/$name.log" | tail -n 1)
@@ -48,5 +59,5 @@ gpu_case flash_model_seq37 env EMMY_KNOBS=k_sdpa:FLASH=1 "$BIN" run $WHOLE --seq
 gpu_case model_seq37 "$BIN" run $WHOLE --seq-len 37
 gpu_case model_seq512 "$BIN" run $WHOLE --seq-len 512
 echo "$summary"
-echo "$passed passed, $failed failed, 0 skipped"
+echo "$passed passed, $failed failed, $skipped skipped"
 [ "$failed" -eq 0 ]
