@@ -1,5 +1,5 @@
--- 050_use_tma.lua — TMA transport (cp.async.bulk.tensor into shared memory on an mbarrier). It feeds the
--- tensor-core tiers only, so it is refused while a contraction is on the scalar tier.
+-- 050_use_tma.lua — operand transport for the warp tier: cp.async row copies (built), TMA
+-- (cp.async.bulk.tensor into shared memory on an mbarrier; refused: the emitter has no TMA path yet).
 return {
   -- cp.async: 16-byte asynchronous copies of operand rows into a STAGES-deep ring of shared-memory tiles,
   -- for the warp tier, when both operands are kernel inputs read as they are (no view, no folded prologue).
@@ -17,6 +17,6 @@ return {
   { name = "use_tma", family = "STAGE", kinds = { "contraction" }, knobs = { TMA = 0 },
     gate = function(k, dev)
       if (dev.cc_major or 0) < 9 then return false, ("compute capability %s has no TMA (needs 9.0)"):format(dev.cc) end
-      return false, "TMA staging needs the warp tier (MMA=1), which is not implemented yet"
+      return false, "the emitter has no TMA path yet (bulk tensor copies on an mbarrier)"
     end },
 }
