@@ -67,9 +67,12 @@ return {
       passes_table()
       return 0
     end
+    if not pos.input and opts.ir and opts.ir:match("%.json$") then
+      cli.usage("compile: --ir names the IR to show (graph, kernel, tile, cuda); give the graph file as INPUT: emmy compile %s", opts.ir)
+    end
     if not pos.input then cli.usage("compile: missing INPUT (usage: emmy compile INPUT [--ir kernel])") end
     if opts.ir and not ({ graph = true, kernel = true, tile = true, cuda = true })[opts.ir] then
-      cli.usage("--ir '%s': graph, kernel, tile or cuda", opts.ir)
+      cli.usage("compile: --ir '%s': graph, kernel, tile or cuda", opts.ir)
     end
     local r = frontend.load(pos.input, opts)
     print(r.header)

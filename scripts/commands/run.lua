@@ -18,9 +18,11 @@ end
 
 return {
   summary = "run a model or graph on the GPU and check every kernel against the CPU reference",
-  usage = "usage: emmy run INPUT [trace flags] [--seq-len N | --bind NAME=N …] [--sweep N] [--kernel SUBSTR]\n" ..
+  usage = "usage: emmy run INPUT|--ir FILE.json [trace flags] [--seq-len N | --bind NAME=N …] [--sweep N] [--kernel SUBSTR]\n" ..
     "                [--seed S] [--dump-dir D]\n\n" .. frontend.USAGE .. [[
 
+  --ir FILE.json       the graph to run given by name (a dump's <stage>.kernels/<kname>.torch.json
+                       reproducer, or any .torch.json graph); the same as giving it as INPUT
   --seq-len N          with --dynamic: run at seq_len = N (the symbol's value); else the static length
   --bind NAME=N        bind a symbol of a graph file (default: its hint)
   --sweep N            also run N knob assignments per distinct kernel (the chosen one and N-1 random legal
@@ -29,9 +31,18 @@ return {
   run = function(argv)
     local opts, pos = cli.parse(argv, {
       flags = frontend.merge_flags { ["--bind"] = { kind = "string", multi = true }, ["--sweep"] = { kind = "int", default = 0 },
-        ["--kernel"] = { kind = "string" }, ["--dump-dir"] = { kind = "string" }, ["--json"] = { kind = "bool" } },
-      positional = { "input" }, required = { "input" }, usage = "emmy run INPUT [--seq-len N]",
+        ["--kernel"] = { kind = "string" }, ["--dump-dir"] = { kind = "string" }, ["--json"] = { kind = "bool" },
+        ["--ir"] = { kind = "string" } },
+      positional = { "input" }, usage = "emmy run INPUT [--seq-len N]",
     }, "run")
+    if opts.ir and pos.input and opts.ir ~= pos.input then
+      cli.usage("run: give the graph once: INPUT '%s' and --ir '%s'", pos.input, opts.ir)
+    end
+    pos.input = pos.input or opts.ir
+    if opts.ir and not opts.ir:match("%.json$") then
+      cli.usage("run: --ir takes a .torch.json graph file, got '%s' (a model is given as INPUT)", opts.ir)
+    end
+    if not pos.input then cli.usage("run: missing INPUT (usage: emmy run INPUT|--ir FILE.json [--seq-len N])") end
     local seq_bind
     if #opts.dynamic > 0 and opts.seq_len then
       seq_bind, opts.seq_len = opts.seq_len, nil

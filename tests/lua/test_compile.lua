@@ -146,6 +146,28 @@ test("passes list and stop-after", function()
   check(out2:find("aten.linear.default", 1, true), out2)
 end)
 
+test("a reproducer is named with run --ir FILE; --ir misuse is a one-line usage error", function()
+  local d = tmpdir()
+  local code = emmy(args("compile", L0, "--kernel", "k_linear_add", "--dump-dir", d))
+  eq(code, 0, "dump")
+  local kd = d .. "/" .. table.concat(require("emmy.sys").listdir(d), " "):match("(%d+_lowering_cuda%.kernels)")
+  local repro
+  for _, f in ipairs(require("emmy.sys").listdir(kd)) do if f:match("^k_linear_add.*%.torch%.json$") then repro = kd .. "/" .. f end end
+  check(repro, "no k_linear_add reproducer in " .. kd)
+  -- without a GPU the graph loads and the run stops at the driver; with one it runs (either way, not a usage error)
+  local c1, o1, e1 = emmy { "run", "--ir", repro }
+  check(c1 ~= 2 and (o1 .. e1):find("graph " .. repro, 1, true), o1 .. e1)
+  local c2, _, e2 = emmy { "run", "--ir", "Qwen/Qwen3-Embedding-0.6B" }
+  eq(c2, 2, "run --ir MODEL")
+  check(e2:find("--ir takes a .torch.json graph file", 1, true), e2)
+  local c3, _, e3 = emmy { "run", repro, "--ir", repro .. ".other.json" }
+  eq(c3, 2, "two inputs")
+  check(e3:find("give the graph once", 1, true), e3)
+  local c4, _, e4 = emmy { "compile", "--ir", repro }
+  eq(c4, 2, "compile --ir FILE")
+  check(e4:find("give the graph file as INPUT", 1, true) and #lines_of(e4) == 1, e4)
+end)
+
 test("explain names every gate, its verdict and reason", function()
   local code, out = emmy(args("compile", L0, "--explain", "--kernel", "k_linear_add"))
   eq(code, 0, "exit")
