@@ -16,7 +16,7 @@ local tbl = require "emmy.tbl"
 local opts = cli.parse(arg, { flags = { ["--model"] = { kind = "string", default = "Qwen/Qwen3-Embedding-0.6B" },
   ["--layer"] = { kind = "int", default = 0 }, ["--seq-len"] = { kind = "int", default = 512 },
   ["--torch"] = { kind = "bool" }, ["--python"] = { kind = "string", default = "python3" },
-  ["--sweep"] = { kind = "int", default = 0 }, ["--ceilings"] = { kind = "bool" } } }, "bench/kernels.lua")
+  ["--sweep"] = { kind = "int", default = 0, min = 0 }, ["--ceilings"] = { kind = "bool" } } }, "bench/kernels.lua")
 local r = frontend.load(opts.model, { layer = opts.layer, dynamic = { "seq_len@x:1" }, hint = { "seq_len=" .. opts.seq_len } })
 local g = r.graph
 local bind = assert(g:bind({ seq_len = opts.seq_len }))

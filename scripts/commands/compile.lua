@@ -59,7 +59,7 @@ return {
       flags = frontend.merge_flags { ["--ir"] = { kind = "string" }, ["--explain"] = { kind = "bool" },
         ["--kernel"] = { kind = "string" }, ["--passes"] = { kind = "bool" }, ["--stop-after"] = { kind = "string" },
         ["--nvrtc"] = { kind = "bool" }, ["--all-variants"] = { kind = "bool" }, ["--dump-dir"] = { kind = "string" },
-        ["--sample"] = { kind = "int" },
+        ["--sample"] = { kind = "int", min = 1 },
         ["-o"] = { kind = "string" }, ["--json"] = { kind = "bool" } },
       positional = { "input" }, usage = "emmy compile INPUT [--ir graph|kernel|tile|cuda]",
     }, "compile")

@@ -30,7 +30,7 @@ return {
   Exit status 1 when any kernel or the final output mismatches.]],
   run = function(argv)
     local opts, pos = cli.parse(argv, {
-      flags = frontend.merge_flags { ["--bind"] = { kind = "string", multi = true }, ["--sweep"] = { kind = "int", default = 0 },
+      flags = frontend.merge_flags { ["--bind"] = { kind = "string", multi = true }, ["--sweep"] = { kind = "int", default = 0, min = 0 },
         ["--kernel"] = { kind = "string" }, ["--dump-dir"] = { kind = "string" }, ["--json"] = { kind = "bool" },
         ["--ir"] = { kind = "string" } },
       positional = { "input" }, usage = "emmy run INPUT [--seq-len N]",

@@ -52,7 +52,7 @@ function M.protect(fn, ...)
 end
 
 -- Parses argv (list) against spec:
---   spec.flags = { ["--layer"] = { kind = "int"|"string"|"bool"|"number", multi = bool, default = v } }
+--   spec.flags = { ["--layer"] = { kind = "int"|"string"|"bool"|"number", multi = bool, default = v, min = n } }
 --   spec.positional = { "input", … } (names; the last may end in "..." to take the rest)
 -- Returns opts (flags by name without dashes, '-' replaced by '_') and positional values by name.
 function M.parse(argv, spec, cmd)
@@ -84,6 +84,9 @@ function M.parse(argv, spec, cmd)
           local n = tonumber(val)
           if not n or (f.kind == "int" and n ~= math.floor(n)) then
             M.usage("%s: option %s needs %s, got '%s'", cmd, name, f.kind == "int" and "an integer" or "a number", val)
+          end
+          if f.min and n < f.min then
+            M.usage("%s: option %s needs %s >= %s, got '%s'", cmd, name, f.kind == "int" and "an integer" or "a number", f.min, val)
           end
           val = n
         end

@@ -11,11 +11,11 @@ local M = {}
 
 -- Flags shared by trace / compile / run / tune.
 M.FLAGS = {
-  ["--layer"] = { kind = "int" },
+  ["--layer"] = { kind = "int", min = 0 },
   ["--dynamic"] = { kind = "string", multi = true },
   ["--hint"] = { kind = "string", multi = true },
-  ["--seq-len"] = { kind = "int" },
-  ["--batch"] = { kind = "int", default = 1 },
+  ["--seq-len"] = { kind = "int", min = 1 },
+  ["--batch"] = { kind = "int", default = 1, min = 1 },
   ["--pool"] = { kind = "string" },
   ["--seed"] = { kind = "int", default = 0 },
   ["--dtype"] = { kind = "string" },
