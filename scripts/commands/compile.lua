@@ -194,19 +194,54 @@ return {
       end })
       if not res then cli.fail("NVRTC is not available") end
       local rows, bad = {}, 0
+      local many = opts.all_variants or opts.sample
+      -- with many variants per kernel: one summary row per kernel (ranges), then a row per failed variant
+      local per, korder = {}, {}
       for i, r2 in ipairs(res) do
         local w = which[i]
         if r2.status ~= "ok" then bad = bad + 1 end
-        if not (opts.all_variants or opts.sample) or r2.status ~= "ok" then
+        if not many or r2.status ~= "ok" then
           rows[#rows + 1] = { w.plan.kernel.name, w.cand.string, r2.status, r2.regs or "-", r2.spill_stores or "-",
             r2.smem or "-", ("%.0f"):format(r2.ms or 0), r2.cache_hit and "hit" or "" }
+        end
+        if many then
+          local name = w.plan.kernel.name
+          local a = per[name]
+          if not a then
+            a = { n = 0, ok = 0, hits = 0, ms = 0 }
+            per[name] = a
+            korder[#korder + 1] = name
+          end
+          a.n, a.ms = a.n + 1, a.ms + (r2.ms or 0)
+          if r2.cache_hit then a.hits = a.hits + 1 end
+          if r2.status == "ok" then
+            a.ok = a.ok + 1
+            local rg, sp, sm = r2.regs or 0, r2.spill_stores or 0, r2.smem or 0
+            a.rlo, a.rhi = math.min(a.rlo or rg, rg), math.max(a.rhi or rg, rg)
+            a.spill, a.spilled = math.max(a.spill or 0, sp), (a.spilled or 0) + (sp > 0 and 1 or 0)
+            a.smem = math.max(a.smem or 0, sm)
+          end
         end
         if r2.status ~= "ok" then io.stderr:write(("%s %s: %s\n"):format(w.plan.kernel.name, w.cand.string,
           (r2.log or ""):match("[^\n]*error[^\n]*") or r2.status)) end
       end
       print("")
-      tbl.print { header = { "kernel", "knobs", "status", "regs", "spill B", "smem B", "ms", "cache" }, rows = rows,
-        align = "lllrrrrl" }
+      if many then
+        local srows = {}
+        for _, name in ipairs(korder) do
+          local a = per[name]
+          srows[#srows + 1] = { name, a.n, a.n - a.ok, a.rlo and (a.rlo == a.rhi and tostring(a.rlo) or (a.rlo .. "-" .. a.rhi)) or "-",
+            a.spill and (a.spilled > 0 and ("%d (%d of %d)"):format(a.spill, a.spilled, a.ok) or "0") or "-", a.smem or "-", ("%.0f"):format(a.ms),
+            ("%d/%d"):format(a.hits, a.n) }
+        end
+        tbl.print { header = { "kernel", "variants", "failed", "regs", "max spill B", "max smem B", "ms", "cache hits" },
+          rows = srows, align = "lrrrrrrr" }
+        if #rows > 0 then print("") end
+      end
+      if not many or #rows > 0 then
+        tbl.print { header = { "kernel", "knobs", "status", "regs", "spill B", "smem B", "ms", "cache" }, rows = rows,
+          align = "lllrrrrl" }
+      end
       print(("\nNVRTC %s for %s: %d compiled, %d failed, %.1f s"):format(nv.version() or "?", dev.arch, #res - bad, bad,
         require("emmy.sys").clock() - t0))
       if bad > 0 then return 1 end

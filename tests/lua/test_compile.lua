@@ -243,6 +243,9 @@ test("sampled knob points of every structural fork compile with NVRTC", function
       { env = (env ~= "" and env .. " " or "") .. "EMMY_CUBIN_CACHE=" .. cache })
     eq(code, 0, env .. ": " .. err)
     check(out:find(" 0 failed", 1, true), env .. ": " .. out)
+    -- one summary row per distinct kernel: variants compiled, none failed, a register range
+    check(out:find("kernel%s+variants%s+failed%s+regs"), env .. ": " .. out)
+    check(out:find("\nk_sdpa_%x+%s+%d+%s+0%s+%d+"), env .. ": no k_sdpa summary row\n" .. out)
   end
 end)
 
