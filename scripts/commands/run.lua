@@ -47,10 +47,17 @@ return {
     if #opts.dynamic > 0 and opts.seq_len then
       seq_bind, opts.seq_len = opts.seq_len, nil
     end
-    local r = frontend.load(pos.input, opts)
+    local r = frontend.load(pos.input, opts, true)
     local g = r.graph
     local binds = cli.parse_binds(opts.bind)
     if seq_bind then binds[r.dyn.seq or "seq_len"] = seq_bind end
+    if r.file and opts.seq_len then
+      local has = false
+      for _, y in ipairs(g:symbols()) do if y.name == "seq_len" and not y.derived then has = true end end
+      if not has then cli.usage("--seq-len: the graph %s has no symbol seq_len (use --bind NAME=N)", r.file) end
+      if binds.seq_len and binds.seq_len ~= opts.seq_len then cli.usage("--seq-len %d conflicts with --bind seq_len=%d", opts.seq_len, binds.seq_len) end
+      binds.seq_len = opts.seq_len
+    end
     local bind = cli.check(g:bind(binds))
     local b = {}
     for k2, v in pairs(bind) do b[#b + 1] = k2 .. "=" .. v end

@@ -59,8 +59,19 @@ end
 
 -- Builds the graph for input (model name or .json file) and the parsed flags opts.
 -- Returns { graph, model (nil for a file), dyn, static, header (one line: where it came from) }.
-function M.load(input, opts)
+-- A graph file takes none of the model flags (they would be silently ignored); with allow_seq_len (emmy run)
+-- --seq-len binds the graph's seq_len symbol.
+function M.load(input, opts, allow_seq_len)
   if input:match("%.json$") then
+    local given
+    if opts.layer then given = "--layer" elseif opts.dynamic and #opts.dynamic > 0 then given = "--dynamic"
+    elseif opts.hint and #opts.hint > 0 then given = "--hint" elseif opts.pool then given = "--pool"
+    elseif opts.dtype then given = "--dtype" elseif opts.batch and opts.batch ~= 1 then given = "--batch"
+    elseif opts.seq_len and not allow_seq_len then given = "--seq-len" end
+    if given then
+      cli.usage("%s applies to a model, not to the graph file %s (%s)", given, input,
+        allow_seq_len and "bind its symbols with --bind NAME=N or --seq-len N" or "its symbols keep the file's hints")
+    end
     local g, err = graphjson.read(input)
     if not g then cli.usage("%s", err) end
     local syms = 0

@@ -166,6 +166,17 @@ test("a reproducer is named with run --ir FILE; --ir misuse is a one-line usage 
   local c4, _, e4 = emmy { "compile", "--ir", repro }
   eq(c4, 2, "compile --ir FILE")
   check(e4:find("give the graph file as INPUT", 1, true) and #lines_of(e4) == 1, e4)
+  -- model flags on a graph file are errors, not silently ignored; run's --seq-len binds seq_len
+  local c5, _, e5 = emmy { "compile", repro, "--layer", "0" }
+  eq(c5, 2, "compile FILE --layer")
+  check(e5:find("--layer applies to a model, not to the graph file", 1, true), e5)
+  local c6, _, e6 = emmy { "compile", repro, "--seq-len", "7" }
+  eq(c6, 2, "compile FILE --seq-len")
+  local c7, _, e7 = emmy { "run", "--ir", repro, "--seq-len", "7", "--bind", "seq_len=8" }
+  eq(c7, 2, "run --seq-len vs --bind")
+  check(e7:find("conflicts with --bind seq_len=8", 1, true), e7)
+  local c8, o8, e8 = emmy { "run", "--ir", repro, "--seq-len", "7" }
+  check(c8 ~= 2, "run FILE --seq-len 7 is accepted: " .. o8 .. e8)
 end)
 
 test("explain names every gate, its verdict and reason", function()
