@@ -1,5 +1,6 @@
 /* emit_impl.h — what the emitter's core (emit.c: index remapping, values, alignment, the em_emit driver)
- * and its kernel templates (emit_kinds.c: pointwise, row, reduce, contraction, attention) share. Internal to
+ * and its kernel templates (emit_kinds.c: pointwise, row, reduce;
+ * emit_contraction.c; emit_attention.c) share. Internal to
  * the emitter; everything here is prefixed ex_. Strings returned by these helpers live in the context's arena
  * until em_emit returns. */
 #ifndef EM_EMIT_IMPL_H
@@ -87,7 +88,7 @@ int ex_aligned_outputs(ectx *c, int *which);
 /* Places v at index ix, aligns, and writes every kernel output; `what` is the error when one is not aligned. */
 void ex_write_aligned(ectx *c, int v, ivec ix, const char *what);
 
-/* The kernel templates (emit_kinds.c). */
+/* The kernel templates (emit_kinds.c, emit_contraction.c, emit_attention.c). */
 void ex_k_pointwise(ectx *c, em_launch *L);
 void ex_k_row(ectx *c, em_launch *L);
 void ex_k_reduce(ectx *c, em_launch *L);

@@ -1,0 +1,461 @@
+/* emit_attention.c — the attention templates of the emitter: scalar attention (a query row per thread,
+ * online softmax, optional KV tiles in shared memory) and flash attention on mma.sync (FLASH=1). */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "emit_impl.h"
+
+/* The key and value element indices ("s" the key row, "e" the head element) of an attention output index oi:
+ * batch dims broadcast from the output, the kv head divided by the query/kv head ratio for GQA. */
+static void kv_index(ectx *c, const ivec *oi, const em_shape *qs, const em_shape *ks, const em_shape *vs,
+                     const em_shape *os, int gqa, ivec *kk, ivec *vv) {
+  int r = qs->rank;
+  ivec full = *oi;
+  full.e[r - 2] = "s";
+  full.e[r - 1] = "0LL";
+  ivec kb = ex_bcast(c, &full, os, ks), vb = ex_bcast(c, &full, os, vs);
+  if (gqa && r >= 3 && !em_dim_eq(&qs->d[r - 3], &ks->d[r - 3])) {
+    const char *ratio = ex_A(c, "(%s / %s)", ex_dim_c(c, &qs->d[r - 3]), ex_dim_c(c, &ks->d[r - 3]));
+    kb.e[r - 3] = ex_A(c, "(%s / %s)", oi->e[r - 3], ratio);
+    vb.e[r - 3] = kb.e[r - 3];
+  }
+  *kk = kb;
+  *vv = vb;
+  kk->e[r - 2] = vv->e[r - 2] = "s";
+  kk->e[r - 1] = vv->e[r - 1] = "e";
+}
+
+/* Flash attention on the warp tier (FLASH=1): a block of BQ query rows of one (batch, head), one warp per
+ * 16 rows. Q fragments stay in registers; BKV keys and values at a time are staged in shared memory; S = QKᵀ
+ * and O += PV run on mma.sync m16n8k16 (P re-packed from the S accumulators into A fragments, V read with
+ * ldmatrix.trans); the online softmax keeps each row's max and sum in f32 across the quad of threads that
+ * holds it. Causal blocks stop at their last row. */
+static void k_flash(ectx *c, em_launch *L) {
+  int BQ = em_knob_get(&c->t->knobs, "BQ", 64), BKV = em_knob_get(&c->t->knobs, "BKV", 32);
+  int a = c->t->anchor;
+  const em_node *an = &c->g->nodes.v[ex_V(c, a)->node];
+  int q = an->args[0].tensor, k = an->args[1].tensor, v = an->args[2].tensor;
+  const em_shape *qs = ex_S(c, q), *ks = ex_S(c, k), *vs = ex_S(c, v), *os = ex_S(c, a);
+  int r = qs->rank;
+  int64_t D, Dv;
+  em_dtype dt = ex_V(c, a)->dtype;
+  if (!em_dim_is_const(&qs->d[r - 1], &D) || !em_dim_is_const(&vs->d[r - 1], &Dv) || D != Dv || D % 16 || D > 256) {
+    ex_fail(c, "FLASH=1 needs equal constant head dims, a multiple of 16 up to 256");
+    return;
+  }
+  if (dt != EM_BF16 && dt != EM_F16) {
+    ex_fail(c, "FLASH=1 needs bf16/f16, got %s", em_dtype_name(dt));
+    return;
+  }
+  if (BQ % 16 || BKV % 16 || BQ < 16 || BKV < 16 || (BQ + 2 * BKV) * (D + 8) * 2 > 49152) {
+    ex_fail(c, "FLASH=1 needs BQ, BKV multiples of 16 and (BQ+2*BKV)*(D+8)*2 <= 49152 B");
+    return;
+  }
+  const char *mt = dt == EM_F16 ? "f16" : "bf16", *cvt = dt == EM_F16 ? "em_f2h" : "em_f2bf";
+  int warps = BQ / 16, threads = 32 * warps, ND = (int)(D / 8), KD = (int)(D / 16), NS = BKV / 8;
+  double scale = an->args[6].present ? an->args[6].f : 1.0 / sqrt((double)D);
+  int causal = an->args[5].b, gqa = an->args[7].b;
+  em_shape bat = *os;
+  bat.rank = r - 2;
+  L->block[0] = threads;
+  snprintf(L->grid[0], sizeof L->grid[0], "cdiv(%s,%d)", em_dim_format(&c->g->syms, &os->d[r - 2], (char[128]){0}, 128), BQ);
+  snprintf(L->grid[1], sizeof L->grid[1], "%s", bat.rank ? ex_numel_text(c, &bat) : "1");
+  ex_line(c, "__shared__ __align__(16) unsigned short Qs[%d][%lld], Ks[%d][%lld], Vs[%d][%lld];", BQ, (long long)(D + 8), BKV,
+          (long long)(D + 8), BKV, (long long)(D + 8));
+  ex_line(c, "const long long Lq = %s, S = %s, q0 = (long long)blockIdx.x * %d, bh = blockIdx.y;", ex_dim_c(c, &os->d[r - 2]),
+          ex_dim_c(c, &ks->d[r - 2]), BQ);
+  ex_line(c, "const int tid = threadIdx.x, lane = tid & 31, w = tid >> 5;");
+  ivec bi = ex_unravel(c, "bh", &bat);
+  ivec oi = {r};
+  for (int i = 0; i < r - 2; i++) {
+    oi.e[i] = ex_A(c, "x%d", i);
+    ex_line(c, "const long long x%d = %s;", i, bi.e[i]);
+  }
+  int mark = c->memo.n;
+  /* Q tile -> smem -> fragments. Operands that are kernel inputs in their own [..., rows, D] layout are copied
+   * 16 bytes at a time with cp.async (rows past the end zero-filled); others go through their expressions. */
+  int q_in = ex_V(c, q)->kind != EM_V_NODE, k_in = ex_V(c, k)->kind != EM_V_NODE, v_in = ex_V(c, v)->kind != EM_V_NODE;
+  if (q_in) {
+    ivec q0i = oi;
+    q0i.e[r - 2] = "l";
+    q0i.e[r - 1] = "0LL";
+    ex_line(c, "for (int t = tid; t < %lld; t += %d) {", (long long)(BQ * D / 8), threads);
+    c->indent++;
+    ex_line(c, "const int rr = t / %lld, e = (t %% %lld) * 8;", (long long)(D / 8), (long long)(D / 8));
+    ex_line(c, "const long long l = q0 + rr;");
+    ex_line(c, "const bool ok = l < Lq;");
+    ex_line(c, "em_cp_async16(&Qs[rr][e], ok ? in%d + %s + e : in%d, ok ? 16 : 0);", ex_input_pos(c, q),
+            ex_linearize(c, &q0i, qs), ex_input_pos(c, q));
+    c->indent--;
+    ex_line(c, "}");
+    ex_line(c, "em_cp_commit();");
+    ex_line(c, "em_cp_wait<0>();");
+  } else {
+    ex_line(c, "for (int t = tid; t < %lld; t += %d) {", (long long)(BQ * D), threads);
+    c->indent++;
+    ex_line(c, "const int rr = t / %lld, e = t %% %lld;", (long long)D, (long long)D);
+    ex_line(c, "const long long l = q0 + rr;");
+    ivec qi = oi;
+    qi.e[r - 2] = "l";
+    qi.e[r - 1] = "e";
+    ex_line(c, "float qv = 0.0f;");
+    ex_line(c, "if (l < Lq) {");
+    c->indent++;
+    ex_line(c, "qv = (float)%s;", ex_val(c, q, &qi));
+    c->memo.n = mark;
+    c->indent--;
+    ex_line(c, "}");
+    ex_line(c, "Qs[rr][e] = %s(qv);", cvt);
+    c->indent--;
+    ex_line(c, "}");
+
+  }
+  ex_line(c, "__syncthreads();");
+  ex_line(c, "unsigned qf[%d][4];", KD);
+  ex_line(c, "#pragma unroll");
+  ex_line(c, "for (int kd = 0; kd < %d; kd++) em_ldsm_x4(qf[kd], &Qs[w * 16 + (lane & 15)][kd * 16 + (lane >> 4) * 8]);", KD);
+  ex_line(c, "float o[%d][4];", ND);
+  ex_line(c, "#pragma unroll");
+  ex_line(c, "for (int j = 0; j < %d; j++) o[j][0] = o[j][1] = o[j][2] = o[j][3] = 0.0f;", ND);
+  ex_line(c, "float mrow[2] = {-INFINITY, -INFINITY}, lrow[2] = {0.0f, 0.0f};");
+  ex_line(c, "const long long lr0 = q0 + w * 16 + (lane >> 2), lr1 = lr0 + 8;");
+  ex_line(c, "const long long send = %s;", causal ? ex_A(c, "(q0 + %d < S ? q0 + %d : S)", BQ, BQ) : "S");
+  ivec kk, vv;
+  kv_index(c, &oi, qs, ks, vs, os, gqa, &kk, &vv);
+  ex_line(c, "for (long long s0 = 0; s0 < send; s0 += %d) {", BKV);
+  c->indent++;
+  ex_line(c, "__syncthreads();");
+  if (k_in && v_in) {
+    ivec k0i = kk, v0i = vv;
+    k0i.e[r - 1] = "0LL";
+    v0i.e[r - 1] = "0LL";
+    ex_line(c, "for (int t = tid; t < %lld; t += %d) {", (long long)(BKV * D / 8), threads);
+    c->indent++;
+    ex_line(c, "const int ss = t / %lld, e = (t %% %lld) * 8;", (long long)(D / 8), (long long)(D / 8));
+    ex_line(c, "const long long s = s0 + ss;");
+    ex_line(c, "const bool ok = s < S;");
+    ex_line(c, "em_cp_async16(&Ks[ss][e], ok ? in%d + %s + e : in%d, ok ? 16 : 0);", ex_input_pos(c, k),
+            ex_linearize(c, &k0i, ks), ex_input_pos(c, k));
+    ex_line(c, "em_cp_async16(&Vs[ss][e], ok ? in%d + %s + e : in%d, ok ? 16 : 0);", ex_input_pos(c, v),
+            ex_linearize(c, &v0i, vs), ex_input_pos(c, v));
+    c->memo.n = mark;
+    c->indent--;
+    ex_line(c, "}");
+    ex_line(c, "em_cp_commit();");
+    ex_line(c, "em_cp_wait<0>();");
+    ex_line(c, "__syncthreads();");
+  } else {
+    ex_line(c, "for (int t = tid; t < %lld; t += %d) {", (long long)(BKV * D), threads);
+    c->indent++;
+    ex_line(c, "const int ss = t / %lld, e = t %% %lld;", (long long)D, (long long)D);
+    ex_line(c, "const long long s = s0 + ss;");
+    ex_line(c, "float kv_k = 0.0f, kv_v = 0.0f;");
+    ex_line(c, "if (s < S) {");
+    c->indent++;
+    ex_line(c, "kv_k = (float)%s;", ex_val(c, k, &kk));
+    ex_line(c, "kv_v = (float)%s;", ex_val(c, v, &vv));
+    c->memo.n = mark;
+    c->indent--;
+    ex_line(c, "}");
+    ex_line(c, "Ks[ss][e] = %s(kv_k);", cvt);
+    ex_line(c, "Vs[ss][e] = %s(kv_v);", cvt);
+    c->indent--;
+    ex_line(c, "}");
+    ex_line(c, "__syncthreads();");
+  }
+  /* S = Q Kᵀ for this warp's 16 rows x BKV keys */
+  ex_line(c, "float sc[%d][4];", NS);
+  ex_line(c, "#pragma unroll");
+  ex_line(c, "for (int j = 0; j < %d; j++) sc[j][0] = sc[j][1] = sc[j][2] = sc[j][3] = 0.0f;", NS);
+  ex_line(c, "#pragma unroll");
+  ex_line(c, "for (int kd = 0; kd < %d; kd++) {", KD);
+  ex_line(c, "  #pragma unroll");
+  ex_line(c, "  for (int j = 0; j < %d; j += 2) {", NS);
+  ex_line(c, "    unsigned t4[4], b0[2], b1[2];");
+  ex_line(c, "    em_ldsm_x4(t4, &Ks[j * 8 + (lane >> 4) * 8 + (lane & 7)][kd * 16 + ((lane >> 3) & 1) * 8]);");
+  ex_line(c, "    b0[0] = t4[0]; b0[1] = t4[1]; b1[0] = t4[2]; b1[1] = t4[3];");
+  ex_line(c, "    em_mma_%s(sc[j], qf[kd], b0);", mt);
+  ex_line(c, "    em_mma_%s(sc[j + 1], qf[kd], b1);", mt);
+  ex_line(c, "  }");
+  ex_line(c, "}");
+  /* scale, mask, online softmax */
+  ex_line(c, "float mx[2] = {mrow[0], mrow[1]};");
+  ex_line(c, "#pragma unroll");
+  ex_line(c, "for (int j = 0; j < %d; j++)", NS);
+  ex_line(c, "  #pragma unroll");
+  ex_line(c, "  for (int qd = 0; qd < 4; qd++) {");
+  c->indent += 2;
+  ex_line(c, "const long long s = s0 + j * 8 + (lane & 3) * 2 + (qd & 1), l = qd < 2 ? lr0 : lr1;");
+  ex_line(c, "float x = sc[j][qd] * %.17gf;", scale);
+  ex_line(c, "if (s >= S%s) x = -INFINITY;", causal ? " || s > l" : "");
+  if (an->args[3].present) {
+    int m = an->args[3].tensor;
+    ivec full2 = oi;
+    full2.e[r - 2] = "l";
+    full2.e[r - 1] = "s";
+    ivec mi = ex_bcast(c, &full2, os, ex_S(c, m));
+    ex_line(c, "if (s < S && l < Lq) {");
+    c->indent++;
+    const char *mv = ex_val(c, m, &mi);
+    if (ex_V(c, m)->dtype == EM_BOOL) ex_line(c, "if (!(%s)) x = -INFINITY;", mv);
+    else ex_line(c, "x += (float)%s;", mv);
+    c->memo.n = mark;
+    c->indent--;
+    ex_line(c, "}");
+  }
+  ex_line(c, "sc[j][qd] = x;");
+  ex_line(c, "mx[qd >> 1] = fmaxf(mx[qd >> 1], x);");
+  c->indent -= 2;
+  ex_line(c, "  }");
+  ex_line(c, "float corr[2], rs[2] = {0.0f, 0.0f};");
+  ex_line(c, "#pragma unroll");
+  ex_line(c, "for (int h = 0; h < 2; h++) {");
+  ex_line(c, "  mx[h] = fmaxf(mx[h], __shfl_xor_sync(0xffffffffu, mx[h], 1));");
+  ex_line(c, "  mx[h] = fmaxf(mx[h], __shfl_xor_sync(0xffffffffu, mx[h], 2));");
+  ex_line(c, "  corr[h] = mx[h] == -INFINITY ? 1.0f : expf(mrow[h] - mx[h]);");
+  ex_line(c, "}");
+  ex_line(c, "unsigned pf[%d][2];", NS * 2);
+  ex_line(c, "#pragma unroll");
+  ex_line(c, "for (int j = 0; j < %d; j++) {", NS);
+  ex_line(c, "  float p0 = mx[0] == -INFINITY ? 0.0f : expf(sc[j][0] - mx[0]), p1 = mx[0] == -INFINITY ? 0.0f : expf(sc[j][1] - mx[0]);");
+  ex_line(c, "  float p2 = mx[1] == -INFINITY ? 0.0f : expf(sc[j][2] - mx[1]), p3 = mx[1] == -INFINITY ? 0.0f : expf(sc[j][3] - mx[1]);");
+  ex_line(c, "  rs[0] += p0 + p1;");
+  ex_line(c, "  rs[1] += p2 + p3;");
+  ex_line(c, "  pf[j][0] = (unsigned)%s(p0) | ((unsigned)%s(p1) << 16);", cvt, cvt);
+  ex_line(c, "  pf[j][1] = (unsigned)%s(p2) | ((unsigned)%s(p3) << 16);", cvt, cvt);
+  ex_line(c, "}");
+  ex_line(c, "#pragma unroll");
+  ex_line(c, "for (int h = 0; h < 2; h++) {");
+  ex_line(c, "  rs[h] += __shfl_xor_sync(0xffffffffu, rs[h], 1);");
+  ex_line(c, "  rs[h] += __shfl_xor_sync(0xffffffffu, rs[h], 2);");
+  ex_line(c, "  lrow[h] = lrow[h] * corr[h] + rs[h];");
+  ex_line(c, "  mrow[h] = mx[h];");
+  ex_line(c, "}");
+  ex_line(c, "#pragma unroll");
+  ex_line(c, "for (int j = 0; j < %d; j++) {", ND);
+  ex_line(c, "  o[j][0] *= corr[0]; o[j][1] *= corr[0]; o[j][2] *= corr[1]; o[j][3] *= corr[1];");
+  ex_line(c, "}");
+  /* O += P V: P's S fragments re-packed as A fragments (16 keys per step), V through ldmatrix.trans */
+  ex_line(c, "#pragma unroll");
+  ex_line(c, "for (int ks = 0; ks < %d; ks++) {", BKV / 16);
+  ex_line(c, "  const unsigned pa[4] = {pf[2 * ks][0], pf[2 * ks][1], pf[2 * ks + 1][0], pf[2 * ks + 1][1]};");
+  ex_line(c, "  #pragma unroll");
+  ex_line(c, "  for (int j = 0; j < %d; j += 2) {", ND);
+  ex_line(c, "    unsigned t4[4], b0[2], b1[2];");
+  ex_line(c, "    em_ldsm_x4_t(t4, &Vs[ks * 16 + ((lane >> 3) & 1) * 8 + (lane & 7)][j * 8 + (lane >> 4) * 8]);");
+  ex_line(c, "    b0[0] = t4[0]; b0[1] = t4[1]; b1[0] = t4[2]; b1[1] = t4[3];");
+  ex_line(c, "    em_mma_%s(o[j], pa, b0);", mt);
+  ex_line(c, "    em_mma_%s(o[j + 1], pa, b1);", mt);
+  ex_line(c, "  }");
+  ex_line(c, "}");
+  c->indent--;
+  ex_line(c, "}");
+  /* epilogue: each accumulator element (row l, column d) */
+  ex_line(c, "#pragma unroll");
+  ex_line(c, "for (int j = 0; j < %d; j++) {", ND);
+  c->indent++;
+  ex_line(c, "#pragma unroll");
+  ex_line(c, "for (int qd = 0; qd < 4; qd++) {");
+  c->indent++;
+  ex_line(c, "const long long l = qd < 2 ? lr0 : lr1, d = j * 8 + (lane & 3) * 2 + (qd & 1);");
+  ex_line(c, "if (l >= Lq) continue;");
+  ex_line(c, "const float lsum = lrow[qd >> 1];");
+  ex_line(c, "const %s em_r = %s;", ex_ctype(dt), ex_round_to(c, dt, "(lsum > 0.0f ? o[j][qd] / lsum : 0.0f)"));
+  c->anchor_var = "em_r";
+  ivec di = oi;
+  di.e[r - 2] = "l";
+  di.e[r - 1] = "d";
+  ex_write_aligned(c, a, di, "an output of the attention kernel is not aligned with its result");
+  c->memo.n = mark;
+  c->indent--;
+  ex_line(c, "}");
+  c->indent--;
+  ex_line(c, "}");
+}
+
+/* Scalar attention: a block of QROWS query rows of one (batch, head); each thread keeps its query row and an
+ * f32 accumulator in registers and runs an online softmax over the keys. KV_TILE > 0 stages KV_TILE keys and
+ * values in shared memory, loaded by the whole block; causal blocks stop at their last row's diagonal. */
+void ex_k_attention(ectx *c, em_launch *L) {
+  if (em_knob_get(&c->t->knobs, "FLASH", 0)) {
+    k_flash(c, L);
+    return;
+  }
+  int threads = em_knob_get(&c->t->knobs, "QROWS", 64), kvt = em_knob_get(&c->t->knobs, "KV_TILE", 0);
+  int a = c->t->anchor;
+  const em_node *an = &c->g->nodes.v[ex_V(c, a)->node];
+  int q = an->args[0].tensor, k = an->args[1].tensor, v = an->args[2].tensor;
+  const em_shape *qs = ex_S(c, q), *ks = ex_S(c, k), *vs = ex_S(c, v), *os = ex_S(c, a);
+  int r = qs->rank;
+  int64_t E, Ev;
+  if (!em_dim_is_const(&qs->d[r - 1], &E) || !em_dim_is_const(&vs->d[r - 1], &Ev) || E > 256 || Ev > 256) {
+    ex_fail(c, "attention needs constant head dims up to 256");
+    return;
+  }
+  if (kvt < 0 || kvt * (E + Ev) * 4 > 49152) {
+    ex_fail(c, "KV_TILE=%d needs %lld B of shared memory", kvt, (long long)(kvt * (E + Ev) * 4));
+    return;
+  }
+  double scale = an->args[6].present ? an->args[6].f : 1.0 / sqrt((double)E);
+  int causal = an->args[5].b, gqa = an->args[7].b;
+  em_shape bat = *os;
+  bat.rank = r - 2;
+  L->block[0] = threads;
+  snprintf(L->grid[0], sizeof L->grid[0], "cdiv(%s,%d)", em_dim_format(&c->g->syms, &os->d[r - 2], (char[128]){0}, 128), threads);
+  snprintf(L->grid[1], sizeof L->grid[1], "%s", bat.rank ? ex_numel_text(c, &bat) : "1");
+  ex_line(c, "const long long Lq = %s, S = %s;", ex_dim_c(c, &os->d[r - 2]), ex_dim_c(c, &ks->d[r - 2]));
+  ex_line(c, "const long long l = (long long)blockIdx.x * %d + threadIdx.x, bh = blockIdx.y;", threads);
+  ex_line(c, "const bool live = l < Lq;");
+  ivec bi = ex_unravel(c, "bh", &bat);
+  ivec oi = {r};
+  for (int i = 0; i < r - 2; i++) {
+    oi.e[i] = ex_A(c, "x%d", i);
+    ex_line(c, "const long long x%d = %s;", i, bi.e[i]);
+  }
+  oi.e[r - 2] = "l";
+  ex_line(c, "float qr[%lld], acc[%lld];", (long long)E, (long long)Ev);
+  int mark = c->memo.n;
+  ex_line(c, "for (int e = 0; e < %lld; e++) {", (long long)E);
+  c->indent++;
+  ivec qi = oi;
+  qi.e[r - 1] = "e";
+  ex_line(c, "qr[e] = live ? (float)%s : 0.0f;", ex_val(c, q, &qi));
+  c->memo.n = mark;
+  c->indent--;
+  ex_line(c, "}");
+  ex_line(c, "for (int e = 0; e < %lld; e++) acc[e] = 0.0f;", (long long)Ev);
+  ex_line(c, "float em_m = -INFINITY, em_l = 0.0f;");
+  ex_line(c, "const long long send = %s;", causal ? "(l + 1 < S ? l + 1 : S)" : "S");
+  ivec kk, vv;
+  kv_index(c, &oi, qs, ks, vs, os, gqa, &kk, &vv);
+  const char *kval = "0", *vval = "0";
+  if (kvt > 0) {
+    ex_line(c, "__shared__ float Ks[%d][%lld], Vs[%d][%lld];", kvt, (long long)E, kvt, (long long)Ev);
+    ex_line(c, "const long long bend = %s;",
+         causal ? ex_A(c, "((long long)blockIdx.x * %d + %d < S ? (long long)blockIdx.x * %d + %d : S)", threads, threads, threads, threads)
+                : "S");
+    ex_line(c, "for (long long s0 = 0; s0 < bend; s0 += %d) {", kvt);
+    c->indent++;
+    ex_line(c, "for (int t = threadIdx.x; t < %lld; t += %d) {", (long long)(kvt * (E > Ev ? E : Ev)), threads);
+    c->indent++;
+    ex_line(c, "const int ss = t / %lld, e = t %% %lld;", (long long)(E > Ev ? E : Ev), (long long)(E > Ev ? E : Ev));
+    ex_line(c, "const long long s = s0 + ss;");
+    /* both loads in one scope: their index temporaries are shared, forgotten only when the loop closes */
+    ex_line(c, "if (s < S && e < %lld) Ks[ss][e] = (float)%s;", (long long)E, ex_val(c, k, &kk));
+    ex_line(c, "if (s < S && e < %lld) Vs[ss][e] = (float)%s;", (long long)Ev, ex_val(c, v, &vv));
+    c->memo.n = mark;
+    c->indent--;
+    ex_line(c, "}");
+    ex_line(c, "__syncthreads();");
+    ex_line(c, "for (int ss = 0; live && ss < %d; ss++) {", kvt);
+    c->indent++;
+    ex_line(c, "const long long s = s0 + ss;");
+    ex_line(c, "if (s >= send) break;");
+    kval = "Ks[ss][e]";
+    vval = "Vs[ss][e]";
+  } else {
+    ex_line(c, "for (long long s = 0; live && s < send; s++) {");
+    c->indent++;
+  }
+  ex_line(c, "float sc = 0.0f;");
+  ex_line(c, "for (int e = 0; e < %lld; e++) {", (long long)E);
+  c->indent++;
+  ex_line(c, "sc += qr[e] * (float)%s;", kvt > 0 ? kval : ex_val(c, k, &kk));
+  c->memo.n = mark;
+  c->indent--;
+  ex_line(c, "}");
+  ex_line(c, "sc *= %.17gf;", scale);
+  if (an->args[3].present) {
+    int m = an->args[3].tensor;
+    ivec full2 = oi;
+    full2.e[r - 1] = "s";
+    ivec mi = ex_bcast(c, &full2, os, ex_S(c, m));
+    const char *mv = ex_val(c, m, &mi);
+    if (ex_V(c, m)->dtype == EM_BOOL) ex_line(c, "if (!(%s)) continue;", mv);
+    else ex_line(c, "sc += (float)%s;", mv);
+  }
+  ex_line(c, "const float mn = fmaxf(em_m, sc), corr = expf(em_m - mn), p = expf(sc - mn);");
+  ex_line(c, "em_l = em_l * corr + p;");
+  ex_line(c, "for (int e = 0; e < %lld; e++) {", (long long)Ev);
+  c->indent++;
+  ex_line(c, "acc[e] = acc[e] * corr + p * (float)%s;", kvt > 0 ? vval : ex_val(c, v, &vv));
+  c->memo.n = mark;
+  c->indent--;
+  ex_line(c, "}");
+  ex_line(c, "em_m = mn;");
+  c->memo.n = mark;
+  c->indent--;
+  ex_line(c, "}");
+  if (kvt > 0) {
+    ex_line(c, "__syncthreads();");
+    c->indent--;
+    ex_line(c, "}");
+  }
+  ex_line(c, "if (!live) return;");
+  ex_line(c, "for (int ev = 0; ev < %lld; ev++) {", (long long)Ev);
+  c->indent++;
+  ex_line(c, "const %s em_r = %s;", ex_ctype(ex_V(c, a)->dtype), ex_round_to(c, ex_V(c, a)->dtype, "(em_l > 0.0f ? acc[ev] / em_l : 0.0f)"));
+  c->anchor_var = "em_r";
+  ivec di = oi;
+  di.e[r - 1] = "ev";
+  ex_write_aligned(c, a, di, "an output of the attention kernel is not aligned with its result");
+  c->memo.n = mark;
+  c->indent--;
+  ex_line(c, "}");
+}
+
+const char ex_PRELUDE[] =
+    "/* generated by emmy: scalar tier */\n"
+    "#ifndef INFINITY\n#define INFINITY __int_as_float(0x7f800000)\n#endif\n"
+    "static __device__ __forceinline__ float em_bf2f(unsigned short x) { return __uint_as_float(((unsigned)x) << 16); }\n"
+    "static __device__ __forceinline__ unsigned short em_f2bf(float f) { unsigned short r; asm(\"cvt.rn.bf16.f32 %0, %1;\" : \"=h\"(r) : \"f\"(f)); return r; }\n"
+    "static __device__ __forceinline__ float em_h2f(unsigned short x) { float f; asm(\"cvt.f32.f16 %0, %1;\" : \"=f\"(f) : \"h\"(x)); return f; }\n"
+    "static __device__ __forceinline__ unsigned short em_f2h(float f) { unsigned short r; asm(\"cvt.rn.f16.f32 %0, %1;\" : \"=h\"(r) : \"f\"(f)); return r; }\n"
+    "static __device__ __forceinline__ float em_rbf(float f) { return em_bf2f(em_f2bf(f)); }\n"
+    "static __device__ __forceinline__ float em_rh(float f) { return em_h2f(em_f2h(f)); }\n"
+    "static __device__ __forceinline__ unsigned em_smem(const void *p) { return (unsigned)__cvta_generic_to_shared(p); }\n"
+    "static __device__ __forceinline__ void em_ldsm_x4(unsigned *r, const void *p) {\n"
+    "  asm volatile(\"ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\"\n"
+    "               : \"=r\"(r[0]), \"=r\"(r[1]), \"=r\"(r[2]), \"=r\"(r[3]) : \"r\"(em_smem(p)));\n"
+    "}\n"
+    "static __device__ __forceinline__ void em_cp_async16(void *dst, const void *src, int bytes) {\n"
+    "  asm volatile(\"cp.async.cg.shared.global [%0], [%1], 16, %2;\" :: \"r\"(em_smem(dst)), \"l\"(src), \"r\"(bytes));\n"
+    "}\n"
+    "static __device__ __forceinline__ void em_cp_commit() { asm volatile(\"cp.async.commit_group;\"); }\n"
+    "template <int N> static __device__ __forceinline__ void em_cp_wait() { asm volatile(\"cp.async.wait_group %0;\" :: \"n\"(N)); }\n"
+    "static __device__ __forceinline__ void em_ldsm_x4_t(unsigned *r, const void *p) {\n"
+    "  asm volatile(\"ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\"\n"
+    "               : \"=r\"(r[0]), \"=r\"(r[1]), \"=r\"(r[2]), \"=r\"(r[3]) : \"r\"(em_smem(p)));\n"
+    "}\n"
+    "static __device__ __forceinline__ void em_mma_bf16(float *c, const unsigned *a, const unsigned *b) {\n"
+    "  asm volatile(\"mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\"\n"
+    "               : \"+f\"(c[0]), \"+f\"(c[1]), \"+f\"(c[2]), \"+f\"(c[3])\n"
+    "               : \"r\"(a[0]), \"r\"(a[1]), \"r\"(a[2]), \"r\"(a[3]), \"r\"(b[0]), \"r\"(b[1]));\n"
+    "}\n"
+    "static __device__ __forceinline__ void em_mma_f16(float *c, const unsigned *a, const unsigned *b) {\n"
+    "  asm volatile(\"mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\"\n"
+    "               : \"+f\"(c[0]), \"+f\"(c[1]), \"+f\"(c[2]), \"+f\"(c[3])\n"
+    "               : \"r\"(a[0]), \"r\"(a[1]), \"r\"(a[2]), \"r\"(a[3]), \"r\"(b[0]), \"r\"(b[1]));\n"
+    "}\n"
+    "static __device__ __forceinline__ float em_block_sum(float v, float *sm) {\n"
+    "  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);\n"
+    "  const int w = threadIdx.x >> 5, ln = threadIdx.x & 31, nw = (blockDim.x + 31) >> 5;\n"
+    "  __syncthreads();\n"
+    "  if (ln == 0) sm[w] = v;\n"
+    "  __syncthreads();\n"
+    "  v = ln < nw ? sm[ln] : 0.0f;\n"
+    "  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);\n"
+    "  return v;\n"
+    "}\n"
+    "static __device__ __forceinline__ float em_block_max(float v, float *sm) {\n"
+    "  for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));\n"
+    "  const int w = threadIdx.x >> 5, ln = threadIdx.x & 31, nw = (blockDim.x + 31) >> 5;\n"
+    "  __syncthreads();\n"
+    "  if (ln == 0) sm[w] = v;\n"
+    "  __syncthreads();\n"
+    "  v = ln < nw ? sm[ln] : -INFINITY;\n"
+    "  for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));\n"
+    "  return v;\n"
+    "}\n";

@@ -1,0 +1,522 @@
+/* emit_contraction.c — the contraction templates of the emitter: the scalar tier (a TM x TN register tile per
+ * thread) and the warp tier (mma.sync m16n8k16 from ldmatrix fragments, cp.async copies into a STAGES ring),
+ * with folded RMSNorm prologues, merged siblings, dual accumulators and fused epilogues. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "emit_impl.h"
+
+/* One shared-memory tile's worth of warp-tier math: for each 16-deep K slice, A fragments (ldmatrix) for the
+ * warp's FM row blocks, B fragments two n-blocks at a time, then FM x FN mma.sync into acc (and acc2 for a
+ * dual kernel). st indexes the ring slot ("[st]") or is "" without one. */
+static void mma_tile_step(ectx *c, const char *st, int BK, int FM, int FN, int WTM, int WTN, int dual, const char *mt) {
+  ex_line(c, "#pragma unroll");
+  ex_line(c, "for (int kk = 0; kk < %d; kk += 16) {", BK);
+  ex_line(c, "  unsigned af[%d][4], bf[%d][2];", FM, FN);
+  if (dual) ex_line(c, "  unsigned bf2[%d][2];", FN);
+  ex_line(c, "  #pragma unroll");
+  ex_line(c, "  for (int i = 0; i < %d; i++)", FM);
+  ex_line(c, "    em_ldsm_x4(af[i], &As%s[wm * %d + i * 16 + (lane & 15)][kk + (lane >> 4) * 8]);", st, WTM);
+  ex_line(c, "  #pragma unroll");
+  ex_line(c, "  for (int j = 0; j < %d; j += 2) {", FN);
+  ex_line(c, "    unsigned t4[4];");
+  for (int b = 0; b < (dual ? 2 : 1); b++) {
+    const char *arr = b ? "Bs2" : "Bs", *frag = b ? "bf2" : "bf";
+    ex_line(c, "    em_ldsm_x4(t4, &%s%s[wn * %d + j * 8 + (lane >> 4) * 8 + (lane & 7)][kk + ((lane >> 3) & 1) * 8]);", arr, st, WTN);
+    ex_line(c, "    %s[j][0] = t4[0]; %s[j][1] = t4[1]; %s[j + 1][0] = t4[2]; %s[j + 1][1] = t4[3];", frag, frag, frag, frag);
+  }
+  ex_line(c, "  }");
+  for (int b = 0; b < (dual ? 2 : 1); b++) {
+    ex_line(c, "  #pragma unroll");
+    ex_line(c, "  for (int i = 0; i < %d; i++)", FM);
+    ex_line(c, "    #pragma unroll");
+    ex_line(c, "    for (int j = 0; j < %d; j++) em_mma_%s(%s[i][j], af[i], %s[j]);", FN, mt, b ? "acc2" : "acc", b ? "bf2" : "bf");
+  }
+  ex_line(c, "}");
+}
+
+/* Contractions. MMA=0: the scalar tier, a TM x TN register tile per thread over float tiles in shared
+ * memory. MMA=1: the warp tier, WM x WN warps each computing a (BM/WM) x (BN/WN) tile with
+ * mma.sync.m16n8k16 (bf16/f16 in, f32 accumulation) on fragments loaded by ldmatrix from bf16/f16 tiles.
+ * Both fill the tiles element by element through the operand's expression (views, a folded RMSNorm,
+ * merged siblings' weights), masked at M, N and K edges, and share one epilogue. */
+void ex_k_contraction(ectx *c, em_launch *L) {
+  int mma = em_knob_get(&c->t->knobs, "MMA", 0);
+  int BM = em_knob_get(&c->t->knobs, "BM", 64), BN = em_knob_get(&c->t->knobs, "BN", 64);
+  int BK = em_knob_get(&c->t->knobs, "BK", 16), TM = em_knob_get(&c->t->knobs, "TM", 4), TN = em_knob_get(&c->t->knobs, "TN", 4);
+  int WM = em_knob_get(&c->t->knobs, "WM", 2), WN = em_knob_get(&c->t->knobs, "WN", 2);
+  int async = em_knob_get(&c->t->knobs, "ASYNC", 0), stages = em_knob_get(&c->t->knobs, "STAGES", 1);
+  /* PAD_SMEM: bf16 elements added to each tile row (8 keeps ldmatrix rows on distinct banks; 0 packs them) */
+  int pad = em_knob_get(&c->t->knobs, "PAD_SMEM", 8);
+  if (pad % 8 || pad < 0) {
+    ex_fail(c, "PAD_SMEM=%d must be a non-negative multiple of 8 (16-byte rows)", pad);
+    return;
+  }
+  int threads;
+  int a = c->t->anchor;
+  em_dtype opdt = ex_V(c, a)->dtype;
+  const char *mma_t = opdt == EM_F16 ? "f16" : "bf16";
+  if (mma) {
+    if (opdt != EM_BF16 && opdt != EM_F16) {
+      ex_fail(c, "MMA=1 needs bf16/f16 operands, got %s", em_dtype_name(opdt));
+      return;
+    }
+    if (BM % (16 * WM) || BN % (16 * WN) || BK % 16 || BK < 16) {
+      ex_fail(c, "MMA=1 needs BM %% (16*WM) == 0, BN %% (16*WN) == 0, BK %% 16 == 0 (BM=%d BN=%d BK=%d WM=%d WN=%d)", BM, BN,
+           BK, WM, WN);
+      return;
+    }
+    threads = 32 * WM * WN;
+  } else {
+    if (BM % TM || BN % TN) {
+      ex_fail(c, "BM=%d, BN=%d are not multiples of TM=%d, TN=%d", BM, BN, TM, TN);
+      return;
+    }
+    threads = (BM / TM) * (BN / TN);
+  }
+  if (threads > 1024 || threads < 32) {
+    ex_fail(c, "%d threads is outside 32..1024", threads);
+    return;
+  }
+  const em_node *an = &c->g->nodes.v[ex_V(c, a)->node];
+  const em_shape *os = ex_S(c, a);
+  int lin_op = an->op == EM_OP_LINEAR;
+  int A_ = an->args[0].tensor, B_ = an->args[1].tensor;
+  const em_shape *as = ex_S(c, A_), *bs = ex_S(c, B_);
+  if (!lin_op && (as->rank < 2 || bs->rank < 2)) {
+    ex_fail(c, "matmul with a 1-d operand has no contraction emission");
+    return;
+  }
+  /* merged siblings (MERGE_SIBLINGS=1): linears of the kernel reading the same operand, N side by side */
+  int sib[4], nsib = 0;
+  int64_t sibN[4], sibOff[5] = {0};
+  if (lin_op)
+    for (int i = 0; i < c->g->nodes.n && nsib < 4; i++) {
+      const em_node *sn = &c->g->nodes.v[i];
+      if (sn->op == EM_OP_LINEAR && sn->args[0].tensor == A_) {
+        const em_shape *ws = ex_S(c, sn->args[1].tensor);
+        if (!em_dim_is_const(&ws->d[0], &sibN[nsib])) {
+          ex_fail(c, "merged siblings need constant output widths");
+          return;
+        }
+        sib[nsib] = sn->out;
+        sibOff[nsib + 1] = sibOff[nsib] + sibN[nsib];
+        nsib++;
+      }
+    }
+  if (nsib == 0) {
+    sib[0] = a;
+    nsib = 1;
+  }
+  /* DUAL_GATE=1: two siblings of equal width share the (m, n) tile with two accumulators (Bs2, acc2), so
+   * the epilogue may combine them; otherwise several siblings are concatenated along N */
+  const char *dmeta = em_graph_get_meta(c->g, "dual");
+  int dual = dmeta && dmeta[0] == '1' && nsib == 2 && sibN[0] == sibN[1];
+  if (dmeta && dmeta[0] == '1' && !dual) {
+    ex_fail(c, "a dual kernel needs two linears of equal width on one operand");
+    return;
+  }
+  int concat = nsib > 1 && !dual;
+  int B2 = dual ? c->g->nodes.v[ex_V(c, sib[1])->node].args[1].tensor : -1;
+  /* out = [batch..., M-dims..., N]; linear folds all leading dims into M, the others keep batch dims */
+  int r = os->rank;
+  em_shape mdims = {0}, bdims = {0};
+  if (lin_op)
+    for (int i = 0; i < r - 1; i++) mdims.d[mdims.rank++] = os->d[i];
+  else {
+    for (int i = 0; i < r - 2; i++) bdims.d[bdims.rank++] = os->d[i];
+    mdims.d[mdims.rank++] = os->d[r - 2];
+  }
+  const em_dim *Kd = &as->d[as->rank - 1];
+  L->block[0] = threads;
+  if (concat) snprintf(L->grid[0], sizeof L->grid[0], "cdiv(%lld,%d)", (long long)sibOff[nsib], BN);
+  else snprintf(L->grid[0], sizeof L->grid[0], "cdiv(%s,%d)", em_dim_format(&c->g->syms, &os->d[r - 1], (char[128]){0}, 128), BN);
+  snprintf(L->grid[1], sizeof L->grid[1], "cdiv(%s,%d)", ex_numel_text(c, &mdims), BM);
+  snprintf(L->grid[2], sizeof L->grid[2], "%s", bdims.rank ? ex_numel_text(c, &bdims) : "1");
+  /* ASYNC=1: operand rows copied 16 bytes at a time with cp.async into a STAGES-deep ring of tiles; needs
+   * the warp tier and operands that are kernel inputs with a contiguous K (a multiple of 8) */
+  if (async) {
+    int64_t kc = 0;
+    int a_in = ex_V(c, A_)->kind != EM_V_NODE;
+    int b_in = 1;
+    for (int j = 0; j < nsib; j++) b_in &= ex_V(c, c->g->nodes.v[ex_V(c, sib[j])->node].args[1].tensor)->kind != EM_V_NODE;
+    if (!mma || !lin_op || !a_in || !b_in || !em_dim_is_const(Kd, &kc) || kc % 8 || stages < 1 || stages > 4) {
+      ex_fail(c, "ASYNC=1 needs MMA=1, a linear whose operands are kernel inputs, K a multiple of 8, STAGES 1..4");
+      return;
+    }
+    ex_line(c, "__shared__ __align__(16) unsigned short As[%d][%d][%d], Bs[%d][%d][%d];", stages, BM, BK + pad, stages, BN, BK + pad);
+    if (dual) ex_line(c, "__shared__ __align__(16) unsigned short Bs2[%d][%d][%d];", stages, BN, BK + pad);
+  } else if (mma) {
+    ex_line(c, "__shared__ __align__(16) unsigned short As[%d][%d], Bs[%d][%d];", BM, BK + pad, BN, BK + pad);
+    if (dual) ex_line(c, "__shared__ __align__(16) unsigned short Bs2[%d][%d];", BN, BK + pad);
+  } else {
+    ex_line(c, "__shared__ float As[%d][%d], Bs[%d][%d];", BK, BM + 1, BK, BN + 1);
+    if (dual) ex_line(c, "__shared__ float Bs2[%d][%d];", BK, BN + 1);
+  }
+  ex_line(c, "const long long M = %s, N = %s, K = %s;", ex_numel_c(c, &mdims),
+       concat ? ex_A(c, "%lldLL", (long long)sibOff[nsib]) : ex_dim_c(c, &os->d[r - 1]), ex_dim_c(c, Kd));
+  int raster = em_knob_get(&c->t->knobs, "RASTER", 1);
+  if (raster > 1) {
+    /* grouped order: RASTER consecutive blocks walk down RASTER tile rows before the next column, so the
+     * A rows and B columns they share stay in L2 */
+    ex_line(c, "const int em_b = blockIdx.y * gridDim.x + blockIdx.x, em_first = em_b / (%d * gridDim.x) * %d;", raster, raster);
+    ex_line(c, "const int em_gs = min((int)gridDim.y - em_first, %d), em_in = em_b %% (%d * gridDim.x);", raster, raster);
+    ex_line(c, "const long long m0 = (long long)(em_first + em_in %% em_gs) * %d, n0 = (long long)(em_in / em_gs) * %d, bz = blockIdx.z;",
+            BM, BN);
+  } else {
+    ex_line(c, "const long long m0 = (long long)blockIdx.y * %d, n0 = (long long)blockIdx.x * %d, bz = blockIdx.z;", BM, BN);
+  }
+  int FM = BM / WM / 16, FN = BN / WN / 8;
+  if (mma) {
+    ex_line(c, "const int tid = threadIdx.x, lane = tid & 31, wid = tid >> 5, wm = wid / %d, wn = wid %% %d;", WN, WN);
+    ex_line(c, "float acc[%d][%d][4];", FM, FN);
+    ex_line(c, "#pragma unroll");
+    ex_line(c, "for (int i = 0; i < %d; i++)", FM);
+    ex_line(c, "  for (int j = 0; j < %d; j++)", FN);
+    ex_line(c, "    for (int q = 0; q < 4; q++) acc[i][j][q] = 0.0f;");
+    if (dual) {
+      ex_line(c, "float acc2[%d][%d][4];", FM, FN);
+      ex_line(c, "for (int i = 0; i < %d; i++)", FM);
+      ex_line(c, "  for (int j = 0; j < %d; j++)", FN);
+      ex_line(c, "    for (int q = 0; q < 4; q++) acc2[i][j][q] = 0.0f;");
+    }
+  } else {
+    ex_line(c, "const int tid = threadIdx.x, tr = tid / %d, tc = tid %% %d;", BN / TN, BN / TN);
+    ex_line(c, "float acc[%d][%d];", TM, TN);
+    ex_line(c, "#pragma unroll");
+    ex_line(c, "for (int i = 0; i < %d; i++)", TM);
+    ex_line(c, "  for (int j = 0; j < %d; j++) acc[i][j] = 0.0f;", TN);
+    if (dual) {
+      ex_line(c, "float acc2[%d][%d];", TM, TN);
+      ex_line(c, "for (int i = 0; i < %d; i++)", TM);
+      ex_line(c, "  for (int j = 0; j < %d; j++) acc2[i][j] = 0.0f;", TN);
+    }
+  }
+  ivec bz = ex_unravel(c, "bz", &bdims);
+  /* prologue row reductions (a folded RMSNorm): one warp per row of the block, before the K loop */
+  for (int i = 0; i < c->g->nodes.n && !c->failed; i++) {
+    const em_node *rn = &c->g->nodes.v[i];
+    if (rn->out == a || !(rn->op == EM_OP_MEAN || rn->op == EM_OP_SUM || rn->op == EM_OP_AMAX || rn->op == EM_OP_VECTOR_NORM))
+      continue;
+    int vn = rn->op == EM_OP_VECTOR_NORM, di = vn ? 2 : 1;
+    const em_shape *xs = ex_S(c, rn->args[0].tensor);
+    if (!rn->args[di].present || rn->args[di].n != 1 || ex_axis_of_dim(&rn->args[di].ilist[0], xs->rank) != xs->rank - 1 ||
+        c->npre == 4) {
+      ex_fail(c, "a reduction in a contraction's prologue must be over the last dim");
+      return;
+    }
+    int j = c->npre++;
+    c->pre_v[j] = rn->out;
+    c->pre_arr[j] = ex_A(c, "em_pre%d", j);
+    em_shape lead = *xs;
+    lead.rank--;
+    ex_line(c, "__shared__ float em_pre%d[%d];", j, BM);
+    ex_line(c, "for (int rr = tid >> 5; rr < %d; rr += %d) {", BM, threads / 32);
+    c->indent++;
+    ex_line(c, "const long long m = m0 + rr;");
+    ex_line(c, "float em_acc = %s;", rn->op == EM_OP_AMAX ? "-INFINITY" : "0.0f");
+    ex_line(c, "if (m < M) {");
+    c->indent++;
+    ex_line(c, "for (long long col = tid & 31; col < %s; col += 32) {", ex_dim_c(c, &xs->d[xs->rank - 1]));
+    c->indent++;
+    int mark0 = c->memo.n;
+    ivec li = ex_unravel(c, "m", &lead), xi = {xs->rank};
+    for (int q = 0; q < lead.rank; q++) xi.e[q] = li.e[q];
+    xi.e[xs->rank - 1] = "col";
+    const char *xv = ex_val(c, rn->args[0].tensor, &xi);
+    if (rn->op == EM_OP_AMAX) ex_line(c, "em_acc = fmaxf(em_acc, (float)%s);", xv);
+    else if (vn) ex_line(c, "em_acc += (float)%s * (float)%s;", xv, xv);
+    else ex_line(c, "em_acc += (float)%s;", xv);
+    c->memo.n = mark0;
+    c->indent--;
+    ex_line(c, "}");
+    c->indent--;
+    ex_line(c, "}");
+    if (rn->op == EM_OP_AMAX)
+      ex_line(c, "for (int o = 16; o > 0; o >>= 1) em_acc = fmaxf(em_acc, __shfl_xor_sync(0xffffffffu, em_acc, o));");
+    else
+      ex_line(c, "for (int o = 16; o > 0; o >>= 1) em_acc += __shfl_xor_sync(0xffffffffu, em_acc, o);");
+    const char *fin = rn->op == EM_OP_MEAN ? ex_A(c, "em_acc / (float)%s", ex_dim_c(c, &xs->d[xs->rank - 1]))
+                      : vn                  ? "sqrtf(em_acc)"
+                                            : "em_acc";
+    ex_line(c, "if ((tid & 31) == 0) em_pre%d[rr] = %s;", j, ex_round_to(c, ex_V(c, rn->out)->dtype, fin));
+    c->indent--;
+    ex_line(c, "}");
+  }
+  if (c->npre) ex_line(c, "__syncthreads();");
+  if (async) {
+    int ap = ex_input_pos(c, A_);
+    ex_line(c, "const int nk = (int)((K + %d - 1) / %d);", BK, BK);
+    /* one tile into ring slot st: A rows m0.., B rows n0.. (each merged sibling from its own weight) */
+    ex_line(c, "auto em_load = [&](int st, long long k0) {");
+    c->indent++;
+    ex_line(c, "for (int e = tid; e < %d; e += %d) {", BM * BK / 8, threads);
+    ex_line(c, "  const int r = e / %d, cc = (e %% %d) * 8;", BK / 8, BK / 8);
+    ex_line(c, "  const long long m = m0 + r, k = k0 + cc;");
+    ex_line(c, "  const bool ok = m < M && k < K;");
+    ex_line(c, "  em_cp_async16(&As[st][r][cc], in%d + (ok ? m * K + k : 0), ok ? 16 : 0);", ap);
+    ex_line(c, "}");
+    ex_line(c, "for (int e = tid; e < %d; e += %d) {", BN * BK / 8, threads);
+    ex_line(c, "  const int r = e / %d, cc = (e %% %d) * 8;", BK / 8, BK / 8);
+    ex_line(c, "  const long long n = n0 + r, k = k0 + cc;");
+    ex_line(c, "  const bool ok = n < N && k < K;");
+    if (dual) {
+      ex_line(c, "  em_cp_async16(&Bs[st][r][cc], in%d + (ok ? n * K + k : 0), ok ? 16 : 0);", ex_input_pos(c, B_));
+      ex_line(c, "  em_cp_async16(&Bs2[st][r][cc], in%d + (ok ? n * K + k : 0), ok ? 16 : 0);", ex_input_pos(c, B2));
+    } else if (nsib > 1) {
+      sbuf chain = {0};
+      for (int j = 0; j < nsib; j++) {
+        int wp = ex_input_pos(c, c->g->nodes.v[ex_V(c, sib[j])->node].args[1].tensor);
+        if (j < nsib - 1) ex_sb_add(&chain, "n < %lldLL ? in%d + (n - %lldLL) * K + k : ", (long long)sibOff[j + 1], wp, (long long)sibOff[j]);
+        else ex_sb_add(&chain, "in%d + (n - %lldLL) * K + k", wp, (long long)sibOff[j]);
+      }
+      ex_line(c, "  em_cp_async16(&Bs[st][r][cc], ok ? (%s) : in%d, ok ? 16 : 0);", chain.s,
+           ex_input_pos(c, c->g->nodes.v[ex_V(c, sib[0])->node].args[1].tensor));
+      EM_VEC_PUSH(c->arena, chain.s);
+    } else {
+      ex_line(c, "  em_cp_async16(&Bs[st][r][cc], in%d + (ok ? n * K + k : 0), ok ? 16 : 0);", ex_input_pos(c, B_));
+    }
+    ex_line(c, "}");
+    c->indent--;
+    ex_line(c, "};");
+    for (int st = 0; st < stages - 1; st++) {
+      ex_line(c, "if (%d < nk) em_load(%d, %dLL);", st, st, st * BK);
+      ex_line(c, "em_cp_commit();");
+    }
+    ex_line(c, "for (int kt = 0; kt < nk; kt++) {");
+    c->indent++;
+    ex_line(c, "const int st = kt %% %d;", stages);
+    if (stages == 1) {
+      ex_line(c, "em_load(0, (long long)kt * %d);", BK);
+      ex_line(c, "em_cp_commit();");
+    }
+    ex_line(c, "em_cp_wait<%d>();", stages > 1 ? stages - 2 : 0);
+    ex_line(c, "__syncthreads();");
+    if (stages > 1) {
+      ex_line(c, "if (kt + %d < nk) em_load((kt + %d) %% %d, (long long)(kt + %d) * %d);", stages - 1, stages - 1, stages,
+           stages - 1, BK);
+      ex_line(c, "em_cp_commit();");
+    }
+    mma_tile_step(c, "[st]", BK, FM, FN, BM / WM, BN / WN, dual, mma_t);
+    if (stages == 1) ex_line(c, "__syncthreads();");
+    c->indent--;
+    ex_line(c, "}");
+    ex_line(c, "em_cp_wait<0>();");
+    goto epilogue;
+  }
+  ex_line(c, "for (long long k0 = 0; k0 < K; k0 += %d) {", BK);
+  c->indent++;
+  int mark = c->memo.n;
+  /* A tile: element (m, k) of the left operand */
+  ex_line(c, "for (int e = tid; e < %d; e += %d) {", BM * BK, threads);
+  c->indent++;
+  ex_line(c, "const int mm = e / %d, kk = e %% %d;", BK, BK);
+  ex_line(c, "const long long m = m0 + mm, k = k0 + kk;");
+  ex_line(c, "float av = 0.0f;");
+  ex_line(c, "if (m < M && k < K) {");
+  c->indent++;
+  {
+    ivec mi = ex_unravel(c, "m", &mdims), ai = {as->rank};
+    em_shape outm = *os;
+    if (lin_op) {
+      for (int i = 0; i < as->rank - 1; i++) ai.e[i] = mi.e[i];
+    } else {
+      ivec full = {r};
+      for (int i = 0; i < bdims.rank; i++) full.e[i] = bz.e[i];
+      full.e[r - 2] = "m";
+      full.e[r - 1] = "0LL";
+      ivec bb = ex_bcast(c, &full, &outm, as);
+      for (int i = 0; i < as->rank - 1; i++) ai.e[i] = bb.e[i];
+      ai.e[as->rank - 2] = "m";
+    }
+    ai.e[as->rank - 1] = "k";
+    ex_line(c, "av = (float)%s;", ex_val(c, A_, &ai));
+  }
+  c->memo.n = mark;
+  c->indent--;
+  ex_line(c, "}");
+  if (mma) ex_line(c, "As[mm][kk] = %s;", opdt == EM_F16 ? "em_f2h(av)" : "em_f2bf(av)");
+  else ex_line(c, "As[kk][mm] = av;");
+  c->indent--;
+  ex_line(c, "}");
+  /* B tile: element (n, k) of the right operand (weight [N, K] for linear, [.., K, N] otherwise) */
+  ex_line(c, "for (int e = tid; e < %d; e += %d) {", BN * BK, threads);
+  c->indent++;
+  ex_line(c, "const int nn = e / %d, kk = e %% %d;", BK, BK);
+  ex_line(c, "const long long n = n0 + nn, k = k0 + kk;");
+  ex_line(c, dual ? "float bv = 0.0f, bv2 = 0.0f;" : "float bv = 0.0f;");
+  ex_line(c, "if (n < N && k < K) {");
+  c->indent++;
+  {
+    ivec bi = {bs->rank};
+    if (dual) {
+      ivec b2 = {2, {"n", "k"}};
+      ex_line(c, "bv2 = (float)%s;", ex_val(c, B2, &b2));
+    }
+    if (lin_op && concat) {
+      for (int j = 0; j < nsib; j++) {
+        const em_node *sn = &c->g->nodes.v[ex_V(c, sib[j])->node];
+        if (j < nsib - 1) ex_line(c, "%sif (n < %lldLL) {", j ? "} else " : "", (long long)sibOff[j + 1]);
+        else ex_line(c, "} else {");
+        c->indent++;
+        int m2 = c->memo.n;
+        ivec bj = {2, {ex_A(c, "(n - %lldLL)", (long long)sibOff[j]), "k"}};
+        ex_line(c, "bv = (float)%s;", ex_val(c, sn->args[1].tensor, &bj));
+        c->memo.n = m2;
+        c->indent--;
+      }
+      ex_line(c, "}");
+    } else if (lin_op) {
+      bi.e[0] = "n";
+      bi.e[1] = "k";
+    } else {
+      ivec full = {r};
+      for (int i = 0; i < bdims.rank; i++) full.e[i] = bz.e[i];
+      full.e[r - 2] = "0LL";
+      full.e[r - 1] = "n";
+      ivec bb = ex_bcast(c, &full, os, bs);
+      for (int i = 0; i < bs->rank; i++) bi.e[i] = bb.e[i];
+      bi.e[bs->rank - 2] = "k";
+      bi.e[bs->rank - 1] = "n";
+    }
+    if (!(lin_op && concat)) ex_line(c, "bv = (float)%s;", ex_val(c, B_, &bi));
+  }
+  c->memo.n = mark;
+  c->indent--;
+  ex_line(c, "}");
+  if (mma) ex_line(c, "Bs[nn][kk] = %s;", opdt == EM_F16 ? "em_f2h(bv)" : "em_f2bf(bv)");
+  else ex_line(c, "Bs[kk][nn] = bv;");
+  if (dual && mma) ex_line(c, "Bs2[nn][kk] = %s;", opdt == EM_F16 ? "em_f2h(bv2)" : "em_f2bf(bv2)");
+  else if (dual) ex_line(c, "Bs2[kk][nn] = bv2;");
+  c->indent--;
+  ex_line(c, "}");
+  ex_line(c, "__syncthreads();");
+  if (mma) {
+    mma_tile_step(c, "", BK, FM, FN, BM / WM, BN / WN, dual, mma_t);
+  } else {
+  ex_line(c, "#pragma unroll");
+  ex_line(c, "for (int kk = 0; kk < %d; kk++) {", BK);
+  ex_line(c, "  float ar[%d], br[%d];", TM, TN);
+  ex_line(c, "  #pragma unroll");
+  ex_line(c, "  for (int i = 0; i < %d; i++) ar[i] = As[kk][tr * %d + i];", TM, TM);
+  ex_line(c, "  #pragma unroll");
+  ex_line(c, "  for (int j = 0; j < %d; j++) br[j] = Bs[kk][tc * %d + j];", TN, TN);
+  ex_line(c, "  #pragma unroll");
+  ex_line(c, "  for (int i = 0; i < %d; i++)", TM);
+  ex_line(c, "    #pragma unroll");
+  ex_line(c, "    for (int j = 0; j < %d; j++) acc[i][j] += ar[i] * br[j];", TN);
+  if (dual) {
+    ex_line(c, "  #pragma unroll");
+    ex_line(c, "  for (int j = 0; j < %d; j++) br[j] = Bs2[kk][tc * %d + j];", TN, TN);
+    ex_line(c, "  #pragma unroll");
+    ex_line(c, "  for (int i = 0; i < %d; i++)", TM);
+    ex_line(c, "    #pragma unroll");
+    ex_line(c, "    for (int j = 0; j < %d; j++) acc2[i][j] += ar[i] * br[j];", TN);
+  }
+  ex_line(c, "}");
+  }
+  ex_line(c, "__syncthreads();");
+  c->indent--;
+  ex_line(c, "}");
+epilogue:;
+  /* epilogue: every accumulator element (m, n) of this thread */
+  const char *accel = mma ? "acc[i][j][q]" : "acc[i][j]";
+  ex_line(c, "#pragma unroll");
+  ex_line(c, "for (int i = 0; i < %d; i++) {", mma ? FM : TM);
+  c->indent++;
+  ex_line(c, "#pragma unroll");
+  ex_line(c, "for (int j = 0; j < %d; j++) {", mma ? FN : TN);
+  c->indent++;
+  if (mma) {
+    ex_line(c, "#pragma unroll");
+    ex_line(c, "for (int q = 0; q < 4; q++) {");
+    c->indent++;
+    ex_line(c, "const long long m = m0 + wm * %d + i * 16 + (lane >> 2) + (q >> 1) * 8, n = n0 + wn * %d + j * 8 + (lane & 3) * 2 + (q & 1);",
+         BM / WM, BN / WN);
+  } else {
+    ex_line(c, "const long long m = m0 + tr * %d + i, n = n0 + tc * %d + j;", TM, TN);
+  }
+  ex_line(c, "if (m >= M || n >= N) continue;");
+  ivec mi = ex_unravel(c, "m", &mdims);
+  int written[EX_MAX_OUTS] = {0}, nwritten = 0;
+  if (dual) {
+    /* both accumulators at (m, n): the anchors' values, then every output aligned with them */
+    const char *accel2 = mma ? "acc2[i][j][q]" : "acc2[i][j]";
+    const char *vals2[2] = {accel, accel2};
+    const char *vars[2] = {"em_r", "em_r2"};
+    for (int j = 0; j < 2; j++) {
+      const em_node *sn = &c->g->nodes.v[ex_V(c, sib[j])->node];
+      const char *accv = vals2[j];
+      if (sn->args[2].present) {
+        ivec bi = {1, {"n"}};
+        accv = ex_A(c, "(%s + (float)%s)", vals2[j], ex_val(c, sn->args[2].tensor, &bi));
+      }
+      ex_line(c, "const %s %s = %s;", ex_ctype(ex_V(c, sib[j])->dtype), vars[j], ex_round_to(c, ex_V(c, sib[j])->dtype, accv));
+    }
+    c->anchor = sib[0];
+    c->anchor_var = "em_r";
+    c->xanchor = sib[1];
+    c->xanchor_var = "em_r2";
+    ivec di = {r};
+    for (int i = 0; i < bdims.rank; i++) di.e[i] = bz.e[i];
+    for (int i = 0; i < mdims.rank; i++) di.e[bdims.rank + i] = mi.e[i];
+    di.e[r - 1] = "n";
+    ex_reset_alignment(c);
+    c->al[sib[0]] = c->al[sib[1]] = di;
+    c->bij[sib[0]] = c->bij[sib[1]] = 1;
+    ex_align(c);
+    int which[EX_MAX_OUTS] = {0}, n = ex_aligned_outputs(c, which);
+    for (int q = 0; q < n; q++) written[which[q]] = 1;
+    nwritten = n;
+    ex_write_outputs(c, which, n);
+  }
+  for (int j = 0; j < nsib && !c->failed && !dual; j++) {
+    const em_node *sn = &c->g->nodes.v[ex_V(c, sib[j])->node];
+    const char *nl = "n";
+    if (concat) {
+      ex_line(c, "%sif (n < %lldLL) {", j ? "} else " : "", (long long)sibOff[j + 1]);
+      c->indent++;
+      ex_line(c, "const long long nl = n - %lldLL;", (long long)sibOff[j]);
+      nl = "nl";
+    }
+    int m2 = c->memo.n;
+    const char *accv = accel;
+    if (lin_op && sn->args[2].present) {
+      ivec bi = {1, {nl}};
+      accv = ex_A(c, "(%s + (float)%s)", accel, ex_val(c, sn->args[2].tensor, &bi));
+    }
+    ex_line(c, "const %s em_r = %s;", ex_ctype(ex_V(c, sib[j])->dtype), ex_round_to(c, ex_V(c, sib[j])->dtype, accv));
+    c->anchor = sib[j];
+    c->anchor_var = "em_r";
+    ivec di = {r};
+    for (int i = 0; i < bdims.rank; i++) di.e[i] = bz.e[i];
+    for (int i = 0; i < mdims.rank; i++) di.e[bdims.rank + i] = mi.e[i];
+    di.e[r - 1] = nl;
+    ex_reset_alignment(c);
+    c->al[sib[j]] = di;
+    c->bij[sib[j]] = 1;
+    ex_align(c);
+    int which[EX_MAX_OUTS] = {0}, n = 0;
+    for (int q = 0; q < c->g->outputs.n && q < EX_MAX_OUTS; q++)
+      if (!written[q] && c->bij[c->g->outputs.v[q]]) {
+        which[n++] = q;
+        written[q] = 1;
+      }
+    nwritten += n;
+    ex_write_outputs(c, which, n);
+    c->memo.n = m2;
+    if (concat) c->indent--;
+  }
+  if (concat) ex_line(c, "}");
+  if (nwritten != c->g->outputs.n) ex_fail(c, "an output of the contraction is not aligned with its result");
+  if (mma) {
+    c->indent--;
+    ex_line(c, "}");
+  }
+  c->indent--;
+  ex_line(c, "}");
+  c->indent--;
+  ex_line(c, "}");
+}
