@@ -24,16 +24,6 @@ local function shapes(g, names)
   return table.concat(out, ", ")
 end
 
-local function unique(plans)
-  local seen, out = {}, {}
-  for _, p in ipairs(plans) do
-    if not seen[p.kernel.name] then
-      seen[p.kernel.name] = true
-      out[#out + 1] = p
-    end
-  end
-  return out
-end
 
 return {
   summary = "compile a model or graph to kernels: passes, kernel/tile IR, CUDA source, gate verdicts (no GPU)",
@@ -95,11 +85,11 @@ return {
       if not opts.kernel or p.kernel.name:find(opts.kernel, 1, true) then sel[#sel + 1] = p end
     end
     if opts.kernel and #sel == 0 then cli.usage("--kernel '%s' matches no kernel", opts.kernel) end
-    print(("%d kernels (%d distinct), target %s%s"):format(#plans, #unique(plans), dev.name,
+    print(("%d kernels (%d distinct), target %s%s"):format(#plans, #kernels.distinct(plans), dev.name,
       dev.assumed and " (no GPU here: the deploy target's limits)" or ""))
     -- emit every distinct chosen variant (the emitter refusing one is an error naming it)
     local sources = {}
-    for _, p in ipairs(unique(plans)) do
+    for _, p in ipairs(kernels.distinct(plans)) do
       local src, la = kernels.emit(p)
       if not src then cli.fail("%s", la) end
       sources[p.kernel.name] = { src = src, launch = la }
@@ -153,13 +143,8 @@ return {
       tbl.print { header = { "kernel", "kind", "candidates", "chosen knobs", "grid", "block" }, rows = rows, align = "llrlll" }
     end
     if opts.ir == "cuda" then
-      local seen, texts = {}, {}
-      for _, p in ipairs(sel) do
-        if not seen[p.kernel.name] then
-          seen[p.kernel.name] = true
-          texts[#texts + 1] = sources[p.kernel.name].src
-        end
-      end
+      local texts = {}
+      for _, p in ipairs(kernels.distinct(sel)) do texts[#texts + 1] = sources[p.kernel.name].src end
       if opts.o then
         local f = assert(io.open(opts.o, "wb"))
         f:write(table.concat(texts, "\n"))
@@ -172,7 +157,7 @@ return {
     if opts.nvrtc then
       local nv = require "emmy.nvrtc"
       local jobs, which = {}, {}
-      for _, p in ipairs(unique(sel)) do
+      for _, p in ipairs(kernels.distinct(sel)) do
         local list = opts.all_variants and p.candidates or { p.choice }
         if opts.sample and opts.sample > 1 then list = kernels.sample(p.candidates, opts.sample, opts.seed + 1) end
         for _, c in ipairs(list) do

@@ -75,11 +75,9 @@ return {
     if opts.dump_dir then
       local d = dump.open(opts.dump_dir)
       local srcs = {}
-      for _, p in ipairs(plans) do
-        if not srcs[p.kernel.name] then
-          local s, la = kernels.emit(p)
-          srcs[p.kernel.name] = { src = s, launch = la }
-        end
+      for _, p in ipairs(kernels.distinct(plans)) do
+        local s, la = kernels.emit(p)
+        srcs[p.kernel.name] = { src = s, launch = la }
       end
       d.graph_after = ctx.graph
       d:graph("00_graph", g)
@@ -90,13 +88,7 @@ return {
     print(("at %s on %s; %s; CPU reference %.1f s"):format(#b > 0 and table.concat(b, " ") or "static", info.name,
       type(provider) == "table" and provider.describe or "seeded random inputs", sys.clock() - t0))
     -- the chosen variant of every distinct kernel
-    local distinct, order = {}, {}
-    for _, p in ipairs(plans) do
-      if not distinct[p.kernel.name] then
-        distinct[p.kernel.name] = p
-        order[#order + 1] = p
-      end
-    end
+    local order = kernels.distinct(plans)
     local list = {}
     for _, p in ipairs(order) do list[#list + 1] = { plan = p, knobs = p.choice.knobs } end
     local built = gpu.build(cu, list)

@@ -136,6 +136,18 @@ function M.plan(ctx, opts)
   return plans, dev
 end
 
+-- The first plan of each distinct kernel (a kernel name), in order.
+function M.distinct(plans)
+  local seen, out = {}, {}
+  for _, p in ipairs(plans) do
+    if not seen[p.kernel.name] then
+      seen[p.kernel.name] = true
+      out[#out + 1] = p
+    end
+  end
+  return out
+end
+
 -- A seeded shuffle of the candidates, the chosen one first.
 function M.sample(cands, n, seed)
   local idx = {}
