@@ -42,22 +42,19 @@ local function bytes_of(kg)
   return n
 end
 
-local list, seen = {}, {}
-for _, p in ipairs(plans) do
-  if not seen[p.kernel.name] then
-    seen[p.kernel.name] = true
-    list[#list + 1] = { plan = p, knobs = p.choice.knobs, label = p.choice.string }
-    if opts.sweep > 1 then
-      for i, c in ipairs(kernels.sample(p.candidates, opts.sweep, 7)) do
-        if i > 1 then list[#list + 1] = { plan = p, knobs = c.knobs, label = c.string, swept = true } end
-      end
+local list = {}
+for _, p in ipairs(kernels.distinct(plans)) do
+  list[#list + 1] = { plan = p, knobs = p.choice.knobs, label = p.choice.string }
+  if opts.sweep > 1 then
+    for i, c in ipairs(kernels.sample(p.candidates, opts.sweep, 7)) do
+      if i > 1 then list[#list + 1] = { plan = p, knobs = c.knobs, label = c.string, swept = true } end
     end
-    if p.kernel.kind == "contraction" and p.choice.knobs.MMA == 1 then
-      for _, c in ipairs(p.candidates) do
-        if c.knobs.MMA == 0 then
-          list[#list + 1] = { plan = p, knobs = c.knobs, label = c.string, scalar = true }
-          break
-        end
+  end
+  if p.kernel.kind == "contraction" and p.choice.knobs.MMA == 1 then
+    for _, c in ipairs(p.candidates) do
+      if c.knobs.MMA == 0 then
+        list[#list + 1] = { plan = p, knobs = c.knobs, label = c.string, scalar = true }
+        break
       end
     end
   end
@@ -89,7 +86,7 @@ for i, it in ipairs(list) do
   row.us, row.flops, row.bytes = us, p.kernel.kind == "contraction" and 2 * f.M * f.N * f.K or nil, bytes_of(p.kernel.repro)
   if not it.swept then rows[#rows + 1] = row end
   if us and (not best[p.kernel.name] or us < best[p.kernel.name].us) then best[p.kernel.name] = row end
-  if not it.scalar and not it.swept then chosen[p.kernel.name] = e end
+  if us and not it.scalar and not it.swept then chosen[p.kernel.name] = e end
   ::continue::
 end
 if opts.sweep > 1 then
@@ -154,7 +151,13 @@ print(("%s layer %d at seq_len=%d on %s (CUDA-graph replay, median of 50, defaul
   opts.seq_len, info.name))
 tbl.print { header = { "kernel", "variant", "knobs", "µs", "p20-p80", "rate", "eager µs", "compile µs", "of ceiling" },
   rows = rows, align = "lllrrrrrr" }
--- the whole layer, every kernel in order, as one captured graph
+-- the whole layer, every kernel in order, as one captured graph (only when every chosen variant built)
+for _, p in ipairs(plans) do
+  if not chosen[p.kernel.name] then
+    print(("\nwhole layer: not timed — the chosen variant of %s did not build or launch (see its row)"):format(p.kernel.name))
+    os.exit(1)
+  end
+end
 local bufs = {}
 for name, t in pairs(ins) do bufs[name] = assert(cu:upload(t)) end
 for _, p in ipairs(plans) do assert(gpu.launch(cu, p, chosen[p.kernel.name], bufs, bind)) end
