@@ -86,6 +86,15 @@ function sh(cmd)
   return code, slurp(d .. "/out")
 end
 
+-- A command's argument list from strings and lists of strings, flattened one level: args("compile", L0, "--nvrtc").
+function args(...)
+  local t = {}
+  for _, a in ipairs { ... } do
+    if type(a) == "table" then for _, x in ipairs(a) do t[#t + 1] = x end else t[#t + 1] = a end
+  end
+  return t
+end
+
 function lines_of(s)
   local t = {}
   for l in s:gmatch("[^\n]+") do t[#t + 1] = l end

@@ -7,14 +7,6 @@ local T = {}
 local function test(name, fn) T[#T + 1] = { name, fn } end
 
 local L0 = { "Qwen/Qwen3-Embedding-0.6B", "--layer", "0", "--dynamic", "seq_len@x:1" }
-local function args(...)
-  local t = {}
-  for _, a in ipairs { ... } do
-    if type(a) == "table" then for _, x in ipairs(a) do t[#t + 1] = x end else t[#t + 1] = a end
-  end
-  return t
-end
-
 local function rules_copy()
   local d = tmpdir()
   sh(("cp %s/rules/tile/*.lua %s/"):format(shell_quote(ROOT), d))

@@ -12,14 +12,6 @@ local QWEN = "Qwen/Qwen3-Embedding-0.6B"
 local WHOLE_DYN = { "--dynamic", "seq_len@input_ids:1", "--dynamic", "seq_len@attention_mask:2", "--dynamic",
   "seq_len@attention_mask:3", "--dynamic", "seq_len@position_ids:1" }
 
-local function args(...)
-  local t = {}
-  for _, a in ipairs { ... } do
-    if type(a) == "table" then for _, x in ipairs(a) do t[#t + 1] = x end else t[#t + 1] = a end
-  end
-  return t
-end
-
 local function one_line_exit2(argv, fragment, env)
   local code, out, err = emmy(argv, { env = env })
   eq(code, 2, table.concat(argv, " ") .. ": exit (" .. err .. ")")
