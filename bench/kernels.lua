@@ -3,7 +3,11 @@
 -- for contractions, with --sweep N the best of N sampled variants, with --torch the same reproducer in
 -- PyTorch eager and torch.compile, with --ceilings the share of the GPU's measured bf16 matmul and copy
 -- ceilings; and the whole layer as one graph. Run on the GPU machine (pins such as EMMY_DUAL_GATE=1 apply):
---   ./emmy bench/kernels.lua [--model M] [--layer N] [--seq-len L] [--sweep N] [--torch] [--ceilings]
+-- --tiles adds every warp-tier tile of each contraction and every flash point; each variant is checked against
+-- the reference before it is timed; --json FILE writes every variant's row and the whole-layer times.
+--   ./emmy bench/kernels.lua [--model M] [--layer N] [--seq-len L] [--sweep N] [--tiles] [--torch] [--ceilings]
+--                            [--json FILE]
+io.stdout:setvbuf("line") -- a run cut short by a deadline keeps what it printed
 local cli = require "emmy.cli"
 local compiler = require "emmy.compiler"
 local frontend = require "emmy.frontend"
@@ -16,7 +20,9 @@ local tbl = require "emmy.tbl"
 local opts = cli.parse(arg, { flags = { ["--model"] = { kind = "string", default = "Qwen/Qwen3-Embedding-0.6B" },
   ["--layer"] = { kind = "int", default = 0 }, ["--seq-len"] = { kind = "int", default = 512 },
   ["--torch"] = { kind = "bool" }, ["--python"] = { kind = "string", default = "python3" },
-  ["--sweep"] = { kind = "int", default = 0, min = 0 }, ["--ceilings"] = { kind = "bool" } } }, "bench/kernels.lua")
+  ["--sweep"] = { kind = "int", default = 0, min = 0 }, ["--ceilings"] = { kind = "bool" }, ["--tiles"] = { kind = "bool" },
+  ["--json"] = { kind = "string" } } },
+  "bench/kernels.lua")
 local r = frontend.load(opts.model, { layer = opts.layer, dynamic = { "seq_len@x:1" }, hint = { "seq_len=" .. opts.seq_len } })
 local g = r.graph
 local bind = assert(g:bind({ seq_len = opts.seq_len }))
@@ -50,6 +56,17 @@ for _, p in ipairs(kernels.distinct(plans)) do
       if i > 1 then list[#list + 1] = { plan = p, knobs = c.knobs, label = c.string, swept = true } end
     end
   end
+  if opts.tiles then
+    -- every warp-tier tile of a contraction (cp.async ring, padded rows, plain block order) and every flash
+    -- attention point: the exhaustive sweep that sets the fork order of rules/tile/
+    for _, c in ipairs(p.candidates) do
+      local kn = c.knobs
+      if c ~= p.choice and ((p.kernel.kind == "contraction" and kn.MMA == 1 and kn.ASYNC == 1 and kn.PAD_SMEM == 8
+          and kn.RASTER == 1) or (p.kernel.kind == "attention" and kn.FLASH == 1)) then
+        list[#list + 1] = { plan = p, knobs = kn, label = c.string, swept = true }
+      end
+    end
+  end
   if p.kernel.kind == "contraction" and p.choice.knobs.MMA == 1 then
     for _, c in ipairs(p.candidates) do
       if c.knobs.MMA == 0 then
@@ -60,11 +77,12 @@ for _, p in ipairs(kernels.distinct(plans)) do
   end
 end
 local built = gpu.build(cu, list)
-local rows, chosen, best = {}, {}, {}
+local rows, chosen, best, all = {}, {}, {}, {}
 for i, it in ipairs(list) do
   local p, e = it.plan, built[i]
   if e.error then
     rows[#rows + 1] = { p.kernel.name, it.swept and "swept" or "chosen", it.label, e.error, "", "" }
+    all[#all + 1] = { kernel = p.kernel.name, knobs = it.label, role = it.swept and "swept" or "chosen", error = e.error }
     goto continue
   end
   local kb = {}
@@ -72,6 +90,13 @@ for i, it in ipairs(list) do
   -- one launch first: it allocates the outputs, which a graph capture may not do
   local t, err = gpu.launch(cu, p, e, kb, bind)
   if t then t, err = cu:sync() end
+  -- correct first: every output against the CPU reference (a wrong variant is a row, never the best)
+  for _, o in ipairs(t and p.kernel.repro:outputs() or {}) do
+    local cmp = gpu.check(p.kernel.repro, kb, o, vals[o], bind)
+    if not cmp or not cmp.ok then
+      t, err = nil, cmp and ("wrong: max rel %.3g, %d mismatches"):format(cmp.max_rel, cmp.mismatches) or "download failed"
+    end
+  end
   if t then t, err = cu:time(function() return gpu.launch(cu, p, e, kb, bind) end, { graph = true, reps = 50, warmup = 5 }) end
   local f = kernels.facts(p.kernel)
   local us = t and t.median_us
@@ -84,12 +109,14 @@ for i, it in ipairs(list) do
   local row = { p.kernel.name, it.scalar and "scalar" or it.swept and "swept" or "chosen", it.label,
     us and ("%.1f"):format(us) or ("error: " .. tostring(err)), t and ("%.1f-%.1f"):format(t.p20_us, t.p80_us) or "", rate }
   row.us, row.flops, row.bytes = us, p.kernel.kind == "contraction" and 2 * f.M * f.N * f.K or nil, bytes_of(p.kernel.repro)
+  row.e = e
+  all[#all + 1] = { kernel = p.kernel.name, knobs = it.label, role = row[2], us = us, error = not us and tostring(err) or nil }
   if not it.swept then rows[#rows + 1] = row end
   if us and (not best[p.kernel.name] or us < best[p.kernel.name].us) then best[p.kernel.name] = row end
   if us and not it.scalar and not it.swept then chosen[p.kernel.name] = e end
   ::continue::
 end
-if opts.sweep > 1 then
+if opts.sweep > 1 or opts.tiles then
   for _, r0 in ipairs(rows) do
     local b = best[r0[1]]
     if r0[2] == "chosen" and b and b ~= r0 then
@@ -121,6 +148,7 @@ if opts.ceilings then
   end
 end
 -- --torch: each kernel's reproducer in PyTorch eager and torch.compile on the same inputs (tools/torchref/bench.py)
+local torch_notes = {}
 if opts.torch then
   local graphjson = require "emmy.graphjson"
   local sys = require "emmy.sys"
@@ -143,6 +171,14 @@ if opts.torch then
       if f then f:close() end
       local function us(b) return ok and r.backends[b] and r.backends[b].median_us and ("%.1f"):format(r.backends[b].median_us) or "-" end
       row[7], row[8] = us("eager"), us("compile")
+      if row[7] == "-" or row[8] == "-" then -- say why, from bench.py's log (one line per kernel, after the table)
+        local lf = io.open(d .. "/log")
+        local last = ""
+        for l in (lf and lf:lines() or function() end) do if l:match("%S") then last = l end end
+        if lf then lf:close() end
+        torch_notes[#torch_notes + 1] = ("torch on %s: %s"):format(row[1], ok and (r.backends.eager and r.backends.eager.error
+          or r.backends.compile and (r.backends.compile.error or r.backends.compile.skipped)) or last)
+      end
     end
   end
   os.execute("rm -rf " .. tmp)
@@ -151,6 +187,7 @@ print(("%s layer %d at seq_len=%d on %s (CUDA-graph replay, median of 50, defaul
   opts.seq_len, info.name))
 tbl.print { header = { "kernel", "variant", "knobs", "µs", "p20-p80", "rate", "eager µs", "compile µs", "of ceiling" },
   rows = rows, align = "lllrrrrrr" }
+for _, n in ipairs(torch_notes) do print(n) end
 -- the whole layer, every kernel in order, as one captured graph (only when every chosen variant built)
 for _, p in ipairs(plans) do
   if not chosen[p.kernel.name] then
@@ -171,3 +208,51 @@ local tl = cu:time(function()
 end, { graph = true, reps = 30, warmup = 3 })
 print(("\nwhole layer (%d kernels, chosen variants): %.1f µs median (p20 %.1f, p80 %.1f)"):format(#plans, tl.median_us,
   tl.p20_us, tl.p80_us))
+local layer = { chosen_us = tl.median_us }
+-- the whole layer with each kernel's best measured variant (when a sweep ran)
+if opts.sweep > 1 or opts.tiles then
+  local function pick(p) return best[p.kernel.name] and best[p.kernel.name].e or chosen[p.kernel.name] end
+  for _, p in ipairs(plans) do assert(gpu.launch(cu, p, pick(p), bufs, bind)) end
+  assert(cu:sync())
+  local tb = cu:time(function()
+    for _, p in ipairs(plans) do
+      local ok, err = gpu.launch(cu, p, pick(p), bufs, bind)
+      if not ok then return nil, err end
+    end
+    return true
+  end, { graph = true, reps = 30, warmup = 3 })
+  layer.best_us = tb.median_us
+  print(("whole layer (%d kernels, best of sweep per kernel): %.1f µs median (p20 %.1f, p80 %.1f)"):format(#plans,
+    tb.median_us, tb.p20_us, tb.p80_us))
+end
+-- the same layer graph in PyTorch eager and torch.compile (tools/torchref/bench.py), same inputs
+if opts.torch then
+  local graphjson = require "emmy.graphjson"
+  local sys = require "emmy.sys"
+  local d = os.tmpname()
+  os.remove(d)
+  assert(sys.mkdir_p(d .. "/in"))
+  assert(graphjson.write(g, d .. "/layer.torch.json"))
+  for name, t in pairs(ins) do assert(t:save(d .. "/in/" .. name .. ".npy")) end
+  os.execute(("%s %s/tools/torchref/bench.py %s/layer.torch.json --inputs %s/in --bind seq_len=%d --json %s/b.json > %s/log 2>&1")
+    :format(opts.python, EMMY_HOME, d, d, opts.seq_len, d, d))
+  local f = io.open(d .. "/b.json")
+  local ok, r = pcall(require("cjson").decode, f and f:read("*a") or "")
+  if f then f:close() end
+  local function us(b) return ok and r.backends[b] and r.backends[b].median_us end
+  layer.eager_us, layer.compile_us = us("eager"), us("compile")
+  print(("whole layer in torch (op-by-op replay of the same graph): eager %s µs, torch.compile %s µs"):format(
+    layer.eager_us and ("%.1f"):format(layer.eager_us) or "-", layer.compile_us and ("%.1f"):format(layer.compile_us) or "-"))
+  local mine = layer.best_us or layer.chosen_us
+  if layer.compile_us then
+    print(("emmy (%s) / torch.compile = %.2f (below 1: emmy faster)"):format(layer.best_us and "best of sweep" or "chosen",
+      mine / layer.compile_us))
+  end
+  os.execute("rm -rf " .. d)
+end
+if opts.json then
+  local f = assert(io.open(opts.json, "w"))
+  f:write(require("cjson").encode { model = opts.model, layer = opts.layer, seq_len = opts.seq_len, device = info.name,
+    variants = all, whole_layer = layer })
+  f:close()
+end

@@ -187,10 +187,29 @@ const char *ex_idx_name(ectx *c, const char *e) {
   return n;
 }
 
+/* ex_unravel records each step (quotient, remainder, dim) -> the index it split, as memo entries with v == -2
+ * (scoped like index names), so that ex_linearize folds (q) * d + r back into that index: an output written
+ * at the flat index its loop unraveled costs no division. */
+static const char *unravel_key(ectx *c, const char *q, const char *r, const char *dm) {
+  return ex_A(c, "%s\x1f%s\x1f%s", q, r, dm);
+}
+
+static const char *unravel_undo(ectx *c, const char *q, const char *r, const char *dm) {
+  const char *key = unravel_key(c, q, r, dm);
+  for (int i = c->memo.n - 1; i >= 0; i--)
+    if (c->memo.v[i].v == -2 && !strcmp(c->memo.v[i].key, key)) return c->memo.v[i].var;
+  return NULL;
+}
+
 const char *ex_linearize(ectx *c, const ivec *ix, const em_shape *s) {
   if (s->rank == 0) return "0LL";
   const char *e = ix->e[0];
-  for (int i = 1; i < s->rank; i++) e = ex_A(c, "(%s) * %s + %s", e, ex_dim_c(c, &s->d[i]), ix->e[i]);
+  for (int i = 1; i < s->rank; i++) {
+    const char *dm = ex_dim_c(c, &s->d[i]), *u;
+    if (ex_is_one(&s->d[i]) && !strcmp(ix->e[i], "0LL")) continue;
+    if ((u = unravel_undo(c, e, ix->e[i], dm))) e = u;
+    else e = ex_A(c, "(%s) * %s + %s", e, dm, ix->e[i]);
+  }
   return ex_idx_name(c, e);
 }
 
@@ -202,9 +221,11 @@ ivec ex_unravel(ectx *c, const char *lin, const em_shape *s) {
     if (i == 0) r.e[i] = rest;
     else if (em_dim_is_const(&s->d[i], &k) && k == 1) r.e[i] = "0LL";
     else {
-      const char *dm = ex_dim_c(c, &s->d[i]);
+      const char *dm = ex_dim_c(c, &s->d[i]), *whole = rest;
       r.e[i] = ex_idx_name(c, ex_A(c, "(%s) %% %s", rest, dm));
       rest = ex_idx_name(c, ex_A(c, "(%s) / %s", rest, dm));
+      memo_ent m = {-2, (char *)unravel_key(c, rest, r.e[i], dm), whole};
+      EM_VEC_PUSH(c->memo, m);
     }
   }
   return r;
@@ -744,4 +765,136 @@ cleanup:
   free(c.al);
   free(c.bij);
   return st;
+}
+
+/* ---- strided views ------------------------------------------------------------------------------------ */
+
+/* Contiguous strides of shape s (elements). */
+static int contiguous_strides(const em_shape *s, em_dim *st) {
+  em_dim acc = em_dim_const(1);
+  for (int i = s->rank - 1; i >= 0; i--) {
+    st[i] = acc;
+    if (em_dim_mul(&acc, &s->d[i], &acc)) return -1;
+  }
+  return 0;
+}
+
+/* The strides of a reshape of a strided tensor, as PyTorch's view computes them: the dims are matched in
+ * groups of equal element count, and each group of input dims must itself be contiguous (size-1 dims aside).
+ * Returns -1 when the reshape is not a view of the strided input. */
+static int reshape_strides(const em_shape *in, const em_dim *ist, const em_shape *o, em_dim *ost) {
+  int i = 0, j = 0;
+  while (i < in->rank || j < o->rank) {
+    int i0 = i, j0 = j;
+    em_dim pa = em_dim_const(1), pb = em_dim_const(1), q;
+    if (i < in->rank && em_dim_mul(&pa, &in->d[i++], &pa)) return -1;
+    if (j < o->rank && em_dim_mul(&pb, &o->d[j++], &pb)) return -1;
+    while (!em_dim_eq(&pa, &pb)) {
+      if (i < in->rank && !em_dim_divexact(&pb, &pa, &q)) {
+        if (em_dim_mul(&pa, &in->d[i++], &pa)) return -1;
+      } else if (j < o->rank && !em_dim_divexact(&pa, &pb, &q)) {
+        if (em_dim_mul(&pb, &o->d[j++], &pb)) return -1;
+      } else return -1;
+    }
+    /* input dims i0..i-1 must be contiguous among themselves; the group's innermost stride is the base */
+    int last = -1;
+    for (int k = i - 1; k >= i0; k--) {
+      if (ex_is_one(&in->d[k])) continue;
+      if (last >= 0) {
+        em_dim want;
+        if (em_dim_mul(&ist[last], &in->d[last], &want) || !em_dim_eq(&want, &ist[k])) return -1;
+      }
+      last = k;
+    }
+    /* the innermost non-1 input dim of the group carries the group's unit stride */
+    em_dim unit = em_dim_const(1);
+    for (int k = i - 1; k >= i0; k--)
+      if (!ex_is_one(&in->d[k])) {
+        unit = ist[k];
+        break;
+      }
+    for (int k = j - 1; k >= j0; k--) {
+      ost[k] = unit;
+      if (em_dim_mul(&unit, &o->d[k], &unit)) return -1;
+    }
+  }
+  return 0;
+}
+
+int ex_strided(ectx *c, int v, int *base, em_dim *st) {
+  int chain[16], n = 0;
+  int x = v;
+  while (ex_V(c, x)->kind == EM_V_NODE) {
+    const em_node *nd = &c->g->nodes.v[ex_V(c, x)->node];
+    switch (nd->op) {
+    case EM_OP_VIEW: case EM_OP_RESHAPE: case EM_OP_UNSAFE_VIEW: case EM_OP_TRANSPOSE: case EM_OP_T:
+    case EM_OP_PERMUTE: case EM_OP_EXPAND: case EM_OP_UNSQUEEZE: case EM_OP_SQUEEZE: break;
+    default: return 0;
+    }
+    if (n == 16) return 0;
+    chain[n++] = ex_V(c, x)->node;
+    x = nd->args[0].tensor;
+  }
+  *base = x;
+  em_dim cur[MAXR];
+  if (contiguous_strides(ex_S(c, x), cur)) return 0;
+  for (int k = n - 1; k >= 0; k--) {
+    const em_node *nd = &c->g->nodes.v[chain[k]];
+    const em_shape *in = ex_S(c, nd->args[0].tensor), *o = &ex_V(c, nd->out)->shape;
+    em_dim nx[MAXR];
+    switch (nd->op) {
+    case EM_OP_VIEW: case EM_OP_RESHAPE: case EM_OP_UNSAFE_VIEW:
+      if (reshape_strides(in, cur, o, nx)) return 0;
+      break;
+    case EM_OP_TRANSPOSE: {
+      int d0 = ex_axis_of(&nd->args[1], in->rank), d1 = ex_axis_of(&nd->args[2], in->rank);
+      for (int i = 0; i < in->rank; i++) nx[i] = cur[i];
+      nx[d0] = cur[d1];
+      nx[d1] = cur[d0];
+      break;
+    }
+    case EM_OP_T:
+      for (int i = 0; i < in->rank; i++) nx[i] = cur[in->rank - 1 - i];
+      break;
+    case EM_OP_PERMUTE:
+      for (int i = 0; i < in->rank; i++) nx[i] = cur[ex_axis_of_dim(&nd->args[1].ilist[i], in->rank)];
+      break;
+    case EM_OP_EXPAND: {
+      int off = o->rank - in->rank;
+      for (int i = 0; i < o->rank; i++)
+        nx[i] = i < off || (ex_is_one(&in->d[i - off]) && !ex_is_one(&o->d[i])) ? em_dim_const(0) : cur[i - off];
+      break;
+    }
+    case EM_OP_UNSQUEEZE: {
+      int d = ex_axis_of(&nd->args[1], o->rank);
+      for (int i = 0, q = 0; i < o->rank; i++) nx[i] = i == d ? em_dim_const(0) : cur[q++];
+      break;
+    }
+    case EM_OP_SQUEEZE:
+      for (int i = 0, q = 0; i < in->rank; i++)
+        if (in->rank == o->rank || !ex_is_one(&in->d[i]) || i != ex_axis_of(&nd->args[1], in->rank)) nx[q++] = cur[i];
+      break;
+    default: return 0;
+    }
+    for (int i = 0; i < o->rank; i++) cur[i] = nx[i];
+  }
+  for (int i = 0; i < ex_S(c, v)->rank; i++) st[i] = cur[i];
+  return 1;
+}
+
+const char *ex_strided_offset(ectx *c, const ivec *ix, const em_shape *s, const em_dim *st) {
+  const char *e = NULL;
+  for (int i = 0; i < s->rank; i++) {
+    int64_t k;
+    if (ex_is_one(&s->d[i]) || !strcmp(ix->e[i], "0LL") || (em_dim_is_const(&st[i], &k) && k == 0)) continue;
+    const char *t = em_dim_is_const(&st[i], &k) && k == 1 ? ex_A(c, "%s", ix->e[i]) : ex_A(c, "(%s) * %s", ix->e[i], ex_dim_c(c, &st[i]));
+    e = e ? ex_A(c, "%s + %s", e, t) : t;
+  }
+  return e ? ex_idx_name(c, e) : "0LL";
+}
+
+int ex_dim_multiple_of(const em_dim *d, int64_t m) {
+  for (int i = 0; i < d->n; i++)
+    if (d->t[i].coef % m) return 0;
+  return 1;
 }

@@ -27,6 +27,17 @@ static void kv_index(ectx *c, const ivec *oi, const em_shape *qs, const em_shape
   kk->e[r - 1] = vv->e[r - 1] = "e";
 }
 
+/* 1 when value v's rows of D elements can be copied 16 bytes at a time: a strided view of a kernel input
+ * (*base, strides st) with the head dim at stride 1 and every other stride a multiple of 8 elements. */
+static int rows_copyable(ectx *c, int v, int *base, em_dim *st, int64_t D) {
+  const em_shape *s = ex_S(c, v);
+  int64_t one;
+  if (D % 8 || !ex_strided(c, v, base, st) || !em_dim_is_const(&st[s->rank - 1], &one) || one != 1) return 0;
+  for (int i = 0; i < s->rank - 1; i++)
+    if (!ex_is_one(&s->d[i]) && !ex_dim_multiple_of(&st[i], 8)) return 0;
+  return 1;
+}
+
 /* Flash attention on the warp tier (FLASH=1): a block of BQ query rows of one (batch, head), one warp per
  * 16 rows. Q fragments stay in registers; BKV keys and values at a time are staged in shared memory; S = QKᵀ
  * and O += PV run on mma.sync m16n8k16 (P re-packed from the S accumulators into A fragments, V read with
@@ -49,8 +60,10 @@ static void k_flash(ectx *c, em_launch *L) {
     ex_fail(c, "FLASH=1 needs bf16/f16, got %s", em_dtype_name(dt));
     return;
   }
-  if (BQ % 16 || BKV % 16 || BQ < 16 || BKV < 16 || (BQ + 2 * BKV) * (D + 8) * 2 > 49152) {
-    ex_fail(c, "FLASH=1 needs BQ, BKV multiples of 16 and (BQ+2*BKV)*(D+8)*2 <= 49152 B");
+  int kvst0 = em_knob_get(&c->t->knobs, "KVST", 1);
+  int rows0 = BQ > 2 * BKV * kvst0 ? BQ : 2 * BKV * kvst0;
+  if (BQ % 16 || BKV % 16 || BQ < 16 || BKV < 16 || kvst0 < 1 || kvst0 > 2 || rows0 * (D + 8) * 2 > 49152) {
+    ex_fail(c, "FLASH=1 needs BQ, BKV multiples of 16, KVST 1 or 2 and max(BQ, 2*BKV*KVST)*(D+8)*2 <= 49152 B");
     return;
   }
   const char *mt = dt == EM_F16 ? "f16" : "bf16", *cvt = dt == EM_F16 ? "em_f2h" : "em_f2bf";
@@ -62,10 +75,16 @@ static void k_flash(ectx *c, em_launch *L) {
   L->block[0] = threads;
   snprintf(L->grid[0], sizeof L->grid[0], "cdiv(%s,%d)", em_dim_format(&c->g->syms, &os->d[r - 2], (char[128]){0}, 128), BQ);
   snprintf(L->grid[1], sizeof L->grid[1], "%s", bat.rank ? ex_numel_text(c, &bat) : "1");
-  ex_line(c, "__shared__ __align__(16) unsigned short Qs[%d][%lld], Ks[%d][%lld], Vs[%d][%lld];", BQ, (long long)(D + 8), BKV,
-          (long long)(D + 8), BKV, (long long)(D + 8));
-  ex_line(c, "const long long Lq = %s, S = %s, q0 = (long long)blockIdx.x * %d, bh = blockIdx.y;", ex_dim_c(c, &os->d[r - 2]),
-          ex_dim_c(c, &ks->d[r - 2]), BQ);
+  /* one shared buffer: the Q tile first (its fragments then live in registers), then KVST stages of K and V
+   * tiles (KVST=2: the next tile's cp.async copies overlap this tile's math) */
+  int kvst = em_knob_get(&c->t->knobs, "KVST", 1);
+  int rows = BQ > 2 * BKV * kvst ? BQ : 2 * BKV * kvst;
+  long long DP = (long long)(D + 8);
+  ex_line(c, "__shared__ __align__(16) unsigned short em_sm[%d][%lld];", rows, DP);
+  ex_line(c, "unsigned short (*const Qs)[%lld] = em_sm;", DP);
+  ex_line(c, "const long long Lq = %s, S = %s, bh = blockIdx.y;", ex_dim_c(c, &os->d[r - 2]), ex_dim_c(c, &ks->d[r - 2]));
+  /* causal: the longest query tiles (the last rows) are launched first, so the short ones fill the tail */
+  ex_line(c, "const long long q0 = (long long)(%sblockIdx.x) * %d;", causal ? "gridDim.x - 1 - " : "", BQ);
   ex_line(c, "const int tid = threadIdx.x, lane = tid & 31, w = tid >> 5;");
   ivec bi = ex_unravel(c, "bh", &bat);
   ivec oi = {r};
@@ -74,10 +93,18 @@ static void k_flash(ectx *c, em_launch *L) {
     ex_line(c, "const long long x%d = %s;", i, bi.e[i]);
   }
   int mark = c->memo.n;
-  /* Q tile -> smem -> fragments. Operands that are kernel inputs in their own [..., rows, D] layout are copied
-   * 16 bytes at a time with cp.async (rows past the end zero-filled); others go through their expressions. */
-  int q_in = ex_V(c, q)->kind != EM_V_NODE, k_in = ex_V(c, k)->kind != EM_V_NODE, v_in = ex_V(c, v)->kind != EM_V_NODE;
-  if (q_in) {
+  /* Q, K and V that are strided views of kernel inputs with contiguous rows (the head dim at stride 1, every
+   * other stride a multiple of 8) are copied 16 bytes at a time with cp.async, rows past the end zero-filled;
+   * others go element by element through their expressions. */
+  em_dim qst[MAXR], kst[MAXR], vst[MAXR];
+  int qb = -1, kb = -1, vb = -1;
+  int q_rows = rows_copyable(c, q, &qb, qst, D), k_rows = rows_copyable(c, k, &kb, kst, D);
+  int v_rows = rows_copyable(c, v, &vb, vst, D);
+  if (kvst == 2 && !(k_rows && v_rows)) {
+    ex_fail(c, "KVST=2 needs keys and values that are strided views of kernel inputs with contiguous rows");
+    return;
+  }
+  if (q_rows) {
     ivec q0i = oi;
     q0i.e[r - 2] = "l";
     q0i.e[r - 1] = "0LL";
@@ -86,8 +113,9 @@ static void k_flash(ectx *c, em_launch *L) {
     ex_line(c, "const int rr = t / %lld, e = (t %% %lld) * 8;", (long long)(D / 8), (long long)(D / 8));
     ex_line(c, "const long long l = q0 + rr;");
     ex_line(c, "const bool ok = l < Lq;");
-    ex_line(c, "em_cp_async16(&Qs[rr][e], ok ? in%d + %s + e : in%d, ok ? 16 : 0);", ex_input_pos(c, q),
-            ex_linearize(c, &q0i, qs), ex_input_pos(c, q));
+    ex_line(c, "em_cp_async16(&Qs[rr][e], ok ? in%d + %s + e : in%d, ok ? 16 : 0);", ex_input_pos(c, qb),
+            ex_strided_offset(c, &q0i, qs, qst), ex_input_pos(c, qb));
+    c->memo.n = mark;
     c->indent--;
     ex_line(c, "}");
     ex_line(c, "em_cp_commit();");
@@ -110,43 +138,68 @@ static void k_flash(ectx *c, em_launch *L) {
     ex_line(c, "Qs[rr][e] = %s(qv);", cvt);
     c->indent--;
     ex_line(c, "}");
-
   }
   ex_line(c, "__syncthreads();");
   ex_line(c, "unsigned qf[%d][4];", KD);
   ex_line(c, "#pragma unroll");
   ex_line(c, "for (int kd = 0; kd < %d; kd++) em_ldsm_x4(qf[kd], &Qs[w * 16 + (lane & 15)][kd * 16 + (lane >> 4) * 8]);", KD);
+  ex_line(c, "__syncthreads();"); /* the K/V stages reuse the Q tile's rows */
   ex_line(c, "float o[%d][4];", ND);
   ex_line(c, "#pragma unroll");
   ex_line(c, "for (int j = 0; j < %d; j++) o[j][0] = o[j][1] = o[j][2] = o[j][3] = 0.0f;", ND);
   ex_line(c, "float mrow[2] = {-INFINITY, -INFINITY}, lrow[2] = {0.0f, 0.0f};");
   ex_line(c, "const long long lr0 = q0 + w * 16 + (lane >> 2), lr1 = lr0 + 8;");
   ex_line(c, "const long long send = %s;", causal ? ex_A(c, "(q0 + %d < S ? q0 + %d : S)", BQ, BQ) : "S");
+  ex_line(c, "const int nt = (int)((send + %d) / %d);", BKV - 1, BKV);
   ivec kk, vv;
   kv_index(c, &oi, qs, ks, vs, os, gqa, &kk, &vv);
-  ex_line(c, "for (long long s0 = 0; s0 < send; s0 += %d) {", BKV);
-  c->indent++;
-  ex_line(c, "__syncthreads();");
-  if (k_in && v_in) {
+  if (k_rows && v_rows) {
+    /* em_kv(st, s0): the cp.async copies of one K and one V tile into stage st */
     ivec k0i = kk, v0i = vv;
     k0i.e[r - 1] = "0LL";
     v0i.e[r - 1] = "0LL";
+    ex_line(c, "auto em_kv = [&](int st, long long s0) {");
+    c->indent++;
+    ex_line(c, "unsigned short (*const Kd)[%lld] = em_sm + st * %d, (*const Vd)[%lld] = em_sm + st * %d + %d;", DP, 2 * BKV, DP,
+            2 * BKV, BKV);
     ex_line(c, "for (int t = tid; t < %lld; t += %d) {", (long long)(BKV * D / 8), threads);
     c->indent++;
     ex_line(c, "const int ss = t / %lld, e = (t %% %lld) * 8;", (long long)(D / 8), (long long)(D / 8));
     ex_line(c, "const long long s = s0 + ss;");
     ex_line(c, "const bool ok = s < S;");
-    ex_line(c, "em_cp_async16(&Ks[ss][e], ok ? in%d + %s + e : in%d, ok ? 16 : 0);", ex_input_pos(c, k),
-            ex_linearize(c, &k0i, ks), ex_input_pos(c, k));
-    ex_line(c, "em_cp_async16(&Vs[ss][e], ok ? in%d + %s + e : in%d, ok ? 16 : 0);", ex_input_pos(c, v),
-            ex_linearize(c, &v0i, vs), ex_input_pos(c, v));
+    ex_line(c, "em_cp_async16(&Kd[ss][e], ok ? in%d + %s + e : in%d, ok ? 16 : 0);", ex_input_pos(c, kb),
+            ex_strided_offset(c, &k0i, ks, kst), ex_input_pos(c, kb));
+    ex_line(c, "em_cp_async16(&Vd[ss][e], ok ? in%d + %s + e : in%d, ok ? 16 : 0);", ex_input_pos(c, vb),
+            ex_strided_offset(c, &v0i, vs, vst), ex_input_pos(c, vb));
     c->memo.n = mark;
     c->indent--;
     ex_line(c, "}");
-    ex_line(c, "em_cp_commit();");
-    ex_line(c, "em_cp_wait<0>();");
+    c->indent--;
+    ex_line(c, "};");
+    if (kvst == 2) {
+      ex_line(c, "if (nt > 0) em_kv(0, 0LL);");
+      ex_line(c, "em_cp_commit();");
+    }
+    ex_line(c, "for (int it = 0; it < nt; it++) {");
+    c->indent++;
+    ex_line(c, "const long long s0 = (long long)it * %d;", BKV);
+    if (kvst == 2) {
+      ex_line(c, "if (it + 1 < nt) em_kv((it + 1) & 1, s0 + %d);", BKV);
+      ex_line(c, "em_cp_commit();");
+      ex_line(c, "em_cp_wait<1>();");
+      ex_line(c, "unsigned short (*const Ks)[%lld] = em_sm + (it & 1) * %d, (*const Vs)[%lld] = Ks + %d;", DP, 2 * BKV, DP, BKV);
+    } else {
+      ex_line(c, "em_kv(0, s0);");
+      ex_line(c, "em_cp_commit();");
+      ex_line(c, "em_cp_wait<0>();");
+      ex_line(c, "unsigned short (*const Ks)[%lld] = em_sm, (*const Vs)[%lld] = Ks + %d;", DP, DP, BKV);
+    }
     ex_line(c, "__syncthreads();");
   } else {
+    ex_line(c, "for (int it = 0; it < nt; it++) {");
+    c->indent++;
+    ex_line(c, "const long long s0 = (long long)it * %d;", BKV);
+    ex_line(c, "unsigned short (*const Ks)[%lld] = em_sm, (*const Vs)[%lld] = Ks + %d;", DP, DP, BKV);
     ex_line(c, "for (int t = tid; t < %lld; t += %d) {", (long long)(BKV * D), threads);
     c->indent++;
     ex_line(c, "const int ss = t / %lld, e = t %% %lld;", (long long)D, (long long)D);
@@ -188,7 +241,7 @@ static void k_flash(ectx *c, em_launch *L) {
   ex_line(c, "  for (int qd = 0; qd < 4; qd++) {");
   c->indent += 2;
   ex_line(c, "const long long s = s0 + j * 8 + (lane & 3) * 2 + (qd & 1), l = qd < 2 ? lr0 : lr1;");
-  ex_line(c, "float x = sc[j][qd] * %.17gf;", scale);
+  ex_line(c, "float x = sc[j][qd] * %.17gf;", an->args[3].present ? scale : scale * M_LOG2E);
   ex_line(c, "if (s >= S%s) x = -INFINITY;", causal ? " || s > l" : "");
   if (an->args[3].present) {
     int m = an->args[3].tensor;
@@ -205,6 +258,7 @@ static void k_flash(ectx *c, em_launch *L) {
     c->indent--;
     ex_line(c, "}");
   }
+  if (an->args[3].present) ex_line(c, "x *= %.17gf;", M_LOG2E); /* the softmax runs in base 2 */
   ex_line(c, "sc[j][qd] = x;");
   ex_line(c, "mx[qd >> 1] = fmaxf(mx[qd >> 1], x);");
   c->indent -= 2;
@@ -214,13 +268,13 @@ static void k_flash(ectx *c, em_launch *L) {
   ex_line(c, "for (int h = 0; h < 2; h++) {");
   ex_line(c, "  mx[h] = fmaxf(mx[h], __shfl_xor_sync(0xffffffffu, mx[h], 1));");
   ex_line(c, "  mx[h] = fmaxf(mx[h], __shfl_xor_sync(0xffffffffu, mx[h], 2));");
-  ex_line(c, "  corr[h] = mx[h] == -INFINITY ? 1.0f : expf(mrow[h] - mx[h]);");
+  ex_line(c, "  corr[h] = mx[h] == -INFINITY ? 1.0f : exp2f(mrow[h] - mx[h]);");
   ex_line(c, "}");
   ex_line(c, "unsigned pf[%d][2];", NS * 2);
   ex_line(c, "#pragma unroll");
   ex_line(c, "for (int j = 0; j < %d; j++) {", NS);
-  ex_line(c, "  float p0 = mx[0] == -INFINITY ? 0.0f : expf(sc[j][0] - mx[0]), p1 = mx[0] == -INFINITY ? 0.0f : expf(sc[j][1] - mx[0]);");
-  ex_line(c, "  float p2 = mx[1] == -INFINITY ? 0.0f : expf(sc[j][2] - mx[1]), p3 = mx[1] == -INFINITY ? 0.0f : expf(sc[j][3] - mx[1]);");
+  ex_line(c, "  float p0 = mx[0] == -INFINITY ? 0.0f : exp2f(sc[j][0] - mx[0]), p1 = mx[0] == -INFINITY ? 0.0f : exp2f(sc[j][1] - mx[0]);");
+  ex_line(c, "  float p2 = mx[1] == -INFINITY ? 0.0f : exp2f(sc[j][2] - mx[1]), p3 = mx[1] == -INFINITY ? 0.0f : exp2f(sc[j][3] - mx[1]);");
   ex_line(c, "  rs[0] += p0 + p1;");
   ex_line(c, "  rs[1] += p2 + p3;");
   ex_line(c, "  pf[j][0] = (unsigned)%s(p0) | ((unsigned)%s(p1) << 16);", cvt, cvt);
@@ -250,6 +304,7 @@ static void k_flash(ectx *c, em_launch *L) {
   ex_line(c, "    em_mma_%s(o[j + 1], pa, b1);", mt);
   ex_line(c, "  }");
   ex_line(c, "}");
+  ex_line(c, "__syncthreads();"); /* this stage is refilled by a later iteration */
   c->indent--;
   ex_line(c, "}");
   /* epilogue: each accumulator element (row l, column d) */
@@ -321,8 +376,14 @@ void ex_k_attention(ectx *c, em_launch *L) {
   c->indent++;
   ivec qi = oi;
   qi.e[r - 1] = "e";
-  ex_line(c, "qr[e] = live ? (float)%s : 0.0f;", ex_val(c, q, &qi));
+  /* loads only inside the guard: a row past the end must not read (seq_len 7 with QROWS=256 faulted) */
+  ex_line(c, "qr[e] = 0.0f;");
+  ex_line(c, "if (live) {");
+  c->indent++;
+  ex_line(c, "qr[e] = (float)%s;", ex_val(c, q, &qi));
   c->memo.n = mark;
+  c->indent--;
+  ex_line(c, "}");
   c->indent--;
   ex_line(c, "}");
   ex_line(c, "for (int e = 0; e < %lld; e++) acc[e] = 0.0f;", (long long)Ev);
@@ -342,10 +403,19 @@ void ex_k_attention(ectx *c, em_launch *L) {
     c->indent++;
     ex_line(c, "const int ss = t / %lld, e = t %% %lld;", (long long)(E > Ev ? E : Ev), (long long)(E > Ev ? E : Ev));
     ex_line(c, "const long long s = s0 + ss;");
-    /* both loads in one scope: their index temporaries are shared, forgotten only when the loop closes */
-    ex_line(c, "if (s < S && e < %lld) Ks[ss][e] = (float)%s;", (long long)E, ex_val(c, k, &kk));
-    ex_line(c, "if (s < S && e < %lld) Vs[ss][e] = (float)%s;", (long long)Ev, ex_val(c, v, &vv));
+    /* each load inside its guard (keys past the end must not be read) */
+    ex_line(c, "if (s < S && e < %lld) {", (long long)E);
+    c->indent++;
+    ex_line(c, "Ks[ss][e] = (float)%s;", ex_val(c, k, &kk));
     c->memo.n = mark;
+    c->indent--;
+    ex_line(c, "}");
+    ex_line(c, "if (s < S && e < %lld) {", (long long)Ev);
+    c->indent++;
+    ex_line(c, "Vs[ss][e] = (float)%s;", ex_val(c, v, &vv));
+    c->memo.n = mark;
+    c->indent--;
+    ex_line(c, "}");
     c->indent--;
     ex_line(c, "}");
     ex_line(c, "__syncthreads();");

@@ -146,8 +146,17 @@ void ex_k_contraction(ectx *c, em_launch *L) {
       ex_fail(c, "ASYNC=1 needs MMA=1, a linear whose operands are kernel inputs, K a multiple of 8, STAGES 1..4");
       return;
     }
-    ex_line(c, "__shared__ __align__(16) unsigned short As[%d][%d][%d], Bs[%d][%d][%d];", stages, BM, BK + pad, stages, BN, BK + pad);
-    if (dual) ex_line(c, "__shared__ __align__(16) unsigned short Bs2[%d][%d][%d];", stages, BN, BK + pad);
+    /* the ring lives in dynamic shared memory (beyond 48 KB the launcher opts the function in) */
+    int bkp = BK + pad;
+    long long abytes = 2LL * stages * BM * bkp, bbytes = 2LL * stages * BN * bkp;
+    L->smem = abytes + bbytes * (dual ? 2 : 1);
+    ex_line(c, "extern __shared__ __align__(16) unsigned char em_dsm[];");
+    ex_line(c, "unsigned short (*const As)[%d][%d] = reinterpret_cast<unsigned short (*)[%d][%d]>(em_dsm);", BM, bkp, BM, bkp);
+    ex_line(c, "unsigned short (*const Bs)[%d][%d] = reinterpret_cast<unsigned short (*)[%d][%d]>(em_dsm + %lld);", BN, bkp, BN,
+            bkp, abytes);
+    if (dual)
+      ex_line(c, "unsigned short (*const Bs2)[%d][%d] = reinterpret_cast<unsigned short (*)[%d][%d]>(em_dsm + %lld);", BN, bkp,
+              BN, bkp, abytes + bbytes);
   } else if (mma) {
     ex_line(c, "__shared__ __align__(16) unsigned short As[%d][%d], Bs[%d][%d];", BM, BK + pad, BN, BK + pad);
     if (dual) ex_line(c, "__shared__ __align__(16) unsigned short Bs2[%d][%d];", BN, BK + pad);

@@ -88,6 +88,14 @@ int ex_aligned_outputs(ectx *c, int *which);
 /* Places v at index ix, aligns, and writes every kernel output; `what` is the error when one is not aligned. */
 void ex_write_aligned(ectx *c, int v, ivec ix, const char *what);
 
+/* Strided views: 1 when value v is a chain of views (view, reshape, transpose, permute, expand, unsqueeze,
+ * squeeze) of kernel input *base whose elements sit at strides st (elements; 0 for broadcast dims) from the
+ * input's start; 0 otherwise. ex_strided_offset is the offset of index ix. */
+int ex_strided(ectx *c, int v, int *base, em_dim *st);
+const char *ex_strided_offset(ectx *c, const ivec *ix, const em_shape *s, const em_dim *st);
+/* 1 when every term of d has a coefficient divisible by m (so d is a multiple of m for any symbol values). */
+int ex_dim_multiple_of(const em_dim *d, int64_t m);
+
 /* The kernel templates (emit_kinds.c, emit_contraction.c, emit_attention.c). */
 void ex_k_pointwise(ectx *c, em_launch *L);
 void ex_k_row(ectx *c, em_launch *L);

@@ -17,7 +17,9 @@ return {
       local out = {}
       for _, bm in ipairs { 64, 128 } do
         for _, bn in ipairs { 64, 128 } do
-          for _, bk in ipairs { 32, 64 } do
+          -- BK=64 first: the best tile of every Qwen3 projection in an exhaustive sweep (bench/run.sh --tiles,
+          -- seq_len 512, H200) was 64 x 64 x 64, 4 or 8 warps, a 3-4 stage ring
+          for _, bk in ipairs { 64, 32 } do
             for _, wm in ipairs { 2, 1, 4 } do
               for _, wn in ipairs { 2, 1, 4 } do
                 local w = wm * wn
@@ -77,11 +79,18 @@ return {
     fork = function(k, dev)
       local cap = atom.warps_for(k.L or 1024)
       local out = {}
+      -- first: about four elements per thread and 256 threads per block (short rows share a block): measured
+      -- best for the 128-element q/k norm + RoPE rows (THREADS=32, RPB=8: 5.7 us against 7.3 us for 128 x 1)
+      -- and the 1024-element RMSNorm rows (THREADS=256, RPB=1) on the H200 at seq_len 512
+      local t0 = 32
+      while type(k.L) == "number" and t0 * 2 <= math.min(256, k.L / 4) do t0 = t0 * 2 end
+      local r0 = math.max(1, math.min(8, 256 / t0))
+      if t0 <= math.max(cap, 32) then out[1] = { THREADS = t0, RPB = r0, CACHE = 0 } end
       for _, t in ipairs { 256, 128, 512, 64, 1024, 32 } do
         for _, r in ipairs { 1, 2, 4, 8 } do
           for _, cache in ipairs { 0, 1 } do
             local fits = cache == 0 or (type(k.L) == "number" and not k.softmax and k.L * r * 4 <= dev.smem_static)
-            if t <= math.max(cap, 32) and t * r <= 1024 and fits then
+            if t <= math.max(cap, 32) and t * r <= 1024 and fits and not (t == t0 and r == r0 and cache == 0) then
               out[#out + 1] = { THREADS = t, RPB = r, CACHE = cache }
             end
           end
@@ -108,6 +117,33 @@ return {
     gate = function(k, dev) return true, "one output element per thread" end,
     fork = function(k, dev) return { { BLOCK = 256 }, { BLOCK = 128 }, { BLOCK = 64 }, { BLOCK = 512 } } end },
 
+  -- Flash attention on the warp tier: BQ query rows per block (a warp per 16), BKV keys per step staged in
+  -- shared memory, QKᵀ and PV on mma.sync, online softmax in f32 (base 2). Offered before the scalar options:
+  -- measured 35.9 us against 877.5 us for the scalar default (Qwen3 layer 0, seq_len 512, H200, bench/run.sh).
+  { name = "flash_tier", family = "WORK", kinds = { "attention" }, knobs = { FLASH = 0, BQ = 64, BKV = 32, KVST = 1 },
+    gate = function(k, dev)
+      if not atom.is_half(k.dtype) then return false, ("dtype %s (mma.sync needs bf16/f16)"):format(k.dtype) end
+      if not k.E or k.E ~= k.Ev or k.E % 16 ~= 0 or k.E > 256 then
+        return false, ("head dims %s/%s must be equal multiples of 16 up to 256"):format(tostring(k.E), tostring(k.Ev))
+      end
+      return true, ("mma.sync flash attention, head dim %d%s"):format(k.E, k.causal and ", causal tiles skipped" or "")
+    end,
+    fork = function(k, dev)
+      local out = {}
+      -- one shared buffer holds the Q tile, then KVST stages of K and V tiles (KVST=2 double-buffers them; the
+      -- emitter refuses it when K or V is not a strided view of a kernel input)
+      for _, kvst in ipairs { 2, 1 } do
+        for _, bq in ipairs { 64, 32, 128 } do
+          for _, bkv in ipairs { 32, 64, 16 } do
+            if math.max(bq, 2 * bkv * kvst) * (k.E + 8) * 2 <= dev.smem_static and (kvst == 1 or k.kv_rows) then
+              out[#out + 1] = { FLASH = 1, BQ = bq, BKV = bkv, KVST = kvst }
+            end
+          end
+        end
+      end
+      return out
+    end },
+
   -- Scalar attention: one query row per thread, online softmax in f32, causal rows stop at the diagonal.
   { name = "scalar_attention", family = "WORK", kinds = { "attention" }, knobs = { QROWS = 64, KV_TILE = 0 },
     gate = function(k, dev)
@@ -126,25 +162,4 @@ return {
       end
       return out
     end },
-  -- Flash attention on the warp tier: BQ query rows per block (a warp per 16), BKV keys per step staged in
-  -- shared memory, QKᵀ and PV on mma.sync, online softmax in f32. Offered after the scalar options until a
-  -- GPU run has measured it (FLASH=1 pins it).
-  { name = "flash_tier", family = "WORK", kinds = { "attention" }, knobs = { FLASH = 0, BQ = 64, BKV = 32 },
-    gate = function(k, dev)
-      if not atom.is_half(k.dtype) then return false, ("dtype %s (mma.sync needs bf16/f16)"):format(k.dtype) end
-      if not k.E or k.E ~= k.Ev or k.E % 16 ~= 0 or k.E > 256 then
-        return false, ("head dims %s/%s must be equal multiples of 16 up to 256"):format(tostring(k.E), tostring(k.Ev))
-      end
-      return true, ("mma.sync flash attention, head dim %d%s"):format(k.E, k.causal and ", causal tiles skipped" or "")
-    end,
-    fork = function(k, dev)
-      local out = {}
-      for _, bq in ipairs { 64, 32, 128 } do
-        for _, bkv in ipairs { 32, 64, 16 } do
-          if (bq + 2 * bkv) * (k.E + 8) * 2 <= dev.smem_static then out[#out + 1] = { FLASH = 1, BQ = bq, BKV = bkv } end
-        end
-      end
-      return out
-    end },
-
 }

@@ -161,11 +161,14 @@ return {
         local list = opts.all_variants and p.candidates or { p.choice }
         if opts.sample and opts.sample > 1 then list = kernels.sample(p.candidates, opts.sample, opts.seed + 1) end
         for _, c in ipairs(list) do
-          local src = c == p.choice and sources[p.kernel.name].src or kernels.emit(p, c.knobs)
+          local src, la
+          if c == p.choice then src, la = sources[p.kernel.name].src, sources[p.kernel.name].launch
+          else src, la = kernels.emit(p, c.knobs) end
           -- a forked compile with a deadline: a pathological variant becomes a timeout row, never a hang
           jobs[#jobs + 1] = { source = src, arch = dev.arch, name = p.kernel.name .. ".cu",
             options = { "-std=c++17" }, timeout_ms = 120000 }
-          which[#which + 1] = { plan = p, cand = c }
+          -- shared memory: ptxas's static bytes plus the launch's dynamic bytes (the cp.async ring)
+          which[#which + 1] = { plan = p, cand = c, dyn = type(la) == "table" and la.smem or 0 }
         end
       end
       local t0 = require("emmy.sys").clock()
@@ -185,6 +188,7 @@ return {
       for i, r2 in ipairs(res) do
         local w = which[i]
         if r2.status ~= "ok" then bad = bad + 1 end
+        if r2.smem then r2.smem = r2.smem + w.dyn end
         if not many or r2.status ~= "ok" then
           rows[#rows + 1] = { w.plan.kernel.name, w.cand.string, r2.status, r2.regs or "-", r2.spill_stores or "-",
             r2.smem or "-", ("%.0f"):format(r2.ms or 0), r2.cache_hit and "hit" or "" }

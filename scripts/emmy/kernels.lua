@@ -95,6 +95,22 @@ function M.facts(k)
     f.kv_heads = r >= 3 and at_hint(g, kk.shape[r - 2], bind) or 1
     f.causal = x.is_causal == true
     f.gqa = x.enable_gqa == true
+    -- keys and values whose rows a copy engine can move: view ops only (no computed values) down to a kernel
+    -- input with 16-byte rows; the emitter checks the strides exactly (emit.c: ex_strided)
+    local VIEWS = { ["aten.view.default"] = true, ["aten.reshape.default"] = true, ["aten._unsafe_view.default"] = true,
+      ["aten.transpose.int"] = true, ["aten.permute.default"] = true, ["aten.expand.default"] = true,
+      ["aten.unsqueeze.default"] = true, ["aten.squeeze.dim"] = true, ["aten.t.default"] = true }
+    local function rows_of(name)
+      local n = nodes[name]
+      while n and VIEWS[n.op] do
+        name = args_of(n).self
+        n = nodes[name]
+      end
+      if n then return false end
+      local sh = g:value(name).shape
+      return type(f.E) == "number" and f.E % 8 == 0 and type(sh[#sh]) == "number" and sh[#sh] % 8 == 0
+    end
+    f.kv_rows = rows_of(x.key) and rows_of(x.value)
   else
     local o = g:value(g:outputs()[1])
     local n = 1

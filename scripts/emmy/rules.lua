@@ -165,7 +165,7 @@ function M.resource_check(k, c, dev)
     if (c.THREADS or 0) % 32 ~= 0 then return false, "THREADS per row must be a multiple of 32" end
   elseif k.kind == "attention" and c.FLASH == 1 then
     threads = 32 * math.floor((c.BQ or 0) / 16)
-    smem = ((c.BQ or 0) + 2 * (c.BKV or 0)) * ((k.E or 0) + 8) * 2
+    smem = math.max(c.BQ or 0, 2 * (c.BKV or 0) * (c.KVST or 1)) * ((k.E or 0) + 8) * 2
   elseif k.kind == "attention" then
     threads = c.QROWS or 0
     smem = 4 * (c.KV_TILE or 0) * ((k.E or 0) + (k.Ev or 0))
@@ -179,8 +179,11 @@ function M.resource_check(k, c, dev)
   if threads < 32 or threads > dev.max_threads or threads % 32 ~= 0 then
     return false, ("%d threads per block (must be a multiple of 32 in 32..%d)"):format(threads, dev.max_threads)
   end
-  if smem > dev.smem_static then
-    return false, ("%d B of static shared memory exceed %d B per block"):format(smem, dev.smem_static)
+  -- the cp.async ring of the warp tier is dynamic shared memory: up to the opt-in limit per block
+  local dyn = k.kind == "contraction" and c.MMA == 1 and c.ASYNC == 1
+  local cap = dyn and (dev.smem_optin or dev.smem_static) or dev.smem_static
+  if smem > cap then
+    return false, ("%d B of %s shared memory exceed %d B per block"):format(smem, dyn and "dynamic" or "static", cap)
   end
   return true
 end

@@ -2,9 +2,9 @@
 # GPU tests and benchmarks, run on the GPU machine in one call (`make test-gpu`). Where there is no GPU,
 # `--list-skip` reports each GPU test as skipped with the reason, so none is silently dropped.
 # `sh tests/gpu/run.sh WORD…` runs only the cases whose name contains one of the words (the others are
-# reported as skipped), e.g. `sh tests/gpu/run.sh view_out dual flash` for the forks never run on a GPU.
+# reported as skipped), e.g. `sh tests/gpu/run.sh sweep` for the knob sweeps.
 BIN=${EMMY_BIN:-./emmy}
-TESTS="gpu_probe cuda_runtime layer_seq1 layer_seq7 layer_seq512 layer_seq513 layer_seq2048 layer_sweep7 layer_sweep513 split_cone0_sweep513 merge_sweep513 view_out_sweep513 dual_gate_sweep513 flash_sweep513 flash_model_seq37 model_seq37 model_seq512"
+TESTS="gpu_probe cuda_runtime layer_seq1 layer_seq7 layer_seq512 layer_seq513 layer_seq2048 layer_sweep1 layer_sweep7 layer_sweep512 layer_sweep513 layer_sweep2048 split_cone0_sweep513 merge_sweep513 view_out0_sweep513 dual_gate_sweep513 scalar_attn_sweep513 flash_kvst1_seq2048 model_seq37 model_seq512"
 if [ "$1" = "--list-skip" ] || ! "$BIN" info --json 2>/dev/null | grep -q '"gpu":{'; then
   reason="no GPU on this machine"
   [ "$1" = "--list-skip" ] && reason="GPU tests run with 'make test-gpu' on the GPU machine"
@@ -47,15 +47,14 @@ gpu_case() { # name, command...
 $st $name $line"
 }
 for n in 1 7 512 513 2048; do gpu_case layer_seq$n "$BIN" run $L0 --seq-len $n; done
-gpu_case layer_sweep7 "$BIN" run $L0 --seq-len 7 --sweep 20
-gpu_case layer_sweep513 "$BIN" run $L0 --seq-len 513 --sweep 20
+for n in 1 7 512 513 2048; do gpu_case layer_sweep$n "$BIN" run $L0 --seq-len $n --sweep 20; done
 gpu_case split_cone0_sweep513 env EMMY_SPLIT_CONE=0 "$BIN" run $L0 --seq-len 513 --sweep 20
 gpu_case merge_sweep513 env EMMY_MERGE_SIBLINGS=1 EMMY_SPLIT_CONE=0 "$BIN" run $L0 --seq-len 513 --sweep 20
-# forks and tiers written without a GPU run (2026-11-30): they fail here first if they are wrong
-gpu_case view_out_sweep513 env EMMY_VIEW_OUT=1 "$BIN" run $L0 --seq-len 513 --sweep 20
+# the forks away from today's defaults (attention written in its own layout; the scalar attention tier)
+gpu_case view_out0_sweep513 env EMMY_VIEW_OUT=0 "$BIN" run $L0 --seq-len 513 --sweep 20
 gpu_case dual_gate_sweep513 env EMMY_DUAL_GATE=1 "$BIN" run $L0 --seq-len 513 --sweep 20
-gpu_case flash_sweep513 env EMMY_KNOBS=k_sdpa:FLASH=1 "$BIN" run $L0 --seq-len 513 --sweep 20
-gpu_case flash_model_seq37 env EMMY_KNOBS=k_sdpa:FLASH=1 "$BIN" run $WHOLE --seq-len 37
+gpu_case scalar_attn_sweep513 env EMMY_KNOBS=k_sdpa:FLASH=0 "$BIN" run $L0 --seq-len 513 --sweep 20
+gpu_case flash_kvst1_seq2048 env EMMY_KNOBS=k_sdpa:KVST=1 "$BIN" run $L0 --seq-len 2048
 gpu_case model_seq37 "$BIN" run $WHOLE --seq-len 37
 gpu_case model_seq512 "$BIN" run $WHOLE --seq-len 512
 echo "$summary"

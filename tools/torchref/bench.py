@@ -132,7 +132,7 @@ def main(argv):
     a = p.parse_args(argv)
     try:
         g = replay.load_graph(a.graph)
-        env = replay.bind_symbols(g, a.bind)
+        env = replay.bind_symbols(g, replay.parse_binds(a.bind))
         device = torch.device(a.device)
         if device.type == "cuda" and not torch.cuda.is_available():
             raise Fail("--device cuda: torch sees no GPU", 1)

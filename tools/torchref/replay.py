@@ -190,6 +190,17 @@ def load_graph(path):
     return g
 
 
+def parse_binds(items):
+    """['NAME=N', ...] -> {NAME: N}; a malformed item is a Fail naming it."""
+    binds = {}
+    for b in items:
+        m = re.fullmatch(r"([A-Za-z_][A-Za-z0-9_]*)=(-?\d+)", b)
+        if not m:
+            raise Fail("--bind %s: wants NAME=N with N an integer" % b)
+        binds[m.group(1)] = int(m.group(2))
+    return binds
+
+
 def bind_symbols(g, binds):
     """Symbol values: --bind first, then the hint; every declared symbol must get one within [min, max]."""
     env = {}
@@ -562,12 +573,7 @@ def main(argv):
     p.add_argument("--verbose", action="store_true", help="print one line per node")
     try:  # command-line errors name no graph
         a = p.parse_args(argv)
-        binds = {}
-        for b in a.bind:
-            m = re.fullmatch(r"([A-Za-z_][A-Za-z0-9_]*)=(-?\d+)", b)
-            if not m:
-                raise Fail("--bind %s: wants NAME=N with N an integer" % b)
-            binds[m.group(1)] = int(m.group(2))
+        binds = parse_binds(a.bind)
         device = torch.device(a.device)
         if a.device == "cuda" and not torch.cuda.is_available():
             raise Fail("--device cuda: torch %s sees no CUDA device" % torch.__version__)
