@@ -57,11 +57,11 @@ for _, p in ipairs(kernels.distinct(plans)) do
     end
   end
   if opts.tiles then
-    -- every warp-tier tile of a contraction (cp.async ring, padded rows, plain block order) and every flash
+    -- every warp-tier tile of a contraction (cp.async ring with padded rows or TMA, plain block order) and every flash
     -- attention point: the exhaustive sweep that sets the fork order of rules/tile/
     for _, c in ipairs(p.candidates) do
       local kn = c.knobs
-      if c ~= p.choice and ((p.kernel.kind == "contraction" and kn.MMA == 1 and kn.ASYNC == 1 and kn.PAD_SMEM == 8
+      if c ~= p.choice and ((p.kernel.kind == "contraction" and kn.MMA == 1 and kn.ASYNC == 1 and (kn.PAD_SMEM == 8 or kn.TMA == 1)
           and kn.RASTER == 1) or (p.kernel.kind == "attention" and kn.FLASH == 1)) then
         list[#list + 1] = { plan = p, knobs = kn, label = c.string, swept = true }
       end

@@ -664,6 +664,38 @@ em_status em_cu_fn_set_max_dynamic_smem(em_cu_fn *f, int bytes, char *err) {
   return EM_OK;
 }
 
+/* ---- tensor maps (TMA) ---- */
+
+typedef CUresult (*tmap_encode_fn)(void *, int, unsigned, void *, const unsigned long long *, const unsigned long long *,
+                                   const unsigned *, const unsigned *, int, int, int, int);
+
+em_status em_cu_tmap_encode_2d(void *out128, uint64_t ptr, int bf16, uint64_t inner, uint64_t outer, uint64_t row_bytes,
+                               unsigned box_inner, unsigned box_outer, char *err) {
+  static tmap_encode_fn enc;
+  if (load_api(err)) return EM_ERUN;
+  if (!enc) {
+    void *s = em_dl_sym(EM_LIB_CUDA, "cuTensorMapEncodeTiled", err);
+    if (!s) return em_fail(err, EM_ERUN, "this CUDA driver has no cuTensorMapEncodeTiled (TMA needs a CUDA 12+ driver)");
+    memcpy(&enc, &s, sizeof s);
+  }
+  if (box_inner * 2 != 128 || box_outer < 1 || box_outer > 256 || row_bytes % 16 || ptr % 16 || inner < 1 || outer < 1)
+    return em_fail(err, EM_EINPUT, "tensor map: box %ux%u, rows of %llu B at 0x%llx (needs a 128-byte box row, box rows "
+                   "1..256, 16-byte aligned rows)", box_inner, box_outer, (unsigned long long)row_bytes,
+                   (unsigned long long)ptr);
+  unsigned long long dims[2] = {inner, outer}, strides[1] = {row_bytes};
+  unsigned box[2] = {box_inner, box_outer}, estr[2] = {1, 1};
+  /* CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 = 9, FLOAT16 = 6; INTERLEAVE_NONE = 0; SWIZZLE_128B = 3; L2_PROMOTION_L2_128B = 2;
+   * FLOAT_OOB_FILL_NONE = 0 (zeros) */
+  CUresult rc = enc(out128, bf16 ? 9 : 6, 2, (void *)(uintptr_t)ptr, dims, strides, box, estr, 0, 3, 2, 0);
+  if (rc) {
+    const char *name = NULL;
+    if (cu.GetErrorName) cu.GetErrorName(rc, &name);
+    return em_fail(err, EM_ERUN, "cuTensorMapEncodeTiled: %s (dims %llux%llu, row %llu B, box %ux%u)", name ? name : "error",
+                   dims[0], dims[1], strides[0], box[0], box[1]);
+  }
+  return EM_OK;
+}
+
 /* ---- launches, streams, events ---- */
 
 #define EM_CU_MAX_ARGS 256
@@ -686,6 +718,7 @@ em_status em_cu_launch(em_cu_fn *f, const em_cu_launch_cfg *cfg, const em_cu_arg
     case EM_CU_ARG_I32: params[i] = &local[i].v.i32; break;
     case EM_CU_ARG_I64: params[i] = &local[i].v.i64; break;
     case EM_CU_ARG_F32: params[i] = &local[i].v.f32; break;
+    case EM_CU_ARG_TMAP: params[i] = local[i].v.tmap; break;
     default: return em_fail(err, EM_EINPUT, "launch of %s: argument %d has an unknown kind", f->name, i + 1);
     }
   }

@@ -99,7 +99,8 @@ em_status em_cu_fn_set_max_dynamic_smem(em_cu_fn *f, int bytes, char *err);
   X(PTR, "ptr")            \
   X(I32, "i32")            \
   X(I64, "i64")            \
-  X(F32, "f32")
+  X(F32, "f32")            \
+  X(TMAP, "tmap")
 
 typedef enum {
 #define X(e, n) EM_CU_ARG_##e,
@@ -115,8 +116,16 @@ typedef struct {
     int32_t i32;
     int64_t i64;
     float f32;
+    _Alignas(64) unsigned char tmap[128]; /* a CUtensorMap, passed by value (__grid_constant__) */
   } v;
 } em_cu_arg;
+
+/* Encodes a 2-d tiled tensor map (cuTensorMapEncodeTiled) over a row-major [outer, inner] tensor of 2-byte
+ * elements (bf16 or f16) at ptr whose rows are row_bytes apart, for boxes of box_inner x box_outer elements
+ * staged with the 128-byte swizzle (box_inner * 2 must be 128); elements outside the tensor read as zero.
+ * The driver entry point is looked up on first use: a driver without it is an error, not a failed start. */
+em_status em_cu_tmap_encode_2d(void *out128, uint64_t ptr, int bf16, uint64_t inner, uint64_t outer, uint64_t row_bytes,
+                               unsigned box_inner, unsigned box_outer, char *err);
 
 typedef struct {
   unsigned grid[3], block[3];

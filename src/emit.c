@@ -736,7 +736,7 @@ em_status em_emit(const em_tile *t, char **src, em_launch *launch, char *err) {
     st = em_fail(err, EM_EINPUT, "%s (%s): %s", t->name, em_kkind_name(t->kind), c.err);
     goto cleanup;
   }
-  ex_sb_add(&head, "%s\n// kernel %s: %s", ex_PRELUDE, t->name, em_kkind_name(t->kind));
+  ex_sb_add(&head, "%s%s\n// kernel %s: %s", ex_PRELUDE, c.extra_prelude ? c.extra_prelude : "", t->name, em_kkind_name(t->kind));
   for (int i = 0; i < t->knobs.n; i++) ex_sb_add(&head, "%s%s=%lld", i ? "," : " ", t->knobs.key[i], (long long)t->knobs.val[i]);
   ex_sb_add(&head, "\nextern \"C\" __global__ void __launch_bounds__(%d) %s(", launch->block[0] * launch->block[1] * launch->block[2], t->name);
   int np = 0;
@@ -748,6 +748,7 @@ em_status em_emit(const em_tile *t, char **src, em_launch *launch, char *err) {
     const em_value *x = ex_V(&c, c.g->outputs.v[j]);
     ex_sb_add(&head, "%s\n    %s *__restrict__ out%d /* %s %s */", np++ ? "," : "", ex_stype(x->dtype), j, x->name, em_dtype_name(x->dtype));
   }
+  for (int j = 0; j < launch->ntmaps; j++) ex_sb_add(&head, "%s\n    const __grid_constant__ em_tmap tm%d", np++ ? "," : "", j);
   for (int i = 0; i < c.g->syms.n; i++) {
     if (c.g->syms.s[i].derived) continue;
     ex_sb_add(&head, "%s\n    long long s_%s", np++ ? "," : "", c.g->syms.s[i].name);

@@ -34,6 +34,11 @@ typedef struct {
   char grid[3][160];
   int block[3];
   int64_t smem;      /* dynamic shared memory bytes */
+  int ntmaps;        /* TMA=1: tensor-map arguments after the outputs (encoded per launch, runtime shapes) */
+  struct {
+    int input;       /* kernel input position: a row-major [rows, inner] tensor of 2-byte elements */
+    int box[2];      /* box: inner elements x rows */
+  } tmaps[4];
   int nsyms;         /* symbol arguments passed after the tensors, in symbol-table order */
   int syms[EM_MAX_SYMS];
 } em_launch;

@@ -529,3 +529,33 @@ const char ex_PRELUDE[] =
     "  for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));\n"
     "  return v;\n"
     "}\n";
+
+/* TMA (cp.async.bulk.tensor into shared memory on an mbarrier, sm_90): emitted only into kernels that use it. */
+const char ex_TMA_PRELUDE[] =
+    "struct __align__(64) em_tmap { unsigned long long v[16]; };\n"
+    "static __device__ __forceinline__ void em_mbar_init(unsigned long long *b, unsigned n) {\n"
+    "  asm volatile(\"mbarrier.init.shared::cta.b64 [%0], %1;\" :: \"r\"(em_smem(b)), \"r\"(n));\n"
+    "}\n"
+    "static __device__ __forceinline__ void em_mbar_fence_init() { asm volatile(\"fence.mbarrier_init.release.cluster;\" ::: \"memory\"); }\n"
+    "static __device__ __forceinline__ void em_mbar_expect(unsigned long long *b, unsigned bytes) {\n"
+    "  asm volatile(\"mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\" :: \"r\"(em_smem(b)), \"r\"(bytes) : \"memory\");\n"
+    "}\n"
+    "static __device__ __forceinline__ void em_mbar_wait(unsigned long long *b, unsigned parity) {\n"
+    "  unsigned done;\n"
+    "  do {\n"
+    "    asm volatile(\"{ .reg .pred p; mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2; selp.b32 %0, 1, 0, p; }\"\n"
+    "                 : \"=r\"(done) : \"r\"(em_smem(b)), \"r\"(parity) : \"memory\");\n"
+    "  } while (!done);\n"
+    "}\n"
+    "static __device__ __forceinline__ void em_tma_2d(unsigned dst, const em_tmap *m, int c0, int c1, unsigned long long *b) {\n"
+    "  asm volatile(\"cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];\"\n"
+    "               :: \"r\"(dst), \"l\"((unsigned long long)m), \"r\"(c0), \"r\"(c1), \"r\"(em_smem(b)) : \"memory\");\n"
+    "}\n"
+    "/* a 128-byte-swizzled tile row r (128 bytes), element c: 16-byte chunk c/8 XOR r%8 (base 1024-aligned) */\n"
+    "static __device__ __forceinline__ unsigned em_swz(unsigned base, int r, int c) {\n"
+    "  return base + r * 128 + ((((c) >> 3) ^ (r & 7)) << 4);\n"
+    "}\n"
+    "static __device__ __forceinline__ void em_ldsm_x4s(unsigned *r, unsigned a) {\n"
+    "  asm volatile(\"ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\"\n"
+    "               : \"=r\"(r[0]), \"=r\"(r[1]), \"=r\"(r[2]), \"=r\"(r[3]) : \"r\"(a));\n"
+    "}\n";

@@ -37,6 +37,35 @@ static void mma_tile_step(ectx *c, const char *st, int BK, int FM, int FN, int W
   ex_line(c, "}");
 }
 
+/* The same step over 128-byte-swizzled tiles staged by TMA (BK=64: one 128-byte row per tile row); aS, bS, b2S
+ * are the shared addresses of this stage's tiles. */
+static void mma_tile_step_swz(ectx *c, const char *aS, const char *bS, const char *b2S, int FM, int FN, int WTM, int WTN,
+                              int dual, const char *mt) {
+  ex_line(c, "#pragma unroll");
+  ex_line(c, "for (int kk = 0; kk < 64; kk += 16) {");
+  ex_line(c, "  unsigned af[%d][4], bf[%d][2];", FM, FN);
+  if (dual) ex_line(c, "  unsigned bf2[%d][2];", FN);
+  ex_line(c, "  #pragma unroll");
+  ex_line(c, "  for (int i = 0; i < %d; i++)", FM);
+  ex_line(c, "    em_ldsm_x4s(af[i], em_swz(%s, wm * %d + i * 16 + (lane & 15), kk + (lane >> 4) * 8));", aS, WTM);
+  ex_line(c, "  #pragma unroll");
+  ex_line(c, "  for (int j = 0; j < %d; j += 2) {", FN);
+  ex_line(c, "    unsigned t4[4];");
+  for (int b = 0; b < (dual ? 2 : 1); b++) {
+    const char *base = b ? b2S : bS, *frag = b ? "bf2" : "bf";
+    ex_line(c, "    em_ldsm_x4s(t4, em_swz(%s, wn * %d + j * 8 + (lane >> 4) * 8 + (lane & 7), kk + ((lane >> 3) & 1) * 8));", base, WTN);
+    ex_line(c, "    %s[j][0] = t4[0]; %s[j][1] = t4[1]; %s[j + 1][0] = t4[2]; %s[j + 1][1] = t4[3];", frag, frag, frag, frag);
+  }
+  ex_line(c, "  }");
+  for (int b = 0; b < (dual ? 2 : 1); b++) {
+    ex_line(c, "  #pragma unroll");
+    ex_line(c, "  for (int i = 0; i < %d; i++)", FM);
+    ex_line(c, "    #pragma unroll");
+    ex_line(c, "    for (int j = 0; j < %d; j++) em_mma_%s(%s[i][j], af[i], %s[j]);", FN, mt, b ? "acc2" : "acc", b ? "bf2" : "bf");
+  }
+  ex_line(c, "}");
+}
+
 /* Contractions. MMA=0: the scalar tier, a TM x TN register tile per thread over float tiles in shared
  * memory. MMA=1: the warp tier, WM x WN warps each computing a (BM/WM) x (BN/WN) tile with
  * mma.sync.m16n8k16 (bf16/f16 in, f32 accumulation) on fragments loaded by ldmatrix from bf16/f16 tiles.
@@ -137,7 +166,38 @@ void ex_k_contraction(ectx *c, em_launch *L) {
   snprintf(L->grid[2], sizeof L->grid[2], "%s", bdims.rank ? ex_numel_text(c, &bdims) : "1");
   /* ASYNC=1: operand rows copied 16 bytes at a time with cp.async into a STAGES-deep ring of tiles; needs
    * the warp tier and operands that are kernel inputs with a contiguous K (a multiple of 8) */
-  if (async) {
+  int tma = em_knob_get(&c->t->knobs, "TMA", 0);
+  if (tma) {
+    /* TMA=1: the ring's tiles come from cp.async.bulk.tensor (one thread issues them on the stage's mbarrier),
+     * BK=64 rows of 128 bytes in the 128-byte swizzle; rows past M or N and columns past K arrive as zeros */
+    int64_t kc = 0;
+    int a_in = ex_V(c, A_)->kind != EM_V_NODE;
+    int b_in = ex_V(c, B_)->kind != EM_V_NODE && (!dual || ex_V(c, B2)->kind != EM_V_NODE);
+    if (!mma || !async || !lin_op || concat || !a_in || !b_in || !em_dim_is_const(Kd, &kc) || kc % 8 || BK != 64 || BM > 256 ||
+        BN > 256 || stages < 1 || stages > 4) {
+      ex_fail(c, "TMA=1 needs MMA=1, ASYNC=1, a linear (not merged siblings) whose operands are kernel inputs, K a multiple "
+                 "of 8, BK=64, BM and BN up to 256, STAGES 1..4");
+      return;
+    }
+    long long abytes = 128LL * BM, bbytes = 128LL * BN;
+    L->smem = 1024 + stages * (abytes + bbytes * (dual ? 2 : 1));
+    c->extra_prelude = ex_TMA_PRELUDE;
+    L->ntmaps = dual ? 3 : 2;
+    L->tmaps[0].input = ex_input_pos(c, A_);
+    L->tmaps[0].box[0] = 64;
+    L->tmaps[0].box[1] = BM;
+    L->tmaps[1].input = ex_input_pos(c, B_);
+    L->tmaps[1].box[0] = 64;
+    L->tmaps[1].box[1] = BN;
+    if (dual) {
+      L->tmaps[2].input = ex_input_pos(c, B2);
+      L->tmaps[2].box[0] = 64;
+      L->tmaps[2].box[1] = BN;
+    }
+    ex_line(c, "extern __shared__ __align__(1024) unsigned char em_dsm[];");
+    ex_line(c, "__shared__ __align__(8) unsigned long long em_bar[%d];", stages);
+    ex_line(c, "const unsigned em_sb = (em_smem(em_dsm) + 1023u) & ~1023u;");
+  } else if (async) {
     int64_t kc = 0;
     int a_in = ex_V(c, A_)->kind != EM_V_NODE;
     int b_in = 1;
@@ -255,6 +315,42 @@ void ex_k_contraction(ectx *c, em_launch *L) {
     ex_line(c, "}");
   }
   if (c->npre) ex_line(c, "__syncthreads();");
+  if (tma) {
+    long long abytes = 128LL * BM, bbytes = 128LL * BN;
+    ex_line(c, "const int nk = (int)((K + 63) / 64);");
+    ex_line(c, "if (tid == 0) {");
+    ex_line(c, "  for (int s = 0; s < %d; s++) em_mbar_init(&em_bar[s], 1);", stages);
+    ex_line(c, "  em_mbar_fence_init();");
+    ex_line(c, "}");
+    ex_line(c, "__syncthreads();");
+    /* one stage: A rows m0.., B rows n0.. (and B2), K columns kt*64.., all on the stage's barrier */
+    ex_line(c, "auto em_load = [&](int st, int kt) {");
+    ex_line(c, "  if (tid == 0) {");
+    ex_line(c, "    em_mbar_expect(&em_bar[st], %lldu);", abytes + bbytes * (dual ? 2 : 1));
+    ex_line(c, "    em_tma_2d(em_sb + st * %lldu, &tm0, kt * 64, (int)m0, &em_bar[st]);", abytes);
+    ex_line(c, "    em_tma_2d(em_sb + %lldu + st * %lldu, &tm1, kt * 64, (int)n0, &em_bar[st]);", stages * abytes, bbytes);
+    if (dual)
+      ex_line(c, "    em_tma_2d(em_sb + %lldu + st * %lldu, &tm2, kt * 64, (int)n0, &em_bar[st]);", stages * (abytes + bbytes), bbytes);
+    ex_line(c, "  }");
+    ex_line(c, "};");
+    for (int st = 0; st < stages - 1; st++) ex_line(c, "if (%d < nk) em_load(%d, %d);", st, st, st);
+    ex_line(c, "for (int kt = 0; kt < nk; kt++) {");
+    c->indent++;
+    ex_line(c, "const int st = kt %% %d;", stages);
+    if (stages == 1) ex_line(c, "em_load(0, kt);");
+    ex_line(c, "em_mbar_wait(&em_bar[st], (unsigned)(kt / %d) & 1u);", stages);
+    /* every thread is past the previous step, so its stage may be refilled */
+    ex_line(c, "__syncthreads();");
+    if (stages > 1) ex_line(c, "if (kt + %d < nk) em_load((kt + %d) %% %d, kt + %d);", stages - 1, stages - 1, stages, stages - 1);
+    const char *aS = ex_A(c, "(em_sb + st * %lldu)", abytes);
+    const char *bS = ex_A(c, "(em_sb + %lldu + st * %lldu)", stages * abytes, bbytes);
+    const char *b2S = ex_A(c, "(em_sb + %lldu + st * %lldu)", stages * (abytes + bbytes), bbytes);
+    mma_tile_step_swz(c, aS, bS, b2S, FM, FN, BM / WM, BN / WN, dual, mma_t);
+    if (stages == 1) ex_line(c, "__syncthreads();");
+    c->indent--;
+    ex_line(c, "}");
+    goto epilogue;
+  }
   if (async) {
     int ap = ex_input_pos(c, A_);
     ex_line(c, "const int nk = (int)((K + %d - 1) / %d);", BK, BK);

@@ -49,6 +49,7 @@ typedef struct {
   ivec *al;                /* alignment of each value with the domain (NULL entries: not aligned) */
   int *bij;                /* 1 when the alignment is a bijection (the value may be written from it) */
   char *dimc[EM_MAX_SYMS]; /* C expressions of the symbols */
+  const char *extra_prelude; /* helpers only some kernels need (TMA), placed after ex_PRELUDE */
   int failed;
   char err[EM_ERR_MAX];
 } ectx;
@@ -103,5 +104,6 @@ void ex_k_reduce(ectx *c, em_launch *L);
 void ex_k_contraction(ectx *c, em_launch *L);
 void ex_k_attention(ectx *c, em_launch *L);
 extern const char ex_PRELUDE[];
+extern const char ex_TMA_PRELUDE[];
 
 #endif

@@ -1,5 +1,5 @@
--- 050_use_tma.lua — operand transport for the warp tier: cp.async row copies (built), TMA
--- (cp.async.bulk.tensor into shared memory on an mbarrier; refused: the emitter has no TMA path yet).
+-- 050_use_tma.lua — operand transport for the warp tier: cp.async row copies, and TMA (cp.async.bulk.tensor
+-- into 128-byte-swizzled shared memory on an mbarrier).
 return {
   -- cp.async: 16-byte asynchronous copies of operand rows into a STAGES-deep ring of shared-memory tiles,
   -- for the warp tier, when both operands are kernel inputs read as they are (no view, no folded prologue).
@@ -18,9 +18,19 @@ return {
       return { { ASYNC = 1, STAGES = 4 }, { ASYNC = 1, STAGES = 3 }, { ASYNC = 1, STAGES = 2 }, { ASYNC = 0, STAGES = 1 },
         { ASYNC = 1, STAGES = 1 } }
     end },
+  -- TMA: the ring's tiles staged by cp.async.bulk.tensor (one thread per stage, on an mbarrier) in the 128-byte
+  -- swizzle, the tensor maps encoded per launch with the runtime seq_len (rows past M arrive as zeros). The
+  -- hardware limits are the resource check's (emmy/rules.lua): BK=64 (128-byte box rows), box rows
+  -- BM, BN <= 256, 16-byte aligned rows (K a multiple of 8), rank 2 (leading dims fold into M).
   { name = "use_tma", family = "STAGE", kinds = { "contraction" }, knobs = { TMA = 0 },
     gate = function(k, dev)
       if (dev.cc_major or 0) < 9 then return false, ("compute capability %s has no TMA (needs 9.0)"):format(dev.cc) end
-      return false, "the emitter has no TMA path yet (bulk tensor copies on an mbarrier)"
-    end },
+      if not k.a_direct then return false, "the left operand is computed in the kernel (a view or a prologue)" end
+      if not k.b_direct then return false, "the weight operand is not a kernel input" end
+      if k.siblings > 1 and not k.dual then return false, "merged siblings read several weights per tile" end
+      if k.K % 8 ~= 0 then return false, ("K=%d: rows are not 16-byte aligned"):format(k.K) end
+      return true, "both operands are kernel inputs: 2-d tensor maps, 128-byte swizzle, zero fill past M"
+    end,
+    -- cp.async first until a GPU run has timed TMA against it
+    fork = function(k, dev) return { { TMA = 0 }, { TMA = 1 } } end },
 }

@@ -77,6 +77,16 @@ function M.launch(cu, plan, e, bufs, bind)
   local args = {}
   for _, v in ipairs(g:inputs()) do args[#args + 1] = M.buffer(cu, bufs, g, v.name, bind) end
   for _, o in ipairs(g:outputs()) do args[#args + 1] = M.buffer(cu, bufs, g, o, bind) end
+  -- TMA tensor maps, encoded at this launch's shapes: input [..., inner] as rows x inner (leading dims fold)
+  for _, t in ipairs(e.launch.tmaps or {}) do
+    local v = g:inputs()[t.input]
+    local shape = concrete(g, v.shape, bind)
+    local inner = shape[#shape]
+    local m, err = cu:tmap { ptr = M.buffer(cu, bufs, g, v.name, bind), dtype = v.dtype, inner = inner,
+      outer = math.max(1, numel(shape) / inner), row_bytes = inner * BYTES[v.dtype], box = t.box }
+    if not m then return nil, ("%s: %s"):format(k.name, err) end
+    args[#args + 1] = { tmap = m }
+  end
   for _, s in ipairs(e.launch.syms) do args[#args + 1] = { i64 = bind[s] } end
   local grid = {}
   for i = 1, 3 do

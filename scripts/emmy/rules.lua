@@ -151,7 +151,17 @@ function M.resource_check(k, c, dev)
   if k.kind == "contraction" and c.ASYNC == 1 and c.MMA ~= 1 then
     return false, "ASYNC=1 needs the warp tier (MMA=1)"
   end
-  if k.kind == "contraction" and c.MMA == 1 then
+  if k.kind == "contraction" and c.TMA == 1 then
+    -- the hardware's box limits and the swizzle's row size
+    if c.MMA ~= 1 or c.ASYNC ~= 1 then return false, "TMA=1 stages the warp tier's ring (MMA=1, ASYNC=1)" end
+    if c.BK ~= 64 then return false, ("TMA=1 needs BK=64 (128-byte swizzled rows), got BK=%d"):format(c.BK) end
+    if c.BM > 256 or c.BN > 256 then return false, ("TMA box rows BM=%d, BN=%d exceed 256"):format(c.BM, c.BN) end
+    if (c.PAD_SMEM or 0) ~= 0 then return false, "TMA=1 tiles are swizzled, not padded (PAD_SMEM=0)" end
+  end
+  if k.kind == "contraction" and c.MMA == 1 and c.TMA == 1 then
+    threads = 32 * (c.WM or 0) * (c.WN or 0)
+    smem = 1024 + 128 * (c.BM + c.BN * (k.dual and 2 or 1)) * (c.STAGES or 1)
+  elseif k.kind == "contraction" and c.MMA == 1 then
     threads = 32 * (c.WM or 0) * (c.WN or 0)
     smem = 2 * (c.BM + c.BN * (k.dual and 2 or 1)) * (c.BK + (c.PAD_SMEM or 8)) * ((c.ASYNC == 1) and (c.STAGES or 1) or 1)
   elseif k.kind == "contraction" then

@@ -200,6 +200,11 @@ static void read_arg(lua_State *L, int idx, int i, em_cu_arg *a) {
         a->kind = (em_cu_arg_kind)k;
         if (k == EM_CU_ARG_PTR && luaL_testudata(L, -1, BUF_T)) {
           a->v.ptr = em_cu_buf_ptr(check_buf(L, lua_gettop(L)));
+        } else if (k == EM_CU_ARG_TMAP) {
+          size_t n = 0;
+          const char *b = lua_type(L, -1) == LUA_TSTRING ? lua_tolstring(L, -1, &n) : NULL;
+          if (!b || n != 128) luaL_error(L, "launch: args[%d].tmap must be the 128-byte string of ctx:tmap()", i);
+          memcpy(a->v.tmap, b, 128);
         } else {
           if (!lua_isnumber(L, -1)) luaL_error(L, "launch: args[%d].%s must be a number", i, tags[k]);
           lua_Number x = lua_tonumber(L, -1);
@@ -226,6 +231,45 @@ static void read_arg(lua_State *L, int idx, int i, em_cu_arg *a) {
                luaL_typename(L, v));
   }
   lua_pop(L, 1);
+}
+
+/* ctx:tmap{ptr = buffer, dtype = "bf16"|"f16", inner = n, outer = n, row_bytes = n, box = {inner, outer}}
+ * -> the 128-byte tensor map as a string (a launch argument {tmap = s}) | nil, msg */
+static int ctx_tmap(lua_State *L) {
+  check_ctx(L, 1);
+  luaL_checktype(L, 2, LUA_TTABLE);
+  lua_getfield(L, 2, "ptr");
+  uint64_t ptr = luaL_testudata(L, -1, BUF_T) ? em_cu_buf_ptr(check_buf(L, lua_gettop(L))) : (uint64_t)luaL_checknumber(L, -1);
+  lua_pop(L, 1);
+  lua_getfield(L, 2, "dtype");
+  const char *dt = luaL_optstring(L, -1, "bf16");
+  int bf16 = !strcmp(dt, "bf16");
+  if (!bf16 && strcmp(dt, "f16")) luaL_error(L, "tmap: dtype %s (bf16 or f16)", dt);
+  lua_pop(L, 1);
+  uint64_t f[3];
+  static const char *const names[3] = {"inner", "outer", "row_bytes"};
+  for (int i = 0; i < 3; i++) {
+    lua_getfield(L, 2, names[i]);
+    lua_Number x = luaL_checknumber(L, -1);
+    if (x < 1 || x != floor(x)) luaL_error(L, "tmap: %s = %f must be a positive integer", names[i], x);
+    f[i] = (uint64_t)x;
+    lua_pop(L, 1);
+  }
+  lua_getfield(L, 2, "box");
+  luaL_checktype(L, -1, LUA_TTABLE);
+  lua_rawgeti(L, -1, 1);
+  lua_rawgeti(L, -2, 2);
+  unsigned bi = (unsigned)luaL_checkinteger(L, -2), bo = (unsigned)luaL_checkinteger(L, -1);
+  lua_pop(L, 3);
+  _Alignas(64) unsigned char m[128];
+  char err[EM_ERR_MAX];
+  if (em_cu_tmap_encode_2d(m, ptr, bf16, f[0], f[1], f[2], bi, bo, err)) {
+    lua_pushnil(L);
+    lua_pushstring(L, err);
+    return 2;
+  }
+  lua_pushlstring(L, (const char *)m, 128);
+  return 1;
 }
 
 /* ctx:launch(fn, {grid = {x,y,z}, block = {x,y,z}, smem = bytes, args = {...}}) -> true | nil, msg */
@@ -497,7 +541,7 @@ int luaopen_emmy_cuda(lua_State *L) {
     lua_call(L, 0, 0);
   }
   static const luaL_Reg ctx_methods[] = {{"info", ctx_info},     {"lost", ctx_lost},   {"alloc", ctx_alloc},
-                                         {"upload", ctx_upload}, {"module", ctx_module}, {"launch", ctx_launch},
+                                         {"upload", ctx_upload}, {"module", ctx_module}, {"launch", ctx_launch}, {"tmap", ctx_tmap},
                                          {"sync", ctx_sync},     {"time", ctx_time},   {NULL, NULL}};
   em_lua_class(L, CTX_T, ctx_methods, ctx_gc, ctx_tostring);
   static const luaL_Reg buf_methods[] = {{"size", buf_size},     {"ptr", buf_ptr},           {"fill", buf_fill},

@@ -699,7 +699,8 @@ static int g_dim(lua_State *L) {
 }
 
 /* ir.emit(graph, {kind=, anchor=name|nil, knobs={K=V}, name=}) -> source, launch | nil, msg
- * launch = {grid = {text, text, text}, block = {x, y, z}, smem = bytes, syms = {names of symbol args}} */
+ * launch = {grid = {text, text, text}, block = {x, y, z}, smem = bytes, syms = {names of symbol args},
+ *           tmaps = {{input = 1-based input position, box = {inner, rows}}, ...}} */
 static int l_emit(lua_State *L) {
   em_graph *g = em_lua_checkgraph(L, 1);
   luaL_checktype(L, 2, LUA_TTABLE);
@@ -757,6 +758,20 @@ static int l_emit(lua_State *L) {
     lua_rawseti(L, -2, i + 1);
   }
   lua_setfield(L, -2, "syms");
+  lua_createtable(L, la.ntmaps, 0);
+  for (int i = 0; i < la.ntmaps; i++) {
+    lua_createtable(L, 0, 2);
+    lua_pushinteger(L, la.tmaps[i].input + 1);
+    lua_setfield(L, -2, "input");
+    lua_createtable(L, 2, 0);
+    lua_pushinteger(L, la.tmaps[i].box[0]);
+    lua_rawseti(L, -2, 1);
+    lua_pushinteger(L, la.tmaps[i].box[1]);
+    lua_rawseti(L, -2, 2);
+    lua_setfield(L, -2, "box");
+    lua_rawseti(L, -2, i + 1);
+  }
+  lua_setfield(L, -2, "tmaps");
   return 2;
 }
 
