@@ -1,5 +1,7 @@
 -- 050_use_tma.lua — operand transport for the warp tier: cp.async row copies, and TMA (cp.async.bulk.tensor
 -- into 128-byte-swizzled shared memory on an mbarrier).
+local atom = use "_atom"
+
 return {
   -- cp.async: 16-byte asynchronous copies of operand rows into a STAGES-deep ring of shared-memory tiles,
   -- for the warp tier, when both operands are kernel inputs read as they are (no view, no folded prologue).
@@ -11,6 +13,12 @@ return {
       return true, "both operands are contiguous kernel inputs"
     end,
     fork = function(k, dev)
+      -- under TMA (sm_90) two stages of the 8-warp 64 x 64 x 64 tile were best across the five projections
+      -- (within 5% of each kernel's best); the cp.async ring wants four
+      if atom.tma(k, dev) then
+        return { { ASYNC = 1, STAGES = 2 }, { ASYNC = 1, STAGES = 4 }, { ASYNC = 1, STAGES = 3 }, { ASYNC = 0, STAGES = 1 },
+          { ASYNC = 1, STAGES = 1 } }
+      end
       -- three stages first: measured 24.2 us against 107.5 us for element-wise fills (q_proj, seq_len 512, H200).
       -- The ring is dynamic shared memory, so deep rings of large tiles fit (the resource check caps it at the
       -- opt-in limit).
@@ -23,14 +31,9 @@ return {
   -- hardware limits are the resource check's (emmy/rules.lua): BK=64 (128-byte box rows), box rows
   -- BM, BN <= 256, 16-byte aligned rows (K a multiple of 8), rank 2 (leading dims fold into M).
   { name = "use_tma", family = "STAGE", kinds = { "contraction" }, knobs = { TMA = 0 },
-    gate = function(k, dev)
-      if (dev.cc_major or 0) < 9 then return false, ("compute capability %s has no TMA (needs 9.0)"):format(dev.cc) end
-      if not k.a_direct then return false, "the left operand is computed in the kernel (a view or a prologue)" end
-      if not k.b_direct then return false, "the weight operand is not a kernel input" end
-      if k.siblings > 1 and not k.dual then return false, "merged siblings read several weights per tile" end
-      if k.K % 8 ~= 0 then return false, ("K=%d: rows are not 16-byte aligned"):format(k.K) end
-      return true, "both operands are kernel inputs: 2-d tensor maps, 128-byte swizzle, zero fill past M"
-    end,
-    -- cp.async first until a GPU run has timed TMA against it
-    fork = function(k, dev) return { { TMA = 0 }, { TMA = 1 } } end },
+    gate = function(k, dev) return atom.tma(k, dev) end,
+    -- TMA first: measured faster than the cp.async ring for every Qwen3 projection (bench/run.sh --tiles, seq_len
+    -- 512, H200: q_proj 13.4 us against 18.2 us, down 25.5 against 33.5, gate/up dual 24.8 against 35.6)
+    -- TMA=1 lays the tiles out itself (128-byte swizzle), so it sets PAD_SMEM=0
+    fork = function(k, dev) return { { TMA = 1, PAD_SMEM = 0 }, { TMA = 0 } } end },
 }

@@ -133,13 +133,17 @@ function M.evaluate(rules, k, dev)
     if #next_ > 0 then combos = next_ end
   end
   local check = M.resource_check
+  local seen = {} -- a later family may override an earlier one's knob (TMA=1 sets PAD_SMEM=0): keep the first
   for _, c in ipairs(combos) do
     for key, def in pairs(res.declared) do if c[key] == nil then c[key] = def end end
     local s = M.knob_string(c)
+    if seen[s] then goto next_combo end
+    seen[s] = true
     local okr, why = true, nil
     if check then okr, why = check(k, c, dev) end
     if okr then res.candidates[#res.candidates + 1] = { knobs = c, string = s }
     else res.rejected[#res.rejected + 1] = { string = s, reason = why } end
+    ::next_combo::
   end
   return res
 end
