@@ -81,6 +81,43 @@ test("MERGE_SIBLINGS=1 merges q/k/v and gate/up into one kernel each; with SPLIT
   end
 end)
 
+test("flash attention copies Q, K and V rows with cp.async, V through its transposed view (strided views)", function()
+  local code, out, err = emmy(args("compile", L0, "--ir", "cuda", "--kernel", "k_sdpa"), { env = "EMMY_VIEW_OUT=0" })
+  eq(code, 0, "exit: " .. err)
+  check(out:find("FLASH=1,KVST=2", 1, true), "flash with two K/V stages is the default: " .. out)
+  -- V is transpose(view(v_proj output [1, seq_len, 1024])): row s of kv head h starts at h * 128 + s * 1024
+  check(out:find("((x1 / (16LL / 8LL))) * 128LL + (s) * 1024LL + e", 1, true) and out:find("em_cp_async16(&Vd[ss][e]", 1, true), out)
+  check(out:find("em_cp_async16(&Kd[ss][e]", 1, true) and out:find("em_cp_async16(&Qs[rr][e]", 1, true), out)
+  check(not out:find("kv_k = ", 1, true), "no element-wise K/V fill: " .. out)
+  check(out:find("exp2f(", 1, true) and not out:find("expf(", 1, true), "the softmax runs in base 2")
+end)
+
+test("TMA=1: tensor maps are launch arguments described by launch.tmaps; the tiles are swizzled", function()
+  local code, out, err = emmy(args("compile", L0, "--ir", "cuda", "--kernel", "k_linear_add"), { env = "EMMY_KNOBS=TMA=1" })
+  eq(code, 0, "exit: " .. err)
+  check(out:find("const __grid_constant__ em_tmap tm0,%s+const __grid_constant__ em_tmap tm1,%s+long long s_seq_len"), out)
+  check(out:find("cp.async.bulk.tensor.2d", 1, true) and out:find("em_mbar_wait(&em_bar[st]", 1, true), out)
+  check(out:find("em_ldsm_x4s(af[i], em_swz(", 1, true), out)
+  -- the output is written at its flat index: no division survives in the epilogue's address
+  check(out:find("out0[(m) * 1024LL + n]", 1, true), out)
+  -- the launch description the runtime encodes the maps from
+  local compiler, kernels = require "emmy.compiler", require "emmy.kernels"
+  local g = require("emmy.frontend").load("Qwen/Qwen3-Embedding-0.6B", { layer = 0, dynamic = { "seq_len@x:1" } }).graph
+  local plans = kernels.plan(compiler.run(g))
+  for _, p in ipairs(plans) do
+    if p.kernel.name:find("k_linear_add", 1, true) then
+      local knobs = {}
+      for key, v in pairs(p.choice.knobs) do knobs[key] = v end
+      knobs.TMA, knobs.PAD_SMEM, knobs.BK = 1, 0, 64
+      local _, la = kernels.emit(p, knobs)
+      eq(#la.tmaps, 2, "A and B maps")
+      eq(la.tmaps[1].box[1], 64, "box inner: 64 bf16 = 128 bytes")
+      eq(la.tmaps[1].box[2], knobs.BM, "box rows: BM")
+      check(la.smem > 48 * 1024 or la.smem >= 1024, "dynamic shared memory: " .. la.smem)
+    end
+  end
+end)
+
 test("VIEW_OUT=1 writes attention in o_proj's layout, so o_proj's operand is a plain input (cp.async)", function()
   local code, out, err = emmy(args("compile", L0, "--ir", "kernel"), { env = "EMMY_VIEW_OUT=1" })
   eq(code, 0, "exit: " .. err)
