@@ -62,7 +62,7 @@ for _, p in ipairs(kernels.distinct(plans)) do
     for _, c in ipairs(p.candidates) do
       local kn = c.knobs
       if c ~= p.choice and ((p.kernel.kind == "contraction" and kn.MMA == 1 and kn.ASYNC == 1 and (kn.PAD_SMEM == 8 or kn.TMA == 1)
-          and kn.RASTER == 1) or (p.kernel.kind == "attention" and kn.FLASH == 1)) then
+          and kn.RASTER == 1 and (kn.SPLIT_K or 1) == 1) or (p.kernel.kind == "attention" and kn.FLASH == 1)) then
         list[#list + 1] = { plan = p, knobs = kn, label = c.string, swept = true }
       end
     end

@@ -748,6 +748,7 @@ em_status em_emit(const em_tile *t, char **src, em_launch *launch, char *err) {
     const em_value *x = ex_V(&c, c.g->outputs.v[j]);
     ex_sb_add(&head, "%s\n    %s *__restrict__ out%d /* %s %s */", np++ ? "," : "", ex_stype(x->dtype), j, x->name, em_dtype_name(x->dtype));
   }
+  if (launch->scratch_per_tile > 0) ex_sb_add(&head, "%s\n    float *__restrict__ em_scratch", np++ ? "," : "");
   for (int j = 0; j < launch->ntmaps; j++) ex_sb_add(&head, "%s\n    const __grid_constant__ em_tmap tm%d", np++ ? "," : "", j);
   for (int i = 0; i < c.g->syms.n; i++) {
     if (c.g->syms.s[i].derived) continue;

@@ -34,6 +34,8 @@ typedef struct {
   char grid[3][160];
   int block[3];
   int64_t smem;      /* dynamic shared memory bytes */
+  int64_t scratch_per_tile; /* SPLIT_K > 1: bytes of zero-initialised scratch per (m, n) tile of the grid (an
+                              * argument after the outputs; the kernel leaves its counters at zero again) */
   int ntmaps;        /* TMA=1: tensor-map arguments after the outputs (encoded per launch, runtime shapes) */
   struct {
     int input;       /* kernel input position: a row-major [rows, inner] tensor of 2-byte elements */

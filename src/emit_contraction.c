@@ -66,6 +66,58 @@ static void mma_tile_step_swz(ectx *c, const char *aS, const char *bS, const cha
   ex_line(c, "}");
 }
 
+/* The K tiles of this block: all of them, or with SPLIT_K=S slice blockIdx.z of S (kt0.., nk of them). */
+static void split_range(ectx *c, int SK, int BK) {
+  if (SK == 1) {
+    ex_line(c, "const int nk = (int)((K + %d - 1) / %d);", BK, BK);
+    return;
+  }
+  ex_line(c, "const int em_nkt = (int)((K + %d - 1) / %d), em_per = (em_nkt + %d) / %d, kt0 = (int)blockIdx.z * em_per;", BK, BK,
+          SK - 1, SK);
+  ex_line(c, "const int nk = max(0, min(em_nkt, kt0 + em_per) - kt0);");
+}
+
+/* SPLIT_K: this block's partial accumulators to scratch ([slice][element][thread] per tile, coalesced), a
+ * counter per tile; the block that arrives last sums the slices in order 0..S-1 (the same sum whichever block
+ * is last), resets the counter for the next launch and runs the epilogue; the others leave. */
+static void split_reduce(ectx *c, int SK, int FM, int FN, int threads, int dual) {
+  int nacc = FM * FN * 4 * (dual ? 2 : 1);
+  ex_line(c, "{");
+  c->indent++;
+  ex_line(c, "const long long em_tile = (long long)blockIdx.y * gridDim.x + blockIdx.x, em_tiles = (long long)gridDim.x * gridDim.y;");
+  ex_line(c, "float *const em_ws = em_scratch + em_tile * %lldLL;", (long long)SK * nacc * threads);
+  ex_line(c, "unsigned *const em_cnt = (unsigned *)(em_scratch + em_tiles * %lldLL) + em_tile;", (long long)SK * nacc * threads);
+  ex_line(c, "__shared__ int em_last;");
+  for (int b = 0; b < (dual ? 2 : 1); b++) {
+    ex_line(c, "#pragma unroll");
+    ex_line(c, "for (int i = 0; i < %d; i++)", FM);
+    ex_line(c, "  for (int j = 0; j < %d; j++)", FN);
+    ex_line(c, "    for (int q = 0; q < 4; q++)");
+    ex_line(c, "      em_ws[((int)blockIdx.z * %d + %d + (i * %d + j) * 4 + q) * %d + tid] = %s[i][j][q];", nacc, b * FM * FN * 4, FN,
+            threads, b ? "acc2" : "acc");
+  }
+  ex_line(c, "__threadfence();");
+  ex_line(c, "__syncthreads();");
+  ex_line(c, "if (tid == 0) em_last = atomicAdd(em_cnt, 1u) == %du;", SK - 1);
+  ex_line(c, "__syncthreads();");
+  ex_line(c, "if (!em_last) return;");
+  ex_line(c, "__threadfence();");
+  for (int b = 0; b < (dual ? 2 : 1); b++) {
+    ex_line(c, "#pragma unroll");
+    ex_line(c, "for (int i = 0; i < %d; i++)", FM);
+    ex_line(c, "  for (int j = 0; j < %d; j++)", FN);
+    ex_line(c, "    for (int q = 0; q < 4; q++) {");
+    ex_line(c, "      float em_s = 0.0f;");
+    ex_line(c, "      for (int z = 0; z < %d; z++) em_s += __ldcg(&em_ws[(z * %d + %d + (i * %d + j) * 4 + q) * %d + tid]);", SK, nacc,
+            b * FM * FN * 4, FN, threads);
+    ex_line(c, "      %s[i][j][q] = em_s;", b ? "acc2" : "acc");
+    ex_line(c, "    }");
+  }
+  ex_line(c, "if (tid == 0) *em_cnt = 0u;");
+  c->indent--;
+  ex_line(c, "}");
+}
+
 /* Contractions. MMA=0: the scalar tier, a TM x TN register tile per thread over float tiles in shared
  * memory. MMA=1: the warp tier, WM x WN warps each computing a (BM/WM) x (BN/WN) tile with
  * mma.sync.m16n8k16 (bf16/f16 in, f32 accumulation) on fragments loaded by ldmatrix from bf16/f16 tiles.
@@ -167,6 +219,18 @@ void ex_k_contraction(ectx *c, em_launch *L) {
   /* ASYNC=1: operand rows copied 16 bytes at a time with cp.async into a STAGES-deep ring of tiles; needs
    * the warp tier and operands that are kernel inputs with a contiguous K (a multiple of 8) */
   int tma = em_knob_get(&c->t->knobs, "TMA", 0);
+  /* SPLIT_K=S: grid z splits the K tiles in S slices; each block writes its partial accumulators to scratch and
+   * the last block of an (m, n) tile (a counter) sums them in slice order, so the result is deterministic */
+  int SK = em_knob_get(&c->t->knobs, "SPLIT_K", 1);
+  if (SK < 1 || SK > 16 || (SK > 1 && (!mma || !lin_op))) {
+    ex_fail(c, "SPLIT_K=%d needs 1..16, and above 1 the warp tier on a linear", SK);
+    return;
+  }
+  if (SK > 1) {
+    snprintf(L->grid[2], sizeof L->grid[2], "%d", SK);
+    L->scratch_per_tile = 4LL * SK * (BM / WM / 16) * (BN / WN / 8) * 4 * (dual ? 2 : 1) * threads + 4;
+  }
+  const char *ktx = SK > 1 ? "(kt0 + kt)" : "kt";
   if (tma) {
     /* TMA=1: the ring's tiles come from cp.async.bulk.tensor (one thread issues them on the stage's mbarrier),
      * BK=64 rows of 128 bytes in the 128-byte swizzle; rows past M or N and columns past K arrive as zeros */
@@ -317,7 +381,7 @@ void ex_k_contraction(ectx *c, em_launch *L) {
   if (c->npre) ex_line(c, "__syncthreads();");
   if (tma) {
     long long abytes = 128LL * BM, bbytes = 128LL * BN;
-    ex_line(c, "const int nk = (int)((K + 63) / 64);");
+    split_range(c, SK, 64);
     ex_line(c, "if (tid == 0) {");
     ex_line(c, "  for (int s = 0; s < %d; s++) em_mbar_init(&em_bar[s], 1);", stages);
     ex_line(c, "  em_mbar_fence_init();");
@@ -327,10 +391,11 @@ void ex_k_contraction(ectx *c, em_launch *L) {
     ex_line(c, "auto em_load = [&](int st, int kt) {");
     ex_line(c, "  if (tid == 0) {");
     ex_line(c, "    em_mbar_expect(&em_bar[st], %lldu);", abytes + bbytes * (dual ? 2 : 1));
-    ex_line(c, "    em_tma_2d(em_sb + st * %lldu, &tm0, kt * 64, (int)m0, &em_bar[st]);", abytes);
-    ex_line(c, "    em_tma_2d(em_sb + %lldu + st * %lldu, &tm1, kt * 64, (int)n0, &em_bar[st]);", stages * abytes, bbytes);
+    ex_line(c, "    em_tma_2d(em_sb + st * %lldu, &tm0, %s * 64, (int)m0, &em_bar[st]);", abytes, ktx);
+    ex_line(c, "    em_tma_2d(em_sb + %lldu + st * %lldu, &tm1, %s * 64, (int)n0, &em_bar[st]);", stages * abytes, bbytes, ktx);
     if (dual)
-      ex_line(c, "    em_tma_2d(em_sb + %lldu + st * %lldu, &tm2, kt * 64, (int)n0, &em_bar[st]);", stages * (abytes + bbytes), bbytes);
+      ex_line(c, "    em_tma_2d(em_sb + %lldu + st * %lldu, &tm2, %s * 64, (int)n0, &em_bar[st]);", stages * (abytes + bbytes), bbytes,
+              ktx);
     ex_line(c, "  }");
     ex_line(c, "};");
     for (int st = 0; st < stages - 1; st++) ex_line(c, "if (%d < nk) em_load(%d, %d);", st, st, st);
@@ -353,7 +418,7 @@ void ex_k_contraction(ectx *c, em_launch *L) {
   }
   if (async) {
     int ap = ex_input_pos(c, A_);
-    ex_line(c, "const int nk = (int)((K + %d - 1) / %d);", BK, BK);
+    split_range(c, SK, BK);
     /* one tile into ring slot st: A rows m0.., B rows n0.. (each merged sibling from its own weight) */
     ex_line(c, "auto em_load = [&](int st, long long k0) {");
     c->indent++;
@@ -387,21 +452,22 @@ void ex_k_contraction(ectx *c, em_launch *L) {
     c->indent--;
     ex_line(c, "};");
     for (int st = 0; st < stages - 1; st++) {
-      ex_line(c, "if (%d < nk) em_load(%d, %dLL);", st, st, st * BK);
+      if (SK > 1) ex_line(c, "if (%d < nk) em_load(%d, (long long)(kt0 + %d) * %d);", st, st, st, BK);
+      else ex_line(c, "if (%d < nk) em_load(%d, %dLL);", st, st, st * BK);
       ex_line(c, "em_cp_commit();");
     }
     ex_line(c, "for (int kt = 0; kt < nk; kt++) {");
     c->indent++;
     ex_line(c, "const int st = kt %% %d;", stages);
     if (stages == 1) {
-      ex_line(c, "em_load(0, (long long)kt * %d);", BK);
+      ex_line(c, "em_load(0, (long long)%s * %d);", ktx, BK);
       ex_line(c, "em_cp_commit();");
     }
     ex_line(c, "em_cp_wait<%d>();", stages > 1 ? stages - 2 : 0);
     ex_line(c, "__syncthreads();");
     if (stages > 1) {
-      ex_line(c, "if (kt + %d < nk) em_load((kt + %d) %% %d, (long long)(kt + %d) * %d);", stages - 1, stages - 1, stages,
-           stages - 1, BK);
+      ex_line(c, "if (kt + %d < nk) em_load((kt + %d) %% %d, (long long)(%skt + %d) * %d);", stages - 1, stages - 1, stages,
+              SK > 1 ? "kt0 + " : "", stages - 1, BK);
       ex_line(c, "em_cp_commit();");
     }
     mma_tile_step(c, "[st]", BK, FM, FN, BM / WM, BN / WN, dual, mma_t);
@@ -411,7 +477,12 @@ void ex_k_contraction(ectx *c, em_launch *L) {
     ex_line(c, "em_cp_wait<0>();");
     goto epilogue;
   }
-  ex_line(c, "for (long long k0 = 0; k0 < K; k0 += %d) {", BK);
+  if (SK > 1) {
+    split_range(c, SK, BK);
+    ex_line(c, "for (long long k0 = (long long)kt0 * %d; k0 < K && k0 < (long long)(kt0 + nk) * %d; k0 += %d) {", BK, BK, BK);
+  } else {
+    ex_line(c, "for (long long k0 = 0; k0 < K; k0 += %d) {", BK);
+  }
   c->indent++;
   int mark = c->memo.n;
   /* A tile: element (m, k) of the left operand */
@@ -526,6 +597,7 @@ void ex_k_contraction(ectx *c, em_launch *L) {
   c->indent--;
   ex_line(c, "}");
 epilogue:;
+  if (SK > 1) split_reduce(c, SK, FM, FN, threads, dual);
   /* epilogue: every accumulator element (m, n) of this thread */
   const char *accel = mma ? "acc[i][j][q]" : "acc[i][j]";
   ex_line(c, "#pragma unroll");

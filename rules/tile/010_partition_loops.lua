@@ -77,6 +77,16 @@ return {
       return out
     end },
 
+  -- Split-K: SPLIT_K slices of the K tiles on grid z, partial sums in scratch, the last block of each (m, n)
+  -- tile adds them in slice order (deterministic) and runs the epilogue. For short sequences, where the
+  -- (m, n) tiles alone leave most SMs idle. Written without a GPU run (2026-11-30): offered after SPLIT_K=1.
+  { name = "split_k", family = "SPLIT", kinds = { "contraction" }, knobs = { SPLIT_K = 1 },
+    gate = function(k, dev)
+      if not k.linear then return false, "a batched matmul's grid z is its batch" end
+      return true, ("K=%d in up to 4 slices (warp tier)"):format(k.K)
+    end,
+    fork = function(k, dev) return { { SPLIT_K = 1 }, { SPLIT_K = 2 }, { SPLIT_K = 4 } } end },
+
   -- Block order: RASTER > 1 groups RASTER tile rows so consecutive blocks share A rows and B columns in L2.
   { name = "raster", family = "ORDER", kinds = { "contraction" }, knobs = { RASTER = 1 },
     gate = function(k, dev) return true, "block order over the (M, N) tiles" end,

@@ -77,6 +77,27 @@ function M.launch(cu, plan, e, bufs, bind)
   local args = {}
   for _, v in ipairs(g:inputs()) do args[#args + 1] = M.buffer(cu, bufs, g, v.name, bind) end
   for _, o in ipairs(g:outputs()) do args[#args + 1] = M.buffer(cu, bufs, g, o, bind) end
+  -- SPLIT_K scratch: per (m, n) tile of the grid, zeroed once (the kernel leaves its counters at zero)
+  local per = e.launch.scratch_per_tile or 0
+  local grid = {}
+  for i = 1, 3 do
+    local x = g:eval(e.launch.grid[i], bind)
+    if not x then error(("%s: cannot evaluate grid %s"):format(k.name, e.launch.grid[i]), 0) end
+    grid[i] = math.max(1, x)
+  end
+  if per > 0 then
+    local bytes = per * grid[1] * grid[2]
+    local key = "\0scratch:" .. k.name
+    local b = bufs[key]
+    if not b or b:size() < bytes then
+      local err
+      b, err = cu:alloc(bytes)
+      if not b then return nil, ("%s: scratch of %d bytes: %s"):format(k.name, bytes, err) end
+      b:fill(0)
+      bufs[key] = b
+    end
+    args[#args + 1] = b
+  end
   -- TMA tensor maps, encoded at this launch's shapes: input [..., inner] as rows x inner (leading dims fold)
   for _, t in ipairs(e.launch.tmaps or {}) do
     local v = g:inputs()[t.input]
@@ -88,12 +109,6 @@ function M.launch(cu, plan, e, bufs, bind)
     args[#args + 1] = { tmap = m }
   end
   for _, s in ipairs(e.launch.syms) do args[#args + 1] = { i64 = bind[s] } end
-  local grid = {}
-  for i = 1, 3 do
-    local x = g:eval(e.launch.grid[i], bind)
-    if not x then error(("%s: cannot evaluate grid %s"):format(k.name, e.launch.grid[i]), 0) end
-    grid[i] = math.max(1, x)
-  end
   return cu:launch(e.fn, { grid = grid, block = e.launch.block, smem = e.launch.smem, args = args })
 end
 

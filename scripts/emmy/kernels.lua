@@ -70,6 +70,7 @@ function M.facts(k)
       return false
     end
     f.dual = g:meta("dual") == "1"
+    f.linear = n.op == "aten.linear.default"
     f.a_direct = n.op == "aten.linear.default" and is_input(x.input)
     f.b_direct = n.op == "aten.linear.default" and is_input(x.weight)
     f.siblings = 0

@@ -700,7 +700,8 @@ static int g_dim(lua_State *L) {
 
 /* ir.emit(graph, {kind=, anchor=name|nil, knobs={K=V}, name=}) -> source, launch | nil, msg
  * launch = {grid = {text, text, text}, block = {x, y, z}, smem = bytes, syms = {names of symbol args},
- *           tmaps = {{input = 1-based input position, box = {inner, rows}}, ...}} */
+ *           tmaps = {{input = 1-based input position, box = {inner, rows}}, ...},
+ *           scratch_per_tile = bytes (SPLIT_K > 1; 0 otherwise)} */
 static int l_emit(lua_State *L) {
   em_graph *g = em_lua_checkgraph(L, 1);
   luaL_checktype(L, 2, LUA_TTABLE);
@@ -758,6 +759,8 @@ static int l_emit(lua_State *L) {
     lua_rawseti(L, -2, i + 1);
   }
   lua_setfield(L, -2, "syms");
+  lua_pushnumber(L, (lua_Number)la.scratch_per_tile);
+  lua_setfield(L, -2, "scratch_per_tile");
   lua_createtable(L, la.ntmaps, 0);
   for (int i = 0; i < la.ntmaps; i++) {
     lua_createtable(L, 0, 2);

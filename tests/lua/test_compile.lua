@@ -118,6 +118,19 @@ test("TMA=1: tensor maps are launch arguments described by launch.tmaps; the til
   end
 end)
 
+test("SPLIT_K=4: grid z slices K, partials in scratch, the last block sums them in slice order", function()
+  local code, out, err = emmy(args("compile", L0, "--ir", "cuda", "--kernel", "k_linear_add"), { env = "EMMY_KNOBS=SPLIT_K=4" })
+  eq(code, 0, "exit: " .. err)
+  check(out:find("float *__restrict__ em_scratch,", 1, true), out)
+  check(out:find("kt0 = (int)blockIdx.z * em_per", 1, true) and out:find("(kt0 + kt) * 64", 1, true), out)
+  check(out:find("for (int z = 0; z < 4; z++) em_s += __ldcg(", 1, true) and out:find("*em_cnt = 0u;", 1, true), out)
+  local _, tile = emmy(args("compile", L0, "--ir", "tile", "--kernel", "k_linear_add"), { env = "EMMY_KNOBS=SPLIT_K=4" })
+  check(tile:find("x cdiv(seq_len,64) x 4", 1, true), "grid z is the split: " .. tile)
+  -- the scalar tier has no split
+  local c2, o2 = emmy(args("compile", L0, "--ir", "tile", "--kernel", "k_linear_add"), { env = "EMMY_KNOBS=SPLIT_K=2,MMA=0" })
+  check(c2 ~= 0, "SPLIT_K=2 with MMA=0 matches no candidate: " .. o2)
+end)
+
 test("VIEW_OUT=1 writes attention in o_proj's layout, so o_proj's operand is a plain input (cp.async)", function()
   local code, out, err = emmy(args("compile", L0, "--ir", "kernel"), { env = "EMMY_VIEW_OUT=1" })
   eq(code, 0, "exit: " .. err)
