@@ -404,18 +404,15 @@ void ex_k_attention(ectx *c, em_launch *L) {
     ex_line(c, "const int ss = t / %lld, e = t %% %lld;", (long long)(E > Ev ? E : Ev), (long long)(E > Ev ? E : Ev));
     ex_line(c, "const long long s = s0 + ss;");
     /* each load inside its guard (keys past the end must not be read) */
-    ex_line(c, "if (s < S && e < %lld) {", (long long)E);
-    c->indent++;
-    ex_line(c, "Ks[ss][e] = (float)%s;", ex_val(c, k, &kk));
-    c->memo.n = mark;
-    c->indent--;
-    ex_line(c, "}");
-    ex_line(c, "if (s < S && e < %lld) {", (long long)Ev);
-    c->indent++;
-    ex_line(c, "Vs[ss][e] = (float)%s;", ex_val(c, v, &vv));
-    c->memo.n = mark;
-    c->indent--;
-    ex_line(c, "}");
+    const struct { const char *arr; int val; const ivec *ix; int64_t len; } kv[2] = {{"Ks", k, &kk, E}, {"Vs", v, &vv, Ev}};
+    for (int j = 0; j < 2; j++) {
+      ex_line(c, "if (s < S && e < %lld) {", (long long)kv[j].len);
+      c->indent++;
+      ex_line(c, "%s[ss][e] = (float)%s;", kv[j].arr, ex_val(c, kv[j].val, kv[j].ix));
+      c->memo.n = mark;
+      c->indent--;
+      ex_line(c, "}");
+    }
     c->indent--;
     ex_line(c, "}");
     ex_line(c, "__syncthreads();");

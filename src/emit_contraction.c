@@ -8,52 +8,37 @@
 
 #include "emit_impl.h"
 
+/* Where a tile step reads its operands: padded arrays As/Bs/Bs2 indexed by a ring slot st ("[st]" or ""), or
+ * (swz) the shared addresses a, b, b2 of 128-byte-swizzled tiles staged by TMA. */
+typedef struct {
+  int swz;
+  const char *st;        /* padded: the ring-slot subscript */
+  const char *a, *b, *b2; /* swizzled: this stage's tile addresses */
+} tile_src;
+
+/* ldmatrix.x4 of operand `which` (0 A, 1 B, 2 B2) at (row, col) of its tile into dst. */
+static const char *ldsm(ectx *c, const tile_src *s, int which, const char *dst, const char *row, const char *col) {
+  if (s->swz) return ex_A(c, "em_ldsm_x4s(%s, em_swz(%s, %s, %s));", dst, which == 0 ? s->a : which == 1 ? s->b : s->b2, row, col);
+  return ex_A(c, "em_ldsm_x4(%s, &%s%s[%s][%s]);", dst, which == 0 ? "As" : which == 1 ? "Bs" : "Bs2", s->st, row, col);
+}
+
 /* One shared-memory tile's worth of warp-tier math: for each 16-deep K slice, A fragments (ldmatrix) for the
  * warp's FM row blocks, B fragments two n-blocks at a time, then FM x FN mma.sync into acc (and acc2 for a
- * dual kernel). st indexes the ring slot ("[st]") or is "" without one. */
-static void mma_tile_step(ectx *c, const char *st, int BK, int FM, int FN, int WTM, int WTN, int dual, const char *mt) {
+ * dual kernel). */
+static void mma_tile_step(ectx *c, const tile_src *s, int BK, int FM, int FN, int WTM, int WTN, int dual, const char *mt) {
   ex_line(c, "#pragma unroll");
   ex_line(c, "for (int kk = 0; kk < %d; kk += 16) {", BK);
   ex_line(c, "  unsigned af[%d][4], bf[%d][2];", FM, FN);
   if (dual) ex_line(c, "  unsigned bf2[%d][2];", FN);
   ex_line(c, "  #pragma unroll");
   ex_line(c, "  for (int i = 0; i < %d; i++)", FM);
-  ex_line(c, "    em_ldsm_x4(af[i], &As%s[wm * %d + i * 16 + (lane & 15)][kk + (lane >> 4) * 8]);", st, WTM);
+  ex_line(c, "    %s", ldsm(c, s, 0, "af[i]", ex_A(c, "wm * %d + i * 16 + (lane & 15)", WTM), "kk + (lane >> 4) * 8"));
   ex_line(c, "  #pragma unroll");
   ex_line(c, "  for (int j = 0; j < %d; j += 2) {", FN);
   ex_line(c, "    unsigned t4[4];");
   for (int b = 0; b < (dual ? 2 : 1); b++) {
-    const char *arr = b ? "Bs2" : "Bs", *frag = b ? "bf2" : "bf";
-    ex_line(c, "    em_ldsm_x4(t4, &%s%s[wn * %d + j * 8 + (lane >> 4) * 8 + (lane & 7)][kk + ((lane >> 3) & 1) * 8]);", arr, st, WTN);
-    ex_line(c, "    %s[j][0] = t4[0]; %s[j][1] = t4[1]; %s[j + 1][0] = t4[2]; %s[j + 1][1] = t4[3];", frag, frag, frag, frag);
-  }
-  ex_line(c, "  }");
-  for (int b = 0; b < (dual ? 2 : 1); b++) {
-    ex_line(c, "  #pragma unroll");
-    ex_line(c, "  for (int i = 0; i < %d; i++)", FM);
-    ex_line(c, "    #pragma unroll");
-    ex_line(c, "    for (int j = 0; j < %d; j++) em_mma_%s(%s[i][j], af[i], %s[j]);", FN, mt, b ? "acc2" : "acc", b ? "bf2" : "bf");
-  }
-  ex_line(c, "}");
-}
-
-/* The same step over 128-byte-swizzled tiles staged by TMA (BK=64: one 128-byte row per tile row); aS, bS, b2S
- * are the shared addresses of this stage's tiles. */
-static void mma_tile_step_swz(ectx *c, const char *aS, const char *bS, const char *b2S, int FM, int FN, int WTM, int WTN,
-                              int dual, const char *mt) {
-  ex_line(c, "#pragma unroll");
-  ex_line(c, "for (int kk = 0; kk < 64; kk += 16) {");
-  ex_line(c, "  unsigned af[%d][4], bf[%d][2];", FM, FN);
-  if (dual) ex_line(c, "  unsigned bf2[%d][2];", FN);
-  ex_line(c, "  #pragma unroll");
-  ex_line(c, "  for (int i = 0; i < %d; i++)", FM);
-  ex_line(c, "    em_ldsm_x4s(af[i], em_swz(%s, wm * %d + i * 16 + (lane & 15), kk + (lane >> 4) * 8));", aS, WTM);
-  ex_line(c, "  #pragma unroll");
-  ex_line(c, "  for (int j = 0; j < %d; j += 2) {", FN);
-  ex_line(c, "    unsigned t4[4];");
-  for (int b = 0; b < (dual ? 2 : 1); b++) {
-    const char *base = b ? b2S : bS, *frag = b ? "bf2" : "bf";
-    ex_line(c, "    em_ldsm_x4s(t4, em_swz(%s, wn * %d + j * 8 + (lane >> 4) * 8 + (lane & 7), kk + ((lane >> 3) & 1) * 8));", base, WTN);
+    const char *frag = b ? "bf2" : "bf";
+    ex_line(c, "    %s", ldsm(c, s, b + 1, "t4", ex_A(c, "wn * %d + j * 8 + (lane >> 4) * 8 + (lane & 7)", WTN), "kk + ((lane >> 3) & 1) * 8"));
     ex_line(c, "    %s[j][0] = t4[0]; %s[j][1] = t4[1]; %s[j + 1][0] = t4[2]; %s[j + 1][1] = t4[3];", frag, frag, frag, frag);
   }
   ex_line(c, "  }");
@@ -410,7 +395,8 @@ void ex_k_contraction(ectx *c, em_launch *L) {
     const char *aS = ex_A(c, "(em_sb + st * %lldu)", abytes);
     const char *bS = ex_A(c, "(em_sb + %lldu + st * %lldu)", stages * abytes, bbytes);
     const char *b2S = ex_A(c, "(em_sb + %lldu + st * %lldu)", stages * (abytes + bbytes), bbytes);
-    mma_tile_step_swz(c, aS, bS, b2S, FM, FN, BM / WM, BN / WN, dual, mma_t);
+    tile_src ts = {1, "", aS, bS, b2S};
+    mma_tile_step(c, &ts, 64, FM, FN, BM / WM, BN / WN, dual, mma_t);
     if (stages == 1) ex_line(c, "__syncthreads();");
     c->indent--;
     ex_line(c, "}");
@@ -470,7 +456,8 @@ void ex_k_contraction(ectx *c, em_launch *L) {
               SK > 1 ? "kt0 + " : "", stages - 1, BK);
       ex_line(c, "em_cp_commit();");
     }
-    mma_tile_step(c, "[st]", BK, FM, FN, BM / WM, BN / WN, dual, mma_t);
+    tile_src ts = {0, "[st]", NULL, NULL, NULL};
+    mma_tile_step(c, &ts, BK, FM, FN, BM / WM, BN / WN, dual, mma_t);
     if (stages == 1) ex_line(c, "__syncthreads();");
     c->indent--;
     ex_line(c, "}");
@@ -570,7 +557,8 @@ void ex_k_contraction(ectx *c, em_launch *L) {
   ex_line(c, "}");
   ex_line(c, "__syncthreads();");
   if (mma) {
-    mma_tile_step(c, "", BK, FM, FN, BM / WM, BN / WN, dual, mma_t);
+    tile_src ts = {0, "", NULL, NULL, NULL};
+    mma_tile_step(c, &ts, BK, FM, FN, BM / WM, BN / WN, dual, mma_t);
   } else {
   ex_line(c, "#pragma unroll");
   ex_line(c, "for (int kk = 0; kk < %d; kk++) {", BK);
