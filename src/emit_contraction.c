@@ -51,6 +51,43 @@ static void mma_tile_step(ectx *c, const tile_src *s, int BK, int FM, int FN, in
   ex_line(c, "}");
 }
 
+/* The WGMMA tier's step over one TMA stage (BK=64): each warpgroup (4 warps, 64 rows of A) issues four
+ * wgmma.mma_async m64nBNk16 (A and B from shared-memory descriptors of the 128-byte-swizzled K-major tiles,
+ * advanced 32 bytes per k16), commits and waits for them. The accumulator layout per warp is mma.sync's
+ * m16n8 C fragment repeated over BN/8 column blocks, so acc[0][j][q] (WM = BM/16 warps, WN = 1) and the
+ * shared epilogue apply unchanged. */
+static void wgmma_tile_step(ectx *c, const char *aS, const char *bS, const char *b2S, int BM, int BN, int dual, const char *mt) {
+  int nreg = BN / 2;
+  sbuf regs = {0}, ops = {0};
+  for (int i = 0; i < nreg; i++) ex_sb_add(&regs, "%s%%%d", i ? ", " : "", i);
+  ex_line(c, "em_wg_fence();");
+  ex_line(c, "{");
+  c->indent++;
+  ex_line(c, "const unsigned em_wa = %s + (unsigned)(wid >> 2) * 8192u;", aS); /* this warpgroup's 64 rows of A */
+  ex_line(c, "#pragma unroll");
+  ex_line(c, "for (int kk = 0; kk < 4; kk++) {");
+  c->indent++;
+  for (int b = 0; b < (dual ? 2 : 1); b++) {
+    const char *acc = b ? "acc2" : "acc";
+    free(ops.s);
+    ops = (sbuf){0};
+    for (int i = 0; i < nreg; i++) ex_sb_add(&ops, "%s\"+f\"(%s[0][%d][%d])", i ? ", " : "", acc, i / 4, i % 4);
+    ex_line(c, "asm volatile(\"{ .reg .pred p; setp.ne.b32 p, %%%d, 0; wgmma.mma_async.sync.aligned.m64n%dk16.f32.%s.%s {%s}, %%%d, %%%d, p, 1, 1, 0, 0; }\"",
+            nreg + 2, BN, mt, mt, regs.s, nreg, nreg + 1);
+    ex_line(c, "             : %s", ops.s);
+    ex_line(c, "             : \"l\"(em_wg_desc(em_wa + kk * 32)), \"l\"(em_wg_desc(%s + kk * 32)), \"r\"(1));", b ? b2S : bS);
+  }
+  c->indent--;
+  ex_line(c, "}");
+  c->indent--;
+  ex_line(c, "}");
+  ex_line(c, "em_wg_commit();");
+  ex_line(c, "em_wg_wait0();");
+  free(regs.s);
+  free(ops.s);
+  (void)BM;
+}
+
 /* The K tiles of this block: all of them, or with SPLIT_K=S slice blockIdx.z of S (kt0.., nk of them). */
 static void split_range(ectx *c, int SK, int BK) {
   if (SK == 1) {
@@ -135,6 +172,10 @@ void ex_k_contraction(ectx *c, em_launch *L) {
       return;
     }
     threads = 32 * WM * WN;
+    if (em_knob_get(&c->t->knobs, "WGMMA", 0) && (WM != BM / 16 || WN != 1 || (BM != 64 && BM != 128) || BN % 16 || BN > 256)) {
+      ex_fail(c, "WGMMA=1 needs BM 64 or 128 with WM=BM/16, WN=1 (a warpgroup per 64 rows) and BN a multiple of 16 up to 256");
+      return;
+    }
   } else {
     if (BM % TM || BN % TN) {
       ex_fail(c, "BM=%d, BN=%d are not multiples of TM=%d, TN=%d", BM, BN, TM, TN);
@@ -204,6 +245,11 @@ void ex_k_contraction(ectx *c, em_launch *L) {
   /* ASYNC=1: operand rows copied 16 bytes at a time with cp.async into a STAGES-deep ring of tiles; needs
    * the warp tier and operands that are kernel inputs with a contiguous K (a multiple of 8) */
   int tma = em_knob_get(&c->t->knobs, "TMA", 0);
+  if (em_knob_get(&c->t->knobs, "WGMMA", 0) && !tma) {
+    ex_fail(c, "WGMMA=1 reads its operands from TMA-staged swizzled tiles (TMA=1)");
+    return;
+  }
+  if (em_knob_get(&c->t->knobs, "WGMMA", 0)) c->extra_prelude = ex_TMA_PRELUDE;
   /* SPLIT_K=S: grid z splits the K tiles in S slices; each block writes its partial accumulators to scratch and
    * the last block of an (m, n) tile (a counter) sums them in slice order, so the result is deterministic */
   int SK = em_knob_get(&c->t->knobs, "SPLIT_K", 1);
@@ -395,8 +441,12 @@ void ex_k_contraction(ectx *c, em_launch *L) {
     const char *aS = ex_A(c, "(em_sb + st * %lldu)", abytes);
     const char *bS = ex_A(c, "(em_sb + %lldu + st * %lldu)", stages * abytes, bbytes);
     const char *b2S = ex_A(c, "(em_sb + %lldu + st * %lldu)", stages * (abytes + bbytes), bbytes);
-    tile_src ts = {1, "", aS, bS, b2S};
-    mma_tile_step(c, &ts, 64, FM, FN, BM / WM, BN / WN, dual, mma_t);
+    if (em_knob_get(&c->t->knobs, "WGMMA", 0)) {
+      wgmma_tile_step(c, aS, bS, b2S, BM, BN, dual, mma_t);
+    } else {
+      tile_src ts = {1, "", aS, bS, b2S};
+      mma_tile_step(c, &ts, 64, FM, FN, BM / WM, BN / WN, dual, mma_t);
+    }
     if (stages == 1) ex_line(c, "__syncthreads();");
     c->indent--;
     ex_line(c, "}");

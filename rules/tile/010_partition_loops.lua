@@ -53,6 +53,27 @@ return {
       return out
     end },
 
+  -- The Hopper warpgroup tier: wgmma.mma_async m64nBNk16 reading both operands from the TMA-staged,
+  -- 128-byte-swizzled tiles through shared-memory descriptors; a warpgroup (4 warps) per 64 rows of the tile.
+  -- Written without a GPU run (2026-11-30): offered after the mma.sync tiles until measured.
+  { name = "wgmma_tier", family = "TILE", kinds = { "contraction" }, knobs = { WGMMA = 0 },
+    gate = function(k, dev)
+      local ok, why = atom.tma(k, dev)
+      if not ok then return false, "wgmma reads TMA-staged tiles: " .. why end
+      return true, ("wgmma.mma_async m64nNk16 %s from swizzled shared memory"):format(k.dtype)
+    end,
+    fork = function(k, dev)
+      local out = {}
+      for _, bm in ipairs { 64, 128 } do
+        for _, bn in ipairs { 128, 64, 256 } do
+          if not (k.dual and bn > 128) then
+            out[#out + 1] = { MMA = 1, WGMMA = 1, BM = bm, BN = bn, BK = 64, WM = bm / 16, WN = 1, TM = 4, TN = 4, PAD_SMEM = 0 }
+          end
+        end
+      end
+      return out
+    end },
+
   -- Scalar contraction: a BM x BN block tile staged through shared memory BK deep, a TM x TN register tile
   -- per thread.
   { name = "scalar_contraction", family = "TILE", kinds = { "contraction" },

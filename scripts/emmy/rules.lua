@@ -158,6 +158,9 @@ function M.resource_check(k, c, dev)
   if k.kind == "contraction" and (c.SPLIT_K or 1) > 1 and c.MMA ~= 1 then
     return false, "SPLIT_K > 1 needs the warp tier (MMA=1)"
   end
+  if k.kind == "contraction" and c.WGMMA == 1 and (c.TMA ~= 1 or c.MMA ~= 1) then
+    return false, "WGMMA=1 reads TMA-staged swizzled tiles (TMA=1)"
+  end
   if k.kind == "contraction" and c.TMA == 1 then
     -- the hardware's box limits and the swizzle's row size
     if c.MMA ~= 1 or c.ASYNC ~= 1 then return false, "TMA=1 stages the warp tier's ring (MMA=1, ASYNC=1)" end

@@ -131,6 +131,16 @@ test("SPLIT_K=4: grid z slices K, partials in scratch, the last block sums them 
   check(c2 ~= 0, "SPLIT_K=2 with MMA=0 matches no candidate: " .. o2)
 end)
 
+test("WGMMA=1: wgmma.mma_async from shared-memory descriptors of the TMA tiles, a warpgroup per 64 rows", function()
+  local code, out, err = emmy(args("compile", L0, "--ir", "cuda", "--kernel", "k_linear_add"), { env = "EMMY_KNOBS=WGMMA=1,BM=128,BN=128" })
+  eq(code, 0, "exit: " .. err)
+  check(out:find("wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 {%0,", 1, true), out)
+  check(out:find("(unsigned)(wid >> 2) * 8192u", 1, true), "the second warpgroup reads rows 64..127: " .. out)
+  check(out:find("__launch_bounds__(256)", 1, true) and out:find("em_wg_wait0();", 1, true), out)
+  local c2, _, e2 = emmy(args("compile", L0, "--ir", "tile"), { env = "EMMY_KNOBS=WGMMA=1,TMA=0" })
+  check(c2 ~= 0 and e2:find("no candidate", 1, true), "WGMMA without TMA: " .. e2)
+end)
+
 test("VIEW_OUT=1 writes attention in o_proj's layout, so o_proj's operand is a plain input (cp.async)", function()
   local code, out, err = emmy(args("compile", L0, "--ir", "kernel"), { env = "EMMY_VIEW_OUT=1" })
   eq(code, 0, "exit: " .. err)
