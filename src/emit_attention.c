@@ -60,14 +60,19 @@ static void k_flash(ectx *c, em_launch *L) {
     ex_fail(c, "FLASH=1 needs bf16/f16, got %s", em_dtype_name(dt));
     return;
   }
+  /* KVSPLIT=2: twice the warps, the two halves of each query row group taking alternate K/V tiles, their
+   * softmax states merged through shared memory at the end (more warps per SM at short lengths) */
+  int P = em_knob_get(&c->t->knobs, "KVSPLIT", 1);
   int kvst0 = em_knob_get(&c->t->knobs, "KVST", 1);
-  int rows0 = BQ > 2 * BKV * kvst0 ? BQ : 2 * BKV * kvst0;
-  if (BQ % 16 || BKV % 16 || BQ < 16 || BKV < 16 || kvst0 < 1 || kvst0 > 2 || rows0 * (D + 8) * 2 > 49152) {
-    ex_fail(c, "FLASH=1 needs BQ, BKV multiples of 16, KVST 1 or 2 and max(BQ, 2*BKV*KVST)*(D+8)*2 <= 49152 B");
+  int rows0 = BQ > 2 * BKV * kvst0 * P ? BQ : 2 * BKV * kvst0 * P;
+  if (BQ % 16 || BKV % 16 || BQ < 16 || BKV < 16 || kvst0 < 1 || kvst0 > 2 || P < 1 || P > 2 ||
+      rows0 * (D + 8) * 2 > (P == 1 ? 49152 : 232448)) {
+    ex_fail(c, "FLASH=1 needs BQ, BKV multiples of 16, KVST 1 or 2, KVSPLIT 1 or 2 and max(BQ, 2*BKV*KVST*KVSPLIT)*(D+8)*2 "
+               "bytes of shared memory (48 KB static, 227 KB with KVSPLIT=2)");
     return;
   }
   const char *mt = dt == EM_F16 ? "f16" : "bf16", *cvt = dt == EM_F16 ? "em_f2h" : "em_f2bf";
-  int warps = BQ / 16, threads = 32 * warps, ND = (int)(D / 8), KD = (int)(D / 16), NS = BKV / 8;
+  int WQ = BQ / 16, warps = WQ * P, threads = 32 * warps, ND = (int)(D / 8), KD = (int)(D / 16), NS = BKV / 8;
   double scale = an->args[6].present ? an->args[6].f : 1.0 / sqrt((double)D);
   int causal = an->args[5].b, gqa = an->args[7].b;
   em_shape bat = *os;
@@ -78,14 +83,24 @@ static void k_flash(ectx *c, em_launch *L) {
   /* one shared buffer: the Q tile first (its fragments then live in registers), then KVST stages of K and V
    * tiles (KVST=2: the next tile's cp.async copies overlap this tile's math) */
   int kvst = em_knob_get(&c->t->knobs, "KVST", 1);
-  int rows = BQ > 2 * BKV * kvst ? BQ : 2 * BKV * kvst;
+  int rows = rows0;
   long long DP = (long long)(D + 8);
-  ex_line(c, "__shared__ __align__(16) unsigned short em_sm[%d][%lld];", rows, DP);
+  if (P == 1) {
+    ex_line(c, "__shared__ __align__(16) unsigned short em_sm[%d][%lld];", rows, DP);
+  } else {
+    /* the buffer also holds the merge: per row-group warp and lane, its o row block, max and sum */
+    int64_t merge = (int64_t)WQ * 32 * (ND * 4 + 4) * 4;
+    L->smem = (int64_t)rows * DP * 2 > merge ? (int64_t)rows * DP * 2 : merge;
+    ex_line(c, "extern __shared__ __align__(16) unsigned char em_smd[];");
+    ex_line(c, "unsigned short (*const em_sm)[%lld] = reinterpret_cast<unsigned short (*)[%lld]>(em_smd);", DP, DP);
+  }
   ex_line(c, "unsigned short (*const Qs)[%lld] = em_sm;", DP);
   ex_line(c, "const long long Lq = %s, S = %s, bh = blockIdx.y;", ex_dim_c(c, &os->d[r - 2]), ex_dim_c(c, &ks->d[r - 2]));
   /* causal: the longest query tiles (the last rows) are launched first, so the short ones fill the tail */
   ex_line(c, "const long long q0 = (long long)(%sblockIdx.x) * %d;", causal ? "gridDim.x - 1 - " : "", BQ);
   ex_line(c, "const int tid = threadIdx.x, lane = tid & 31, w = tid >> 5;");
+  if (P == 2) ex_line(c, "const int wr = w %% %d, wp = w / %d;", WQ, WQ); /* row group, K/V half */
+  const char *wrow = P == 2 ? "wr" : "w";
   ivec bi = ex_unravel(c, "bh", &bat);
   ivec oi = {r};
   for (int i = 0; i < r - 2; i++) {
@@ -100,8 +115,8 @@ static void k_flash(ectx *c, em_launch *L) {
   int qb = -1, kb = -1, vb = -1;
   int q_rows = rows_copyable(c, q, &qb, qst, D), k_rows = rows_copyable(c, k, &kb, kst, D);
   int v_rows = rows_copyable(c, v, &vb, vst, D);
-  if (kvst == 2 && !(k_rows && v_rows)) {
-    ex_fail(c, "KVST=2 needs keys and values that are strided views of kernel inputs with contiguous rows");
+  if ((kvst == 2 || P == 2) && !(k_rows && v_rows)) {
+    ex_fail(c, "KVST=2 and KVSPLIT=2 need keys and values that are strided views of kernel inputs with contiguous rows");
     return;
   }
   if (q_rows) {
@@ -142,13 +157,13 @@ static void k_flash(ectx *c, em_launch *L) {
   ex_line(c, "__syncthreads();");
   ex_line(c, "unsigned qf[%d][4];", KD);
   ex_line(c, "#pragma unroll");
-  ex_line(c, "for (int kd = 0; kd < %d; kd++) em_ldsm_x4(qf[kd], &Qs[w * 16 + (lane & 15)][kd * 16 + (lane >> 4) * 8]);", KD);
+  ex_line(c, "for (int kd = 0; kd < %d; kd++) em_ldsm_x4(qf[kd], &Qs[%s * 16 + (lane & 15)][kd * 16 + (lane >> 4) * 8]);", KD, wrow);
   ex_line(c, "__syncthreads();"); /* the K/V stages reuse the Q tile's rows */
   ex_line(c, "float o[%d][4];", ND);
   ex_line(c, "#pragma unroll");
   ex_line(c, "for (int j = 0; j < %d; j++) o[j][0] = o[j][1] = o[j][2] = o[j][3] = 0.0f;", ND);
   ex_line(c, "float mrow[2] = {-INFINITY, -INFINITY}, lrow[2] = {0.0f, 0.0f};");
-  ex_line(c, "const long long lr0 = q0 + w * 16 + (lane >> 2), lr1 = lr0 + 8;");
+  ex_line(c, "const long long lr0 = q0 + %s * 16 + (lane >> 2), lr1 = lr0 + 8;", wrow);
   ex_line(c, "const long long send = %s;", causal ? ex_A(c, "(q0 + %d < S ? q0 + %d : S)", BQ, BQ) : "S");
   ex_line(c, "const int nt = (int)((send + %d) / %d);", BKV - 1, BKV);
   ivec kk, vv;
@@ -176,6 +191,36 @@ static void k_flash(ectx *c, em_launch *L) {
     ex_line(c, "}");
     c->indent--;
     ex_line(c, "};");
+    if (P == 2) {
+      /* round it: tiles 2it (slot 0) and 2it+1 (slot 1) of stage it & 1; warp half wp computes tile 2it+wp */
+      ex_line(c, "const int nr = (nt + 1) / 2;");
+      ex_line(c, "auto em_round = [&](int st, int it) {");
+      ex_line(c, "  if (2 * it < nt) em_kv(st * 2, (long long)(2 * it) * %d);", BKV);
+      ex_line(c, "  if (2 * it + 1 < nt) em_kv(st * 2 + 1, (long long)(2 * it + 1) * %d);", BKV);
+      ex_line(c, "};");
+      if (kvst == 2) {
+        ex_line(c, "em_round(0, 0);");
+        ex_line(c, "em_cp_commit();");
+      }
+      ex_line(c, "for (int it = 0; it < nr; it++) {");
+      c->indent++;
+      if (kvst == 2) {
+        ex_line(c, "if (it + 1 < nr) em_round((it + 1) & 1, it + 1);");
+        ex_line(c, "em_cp_commit();");
+        ex_line(c, "em_cp_wait<1>();");
+      } else {
+        ex_line(c, "em_round(0, it);");
+        ex_line(c, "em_cp_commit();");
+        ex_line(c, "em_cp_wait<0>();");
+      }
+      ex_line(c, "const int em_t = 2 * it + wp;");
+      ex_line(c, "const long long s0 = (long long)em_t * %d;", BKV);
+      ex_line(c, "unsigned short (*const Ks)[%lld] = em_sm + (%s * 2 + wp) * %d, (*const Vs)[%lld] = Ks + %d;", DP,
+              kvst == 2 ? "(it & 1)" : "0", 2 * BKV, DP, BKV);
+      ex_line(c, "__syncthreads();");
+      ex_line(c, "if (em_t < nt) {");
+      c->indent++;
+    } else {
     if (kvst == 2) {
       ex_line(c, "if (nt > 0) em_kv(0, 0LL);");
       ex_line(c, "em_cp_commit();");
@@ -195,6 +240,7 @@ static void k_flash(ectx *c, em_launch *L) {
       ex_line(c, "unsigned short (*const Ks)[%lld] = em_sm, (*const Vs)[%lld] = Ks + %d;", DP, DP, BKV);
     }
     ex_line(c, "__syncthreads();");
+    }
   } else {
     ex_line(c, "for (int it = 0; it < nt; it++) {");
     c->indent++;
@@ -304,9 +350,37 @@ static void k_flash(ectx *c, em_launch *L) {
   ex_line(c, "    em_mma_%s(o[j + 1], pa, b1);", mt);
   ex_line(c, "  }");
   ex_line(c, "}");
+  if (P == 2) {
+    c->indent--;
+    ex_line(c, "}");
+  }
   ex_line(c, "__syncthreads();"); /* this stage is refilled by a later iteration */
   c->indent--;
   ex_line(c, "}");
+  if (P == 2) {
+    /* merge: the second half's (o, max, sum) per lane through shared memory into the first half, which writes */
+    int stride = ND * 4 + 4;
+    ex_line(c, "float *const em_mg = reinterpret_cast<float *>(em_smd) + (wr * 32 + lane) * %d;", stride);
+    ex_line(c, "if (wp == 1) {");
+    ex_line(c, "  #pragma unroll");
+    ex_line(c, "  for (int j = 0; j < %d; j++) em_mg[j * 4] = o[j][0], em_mg[j * 4 + 1] = o[j][1], em_mg[j * 4 + 2] = o[j][2], em_mg[j * 4 + 3] = o[j][3];", ND);
+    ex_line(c, "  em_mg[%d] = mrow[0]; em_mg[%d] = mrow[1]; em_mg[%d] = lrow[0]; em_mg[%d] = lrow[1];", ND * 4, ND * 4 + 1, ND * 4 + 2,
+            ND * 4 + 3);
+    ex_line(c, "}");
+    ex_line(c, "__syncthreads();");
+    ex_line(c, "if (wp == 1) return;");
+    ex_line(c, "float em_c1[2], em_c2[2];");
+    ex_line(c, "#pragma unroll");
+    ex_line(c, "for (int h = 0; h < 2; h++) {");
+    ex_line(c, "  const float m2 = em_mg[%d + h], l2 = em_mg[%d + h], mn = fmaxf(mrow[h], m2);", ND * 4, ND * 4 + 2);
+    ex_line(c, "  em_c1[h] = mrow[h] == -INFINITY ? 0.0f : exp2f(mrow[h] - mn);");
+    ex_line(c, "  em_c2[h] = m2 == -INFINITY ? 0.0f : exp2f(m2 - mn);");
+    ex_line(c, "  lrow[h] = lrow[h] * em_c1[h] + l2 * em_c2[h];");
+    ex_line(c, "}");
+    ex_line(c, "#pragma unroll");
+    ex_line(c, "for (int j = 0; j < %d; j++)", ND);
+    ex_line(c, "  for (int qd = 0; qd < 4; qd++) o[j][qd] = o[j][qd] * em_c1[qd >> 1] + em_mg[j * 4 + qd] * em_c2[qd >> 1];");
+  }
   /* epilogue: each accumulator element (row l, column d) */
   ex_line(c, "#pragma unroll");
   ex_line(c, "for (int j = 0; j < %d; j++) {", ND);

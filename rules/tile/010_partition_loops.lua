@@ -162,7 +162,7 @@ return {
   -- Flash attention on the warp tier: BQ query rows per block (a warp per 16), BKV keys per step staged in
   -- shared memory, QKᵀ and PV on mma.sync, online softmax in f32 (base 2). Offered before the scalar options:
   -- measured 35.9 us against 877.5 us for the scalar default (Qwen3 layer 0, seq_len 512, H200, bench/run.sh).
-  { name = "flash_tier", family = "WORK", kinds = { "attention" }, knobs = { FLASH = 0, BQ = 64, BKV = 32, KVST = 1 },
+  { name = "flash_tier", family = "WORK", kinds = { "attention" }, knobs = { FLASH = 0, BQ = 64, BKV = 32, KVST = 1, KVSPLIT = 1 },
     gate = function(k, dev)
       if not atom.is_half(k.dtype) then return false, ("dtype %s (mma.sync needs bf16/f16)"):format(k.dtype) end
       if not k.E or k.E ~= k.Ev or k.E % 16 ~= 0 or k.E > 256 then
@@ -174,11 +174,17 @@ return {
       local out = {}
       -- one shared buffer holds the Q tile, then KVST stages of K and V tiles (KVST=2 double-buffers them; the
       -- emitter refuses it when K or V is not a strided view of a kernel input)
-      for _, kvst in ipairs { 2, 1 } do
-        for _, bq in ipairs { 64, 32, 128 } do
-          for _, bkv in ipairs { 32, 64, 16 } do
-            if math.max(bq, 2 * bkv * kvst) * (k.E + 8) * 2 <= dev.smem_static and (kvst == 1 or k.kv_rows) then
-              out[#out + 1] = { FLASH = 1, BQ = bq, BKV = bkv, KVST = kvst }
+      -- KVSPLIT=2 (written without a GPU run, offered last): twice the warps, each half taking alternate K/V
+      -- tiles, the softmax states merged at the end; its buffer is dynamic shared memory
+      for _, split in ipairs { 1, 2 } do
+        for _, kvst in ipairs { 2, 1 } do
+          for _, bq in ipairs { 64, 32, 128 } do
+            for _, bkv in ipairs { 32, 64, 16 } do
+              local bytes = math.max(bq, 2 * bkv * kvst * split) * (k.E + 8) * 2
+              local cap = split == 1 and dev.smem_static or (dev.smem_optin or dev.smem_static)
+              if bytes <= cap and ((kvst == 1 and split == 1) or k.kv_rows) and bq / 16 * split <= 16 then
+                out[#out + 1] = { FLASH = 1, BQ = bq, BKV = bkv, KVST = kvst, KVSPLIT = split }
+              end
             end
           end
         end

@@ -164,23 +164,34 @@ return {
           local src, la
           if c == p.choice then src, la = sources[p.kernel.name].src, sources[p.kernel.name].launch
           else src, la = kernels.emit(p, c.knobs) end
-          -- a forked compile with a deadline: a pathological variant becomes a timeout row, never a hang
-          jobs[#jobs + 1] = { source = src, arch = dev.arch, name = p.kernel.name .. ".cu",
-            options = { "-std=c++17" }, timeout_ms = 120000 }
+          -- a forked compile with a deadline: a pathological variant becomes a timeout row, never a hang; a
+          -- variant the emitter refuses is an emit_fail row (a gate or the resource check should have refused it)
+          if src then
+            jobs[#jobs + 1] = { source = src, arch = dev.arch, name = p.kernel.name .. ".cu",
+              options = { "-std=c++17" }, timeout_ms = 120000 }
+          end
           -- shared memory: ptxas's static bytes plus the launch's dynamic bytes (the cp.async ring)
-          which[#which + 1] = { plan = p, cand = c, dyn = type(la) == "table" and la.smem or 0 }
+          which[#which + 1] = { plan = p, cand = c, dyn = type(la) == "table" and la.smem or 0, emit_err = not src and la or nil }
         end
       end
       local t0 = require("emmy.sys").clock()
       local last = 0
-      local res = nv.compile_many(jobs, { progress = function(done, total)
+      local compiled = nv.compile_many(jobs, { progress = function(done, total)
         local now = require("emmy.sys").clock()
         if now - last > 3 or done == total then
           io.stderr:write(("  nvrtc %d/%d (%.1fs)\n"):format(done, total, now - t0))
           last = now
         end
       end })
-      if not res then cli.fail("NVRTC is not available") end
+      if not compiled then cli.fail("NVRTC is not available") end
+      local res, nextj = {}, 0
+      for i, w in ipairs(which) do
+        if w.emit_err then res[i] = { status = "emit_fail", log = "error: " .. tostring(w.emit_err) }
+        else
+          nextj = nextj + 1
+          res[i] = compiled[nextj]
+        end
+      end
       local rows, bad = {}, 0
       local many = opts.all_variants or opts.sample
       -- with many variants per kernel: one summary row per kernel (ranges), then a row per failed variant

@@ -184,8 +184,16 @@ function M.resource_check(k, c, dev)
     threads = (c.THREADS or 0) * (c.RPB or 1)
     if (c.THREADS or 0) % 32 ~= 0 then return false, "THREADS per row must be a multiple of 32" end
   elseif k.kind == "attention" and c.FLASH == 1 then
-    threads = 32 * math.floor((c.BQ or 0) / 16)
-    smem = math.max(c.BQ or 0, 2 * (c.BKV or 0) * (c.KVST or 1)) * ((k.E or 0) + 8) * 2
+    threads = 32 * math.floor((c.BQ or 0) / 16) * (c.KVSPLIT or 1)
+    smem = math.max(c.BQ or 0, 2 * (c.BKV or 0) * (c.KVST or 1) * (c.KVSPLIT or 1)) * ((k.E or 0) + 8) * 2
+    if (c.KVSPLIT or 1) > 1 then
+      smem = math.max(smem, math.floor((c.BQ or 0) / 16) * 32 * ((k.E or 0) / 2 + 4) * 4) -- the states' merge
+      -- dynamic shared memory (opt-in): checked here, the static cap below does not apply
+      if smem > (dev.smem_optin or dev.smem_static) then
+        return false, ("%d B of dynamic shared memory exceed %d B per block"):format(smem, dev.smem_optin or dev.smem_static)
+      end
+      smem = 0
+    end
   elseif k.kind == "attention" then
     threads = c.QROWS or 0
     smem = 4 * (c.KV_TILE or 0) * ((k.E or 0) + (k.Ev or 0))
