@@ -14,6 +14,7 @@
   X(nvrtc)                \
   X(ref)                  \
   X(safetensors)          \
+  X(sqlite)               \
   X(sys)
 
 #define X(m) int luaopen_emmy_##m(lua_State *L);
