@@ -10,7 +10,8 @@ function M.dir() return os.getenv("EMMY_RULES") or (EMMY_HOME .. "/rules/tile") 
 
 local SAFE = { "ipairs", "pairs", "tostring", "tonumber", "type", "select", "error", "assert", "unpack", "next" }
 
-local function sandbox(dir, cache)
+-- The rule sandbox over folder dir (rules/tile/, rules/prior/): the rule API only, `use "_name"` helpers.
+function M.sandbox(dir, cache)
   local env = {}
   for _, k in ipairs(SAFE) do env[k] = _G[k] end
   env.math = { floor = math.floor, ceil = math.ceil, max = math.max, min = math.min, huge = math.huge, sqrt = math.sqrt,
@@ -41,7 +42,7 @@ function M.load(dir)
   local files = sys.listdir(dir)
   if not files then error(("rules folder %s does not exist (EMMY_RULES)"):format(dir), 0) end
   local out, cache = {}, {}
-  local env = sandbox(dir, cache)
+  local env = M.sandbox(dir, cache)
   for _, f in ipairs(files) do
     if f:match("^%d+_.*%.lua$") then
       local path = dir .. "/" .. f

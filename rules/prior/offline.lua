@@ -1,0 +1,38 @@
+-- offline.lua — the offline half of the prior: a hand-set roofline-style cost (µs) over the features, useful
+-- before anything is measured. The weights are the device's peak rates and the efficiency of each tier and
+-- transport; they were set by hand against the exhaustive tile sweeps of 2026-11-30 on the H200
+-- (tests/fixtures/prior/: 3022 measured warp-tier variants of 11 contractions; over them the cost ranks with a
+-- mean Spearman rho of 0.85 and picks within 1.15x of each kernel's best, 1.03x on average — tested in
+-- tests/lua/test_prior.lua). Edit and re-run the test: no rebuild.
+local W = {
+  clock_ghz = 1.98,
+  -- FLOP per cycle per SM: FFMA, mma.sync, wgmma (dense bf16; wgmma's not yet measured, the device peak)
+  rate = { [0] = 256, [1] = 2048, [2] = 4096 },
+  transport = { [0] = 0.12, [1] = 0.55, [2] = 0.8 }, -- element-wise fills, cp.async ring, TMA
+  stage_hide = 0.55,      -- each further ring stage hides this fraction of the remaining copy latency
+  warps_full = 12,        -- resident warps per SM that keep the tensor pipe fed
+  bk_sync = 24,           -- a k-tile barrier costs as much as this many K columns of math
+  reuse_half = 1.5,       -- warp-tile operand reuse at which the tile step runs at half rate
+  l2_gbps = 9000, dram_gbps = 4000,
+  fixed_us = 4.0,         -- launch and replay overhead of one kernel (measured: one-kernel graphs, 4-5 us)
+  split_us = 1.5,         -- the split-K partial round trip and the last block's sum
+}
+
+local O = { weights = W }
+
+function O.contraction(f)
+  local rate = W.rate[f.tier] * W.clock_ghz * 1e3              -- FLOP per µs per SM
+  local hide = f.transport == 0 and 0 or (1 - (1 - W.stage_hide) ^ f.stages)
+  local feed = W.transport[f.transport] + (1 - W.transport[f.transport]) * hide
+  local occ = math.min(1, f.warps / W.warps_full)
+  local shape = f.reuse / (f.reuse + W.reuse_half)
+  local sync = f.bk / (f.bk + W.bk_sync)
+  local eff = feed * occ * shape * sync
+  -- the busiest SM runs its tiles per_sm at a time sharing one pipe: a partial last round costs a full one
+  local rounds = math.ceil(f.busiest / f.per_sm)
+  local t_sm = rounds * math.min(f.busiest, f.per_sm) * f.tile_flops / (rate * eff)
+  local t_mem = math.max(f.l2_bytes / (W.l2_gbps * 1e3), f.bytes / (W.dram_gbps * 1e3))
+  return math.max(t_sm, t_mem) + W.fixed_us + (f.split > 1 and W.split_us or 0)
+end
+
+return O

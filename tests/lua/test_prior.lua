@@ -1,0 +1,83 @@
+-- The offline prior (rules/prior/, emmy.prior) against measurement: 3022 warp-tier variants of 11 Qwen3 layer-0
+-- contractions timed on the H200 (tests/fixtures/prior/). Its pick must be near each kernel's best and its order
+-- must follow the measured one; the weights are data in rules/prior/ (EMMY_PRIOR=DIR reads another folder).
+local cjson = require "cjson"
+local prior = require "emmy.prior"
+
+local T = {}
+local function test(name, fn) T[#T + 1] = { name, fn } end
+
+local function fixture()
+  local d = cjson.decode(read_file(ROOT .. "/tests/fixtures/prior/h200_qwen3_l0_s512.json"))
+  local by, order = {}, {}
+  for _, r in ipairs(d.rows) do
+    local name = d.kernel_order[r[1] + 1]
+    local c = { MMA = 1, TM = 4, TN = 4, SPLIT_K = 1 }
+    for i = 2, #d.columns - 1 do c[d.columns[i]] = r[i] end
+    local fk = d.kernels[name]
+    if not by[name] then
+      by[name] = { k = { kind = "contraction", M = d.M, N = fk.N, K = fk.K, dual = fk.dual or false }, knobs = {}, us = {} }
+      order[#order + 1] = name
+    end
+    local b = by[name]
+    b.knobs[#b.knobs + 1] = c
+    b.us[#b.us + 1] = r[#r]
+  end
+  return d, by, order
+end
+
+local function score(d, by, order, dir)
+  local out = {}
+  for _, name in ipairs(order) do
+    local b = by[name]
+    local pred, best, pick = {}, math.huge, 1
+    for i, c in ipairs(b.knobs) do
+      pred[i] = assert(prior.offline(b.k, c, d.device, dir))
+      best = math.min(best, b.us[i])
+      if pred[i] < pred[pick] then pick = i end
+    end
+    out[name] = { rho = prior.spearman(pred, b.us), ratio = b.us[pick] / best, pred = pred }
+  end
+  return out
+end
+
+test("the offline prior ranks measured tiles and picks near each kernel's best", function()
+  local d, by, order = fixture()
+  eq(#order, 11, "kernels in the fixture")
+  local s = score(d, by, order)
+  local sum, lines = 0, {}
+  for _, name in ipairs(order) do
+    local r = s[name]
+    sum = sum + r.rho
+    lines[#lines + 1] = ("    %-26s rho %.2f  pick %.2fx best"):format(name, r.rho, r.ratio)
+    check(r.ratio <= 1.2, name .. ": the prior's pick is more than 1.2x the best measured variant")
+    check(r.rho >= 0.6, name .. ": rank correlation below 0.6")
+  end
+  print(table.concat(lines, "\n"))
+  check(sum / #order >= 0.8, ("mean rank correlation %.2f below 0.8"):format(sum / #order))
+end)
+
+test("features are plain numbers; the prior's weights are edited without a rebuild (EMMY_PRIOR)", function()
+  local k = { kind = "contraction", M = 512, N = 2048, K = 1024, dual = false }
+  local c = { MMA = 1, BM = 64, BN = 64, BK = 64, WM = 2, WN = 4, TM = 4, TN = 4, ASYNC = 1, STAGES = 2, TMA = 1, SPLIT_K = 1 }
+  local dev = { sm_count = 132 }
+  local f = assert(prior.features(k, c, dev))
+  for name, v in pairs(f) do check(type(v) == "number" and v == v, name .. " is a number") end
+  eq(f.tiles, 8 * 32, "tiles")
+  eq(f.flops, 2 * 512 * 2048 * 1024, "flops")
+  eq(prior.features({ kind = "pointwise" }, {}, dev), nil, "no model for the kind: nil")
+  local base = prior.offline(k, c, dev)
+  local d = tmpdir()
+  sh(("cp %s/rules/prior/*.lua %s/"):format(shell_quote(ROOT), d))
+  write_file(d .. "/offline.lua", read_file(d .. "/offline.lua"):gsub("fixed_us = 4.0", "fixed_us = 104.0"))
+  local edited = prior.offline(k, c, dev, d)
+  check(math.abs(edited - base - 100) < 1e-6, ("the edit moves the cost by 100 us: %g -> %g"):format(base, edited))
+end)
+
+test("spearman: ranks with ties", function()
+  eq(prior.spearman({ 1, 2, 3, 4 }, { 10, 20, 30, 40 }), 1, "same order")
+  eq(prior.spearman({ 1, 2, 3, 4 }, { 4, 3, 2, 1 }), -1, "reversed")
+  check(math.abs(prior.spearman({ 1, 1, 2 }, { 5, 5, 9 }) - 1) < 1e-12, "ties")
+end)
+
+return T
