@@ -80,4 +80,61 @@ test("spearman: ranks with ties", function()
   check(math.abs(prior.spearman({ 1, 1, 2 }, { 5, 5, 9 }) - 1) < 1e-12, "ties")
 end)
 
+test("prior-guided search over the measured fixture: near the best in a fraction of the benches", function()
+  local search = require "emmy.search"
+  local d, by, order = fixture()
+  local lines, measured, space, runs, within, sum = {}, 0, 0, 0, 0, 0
+  for _, name in ipairs(order) do
+    local b = by[name]
+    local cands, truth, best = {}, {}, math.huge
+    for i, c in ipairs(b.knobs) do
+      cands[i] = { knobs = c, string = tostring(i) }
+      truth[cands[i]] = b.us[i]
+      best = math.min(best, b.us[i])
+    end
+    local worst, n = 1, 0
+    for seed = 1, 5 do -- exploration is seeded: judge the search over several seeds, not one lucky draw
+      local r = search.run { candidates = cands, patience = 24, batch = 8, seed = seed,
+        score = function(c) return prior.offline(b.k, c.knobs, d.device) end,
+        measure = function(c) return { status = "ok", median_us = truth[c] } end }
+      local ratio = r.best.median_us / best
+      runs, sum, n = runs + 1, sum + ratio, n + r.measured
+      if ratio <= 1.05 then within = within + 1 end
+      worst = math.max(worst, ratio)
+      measured, space = measured + r.measured, space + #cands
+      check(r.stopped == "patience", name .. ": stopped by " .. r.stopped)
+    end
+    lines[#lines + 1] = ("    %-26s %5.1f of %3d measured on average; worst of 5 seeds %.3fx the sweep's best"):format(name,
+      n / 5, #cands, worst)
+  end
+  print(table.concat(lines, "\n"))
+  print(("    %d of %d runs within 5%% of the sweep's best, mean %.3fx; %d of %d candidates measured"):format(within, runs,
+    sum / runs, measured, space))
+  check(within >= 0.9 * runs, "at least 90% of the runs end within 5% of the sweep's best")
+  check(sum / runs <= 1.03, "on average within 3%")
+  check(measured < space / 4, "far fewer measurements than the sweep")
+end)
+
+test("search: failures never win, max_candidates and exhaustion stop it, the same seed explores the same way", function()
+  local search = require "emmy.search"
+  local cands = {}
+  for i = 1, 40 do cands[i] = { string = tostring(i), knobs = { i = i } } end
+  local function run(seed, max)
+    return search.run { candidates = cands, patience = 100, batch = 5, seed = seed, max_candidates = max,
+      score = function(c) return c.knobs.i end,
+      measure = function(c) return c.knobs.i == 1 and { status = "wrong", error = "x" } or { status = "ok", median_us = 100 - c.knobs.i } end }
+  end
+  local r = run(3)
+  eq(r.stopped, "exhausted", "all measured")
+  eq(r.measured, 40, "every candidate once")
+  eq(r.best_candidate.knobs.i, 40, "the fastest ok row")
+  eq(r.rows[1].row.status, "wrong", "the prior's first pick failed and is a row")
+  local a, b2 = run(3, 12), run(3, 12)
+  eq(a.stopped, "max_candidates", "max_candidates")
+  eq(a.measured, 12, "12 measured")
+  local sa, sb = {}, {}
+  for i = 1, 12 do sa[i], sb[i] = a.rows[i].candidate.string, b2.rows[i].candidate.string end
+  eq(table.concat(sa, ","), table.concat(sb, ","), "the same seed, the same order")
+end)
+
 return T
