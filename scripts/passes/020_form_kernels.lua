@@ -292,17 +292,6 @@ return {
       end
     end
 
-    -- graph outputs that no kernel computes (views, free values) get a pointwise kernel of their own
-    for _, o in ipairs(g:outputs()) do
-      if not home[o] then
-        local k = new_kernel("pointwise", nil)
-        k.domain = o
-        k.copy_out = true
-        home[o] = k
-        k.homed[1] = o
-      end
-    end
-
     -- VIEW_OUT=1 (a structural fork): a kernel result read by other kernels only through one chain of
     -- bijective views (attention's output, transposed and reshaped before o_proj) is written in the chain's
     -- final layout, so its reader gets a plain contiguous operand (which the cp.async copies need).
@@ -325,6 +314,17 @@ return {
             end
           end
         end
+      end
+    end
+
+    -- graph outputs that no kernel computes (views, free values) get a pointwise kernel of their own
+    for _, o in ipairs(g:outputs()) do
+      if not home[o] then
+        local k = new_kernel("pointwise", nil)
+        k.domain = o
+        k.copy_out = true
+        home[o] = k
+        k.homed[1] = o
       end
     end
 

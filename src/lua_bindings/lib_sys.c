@@ -6,7 +6,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -153,11 +157,174 @@ static int l_fnv(lua_State *L) {
   return 1;
 }
 
+/* ---- child processes: sys.spawn(argv) -> proc | nil, msg -------------------------------------------------
+ * A child with its stdin and stdout on pipes (stderr inherited), for the bench worker that owns the CUDA context:
+ *   proc:send(line)                  -- writes line .. "\n" -> true | nil, msg (the child is gone)
+ *   proc:recv(timeout_ms)            -- the next line -> line | nil, "timeout" | nil, "exited: <how>"
+ *   proc:kill()                      -- SIGKILL, reaped; idempotent (also :close() and __gc)
+ *   proc:pid()                                                                                          */
+#define PROC_T "emmy.sys.proc"
+
+typedef struct {
+  pid_t pid;
+  int to, from; /* our ends: the child's stdin, the child's stdout */
+  char buf[1 << 16];
+  size_t n;     /* bytes in buf */
+  int status;   /* waitpid status once reaped, -1 before */
+} em_proc;
+
+static em_proc *check_proc(lua_State *L) { return em_lua_check(L, 1, PROC_T, "process"); }
+
+static void proc_reap(em_proc *p, int block) {
+  if (p->status != -1 || p->pid <= 0) return;
+  int st;
+  if (waitpid(p->pid, &st, block ? 0 : WNOHANG) == p->pid) p->status = st;
+}
+
+static void proc_how(em_proc *p, char *out, size_t n) {
+  if (p->status == -1) snprintf(out, n, "exited: still running");
+  else if (WIFEXITED(p->status)) snprintf(out, n, "exited: status %d", WEXITSTATUS(p->status));
+  else if (WIFSIGNALED(p->status)) snprintf(out, n, "exited: killed by signal %d (%s)", WTERMSIG(p->status), strsignal(WTERMSIG(p->status)));
+  else snprintf(out, n, "exited");
+}
+
+static int l_spawn(lua_State *L) {
+  luaL_checktype(L, 1, LUA_TTABLE);
+  int argc = (int)lua_objlen(L, 1);
+  if (argc < 1 || argc > 62) return em_lua_fail(L, "spawn: argv must have 1..62 strings");
+  const char *argv[64];
+  for (int i = 0; i < argc; i++) {
+    lua_rawgeti(L, 1, i + 1);
+    argv[i] = luaL_checkstring(L, -1);
+    lua_pop(L, 1); /* the strings stay alive in the argv table */
+  }
+  argv[argc] = NULL;
+  int in[2], out[2];
+  if (pipe(in) || pipe(out)) return em_lua_fail(L, "spawn: pipe failed");
+  fflush(NULL);
+  pid_t pid = fork();
+  if (pid < 0) return em_lua_fail(L, "spawn: fork failed");
+  if (pid == 0) {
+    dup2(in[0], 0);
+    dup2(out[1], 1);
+    close(in[0]); close(in[1]); close(out[0]); close(out[1]);
+    execvp(argv[0], (char *const *)argv);
+    _exit(127);
+  }
+  close(in[0]);
+  close(out[1]);
+  fcntl(in[1], F_SETFD, FD_CLOEXEC);
+  fcntl(out[0], F_SETFD, FD_CLOEXEC);
+  em_proc *p = calloc(1, sizeof *p);
+  p->pid = pid;
+  p->to = in[1];
+  p->from = out[0];
+  p->status = -1;
+  em_lua_push(L, PROC_T, p);
+  return 1;
+}
+
+static int l_proc_send(lua_State *L) {
+  em_proc *p = check_proc(L);
+  size_t n;
+  const char *s = luaL_checklstring(L, 2, &n);
+  struct sigaction ign = {.sa_handler = SIG_IGN}, old;
+  sigaction(SIGPIPE, &ign, &old); /* a dead child is an error return, not a signal */
+  int ok = 1;
+  for (size_t off = 0; ok && off < n + 1;) {
+    const char *src = off < n ? s + off : "\n";
+    size_t len = off < n ? n - off : 1;
+    ssize_t w = write(p->to, src, len);
+    if (w < 0 && errno == EINTR) continue;
+    if (w <= 0) ok = 0;
+    else off += (size_t)w;
+  }
+  sigaction(SIGPIPE, &old, NULL);
+  if (!ok) {
+    proc_reap(p, 0);
+    char how[128];
+    proc_how(p, how, sizeof how);
+    return em_lua_fail(L, how);
+  }
+  lua_pushboolean(L, 1);
+  return 1;
+}
+
+static int l_proc_recv(lua_State *L) {
+  em_proc *p = check_proc(L);
+  double timeout = luaL_optnumber(L, 2, -1);
+  struct timespec t0;
+  clock_gettime(CLOCK_MONOTONIC, &t0);
+  for (;;) {
+    char *nl = memchr(p->buf, '\n', p->n);
+    if (nl) {
+      size_t len = (size_t)(nl - p->buf);
+      lua_pushlstring(L, p->buf, len);
+      memmove(p->buf, nl + 1, p->n - len - 1);
+      p->n -= len + 1;
+      return 1;
+    }
+    if (p->n == sizeof p->buf) return em_lua_fail(L, "recv: a line longer than 64 KB");
+    int wait_ms = -1;
+    if (timeout >= 0) {
+      struct timespec t;
+      clock_gettime(CLOCK_MONOTONIC, &t);
+      double left = timeout - ((double)(t.tv_sec - t0.tv_sec) * 1e3 + (double)(t.tv_nsec - t0.tv_nsec) * 1e-6);
+      if (left <= 0) return em_lua_fail(L, "timeout");
+      wait_ms = (int)left + 1;
+    }
+    struct pollfd pf = {.fd = p->from, .events = POLLIN};
+    int r = poll(&pf, 1, wait_ms);
+    if (r < 0 && errno == EINTR) continue;
+    if (r == 0) return em_lua_fail(L, "timeout");
+    ssize_t got = read(p->from, p->buf + p->n, sizeof p->buf - p->n);
+    if (got < 0 && errno == EINTR) continue;
+    if (got <= 0) {
+      proc_reap(p, 1);
+      char how[128];
+      proc_how(p, how, sizeof how);
+      return em_lua_fail(L, how);
+    }
+    p->n += (size_t)got;
+  }
+}
+
+static int l_proc_pid(lua_State *L) {
+  lua_pushinteger(L, check_proc(L)->pid);
+  return 1;
+}
+
+static int l_proc_close(lua_State *L) {
+  em_box *b = luaL_checkudata(L, 1, PROC_T);
+  em_proc *p = b->p;
+  if (!p) return 0;
+  if (p->status == -1 && p->pid > 0) {
+    kill(p->pid, SIGKILL);
+    proc_reap(p, 1);
+  }
+  close(p->to);
+  close(p->from);
+  free(p);
+  b->p = NULL;
+  return 0;
+}
+
+static int l_proc_tostring(lua_State *L) {
+  em_box *b = luaL_checkudata(L, 1, PROC_T);
+  if (b->p) lua_pushfstring(L, "process %d", (int)((em_proc *)b->p)->pid);
+  else lua_pushstring(L, "process (closed)");
+  return 1;
+}
+
 int luaopen_emmy_sys(lua_State *L) {
+  static const luaL_Reg proc_methods[] = {
+      {"send", l_proc_send}, {"recv", l_proc_recv}, {"pid", l_proc_pid}, {"kill", l_proc_close}, {NULL, NULL}};
+  em_lua_class(L, PROC_T, proc_methods, l_proc_close, l_proc_tostring);
   static const luaL_Reg fns[] = {{"version", l_version}, {"isatty", l_isatty},   {"nproc", l_nproc},
                                  {"clock", l_clock},     {"listdir", l_listdir}, {"stat", l_stat},
                                  {"mkdir_p", l_mkdir_p}, {"realpath", l_realpath}, {"getpid", l_getpid},
-                                 {"cuda", l_cuda},       {"nvrtc", l_nvrtc},     {"fnv", l_fnv},         {NULL, NULL}};
+                                 {"cuda", l_cuda},       {"nvrtc", l_nvrtc},     {"fnv", l_fnv},         {"spawn", l_spawn},
+                                 {NULL, NULL}};
   lua_newtable(L);
   luaL_register(L, NULL, fns);
   return 1;

@@ -1,0 +1,99 @@
+-- scripts/worker/main.lua — the bench worker's child side (emmy.worker starts it): reads one JSON request per
+-- line on stdin, answers one JSON line on stdout. It owns the CUDA context (opened on the first request that
+-- needs it) and never outlives a fault: the parent kills and restarts it.
+--   {op = "ping"}                                   -> {status = "ok", pid}
+--   {op = "info"}                                   -> {status = "ok", gpu = {...}} | {status = "no_gpu", error}
+--   {op = "bench", repro = FILE.torch.json, knobs = {K = V}, bind = {name = N}, reps, warmup, seed}
+--     -> {status = "ok" | "compile_fail" | "load_fail" | "launch_fail" | "wrong" | "no_gpu", error,
+--         median_us, min_us, p20_us, p80_us, samples, regs, spills, smem, compile_ms}
+-- With EMMY_WORKER_TEST=1 (tests only): {op = "exit"} exits 3, {op = "kill"} dies of SIGKILL, {op = "hang"} spins.
+io.stdout:setvbuf("line")
+local cjson = require "cjson"
+local sys = require "emmy.sys"
+
+local cu, cu_err
+local function device()
+  if cu or cu_err then return cu, cu_err end
+  local ok, c, err = pcall(function() return require("emmy.cuda").open() end)
+  if ok and c then cu = c else cu_err = tostring(ok and err or c) end
+  return cu, cu_err
+end
+
+local function bench(req)
+  local graphjson = require "emmy.graphjson"
+  local compiler, kernels, gpu = require "emmy.compiler", require "emmy.kernels", require "emmy.gpu"
+  local inputs, ref = require "emmy.inputs", require "emmy.ref"
+  local c, err = device()
+  if not c then return { status = "no_gpu", error = err } end
+  local g = assert(graphjson.read(req.repro))
+  local bind = assert(g:bind(req.bind or {}))
+  local info = c:info()
+  local plans = kernels.plan(compiler.run(g), { device = { name = info.name, sm_count = info.sm_count, smem_static = 49152,
+    smem_optin = info.smem_optin, max_threads = 1024, regs_per_block = 65536, cc = info.cc, cc_major = info.cc_major } })
+  -- a reproducer may re-form with a copy kernel for a view it returns: bench its main kernel (contraction,
+  -- attention, row, reduce, then pointwise), on the reference's values of that kernel's own inputs
+  local RANK = { contraction = 1, attention = 2, row = 3, reduce = 4, pointwise = 5 }
+  local p = plans[1]
+  for _, q in ipairs(plans) do if (RANK[q.kernel.kind] or 9) < (RANK[p.kernel.kind] or 9) then p = q end end
+  local knobs = {}
+  for k, v in pairs(p.choice.knobs) do knobs[k] = v end
+  for k, v in pairs(req.knobs or {}) do knobs[k] = v end
+  local okb, built = pcall(gpu.build, c, { { plan = p, knobs = knobs } })
+  if not okb then return { status = "emit_fail", error = tostring(built) } end
+  local e = built[1]
+  local r = e.compile or {}
+  local row = { kernel = p.kernel.name, regs = r.regs, spills = r.spill_stores, smem = (r.smem or 0) + (e.launch and e.launch.smem or 0), compile_ms = r.ms }
+  if e.error then
+    row.status, row.error = e.error:match("^(%w+_fail)") or "compile_fail", e.error
+    return row
+  end
+  local ins = assert(inputs.for_graph(g, bind, req.seed or 0))
+  local vals = assert(ref.run(g, ins, { bind = bind, keep_all = true }))
+  local kg = p.kernel.repro
+  local bufs = {}
+  for _, v in ipairs(kg:inputs()) do bufs[v.name] = assert(c:upload(vals[v.name] or ins[v.name])) end
+  local ok, lerr = gpu.launch(c, p, e, bufs, bind)
+  if ok then ok, lerr = c:sync() end
+  if not ok then row.status, row.error = "launch_fail", tostring(lerr) return row end
+  for _, o in ipairs(kg:outputs()) do
+    local cmp = gpu.check(kg, bufs, o, vals[o], bind)
+    if not cmp or not cmp.ok then
+      row.status = "wrong"
+      row.error = cmp and ("%s: max rel %.3g, %d of %d outside tolerance"):format(o, cmp.max_rel, cmp.mismatches, cmp.numel)
+        or "download failed"
+      return row
+    end
+  end
+  local t, terr = c:time(function() return gpu.launch(c, p, e, bufs, bind) end,
+    { graph = true, reps = req.reps or 50, warmup = req.warmup or 5 })
+  if not t then row.status, row.error = "launch_fail", tostring(terr) return row end
+  row.status, row.median_us, row.min_us, row.p20_us, row.p80_us, row.samples = "ok", t.median_us, t.min_us, t.p20_us,
+    t.p80_us, t.samples or req.reps or 50
+  return row
+end
+
+local testing = os.getenv("EMMY_WORKER_TEST") == "1"
+for line in io.lines() do
+  local ok, req = pcall(cjson.decode, line)
+  local resp
+  if not ok or type(req) ~= "table" then
+    resp = { status = "bad_request", error = "not a JSON object" }
+  elseif req.op == "ping" then
+    resp = { status = "ok", pid = sys.getpid() }
+  elseif req.op == "info" then
+    local c, err = device()
+    resp = c and { status = "ok", gpu = c:info() } or { status = "no_gpu", error = err }
+  elseif req.op == "bench" then
+    local okb, r = pcall(bench, req)
+    resp = okb and r or { status = "launch_fail", error = tostring(r) }
+  elseif testing and req.op == "exit" then
+    os.exit(3)
+  elseif testing and req.op == "kill" then
+    os.execute("kill -KILL " .. sys.getpid())
+  elseif testing and req.op == "hang" then
+    while true do end
+  else
+    resp = { status = "bad_request", error = ("unknown op %s"):format(tostring(req.op)) }
+  end
+  io.stdout:write(cjson.encode(resp), "\n")
+end
