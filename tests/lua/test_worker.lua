@@ -51,4 +51,37 @@ test("worker: a bench request on a machine without a GPU says so", function()
   w:close()
 end)
 
+-- The tune's bookkeeping, end to end, against the mock driver (tests/fixtures/cuda_mock.c): the mock loads no
+-- emitted kernel, so every variant is a load_fail row — which is what this test is about: the search, the worker
+-- and the DB agree, failures are rows, and a re-run serves every row from the DB (a killed tune resumes).
+test("emmy tune with the mock driver: failures are rows, a re-run re-measures nothing, more patience adds only new rows", function()
+  local d = tmpdir()
+  local so = d .. "/libcuda_mock.so"
+  local code, out = sh(("cc -shared -fPIC -O1 -o %s %s"):format(shell_quote(so), shell_quote(ROOT .. "/tests/fixtures/cuda_mock.c")))
+  if code ~= 0 then skip("cannot build the mock driver with cc: " .. out:gsub("\n", " "):sub(1, 200)) end
+  local env = ("EMMY_LIBCUDA=%s EMMY_TUNE_DB=%s/tune.db"):format(so, d)
+  local L0 = { "tune", "Qwen/Qwen3-Embedding-0.6B", "--layer", "0", "--dynamic", "seq_len@x:1" }
+  local function tune(extra)
+    local a = {}
+    for _, x in ipairs(L0) do a[#a + 1] = x end
+    for _, x in ipairs(extra) do a[#a + 1] = x end
+    local c, o, e = emmy(a, { env = env })
+    eq(c, 0, "tune exit: " .. e)
+    return o
+  end
+  local o1 = tune { "--clean", "--patience", "2" }
+  check(o1:find("18 variants benched, 0 served from the tune DB; load_fail 18", 1, true), o1)
+  local o2 = tune { "--patience", "2" }
+  check(o2:find("0 variants benched, 18 served from the tune DB", 1, true), "resume: " .. o2)
+  local o3 = tune { "--patience", "3" }
+  check(o3:find("9 variants benched, 18 served from the tune DB", 1, true), "more patience: " .. o3)
+  local db = assert(require("emmy.sqlite").open(d .. "/tune.db"))
+  eq(db:rows("SELECT COUNT(*) AS n FROM measurements")[1].n, 27, "rows in the DB")
+  eq(db:rows("SELECT COUNT(*) AS n FROM runs WHERE ended IS NOT NULL")[1].n, 3, "three finished runs")
+  db:close()
+  -- without a driver: one line, exit 1
+  local c4, _, e4 = emmy(L0, { env = "EMMY_LIBCUDA=/nonexistent/libcuda.so" })
+  check(c4 == 1 and #lines_of(e4) == 1 and e4:find("emmy tune needs a GPU", 1, true), e4)
+end)
+
 return T
