@@ -6,7 +6,9 @@
 local cli = require "emmy.cli"
 local compiler = require "emmy.compiler"
 local frontend = require "emmy.frontend"
+local gpu = require "emmy.gpu"
 local graphjson = require "emmy.graphjson"
+local nv = require "emmy.nvrtc"
 local kernels = require "emmy.kernels"
 local prior = require "emmy.prior"
 local search = require "emmy.search"
@@ -32,7 +34,8 @@ return {
   --patience N         stop a kernel's search after N measurements without a new best (default 24)
   --max-candidates N   measure at most N variants of a kernel (default: no limit)
   --timeout-ms N       a measurement that takes longer is a timeout row (default 60000)
-  --clean              start from an empty tune DB (EMMY_TUNE_DB, default ~/.cache/emmy/tune.db)
+  --clean              start from an empty tune DB (EMMY_TUNE_DB, default ~/.cache/emmy/tune.db) and cubin cache
+  --precompile N       compile each kernel's N best-scored candidates ahead, in parallel (default 32)
   --dump-dir D         keep the reproducers the worker measures in D/tune.kernels (default: a temporary folder)
   Measured at the symbols' hints (deploy regime: CUDA-graph replay, median); rows already in the DB for this
   GPU, driver, NVRTC and regime are served from it.]],
@@ -40,7 +43,8 @@ return {
     local opts, pos = cli.parse(argv, {
       flags = frontend.merge_flags { ["--patience"] = { kind = "int", default = 24, min = 1 },
         ["--max-candidates"] = { kind = "int", min = 1 }, ["--timeout-ms"] = { kind = "int", default = 60000, min = 100 },
-        ["--clean"] = { kind = "bool" }, ["--dump-dir"] = { kind = "string" } },
+        ["--clean"] = { kind = "bool" }, ["--dump-dir"] = { kind = "string" },
+        ["--precompile"] = { kind = "int", default = 32, min = 0 } },
       positional = { "input" }, usage = "emmy tune INPUT [--clean] [--patience N]",
     }, "tune")
     if not pos.input then cli.usage("tune: missing INPUT (a model or a .torch.json graph)") end
@@ -67,11 +71,12 @@ return {
     local path = tunedb.default_path()
     if opts.clean then
       for _, sfx in ipairs { "", "-wal", "-shm" } do os.remove(path .. sfx) end
+      nv.clear_cache()
     end
     local db = cli.check(tunedb.open(path))
     local ver, rev = sys.version()
     local run_id = db:begin_run("emmy tune " .. table.concat(argv, " "), rev, rev and rev:match("dirty") ~= nil)
-    local ctx = db:context { gpu = gi.name, cc = gi.cc, driver = tostring(gi.driver or ""), nvrtc = tostring(sys.nvrtc() or ""),
+    local ctx = db:context { gpu = gi.name, cc = gi.cc, driver = tostring(gi.driver_version or ""), nvrtc = tostring(sys.nvrtc() or ""),
       regime = "deploy" }
     print(("tuning %d distinct kernels on %s (tune DB %s)"):format(#plans, gi.name, path))
     local stats, rows, last = { benched = 0, served = 0, status = {} }, {}, sys.clock()
@@ -83,6 +88,17 @@ return {
       local hash = k.repro:hash()
       db:kernel { hash = hash, name = k.name, ops = k.kind, features = { M = f.M, N = f.N, K = f.K, L = f.L },
         flops = f.M and f.N and f.K and 2 * f.M * f.N * f.K or nil }
+      -- compile ahead, in parallel: the prior's first candidates go through NVRTC's thread pool into the cubin
+      -- cache, where the worker's build of the same source finds them
+      local ahead = {}
+      for _, c in ipairs(p.candidates) do ahead[#ahead + 1] = { c = c, s = prior.offline(f, c.knobs, dev) or 0 } end
+      table.sort(ahead, function(a, b) return a.s < b.s end)
+      local jobs = {}
+      for j = 1, math.min(#ahead, opts.precompile) do
+        local src = kernels.emit(p, ahead[j].c.knobs)
+        if src then jobs[#jobs + 1] = { source = src, arch = gpu.arch(gi), name = k.name .. ".cu", options = { "-std=c++17" } } end
+      end
+      if #jobs > 0 then nv.compile_many(jobs) end
       local best_us
       local res = search.run { candidates = p.candidates, patience = opts.patience, max_candidates = opts.max_candidates,
         seed = 1, score = function(c) return prior.offline(f, c.knobs, dev) end,
