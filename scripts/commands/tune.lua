@@ -36,6 +36,8 @@ return {
   --timeout-ms N       a measurement that takes longer is a timeout row (default 60000)
   --clean              start from an empty tune DB (EMMY_TUNE_DB, default ~/.cache/emmy/tune.db) and cubin cache
   --precompile N       compile each kernel's N best-scored candidates ahead, in parallel (default 32)
+  --regime deploy|rank deploy (default): CUDA-graph replay, 50 reps; rank: plain event timing, 10 reps, cheaper.
+                       Rows are keyed by regime and never mixed.
   --dump-dir D         keep the reproducers the worker measures in D/tune.kernels (default: a temporary folder)
   Measured at the symbols' hints (deploy regime: CUDA-graph replay, median); rows already in the DB for this
   GPU, driver, NVRTC and regime are served from it.]],
@@ -44,10 +46,12 @@ return {
       flags = frontend.merge_flags { ["--patience"] = { kind = "int", default = 24, min = 1 },
         ["--max-candidates"] = { kind = "int", min = 1 }, ["--timeout-ms"] = { kind = "int", default = 60000, min = 100 },
         ["--clean"] = { kind = "bool" }, ["--dump-dir"] = { kind = "string" },
-        ["--precompile"] = { kind = "int", default = 32, min = 0 } },
+        ["--precompile"] = { kind = "int", default = 32, min = 0 },
+        ["--regime"] = { kind = "string", default = "deploy" } },
       positional = { "input" }, usage = "emmy tune INPUT [--clean] [--patience N]",
     }, "tune")
     if not pos.input then cli.usage("tune: missing INPUT (a model or a .torch.json graph)") end
+    if opts.regime ~= "deploy" and opts.regime ~= "rank" then cli.usage("tune: --regime %s (deploy or rank)", opts.regime) end
     local t0 = sys.clock()
     local r = frontend.load(pos.input, opts, true)
     local g = r.graph
@@ -77,7 +81,7 @@ return {
     local ver, rev = sys.version()
     local run_id = db:begin_run("emmy tune " .. table.concat(argv, " "), rev, rev and rev:match("dirty") ~= nil)
     local ctx = db:context { gpu = gi.name, cc = gi.cc, driver = tostring(gi.driver_version or ""), nvrtc = tostring(sys.nvrtc() or ""),
-      regime = "deploy" }
+      regime = opts.regime }
     print(("tuning %d distinct kernels on %s (tune DB %s)"):format(#plans, gi.name, path))
     local stats, rows, last = { benched = 0, served = 0, status = {} }, {}, sys.clock()
     for i, p in ipairs(plans) do
@@ -102,18 +106,19 @@ return {
       local best_us
       local res = search.run { candidates = p.candidates, patience = opts.patience, max_candidates = opts.max_candidates,
         seed = 1, score = function(c) return prior.offline(f, c.knobs, dev) end,
-        measure = function(c, order)
+        measure = function(c, order, online)
           local vid = db:variant(hash, c.string, tier_of(c.knobs))
           local row = db:measured(ctx, vid)
           if row then
             stats.served = stats.served + 1
           else
-            row = w:call({ op = "bench", repro = repro, knobs = c.knobs }, opts.timeout_ms)
+            row = w:call({ op = "bench", repro = repro, knobs = c.knobs, graph = opts.regime == "deploy",
+              reps = opts.regime == "deploy" and 50 or 10, warmup = opts.regime == "deploy" and 5 or 2 }, opts.timeout_ms)
             local status = tunedb.STATUS[row.status] and row.status or "launch_fail"
             db:record { run_id = run_id, context_id = ctx, variant_id = vid, status = status, error = row.error,
               median_us = row.median_us, min_us = row.min_us, p20_us = row.p20_us, p80_us = row.p80_us,
               samples = row.samples, regs = row.regs, spills = row.spills, smem = row.smem, compile_ms = row.compile_ms,
-              prior_offline = prior.offline(f, c.knobs, dev), search_order = order }
+              prior_offline = prior.offline(f, c.knobs, dev), prior_online = online, search_order = order }
             row.status = status
             stats.benched = stats.benched + 1
           end
@@ -141,7 +146,7 @@ return {
     local st = {}
     for s, n in pairs(stats.status) do st[#st + 1] = ("%s %d"):format(s, n) end
     table.sort(st)
-    print(("\n%s: %.1f s wall, %d variants benched, %d served from the tune DB; %s (deploy regime, at the hints)"):format(
-      #rows == #plans and "done" or "stopped", sys.clock() - t0, stats.benched, stats.served, table.concat(st, ", ")))
+    print(("\n%s: %.1f s wall, %d variants benched, %d served from the tune DB; %s (%s regime, at the hints)"):format(
+      #rows == #plans and "done" or "stopped", sys.clock() - t0, stats.benched, stats.served, table.concat(st, ", "), opts.regime))
   end,
 }

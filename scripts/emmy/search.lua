@@ -17,7 +17,8 @@ local function rng(seed)
 end
 
 -- opts: candidates = {{knobs=, string=}, ...}; score = fn(c) -> predicted µs (lower first) | nil (last);
--- measure = fn(c, order) -> row {status = "ok"|..., median_us = µs, ...}; patience (default 24);
+-- measure = fn(c, order, online) -> row {status = "ok"|..., median_us = µs, ...} (online: the corrected
+-- prediction once the online correction has been fit, else nil); patience (default 24);
 -- max_candidates (default all); batch (default 8); explore (share of each batch, default 0.25); seed;
 -- online = false keeps the prior's order (no refit); shrink (default 1) damps the online corrections.
 -- Returns {best = row|nil, best_candidate, rows = {{candidate, row, order, explored}}, measured = n,
@@ -101,7 +102,7 @@ function M.run(opts)
     local stop = false
     for _, p in ipairs(picks) do
       if #rows >= max_n then stopped, stop = "max_candidates", true break end
-      local row = opts.measure(p.e.c, #rows + 1) or { status = "no_result" }
+      local row = opts.measure(p.e.c, #rows + 1, p.e.adj) or { status = "no_result" }
       rows[#rows + 1] = { candidate = p.e.c, row = row, order = #rows + 1, explored = p.explored, entry = p.e }
       if row.status == "ok" and row.median_us and (not best or row.median_us < best.median_us) then
         best, best_c, since = row, p.e.c, 0

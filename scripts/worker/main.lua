@@ -3,7 +3,7 @@
 -- needs it) and never outlives a fault: the parent kills and restarts it.
 --   {op = "ping"}                                   -> {status = "ok", pid}
 --   {op = "info"}                                   -> {status = "ok", gpu = {...}} | {status = "no_gpu", error}
---   {op = "bench", repro = FILE.torch.json, knobs = {K = V}, bind = {name = N}, reps, warmup, seed}
+--   {op = "bench", repro = FILE.torch.json, knobs = {K = V}, bind = {name = N}, reps, warmup, seed, graph}
 --     -> {status = "ok" | "compile_fail" | "load_fail" | "launch_fail" | "wrong" | "no_gpu", error,
 --         median_us, min_us, p20_us, p80_us, samples, regs, spills, smem, compile_ms}
 -- With EMMY_WORKER_TEST=1 (tests only): {op = "exit"} exits 3, {op = "kill"} dies of SIGKILL, {op = "hang"} spins.
@@ -65,7 +65,7 @@ local function bench(req)
     end
   end
   local t, terr = c:time(function() return gpu.launch(c, p, e, bufs, bind) end,
-    { graph = true, reps = req.reps or 50, warmup = req.warmup or 5 })
+    { graph = req.graph ~= false, reps = req.reps or 50, warmup = req.warmup or 5 })
   if not t then row.status, row.error = "launch_fail", tostring(terr) return row end
   row.status, row.median_us, row.min_us, row.p20_us, row.p80_us, row.samples = "ok", t.median_us, t.min_us, t.p20_us,
     t.p80_us, t.samples or req.reps or 50
