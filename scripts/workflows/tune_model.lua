@@ -96,15 +96,17 @@ end
 -- 4. the GPU steps
 if gpu then
   step("run", with("run", { "--sweep", "20" }), nil)
+  -- the tune DB of this work dir (a clean tune each time the workflow runs)
+  step("tune", with("tune", { "--clean", "--dump-dir", work .. "/dump" }), "EMMY_TUNE_DB=" .. shq(work .. "/tune.db"))
   local b = { "bench/kernels.lua", "--model", opts.model, "--layer", tostring(opts.layer) }
   if not opts.whole then step("bench", b, "cd " .. shq(EMMY_HOME) .. " &&") end
 else
-  say("run, bench: need a GPU — skipped on this machine")
+  say("run, tune, bench: need a GPU — skipped on this machine")
 end
 
 -- 5. not yet built
 local missing = {
-  "tune: prior-guided search and the SQLite tune DB (issue 6) — the knobs used are each kernel's first candidate",
+  "tune: the online half persisted across tunes, --gpus, L2 flush between reps (issue 6); its picks are not yet fed to the bench",
   "bench tables against PyTorch eager and torch.compile, emmy compare (issue 7) — bench/kernels.lua --torch on a GPU",
   "eval views, run --ab, run --profile (issue 8)",
   "the findings report plans/<slug>-layer<N>-tune-findings.md (issue 9)",
