@@ -10,6 +10,7 @@ local gpu = require "emmy.gpu"
 local graphjson = require "emmy.graphjson"
 local nv = require "emmy.nvrtc"
 local kernels = require "emmy.kernels"
+local online = require "emmy.online"
 local prior = require "emmy.prior"
 local search = require "emmy.search"
 local sys = require "emmy.sys"
@@ -34,7 +35,8 @@ return {
   --patience N         stop a kernel's search after N measurements without a new best (default 24)
   --max-candidates N   measure at most N variants of a kernel (default: no limit)
   --timeout-ms N       a measurement that takes longer is a timeout row (default 60000)
-  --clean              start from an empty tune DB (EMMY_TUNE_DB, default ~/.cache/emmy/tune.db) and cubin cache
+  --clean              start from an empty tune DB (EMMY_TUNE_DB, default ~/.cache/emmy/tune.db), online half
+                       (EMMY_ONLINE_FILE, default ~/.cache/emmy/online.json) and cubin cache
   --precompile N       compile each kernel's N best-scored candidates ahead, in parallel (default 32)
   --regime deploy|rank deploy (default): CUDA-graph replay, 50 reps; rank: plain event timing, 10 reps, cheaper.
                        Rows are keyed by regime and never mixed.
@@ -75,6 +77,7 @@ return {
     local path = tunedb.default_path()
     if opts.clean then
       for _, sfx in ipairs { "", "-wal", "-shm" } do os.remove(path .. sfx) end
+      os.remove(online.default_path())
       nv.clear_cache()
     end
     local db = cli.check(tunedb.open(path))
@@ -82,7 +85,13 @@ return {
     local run_id = db:begin_run("emmy tune " .. table.concat(argv, " "), rev, rev and rev:match("dirty") ~= nil)
     local ctx = db:context { gpu = gi.name, cc = gi.cc, driver = tostring(gi.driver_version or ""), nvrtc = tostring(sys.nvrtc() or ""),
       regime = opts.regime }
-    print(("tuning %d distinct kernels on %s (tune DB %s)"):format(#plans, gi.name, path))
+    -- the online half of earlier tunes (when it passed its calibration), else the offline half alone
+    local model = online.load()
+    local function score(f, c)
+      return online.predict(model, f.kind or "contraction", c.knobs, prior.offline(f, c.knobs, dev))
+    end
+    print(("tuning %d distinct kernels on %s (tune DB %s; prior: %s)"):format(#plans, gi.name, path,
+      model and model.usable and ("offline + online half fit on %d rows"):format(model.rows) or "offline half"))
     local stats, rows, last = { benched = 0, served = 0, status = {} }, {}, sys.clock()
     for i, p in ipairs(plans) do
       local k = p.kernel
@@ -95,7 +104,7 @@ return {
       -- compile ahead, in parallel: the prior's first candidates go through NVRTC's thread pool into the cubin
       -- cache, where the worker's build of the same source finds them
       local ahead = {}
-      for _, c in ipairs(p.candidates) do ahead[#ahead + 1] = { c = c, s = prior.offline(f, c.knobs, dev) or 0 } end
+      for _, c in ipairs(p.candidates) do ahead[#ahead + 1] = { c = c, s = score(f, c) or 0 } end
       table.sort(ahead, function(a, b) return a.s < b.s end)
       local jobs = {}
       for j = 1, math.min(#ahead, opts.precompile) do
@@ -105,7 +114,7 @@ return {
       if #jobs > 0 then nv.compile_many(jobs) end
       local best_us
       local res = search.run { candidates = p.candidates, patience = opts.patience, max_candidates = opts.max_candidates,
-        seed = 1, score = function(c) return prior.offline(f, c.knobs, dev) end,
+        seed = 1, score = function(c) return score(f, c) end,
         measure = function(c, order, online)
           local vid = db:variant(hash, c.string, tier_of(c.knobs))
           local row = db:measured(ctx, vid)
@@ -137,6 +146,15 @@ return {
         res.best and ("%.1f us"):format(res.best.median_us) or "none"))
     end
     db:end_run(run_id)
+    -- refit the online half on every ok row of this context and keep it for the next tune
+    local fit = {}
+    for _, r in ipairs(db:fit_rows(ctx)) do
+      fit[#fit + 1] = { kind = r.kind, knobs = online.parse_knobs(r.knobs), us = r.us, offline = r.offline }
+    end
+    local m2 = online.fit(fit)
+    online.save(m2)
+    io.stderr:write(("  online half refit on %d rows: rank correlation %.2f (offline %.2f) — %s\n"):format(m2.rows,
+      m2.rho_online, m2.rho_offline, m2.usable and "used next time" or "not better than the offline half, not used"))
     w:close()
     db:close()
     if not opts.dump_dir then os.execute("rm -rf '" .. dir:gsub("'", "") .. "'") end

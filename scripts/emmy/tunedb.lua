@@ -159,6 +159,13 @@ function DB:best(context_id, hash)
     context_id, hash))[1]
 end
 
+-- Every ok row of a context with what the online half fits on: {kind, knobs (string), us, offline}.
+function DB:fit_rows(context_id)
+  return assert(self.h:rows([[SELECT k.ops AS kind, v.knobs AS knobs, m.median_us AS us, m.prior_offline AS offline
+    FROM measurements m JOIN variants v ON v.id = m.variant_id JOIN kernels k ON k.hash = v.kernel_hash
+    WHERE m.context_id = ? AND m.status = 'ok' AND m.median_us IS NOT NULL AND m.prior_offline IS NOT NULL]], context_id))
+end
+
 -- Counts of a kernel's measurements in a context by status: {ok = n, wrong = n, ...}.
 function DB:status_counts(context_id, hash)
   local out = {}

@@ -115,6 +115,35 @@ test("prior-guided search over the measured fixture: near the best in a fraction
   check(measured < space / 4, "far fewer measurements than the sweep")
 end)
 
+test("online half: fit on measured rows, checked on them, saved and loaded; no better than offline -> unused", function()
+  local online = require "emmy.online"
+  local d, by, order = fixture()
+  local rows = {}
+  for _, name in ipairs(order) do
+    local b = by[name]
+    for i, c in ipairs(b.knobs) do
+      rows[#rows + 1] = { kind = "contraction", knobs = c, us = b.us[i], offline = prior.offline(b.k, c, d.device) }
+    end
+  end
+  local m = online.fit(rows)
+  print(("    %d rows: rank correlation offline %.3f, online %.3f"):format(m.rows, m.rho_offline, m.rho_online))
+  check(m.usable and m.rho_online > m.rho_offline, "the online half follows the measurements better on its rows")
+  local path = tmpdir() .. "/sub/online.json"
+  assert(online.save(m, path))
+  local m2 = assert(online.load(path))
+  local c = by[order[1]].knobs[1]
+  local p1, p2 = online.predict(m, "contraction", c, 10), online.predict(m2, "contraction", c, 10)
+  check(math.abs(p1 - p2) < 1e-9 * p1, ("the same after a round trip: %.17g vs %.17g"):format(p1, p2))
+  eq(online.load(tmpdir() .. "/none.json"), nil, "no file: no model")
+  -- rows whose times are unrelated to their knobs: nothing to learn, the offline half stays in charge
+  local noise = {}
+  for i = 1, 40 do noise[i] = { kind = "contraction", knobs = { BM = 64 }, us = (i * 7919) % 97 + 1, offline = i } end
+  local mn = online.fit(noise)
+  check(not mn.usable, "a model that does not beat the offline half is not used")
+  eq(online.predict(mn, "contraction", { BM = 64 }, 10), 10, "the offline prediction")
+  eq(online.parse_knobs("BM=64,BN=128,TMA=1").BN, 128, "knob strings parse")
+end)
+
 test("search: failures never win, max_candidates and exhaustion stop it, the same seed explores the same way", function()
   local search = require "emmy.search"
   local cands = {}
