@@ -147,41 +147,46 @@ if opts.ceilings then
     print("ceilings: could not be measured (torch missing?)")
   end
 end
--- --torch: each kernel's reproducer in PyTorch eager and torch.compile on the same inputs (tools/torchref/bench.py)
+-- Times graph gr in PyTorch eager and torch.compile on the values value_of(name) of its inputs
+-- (tools/torchref/bench.py in a temporary folder). Returns {eager = µs|nil, compile = µs|nil, why = text|nil}.
+local function torch_bench(gr, value_of)
+  local graphjson, sys, cjson = require "emmy.graphjson", require "emmy.sys", require "cjson"
+  local d = os.tmpname()
+  os.remove(d)
+  assert(sys.mkdir_p(d .. "/in"))
+  assert(graphjson.write(gr, d .. "/g.torch.json"))
+  for _, v in ipairs(gr:inputs()) do assert(value_of(v.name):save(d .. "/in/" .. v.name .. ".npy")) end
+  os.execute(("%s %s/tools/torchref/bench.py %s/g.torch.json --inputs %s/in --bind seq_len=%d --json %s/b.json > %s/log 2>&1")
+    :format(opts.python, EMMY_HOME, d, d, opts.seq_len, d, d))
+  local f = io.open(d .. "/b.json")
+  local ok, r = pcall(cjson.decode, f and f:read("*a") or "")
+  if f then f:close() end
+  local out = {}
+  for _, b in ipairs { "eager", "compile" } do out[b] = ok and r.backends[b] and r.backends[b].median_us or nil end
+  if not (out.eager and out.compile) then -- say why: the backend's error, else bench.py's last log line
+    local lf = io.open(d .. "/log")
+    local last = ""
+    for l in (lf and lf:lines() or function() end) do if l:match("%S") then last = l end end
+    if lf then lf:close() end
+    out.why = ok and (r.backends.eager and r.backends.eager.error
+      or r.backends.compile and (r.backends.compile.error or r.backends.compile.skipped)) or last
+  end
+  os.execute("rm -rf " .. d)
+  return out
+end
+
+-- --torch: each kernel's reproducer in PyTorch eager and torch.compile on the same inputs
 local torch_notes = {}
 if opts.torch then
-  local graphjson = require "emmy.graphjson"
-  local sys = require "emmy.sys"
-  local cjson = require "cjson"
-  local tmp = os.tmpname()
-  os.remove(tmp)
   for _, row in ipairs(rows) do
     if row[2] == "chosen" and not row[7] then
       local p
       for _, q in ipairs(plans) do if q.kernel.name == row[1] then p = q end end
-      local d = tmp .. "/" .. row[1]
-      assert(sys.mkdir_p(d .. "/in"))
-      assert(graphjson.write(p.kernel.repro, d .. "/k.torch.json"))
-      for _, v in ipairs(p.kernel.repro:inputs()) do assert((vals[v.name] or ins[v.name]):save(d .. "/in/" .. v.name .. ".npy")) end
-      local cmd = ("%s %s/tools/torchref/bench.py %s/k.torch.json --inputs %s/in --bind seq_len=%d --json %s/b.json > %s/log 2>&1")
-        :format(opts.python, EMMY_HOME, d, d, opts.seq_len, d, d)
-      os.execute(cmd)
-      local f = io.open(d .. "/b.json")
-      local ok, r = pcall(cjson.decode, f and f:read("*a") or "")
-      if f then f:close() end
-      local function us(b) return ok and r.backends[b] and r.backends[b].median_us and ("%.1f"):format(r.backends[b].median_us) or "-" end
-      row[7], row[8] = us("eager"), us("compile")
-      if row[7] == "-" or row[8] == "-" then -- say why, from bench.py's log (one line per kernel, after the table)
-        local lf = io.open(d .. "/log")
-        local last = ""
-        for l in (lf and lf:lines() or function() end) do if l:match("%S") then last = l end end
-        if lf then lf:close() end
-        torch_notes[#torch_notes + 1] = ("torch on %s: %s"):format(row[1], ok and (r.backends.eager and r.backends.eager.error
-          or r.backends.compile and (r.backends.compile.error or r.backends.compile.skipped)) or last)
-      end
+      local t = torch_bench(p.kernel.repro, function(name) return vals[name] or ins[name] end)
+      row[7], row[8] = t.eager and ("%.1f"):format(t.eager) or "-", t.compile and ("%.1f"):format(t.compile) or "-"
+      if t.why then torch_notes[#torch_notes + 1] = ("torch on %s: %s"):format(row[1], tostring(t.why)) end
     end
   end
-  os.execute("rm -rf " .. tmp)
 end
 print(("%s layer %d at seq_len=%d on %s (CUDA-graph replay, median of 50, default knobs)"):format(opts.model, opts.layer,
   opts.seq_len, info.name))
@@ -225,30 +230,18 @@ if opts.sweep > 1 or opts.tiles then
   print(("whole layer (%d kernels, best of sweep per kernel): %.1f µs median (p20 %.1f, p80 %.1f)"):format(#plans,
     tb.median_us, tb.p20_us, tb.p80_us))
 end
--- the same layer graph in PyTorch eager and torch.compile (tools/torchref/bench.py), same inputs
+-- the same layer graph in PyTorch eager and torch.compile, same inputs
 if opts.torch then
-  local graphjson = require "emmy.graphjson"
-  local sys = require "emmy.sys"
-  local d = os.tmpname()
-  os.remove(d)
-  assert(sys.mkdir_p(d .. "/in"))
-  assert(graphjson.write(g, d .. "/layer.torch.json"))
-  for name, t in pairs(ins) do assert(t:save(d .. "/in/" .. name .. ".npy")) end
-  os.execute(("%s %s/tools/torchref/bench.py %s/layer.torch.json --inputs %s/in --bind seq_len=%d --json %s/b.json > %s/log 2>&1")
-    :format(opts.python, EMMY_HOME, d, d, opts.seq_len, d, d))
-  local f = io.open(d .. "/b.json")
-  local ok, r = pcall(require("cjson").decode, f and f:read("*a") or "")
-  if f then f:close() end
-  local function us(b) return ok and r.backends[b] and r.backends[b].median_us end
-  layer.eager_us, layer.compile_us = us("eager"), us("compile")
+  local t = torch_bench(g, function(name) return ins[name] end)
+  layer.eager_us, layer.compile_us = t.eager, t.compile
   print(("whole layer in torch (op-by-op replay of the same graph): eager %s µs, torch.compile %s µs"):format(
     layer.eager_us and ("%.1f"):format(layer.eager_us) or "-", layer.compile_us and ("%.1f"):format(layer.compile_us) or "-"))
+  if t.why then print("torch on the layer: " .. tostring(t.why)) end
   local mine = layer.best_us or layer.chosen_us
   if layer.compile_us then
     print(("emmy (%s) / torch.compile = %.2f (below 1: emmy faster)"):format(layer.best_us and "best of sweep" or "chosen",
       mine / layer.compile_us))
   end
-  os.execute("rm -rf " .. d)
 end
 if opts.json then
   local f = assert(io.open(opts.json, "w"))
