@@ -81,8 +81,9 @@ local rows, chosen, best, all = {}, {}, {}, {}
 for i, it in ipairs(list) do
   local p, e = it.plan, built[i]
   if e.error then
-    rows[#rows + 1] = { p.kernel.name, it.swept and "swept" or "chosen", it.label, e.error, "", "" }
-    all[#all + 1] = { kernel = p.kernel.name, knobs = it.label, role = it.swept and "swept" or "chosen", error = e.error }
+    local role = it.scalar and "scalar" or it.swept and "swept" or "chosen"
+    rows[#rows + 1] = { p.kernel.name, role, it.label, e.error, "", "" }
+    all[#all + 1] = { kernel = p.kernel.name, knobs = it.label, role = role, error = e.error }
     goto continue
   end
   local kb = {}
@@ -106,11 +107,12 @@ for i, it in ipairs(list) do
   elseif us then
     rate = ("%.0f GB/s"):format(bytes_of(p.kernel.repro) / us / 1e3)
   end
-  local row = { p.kernel.name, it.scalar and "scalar" or it.swept and "swept" or "chosen", it.label,
+  local role = it.scalar and "scalar" or it.swept and "swept" or "chosen"
+  local row = { p.kernel.name, role, it.label,
     us and ("%.1f"):format(us) or ("error: " .. tostring(err)), t and ("%.1f-%.1f"):format(t.p20_us, t.p80_us) or "", rate }
   row.us, row.flops, row.bytes = us, p.kernel.kind == "contraction" and 2 * f.M * f.N * f.K or nil, bytes_of(p.kernel.repro)
   row.e = e
-  all[#all + 1] = { kernel = p.kernel.name, knobs = it.label, role = row[2], us = us, error = not us and tostring(err) or nil }
+  all[#all + 1] = { kernel = p.kernel.name, knobs = it.label, role = role, us = us, error = not us and tostring(err) or nil }
   if not it.swept then rows[#rows + 1] = row end
   if us and (not best[p.kernel.name] or us < best[p.kernel.name].us) then best[p.kernel.name] = row end
   if us and not it.scalar and not it.swept then chosen[p.kernel.name] = e end
