@@ -98,12 +98,10 @@ function M.facts(k)
     f.gqa = x.enable_gqa == true
     -- keys and values whose rows a copy engine can move: view ops only (no computed values) down to a kernel
     -- input with 16-byte rows; the emitter checks the strides exactly (emit.c: ex_strided)
-    local VIEWS = { ["aten.view.default"] = true, ["aten.reshape.default"] = true, ["aten._unsafe_view.default"] = true,
-      ["aten.transpose.int"] = true, ["aten.permute.default"] = true, ["aten.expand.default"] = true,
-      ["aten.unsqueeze.default"] = true, ["aten.squeeze.dim"] = true, ["aten.t.default"] = true }
+    local strided = require("emmy.opclass").STRIDED_VIEW
     local function rows_of(name)
       local n = nodes[name]
-      while n and VIEWS[n.op] do
+      while n and strided[n.op] do
         name = args_of(n).self
         n = nodes[name]
       end

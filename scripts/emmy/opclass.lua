@@ -10,6 +10,15 @@ M.VIEW = {
   ["aten.clone.default"] = true,
 }
 
+-- The views whose result is a strided view of their input (no offset, no copy): what the emitter's strided-view
+-- walk (src/emit.c ex_strided) follows back to a kernel input.
+M.STRIDED_VIEW = {}
+for _, op in ipairs { "aten.view.default", "aten.reshape.default", "aten._unsafe_view.default", "aten.transpose.int",
+  "aten.t.default", "aten.permute.default", "aten.expand.default", "aten.unsqueeze.default", "aten.squeeze.dim" } do
+  assert(M.VIEW[op])
+  M.STRIDED_VIEW[op] = true
+end
+
 M.ELEMENTWISE = {
   ["aten.add.Tensor"] = true, ["aten.sub.Tensor"] = true, ["aten.mul.Tensor"] = true, ["aten.div.Tensor"] = true,
   ["aten.pow.Tensor_Scalar"] = true, ["aten.clamp_min.default"] = true, ["aten.neg.default"] = true,
