@@ -6,12 +6,7 @@ return {
   -- cp.async: 16-byte asynchronous copies of operand rows into a STAGES-deep ring of shared-memory tiles,
   -- for the warp tier, when both operands are kernel inputs read as they are (no view, no folded prologue).
   { name = "cp_async", family = "COPY", kinds = { "contraction" }, knobs = { ASYNC = 0, STAGES = 1 },
-    gate = function(k, dev)
-      if not k.a_direct then return false, "the left operand is computed in the kernel (a view or a prologue)" end
-      if not k.b_direct then return false, "the weight operand is not a kernel input" end
-      if k.K % 8 ~= 0 then return false, ("K=%d is not a multiple of 8 (16-byte rows)"):format(k.K) end
-      return true, "both operands are contiguous kernel inputs"
-    end,
+    gate = function(k, dev) return atom.copyable(k) end,
     fork = function(k, dev)
       -- under TMA (sm_90) two stages of the 8-warp 64 x 64 x 64 tile were best across the five projections
       -- (within 5% of each kernel's best); the cp.async ring wants four

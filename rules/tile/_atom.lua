@@ -19,15 +19,23 @@ end
 
 function A.is_half(dtype) return dtype == "bf16" or dtype == "f16" end
 
+-- Whether a copy engine can move a contraction's operands: both are kernel inputs read as they are (no view, no
+-- folded prologue) with 16-byte rows. ok, reason (the cp_async gate; TMA adds its own conditions below).
+function A.copyable(k)
+  if not k.a_direct then return false, "the left operand is computed in the kernel (a view or a prologue)" end
+  if not k.b_direct then return false, "the weight operand is not a kernel input" end
+  if k.K % 8 ~= 0 then return false, ("K=%d is not a multiple of 8 (16-byte rows)"):format(k.K) end
+  return true, "both operands are contiguous kernel inputs"
+end
+
 -- Whether a contraction's operands can travel by TMA on this device: ok, reason (050_use_tma.lua's gate; the
 -- tile and copy forks read it too, to put the tile measured best under TMA first).
 function A.tma(k, dev)
   if (dev.cc_major or 0) < 9 then return false, ("compute capability %s has no TMA (needs 9.0)"):format(dev.cc) end
   if not A.is_half(k.dtype) then return false, ("operand dtype %s (the warp tier needs bf16/f16)"):format(k.dtype) end
-  if not k.a_direct then return false, "the left operand is computed in the kernel (a view or a prologue)" end
-  if not k.b_direct then return false, "the weight operand is not a kernel input" end
+  local ok, why = A.copyable(k)
+  if not ok then return false, why end
   if k.siblings > 1 and not k.dual then return false, "merged siblings read several weights per tile" end
-  if k.K % 8 ~= 0 then return false, ("K=%d: rows are not 16-byte aligned"):format(k.K) end
   return true, "both operands are kernel inputs: 2-d tensor maps, 128-byte swizzle, zero fill past M"
 end
 
