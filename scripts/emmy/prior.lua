@@ -14,16 +14,7 @@ local function load(dir)
   if loaded[dir] then return loaded[dir] end
   local env = rules.sandbox(dir, {})
   local out = {}
-  for _, name in ipairs { "features", "offline" } do
-    local path = dir .. "/" .. name .. ".lua"
-    local chunk, err = loadfile(path)
-    if not chunk then error(err, 0) end
-    setfenv(chunk, env)
-    local ok, v = pcall(chunk)
-    if not ok then error(tostring(v), 0) end
-    if type(v) ~= "table" then error(path .. ": must return a table", 0) end
-    out[name] = v
-  end
+  for _, name in ipairs { "features", "offline" } do out[name] = rules.run_file(env, dir .. "/" .. name .. ".lua", "must return a table") end
   loaded[dir] = out
   return out
 end

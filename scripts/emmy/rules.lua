@@ -35,6 +35,18 @@ function M.sandbox(dir, cache)
   })
 end
 
+-- Runs the rule-API file at path in sandbox env; returns the table it returns or raises one line naming the
+-- file (`what` says what it must return).
+function M.run_file(env, path, what)
+  local chunk, err = loadfile(path)
+  if not chunk then error(err, 0) end
+  setfenv(chunk, env)
+  local ok, v = pcall(chunk)
+  if not ok then error(tostring(v), 0) end
+  if type(v) ~= "table" then error(("%s: %s"):format(path, what), 0) end
+  return v
+end
+
 -- Loads every NNN_*.lua rule file; returns list of rules {name, family, kinds, gate, fork, knobs, file,
 -- line} or raises one line naming the file.
 function M.load(dir)
@@ -46,12 +58,7 @@ function M.load(dir)
   for _, f in ipairs(files) do
     if f:match("^%d+_.*%.lua$") then
       local path = dir .. "/" .. f
-      local chunk, err = loadfile(path)
-      if not chunk then error(err, 0) end
-      setfenv(chunk, env)
-      local ok, list = pcall(chunk)
-      if not ok then error(tostring(list), 0) end
-      if type(list) ~= "table" then error(path .. ": a rule file must return a list of rules", 0) end
+      local list = M.run_file(env, path, "a rule file must return a list of rules")
       for i, r in ipairs(list) do
         if type(r.name) ~= "string" or type(r.family) ~= "string" then
           error(("%s: rule %d needs a name and a family"):format(path, i), 0)

@@ -32,11 +32,14 @@ function M.run(opts)
   -- prior order: scored candidates by predicted time, unscored after them in their given order
   local scored = {}
   for i, c in ipairs(cands) do scored[i] = { c = c, s = opts.score and opts.score(c) or nil, i = i } end
-  table.sort(scored, function(a, b)
-    if a.s and b.s then return a.s < b.s or (a.s == b.s and a.i < b.i) end
-    if a.s or b.s then return a.s ~= nil end
+  -- by the current prediction (the online-corrected one once fit), unscored last, ties in the given order
+  local function by_prediction(a, b)
+    local x, y = a.adj or a.s, b.adj or b.s
+    if x and y then return x < y or (x == y and a.i < b.i) end
+    if x or y then return x ~= nil end
     return a.i < b.i
-  end)
+  end
+  table.sort(scored, by_prediction)
   local done, rows = {}, {}
   local best, best_c, since = nil, nil, 0
   local next_prior = 1
@@ -75,12 +78,7 @@ function M.run(opts)
         e.adj = e.s * math.exp(corr)
       end
     end
-    table.sort(scored, function(a, b)
-      local x, y = a.adj or a.s, b.adj or b.s
-      if x and y then return x < y or (x == y and a.i < b.i) end
-      if x or y then return x ~= nil end
-      return a.i < b.i
-    end)
+    table.sort(scored, by_prediction)
     next_prior = 1
   end
   local stopped = "exhausted"
