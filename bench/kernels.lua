@@ -92,12 +92,7 @@ for i, it in ipairs(list) do
   local t, err = gpu.launch(cu, p, e, kb, bind)
   if t then t, err = cu:sync() end
   -- correct first: every output against the CPU reference (a wrong variant is a row, never the best)
-  for _, o in ipairs(t and p.kernel.repro:outputs() or {}) do
-    local cmp = gpu.check(p.kernel.repro, kb, o, vals[o], bind)
-    if not cmp or not cmp.ok then
-      t, err = nil, cmp and ("wrong: max rel %.3g, %d mismatches"):format(cmp.max_rel, cmp.mismatches) or "download failed"
-    end
-  end
+  if t then t, err = gpu.check_outputs(p.kernel.repro, kb, vals, bind) end
   if t then t, err = cu:time(function() return gpu.launch(cu, p, e, kb, bind) end, { graph = true, reps = 50, warmup = 5 }) end
   local f = kernels.facts(p.kernel)
   local us = t and t.median_us

@@ -199,12 +199,8 @@ return {
           if ok then ok, lerr = cu:sync() end
           if not ok then status = "launch_fail: " .. lerr
           else
-            for _, o in ipairs(p.kernel.outputs) do
-              local c = gpu.check(p.kernel.repro, kb, o, vals[o], bind)
-              if not c or not c.ok then
-                status = c and ("wrong: max rel %.3g, %d mismatches"):format(c.max_rel, c.mismatches) or "download failed"
-              end
-            end
+            local _, why = gpu.check_outputs(p.kernel.repro, kb, vals, bind)
+            status = why
           end
         end
         if status then per[name].bad[#per[name].bad + 1] = who[i] .. " " .. status

@@ -121,6 +121,19 @@ function M.check(g, bufs, name, want, bind)
   return ref.compare(got, want)
 end
 
+-- Checks every output of kernel graph kg on bufs against the reference values vals: true, or nil and one line
+-- naming the first output that differs ("wrong: OUT: max rel …, N of M outside tolerance") or failed to download.
+function M.check_outputs(kg, bufs, vals, bind)
+  for _, o in ipairs(kg:outputs()) do
+    local c, err = M.check(kg, bufs, o, vals[o], bind)
+    if not c then return nil, ("download failed: %s: %s"):format(o, tostring(err)) end
+    if not c.ok then
+      return nil, ("wrong: %s: max rel %.3g, %d of %d outside tolerance"):format(o, c.max_rel, c.mismatches, c.numel)
+    end
+  end
+  return true
+end
+
 -- ||device value - reference|| / ||reference||.
 function M.rel_l2(g, bufs, name, want, bind)
   local v = g:value(name)

@@ -66,14 +66,10 @@ local function bench(req)
   local ok, lerr = gpu.launch(c, p, e, bufs, bind)
   if ok then ok, lerr = c:sync() end
   if not ok then row.status, row.error = "launch_fail", tostring(lerr) return row end
-  for _, o in ipairs(kg:outputs()) do
-    local cmp = gpu.check(kg, bufs, o, vals[o], bind)
-    if not cmp or not cmp.ok then
-      row.status = "wrong"
-      row.error = cmp and ("%s: max rel %.3g, %d of %d outside tolerance"):format(o, cmp.max_rel, cmp.mismatches, cmp.numel)
-        or "download failed"
-      return row
-    end
+  local right, why = gpu.check_outputs(kg, bufs, vals, bind)
+  if not right then
+    row.status, row.error = why:match("^wrong") and "wrong" or "launch_fail", why
+    return row
   end
   local t, terr = c:time(function() return gpu.launch(c, p, e, bufs, bind) end,
     { graph = req.graph ~= false, reps = req.reps or 50, warmup = req.warmup or 5 })
