@@ -3,6 +3,30 @@
 local atom = use "_atom"
 
 return {
+  -- The Hopper warpgroup tier: wgmma.mma_async m64nBNk16 reading both operands from the TMA-staged,
+  -- 128-byte-swizzled tiles through shared-memory descriptors; a warpgroup (4 warps) per 64 rows of the tile.
+  -- Offered first wherever its gate passes (sm_90, TMA-eligible operands): the best variant of every Qwen3
+  -- projection in a knob sweep (bench/run.sh wgmma, seq_len 512, H200) was a wgmma tile, 64 x 64 x 64 with one
+  -- warpgroup: q_proj 12.1 us against 13.2 us for the best mma.sync tile, o_proj 14.5 against 18.6, down 19.2
+  -- against 25.6, gate/up dual 21.8 against 24.7; the whole layer 125.3 us against 164.6 us.
+  { name = "wgmma_tier", family = "TILE", kinds = { "contraction" }, knobs = { WGMMA = 0 },
+    gate = function(k, dev)
+      local ok, why = atom.tma(k, dev)
+      if not ok then return false, "wgmma reads TMA-staged tiles: " .. why end
+      return true, ("wgmma.mma_async m64nNk16 %s from swizzled shared memory"):format(k.dtype)
+    end,
+    fork = function(k, dev)
+      local out = {}
+      for _, bm in ipairs { 64, 128 } do
+        for _, bn in ipairs { 64, 128, 256 } do
+          if not (k.dual and bn > 128) then
+            out[#out + 1] = { MMA = 1, WGMMA = 1, BM = bm, BN = bn, BK = 64, WM = bm / 16, WN = 1, TM = 4, TN = 4, PAD_SMEM = 0 }
+          end
+        end
+      end
+      return out
+    end },
+
   -- The tensor-core warp tier: WM x WN warps, each a (BM/WM) x (BN/WN) tile of mma.sync m16n8k16 (bf16/f16
   -- operands, f32 accumulation) fed by ldmatrix from padded shared-memory tiles. A symbolic M, a fused
   -- residual or a folded RMSNorm are not reasons to refuse: tiles are masked and the operand loads and the
@@ -49,27 +73,6 @@ return {
         for key, v in pairs(out[i]) do o[key] = v end
         o.PAD_SMEM = 0
         out[#out + 1] = o
-      end
-      return out
-    end },
-
-  -- The Hopper warpgroup tier: wgmma.mma_async m64nBNk16 reading both operands from the TMA-staged,
-  -- 128-byte-swizzled tiles through shared-memory descriptors; a warpgroup (4 warps) per 64 rows of the tile.
-  -- Written without a GPU run (2026-11-30): offered after the mma.sync tiles until measured.
-  { name = "wgmma_tier", family = "TILE", kinds = { "contraction" }, knobs = { WGMMA = 0 },
-    gate = function(k, dev)
-      local ok, why = atom.tma(k, dev)
-      if not ok then return false, "wgmma reads TMA-staged tiles: " .. why end
-      return true, ("wgmma.mma_async m64nNk16 %s from swizzled shared memory"):format(k.dtype)
-    end,
-    fork = function(k, dev)
-      local out = {}
-      for _, bm in ipairs { 64, 128 } do
-        for _, bn in ipairs { 128, 64, 256 } do
-          if not (k.dual and bn > 128) then
-            out[#out + 1] = { MMA = 1, WGMMA = 1, BM = bm, BN = bn, BK = 64, WM = bm / 16, WN = 1, TM = 4, TN = 4, PAD_SMEM = 0 }
-          end
-        end
       end
       return out
     end },
@@ -174,9 +177,10 @@ return {
       local out = {}
       -- one shared buffer holds the Q tile, then KVST stages of K and V tiles (KVST=2 double-buffers them; the
       -- emitter refuses it when K or V is not a strided view of a kernel input)
-      -- KVSPLIT=2 (written without a GPU run, offered last): twice the warps, each half taking alternate K/V
-      -- tiles, the softmax states merged at the end; its buffer is dynamic shared memory
-      for _, split in ipairs { 1, 2 } do
+      -- KVSPLIT=2 (first where K/V are strided views): twice the warps, each half taking alternate K/V tiles,
+      -- the softmax states merged at the end; its buffer is dynamic shared memory. Measured 23.8 us against
+      -- 25.4 us for KVSPLIT=1 (Qwen3 layer 0 SDPA, seq_len 512, H200, bench/run.sh kvsplit)
+      for _, split in ipairs { 2, 1 } do
         for _, kvst in ipairs { 2, 1 } do
           for _, bq in ipairs { 64, 32, 128 } do
             for _, bkv in ipairs { 32, 64, 16 } do

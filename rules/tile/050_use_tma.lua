@@ -8,10 +8,10 @@ return {
   { name = "cp_async", family = "COPY", kinds = { "contraction" }, knobs = { ASYNC = 0, STAGES = 1 },
     gate = function(k, dev) return atom.copyable(k) end,
     fork = function(k, dev)
-      -- under TMA (sm_90) two stages of the 8-warp 64 x 64 x 64 tile were best across the five projections
-      -- (within 5% of each kernel's best); the cp.async ring wants four
+      -- under TMA (sm_90) the wgmma 64 x 64 x 64 tile (the first tile there) was best with a 4-stage ring for
+      -- every projection but gate/up (3 stages, within 1%): bench/run.sh wgmma, seq_len 512, H200
       if atom.tma(k, dev) then
-        return { { ASYNC = 1, STAGES = 2 }, { ASYNC = 1, STAGES = 4 }, { ASYNC = 1, STAGES = 3 }, { ASYNC = 0, STAGES = 1 },
+        return { { ASYNC = 1, STAGES = 4 }, { ASYNC = 1, STAGES = 3 }, { ASYNC = 1, STAGES = 2 }, { ASYNC = 0, STAGES = 1 },
           { ASYNC = 1, STAGES = 1 } }
       end
       -- three stages first: measured 24.2 us against 107.5 us for element-wise fills (q_proj, seq_len 512, H200).

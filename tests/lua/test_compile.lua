@@ -106,7 +106,7 @@ end)
 test("flash attention copies Q, K and V rows with cp.async, V through its transposed view (strided views)", function()
   local code, out, err = emmy(args("compile", L0, "--ir", "cuda", "--kernel", "k_sdpa"), { env = "EMMY_VIEW_OUT=0" })
   eq(code, 0, "exit: " .. err)
-  check(out:find("FLASH=1,KVSPLIT=1,KVST=2", 1, true), "flash with two K/V stages is the default: " .. out)
+  check(out:find("FLASH=1,KVSPLIT=2,KVST=2", 1, true), "flash with two K/V stages, split over two warp halves, is the default: " .. out)
   -- V is transpose(view(v_proj output [1, seq_len, 1024])): row s of kv head h starts at h * 128 + s * 1024
   check(out:find("((x1 / (16LL / 8LL))) * 128LL + (s) * 1024LL + e", 1, true) and out:find("em_cp_async16(&Vd[ss][e]", 1, true), out)
   check(out:find("em_cp_async16(&Kd[ss][e]", 1, true) and out:find("em_cp_async16(&Qs[rr][e]", 1, true), out)
@@ -124,7 +124,7 @@ test("KVSPLIT=2: two warp halves take alternate K/V tiles and merge their softma
 end)
 
 test("TMA=1: tensor maps are launch arguments described by launch.tmaps; the tiles are swizzled", function()
-  local code, out, err = emmy(args("compile", L0, "--ir", "cuda", "--kernel", "k_linear_add"), { env = "EMMY_KNOBS=TMA=1" })
+  local code, out, err = emmy(args("compile", L0, "--ir", "cuda", "--kernel", "k_linear_add"), { env = "EMMY_KNOBS=TMA=1,WGMMA=0" })
   eq(code, 0, "exit: " .. err)
   check(out:find("const __grid_constant__ em_tmap tm0,%s+const __grid_constant__ em_tmap tm1,%s+long long s_seq_len"), out)
   check(out:find("cp.async.bulk.tensor.2d", 1, true) and out:find("em_mbar_wait(&em_bar[st]", 1, true), out)
