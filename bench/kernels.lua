@@ -6,7 +6,8 @@
 -- --tiles adds every warp-tier tile of each contraction and every flash point; each variant is checked against
 -- the reference before it is timed; --json FILE writes every variant's row and the whole-layer times.
 --   ./emmy bench/kernels.lua [--model M] [--layer N] [--seq-len L] [--sweep N] [--tiles] [--torch] [--ceilings]
---                            [--json FILE]
+--                            [--kernel SUBSTR] [--json FILE]
+-- --kernel keeps the kernels whose name contains SUBSTR (and skips the whole-layer times).
 io.stdout:setvbuf("line") -- a run cut short by a deadline keeps what it printed
 local cli = require "emmy.cli"
 local compiler = require "emmy.compiler"
@@ -21,7 +22,7 @@ local opts = cli.parse(arg, { flags = { ["--model"] = { kind = "string", default
   ["--layer"] = { kind = "int", default = 0 }, ["--seq-len"] = { kind = "int", default = 512 },
   ["--torch"] = { kind = "bool" }, ["--python"] = { kind = "string", default = "python3" },
   ["--sweep"] = { kind = "int", default = 0, min = 0 }, ["--ceilings"] = { kind = "bool" }, ["--tiles"] = { kind = "bool" },
-  ["--json"] = { kind = "string" } } },
+  ["--json"] = { kind = "string" }, ["--kernel"] = { kind = "string" } } },
   "bench/kernels.lua")
 local r = frontend.load(opts.model, { layer = opts.layer, dynamic = { "seq_len@x:1" }, hint = { "seq_len=" .. opts.seq_len } })
 local g = r.graph
@@ -50,6 +51,7 @@ end
 
 local list = {}
 for _, p in ipairs(kernels.distinct(plans)) do
+  if opts.kernel and not p.kernel.name:find(opts.kernel, 1, true) then goto next_plan end
   list[#list + 1] = { plan = p, knobs = p.choice.knobs, label = p.choice.string }
   if opts.sweep > 1 then
     for i, c in ipairs(kernels.sample(p.candidates, opts.sweep, 7)) do
@@ -75,7 +77,9 @@ for _, p in ipairs(kernels.distinct(plans)) do
       end
     end
   end
+  ::next_plan::
 end
+if #list == 0 then cli.fail("bench: no kernel's name contains '%s'", tostring(opts.kernel)) end
 local built = gpu.build(cu, list)
 local rows, chosen, best, all = {}, {}, {}, {}
 for i, it in ipairs(list) do
@@ -191,6 +195,15 @@ tbl.print { header = { "kernel", "variant", "knobs", "µs", "p20-p80", "rate", "
   rows = rows, align = "lllrrrrrr" }
 for _, n in ipairs(torch_notes) do print(n) end
 -- the whole layer, every kernel in order, as one captured graph (only when every chosen variant built)
+if opts.kernel then
+  if opts.json then
+    local f = assert(io.open(opts.json, "w"))
+    f:write(require("cjson").encode { model = opts.model, layer = opts.layer, seq_len = opts.seq_len, device = info.name,
+      variants = all, kernel = opts.kernel })
+    f:close()
+  end
+  os.exit(0)
+end
 for _, p in ipairs(plans) do
   if not chosen[p.kernel.name] then
     print(("\nwhole layer: not timed — the chosen variant of %s did not build or launch (see its row)"):format(p.kernel.name))

@@ -97,6 +97,7 @@ static int sticky(CUresult rc) {
   X(MemcpyHtoD, CUresult, (CUdeviceptr, const void *, size_t), "cuMemcpyHtoD_v2", NULL)                              \
   X(MemcpyDtoH, CUresult, (void *, CUdeviceptr, size_t), "cuMemcpyDtoH_v2", NULL)                                    \
   X(MemsetD8, CUresult, (CUdeviceptr, unsigned char, size_t), "cuMemsetD8_v2", NULL)                                 \
+  X(MemsetD8Async, CUresult, (CUdeviceptr, unsigned char, size_t, CUstream), "cuMemsetD8Async", NULL)                \
   X(ModuleLoadDataEx, CUresult, (CUmodule *, const void *, unsigned, int *, void **), "cuModuleLoadDataEx", NULL)    \
   X(ModuleUnload, CUresult, (CUmodule), "cuModuleUnload", NULL)                                                      \
   X(ModuleGetFunction, CUresult, (CUfunction *, CUmodule, const char *), "cuModuleGetFunction", NULL)                \
@@ -879,49 +880,87 @@ em_status em_cu_time(em_cu_ctx *c, em_cu_body body, void *ud, const em_cu_time_o
   double min_us = o->min_sample_us > 0 ? o->min_sample_us : 20.0;
   if (reps < 1 || reps > 100000) return em_fail(err, EM_EINPUT, "timing: reps=%d (1 to 100000)", reps);
   if (warmup < 0 || warmup > 100000) return em_fail(err, EM_EINPUT, "timing: warmup=%d (0 to 100000)", warmup);
+  if (o->warmup_ms < 0 || o->warmup_ms > 60000) return em_fail(err, EM_EINPUT, "timing: warmup_ms=%g (0 to 60000)", o->warmup_ms);
   if (enter(c, "timing", err)) return EM_ERUN;
   em_status st = EM_OK;
   runner r = {NULL, body, ud};
   em_cu_event **ev = NULL;
+  em_cu_buf *flush = NULL;
   double *us = NULL, *sorted = NULL;
-  int nev = 0;
+  int nev = 0, flushing = o->flush_bytes > 0;
+  /* flushed samples need a start and an end event each (the memset between them is not timed) */
+  int need = flushing ? 2 * reps : reps + 1;
   if (o->graph && !(r.g = em_cu_graph_capture(c, body, ud, err))) return EM_ERUN;
   for (int i = 0; i < warmup; i++)
     if ((st = run_once(&r, err))) goto cleanup;
-  ev = em_alloc(sizeof *ev * (size_t)(reps + 1));
-  for (nev = 0; nev < reps + 1; nev++)
+  ev = em_alloc(sizeof *ev * (size_t)(need > 2 ? need : 2));
+  for (nev = 0; nev < (need > 2 ? need : 2); nev++)
     if (!(ev[nev] = em_cu_event_new(c, err))) {
       st = EM_ERUN;
       goto cleanup;
     }
-  /* Calibration: three runs between two events, after the warmup has drained. */
-  enum { NCAL = 3 };
   float ms = 0;
-  if ((st = em_cu_event_record(ev[0], NULL, err))) goto cleanup;
-  for (int i = 0; i < NCAL; i++)
-    if ((st = run_once(&r, err))) goto cleanup;
-  if ((st = em_cu_event_record(ev[1], NULL, err)) || (st = em_cu_event_sync(ev[1], err)) ||
-      (st = em_cu_event_elapsed_ms(ev[0], ev[1], &ms, err)))
-    goto cleanup;
-  double once = (double)ms * 1000.0 / NCAL;
+  /* Warm-up by time: groups of runs until warmup_ms of GPU time has passed (clocks up, caches and TLBs warm). */
+  if (o->warmup_ms > 0) {
+    double spent = 0;
+    for (int n = 0; spent < o->warmup_ms && n < 100000; n += 8) {
+      if ((st = em_cu_event_record(ev[0], NULL, err))) goto cleanup;
+      for (int i = 0; i < 8; i++)
+        if ((st = run_once(&r, err))) goto cleanup;
+      if ((st = em_cu_event_record(ev[1], NULL, err)) || (st = em_cu_event_sync(ev[1], err)) ||
+          (st = em_cu_event_elapsed_ms(ev[0], ev[1], &ms, err)))
+        goto cleanup;
+      spent += ms;
+    }
+  }
   int batch = 1;
-  if (once < min_us) {
-    double b = ceil(min_us / (once > 0.1 ? once : 0.1));
-    batch = b > 10000 ? 10000 : (int)b;
-  }
-  /* Chained samples: the end event of one is the start of the next, so the stream never waits on the host. */
-  if ((st = em_cu_event_record(ev[0], NULL, err))) goto cleanup;
-  for (int s = 0; s < reps; s++) {
-    for (int b = 0; b < batch; b++)
+  if (flushing) {
+    /* L2 flushed between samples: a memset of flush_bytes (more than the L2) before each run, one run a sample */
+    if (!(flush = em_cu_alloc(c, o->flush_bytes, err))) {
+      st = EM_ERUN;
+      goto cleanup;
+    }
+    for (int s = 0; s < reps; s++) {
+      CUresult rc = cu.MemsetD8Async(flush->ptr, (unsigned char)s, flush->bytes, c->stream);
+      if (rc) {
+        st = fail_cu(c, rc, "cuMemsetD8Async", NULL, err);
+        goto cleanup;
+      }
+      if ((st = em_cu_event_record(ev[2 * s], NULL, err)) || (st = run_once(&r, err)) ||
+          (st = em_cu_event_record(ev[2 * s + 1], NULL, err)))
+        goto cleanup;
+    }
+    if ((st = em_cu_event_sync(ev[2 * reps - 1], err))) goto cleanup;
+  } else {
+    /* Calibration: three runs between two events, after the warmup has drained. */
+    enum { NCAL = 3 };
+    if ((st = em_cu_event_record(ev[0], NULL, err))) goto cleanup;
+    for (int i = 0; i < NCAL; i++)
       if ((st = run_once(&r, err))) goto cleanup;
-    if ((st = em_cu_event_record(ev[s + 1], NULL, err))) goto cleanup;
+    if ((st = em_cu_event_record(ev[1], NULL, err)) || (st = em_cu_event_sync(ev[1], err)) ||
+        (st = em_cu_event_elapsed_ms(ev[0], ev[1], &ms, err)))
+      goto cleanup;
+    double once = (double)ms * 1000.0 / NCAL;
+    if (once < min_us) {
+      double b = ceil(min_us / (once > 0.1 ? once : 0.1));
+      batch = b > 10000 ? 10000 : (int)b;
+    }
+    /* Chained samples: the end event of one is the start of the next, so the stream never waits on the host. */
+    if ((st = em_cu_event_record(ev[0], NULL, err))) goto cleanup;
+    for (int s = 0; s < reps; s++) {
+      for (int b = 0; b < batch; b++)
+        if ((st = run_once(&r, err))) goto cleanup;
+      if ((st = em_cu_event_record(ev[s + 1], NULL, err))) goto cleanup;
+    }
+    if ((st = em_cu_event_sync(ev[reps], err))) goto cleanup;
   }
-  if ((st = em_cu_event_sync(ev[reps], err))) goto cleanup;
   us = em_alloc(sizeof *us * (size_t)reps);
   sorted = em_alloc(sizeof *sorted * (size_t)reps);
   double sum = 0;
   for (int s = 0; s < reps; s++) {
-    if ((st = em_cu_event_elapsed_ms(ev[s], ev[s + 1], &ms, err))) goto cleanup;
+    if (flushing) st = em_cu_event_elapsed_ms(ev[2 * s], ev[2 * s + 1], &ms, err);
+    else st = em_cu_event_elapsed_ms(ev[s], ev[s + 1], &ms, err);
+    if (st) goto cleanup;
     us[s] = sorted[s] = (double)ms * 1000.0 / batch;
     sum += us[s];
   }
@@ -934,6 +973,7 @@ em_status em_cu_time(em_cu_ctx *c, em_cu_body body, void *ud, const em_cu_time_o
   out->samples = reps;
   out->batch = batch;
   out->graph = o->graph ? 1 : 0;
+  out->flushed = flushing;
   out->all_us = us;
   us = NULL;
 cleanup:
@@ -941,6 +981,7 @@ cleanup:
   free(ev);
   free(us);
   free(sorted);
+  em_cu_free(flush);
   em_cu_graph_free(r.g);
   return st;
 }

@@ -755,7 +755,13 @@ em_status em_emit(const em_tile *t, char **src, em_launch *launch, char *err) {
     ex_sb_add(&head, "%s\n    long long s_%s", np++ ? "," : "", c.g->syms.s[i].name);
     launch->syms[launch->nsyms++] = i;
   }
-  ex_sb_add(&head, ") {\n%s}\n", body.s ? body.s : "");
+  /* PLANT (test-only, tests/fixtures/plant/): a variant that faults (1: trap), hangs (2: spins) or answers wrong
+   * (3: the first block returns at once, so its part of the poisoned outputs is never written) */
+  static const char *const plant[4] = {"", "  asm volatile(\"trap;\");\n",
+                                       "  { volatile int em_spin = 1; while (em_spin) { } }\n",
+                                       "  if (blockIdx.x == 0 && blockIdx.y == 0 && blockIdx.z == 0) return;\n"};
+  long long pl = em_knob_get(&t->knobs, "PLANT", 0);
+  ex_sb_add(&head, ") {\n%s%s}\n", pl >= 1 && pl <= 3 ? plant[pl] : "", body.s ? body.s : "");
   *src = head.s;
   head.s = NULL;
 cleanup:

@@ -53,10 +53,12 @@ static void mma_tile_step(ectx *c, const tile_src *s, int BK, int FM, int FN, in
 
 /* The WGMMA tier's step over one TMA stage (BK=64): each warpgroup (4 warps, 64 rows of A) issues four
  * wgmma.mma_async m64nBNk16 (A and B from shared-memory descriptors of the 128-byte-swizzled K-major tiles,
- * advanced 32 bytes per k16), commits and waits for them. The accumulator layout per warp is mma.sync's
- * m16n8 C fragment repeated over BN/8 column blocks, so acc[0][j][q] (WM = BM/16 warps, WN = 1) and the
- * shared epilogue apply unchanged. */
-static void wgmma_tile_step(ectx *c, const char *aS, const char *bS, const char *b2S, int BM, int BN, int dual, const char *mt) {
+ * advanced 32 bytes per k16) and commits them; with wait0 it waits for them (WG_WAIT=0), else the caller keeps
+ * one group in flight (WG_WAIT=1: wgmma.wait_group 1 after the next group is issued). The accumulator layout
+ * per warp is mma.sync's m16n8 C fragment repeated over BN/8 column blocks, so acc[0][j][q] (WM = BM/16 warps,
+ * WN = 1) and the shared epilogue apply unchanged. */
+static void wgmma_tile_step(ectx *c, const char *aS, const char *bS, const char *b2S, int BM, int BN, int dual, const char *mt,
+                            int wait0) {
   int nreg = BN / 2;
   sbuf regs = {0}, ops = {0};
   for (int i = 0; i < nreg; i++) ex_sb_add(&regs, "%s%%%d", i ? ", " : "", i);
@@ -82,7 +84,7 @@ static void wgmma_tile_step(ectx *c, const char *aS, const char *bS, const char 
   c->indent--;
   ex_line(c, "}");
   ex_line(c, "em_wg_commit();");
-  ex_line(c, "em_wg_wait0();");
+  if (wait0) ex_line(c, "em_wg_wait0();");
   free(regs.s);
   free(ops.s);
   (void)BM;
@@ -430,26 +432,38 @@ void ex_k_contraction(ectx *c, em_launch *L) {
     ex_line(c, "  }");
     ex_line(c, "};");
     for (int st = 0; st < stages - 1; st++) ex_line(c, "if (%d < nk) em_load(%d, %d);", st, st, st);
+    int wg = (int)em_knob_get(&c->t->knobs, "WGMMA", 0);
+    /* WG_WAIT=1 (wgmma, 2+ stages): the group of step kt is still running while step kt+1 waits for its tile; the
+     * stage of step kt-1 is refilled once every warpgroup's wait_group 1 has retired kt-1's group */
+    int inflight = wg && stages > 1 && em_knob_get(&c->t->knobs, "WG_WAIT", 0) == 1;
     ex_line(c, "for (int kt = 0; kt < nk; kt++) {");
     c->indent++;
     ex_line(c, "const int st = kt %% %d;", stages);
     if (stages == 1) ex_line(c, "em_load(0, kt);");
     ex_line(c, "em_mbar_wait(&em_bar[st], (unsigned)(kt / %d) & 1u);", stages);
-    /* every thread is past the previous step, so its stage may be refilled */
-    ex_line(c, "__syncthreads();");
-    if (stages > 1) ex_line(c, "if (kt + %d < nk) em_load((kt + %d) %% %d, kt + %d);", stages - 1, stages - 1, stages, stages - 1);
+    if (!inflight) {
+      /* every thread is past the previous step, so its stage may be refilled */
+      ex_line(c, "__syncthreads();");
+      if (stages > 1) ex_line(c, "if (kt + %d < nk) em_load((kt + %d) %% %d, kt + %d);", stages - 1, stages - 1, stages, stages - 1);
+    }
     const char *aS = ex_A(c, "(em_sb + st * %lldu)", abytes);
     const char *bS = ex_A(c, "(em_sb + %lldu + st * %lldu)", stages * abytes, bbytes);
     const char *b2S = ex_A(c, "(em_sb + %lldu + st * %lldu)", stages * (abytes + bbytes), bbytes);
-    if (em_knob_get(&c->t->knobs, "WGMMA", 0)) {
-      wgmma_tile_step(c, aS, bS, b2S, BM, BN, dual, mma_t);
+    if (wg) {
+      wgmma_tile_step(c, aS, bS, b2S, BM, BN, dual, mma_t, !inflight);
     } else {
       tile_src ts = {1, "", aS, bS, b2S};
       mma_tile_step(c, &ts, 64, FM, FN, BM / WM, BN / WN, dual, mma_t);
     }
+    if (inflight) {
+      ex_line(c, "em_wg_wait1();");
+      ex_line(c, "__syncthreads();");
+      ex_line(c, "if (kt + %d < nk) em_load((kt + %d) %% %d, kt + %d);", stages - 1, stages - 1, stages, stages - 1);
+    }
     if (stages == 1) ex_line(c, "__syncthreads();");
     c->indent--;
     ex_line(c, "}");
+    if (inflight) ex_line(c, "em_wg_wait0();");
     goto epilogue;
   }
   if (async) {

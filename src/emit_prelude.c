@@ -89,6 +89,7 @@ const char ex_TMA_PRELUDE[] =
     "static __device__ __forceinline__ void em_wg_fence() { asm volatile(\"wgmma.fence.sync.aligned;\" ::: \"memory\"); }\n"
     "static __device__ __forceinline__ void em_wg_commit() { asm volatile(\"wgmma.commit_group.sync.aligned;\" ::: \"memory\"); }\n"
     "static __device__ __forceinline__ void em_wg_wait0() { asm volatile(\"wgmma.wait_group.sync.aligned 0;\" ::: \"memory\"); }\n"
+    "static __device__ __forceinline__ void em_wg_wait1() { asm volatile(\"wgmma.wait_group.sync.aligned 1;\" ::: \"memory\"); }\n"
     "static __device__ __forceinline__ void em_ldsm_x4s(unsigned *r, unsigned a) {\n"
     "  asm volatile(\"ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\"\n"
     "               : \"=r\"(r[0]), \"=r\"(r[1]), \"=r\"(r[2]), \"=r\"(r[3]) : \"r\"(a));\n"

@@ -3,7 +3,7 @@
 -- transport; they were set by hand against the exhaustive tile sweeps of 2026-11-30 on the H200
 -- (tests/fixtures/prior/: 3022 measured warp-tier variants of 11 contractions; over them the cost ranks with a
 -- mean Spearman rho of 0.85 and picks within 1.15x of each kernel's best, 1.03x on average — tested in
--- tests/lua/test_prior.lua). Edit and re-run the test: no rebuild.
+-- tests/lua/test_prior.lua). Edit the weights and re-run the test: no rebuild.
 local W = {
   clock_ghz = 1.98,
   -- FLOP per cycle per SM: FFMA, mma.sync, wgmma (dense bf16; wgmma's not yet measured, the device peak)
@@ -20,19 +20,11 @@ local W = {
 
 local O = { weights = W }
 
-function O.contraction(f)
-  local rate = W.rate[f.tier] * W.clock_ghz * 1e3              -- FLOP per µs per SM
-  local hide = f.transport == 0 and 0 or (1 - (1 - W.stage_hide) ^ f.stages)
-  local feed = W.transport[f.transport] + (1 - W.transport[f.transport]) * hide
-  local occ = math.min(1, f.warps / W.warps_full)
-  local shape = f.reuse / (f.reuse + W.reuse_half)
-  local sync = f.bk / (f.bk + W.bk_sync)
-  local eff = feed * occ * shape * sync
-  -- the busiest SM runs its tiles per_sm at a time sharing one pipe: a partial last round costs a full one
-  local rounds = math.ceil(f.busiest / f.per_sm)
-  local t_sm = rounds * math.min(f.busiest, f.per_sm) * f.tile_flops / (rate * eff)
-  local t_mem = math.max(f.l2_bytes / (W.l2_gbps * 1e3), f.bytes / (W.dram_gbps * 1e3))
-  return math.max(t_sm, t_mem) + W.fixed_us + (f.split > 1 and W.split_us or 0)
-end
+-- The roofline over the features, in C (src/prior.c, em_prior_roofline): per SM, a tile's math at the tier's rate
+-- times the efficiency of feeding it (transport and its ring stages, occupancy, warp-tile operand reuse, the k-tile
+-- barrier); the busiest SM runs its tiles per_sm at a time, a partial last round costing a full one; against the
+-- L2 and DRAM traffic; plus the launch and the split-K round trip. To try another formula, write it here in Lua
+-- over f and W instead (no rebuild).
+function O.contraction(f) return cost.roofline(f, W) end
 
 return O

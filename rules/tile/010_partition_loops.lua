@@ -9,7 +9,9 @@ return {
   -- projection in a knob sweep (bench/run.sh wgmma, seq_len 512, H200) was a wgmma tile, 64 x 64 x 64 with one
   -- warpgroup: q_proj 12.1 us against 13.2 us for the best mma.sync tile, o_proj 14.5 against 18.6, down 19.2
   -- against 25.6, gate/up dual 21.8 against 24.7; the whole layer 125.3 us against 164.6 us.
-  { name = "wgmma_tier", family = "TILE", kinds = { "contraction" }, knobs = { WGMMA = 0 },
+  -- WG_WAIT=1 keeps one wgmma group in flight across the k-step boundary (wait_group 1, the stage of the
+  -- step before refilled after it retires); written without a GPU run (2026-11-30): offered after WG_WAIT=0.
+  { name = "wgmma_tier", family = "TILE", kinds = { "contraction" }, knobs = { WGMMA = 0, WG_WAIT = 0 },
     gate = function(k, dev)
       local ok, why = atom.tma(k, dev)
       if not ok then return false, "wgmma reads TMA-staged tiles: " .. why end
@@ -23,6 +25,12 @@ return {
             out[#out + 1] = { MMA = 1, WGMMA = 1, BM = bm, BN = bn, BK = 64, WM = bm / 16, WN = 1, TM = 4, TN = 4, PAD_SMEM = 0 }
           end
         end
+      end
+      for i = 1, #out do
+        local o = {}
+        for key, v in pairs(out[i]) do o[key] = v end
+        o.WG_WAIT = 1
+        out[#out + 1] = o
       end
       return out
     end },

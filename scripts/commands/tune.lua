@@ -28,48 +28,84 @@ end
 
 return {
   summary = "tune every distinct kernel on this GPU (prior-guided search, bench worker, SQLite tune DB)",
-  usage = "usage: emmy tune INPUT [trace flags] [--clean] [--patience N] [--max-candidates N] [--dump-dir D]\n\n" ..
+  usage = "usage: emmy tune INPUT [trace flags] [--clean] [--patience N] [--max-candidates N] [--gpus N] [--dump-dir D]\n\n" ..
     frontend.USAGE .. [[
 
   INPUT is a model (as for emmy trace) or a .torch.json graph (a reproducer from a dump).
-  --patience N         stop a kernel's search after N measurements without a new best (default 24)
+  --patience N         stop a kernel's search after N correct measurements without a new best (default 16)
   --max-candidates N   measure at most N variants of a kernel (default: no limit)
   --timeout-ms N       a measurement that takes longer is a timeout row (default 60000)
   --clean              start from an empty tune DB (EMMY_TUNE_DB, default ~/.cache/emmy/tune.db), online half
                        (EMMY_ONLINE_FILE, default ~/.cache/emmy/online.json) and cubin cache
-  --precompile N       compile each kernel's N best-scored candidates ahead, in parallel (default 32)
-  --regime deploy|rank deploy (default): CUDA-graph replay, 50 reps; rank: plain event timing, 10 reps, cheaper.
-                       Rows are keyed by regime and never mixed.
-  --dump-dir D         keep the reproducers the worker measures in D/tune.kernels (default: a temporary folder)
+  --precompile N       also compile each kernel's N best-scored candidates ahead (default 0: each batch of the
+                       search is compiled in parallel just before it is measured)
+  --regime deploy|rank deploy (default): CUDA-graph replay, 5 warm-up runs then 10 ms more, 50 single-replay
+                       samples each after an L2 flush (a memset of twice the L2); rank: plain event timing,
+                       10 reps, no flush, cheaper. Rows are keyed by regime and never mixed.
+  --structural all|default  all (default): every structural fork (SPLIT_CONE, MERGE_SIBLINGS, VIEW_OUT,
+                       DUAL_GATE not pinned by EMMY_<KNOB>/EMMY_KNOBS) is formed, each distinct kernel of each
+                       tuned once, each fork priced by the sum of its kernels' best µs; default: the default
+                       (or pinned) kernel set only
+  --gpus N             one bench worker per GPU (devices 0..N-1 of this host, one GPU model), kernels shared
+                       out among them, one tune DB (default 1)
+  --dump-dir D         keep the reproducers the worker measures in D/tune.kernels and write D/tune.json (the
+                       run's stats and each kernel's pick; default: a temporary folder, no JSON)
   Measured at the symbols' hints (deploy regime: CUDA-graph replay, median); rows already in the DB for this
   GPU, driver, NVRTC and regime are served from it.]],
   run = function(argv)
     local opts, pos = cli.parse(argv, {
-      flags = frontend.merge_flags { ["--patience"] = { kind = "int", default = 24, min = 1 },
+      flags = frontend.merge_flags { ["--patience"] = { kind = "int", default = 16, min = 1 },
         ["--max-candidates"] = { kind = "int", min = 1 }, ["--timeout-ms"] = { kind = "int", default = 60000, min = 100 },
         ["--clean"] = { kind = "bool" }, ["--dump-dir"] = { kind = "string" },
-        ["--precompile"] = { kind = "int", default = 32, min = 0 },
-        ["--regime"] = { kind = "string", default = "deploy" } },
+        ["--precompile"] = { kind = "int", default = 0, min = 0 },
+        ["--regime"] = { kind = "string", default = "deploy" }, ["--gpus"] = { kind = "int", default = 1, min = 1 },
+        ["--structural"] = { kind = "string", default = "all" } },
       positional = { "input" }, usage = "emmy tune INPUT [--clean] [--patience N]",
     }, "tune")
     if not pos.input then cli.usage("tune: missing INPUT (a model or a .torch.json graph)") end
     if opts.regime ~= "deploy" and opts.regime ~= "rank" then cli.usage("tune: --regime %s (deploy or rank)", opts.regime) end
+    if opts.structural ~= "all" and opts.structural ~= "default" then
+      cli.usage("tune: --structural %s (all or default)", opts.structural)
+    end
     local t0 = sys.clock()
     local r = frontend.load(pos.input, opts, true)
     local g = r.graph
     print(r.header)
-    -- the worker first: without a GPU there is nothing to tune
-    local w, werr = worker.start()
-    if not w then cli.fail("%s", werr) end
-    local info = w:call({ op = "info" }, 60000)
-    if info.status ~= "ok" then
-      w:close()
-      cli.fail("emmy tune needs a GPU: %s", tostring(info.error))
+    -- the workers first: without a GPU there is nothing to tune
+    local workers = {}
+    local function close_all() for _, x in ipairs(workers) do x.w:close() end end
+    for d = 0, opts.gpus - 1 do
+      local w, werr = worker.start { device = d }
+      if not w then close_all() cli.fail("%s", werr) end
+      workers[#workers + 1] = { w = w, device = d }
+      local info = w:call({ op = "info" }, 60000)
+      if info.status ~= "ok" then
+        close_all()
+        if d == 0 then cli.fail("emmy tune needs a GPU: %s", tostring(info.error)) end
+        cli.fail("tune: --gpus %d: device %d: %s", opts.gpus, d, tostring(info.error))
+      end
+      workers[#workers].gpu = info.gpu
+      if d > 0 and info.gpu.name ~= workers[1].gpu.name then
+        close_all()
+        cli.fail("tune: --gpus %d: device %d is a %s and device 0 a %s (one GPU model per tune DB context)", opts.gpus, d,
+          info.gpu.name, workers[1].gpu.name)
+      end
     end
-    local gi = info.gpu
+    local gi = workers[1].gpu
     local dev = { name = gi.name, sm_count = gi.sm_count, smem_static = 49152, smem_optin = gi.smem_optin, max_threads = 1024,
       regs_per_block = 65536, cc = gi.cc, cc_major = gi.cc_major }
-    local plans = kernels.distinct(kernels.plan(compiler.run(g), { device = dev }))
+    -- the structural forks (which kernels exist): each distinct kernel of every fork is tuned once, each fork priced
+    -- by the sum of its kernels' best rows
+    local forks, tried = kernels.structural_forks(g, dev, { all = opts.structural == "all" })
+    local plans, by_hash = {}, {}
+    for _, fk in ipairs(forks) do
+      for j, p in ipairs(fk.plans) do
+        if not by_hash[fk.hashes[j]] then
+          by_hash[fk.hashes[j]] = p
+          plans[#plans + 1] = p
+        end
+      end
+    end
     -- reproducers for the worker
     local dir = opts.dump_dir and (opts.dump_dir .. "/tune.kernels") or os.tmpname()
     if not opts.dump_dir then os.remove(dir) end
@@ -88,41 +124,67 @@ return {
     -- the online half of earlier tunes (when it passed its calibration), else the offline half alone
     local model = online.load()
     local function score(f, c)
-      return online.predict(model, f.kind or "contraction", c.knobs, prior.offline(f, c.knobs, dev))
+      return online.predict(model, f.kind or "contraction", c.knobs, prior.offline(f, c.knobs, dev), prior.features(f, c.knobs, dev))
     end
-    print(("tuning %d distinct kernels on %s (tune DB %s; prior: %s)"):format(#plans, gi.name, path,
+    print(("tuning %d distinct kernels of %d structural fork%s (%d assignments) on %s (tune DB %s; prior: %s)"):format(
+      #plans, #forks, #forks == 1 and "" or "s", tried, gi.name, path,
       model and model.usable and ("offline + online half fit on %d rows"):format(model.rows) or "offline half"))
-    local stats, rows, last = { benched = 0, served = 0, status = {} }, {}, sys.clock()
-    for i, p in ipairs(plans) do
+    local stats, rows, picks, last = { benched = 0, served = 0, status = {} }, {}, {}, sys.clock()
+    local req_base = opts.regime == "deploy" and { graph = true, reps = 50, warmup = 5, warmup_ms = 10, flush = true }
+      or { graph = false, reps = 10, warmup = 2 }
+    -- one request on worker wk from inside a kernel's coroutine: yields until the answer is there
+    local function bench_on(wk, req)
+      wk.w:submit(req, opts.timeout_ms)
+      while true do
+        local r = wk.w:poll(#workers > 1 and 2 or 1000)
+        if r then return r end
+        coroutine.yield()
+      end
+    end
+    local function tune_kernel(i, p, wk)
       local k = p.kernel
       local f = kernels.facts(k)
       local repro = dir .. "/" .. k.name .. ".torch.json"
       cli.check(graphjson.write(k.repro, repro))
       local hash = k.repro:hash()
-      db:kernel { hash = hash, name = k.name, ops = k.kind, features = { M = f.M, N = f.N, K = f.K, L = f.L },
+      -- the kernel facts (what rules/prior/features.lua reads), kept so that later refits can featurize its rows
+      db:kernel { hash = hash, name = k.name, ops = k.kind, features = f,
         flops = f.M and f.N and f.K and 2 * f.M * f.N * f.K or nil }
-      -- compile ahead, in parallel: the prior's first candidates go through NVRTC's thread pool into the cubin
-      -- cache, where the worker's build of the same source finds them
-      local ahead = {}
-      for _, c in ipairs(p.candidates) do ahead[#ahead + 1] = { c = c, s = score(f, c) or 0 } end
-      table.sort(ahead, function(a, b) return a.s < b.s end)
-      local jobs = {}
-      for j = 1, math.min(#ahead, opts.precompile) do
-        local src = kernels.emit(p, ahead[j].c.knobs)
-        if src then jobs[#jobs + 1] = { source = src, arch = gpu.arch(gi), name = k.name .. ".cu", options = { "-std=c++17" } } end
+      -- compile in parallel: each batch the search is about to measure (and with --precompile N the prior's N
+      -- first candidates) goes through NVRTC's thread pool into the cubin cache, where the worker's build of the
+      -- same source finds it; variants already measured in this context are not compiled
+      local compiled = {}
+      local function compile_ahead(list)
+        local jobs = {}
+        for _, c in ipairs(list) do
+          if not compiled[c.string] and not db:measured(ctx, db:variant(hash, c.string, tier_of(c.knobs))) then
+            compiled[c.string] = true
+            local src = kernels.emit(p, c.knobs)
+            if src then jobs[#jobs + 1] = { source = src, arch = gpu.arch(gi), name = k.name .. ".cu", options = { "-std=c++17" } } end
+          end
+        end
+        if #jobs > 0 then nv.compile_many(jobs) end
       end
-      if #jobs > 0 then nv.compile_many(jobs) end
+      if opts.precompile > 0 then
+        local ahead = {}
+        for _, c in ipairs(p.candidates) do ahead[#ahead + 1] = { c = c, s = score(f, c) or 0 } end
+        table.sort(ahead, function(a, b) return a.s < b.s end)
+        local first = {}
+        for j = 1, math.min(#ahead, opts.precompile) do first[j] = ahead[j].c end
+        compile_ahead(first)
+      end
       local best_us
       local res = search.run { candidates = p.candidates, patience = opts.patience, max_candidates = opts.max_candidates,
-        seed = 1, score = function(c) return score(f, c) end,
+        seed = 1, score = function(c) return score(f, c) end, before_batch = compile_ahead,
         measure = function(c, order, online)
           local vid = db:variant(hash, c.string, tier_of(c.knobs))
           local row = db:measured(ctx, vid)
           if row then
             stats.served = stats.served + 1
           else
-            row = w:call({ op = "bench", repro = repro, knobs = c.knobs, graph = opts.regime == "deploy",
-              reps = opts.regime == "deploy" and 50 or 10, warmup = opts.regime == "deploy" and 5 or 2 }, opts.timeout_ms)
+            local req = { op = "bench", repro = repro, knobs = c.knobs }
+            for key, v in pairs(req_base) do req[key] = v end
+            row = bench_on(wk, req)
             local status = tunedb.STATUS[row.status] and row.status or "launch_fail"
             db:record { run_id = run_id, context_id = ctx, variant_id = vid, status = status, error = row.error,
               median_us = row.median_us, min_us = row.min_us, p20_us = row.p20_us, p80_us = row.p80_us,
@@ -140,31 +202,110 @@ return {
           end
           return row
         end }
-      rows[#rows + 1] = { k.name, tostring(#p.candidates), tostring(res.measured), res.stopped,
+      rows[i] = { k.name, tostring(#p.candidates), tostring(res.measured), res.stopped,
         res.best and ("%.1f"):format(res.best.median_us) or "-", res.best_candidate and res.best_candidate.string or "no correct variant" }
-      io.stderr:write(("  kernel %d/%d %s: %d measured (%s), best %s\n"):format(i, #plans, k.name, res.measured, res.stopped,
-        res.best and ("%.1f us"):format(res.best.median_us) or "none"))
+      picks[i] = { name = k.name, hash = hash, kind = k.kind, candidates = #p.candidates, measured = res.measured,
+        stopped = res.stopped, best_us = res.best and res.best.median_us or nil,
+        best_knobs = res.best_candidate and res.best_candidate.string or nil, device = wk.device }
+      io.stderr:write(("  kernel %d/%d %s: %d measured (%s), best %s%s\n"):format(i, #plans, k.name, res.measured, res.stopped,
+        res.best and ("%.1f us"):format(res.best.median_us) or "none", #workers > 1 and (" (GPU %d)"):format(wk.device) or ""))
+    end
+    -- one coroutine per worker, each taking the next kernel until none is left; a request in flight yields
+    local next_i = 0
+    local cos = {}
+    for _, wk in ipairs(workers) do
+      cos[#cos + 1] = coroutine.create(function()
+        while next_i < #plans do
+          next_i = next_i + 1
+          tune_kernel(next_i, plans[next_i], wk)
+        end
+      end)
+    end
+    while #cos > 0 do
+      for j = #cos, 1, -1 do
+        local ok, err = coroutine.resume(cos[j])
+        if not ok then
+          close_all()
+          error(err, 0)
+        end
+        if coroutine.status(cos[j]) == "dead" then table.remove(cos, j) end
+      end
     end
     db:end_run(run_id)
     -- refit the online half on every ok row of this context and keep it for the next tune
     local fit = {}
+    local cjson = require "cjson"
     for _, r in ipairs(db:fit_rows(ctx)) do
-      fit[#fit + 1] = { kind = r.kind, knobs = online.parse_knobs(r.knobs), us = r.us, offline = r.offline }
+      local knobs = online.parse_knobs(r.knobs)
+      local okf, facts = pcall(cjson.decode, r.facts or "")
+      fit[#fit + 1] = { kind = r.kind, knobs = knobs, us = r.us, offline = r.offline, group = r.hash,
+        features = okf and type(facts) == "table" and facts.kind and prior.features(facts, knobs, dev) or nil }
     end
     local m2 = online.fit(fit)
     online.save(m2)
-    io.stderr:write(("  online half refit on %d rows: rank correlation %.2f (offline %.2f) — %s\n"):format(m2.rows,
-      m2.rho_online, m2.rho_offline, m2.usable and "used next time" or "not better than the offline half, not used"))
-    w:close()
+    io.stderr:write(("  online half refit on %d rows: rank correlation %.2f, out of fold %.2f (offline %.2f) — %s\n"):format(
+      m2.rows, m2.rho_online, m2.rho_online_cv or 0, m2.rho_offline,
+      m2.usable and "used next time" or "not better than the offline half, not used"))
+    close_all()
+    -- the run's stats are the DB's: every benched variant is one row of this run
+    local counts, n_db = db:run_counts(run_id)
     db:close()
+    if n_db ~= stats.benched then
+      cli.fail("tune: the tune DB holds %d rows for run %d but %d variants were benched", n_db, run_id, stats.benched)
+    end
     if not opts.dump_dir then os.execute("rm -rf '" .. dir:gsub("'", "") .. "'") end
     print()
     tbl.print { header = { "kernel", "candidates", "measured", "stopped by", "best µs", "best knobs" }, rows = rows,
       align = "lrrlrl" }
+    -- each structural fork priced by the sum of its kernel instances' best µs (a fork with a kernel that has no
+    -- correct variant is not priced)
+    local best_of = {}
+    for _, pk in ipairs(picks) do best_of[pk.hash] = pk.best_us end
+    local priced, cheapest = {}, nil
+    for fi, fk in ipairs(forks) do
+      local sum, missing = 0, nil
+      for j, p in ipairs(fk.plans) do
+        local b = best_of[fk.hashes[j]]
+        if b then sum = sum + b else missing = missing or p.kernel.name end
+      end
+      local keys = {}
+      for key, v in pairs(fk.knobs) do keys[#keys + 1] = key .. "=" .. v end
+      table.sort(keys)
+      priced[fi] = { knobs = table.concat(keys, ","), kernels = #fk.plans, price_us = not missing and sum or nil,
+        missing = missing, default = fi == 1 }
+      if not missing and (not cheapest or sum < priced[cheapest].price_us) then cheapest = fi end
+    end
+    if cheapest then priced[cheapest].chosen = true end
+    if #forks > 1 then
+      local frows = {}
+      for _, pf in ipairs(priced) do
+        frows[#frows + 1] = { pf.knobs, tostring(pf.kernels), pf.price_us and ("%.1f"):format(pf.price_us) or "-",
+          pf.price_us and cheapest and ("%.2f"):format(pf.price_us / priced[cheapest].price_us) or ("no correct " .. pf.missing),
+          (pf.chosen and "chosen" or "") .. (pf.default and (pf.chosen and ", default" or "default") or "") }
+      end
+      table.sort(frows, function(a, b) return (tonumber(a[3]) or math.huge) < (tonumber(b[3]) or math.huge) end)
+      print(("\nstructural forks, priced by the sum of their kernel instances' best µs (at the hints):"))
+      tbl.print { header = { "structural knobs", "kernels", "µs", "vs cheapest", "" }, rows = frows, align = "lrrrl" }
+    end
     local st = {}
     for s, n in pairs(stats.status) do st[#st + 1] = ("%s %d"):format(s, n) end
     table.sort(st)
-    print(("\n%s: %.1f s wall, %d variants benched, %d served from the tune DB; %s (%s regime, at the hints)"):format(
-      #rows == #plans and "done" or "stopped", sys.clock() - t0, stats.benched, stats.served, table.concat(st, ", "), opts.regime))
+    local wall = sys.clock() - t0
+    print(("\n%s: %.1f s wall, %d variants benched, %d served from the tune DB; %s (%s regime, at the hints%s)"):format(
+      #rows == #plans and "done" or "stopped", wall, stats.benched, stats.served, table.concat(st, ", "), opts.regime,
+      #workers > 1 and (", %d GPUs"):format(#workers) or ""))
+    local rs = {}
+    for s2, n in pairs(counts) do rs[#rs + 1] = ("%s %d"):format(s2, n) end
+    table.sort(rs)
+    print(("tune DB %s: run %d recorded %d rows (%s), as benched"):format(path, run_id, n_db, #rs > 0 and table.concat(rs, ", ") or "none"))
+    if opts.dump_dir then
+      local jf = opts.dump_dir .. "/tune.json"
+      local f = io.open(jf, "w")
+      if not f then cli.fail("tune: cannot write %s", jf) end
+      f:write(require("cjson").encode { run_id = run_id, db = path, regime = opts.regime, gpus = #workers, wall_s = wall,
+        benched = stats.benched, served = stats.served, status = stats.status, recorded = counts, kernels = picks,
+        structural = priced })
+      f:close()
+    end
   end,
 }

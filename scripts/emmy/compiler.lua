@@ -27,9 +27,11 @@ end
 -- EMMY_<KNOB>=V or a global EMMY_KNOBS item (no kernel prefix).
 M.STRUCTURAL = { SPLIT_CONE = 1, MERGE_SIBLINGS = 0, VIEW_OUT = 1, DUAL_GATE = 1 }
 
+-- The structural knobs' values: the defaults, overridden by EMMY_<KNOB> and EMMY_KNOBS. Returns values, and the
+-- set of knobs the environment pinned.
 function M.structural_pins(env)
   env = env or os.getenv
-  local out = {}
+  local out, pinned = {}, {}
   for key, def in pairs(M.STRUCTURAL) do
     out[key] = def
     local v = env("EMMY_" .. key)
@@ -43,9 +45,10 @@ function M.structural_pins(env)
         error(("structural knob %s=%s must be 0 or 1"):format(key, v), 0)
       end
       out[key] = tonumber(v)
+      pinned[key] = true
     end
   end
-  return out
+  return out, pinned
 end
 
 function M.run(g, opts)

@@ -163,6 +163,42 @@ function M.distinct(plans)
   return out
 end
 
+-- The structural forks of graph g on dev: every assignment of the structural knobs (compiler.STRUCTURAL) that the
+-- environment did not pin — only the pinned/default one when opts.all is false — compiled and planned; the
+-- assignments that form the same kernels (the same multiset of structural hashes) are one fork. Returns
+-- {{knobs = {KNOB = v}, plans = every kernel instance's plan, hashes = {plan's hash, ...}}, ...}, the default
+-- assignment first, and the number of assignments tried.
+function M.structural_forks(g, dev, opts)
+  local compiler = require "emmy.compiler"
+  local base, pinned = compiler.structural_pins()
+  local free = {}
+  if opts and opts.all then
+    for key in pairs(compiler.STRUCTURAL) do if not pinned[key] then free[#free + 1] = key end end
+    table.sort(free)
+  end
+  local forks, seen, tried = {}, {}, 0
+  for bits = 0, 2 ^ #free - 1 do
+    local kn = {}
+    for key, v in pairs(base) do kn[key] = v end
+    -- bit i flips free knob i away from its default value, so bits = 0 is the default assignment
+    for i, key in ipairs(free) do
+      if math.floor(bits / 2 ^ (i - 1)) % 2 == 1 then kn[key] = 1 - base[key] end
+    end
+    tried = tried + 1
+    local plans = M.plan(compiler.run(g, { knobs = kn }), { device = dev })
+    local hashes = {}
+    for i, p in ipairs(plans) do hashes[i] = p.kernel.repro:hash() end
+    local sorted = { unpack(hashes) }
+    table.sort(sorted)
+    local sig = table.concat(sorted, ",")
+    if not seen[sig] then
+      seen[sig] = true
+      forks[#forks + 1] = { knobs = kn, plans = plans, hashes = hashes }
+    end
+  end
+  return forks, tried
+end
+
 -- A seeded shuffle of the candidates, the chosen one first.
 function M.sample(cands, n, seed)
   local idx = {}

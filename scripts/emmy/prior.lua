@@ -1,6 +1,8 @@
--- emmy.prior — the tuner's prior over a kernel's candidates: features (rules/prior/features.lua) and the offline
--- half's cost in µs (rules/prior/offline.lua), both editable without a rebuild ($EMMY_PRIOR=DIR for another
--- folder). The online half (learned from the tune DB) is issue 6's next piece.
+-- emmy.prior — the tuner's prior over a kernel's candidates: features (rules/prior/features.lua), the offline
+-- half's cost in µs (rules/prior/offline.lua) and the online half's hyper-parameters (rules/prior/online.lua),
+-- all editable without a rebuild ($EMMY_PRIOR=DIR for another folder). The formulas they call live in C
+-- (emmy.prior_c): the prior files see them as `cost` (cost.roofline(features, weights) -> µs).
+local C = require "emmy.prior_c"
 local rules = require "emmy.rules"
 
 local M = {}
@@ -9,15 +11,19 @@ function M.dir() return os.getenv("EMMY_PRIOR") or (EMMY_HOME .. "/rules/prior")
 
 local loaded = {}
 
+-- The prior files of dir (default M.dir()), each run once in the rule sandbox: {features, offline, online}.
 local function load(dir)
   dir = dir or M.dir()
   if loaded[dir] then return loaded[dir] end
   local env = rules.sandbox(dir, {})
+  rawset(env, "cost", { roofline = C.roofline })
   local out = {}
-  for _, name in ipairs { "features", "offline" } do out[name] = rules.run_file(env, dir .. "/" .. name .. ".lua", "must return a table") end
+  for _, name in ipairs { "features", "offline", "online" } do out[name] = rules.run_file(env, dir .. "/" .. name .. ".lua", "must return a table") end
   loaded[dir] = out
   return out
 end
+
+M.load = load
 
 -- The feature table of kernel facts k with knobs c on dev, or nil when the prior has no model for the kind.
 function M.features(k, c, dev, dir)
@@ -34,30 +40,11 @@ function M.offline(k, c, dev, dir)
   return f and fn and fn(f) or nil
 end
 
--- Spearman rank correlation of two equal-length lists (ties get their mean rank).
-function M.spearman(a, b)
-  local function ranks(x)
-    local idx = {}
-    for i = 1, #x do idx[i] = i end
-    table.sort(idx, function(i, j) return x[i] < x[j] end)
-    local r, i = {}, 1
-    while i <= #idx do
-      local j = i
-      while j < #idx and x[idx[j + 1]] == x[idx[i]] do j = j + 1 end
-      for q = i, j do r[idx[q]] = (i + j) / 2 end
-      i = j + 1
-    end
-    return r
-  end
-  local ra, rb, n = ranks(a), ranks(b), #a
-  local ma, mb = (n + 1) / 2, (n + 1) / 2
-  local sab, saa, sbb = 0, 0, 0
-  for i = 1, n do
-    sab = sab + (ra[i] - ma) * (rb[i] - mb)
-    saa = saa + (ra[i] - ma) ^ 2
-    sbb = sbb + (rb[i] - mb) ^ 2
-  end
-  return (saa > 0 and sbb > 0) and sab / math.sqrt(saa * sbb) or 0
-end
+-- The online half's hyper-parameters (rules/prior/online.lua's table).
+function M.online_params(dir) return load(dir).online end
+
+-- Spearman rank correlation of two equal-length lists of numbers (ties get their mean rank; 0 when either list
+-- is constant). Computed in C (src/prior.c).
+M.spearman = C.spearman
 
 return M

@@ -169,6 +169,9 @@ function M.resource_check(k, c, dev)
   if k.kind == "contraction" and c.WGMMA == 1 and (c.TMA ~= 1 or c.MMA ~= 1) then
     return false, "WGMMA=1 reads TMA-staged swizzled tiles (TMA=1)"
   end
+  if k.kind == "contraction" and c.WG_WAIT == 1 and (c.WGMMA ~= 1 or (c.STAGES or 1) < 2) then
+    return false, "WG_WAIT=1 keeps a wgmma group in flight over a ring of 2+ stages (WGMMA=1, STAGES >= 2)"
+  end
   if k.kind == "contraction" and c.TMA == 1 then
     -- the hardware's box limits and the swizzle's row size
     if c.MMA ~= 1 or c.ASYNC ~= 1 then return false, "TMA=1 stages the warp tier's ring (MMA=1, ASYNC=1)" end

@@ -1,9 +1,12 @@
 -- emmy.search — the tuner's search over one kernel's candidates: flat and prior-guided. Every candidate is
 -- scored by the prior; the best-scored are measured first, in batches; some picks explore (drawn at random
--- from the rest, seeded) so a misleading prior cannot hide a region; the search stops after `patience`
+-- from the rest, seeded) so a misleading prior cannot hide a region; after every batch the rest are re-ordered by
+-- an online model (emmy.online's boosted trees) fit on the rows measured so far; the search stops after `patience`
 -- measurements without a new best, at `max_candidates`, or when nothing is left. Measuring is the caller's
 -- (a GPU bench, rows served from the tune DB, or a table of known times in a test), and so is what a failure
 -- means: a row whose status is not "ok" never becomes the best.
+local online = require "emmy.online"
+
 local M = {}
 
 -- A small deterministic generator (the same seed, the same exploration), independent of math.random's state.
@@ -17,10 +20,12 @@ local function rng(seed)
 end
 
 -- opts: candidates = {{knobs=, string=}, ...}; score = fn(c) -> predicted µs (lower first) | nil (last);
--- measure = fn(c, order, online) -> row {status = "ok"|..., median_us = µs, ...} (online: the corrected
--- prediction once the online correction has been fit, else nil); patience (default 24);
--- max_candidates (default all); batch (default 8); explore (share of each batch, default 0.25); seed;
--- online = false keeps the prior's order (no refit); shrink (default 1) damps the online corrections.
+-- measure = fn(c, order, online) -> row {status = "ok"|..., median_us = µs, ...} (online: the model's prediction
+-- for c once the online model has been fit, else nil); patience (default 24); max_candidates (default all);
+-- batch (default 8); explore (share of each batch, default 0.25); seed; online = false keeps the prior's order
+-- (no refit); features = fn(c) -> feature table (emmy.prior.features), extra columns for the online model;
+-- params = the online hyper-parameters (default rules/prior/online.lua's; the refit reads params.search);
+-- before_batch = fn({c, ...}) called with each batch's candidates before the first of them is measured.
 -- Returns {best = row|nil, best_candidate, rows = {{candidate, row, order, explored}}, measured = n,
 -- stopped = "patience"|"max_candidates"|"exhausted"}.
 function M.run(opts)
@@ -41,7 +46,10 @@ function M.run(opts)
   end
   table.sort(scored, by_prediction)
   local done, rows = {}, {}
-  local best, best_c, since = nil, nil, 0
+  -- patience counts correct rows without a new best; once a best exists a failed row (a fault, a hang, a wrong
+  -- answer) does not count, so planted or broken variants cannot end a search early — unless failures alone
+  -- reach 4 x patience since the last best (a region that does not build)
+  local best, best_c, since, fails = nil, nil, 0, 0
   local next_prior = 1
   local function pick_prior()
     while next_prior <= #scored and done[scored[next_prior].i] do next_prior = next_prior + 1 end
@@ -52,31 +60,33 @@ function M.run(opts)
     for _, e in ipairs(scored) do if not done[e.i] then left[#left + 1] = e end end
     return #left > 0 and left[rand(#left)] or nil
   end
-  -- the online correction, refit after every batch: per knob value, the mean log ratio measured / predicted of
-  -- the rows measured so far (shrunk toward 0 by `shrink` pseudo-rows); a candidate's score is the prior's times
-  -- exp(sum of its values' corrections) — additive in log time over knob values, like depth-1 boosted stumps
-  local shrink = opts.shrink or 1
+  -- the online model, refit after every batch on the ok rows measured so far: emmy.online's trees on the log of
+  -- measured / prior µs over the knobs, the log prior µs and the features when opts.features gives them; an
+  -- unmeasured candidate's score becomes the model's prediction. Before params.search.min_rows ok rows, and for
+  -- unscored candidates, the prior's order stands. (Ordering by the prediction measured better on the fixture
+  -- than blending it with the prior by min or geometric mean; the exploration share stays seeded.)
+  local P -- the hyper-parameters, read at the first refit
+  local features = opts.features
+  local fcache = {}
+  local function feat(e)
+    if not features then return nil end
+    if fcache[e.i] == nil then fcache[e.i] = features(e.c) or false end
+    return fcache[e.i] or nil
+  end
   local function refit()
-    local sum, cnt = {}, {}
+    local fit = {}
     for _, r in ipairs(rows) do
       local e = r.entry
       if r.row.status == "ok" and r.row.median_us and e.s and e.s > 0 then
-        local res = math.log(r.row.median_us / e.s)
-        for key, v in pairs(r.candidate.knobs or {}) do
-          local kv = key .. "=" .. tostring(v)
-          sum[kv], cnt[kv] = (sum[kv] or 0) + res, (cnt[kv] or 0) + 1
-        end
+        fit[#fit + 1] = { knobs = e.c.knobs or {}, us = r.row.median_us, offline = e.s, features = feat(e) }
       end
     end
+    P = P or opts.params or require("emmy.prior").online_params()
+    if #fit < (P.search.min_rows or 1) then return end
+    local predict = online.fit_predictor(fit, P.search)
+    if not predict then return end
     for _, e in ipairs(scored) do
-      if e.s and not done[e.i] then
-        local corr = 0
-        for key, v in pairs(e.c.knobs or {}) do
-          local kv = key .. "=" .. tostring(v)
-          if cnt[kv] then corr = corr + sum[kv] / (cnt[kv] + shrink) end
-        end
-        e.adj = e.s * math.exp(corr)
-      end
+      if e.s and e.s > 0 and not done[e.i] then e.adj = predict(e.c.knobs or {}, e.s, feat(e)) end
     end
     table.sort(scored, by_prediction)
     next_prior = 1
@@ -97,17 +107,26 @@ function M.run(opts)
       picks[#picks + 1] = { e = e, explored = j > batch - n_explore }
     end
     if #picks == 0 then break end
+    -- the caller may prepare the batch at once (the tuner compiles it in parallel before measuring it)
+    if opts.before_batch then
+      -- (at most the measurements patience and max_candidates leave room for)
+      local cs = {}
+      for i = 1, math.min(#picks, math.max(1, patience - since), max_n - #rows) do cs[i] = picks[i].e.c end
+      opts.before_batch(cs)
+    end
     local stop = false
     for _, p in ipairs(picks) do
       if #rows >= max_n then stopped, stop = "max_candidates", true break end
       local row = opts.measure(p.e.c, #rows + 1, p.e.adj) or { status = "no_result" }
       rows[#rows + 1] = { candidate = p.e.c, row = row, order = #rows + 1, explored = p.explored, entry = p.e }
       if row.status == "ok" and row.median_us and (not best or row.median_us < best.median_us) then
-        best, best_c, since = row, p.e.c, 0
-      else
+        best, best_c, since, fails = row, p.e.c, 0, 0
+      elseif row.status == "ok" or not best then
         since = since + 1
+      else
+        fails = fails + 1
       end
-      if since >= patience then stopped, stop = "patience", true break end
+      if since >= patience or fails >= 4 * patience then stopped, stop = "patience", true break end
     end
     if stop then break end
   end

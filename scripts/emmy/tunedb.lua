@@ -159,11 +159,23 @@ function DB:best(context_id, hash)
     context_id, hash))[1]
 end
 
--- Every ok row of a context with what the online half fits on: {kind, knobs (string), us, offline}.
+-- Every ok row of a context with what the online half fits on: {kind, knobs (string), us, offline, hash, facts
+-- (the kernel's features JSON)}.
 function DB:fit_rows(context_id)
-  return assert(self.h:rows([[SELECT k.ops AS kind, v.knobs AS knobs, m.median_us AS us, m.prior_offline AS offline
+  return assert(self.h:rows([[SELECT k.ops AS kind, v.knobs AS knobs, m.median_us AS us, m.prior_offline AS offline,
+    v.kernel_hash AS hash, k.features AS facts
     FROM measurements m JOIN variants v ON v.id = m.variant_id JOIN kernels k ON k.hash = v.kernel_hash
     WHERE m.context_id = ? AND m.status = 'ok' AND m.median_us IS NOT NULL AND m.prior_offline IS NOT NULL]], context_id))
+end
+
+-- Counts of the measurements a run recorded, by status: {ok = n, wrong = n, ...}, and their total.
+function DB:run_counts(run_id)
+  local out, n = {}, 0
+  for _, r in ipairs(assert(self.h:rows("SELECT status, COUNT(*) AS n FROM measurements WHERE run_id = ? GROUP BY status",
+    run_id))) do
+    out[r.status], n = r.n, n + r.n
+  end
+  return out, n
 end
 
 -- Counts of a kernel's measurements in a context by status: {ok = n, wrong = n, ...}.

@@ -3,19 +3,23 @@
 -- needs it) and never outlives a fault: the parent kills and restarts it.
 --   {op = "ping"}                                   -> {status = "ok", pid}
 --   {op = "info"}                                   -> {status = "ok", gpu = {...}} | {status = "no_gpu", error}
---   {op = "bench", repro = FILE.torch.json, knobs = {K = V}, bind = {name = N}, reps, warmup, seed, graph}
+--   {op = "bench", repro = FILE.torch.json, knobs = {K = V}, bind = {name = N}, reps, warmup, warmup_ms, flush,
+--    seed, graph}
 --     -> {status = "ok" | "compile_fail" | "load_fail" | "launch_fail" | "wrong" | "no_gpu", error,
---         median_us, min_us, p20_us, p80_us, samples, regs, spills, smem, compile_ms}
+--         median_us, min_us, p20_us, p80_us, samples, regs, spills, smem, compile_ms, context_lost}
+--     flush = true: the L2 is flushed before every sample (a memset of twice its size), one run per sample.
+--     context_lost = true: the variant faulted the CUDA context; the worker exits after answering (the parent
+--     starts a fresh one for the next request).
 -- With EMMY_WORKER_TEST=1 (tests only): {op = "exit"} exits 3, {op = "kill"} dies of SIGKILL, {op = "hang"} spins.
 io.stdout:setvbuf("line")
 local cjson = require "cjson"
 local sys = require "emmy.sys"
 
 local cu, cu_err
-local refs = {}
+local refs, plan_cache = {}, {}
 local function device()
   if cu or cu_err then return cu, cu_err end
-  local ok, c, err = pcall(function() return require("emmy.cuda").open() end)
+  local ok, c, err = pcall(function() return require("emmy.cuda").open(tonumber(os.getenv("EMMY_WORKER_DEVICE")) or 0) end)
   if ok and c then cu = c else cu_err = tostring(ok and err or c) end
   return cu, cu_err
 end
@@ -26,16 +30,24 @@ local function bench(req)
   local inputs, ref = require "emmy.inputs", require "emmy.ref"
   local c, err = device()
   if not c then return { status = "no_gpu", error = err } end
-  local g = assert(graphjson.read(req.repro))
-  local bind = assert(g:bind(req.bind or {}))
   local info = c:info()
-  local plans = kernels.plan(compiler.run(g), { device = { name = info.name, sm_count = info.sm_count, smem_static = 49152,
-    smem_optin = info.smem_optin, max_threads = 1024, regs_per_block = 65536, cc = info.cc, cc_major = info.cc_major } })
-  -- a reproducer may re-form with a copy kernel for a view it returns: bench its main kernel (contraction,
-  -- attention, row, reduce, then pointwise), on the reference's values of that kernel's own inputs
-  local RANK = { contraction = 1, attention = 2, row = 3, reduce = 4, pointwise = 5 }
-  local p = plans[1]
-  for _, q in ipairs(plans) do if (RANK[q.kernel.kind] or 9) < (RANK[p.kernel.kind] or 9) then p = q end end
+  -- the reproducer's plan is the same for every variant: formed once per file (a tune measures a kernel's
+  -- variants in a row; planning a contraction evaluates thousands of candidates)
+  local pc = plan_cache[req.repro]
+  if not pc then
+    local g = assert(graphjson.read(req.repro))
+    local plans = kernels.plan(compiler.run(g), { device = { name = info.name, sm_count = info.sm_count, smem_static = 49152,
+      smem_optin = info.smem_optin, max_threads = 1024, regs_per_block = 65536, cc = info.cc, cc_major = info.cc_major } })
+    -- a reproducer may re-form with a copy kernel for a view it returns: bench its main kernel (contraction,
+    -- attention, row, reduce, then pointwise), on the reference's values of that kernel's own inputs
+    local RANK = { contraction = 1, attention = 2, row = 3, reduce = 4, pointwise = 5 }
+    local p = plans[1]
+    for _, q in ipairs(plans) do if (RANK[q.kernel.kind] or 9) < (RANK[p.kernel.kind] or 9) then p = q end end
+    pc = { g = g, p = p }
+    plan_cache = { [req.repro] = pc }
+  end
+  local g, p = pc.g, pc.p
+  local bind = assert(g:bind(req.bind or {}))
   local knobs = {}
   for k, v in pairs(p.choice.knobs) do knobs[k] = v end
   for k, v in pairs(req.knobs or {}) do knobs[k] = v end
@@ -72,7 +84,8 @@ local function bench(req)
     return row
   end
   local t, terr = c:time(function() return gpu.launch(c, p, e, bufs, bind) end,
-    { graph = req.graph ~= false, reps = req.reps or 50, warmup = req.warmup or 5 })
+    { graph = req.graph ~= false, reps = req.reps or 50, warmup = req.warmup or 5, warmup_ms = req.warmup_ms or 0,
+      flush_bytes = req.flush and 2 * math.max(info.l2 or 0, 32 * 1024 * 1024) or 0 })
   if not t then row.status, row.error = "launch_fail", tostring(terr) return row end
   row.status, row.median_us, row.min_us, row.p20_us, row.p80_us, row.samples = "ok", t.median_us, t.min_us, t.p20_us,
     t.p80_us, t.samples or req.reps or 50
@@ -93,6 +106,7 @@ for line in io.lines() do
   elseif req.op == "bench" then
     local okb, r = pcall(bench, req)
     resp = okb and r or { status = "launch_fail", error = tostring(r) }
+    if cu and cu:lost() then resp.context_lost = true end
   elseif testing and req.op == "exit" then
     os.exit(3)
   elseif testing and req.op == "kill" then
@@ -103,4 +117,5 @@ for line in io.lines() do
     resp = { status = "bad_request", error = ("unknown op %s"):format(tostring(req.op)) }
   end
   io.stdout:write(cjson.encode(resp), "\n")
+  if resp.context_lost then os.exit(0) end
 end

@@ -12,6 +12,7 @@
   X(cuda)                 \
   X(ir)                   \
   X(nvrtc)                \
+  X(prior_c)              \
   X(ref)                  \
   X(safetensors)          \
   X(sqlite)               \

@@ -332,8 +332,8 @@ static em_status call_body(void *ud, char *err) {
   return EM_OK;
 }
 
-/* ctx:time(fn, {reps = 50, warmup = 5, graph = false, min_sample_us = 20})
- *   -> {median_us, min_us, p20_us, p80_us, mean_us, samples, batch, graph, all_us = {...}} | nil, msg
+/* ctx:time(fn, {reps = 50, warmup = 5, graph = false, min_sample_us = 20, warmup_ms = 0, flush_bytes = 0})
+ *   -> {median_us, min_us, p20_us, p80_us, mean_us, samples, batch, graph, flushed, all_us = {...}} | nil, msg
  * fn enqueues work (ctx:launch ...) and returns nothing, or nil, msg on failure. With graph = true its launches
  * are captured once into a CUDA graph and replays are timed. Times are per run of fn (per replay). */
 static int ctx_time(lua_State *L) {
@@ -349,7 +349,13 @@ static int ctx_time(lua_State *L) {
     o.graph = lua_toboolean(L, -1);
     lua_getfield(L, 3, "min_sample_us");
     o.min_sample_us = luaL_optnumber(L, -1, o.min_sample_us);
-    lua_pop(L, 4);
+    lua_getfield(L, 3, "warmup_ms");
+    o.warmup_ms = luaL_optnumber(L, -1, o.warmup_ms);
+    lua_getfield(L, 3, "flush_bytes");
+    lua_Number fb = luaL_optnumber(L, -1, 0);
+    if (fb < 0 || fb > 1e11) luaL_argerror(L, 3, "flush_bytes must be 0 to 1e11");
+    o.flush_bytes = (size_t)fb;
+    lua_pop(L, 6);
   }
   lua_settop(L, 2);
   lua_body b = {L, 2, 0};
@@ -376,6 +382,8 @@ static int ctx_time(lua_State *L) {
   SET_INT("batch", t.batch);
   lua_pushboolean(L, t.graph);
   lua_setfield(L, -2, "graph");
+  lua_pushboolean(L, t.flushed);
+  lua_setfield(L, -2, "flushed");
   lua_createtable(L, t.samples, 0);
   for (int i = 0; i < t.samples; i++) {
     lua_pushnumber(L, t.all_us[i]);

@@ -255,6 +255,7 @@ static int l_proc_recv(lua_State *L) {
   double timeout = luaL_optnumber(L, 2, -1);
   struct timespec t0;
   clock_gettime(CLOCK_MONOTONIC, &t0);
+  int polled = 0; /* a deadline of 0 still reads what has already arrived */
   for (;;) {
     char *nl = memchr(p->buf, '\n', p->n);
     if (nl) {
@@ -270,11 +271,12 @@ static int l_proc_recv(lua_State *L) {
       struct timespec t;
       clock_gettime(CLOCK_MONOTONIC, &t);
       double left = timeout - ((double)(t.tv_sec - t0.tv_sec) * 1e3 + (double)(t.tv_nsec - t0.tv_nsec) * 1e-6);
-      if (left <= 0) return em_lua_fail(L, "timeout");
-      wait_ms = (int)left + 1;
+      if (left <= 0 && polled) return em_lua_fail(L, "timeout");
+      wait_ms = left > 0 ? (int)left + 1 : 0;
     }
     struct pollfd pf = {.fd = p->from, .events = POLLIN};
     int r = poll(&pf, 1, wait_ms);
+    polled = 1;
     if (r < 0 && errno == EINTR) continue;
     if (r == 0) return em_lua_fail(L, "timeout");
     ssize_t got = read(p->from, p->buf + p->n, sizeof p->buf - p->n);

@@ -4,7 +4,7 @@
 # `sh tests/gpu/run.sh WORD…` runs only the cases whose name contains one of the words (the others are
 # reported as skipped), e.g. `sh tests/gpu/run.sh sweep` for the knob sweeps.
 BIN=${EMMY_BIN:-./emmy}
-TESTS="gpu_probe cuda_runtime layer_seq1 layer_seq7 layer_seq512 layer_seq513 layer_seq2048 layer_sweep1 layer_sweep7 layer_sweep512 layer_sweep513 layer_sweep2048 split_cone0_sweep513 merge_sweep513 view_out0_sweep513 dual_gate_sweep513 scalar_attn_sweep513 flash_kvst1_seq2048 tma_seq1 tma_seq7 tma_seq513 tma_seq2048 tma_sweep512 splitk_seq1 splitk_seq7 splitk_seq513 splitk_cpasync_seq513 splitk_cone0_seq7 wgmma_seq7 wgmma_seq513 wgmma_bm128_seq2048 kvsplit_seq7 kvsplit_seq513 kvsplit_seq2048 worker_bench tune_layer0 tune_resume model_seq37 model_seq512"
+TESTS="gpu_probe cuda_runtime layer_seq1 layer_seq7 layer_seq512 layer_seq513 layer_seq2048 layer_sweep1 layer_sweep7 layer_sweep512 layer_sweep513 layer_sweep2048 split_cone0_sweep513 merge_sweep513 view_out0_sweep513 dual_gate_sweep513 scalar_attn_sweep513 flash_kvst1_seq2048 tma_seq1 tma_seq7 tma_seq513 tma_seq2048 tma_sweep512 splitk_seq1 splitk_seq7 splitk_seq513 splitk_cpasync_seq513 splitk_cone0_seq7 wgmma_seq7 wgmma_seq513 wgmma_bm128_seq2048 wgwait_seq7 wgwait_seq513 wgwait_bm128_seq2048 wgwait_sweep512 kvsplit_seq7 kvsplit_seq513 kvsplit_seq2048 worker_bench tune model_seq37 model_seq512"
 if [ "$1" = "--list-skip" ] || ! "$BIN" info --json 2>/dev/null | grep -q '"gpu":{'; then
   reason="no GPU on this machine"
   [ "$1" = "--list-skip" ] && reason="GPU tests run with 'make test-gpu' on the GPU machine"
@@ -65,13 +65,17 @@ gpu_case splitk_cone0_seq7 env EMMY_SPLIT_CONE=0 EMMY_KNOBS=SPLIT_K=2 "$BIN" run
 # the wgmma tier (written without a GPU run), pinned: one and two warpgroups, masked and full tiles
 for n in 7 513; do gpu_case wgmma_seq$n env EMMY_KNOBS=WGMMA=1 "$BIN" run $L0 --seq-len $n; done
 gpu_case wgmma_bm128_seq2048 env EMMY_KNOBS=WGMMA=1,BM=128 "$BIN" run $L0 --seq-len 2048
+# wgmma with one group kept in flight across k-steps (WG_WAIT=1, written without a GPU run)
+for n in 7 513; do gpu_case wgwait_seq$n env EMMY_KNOBS=WG_WAIT=1 "$BIN" run $L0 --seq-len $n; done
+gpu_case wgwait_bm128_seq2048 env EMMY_KNOBS=WG_WAIT=1,BM=128,STAGES=2 "$BIN" run $L0 --seq-len 2048
+gpu_case wgwait_sweep512 env EMMY_KNOBS=WG_WAIT=1 "$BIN" run $L0 --seq-len 512 --sweep 20
 # flash with the K/V range split across two warp halves (written without a GPU run)
 for n in 7 513 2048; do gpu_case kvsplit_seq$n env EMMY_KNOBS=k_sdpa:KVSPLIT=2 "$BIN" run $L0 --seq-len $n; done
 # the bench worker (issue 6): every reproducer measured in the child process, a planted crash survived
 gpu_case worker_bench "$BIN" tests/gpu/test_worker.lua
-# emmy tune on layer 0 (prior-guided search, worker, tune DB), then the same command again: served from the DB
-gpu_case tune_layer0 env EMMY_TUNE_DB=$LOG/tune.db "$BIN" tune $L0 --clean --patience 8
-gpu_case tune_resume env EMMY_TUNE_DB=$LOG/tune.db "$BIN" tune $L0 --patience 8
+# emmy tune on layer 0 (tests/gpu/test_tune.lua): a clean tune under 5 minutes with every pick correct and its
+# stats the DB's; planted fault/hang/wrong variants; kill -9 and resume; three picks against larger searches
+gpu_case tune "$BIN" tests/gpu/test_tune.lua
 gpu_case model_seq37 "$BIN" run $WHOLE --seq-len 37
 gpu_case model_seq512 "$BIN" run $WHOLE --seq-len 512
 echo "$summary"

@@ -247,6 +247,22 @@ test("timing: a short kernel is batched; two kernels per replay; callback failur
   check(S.ctx:time(one, { reps = 5, graph = true }), "capture works again")
 end)
 
+test("timing: warm-up by time, and the L2 flushed between single-run samples", function()
+  local n = 4 * 1024 * 1024 -- 8 MB per bf16 operand: the three buffers fit the 50 MB L2 when it is not flushed
+  local a, b = assert(upload(ref.random("bf16", { n }, { seed = 6 }))), assert(upload(ref.random("bf16", { n }, { seed = 7 })))
+  local out = assert(alloc(4 * n))
+  local function one() return launch1d(S.k_add_bf16, n, { a, b, out, { i32 = n } }) end
+  local warm = assert(S.ctx:time(one, { reps = 40, graph = true, warmup_ms = 20 }))
+  local cold = assert(S.ctx:time(one, { reps = 40, graph = true, warmup_ms = 20, flush_bytes = 256 * 1024 * 1024 }))
+  say("k_add_bf16 n=%d: L2 warm %.2f us (batch %d), flushed %.2f us (batch %d, %d samples)", n, warm.median_us,
+    warm.batch, cold.median_us, cold.batch, cold.samples)
+  check(cold.flushed == true and warm.flushed == false, "the flushed flag")
+  check(cold.batch == 1 and cold.samples == 40 and #cold.all_us == 40, "one run per flushed sample")
+  check(cold.median_us > 0.95 * warm.median_us, "reading from HBM is not faster than from L2")
+  local bad = select(2, S.ctx:time(one, { reps = 2, warmup_ms = -1 }))
+  check(bad and bad:find("warmup_ms", 1, true), tostring(bad))
+end)
+
 test("a faulting kernel: one-line sticky error, then every call fails fast", function()
   local ok, msg = S.ctx:launch(S.k_null_write, { grid = { 1 }, block = { 32 }, args = { { ptr = 0 } } })
   if ok then ok, msg = S.ctx:sync() end

@@ -172,6 +172,16 @@ test("WGMMA=1: wgmma.mma_async from shared-memory descriptors of the TMA tiles, 
   check(c2 ~= 0 and e2:find("no candidate", 1, true), "WGMMA without TMA: " .. e2)
 end)
 
+test("WG_WAIT=1: one wgmma group in flight, the previous step's stage refilled after wait_group 1", function()
+  local code, out, err = emmy(args("compile", L0, "--ir", "cuda", "--kernel", "k_linear_add"), { env = "EMMY_KNOBS=WG_WAIT=1,STAGES=3" })
+  eq(code, 0, "exit: " .. err)
+  -- inside the loop: commit, wait for the group before, barrier, then the load into the freed stage
+  check(out:find("em_wg_commit%(%);%s+em_wg_wait1%(%);%s+__syncthreads%(%);%s+if %(kt %+ 2 < nk%) em_load%(%(kt %+ 2%) %% 3, kt %+ 2%);%s+}%s+em_wg_wait0%(%);"),
+    out)
+  local c2, _, e2 = emmy(args("compile", L0, "--ir", "tile"), { env = "EMMY_KNOBS=WG_WAIT=1,STAGES=1" })
+  check(c2 ~= 0 and e2:find("no candidate", 1, true), "WG_WAIT=1 with one stage: " .. e2)
+end)
+
 test("VIEW_OUT=1 writes attention in o_proj's layout, so o_proj's operand is a plain input (cp.async)", function()
   local code, out, err = emmy(args("compile", L0, "--ir", "kernel"), { env = "EMMY_VIEW_OUT=1" })
   eq(code, 0, "exit: " .. err)

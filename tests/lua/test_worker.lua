@@ -54,13 +54,14 @@ end)
 -- The tune's bookkeeping, end to end, against the mock driver (tests/fixtures/cuda_mock.c): the mock loads no
 -- emitted kernel, so every variant is a load_fail row — which is what this test is about: the search, the worker
 -- and the DB agree, failures are rows, and a re-run serves every row from the DB (a killed tune resumes).
-test("emmy tune with the mock driver: failures are rows, a re-run re-measures nothing, more patience adds only new rows", function()
+test("emmy tune with the mock driver: failures are rows, a re-run re-measures nothing, more patience adds only new rows, --gpus 2 shares the kernels", function()
   local d = tmpdir()
   local so = d .. "/libcuda_mock.so"
   local code, out = sh(("cc -shared -fPIC -O1 -o %s %s"):format(shell_quote(so), shell_quote(ROOT .. "/tests/fixtures/cuda_mock.c")))
   if code ~= 0 then skip("cannot build the mock driver with cc: " .. out:gsub("\n", " "):sub(1, 200)) end
   local env = ("EMMY_LIBCUDA=%s EMMY_TUNE_DB=%s/tune.db EMMY_CUBIN_CACHE=%s/cubin EMMY_ONLINE_FILE=%s/online.json"):format(so, d, d, d)
-  local L0 = { "tune", "Qwen/Qwen3-Embedding-0.6B", "--layer", "0", "--dynamic", "seq_len@x:1", "--precompile", "2" }
+  local L0 = { "tune", "Qwen/Qwen3-Embedding-0.6B", "--layer", "0", "--dynamic", "seq_len@x:1", "--precompile", "2",
+    "--structural", "default" }
   local function tune(extra)
     local a = {}
     for _, x in ipairs(L0) do a[#a + 1] = x end
@@ -79,6 +80,31 @@ test("emmy tune with the mock driver: failures are rows, a re-run re-measures no
   eq(db:rows("SELECT COUNT(*) AS n FROM measurements")[1].n, 27, "rows in the DB")
   eq(db:rows("SELECT COUNT(*) AS n FROM runs WHERE ended IS NOT NULL")[1].n, 3, "three finished runs")
   db:close()
+  -- --gpus 2: two workers (the mock's two devices) share the kernels and one DB; a third device does not exist
+  local env2 = ("EMMY_MOCK_DEVICES=2 EMMY_LIBCUDA=%s EMMY_TUNE_DB=%s/tune2.db EMMY_CUBIN_CACHE=%s/cubin EMMY_ONLINE_FILE=%s/online2.json"):format(so, d, d, d)
+  local a2 = { "--clean", "--patience", "2", "--gpus", "2", "--dump-dir", d .. "/g2" }
+  for i = #L0, 1, -1 do table.insert(a2, 1, L0[i]) end
+  local c5, o5, e5 = emmy(a2, { env = env2 })
+  eq(c5, 0, "--gpus 2: " .. e5)
+  check(o5:find("18 variants benched, 0 served from the tune DB; load_fail 18 (deploy regime, at the hints, 2 GPUs)", 1, true), o5)
+  check(o5:find("run 1 recorded 18 rows (load_fail 18), as benched", 1, true), o5)
+  local j = require("cjson").decode(assert(io.open(d .. "/g2/tune.json")):read("*a"))
+  local devs = {}
+  for _, k in ipairs(j.kernels) do devs[k.device] = (devs[k.device] or 0) + 1 end
+  check(#j.kernels == 9 and (devs[0] or 0) > 0 and (devs[1] or 0) > 0, "both workers tuned kernels: " .. require("cjson").encode(devs))
+  a2[#a2 - 2] = "3"
+  local c6, _, e6 = emmy(a2, { env = env2 })
+  check(c6 == 1 and #lines_of(e6) == 1 and e6:find("--gpus 3: device 2", 1, true), e6)
+  -- every structural fork: 16 assignments form 12 distinct kernel sets of 37 distinct kernels, each tuned once
+  local a3 = { "tune", "Qwen/Qwen3-Embedding-0.6B", "--layer", "0", "--dynamic", "seq_len@x:1", "--precompile", "0",
+    "--patience", "1", "--clean" }
+  local c7, o7, e7 = emmy(a3, { env = env })
+  eq(c7, 0, "--structural all: " .. e7)
+  check(o7:find("tuning 37 distinct kernels of 12 structural forks (16 assignments)", 1, true), o7)
+  check(o7:find("structural forks, priced by the sum of their kernel instances' best µs", 1, true), o7)
+  check(o7:find("37 variants benched", 1, true), o7)
+  local c8, _, e8 = emmy({ "tune", "x.torch.json", "--structural", "some" })
+  check(c8 ~= 0 and #lines_of(e8) >= 1 and e8:find("--structural some (all or default)", 1, true), "usage error: " .. e8)
   -- without a driver: one line, exit 1
   local c4, _, e4 = emmy(L0, { env = "EMMY_LIBCUDA=/nonexistent/libcuda.so" })
   check(c4 == 1 and #lines_of(e4) == 1 and e4:find("emmy tune needs a GPU", 1, true), e4)

@@ -1,0 +1,17 @@
+-- online.lua — the online half's hyper-parameters (scripts/emmy/online.lua, emmy.search): small gradient-boosted
+-- regression trees (src/prior.c) on the log of measured / offline µs, over the knobs, the log offline µs and,
+-- where the caller passes them, the features of features.lua. Edit freely: no rebuild.
+--   trees: boosting rounds; depth: splits per path (depth 2 already models a two-knob interaction);
+--   rate: learning rate (each tree's share); min_leaf: fewest measured rows behind a leaf's value;
+--   shrink: pseudo-rows at "no correction" in every leaf (a leaf of n rows moves n / (n + shrink) of the way).
+return {
+  -- the model kept across tunes ($EMMY_ONLINE_FILE), fit on every ok row of the tune DB's context
+  fit = { trees = 80, depth = 3, rate = 0.1, min_leaf = 5, shrink = 1 },
+  -- calibration: the model is used only when its rank correlation with the measured times beats the offline
+  -- half's both on the rows it was fit on and out of fold (each row predicted by a model fit on the other folds)
+  folds = 5,
+  min_rows = 16,          -- fewer measured rows than this: the offline half alone
+  -- the refit inside one search (emmy.search), after every batch, on the ok rows that search has measured so far
+  -- (not before min_rows of them); no calibration there: the seeded exploration guards against a wrong model
+  search = { trees = 100, depth = 2, rate = 0.1, min_leaf = 3, shrink = 1, min_rows = 8 },
+}

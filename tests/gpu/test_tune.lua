@@ -1,0 +1,211 @@
+-- GPU: emmy tune end to end on Qwen3 layer 0 (tests/gpu/run.sh runs it; `emmy tests/gpu/test_tune.lua [PART...]`
+-- runs some of the parts: clean, plant, kill, exhaustive). Each part prints its numbers and one ok/FAIL line;
+-- the last line is PASS/FAIL with the count.
+--   clean:      a clean tune (every structural fork) finishes in under 5 minutes, every kernel has a correct pick,
+--               the stats are the DB's
+--   plant:      a test-only rule file (tests/fixtures/plant/) plants faulting, hanging and wrong variants: the
+--               tune finishes, each is a row with its status and error, no pick is a planted variant, and each
+--               pick is within 10% of the clean tune's
+--   kill:       kill -9 in the middle of a tune, the same command again: nothing measured is re-benched and the
+--               DB ends with the row count of an uninterrupted run of the same search (--max-candidates 6: the
+--               first batch is the prior's order alone, so the search does not depend on the times measured)
+--   exhaustive: three kernels' picks against a much larger search of the same kernel in the same DB context
+local sys = require "emmy.sys"
+local sqlite = require "emmy.sqlite"
+local cjson = require "cjson"
+
+local EXE = sys.realpath("/proc/self/exe")
+local ROOT = EMMY_HOME
+local OUT = os.getenv("OUT") or "/tmp"
+local T = os.tmpname()
+os.remove(T)
+assert(sys.mkdir_p(T))
+local L0 = "Qwen/Qwen3-Embedding-0.6B --layer 0 --dynamic seq_len@x:1"
+local want = {}
+for _, a in ipairs(arg or {}) do want[a] = true end
+local function wanted(p) return next(want) == nil or want[p] end
+
+local passed, failed = 0, 0
+local function result(ok, name, msg)
+  if ok then passed = passed + 1 else failed = failed + 1 end
+  print(("%s %s%s"):format(ok and "ok  " or "FAIL", name, msg and (": " .. msg) or ""))
+end
+
+local function sh(cmd)
+  local p = io.popen(cmd .. " 2>&1")
+  local out = p:read("*a")
+  local ok, _, code = p:close()
+  return (ok == true or ok == 0) and 0 or (code or 1), out
+end
+
+local function tune(env, args, log)
+  local cmd = ("env %s %s tune %s > %s 2>&1"):format(env, EXE, args, log)
+  local t0 = sys.clock()
+  local code = os.execute(cmd)
+  local f = io.open(log)
+  local out = f and f:read("*a") or ""
+  if f then f:close() end
+  return (code == 0 or code == true) and 0 or 1, out, sys.clock() - t0
+end
+
+local function read_json(path)
+  local f = io.open(path)
+  if not f then return nil end
+  local t = cjson.decode(f:read("*a"))
+  f:close()
+  return t
+end
+
+local function count(db, sql, ...)
+  local h = assert(sqlite.open(db))
+  local r = assert(h:rows(sql, ...))
+  h:close()
+  return r
+end
+
+local function stat_line(out) return out:match("\n(done: [^\n]*)") or out:match("\n(stopped: [^\n]*)") or "(no stats line)" end
+
+-- clean -----------------------------------------------------------------------------------------------------------
+local clean
+if wanted("clean") or wanted("plant") or wanted("exhaustive") then
+  local env = ("EMMY_TUNE_DB=%s/clean.db EMMY_ONLINE_FILE=%s/clean.json"):format(T, T)
+  local code, out, wall = tune(env, L0 .. " --clean --dump-dir " .. T .. "/clean", OUT .. "/tune_clean.log")
+  clean = read_json(T .. "/clean/tune.json")
+  print(stat_line(out))
+  local ok = code == 0 and clean ~= nil and wall < 300
+  local bad = {}
+  if clean then
+    for _, k in ipairs(clean.kernels) do
+      if not k.best_us then bad[#bad + 1] = k.name end
+      print(("  %-26s %5d candidates %4d measured  best %7.1f us  %s"):format(k.name, k.candidates, k.measured,
+        k.best_us or 0, k.best_knobs or "-"))
+    end
+    local rows = count(T .. "/clean.db", "SELECT COUNT(*) AS n FROM measurements WHERE run_id = ?", clean.run_id)[1].n
+    ok = ok and #bad == 0 and rows == clean.benched
+    result(ok, "clean", ("%.0f s wall (limit 300), %d benched = %d DB rows, %d kernels without a pick%s"):format(wall,
+      clean.benched, rows, #bad, #bad > 0 and (" (" .. table.concat(bad, ", ") .. ")") or ""))
+  else
+    result(false, "clean", "exit " .. code .. ": " .. out:sub(-600))
+  end
+end
+
+-- plant -----------------------------------------------------------------------------------------------------------
+if wanted("plant") then
+  local rules = T .. "/rules"
+  assert(sys.mkdir_p(rules))
+  assert(sh(("cp %s/rules/tile/*.lua %s/ && cp %s/tests/fixtures/plant/900_plant.lua %s/"):format(ROOT, rules, ROOT, rules)) == 0)
+  local env = ("EMMY_RULES=%s EMMY_TUNE_DB=%s/plant.db EMMY_ONLINE_FILE=%s/plant.json"):format(rules, T, T)
+  local code, out, wall = tune(env, L0 .. " --clean --structural default --timeout-ms 15000 --dump-dir " .. T .. "/plant",
+    OUT .. "/tune_plant.log")
+  local pj = read_json(T .. "/plant/tune.json")
+  print(stat_line(out))
+  local ok, why = code == 0 and pj ~= nil, {}
+  if not ok then why[#why + 1] = "exit " .. code .. ": " .. out:sub(-400) end
+  local expect = { ["PLANT=1"] = "launch_fail", ["PLANT=2"] = "timeout", ["PLANT=3"] = "wrong" }
+  local seen = {}
+  for _, r in ipairs(count(T .. "/plant.db", [[SELECT v.knobs, m.status, m.error, k.name FROM measurements m
+      JOIN variants v ON v.id = m.variant_id JOIN kernels k ON k.hash = v.kernel_hash WHERE v.knobs LIKE '%PLANT=%']])) do
+    local p = r.knobs:match("PLANT=%d")
+    if expect[p] then
+      seen[p] = (seen[p] or 0) + 1
+      print(("  %-26s %s -> %-11s %s"):format(r.name, p, r.status, tostring(r.error):gsub("\n", " "):sub(1, 110)))
+      if r.status ~= expect[p] or not r.error or r.error == "" then
+        ok = false
+        why[#why + 1] = ("%s %s is %s (want %s with an error)"):format(r.name, p, r.status, expect[p])
+      end
+    end
+  end
+  for p, st in pairs(expect) do
+    if not seen[p] then ok = false why[#why + 1] = ("no %s row (%s)"):format(st, p) end
+  end
+  if pj and clean then
+    local by = {}
+    for _, k in ipairs(clean.kernels) do by[k.name] = k end
+    for _, k in ipairs(pj.kernels) do
+      local c = by[k.name]
+      local planted = k.best_knobs and k.best_knobs:match("PLANT=[123]")
+      local ratio = (k.best_us and c and c.best_us) and k.best_us / c.best_us or nil
+      print(("  pick %-26s %7.1f us (clean tune %7.1f us, ratio %.2f) %s"):format(k.name, k.best_us or 0,
+        c and c.best_us or 0, ratio or 0, k.best_knobs or "-"))
+      if not k.best_us or planted or not ratio or ratio > 1.10 then
+        ok = false
+        why[#why + 1] = ("%s: pick %s at %s us"):format(k.name, tostring(k.best_knobs), tostring(k.best_us))
+      end
+    end
+  end
+  result(ok, "plant", ("%.0f s wall; planted rows %d fault, %d hang, %d wrong%s"):format(wall, seen["PLANT=1"] or 0,
+    seen["PLANT=2"] or 0, seen["PLANT=3"] or 0, #why > 0 and ("; " .. table.concat(why, "; ")) or ""))
+end
+
+-- kill ------------------------------------------------------------------------------------------------------------
+if wanted("kill") then
+  local args = L0 .. " --max-candidates 6 --precompile 6 --structural default"
+  local envA = ("EMMY_TUNE_DB=%s/a.db EMMY_ONLINE_FILE=%s/a.json"):format(T, T)
+  local envB = ("EMMY_TUNE_DB=%s/b.db EMMY_ONLINE_FILE=%s/b.json"):format(T, T)
+  local codeA, outA = tune(envA, args .. " --clean", OUT .. "/tune_kill_a.log")
+  local rowsA = codeA == 0 and count(T .. "/a.db", "SELECT COUNT(*) AS n FROM measurements")[1].n or -1
+  -- the same search, killed with SIGKILL once the DB holds a third of it
+  os.execute(("env %s %s tune %s --clean > %s/tune_kill_b1.log 2>&1 & echo $! > %s/pid"):format(envB, EXE, args, OUT, T))
+  local f = io.open(T .. "/pid")
+  local pid = tonumber(f:read("*a"))
+  f:close()
+  local t0, rowsK = sys.clock(), 0
+  while sys.clock() - t0 < 240 do
+    os.execute("sleep 0.2")
+    local okc, r = pcall(count, T .. "/b.db", "SELECT COUNT(*) AS n FROM measurements")
+    rowsK = okc and r[1].n or 0
+    if rowsK >= math.max(1, math.floor(rowsA / 3)) then break end
+  end
+  os.execute("kill -9 " .. pid)
+  os.execute("sleep 1")
+  rowsK = count(T .. "/b.db", "SELECT COUNT(*) AS n FROM measurements")[1].n
+  local runsK = count(T .. "/b.db", "SELECT COUNT(*) AS n FROM runs WHERE ended IS NULL")[1].n
+  local codeB, outB = tune(envB, args, OUT .. "/tune_kill_b2.log")
+  local rowsB = count(T .. "/b.db", "SELECT COUNT(*) AS n FROM measurements")[1].n
+  local benched, served = outB:match("(%d+) variants benched, (%d+) served")
+  benched, served = tonumber(benched), tonumber(served)
+  print(stat_line(outA))
+  print(stat_line(outB))
+  local ok = codeA == 0 and codeB == 0 and runsK == 1 and rowsK < rowsA and served == rowsK and benched == rowsA - rowsK
+    and rowsB == rowsA
+  result(ok, "kill", ("uninterrupted %d rows; killed (SIGKILL) at %d rows, run left unfinished: %d; resumed: %s served, %s benched; final %d rows")
+    :format(rowsA, rowsK, runsK, tostring(served), tostring(benched), rowsB))
+end
+
+-- exhaustive ------------------------------------------------------------------------------------------------------
+if wanted("exhaustive") and clean then
+  local env = ("EMMY_TUNE_DB=%s/clean.db EMMY_ONLINE_FILE=%s/clean.json"):format(T, T)
+  local targets = { { "k_rms_norm_8fa63c", "--patience 100000" }, { "k_sdpa_123d66", "--patience 100000" },
+    { "k_linear_7363a2", "--patience 100000 --max-candidates 200 --precompile 200" } }
+  local lines, ok = {}, true
+  for _, t in ipairs(targets) do
+    local k
+    for _, x in ipairs(clean.kernels) do if x.name:find(t[1], 1, true) and not k then k = x end end
+    local repro = k and (T .. "/clean/tune.kernels/" .. k.name .. ".torch.json")
+    if not k then ok = false lines[#lines + 1] = t[1] .. ": not in the clean tune" goto next_target end
+    do
+      local dd = T .. "/ex_" .. k.name
+      local code, out = tune(env, repro .. " " .. t[2] .. " --dump-dir " .. dd, OUT .. "/tune_ex_" .. k.name .. ".log")
+      local ej = read_json(dd .. "/tune.json")
+      local e = ej and ej.kernels[1]
+      if code ~= 0 or not e or not e.best_us then
+        ok = false
+        lines[#lines + 1] = k.name .. ": the larger search failed: " .. out:sub(-300)
+      else
+        local ratio = k.best_us / e.best_us
+        local l = ("%s: tune pick %.1f us after %d of %d candidates; larger search (%d measured, %s) best %.1f us; pick/best %.3f")
+          :format(k.name, k.best_us, k.measured, k.candidates, e.measured, e.stopped, e.best_us, ratio)
+        print("  " .. l)
+        print(("    pick %s\n    best %s"):format(k.best_knobs, e.best_knobs))
+        lines[#lines + 1] = l
+        if ratio > 1.05 then ok = false end
+      end
+    end
+    ::next_target::
+  end
+  result(ok, "exhaustive", table.concat(lines, "; "))
+end
+
+os.execute("rm -rf " .. T)
+print((failed == 0 and "PASS" or "FAIL") .. (": tune on the GPU, %d parts passed, %d failed"):format(passed, failed))
+os.exit(failed == 0 and 0 or 1)
