@@ -42,10 +42,10 @@ return {
   --regime deploy|rank deploy (default): CUDA-graph replay, 5 warm-up runs then 10 ms more, 50 single-replay
                        samples each after an L2 flush (a memset of twice the L2); rank: plain event timing,
                        10 reps, no flush, cheaper. Rows are keyed by regime and never mixed.
-  --structural all|default  all (default): every structural fork (SPLIT_CONE, MERGE_SIBLINGS, VIEW_OUT,
-                       DUAL_GATE not pinned by EMMY_<KNOB>/EMMY_KNOBS) is formed, each distinct kernel of each
-                       tuned once, each fork priced by the sum of its kernels' best µs; default: the default
-                       (or pinned) kernel set only
+  --structural default|all  default: the default (or pinned) kernel set only; all: every structural fork
+                       (SPLIT_CONE, MERGE_SIBLINGS, VIEW_OUT, DUAL_GATE not pinned by EMMY_<KNOB>/EMMY_KNOBS) is
+                       formed, each distinct kernel of each tuned once (37 for a Qwen3 layer against 9), each
+                       fork priced by the sum of its kernels' best µs
   --gpus N             one bench worker per GPU (devices 0..N-1 of this host, one GPU model), kernels shared
                        out among them, one tune DB (default 1)
   --dump-dir D         keep the reproducers the worker measures in D/tune.kernels and write D/tune.json (the
@@ -59,7 +59,7 @@ return {
         ["--clean"] = { kind = "bool" }, ["--dump-dir"] = { kind = "string" },
         ["--precompile"] = { kind = "int", default = 0, min = 0 },
         ["--regime"] = { kind = "string", default = "deploy" }, ["--gpus"] = { kind = "int", default = 1, min = 1 },
-        ["--structural"] = { kind = "string", default = "all" } },
+        ["--structural"] = { kind = "string", default = "default" } },
       positional = { "input" }, usage = "emmy tune INPUT [--clean] [--patience N]",
     }, "tune")
     if not pos.input then cli.usage("tune: missing INPUT (a model or a .torch.json graph)") end
@@ -153,13 +153,19 @@ return {
       -- compile in parallel: each batch the search is about to measure (and with --precompile N the prior's N
       -- first candidates) goes through NVRTC's thread pool into the cubin cache, where the worker's build of the
       -- same source finds it; variants already measured in this context are not compiled
+      -- (from the reproducer's plan, as the worker forms it: the same source text, so the same cache key)
       local compiled = {}
+      local rp
       local function compile_ahead(list)
+        rp = rp or kernels.repro_plan(cli.check(graphjson.read(repro)), dev)
         local jobs = {}
         for _, c in ipairs(list) do
           if not compiled[c.string] and not db:measured(ctx, db:variant(hash, c.string, tier_of(c.knobs))) then
             compiled[c.string] = true
-            local src = kernels.emit(p, c.knobs)
+            local knobs = {}
+            for key, v in pairs(rp.choice.knobs) do knobs[key] = v end
+            for key, v in pairs(c.knobs) do knobs[key] = v end
+            local src = kernels.emit(rp, knobs)
             if src then jobs[#jobs + 1] = { source = src, arch = gpu.arch(gi), name = k.name .. ".cu", options = { "-std=c++17" } } end
           end
         end

@@ -199,6 +199,17 @@ function M.structural_forks(g, dev, opts)
   return forks, tried
 end
 
+-- The plan of a reproducer's main kernel on dev: a reproducer may re-form with a copy kernel for a view it
+-- returns, so the main one is the first contraction, else attention, row, reduce, pointwise. The bench worker
+-- measures this plan and the tuner compiles ahead from it (the same source, so the cubin cache serves the worker).
+function M.repro_plan(g, dev)
+  local plans = M.plan(require("emmy.compiler").run(g), { device = dev })
+  local RANK = { contraction = 1, attention = 2, row = 3, reduce = 4, pointwise = 5 }
+  local p = plans[1]
+  for _, q in ipairs(plans) do if (RANK[q.kernel.kind] or 9) < (RANK[p.kernel.kind] or 9) then p = q end end
+  return p
+end
+
 -- A seeded shuffle of the candidates, the chosen one first.
 function M.sample(cands, n, seed)
   local idx = {}

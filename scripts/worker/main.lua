@@ -26,7 +26,7 @@ end
 
 local function bench(req)
   local graphjson = require "emmy.graphjson"
-  local compiler, kernels, gpu = require "emmy.compiler", require "emmy.kernels", require "emmy.gpu"
+  local kernels, gpu = require "emmy.kernels", require "emmy.gpu"
   local inputs, ref = require "emmy.inputs", require "emmy.ref"
   local c, err = device()
   if not c then return { status = "no_gpu", error = err } end
@@ -36,13 +36,9 @@ local function bench(req)
   local pc = plan_cache[req.repro]
   if not pc then
     local g = assert(graphjson.read(req.repro))
-    local plans = kernels.plan(compiler.run(g), { device = { name = info.name, sm_count = info.sm_count, smem_static = 49152,
-      smem_optin = info.smem_optin, max_threads = 1024, regs_per_block = 65536, cc = info.cc, cc_major = info.cc_major } })
-    -- a reproducer may re-form with a copy kernel for a view it returns: bench its main kernel (contraction,
-    -- attention, row, reduce, then pointwise), on the reference's values of that kernel's own inputs
-    local RANK = { contraction = 1, attention = 2, row = 3, reduce = 4, pointwise = 5 }
-    local p = plans[1]
-    for _, q in ipairs(plans) do if (RANK[q.kernel.kind] or 9) < (RANK[p.kernel.kind] or 9) then p = q end end
+    -- the reproducer's main kernel, measured on the reference's values of its own inputs
+    local p = kernels.repro_plan(g, { name = info.name, sm_count = info.sm_count, smem_static = 49152,
+      smem_optin = info.smem_optin, max_threads = 1024, regs_per_block = 65536, cc = info.cc, cc_major = info.cc_major })
     pc = { g = g, p = p }
     plan_cache = { [req.repro] = pc }
   end

@@ -10,6 +10,7 @@
 --               DB ends with the row count of an uninterrupted run of the same search (--max-candidates 6: the
 --               first batch is the prior's order alone, so the search does not depend on the times measured)
 --   exhaustive: three kernels' picks against a much larger search of the same kernel in the same DB context
+io.stdout:setvbuf("line") -- a run cut short by a deadline keeps what it printed
 local sys = require "emmy.sys"
 local sqlite = require "emmy.sqlite"
 local cjson = require "cjson"
@@ -95,7 +96,7 @@ if wanted("plant") then
   assert(sys.mkdir_p(rules))
   assert(sh(("cp %s/rules/tile/*.lua %s/ && cp %s/tests/fixtures/plant/900_plant.lua %s/"):format(ROOT, rules, ROOT, rules)) == 0)
   local env = ("EMMY_RULES=%s EMMY_TUNE_DB=%s/plant.db EMMY_ONLINE_FILE=%s/plant.json"):format(rules, T, T)
-  local code, out, wall = tune(env, L0 .. " --clean --structural default --timeout-ms 15000 --dump-dir " .. T .. "/plant",
+  local code, out, wall = tune(env, L0 .. " --clean --structural default --timeout-ms 8000 --dump-dir " .. T .. "/plant",
     OUT .. "/tune_plant.log")
   local pj = read_json(T .. "/plant/tune.json")
   print(stat_line(out))
@@ -176,7 +177,7 @@ end
 if wanted("exhaustive") and clean then
   local env = ("EMMY_TUNE_DB=%s/clean.db EMMY_ONLINE_FILE=%s/clean.json"):format(T, T)
   local targets = { { "k_rms_norm_8fa63c", "--patience 100000" }, { "k_sdpa_123d66", "--patience 100000" },
-    { "k_linear_7363a2", "--patience 100000 --max-candidates 200 --precompile 200" } }
+    { "k_linear_7363a2", "--patience 100000 --max-candidates 120" } }
   local lines, ok = {}, true
   for _, t in ipairs(targets) do
     local k

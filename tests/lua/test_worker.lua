@@ -60,8 +60,7 @@ test("emmy tune with the mock driver: failures are rows, a re-run re-measures no
   local code, out = sh(("cc -shared -fPIC -O1 -o %s %s"):format(shell_quote(so), shell_quote(ROOT .. "/tests/fixtures/cuda_mock.c")))
   if code ~= 0 then skip("cannot build the mock driver with cc: " .. out:gsub("\n", " "):sub(1, 200)) end
   local env = ("EMMY_LIBCUDA=%s EMMY_TUNE_DB=%s/tune.db EMMY_CUBIN_CACHE=%s/cubin EMMY_ONLINE_FILE=%s/online.json"):format(so, d, d, d)
-  local L0 = { "tune", "Qwen/Qwen3-Embedding-0.6B", "--layer", "0", "--dynamic", "seq_len@x:1", "--precompile", "2",
-    "--structural", "default" }
+  local L0 = { "tune", "Qwen/Qwen3-Embedding-0.6B", "--layer", "0", "--dynamic", "seq_len@x:1", "--precompile", "2" }
   local function tune(extra)
     local a = {}
     for _, x in ipairs(L0) do a[#a + 1] = x end
@@ -97,7 +96,7 @@ test("emmy tune with the mock driver: failures are rows, a re-run re-measures no
   check(c6 == 1 and #lines_of(e6) == 1 and e6:find("--gpus 3: device 2", 1, true), e6)
   -- every structural fork: 16 assignments form 12 distinct kernel sets of 37 distinct kernels, each tuned once
   local a3 = { "tune", "Qwen/Qwen3-Embedding-0.6B", "--layer", "0", "--dynamic", "seq_len@x:1", "--precompile", "0",
-    "--patience", "1", "--clean" }
+    "--patience", "1", "--clean", "--structural", "all" }
   local c7, o7, e7 = emmy(a3, { env = env })
   eq(c7, 0, "--structural all: " .. e7)
   check(o7:find("tuning 37 distinct kernels of 12 structural forks (16 assignments)", 1, true), o7)
