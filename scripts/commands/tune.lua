@@ -130,6 +130,8 @@ return {
       #plans, #forks, #forks == 1 and "" or "s", tried, gi.name, path,
       model and model.usable and ("offline + online half fit on %d rows"):format(model.rows) or "offline half"))
     local stats, rows, picks, last = { benched = 0, served = 0, status = {} }, {}, {}, sys.clock()
+    -- where the wall time goes: the worker's phases (from its answers), the parent's compiles and waits
+    local spent = { worker = {}, compile_ahead = 0, bench_wait = 0, cache_hits = 0, compiled = 0 }
     local req_base = opts.regime == "deploy" and { graph = true, reps = 50, warmup = 5, warmup_ms = 10, flush = true }
       or { graph = false, reps = 10, warmup = 2 }
     -- one request on worker wk from inside a kernel's coroutine: yields until the answer is there
@@ -169,7 +171,9 @@ return {
             if src then jobs[#jobs + 1] = { source = src, arch = gpu.arch(gi), name = k.name .. ".cu", options = { "-std=c++17" } } end
           end
         end
+        local tc = sys.clock()
         if #jobs > 0 then nv.compile_many(jobs) end
+        spent.compile_ahead = spent.compile_ahead + sys.clock() - tc
       end
       if opts.precompile > 0 then
         local ahead = {}
@@ -190,7 +194,16 @@ return {
           else
             local req = { op = "bench", repro = repro, knobs = c.knobs }
             for key, v in pairs(req_base) do req[key] = v end
+            local tw = sys.clock()
             row = bench_on(wk, req)
+            spent.bench_wait = spent.bench_wait + sys.clock() - tw
+            for key, v in pairs(type(row.phase_ms) == "table" and row.phase_ms or {}) do
+              spent.worker[key] = (spent.worker[key] or 0) + v / 1e3
+            end
+            if row.cache_hit ~= nil then
+              spent.compiled = spent.compiled + 1
+              if row.cache_hit then spent.cache_hits = spent.cache_hits + 1 end
+            end
             local status = tunedb.STATUS[row.status] and row.status or "launch_fail"
             db:record { run_id = run_id, context_id = ctx, variant_id = vid, status = status, error = row.error,
               median_us = row.median_us, min_us = row.min_us, p20_us = row.p20_us, p80_us = row.p80_us,
@@ -300,6 +313,13 @@ return {
     print(("\n%s: %.1f s wall, %d variants benched, %d served from the tune DB; %s (%s regime, at the hints%s)"):format(
       #rows == #plans and "done" or "stopped", wall, stats.benched, stats.served, table.concat(st, ", "), opts.regime,
       #workers > 1 and (", %d GPUs"):format(#workers) or ""))
+    local ws = {}
+    for _, key in ipairs { "plan", "build", "ref", "run", "time" } do
+      if spent.worker[key] then ws[#ws + 1] = ("%s %.1f"):format(key, spent.worker[key]) end
+    end
+    print(("time: compiling batches ahead %.1f s; waiting on the worker%s %.1f s (its phases, s: %s; cubin cache hits %d of %d builds)")
+      :format(spent.compile_ahead, #workers > 1 and "s" or "", spent.bench_wait, #ws > 0 and table.concat(ws, ", ") or "-",
+        spent.cache_hits, spent.compiled))
     local rs = {}
     for s2, n in pairs(counts) do rs[#rs + 1] = ("%s %d"):format(s2, n) end
     table.sort(rs)
@@ -310,7 +330,7 @@ return {
       if not f then cli.fail("tune: cannot write %s", jf) end
       f:write(require("cjson").encode { run_id = run_id, db = path, regime = opts.regime, gpus = #workers, wall_s = wall,
         benched = stats.benched, served = stats.served, status = stats.status, recorded = counts, kernels = picks,
-        structural = priced })
+        structural = priced, spent = spent })
       f:close()
     end
   end,

@@ -6,7 +6,8 @@
 --   {op = "bench", repro = FILE.torch.json, knobs = {K = V}, bind = {name = N}, reps, warmup, warmup_ms, flush,
 --    seed, graph}
 --     -> {status = "ok" | "compile_fail" | "load_fail" | "launch_fail" | "wrong" | "no_gpu", error,
---         median_us, min_us, p20_us, p80_us, samples, regs, spills, smem, compile_ms, context_lost}
+--         median_us, min_us, p20_us, p80_us, samples, regs, spills, smem, compile_ms, cache_hit, context_lost,
+--         phase_ms = {plan, build, ref, run, time} (where the request's time went)}
 --     flush = true: the L2 is flushed before every sample (a memset of twice its size), one run per sample.
 --     context_lost = true: the variant faulted the CUDA context; the worker exits after answering (the parent
 --     starts a fresh one for the next request).
@@ -31,6 +32,14 @@ local function bench(req)
   local c, err = device()
   if not c then return { status = "no_gpu", error = err } end
   local info = c:info()
+  -- where the request's time goes (ms per phase, in the answer): plan, build (compile or cache, load), ref,
+  -- run (upload, launch, check), time
+  local ph, tp = {}, sys.clock()
+  local function lap(name)
+    local now = sys.clock()
+    ph[name] = (now - tp) * 1e3
+    tp = now
+  end
   -- the reproducer's plan is the same for every variant: formed once per file (a tune measures a kernel's
   -- variants in a row; planning a contraction evaluates thousands of candidates)
   local pc = plan_cache[req.repro]
@@ -44,6 +53,7 @@ local function bench(req)
   end
   local g, p = pc.g, pc.p
   local bind = assert(g:bind(req.bind or {}))
+  lap("plan")
   local knobs = {}
   for k, v in pairs(p.choice.knobs) do knobs[k] = v end
   for k, v in pairs(req.knobs or {}) do knobs[k] = v end
@@ -51,7 +61,9 @@ local function bench(req)
   if not okb then return { status = "emit_fail", error = tostring(built) } end
   local e = built[1]
   local r = e.compile or {}
-  local row = { kernel = p.kernel.name, regs = r.regs, spills = r.spill_stores, smem = (r.smem or 0) + (e.launch and e.launch.smem or 0), compile_ms = r.ms }
+  local row = { kernel = p.kernel.name, regs = r.regs, spills = r.spill_stores, smem = (r.smem or 0) + (e.launch and e.launch.smem or 0),
+    compile_ms = r.ms, cache_hit = r.cache_hit, phase_ms = ph }
+  lap("build")
   if e.error then
     row.status, row.error = e.error:match("^(%w+_fail)") or "compile_fail", e.error
     return row
@@ -68,6 +80,7 @@ local function bench(req)
     refs = { [key] = cached } -- one reproducer at a time: a tune measures a kernel's variants in a row
   end
   local ins, vals = cached.ins, cached.vals
+  lap("ref")
   local kg = p.kernel.repro
   local bufs = {}
   for _, v in ipairs(kg:inputs()) do bufs[v.name] = assert(c:upload(vals[v.name] or ins[v.name])) end
@@ -79,9 +92,11 @@ local function bench(req)
     row.status, row.error = why:match("^wrong") and "wrong" or "launch_fail", why
     return row
   end
+  lap("run")
   local t, terr = c:time(function() return gpu.launch(c, p, e, bufs, bind) end,
     { graph = req.graph ~= false, reps = req.reps or 50, warmup = req.warmup or 5, warmup_ms = req.warmup_ms or 0,
       flush_bytes = req.flush and 2 * math.max(info.l2 or 0, 32 * 1024 * 1024) or 0 })
+  lap("time")
   if not t then row.status, row.error = "launch_fail", tostring(terr) return row end
   row.status, row.median_us, row.min_us, row.p20_us, row.p80_us, row.samples = "ok", t.median_us, t.min_us, t.p20_us,
     t.p80_us, t.samples or req.reps or 50
