@@ -26,13 +26,7 @@ return {
           end
         end
       end
-      for i = 1, #out do
-        local o = {}
-        for key, v in pairs(out[i]) do o[key] = v end
-        o.WG_WAIT = 1
-        out[#out + 1] = o
-      end
-      return out
+      return atom.also(out, "WG_WAIT", 1)
     end },
 
   -- The tensor-core warp tier: WM x WN warps, each a (BM/WM) x (BN/WN) tile of mma.sync m16n8k16 (bf16/f16
@@ -75,14 +69,7 @@ return {
         out = first
       end
       -- the same tiles unpadded (PAD_SMEM=0), after every padded one
-      local n = #out
-      for i = 1, n do
-        local o = {}
-        for key, v in pairs(out[i]) do o[key] = v end
-        o.PAD_SMEM = 0
-        out[#out + 1] = o
-      end
-      return out
+      return atom.also(out, "PAD_SMEM", 0)
     end },
 
   -- Scalar contraction: a BM x BN block tile staged through shared memory BK deep, a TM x TN register tile

@@ -39,4 +39,17 @@ function A.tma(k, dev)
   return true, "both operands are kernel inputs: 2-d tensor maps, 128-byte swizzle, zero fill past M"
 end
 
+-- Appends to the option list out a copy of each of its options with key = v (a fork that offers every option
+-- twice, the variants after the originals); returns out.
+function A.also(out, key, v)
+  local n = #out
+  for i = 1, n do
+    local o = {}
+    for k2, x in pairs(out[i]) do o[k2] = x end
+    o[key] = v
+    out[#out + 1] = o
+  end
+  return out
+end
+
 return A
