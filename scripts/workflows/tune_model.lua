@@ -106,7 +106,7 @@ end
 
 -- 5. not yet built
 local missing = {
-  "tune: the online half persisted across tunes, --gpus, L2 flush between reps (issue 6); its picks are not yet fed to the bench",
+  "tune: its picks are not yet fed to the bench; the tune is slower on the GPU than its 5-minute budget (issue 6 notes)",
   "bench tables against PyTorch eager and torch.compile, emmy compare (issue 7) — bench/kernels.lua --torch on a GPU",
   "eval views, run --ab, run --profile (issue 8)",
   "the findings report plans/<slug>-layer<N>-tune-findings.md (issue 9)",
