@@ -46,6 +46,9 @@ return {
                        (SPLIT_CONE, MERGE_SIBLINGS, VIEW_OUT, DUAL_GATE not pinned by EMMY_<KNOB>/EMMY_KNOBS) is
                        formed, each distinct kernel of each tuned once (37 for a Qwen3 layer against 9), each
                        fork priced by the sum of its kernels' best µs
+  --budget-s S         the measuring time of the whole tune, shared out among the kernels not yet started
+                       (each kernel's search stops when its share is spent: "stopped by time"; default 240,
+                       0: no limit)
   --gpus N             one bench worker per GPU (devices 0..N-1 of this host, one GPU model), kernels shared
                        out among them, one tune DB (default 1)
   --dump-dir D         keep the reproducers the worker measures in D/tune.kernels and write D/tune.json (the
@@ -59,7 +62,7 @@ return {
         ["--clean"] = { kind = "bool" }, ["--dump-dir"] = { kind = "string" },
         ["--precompile"] = { kind = "int", default = 0, min = 0 },
         ["--regime"] = { kind = "string", default = "deploy" }, ["--gpus"] = { kind = "int", default = 1, min = 1 },
-        ["--structural"] = { kind = "string", default = "default" } },
+        ["--structural"] = { kind = "string", default = "default" }, ["--budget-s"] = { kind = "number", default = 240, min = 0 } },
       positional = { "input" }, usage = "emmy tune INPUT [--clean] [--patience N]",
     }, "tune")
     if not pos.input then cli.usage("tune: missing INPUT (a model or a .torch.json graph)") end
@@ -130,6 +133,7 @@ return {
       #plans, #forks, #forks == 1 and "" or "s", tried, gi.name, path,
       model and model.usable and ("offline + online half fit on %d rows"):format(model.rows) or "offline half"))
     local stats, rows, picks, last = { benched = 0, served = 0, status = {} }, {}, {}, sys.clock()
+    local t_budget = sys.clock() -- --budget-s counts from here (after the forks are planned)
     -- where the wall time goes: the worker's phases (from its answers), the parent's compiles and waits
     local spent = { worker = {}, compile_ahead = 0, bench_wait = 0, cache_hits = 0, compiled = 0 }
     local req_base = opts.regime == "deploy" and { graph = true, reps = 50, warmup = 5, warmup_ms = 10, flush = true }
@@ -183,8 +187,14 @@ return {
         for j = 1, math.min(#ahead, opts.precompile) do first[j] = ahead[j].c end
         compile_ahead(first)
       end
+      -- this kernel's share of what is left of --budget-s (kernels not yet started, one per worker at a time)
+      local deadline
+      if opts.budget_s > 0 then
+        local left = math.max(0, t_budget + opts.budget_s - sys.clock())
+        deadline = sys.clock() + math.max(2, left * #workers / math.max(1, #plans - i + 1))
+      end
       local best_us
-      local res = search.run { candidates = p.candidates, patience = opts.patience, max_candidates = opts.max_candidates,
+      local res = search.run { out_of_time = deadline and function() return sys.clock() > deadline end, candidates = p.candidates, patience = opts.patience, max_candidates = opts.max_candidates,
         seed = 1, score = function(c) return score(f, c) end, before_batch = compile_ahead,
         measure = function(c, order, online)
           local vid = db:variant(hash, c.string, tier_of(c.knobs))

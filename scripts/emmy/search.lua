@@ -27,7 +27,8 @@ end
 -- params = the online hyper-parameters (default rules/prior/online.lua's; the refit reads params.search);
 -- before_batch = fn({c, ...}) called with each batch's candidates before the first of them is measured.
 -- Returns {best = row|nil, best_candidate, rows = {{candidate, row, order, explored}}, measured = n,
--- stopped = "patience"|"max_candidates"|"exhausted"}.
+-- stopped = "patience"|"max_candidates"|"time"|"exhausted"}. out_of_time = fn() -> true once the kernel's time
+-- is up: the search stops before its next measurement (after at least one).
 function M.run(opts)
   local cands = opts.candidates
   local patience, batch = opts.patience or 24, opts.batch or 8
@@ -117,6 +118,7 @@ function M.run(opts)
     local stop = false
     for _, p in ipairs(picks) do
       if #rows >= max_n then stopped, stop = "max_candidates", true break end
+      if #rows > 0 and opts.out_of_time and opts.out_of_time() then stopped, stop = "time", true break end
       local row = opts.measure(p.e.c, #rows + 1, p.e.adj) or { status = "no_result" }
       rows[#rows + 1] = { candidate = p.e.c, row = row, order = #rows + 1, explored = p.explored, entry = p.e }
       if row.status == "ok" and row.median_us and (not best or row.median_us < best.median_us) then

@@ -140,7 +140,7 @@ end
 
 -- kill ------------------------------------------------------------------------------------------------------------
 if wanted("kill") then
-  local args = L0 .. " --max-candidates 6 --precompile 6 --structural default"
+  local args = L0 .. " --max-candidates 6 --precompile 6 --structural default --budget-s 0"
   local envA = ("EMMY_TUNE_DB=%s/a.db EMMY_ONLINE_FILE=%s/a.json"):format(T, T)
   local envB = ("EMMY_TUNE_DB=%s/b.db EMMY_ONLINE_FILE=%s/b.json"):format(T, T)
   local codeA, outA = tune(envA, args .. " --clean", OUT .. "/tune_kill_a.log")
@@ -176,8 +176,8 @@ end
 -- exhaustive ------------------------------------------------------------------------------------------------------
 if wanted("exhaustive") and clean then
   local env = ("EMMY_TUNE_DB=%s/clean.db EMMY_ONLINE_FILE=%s/clean.json"):format(T, T)
-  local targets = { { "k_rms_norm_8fa63c", "--patience 100000" }, { "k_sdpa_123d66", "--patience 100000" },
-    { "k_linear_7363a2", "--patience 100000 --max-candidates 120" } }
+  local targets = { { "k_rms_norm_8fa63c", "--patience 100000 --budget-s 0" }, { "k_sdpa_123d66", "--patience 100000 --budget-s 0" },
+    { "k_linear_7363a2", "--patience 100000 --max-candidates 120 --budget-s 0" } }
   local lines, ok = {}, true
   for _, t in ipairs(targets) do
     local k

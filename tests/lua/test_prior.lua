@@ -484,6 +484,16 @@ test("search: once a best exists, failed rows do not spend patience (up to 4 x p
     score = function(c) return c.knobs.i end, measure = function() return { status = "compile_fail", error = "x" } end }
   eq(r3.measured, 5, "patience rows of failures")
   check(r3.best == nil, "no best")
+  -- out of time: the search stops before its next measurement, after at least one
+  local n = 0
+  local r4 = search.run { candidates = cands, patience = 50, batch = 4, explore = 0, online = false, seed = 1,
+    score = function(c) return c.knobs.i end, out_of_time = function() return n >= 7 end,
+    measure = function(c) n = n + 1 return { status = "ok", median_us = 100 - c.knobs.i } end }
+  eq(r4.stopped, "time", "stopped by time")
+  eq(r4.measured, 7, "seven measured")
+  local r5 = search.run { candidates = cands, patience = 50, seed = 1, score = function(c) return c.knobs.i end,
+    out_of_time = function() return true end, measure = function() return { status = "ok", median_us = 1 } end }
+  eq(r5.measured, 1, "at least one measurement even with no time")
 end)
 
 return T
