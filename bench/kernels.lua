@@ -63,8 +63,9 @@ for _, p in ipairs(kernels.distinct(plans)) do
     -- attention point: the exhaustive sweep that sets the fork order of rules/tile/
     for _, c in ipairs(p.candidates) do
       local kn = c.knobs
+      -- (split-K only for the wgmma tiles, where the offline prior ranks it first and no timing exists yet)
       if c ~= p.choice and ((p.kernel.kind == "contraction" and kn.MMA == 1 and kn.ASYNC == 1 and (kn.PAD_SMEM == 8 or kn.TMA == 1)
-          and kn.RASTER == 1 and (kn.SPLIT_K or 1) == 1) or (p.kernel.kind == "attention" and kn.FLASH == 1)) then
+          and kn.RASTER == 1 and ((kn.SPLIT_K or 1) == 1 or kn.WGMMA == 1)) or (p.kernel.kind == "attention" and kn.FLASH == 1)) then
         list[#list + 1] = { plan = p, knobs = kn, label = c.string, swept = true }
       end
     end
