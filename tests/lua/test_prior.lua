@@ -1,5 +1,6 @@
 -- The prior (rules/prior/, emmy.prior, emmy.online, emmy.search; the math in C: emmy.prior_c) against
--- measurement: 3022 warp-tier variants of 11 Qwen3 layer-0 contractions timed on the H200 (tests/fixtures/prior/).
+-- measurement: 3022 warp-tier variants of 11 Qwen3 layer-0 contractions and 104 wgmma tiles of 5, timed on the
+-- H200 (tests/fixtures/prior/).
 -- The offline pick must be near each kernel's best and its order must follow the measured one; the online half
 -- must order rows it was not fit on better than the offline half; the search must end near the best. The weights
 -- and hyper-parameters are data in rules/prior/ (EMMY_PRIOR=DIR reads another folder).
@@ -10,8 +11,8 @@ local prior = require "emmy.prior"
 local T = {}
 local function test(name, fn) T[#T + 1] = { name, fn } end
 
-local function fixture()
-  local d = cjson.decode(read_file(ROOT .. "/tests/fixtures/prior/h200_qwen3_l0_s512.json"))
+local function fixture(file)
+  local d = cjson.decode(read_file(ROOT .. "/tests/fixtures/prior/" .. (file or "h200_qwen3_l0_s512.json")))
   local by, order = {}, {}
   for _, r in ipairs(d.rows) do
     local name = d.kernel_order[r[1] + 1]
@@ -55,6 +56,22 @@ test("the offline prior ranks measured tiles and picks near each kernel's best",
     lines[#lines + 1] = ("    %-26s rho %.2f  pick %.2fx best"):format(name, r.rho, r.ratio)
     check(r.ratio <= 1.2, name .. ": the prior's pick is more than 1.2x the best measured variant")
     check(r.rho >= 0.6, name .. ": rank correlation below 0.6")
+  end
+  print(table.concat(lines, "\n"))
+  check(sum / #order >= 0.8, ("mean rank correlation %.2f below 0.8"):format(sum / #order))
+end)
+
+test("the offline prior on the wgmma tier: 104 timed tiles of 5 contractions (third session)", function()
+  local d, by, order = fixture("h200_qwen3_l0_s512_wgmma.json")
+  eq(#order, 5, "kernels in the wgmma fixture")
+  local s = score(d, by, order)
+  local sum, lines = 0, {}
+  for _, name in ipairs(order) do
+    local r = s[name]
+    sum = sum + r.rho
+    lines[#lines + 1] = ("    %-26s rho %.2f  pick %.2fx best"):format(name, r.rho, r.ratio)
+    check(r.ratio <= 1.05, name .. ": the prior's wgmma pick is more than 1.05x the best measured wgmma tile")
+    check(r.rho >= 0.5, name .. ": rank correlation below 0.5")
   end
   print(table.concat(lines, "\n"))
   check(sum / #order >= 0.8, ("mean rank correlation %.2f below 0.8"):format(sum / #order))
