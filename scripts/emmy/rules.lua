@@ -179,6 +179,16 @@ function M.resource_check(k, c, dev)
     if c.BM > 256 or c.BN > 256 then return false, ("TMA box rows BM=%d, BN=%d exceed 256"):format(c.BM, c.BN) end
     if (c.PAD_SMEM or 0) ~= 0 then return false, "TMA=1 tiles are swizzled, not padded (PAD_SMEM=0)" end
   end
+  if k.kind == "contraction" and c.MMA == 1 and (c.WM or 0) > 0 and (c.WN or 0) > 0 then
+    -- the f32 accumulators each thread holds: at 256 or more ptxas spills them (1-27 KB of spill stores), the
+    -- compile takes seconds, and every such tile measured 2.5-9x slower than its kernel's best (384 of the 3022
+    -- timed warp-tier variants in tests/fixtures/prior/, none of them a best)
+    local acc = c.WGMMA == 1 and c.BM * c.BN * (k.dual and 2 or 1) / (32 * c.WM * c.WN)
+      or (c.BM / c.WM) * (c.BN / c.WN) / 32 * (k.dual and 2 or 1)
+    if acc >= 256 then
+      return false, ("%d f32 accumulators per thread (256 or more spill)"):format(acc)
+    end
+  end
   if k.kind == "contraction" and c.MMA == 1 and c.TMA == 1 then
     threads = 32 * (c.WM or 0) * (c.WN or 0)
     smem = 1024 + 128 * (c.BM + c.BN * (k.dual and 2 or 1)) * (c.STAGES or 1)

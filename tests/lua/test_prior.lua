@@ -77,6 +77,32 @@ test("the offline prior on the wgmma tier: 104 timed tiles of 5 contractions (th
   check(sum / #order >= 0.8, ("mean rank correlation %.2f below 0.8"):format(sum / #order))
 end)
 
+test("the resource check refuses tiles of 256+ accumulators per thread: none was a best, all were 2.5x slower or more", function()
+  local rules = require "emmy.rules"
+  local d, by, order = fixture()
+  local refused, slowest_ratio = 0, math.huge
+  for _, name in ipairs(order) do
+    local b = by[name]
+    local k = { kind = "contraction", dual = b.k.dual, M = b.k.M, N = b.k.N, K = b.k.K }
+    local best = math.huge
+    for _, us in ipairs(b.us) do best = math.min(best, us) end
+    for i, c in ipairs(b.knobs) do
+      local ok, why = rules.resource_check(k, c, d.device)
+      if not ok and tostring(why):find("accumulators per thread", 1, true) then
+        refused = refused + 1
+        slowest_ratio = math.min(slowest_ratio, b.us[i] / best)
+        check(b.us[i] > best, name .. ": a best variant is refused: " .. why)
+      end
+    end
+  end
+  print(("    %d of the timed variants refused; the fastest of them %.1fx its kernel's best"):format(refused, slowest_ratio))
+  eq(refused, 384, "refused rows")
+  check(slowest_ratio >= 2.5, "every refused tile was at least 2.5x slower than the best")
+  local ok, why = rules.resource_check({ kind = "contraction", dual = true }, { MMA = 1, ASYNC = 1, STAGES = 1, BM = 128, BN = 128,
+    BK = 32, WM = 2, WN = 1, TM = 4, TN = 4, PAD_SMEM = 8 }, d.device)
+  check(not ok and why == "512 f32 accumulators per thread (256 or more spill)", tostring(why))
+end)
+
 test("features are plain numbers; the prior's weights are edited without a rebuild (EMMY_PRIOR)", function()
   local k = { kind = "contraction", M = 512, N = 2048, K = 1024, dual = false }
   local c = { MMA = 1, BM = 64, BN = 64, BK = 64, WM = 2, WN = 4, TM = 4, TN = 4, ASYNC = 1, STAGES = 2, TMA = 1, SPLIT_K = 1 }
