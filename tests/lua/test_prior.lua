@@ -45,36 +45,30 @@ local function score(d, by, order, dir)
   return out
 end
 
-test("the offline prior ranks measured tiles and picks near each kernel's best", function()
-  local d, by, order = fixture()
-  eq(#order, 11, "kernels in the fixture")
+-- The offline prior on a fixture file: each kernel's pick within max_ratio of its best, each rank correlation at
+-- least min_rho, their mean at least 0.8.
+local function offline_on(file, nkernels, max_ratio, min_rho)
+  local d, by, order = fixture(file)
+  eq(#order, nkernels, "kernels in " .. tostring(file or "the fixture"))
   local s = score(d, by, order)
   local sum, lines = 0, {}
   for _, name in ipairs(order) do
     local r = s[name]
     sum = sum + r.rho
     lines[#lines + 1] = ("    %-26s rho %.2f  pick %.2fx best"):format(name, r.rho, r.ratio)
-    check(r.ratio <= 1.2, name .. ": the prior's pick is more than 1.2x the best measured variant")
-    check(r.rho >= 0.6, name .. ": rank correlation below 0.6")
+    check(r.ratio <= max_ratio, ("%s: the prior's pick is more than %.2fx the best measured variant"):format(name, max_ratio))
+    check(r.rho >= min_rho, ("%s: rank correlation below %.1f"):format(name, min_rho))
   end
   print(table.concat(lines, "\n"))
   check(sum / #order >= 0.8, ("mean rank correlation %.2f below 0.8"):format(sum / #order))
+end
+
+test("the offline prior ranks measured tiles and picks near each kernel's best", function()
+  offline_on(nil, 11, 1.2, 0.6)
 end)
 
 test("the offline prior on the wgmma tier: 104 timed tiles of 5 contractions (third session)", function()
-  local d, by, order = fixture("h200_qwen3_l0_s512_wgmma.json")
-  eq(#order, 5, "kernels in the wgmma fixture")
-  local s = score(d, by, order)
-  local sum, lines = 0, {}
-  for _, name in ipairs(order) do
-    local r = s[name]
-    sum = sum + r.rho
-    lines[#lines + 1] = ("    %-26s rho %.2f  pick %.2fx best"):format(name, r.rho, r.ratio)
-    check(r.ratio <= 1.05, name .. ": the prior's wgmma pick is more than 1.05x the best measured wgmma tile")
-    check(r.rho >= 0.5, name .. ": rank correlation below 0.5")
-  end
-  print(table.concat(lines, "\n"))
-  check(sum / #order >= 0.8, ("mean rank correlation %.2f below 0.8"):format(sum / #order))
+  offline_on("h200_qwen3_l0_s512_wgmma.json", 5, 1.05, 0.5)
 end)
 
 test("the resource check refuses tiles of 256+ accumulators per thread: none was a best, all were 2.5x slower or more", function()
