@@ -172,10 +172,12 @@ return {
       local out = {}
       -- one shared buffer holds the Q tile, then KVST stages of K and V tiles (KVST=2 double-buffers them; the
       -- emitter refuses it when K or V is not a strided view of a kernel input)
-      -- KVSPLIT=2 (first where K/V are strided views): twice the warps, each half taking alternate K/V tiles,
-      -- the softmax states merged at the end; its buffer is dynamic shared memory. Measured 23.8 us against
-      -- 25.4 us for KVSPLIT=1 (Qwen3 layer 0 SDPA, seq_len 512, H200, bench/run.sh kvsplit)
-      for _, split in ipairs { 2, 1 } do
+      -- KVSPLIT=2: twice the warps, each half taking alternate K/V tiles, the softmax states merged at the end;
+      -- its buffer is dynamic shared memory. First only when the 64-row query tiles at the hint leave SMs idle:
+      -- Qwen3 layer 0 SDPA on the H200 (bench/run.sh kvsplit, sdpa2048), at seq_len 512 (128 tiles for 132 SMs)
+      -- 23.8 us against 25.4 us for KVSPLIT=1, at 2048 (512 tiles) 172.5 us against 144.1 us
+      local tiles = math.ceil((type(k.L) == "number" and k.L or 0) / 64) * (k.heads or 1) * (k.batch or 1)
+      for _, split in ipairs(tiles < (dev.sm_count or 132) and { 2, 1 } or { 1, 2 }) do
         for _, kvst in ipairs { 2, 1 } do
           for _, bq in ipairs { 64, 32, 128 } do
             for _, bkv in ipairs { 32, 64, 16 } do

@@ -112,6 +112,10 @@ test("flash attention copies Q, K and V rows with cp.async, V through its transp
   check(out:find("em_cp_async16(&Kd[ss][e]", 1, true) and out:find("em_cp_async16(&Qs[rr][e]", 1, true), out)
   check(not out:find("kv_k = ", 1, true), "no element-wise K/V fill: " .. out)
   check(out:find("exp2f(", 1, true) and not out:find("expf(", 1, true), "the softmax runs in base 2")
+  -- at a hint whose query tiles fill the SMs (2048: 32 tiles x 16 heads) the K/V range is not split
+  local c2, o2, e2 = emmy(args("compile", L0, "--hint", "seq_len=2048", "--explain", "--kernel", "k_sdpa"))
+  eq(c2, 0, "exit: " .. e2)
+  check(o2:find("chosen: BKV=32,BQ=64,FLASH=1,KVSPLIT=1,KVST=2", 1, true), "KVSPLIT=1 first at 2048: " .. o2)
 end)
 
 test("KVSPLIT=2: two warp halves take alternate K/V tiles and merge their softmax states", function()
