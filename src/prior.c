@@ -35,7 +35,8 @@ em_status em_prior_roofline(const em_prior_features *f, const em_prior_weights *
   double rounds = ceil(f->busiest / f->per_sm);
   double t_sm = rounds * dmin(f->busiest, f->per_sm) * f->tile_flops / (rate * eff);
   double t_mem = dmax(f->l2_bytes / (w->l2_gbps * 1e3), f->bytes / (w->dram_gbps * 1e3));
-  *us = dmax(t_sm, t_mem) + w->fixed_us + (f->split > 1 ? w->split_us : 0);
+  /* split-K: the partial sums' round trip through scratch (L2-resident at these sizes) and the last block's sum */
+  *us = dmax(t_sm, t_mem) + w->fixed_us + (f->split > 1 ? w->split_us + f->split_bytes / (w->l2_gbps * 1e3) : 0);
   return EM_OK;
 }
 

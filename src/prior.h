@@ -20,6 +20,7 @@ typedef struct {
   double l2_bytes;   /* bytes read through L2 */
   double bytes;      /* bytes moved to and from DRAM */
   double split;      /* split-K factor */
+  double split_bytes; /* split-K partial sums written to and read back from scratch (0 without split-K) */
 } em_prior_features;
 
 /* The roofline's weights (rules/prior/offline.lua's table W; names match its fields). */

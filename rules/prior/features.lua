@@ -38,6 +38,8 @@ function F.contraction(k, c, dev)
     reuse = mma and (BM / c.WM / 16) * (BN / c.WN / 8) * nb / ((BM / c.WM / 16) + (BN / c.WN / 16) * nb) or 1,
     tier = wg and 2 or (mma and 1 or 0), transport = c.TMA == 1 and 2 or (c.ASYNC == 1 and 1 or 0),
     stages = stages, bk = BK, split = SK, masked = (cdiv(M, BM) * BM - M) / (cdiv(M, BM) * BM),
+    -- split-K: each slice writes its f32 partial tile to scratch and the last block reads them all back
+    split_bytes = SK > 1 and 2 * 4 * M * N * nb * SK or 0,
     l2_bytes = 2 * (M * K * cdiv(N, BN) + N * K * nb * cdiv(M, BM)),
   }
 end

@@ -17,7 +17,8 @@ local W = {
   reuse_half = 1.5,       -- warp-tile operand reuse at which the tile step runs at half rate
   l2_gbps = 9000, dram_gbps = 4000,
   fixed_us = 4.0,         -- launch and replay overhead of one kernel (measured: one-kernel graphs, 4-5 us)
-  split_us = 1.5,         -- the split-K partial round trip and the last block's sum
+  split_us = 1.5,         -- split-K's fixed cost (the last block's sum; the partials' traffic is split_bytes
+                          -- through L2); no split-K variant has been timed yet
 }
 
 local O = { weights = W }

@@ -100,6 +100,7 @@ static int l_roofline(lua_State *L) {
       .l2_bytes = need_number(L, 1, "l2_bytes", fw),
       .bytes = need_number(L, 1, "bytes", fw),
       .split = need_number(L, 1, "split", fw),
+      .split_bytes = need_number(L, 1, "split_bytes", fw),
   };
   em_prior_weights w = {
       .clock_ghz = need_number(L, 2, "clock_ghz", ww),

@@ -151,7 +151,7 @@ local function lua_roofline(f, W)
   local rounds = math.ceil(f.busiest / f.per_sm)
   local t_sm = rounds * math.min(f.busiest, f.per_sm) * f.tile_flops / (rate * eff)
   local t_mem = math.max(f.l2_bytes / (W.l2_gbps * 1e3), f.bytes / (W.dram_gbps * 1e3))
-  return math.max(t_sm, t_mem) + W.fixed_us + (f.split > 1 and W.split_us or 0)
+  return math.max(t_sm, t_mem) + W.fixed_us + (f.split > 1 and W.split_us + f.split_bytes / (W.l2_gbps * 1e3) or 0)
 end
 
 -- A seeded generator for test data (Park-Miller).
