@@ -30,8 +30,7 @@ local bind = assert(g:bind({ seq_len = opts.seq_len }))
 local cu = assert(require("emmy.cuda").open())
 local info = cu:info()
 local ctx = compiler.run(g)
-local plans = kernels.plan(ctx, { device = { name = info.name, sm_count = info.sm_count, smem_static = 49152,
-  smem_optin = info.smem_optin, max_threads = 1024, regs_per_block = 65536, cc = info.cc, cc_major = info.cc_major } })
+local plans = kernels.plan(ctx, { device = gpu.device(info) })
 local ins = assert(inputs.for_graph(g, bind, 0))
 local vals = assert(ref.run(g, ins, { bind = bind, keep_all = true }))
 

@@ -68,9 +68,7 @@ return {
     local info = cu:info()
     local t0 = sys.clock()
     local ctx = compiler.run(g)
-    local okp, plans = pcall(kernels.plan, ctx, { device = { name = info.name, sm_count = info.sm_count,
-      smem_static = 49152, smem_optin = info.smem_optin, max_threads = 1024, regs_per_block = 65536, cc = info.cc,
-      cc_major = info.cc_major, arch = gpu.arch(info) } })
+    local okp, plans = pcall(kernels.plan, ctx, { device = gpu.device(info) })
     if not okp then cli.usage("%s", tostring(plans)) end
     if opts.dump_dir then
       local d = dump.open(opts.dump_dir)

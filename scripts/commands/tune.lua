@@ -95,8 +95,7 @@ return {
       end
     end
     local gi = workers[1].gpu
-    local dev = { name = gi.name, sm_count = gi.sm_count, smem_static = 49152, smem_optin = gi.smem_optin, max_threads = 1024,
-      regs_per_block = 65536, cc = gi.cc, cc_major = gi.cc_major }
+    local dev = gpu.device(gi)
     -- the structural forks (which kernels exist): each distinct kernel of every fork is tuned once, each fork priced
     -- by the sum of its kernels' best rows
     local forks, tried = kernels.structural_forks(g, dev, { all = opts.structural == "all" })
@@ -168,11 +167,7 @@ return {
         for _, c in ipairs(list) do
           if not compiled[c.string] and not db:measured(ctx, db:variant(hash, c.string, tier_of(c.knobs))) then
             compiled[c.string] = true
-            local knobs = {}
-            for key, v in pairs(rp.choice.knobs) do knobs[key] = v end
-            for key, v in pairs(c.knobs) do knobs[key] = v end
-            local src = kernels.emit(rp, knobs)
-            if src then jobs[#jobs + 1] = { source = src, arch = gpu.arch(gi), name = k.name .. ".cu", options = { "-std=c++17" } } end
+            jobs[#jobs + 1] = gpu.job(rp, gpu.knobs_over(rp, c.knobs), gi) -- (a refused variant adds nothing)
           end
         end
         local tc = sys.clock()

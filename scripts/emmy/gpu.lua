@@ -24,17 +24,40 @@ end
 -- The NVRTC architecture for a device (sm_90a on Hopper so that later tiers may use wgmma/TMA).
 function M.arch(info) return info.arch .. (info.cc == "9.0" and "a" or "") end
 
+-- The rules' device facts (kernels.plan's opts.device) for a GPU, from its cu:info() table (or the worker's).
+function M.device(info)
+  return { name = info.name, sm_count = info.sm_count, smem_static = 49152, smem_optin = info.smem_optin, max_threads = 1024,
+    regs_per_block = 65536, cc = info.cc, cc_major = info.cc_major, arch = M.arch(info) }
+end
+
+-- The plan's chosen knobs with knobs (a candidate's, or a partial assignment) over them.
+function M.knobs_over(plan, knobs)
+  local out = {}
+  for key, v in pairs(plan.choice.knobs) do out[key] = v end
+  for key, v in pairs(knobs or {}) do out[key] = v end
+  return out
+end
+
+-- The NVRTC job of one variant on a GPU (info: cu:info()): the source, arch and options the cubin cache is keyed
+-- by, so that a compile ahead (emmy tune) and the build that loads it (gpu.build, in the bench worker) meet in
+-- the cache. Returns job, launch | nil, msg (the emitter refused the variant).
+function M.job(plan, knobs, info)
+  local src, la = kernels.emit(plan, knobs)
+  if not src then return nil, la end
+  -- in-process compiles: with the model's weights resident, forking per compile is slow (see nvrtc.h)
+  return { source = src, arch = M.arch(info), name = plan.kernel.name .. ".cu", options = { "-std=c++17" } }, la
+end
+
 -- Compiles variants: list of {plan, knobs}; returns list of {fn, launch, src, compile} or raises.
 function M.build(cu, list, opts)
   local nv = require "emmy.nvrtc"
   local info = cu:info()
   local jobs, emitted = {}, {}
   for i, it in ipairs(list) do
-    local src, la = kernels.emit(it.plan, it.knobs)
-    if not src then error(la, 0) end
-    emitted[i] = { src = src, launch = la }
-    -- in-process compiles: with the model's weights resident, forking per compile is slow (see nvrtc.h)
-    jobs[i] = { source = src, arch = M.arch(info), name = it.plan.kernel.name .. ".cu", options = { "-std=c++17" } }
+    local job, la = M.job(it.plan, it.knobs, info)
+    if not job then error(la, 0) end
+    emitted[i] = { src = job.source, launch = la }
+    jobs[i] = job
   end
   local res = nv.compile_many(jobs, { progress = opts and opts.progress })
   local out = {}

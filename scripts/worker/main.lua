@@ -46,18 +46,14 @@ local function bench(req)
   if not pc then
     local g = assert(graphjson.read(req.repro))
     -- the reproducer's main kernel, measured on the reference's values of its own inputs
-    local p = kernels.repro_plan(g, { name = info.name, sm_count = info.sm_count, smem_static = 49152,
-      smem_optin = info.smem_optin, max_threads = 1024, regs_per_block = 65536, cc = info.cc, cc_major = info.cc_major })
+    local p = kernels.repro_plan(g, gpu.device(info))
     pc = { g = g, p = p }
     plan_cache = { [req.repro] = pc }
   end
   local g, p = pc.g, pc.p
   local bind = assert(g:bind(req.bind or {}))
   lap("plan")
-  local knobs = {}
-  for k, v in pairs(p.choice.knobs) do knobs[k] = v end
-  for k, v in pairs(req.knobs or {}) do knobs[k] = v end
-  local okb, built = pcall(gpu.build, c, { { plan = p, knobs = knobs } })
+  local okb, built = pcall(gpu.build, c, { { plan = p, knobs = gpu.knobs_over(p, req.knobs) } })
   if not okb then return { status = "emit_fail", error = tostring(built) } end
   local e = built[1]
   local r = e.compile or {}
