@@ -54,7 +54,9 @@ return {
   --dump-dir D         keep the reproducers the worker measures in D/tune.kernels and write D/tune.json (the
                        run's stats and each kernel's pick; default: a temporary folder, no JSON)
   Measured at the symbols' hints (deploy regime: CUDA-graph replay, median); rows already in the DB for this
-  GPU, driver, NVRTC and regime are served from it.]],
+  GPU, driver, NVRTC and regime are served from it. After the searches, each kernel also measures the picks of
+  the other kernels of its kind that are among its candidates ("stopped by" shows +sibling when one won).
+  Rows that are not ok are listed at the end, a line each.]],
   run = function(argv)
     local opts, pos = cli.parse(argv, {
       flags = frontend.merge_flags { ["--patience"] = { kind = "int", default = 16, min = 1 },
@@ -146,6 +148,7 @@ return {
         coroutine.yield()
       end
     end
+    local state, max_n_opt = {}, opts.max_candidates
     local function tune_kernel(i, p, wk)
       local k = p.kernel
       local f = kernels.facts(k)
@@ -188,44 +191,45 @@ return {
         local left = math.max(0, t_budget + opts.budget_s - sys.clock())
         deadline = sys.clock() + math.max(2, left * #workers / math.max(1, #plans - i + 1))
       end
-      local best_us
+      local st = { best_us = nil, wk = wk } -- (wk: the worker of the coroutine measuring now)
+      -- one candidate measured (or served from the DB) and recorded; order = its place in the kernel's search
+      local function measure(c, order, online_us)
+        local vid = db:variant(hash, c.string, tier_of(c.knobs))
+        local row = db:measured(ctx, vid)
+        if row then
+          stats.served = stats.served + 1
+        else
+          local req = { op = "bench", repro = repro, knobs = c.knobs }
+          for key, v in pairs(req_base) do req[key] = v end
+          local tw = sys.clock()
+          row = bench_on(st.wk, req)
+          spent.bench_wait = spent.bench_wait + sys.clock() - tw
+          for key, v in pairs(type(row.phase_ms) == "table" and row.phase_ms or {}) do
+            spent.worker[key] = (spent.worker[key] or 0) + v / 1e3
+          end
+          if row.cache_hit ~= nil then
+            spent.compiled = spent.compiled + 1
+            if row.cache_hit then spent.cache_hits = spent.cache_hits + 1 end
+          end
+          local status = tunedb.STATUS[row.status] and row.status or "launch_fail"
+          db:record { run_id = run_id, context_id = ctx, variant_id = vid, status = status, error = row.error,
+            median_us = row.median_us, min_us = row.min_us, p20_us = row.p20_us, p80_us = row.p80_us,
+            samples = row.samples, regs = row.regs, spills = row.spills, smem = row.smem, compile_ms = row.compile_ms,
+            prior_offline = prior.offline(f, c.knobs, dev), prior_online = online_us, search_order = order }
+          row.status = status
+          stats.benched = stats.benched + 1
+        end
+        stats.status[row.status] = (stats.status[row.status] or 0) + 1
+        if row.status == "ok" and row.median_us and (not st.best_us or row.median_us < st.best_us) then st.best_us = row.median_us end
+        if sys.clock() - last > 3 then
+          io.stderr:write(("  kernel %d/%d %s: %d measured, best %s\n"):format(i, #plans, k.name, order,
+            st.best_us and ("%.1f us"):format(st.best_us) or "-"))
+          last = sys.clock()
+        end
+        return row
+      end
       local res = search.run { out_of_time = deadline and function() return sys.clock() > deadline end, candidates = p.candidates, patience = opts.patience, max_candidates = opts.max_candidates,
-        seed = 1, score = function(c) return score(f, c) end, before_batch = compile_ahead,
-        measure = function(c, order, online)
-          local vid = db:variant(hash, c.string, tier_of(c.knobs))
-          local row = db:measured(ctx, vid)
-          if row then
-            stats.served = stats.served + 1
-          else
-            local req = { op = "bench", repro = repro, knobs = c.knobs }
-            for key, v in pairs(req_base) do req[key] = v end
-            local tw = sys.clock()
-            row = bench_on(wk, req)
-            spent.bench_wait = spent.bench_wait + sys.clock() - tw
-            for key, v in pairs(type(row.phase_ms) == "table" and row.phase_ms or {}) do
-              spent.worker[key] = (spent.worker[key] or 0) + v / 1e3
-            end
-            if row.cache_hit ~= nil then
-              spent.compiled = spent.compiled + 1
-              if row.cache_hit then spent.cache_hits = spent.cache_hits + 1 end
-            end
-            local status = tunedb.STATUS[row.status] and row.status or "launch_fail"
-            db:record { run_id = run_id, context_id = ctx, variant_id = vid, status = status, error = row.error,
-              median_us = row.median_us, min_us = row.min_us, p20_us = row.p20_us, p80_us = row.p80_us,
-              samples = row.samples, regs = row.regs, spills = row.spills, smem = row.smem, compile_ms = row.compile_ms,
-              prior_offline = prior.offline(f, c.knobs, dev), prior_online = online, search_order = order }
-            row.status = status
-            stats.benched = stats.benched + 1
-          end
-          stats.status[row.status] = (stats.status[row.status] or 0) + 1
-          if row.status == "ok" and row.median_us and (not best_us or row.median_us < best_us) then best_us = row.median_us end
-          if sys.clock() - last > 3 then
-            io.stderr:write(("  kernel %d/%d %s: %d measured, best %s\n"):format(i, #plans, k.name, order,
-              best_us and ("%.1f us"):format(best_us) or "-"))
-            last = sys.clock()
-          end
-          return row
-        end }
+        seed = 1, score = function(c) return score(f, c) end, before_batch = compile_ahead, measure = measure }
       rows[i] = { k.name, tostring(#p.candidates), tostring(res.measured), res.stopped,
         res.best and ("%.1f"):format(res.best.median_us) or "-", res.best_candidate and res.best_candidate.string or "no correct variant" }
       picks[i] = { name = k.name, hash = hash, kind = k.kind, candidates = #p.candidates, measured = res.measured,
@@ -233,28 +237,69 @@ return {
         best_knobs = res.best_candidate and res.best_candidate.string or nil, device = wk.device }
       io.stderr:write(("  kernel %d/%d %s: %d measured (%s), best %s%s\n"):format(i, #plans, k.name, res.measured, res.stopped,
         res.best and ("%.1f us"):format(res.best.median_us) or "none", #workers > 1 and (" (GPU %d)"):format(wk.device) or ""))
+      local tried = {}
+      for _, r2 in ipairs(res.rows) do tried[r2.candidate.string] = true end
+      state[i] = { measure = measure, compile_ahead = compile_ahead, tried = tried, res = res, st = st }
     end
-    -- one coroutine per worker, each taking the next kernel until none is left; a request in flight yields
-    local next_i = 0
-    local cos = {}
-    for _, wk in ipairs(workers) do
-      cos[#cos + 1] = coroutine.create(function()
-        while next_i < #plans do
-          next_i = next_i + 1
-          tune_kernel(next_i, plans[next_i], wk)
+    -- the second look: each kernel also measures the picks of the other kernels of its kind that are among its
+    -- candidates and that its own search did not reach (a patience-bounded search can settle in a region a
+    -- sibling's search escaped: o_proj and down are the same GEMM family at N = 1024; a few measurements per
+    -- kernel, inside what is left of --budget-s)
+    local function second_look(i, p, wk)
+      local s2, pk = state[i], picks[i]
+      if not s2 or (max_n_opt and s2.res.measured >= max_n_opt) then return end
+      local by_string = {}
+      for _, c in ipairs(p.candidates) do by_string[c.string] = c end
+      local list = {}
+      for j, o in ipairs(picks) do
+        local c = j ~= i and o.kind == pk.kind and o.best_knobs and by_string[o.best_knobs]
+        if c and not s2.tried[c.string] then
+          s2.tried[c.string] = true
+          list[#list + 1] = c
         end
-      end)
-    end
-    while #cos > 0 do
-      for j = #cos, 1, -1 do
-        local ok, err = coroutine.resume(cos[j])
-        if not ok then
-          close_all()
-          error(err, 0)
+      end
+      if #list == 0 then return end
+      s2.st.wk = wk
+      s2.compile_ahead(list)
+      for _, c in ipairs(list) do
+        if opts.budget_s > 0 and sys.clock() > t_budget + opts.budget_s then break end
+        pk.measured = pk.measured + 1
+        local row = s2.measure(c, pk.measured, nil)
+        if row.status == "ok" and row.median_us and (not pk.best_us or row.median_us < pk.best_us) then
+          io.stderr:write(("  kernel %d/%d %s: a sibling's pick is faster: %.2f us (was %s)\n"):format(i, #plans,
+            pk.name, row.median_us, pk.best_us and ("%.2f"):format(pk.best_us) or "none"))
+          pk.best_us, pk.best_knobs, pk.second_look = row.median_us, c.string, true
+          rows[i][5], rows[i][6] = ("%.1f"):format(row.median_us), c.string
+          if not rows[i][4]:find("+sibling", 1, true) then rows[i][4] = rows[i][4] .. "+sibling" end
         end
-        if coroutine.status(cos[j]) == "dead" then table.remove(cos, j) end
+        rows[i][3] = tostring(pk.measured)
       end
     end
+    -- one coroutine per worker, each taking the next kernel until none is left; a request in flight yields
+    local function each_kernel(fn)
+      local next_i = 0
+      local cos = {}
+      for _, wk in ipairs(workers) do
+        cos[#cos + 1] = coroutine.create(function()
+          while next_i < #plans do
+            next_i = next_i + 1
+            fn(next_i, plans[next_i], wk)
+          end
+        end)
+      end
+      while #cos > 0 do
+        for j = #cos, 1, -1 do
+          local ok, err = coroutine.resume(cos[j])
+          if not ok then
+            close_all()
+            error(err, 0)
+          end
+          if coroutine.status(cos[j]) == "dead" then table.remove(cos, j) end
+        end
+      end
+    end
+    each_kernel(tune_kernel)
+    each_kernel(second_look)
     db:end_run(run_id)
     -- refit the online half on every ok row of this context and keep it for the next tune
     local fit = {}
@@ -273,6 +318,7 @@ return {
     close_all()
     -- the run's stats are the DB's: every benched variant is one row of this run
     local counts, n_db = db:run_counts(run_id)
+    local failures = db:run_failures(run_id)
     db:close()
     if n_db ~= stats.benched then
       cli.fail("tune: the tune DB holds %d rows for run %d but %d variants were benched", n_db, run_id, stats.benched)
@@ -329,6 +375,15 @@ return {
     for s2, n in pairs(counts) do rs[#rs + 1] = ("%s %d"):format(s2, n) end
     table.sort(rs)
     print(("tune DB %s: run %d recorded %d rows (%s), as benched"):format(path, run_id, n_db, #rs > 0 and table.concat(rs, ", ") or "none"))
+    -- what failed, a line each (the first 12; the tune DB holds them all)
+    if #failures > 0 then print(("rows of this run that are not ok (%d):"):format(#failures)) end
+    for j, fr in ipairs(failures) do
+      if j > 12 then
+        print(("  … and %d more"):format(#failures - 12))
+        break
+      end
+      print(("  %s %s %s: %s"):format(fr.status, fr.kernel, fr.knobs, tostring(fr.error or "-"):gsub("%s+", " "):sub(1, 160)))
+    end
     if opts.dump_dir then
       local jf = opts.dump_dir .. "/tune.json"
       local f = io.open(jf, "w")

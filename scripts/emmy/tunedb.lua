@@ -178,6 +178,13 @@ function DB:run_counts(run_id)
   return out, n
 end
 
+-- The rows of a run that are not ok, oldest first: {{kernel = name, knobs =, status =, error =}, ...}.
+function DB:run_failures(run_id)
+  return assert(self.h:rows([[SELECT k.name AS kernel, v.knobs, m.status, m.error FROM measurements m
+    JOIN variants v ON v.id = m.variant_id JOIN kernels k ON k.hash = v.kernel_hash
+    WHERE m.run_id = ? AND m.status <> 'ok' ORDER BY m.id]], run_id))
+end
+
 -- Counts of a kernel's measurements in a context by status: {ok = n, wrong = n, ...}.
 function DB:status_counts(context_id, hash)
   local out = {}

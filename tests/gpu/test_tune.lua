@@ -9,7 +9,9 @@
 --   kill:       kill -9 in the middle of a tune, the same command again: nothing measured is re-benched and the
 --               DB ends with the row count of an uninterrupted run of the same search (--max-candidates 6: the
 --               first batch is the prior's order alone, so the search does not depend on the times measured)
---   exhaustive: three kernels' picks against a much larger search of the same kernel in the same DB context
+--   exhaustive: four kernels' picks against a much larger search of the same kernel in the same DB context
+--   gpus2:      (on a host with two GPUs) the clean tune with --gpus 2: both workers tune kernels, one DB, the
+--               stats are the DB's, every pick within 10% of the one-GPU clean tune's when that ran
 io.stdout:setvbuf("line") -- a run cut short by a deadline keeps what it printed
 local sys = require "emmy.sys"
 local sqlite = require "emmy.sqlite"
@@ -72,6 +74,7 @@ if wanted("clean") or wanted("plant") or wanted("exhaustive") then
   local env = ("EMMY_TUNE_DB=%s/clean.db EMMY_ONLINE_FILE=%s/clean.json"):format(T, T)
   local code, out, wall = tune(env, L0 .. " --clean --dump-dir " .. T .. "/clean", OUT .. "/tune_clean.log")
   clean = read_json(T .. "/clean/tune.json")
+  os.execute(("cp %s/clean/tune.json %s/tune_clean.json 2>/dev/null"):format(T, OUT))
   print(stat_line(out))
   local ok = code == 0 and clean ~= nil and wall < 300
   local bad = {}
@@ -177,7 +180,8 @@ end
 if wanted("exhaustive") and clean then
   local env = ("EMMY_TUNE_DB=%s/clean.db EMMY_ONLINE_FILE=%s/clean.json"):format(T, T)
   local targets = { { "k_rms_norm_8fa63c", "--patience 100000 --budget-s 0" }, { "k_sdpa_123d66", "--patience 100000 --budget-s 0" },
-    { "k_linear_7363a2", "--patience 100000 --max-candidates 120 --budget-s 0" } }
+    { "k_linear_7363a2", "--patience 100000 --max-candidates 120 --budget-s 0" },
+    { "k_linear_add_67d546", "--patience 100000 --max-candidates 120 --budget-s 0" } }
   local lines, ok = {}, true
   for _, t in ipairs(targets) do
     local k
@@ -205,6 +209,42 @@ if wanted("exhaustive") and clean then
     ::next_target::
   end
   result(ok, "exhaustive", table.concat(lines, "; "))
+end
+
+-- gpus2 -----------------------------------------------------------------------------------------------------------
+local function gpu_count()
+  local _, o = sh("nvidia-smi -L")
+  local n = 0
+  for _ in o:gmatch("GPU %d+:") do n = n + 1 end
+  return n
+end
+if want.gpus2 or (next(want) == nil and gpu_count() >= 2) then
+  local env = ("EMMY_TUNE_DB=%s/g2.db EMMY_ONLINE_FILE=%s/g2.json"):format(T, T)
+  local code, out, wall = tune(env, L0 .. " --clean --gpus 2 --dump-dir " .. T .. "/g2", OUT .. "/tune_gpus2.log")
+  local j = read_json(T .. "/g2/tune.json")
+  print(stat_line(out))
+  local ok, why = code == 0 and j ~= nil, {}
+  if not ok then why[#why + 1] = "exit " .. code .. ": " .. out:sub(-400) end
+  if j then
+    local devs, by = {}, {}
+    for _, k in ipairs(clean and clean.kernels or {}) do by[k.name] = k end
+    for _, k in ipairs(j.kernels) do
+      devs[k.device] = (devs[k.device] or 0) + 1
+      local c = by[k.name]
+      local ratio = (k.best_us and c and c.best_us) and k.best_us / c.best_us or nil
+      print(("  GPU %d %-26s %4d measured  best %7.1f us%s"):format(k.device, k.name, k.measured, k.best_us or 0,
+        ratio and (" (one-GPU tune %.1f, ratio %.2f)"):format(c.best_us, ratio) or ""))
+      if not k.best_us then ok = false why[#why + 1] = k.name .. " has no pick" end
+      if ratio and ratio > 1.10 then ok = false why[#why + 1] = ("%s %.2fx the one-GPU pick"):format(k.name, ratio) end
+    end
+    local rows = count(T .. "/g2.db", "SELECT COUNT(*) AS n FROM measurements WHERE run_id = ?", j.run_id)[1].n
+    if rows ~= j.benched then ok = false why[#why + 1] = ("%d benched, %d DB rows"):format(j.benched, rows) end
+    if not (devs[0] and devs[1]) then ok = false why[#why + 1] = "not both GPUs tuned kernels" end
+    result(ok, "gpus2", ("%.0f s wall, %d benched = %d DB rows, kernels per GPU: %d on 0, %d on 1%s"):format(wall, j.benched,
+      rows, devs[0] or 0, devs[1] or 0, #why > 0 and ("; " .. table.concat(why, "; ")) or ""))
+  else
+    result(false, "gpus2", table.concat(why, "; "))
+  end
 end
 
 os.execute("rm -rf " .. T)
