@@ -12,11 +12,12 @@ ONLY="$*"
 LOG=${OUT:-/tmp}
 run() { # name, env... (skipped when configuration names were given and this is not one of them)
   name=$1; shift
-  if [ -n "$ONLY" ]; then case " $ONLY " in *" $name "*) ;; *) CEIL= TORCH= SEQ= KERNEL=; return 0;; esac; fi
-  env "$@" "$BIN" bench/kernels.lua --seq-len ${SEQ:-512} --tiles ${TORCH:+--torch} ${CEIL:+--ceilings} \
-    ${KERNEL:+--kernel $KERNEL} --json "$LOG/bench_$name.json" > "$LOG/bench_$name.txt" 2>&1
+  if [ -n "$ONLY" ]; then case " $ONLY " in *" $name "*) ;; *) CEIL= TORCH= SEQ= KERNEL= MODEL= SWEEP=; return 0;; esac; fi
+  tiles=--tiles; [ -n "$SWEEP" ] && tiles=
+  env "$@" "$BIN" bench/kernels.lua --seq-len ${SEQ:-512} ${SWEEP:+--sweep $SWEEP} $tiles ${TORCH:+--torch} \
+    ${CEIL:+--ceilings} ${MODEL:+--model $MODEL} ${KERNEL:+--kernel $KERNEL} --json "$LOG/bench_$name.json" > "$LOG/bench_$name.txt" 2>&1
   echo "== $name ($*)"; tail -n 45 "$LOG/bench_$name.txt"
-  CEIL= TORCH= SEQ= KERNEL=
+  CEIL= TORCH= SEQ= KERNEL= MODEL= SWEEP=
 }
 # torch.compile compiles every reproducer (tens of seconds each): the default set only, and attention at 2048.
 # mma: the mma.sync warp tier (WGMMA=0) with its own sweep; merged: sibling projections side by side.
@@ -24,7 +25,11 @@ CEIL=1 TORCH=1 run default
 run mma EMMY_KNOBS=WGMMA=0
 run merged EMMY_MERGE_SIBLINGS=1 EMMY_DUAL_GATE=0
 SEQ=2048 TORCH=1 KERNEL=k_sdpa run sdpa2048
+# TinyLlama layer 0 (RoPE as the q/k projections' epilogue, ROPE_EPI=1) against the same layer with RoPE's
+# rotate_half in pointwise kernels (ROPE_EPI=0); a 24-point sweep per kernel instead of --tiles
+MODEL=TinyLlama/TinyLlama-1.1B-Chat-v1.0 SWEEP=24 run llama
+MODEL=TinyLlama/TinyLlama-1.1B-Chat-v1.0 SWEEP=24 run llama_unfused EMMY_ROPE_EPI=0
 echo
-for f in ${ONLY:-default mma merged sdpa2048}; do
+for f in ${ONLY:-default mma merged sdpa2048 llama llama_unfused}; do
   echo "== $f"; grep -E '^(whole layer|emmy |k_sdpa)' "$LOG/bench_$f.txt" || echo 'failed: see the table above'
 done

@@ -203,7 +203,8 @@ struct em_cu_fn {
   em_cu_module *m;
   CUfunction f;
   char *name;
-  int dyn_smem; /* dynamic shared memory allowed so far */
+  int dyn_smem;    /* dynamic shared memory allowed so far */
+  int static_smem; /* the function's static shared memory (queried at its first launch), -1 before */
 };
 
 struct em_cu_stream {
@@ -617,6 +618,7 @@ em_cu_fn *em_cu_fn_get(em_cu_module *m, const char *name, char *err) {
   fn->m = m;
   fn->f = f;
   fn->name = em_strdup(name);
+  fn->static_smem = -1;
   __atomic_add_fetch(&m->refs, 1, __ATOMIC_RELAXED);
   return fn;
 }
@@ -706,7 +708,14 @@ em_status em_cu_launch(em_cu_fn *f, const em_cu_launch_cfg *cfg, const em_cu_arg
   if (nargs < 0 || nargs > EM_CU_MAX_ARGS)
     return em_fail(err, EM_EINPUT, "launch of %s: %d arguments (at most %d)", f->name, nargs, EM_CU_MAX_ARGS);
   if (enter(c, "cuLaunchKernel", err)) return EM_ERUN;
-  if (cfg->smem > 48 * 1024 && (int)cfg->smem > f->dyn_smem) {
+  /* past 48 KB of static and dynamic shared memory together the function must be opted in to its dynamic
+   * size (a 48 KB cp.async ring beside split-K's static counter, a staged RoPE tile beside static operand tiles) */
+  if (cfg->smem > 0 && f->static_smem < 0) {
+    CUresult rc = cu.FuncGetAttribute(&f->static_smem, CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES, f->f);
+    if (rc) return fail_cu(c, rc, "cuFuncGetAttribute", f->name, err);
+  }
+  if (cfg->smem > 0 && (long long)cfg->smem + (f->static_smem > 0 ? f->static_smem : 0) > 48 * 1024 &&
+      (int)cfg->smem > f->dyn_smem) {
     em_status st = em_cu_fn_set_max_dynamic_smem(f, (int)cfg->smem, err);
     if (st) return st;
   }

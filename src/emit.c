@@ -460,6 +460,23 @@ const char *ex_val(ectx *c, int v, const ivec *ix) {
       for (int i = 0; i < lead.rank; i++) li.e[i] = ix->e[i];
       return ex_A(c, "%s[%s - m0]", c->pre_arr[j], ex_linearize(c, &li, &lead));
     }
+  if ((v == c->anchor || v == c->xanchor) && c->stage_arr[v == c->anchor ? 0 : 1]) {
+    /* the staged result tile: at the thread's own index the accumulator's value, elsewhere (within the tile:
+     * the rules keep BN a multiple of the head width) the tile element, row m - m0, column n - n0 */
+    const ivec *own = &c->al[v];
+    int same = own->rank == ix->rank;
+    for (int i = 0; same && i < ix->rank; i++) same = !strcmp(own->e[i], ix->e[i]);
+    if (same) return v == c->anchor ? c->anchor_var : c->xanchor_var;
+    ivec li = {ix->rank - 1};
+    for (int i = 0; i < li.rank; i++) li.e[i] = ix->e[i];
+    expr = ex_load_conv(c, x->dtype, ex_A(c, "%s[(%s - m0) * %d + (%s - n0)]", c->stage_arr[v == c->anchor ? 0 : 1],
+                                          ex_linearize(c, &li, &c->stage_mdims), c->stage_ld, ix->e[ix->rank - 1]));
+    const char *var = ex_A(c, "v%d", c->tmp++);
+    ex_line(c, "const %s %s = %s; /* %s, staged */", ex_ctype(x->dtype), var, expr, x->name);
+    memo_ent m = {v, (char *)key, var};
+    EM_VEC_PUSH(c->memo, m);
+    return var;
+  }
   if (v == c->xanchor && c->xanchor_var) return c->xanchor_var;
   if (v == c->anchor) {
     if (c->softmax_mx) {
@@ -491,7 +508,10 @@ const char *ex_val(ectx *c, int v, const ivec *ix) {
          nd->op == EM_OP_T || nd->op == EM_OP_PERMUTE || nd->op == EM_OP_EXPAND || nd->op == EM_OP_UNSQUEEZE ||
          nd->op == EM_OP_SQUEEZE || nd->op == EM_OP_SLICE || nd->op == EM_OP_SELECT || nd->op == EM_OP_CONTIGUOUS ||
          nd->op == EM_OP_CLONE)) {
-      ivec u = view_back(c, nd, ix);
+      /* at the view's aligned index, its input's aligned index (no round trip through linearize/unravel) */
+      int at_al = c->vlink && c->vlink[v] && c->al[v].rank == ix->rank;
+      for (int i = 0; at_al && i < ix->rank; i++) at_al = !strcmp(c->al[v].e[i], ix->e[i]);
+      ivec u = at_al ? c->al[nd->args[0].tensor] : view_back(c, nd, ix);
       return ex_val(c, nd->args[0].tensor, &u);
     }
     switch (nd->op) {
@@ -606,7 +626,7 @@ void ex_align(ectx *c) {
           }
         } else if (is_bijective_view(nd, g) && c->bij[nd->args[0].tensor]) {
           c->al[o] = view_fwd(c, nd, &c->al[nd->args[0].tensor]);
-          c->bij[o] = changed = 1;
+          c->bij[o] = c->vlink[o] = changed = 1;
         }
       }
       if (c->bij[o]) {
@@ -624,7 +644,7 @@ void ex_align(ectx *c) {
           int u = nd->args[0].tensor;
           if (!c->bij[u] && u != c->anchor && u != c->xanchor) {
             c->al[u] = view_back(c, nd, &c->al[o]);
-            c->bij[u] = changed = 1;
+            c->bij[u] = c->vlink[o] = changed = 1;
           }
         }
       }
@@ -668,6 +688,7 @@ char *ex_numel_text(ectx *c, const em_shape *s) {
 
 void ex_reset_alignment(ectx *c) {
   memset(c->bij, 0, sizeof(int) * (size_t)c->g->values.n);
+  memset(c->vlink, 0, sizeof(int) * (size_t)c->g->values.n);
 }
 
 /* Splits the kernel outputs into those aligned with the domain and the rest (an error unless handled). */
@@ -709,6 +730,7 @@ em_status em_emit(const em_tile *t, char **src, em_launch *launch, char *err) {
   c.indent = 1;
   c.al = em_alloc(sizeof(ivec) * (size_t)(c.g->values.n + 1));
   c.bij = em_alloc(sizeof(int) * (size_t)(c.g->values.n + 1));
+  c.vlink = em_alloc(sizeof(int) * (size_t)(c.g->values.n + 1));
   for (int i = 0; i < c.g->syms.n; i++) {
     const em_sym *s = &c.g->syms.s[i];
     c.dimc[i] = s->derived ? ex_A(&c, "cd%d", i) : ex_A(&c, "s_%s", s->name);
@@ -774,6 +796,7 @@ cleanup:
   free(c.memo.v);
   free(c.al);
   free(c.bij);
+  free(c.vlink);
   return st;
 }
 

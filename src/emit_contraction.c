@@ -650,6 +650,68 @@ void ex_k_contraction(ectx *c, em_launch *L) {
   ex_line(c, "}");
 epilogue:;
   if (SK > 1) split_reduce(c, SK, FM, FN, threads, dual);
+  /* a head-local epilogue (kernel meta "stage" = D: RoPE's rotate_half reads the result at other columns of
+   * the same D-wide head): the result tile, rounded to its dtype, goes to shared memory first */
+  const char *smeta = em_graph_get_meta(c->g, "stage");
+  int stageD = smeta ? atoi(smeta) : 0;
+  if (stageD > 0) {
+    int64_t nc = 0;
+    if (!lin_op || concat || BN % stageD || !em_dim_is_const(&os->d[r - 1], &nc) || nc % stageD) {
+      ex_fail(c, "a head-local epilogue (D=%d) needs a linear (not merged siblings), BN a multiple of D (BN=%d) and N a "
+                 "multiple of D", stageD, BN);
+      return;
+    }
+    em_dtype sdt = ex_V(c, a)->dtype;
+    int ld = BN + 8, nst = dual ? 2 : 1;
+    long long esz = em_dtype_bytes(sdt), sbytes = (long long)nst * esz * BM * ld;
+    if (tma || async) {
+      /* the tile overlays the operand ring, idle once the K loop is over (every copy landed, every wgmma
+       * retired): a separate region would cost blocks per SM (TinyLlama q_proj: 28.0 us beside, measured) */
+      if (!tma) ex_line(c, "asm volatile(\"cp.async.wait_all;\" ::: \"memory\");");
+      ex_line(c, "__syncthreads();");
+      if (sbytes > L->smem) L->smem = sbytes;
+    } else {
+      ex_line(c, "extern __shared__ __align__(16) unsigned char em_dsm[];");
+      L->smem = sbytes;
+    }
+    for (int j = 0; j < nst; j++) {
+      c->stage_arr[j] = ex_A(c, "em_stage%d", j);
+      ex_line(c, "%s *const em_stage%d = reinterpret_cast<%s *>(em_dsm + %lld);", ex_stype(sdt), j, ex_stype(sdt),
+              (long long)j * esz * BM * ld);
+    }
+    c->stage_mdims = mdims;
+    c->stage_ld = ld;
+    if (mma) {
+      ex_line(c, "for (int i = 0; i < %d; i++)", FM);
+      ex_line(c, "  for (int j = 0; j < %d; j++)", FN);
+      ex_line(c, "    for (int q = 0; q < 4; q++) {");
+      c->indent += 3;
+      ex_line(c, "const int ml = wm * %d + i * 16 + (lane >> 2) + (q >> 1) * 8, nl = wn * %d + j * 8 + (lane & 3) * 2 + (q & 1);",
+              BM / WM, BN / WN);
+    } else {
+      ex_line(c, "for (int i = 0; i < %d; i++)", TM);
+      ex_line(c, "  for (int j = 0; j < %d; j++) {", TN);
+      c->indent += 2;
+      ex_line(c, "const int ml = tr * %d + i, nl = tc * %d + j;", TM, TN);
+    }
+    ex_line(c, "const long long n = n0 + nl;");
+    ex_line(c, "if (m0 + ml >= M || n >= N) continue;");
+    for (int j = 0; j < nst; j++) {
+      const em_node *sn = &c->g->nodes.v[ex_V(c, sib[j])->node];
+      const char *accv = j ? (mma ? "acc2[i][j][q]" : "acc2[i][j]") : (mma ? "acc[i][j][q]" : "acc[i][j]");
+      int mark = c->memo.n;
+      if (sn->args[2].present) {
+        ivec bi = {1, {"n"}};
+        accv = ex_A(c, "(%s + (float)%s)", accv, ex_val(c, sn->args[2].tensor, &bi));
+      }
+      ex_line(c, "em_stage%d[ml * %d + nl] = %s;", j, ld,
+              ex_store_conv(c, sdt, ex_round_to(c, ex_V(c, sib[j])->dtype, accv)));
+      c->memo.n = mark;
+    }
+    c->indent -= mma ? 3 : 2;
+    ex_line(c, "%s", mma ? "    }" : "  }");
+    ex_line(c, "__syncthreads();");
+  }
   /* epilogue: every accumulator element (m, n) of this thread */
   const char *accel = mma ? "acc[i][j][q]" : "acc[i][j]";
   ex_line(c, "#pragma unroll");

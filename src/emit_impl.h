@@ -43,11 +43,16 @@ typedef struct {
   int anchor;              /* the anchor whose value anchor_var holds (merged siblings switch it) */
   int xanchor;             /* a second anchor with its value at the same index (DUAL_GATE), or -1 */
   const char *xanchor_var;
+  const char *stage_arr[2]; /* a linear's result tile staged in shared memory (meta "stage": a head-local
+                              * epilogue such as RoPE reads it at other columns): anchor, xanchor; NULL: none */
+  em_shape stage_mdims;    /* the result's M dims (its index's leading part linearizes to m) */
+  int stage_ld;            /* the staged tile's row stride in elements */
   int npre;                /* contraction prologue reductions (SPLIT_CONE=0): value ids, their smem rows */
   int pre_v[4];
   const char *pre_arr[4];
   ivec *al;                /* alignment of each value with the domain (NULL entries: not aligned) */
   int *bij;                /* 1 when the alignment is a bijection (the value may be written from it) */
+  int *vlink;              /* 1 when a view's alignment was derived across it from its input's (or back) */
   char *dimc[EM_MAX_SYMS]; /* C expressions of the symbols */
   const char *extra_prelude; /* helpers only some kernels need (TMA), placed after ex_PRELUDE */
   int failed;

@@ -15,7 +15,7 @@ return {
     gate = function(k, dev)
       local ok, why = atom.tma(k, dev)
       if not ok then return false, "wgmma reads TMA-staged tiles: " .. why end
-      return true, ("wgmma.mma_async m64nNk16 %s from swizzled shared memory"):format(k.dtype)
+      return true, ("wgmma.mma_async m64nNk16 %s from swizzled shared memory"):format(k.dtype) .. atom.epilogue_note(k)
     end,
     fork = function(k, dev)
       local out = {}
@@ -38,6 +38,7 @@ return {
       if not atom.is_half(k.dtype) then return false, ("operand dtype %s (mma.sync needs bf16/f16)"):format(k.dtype) end
       if (dev.cc_major or 0) < 8 then return false, ("compute capability %s has no bf16 mma.sync"):format(dev.cc) end
       return true, ("mma.sync m16n8k16 %s, K=%d, M%s"):format(k.dtype, k.K, k.M_symbolic and " symbolic (masked)" or "")
+        .. atom.epilogue_note(k)
     end,
     fork = function(k, dev)
       local out = {}
@@ -76,7 +77,7 @@ return {
   -- per thread.
   { name = "scalar_contraction", family = "TILE", kinds = { "contraction" },
     knobs = { BM = 64, BN = 64, BK = 16, TM = 4, TN = 4 },
-    gate = function(k, dev) return true, "scalar tier serves every contraction" end,
+    gate = function(k, dev) return true, "scalar tier serves every contraction" .. atom.epilogue_note(k) end,
     fork = function(k, dev)
       local out = {}
       for _, bm in ipairs { 64, 32, 128 } do

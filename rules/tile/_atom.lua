@@ -39,6 +39,13 @@ function A.tma(k, dev)
   return true, "both operands are kernel inputs: 2-d tensor maps, 128-byte swizzle, zero fill past M"
 end
 
+-- What a contraction's gate reason adds for a head-local epilogue (RoPE on a Llama q/k projection): the result
+-- tile is staged in shared memory and the engine's resource check keeps BN a multiple of the head width.
+function A.epilogue_note(k)
+  if not k.stage then return "" end
+  return ("; RoPE epilogue over the result tile staged in shared memory (BN a multiple of the %d-wide head)"):format(k.stage)
+end
+
 -- Appends to the option list out a copy of each of its options with key = v (a fork that offers every option
 -- twice, the variants after the originals); returns out.
 function A.also(out, key, v)

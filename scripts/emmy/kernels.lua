@@ -70,6 +70,9 @@ function M.facts(k)
       return false
     end
     f.dual = g:meta("dual") == "1"
+    -- a head-local epilogue (RoPE on a projection) reads the result within D-wide column segments: the tile is
+    -- staged in shared memory and BN must hold whole segments
+    f.stage = tonumber(g:meta("stage") or "")
     f.linear = n.op == "aten.linear.default"
     f.a_direct = n.op == "aten.linear.default" and is_input(x.input)
     f.b_direct = n.op == "aten.linear.default" and is_input(x.weight)

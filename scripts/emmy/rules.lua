@@ -189,6 +189,9 @@ function M.resource_check(k, c, dev)
       return false, ("%d f32 accumulators per thread (256 or more spill)"):format(acc)
     end
   end
+  if k.kind == "contraction" and k.stage and c.BN and c.BN % k.stage ~= 0 then
+    return false, ("the RoPE epilogue reads whole heads of %d columns: BN=%d is not a multiple"):format(k.stage, c.BN)
+  end
   if k.kind == "contraction" and c.MMA == 1 and c.TMA == 1 then
     threads = 32 * (c.WM or 0) * (c.WN or 0)
     smem = 1024 + 128 * (c.BM + c.BN * (k.dual and 2 or 1)) * (c.STAGES or 1)
@@ -228,8 +231,14 @@ function M.resource_check(k, c, dev)
   if threads < 32 or threads > dev.max_threads or threads % 32 ~= 0 then
     return false, ("%d threads per block (must be a multiple of 32 in 32..%d)"):format(threads, dev.max_threads)
   end
-  -- the cp.async ring of the warp tier is dynamic shared memory: up to the opt-in limit per block
-  local dyn = k.kind == "contraction" and c.MMA == 1 and c.ASYNC == 1
+  -- the cp.async ring of the warp tier is dynamic shared memory: up to the opt-in limit per block; so is the
+  -- staged result tile of a RoPE epilogue (BM x (BN + 8) elements per accumulator; over the ring when there is one)
+  local staged = k.kind == "contraction" and k.stage and c.BM and c.BN
+  if staged then
+    local st = 2 * c.BM * (c.BN + 8) * (k.dual and 2 or 1)
+    smem = (c.MMA == 1 and c.ASYNC == 1) and math.max(smem, st) or smem + st
+  end
+  local dyn = k.kind == "contraction" and ((c.MMA == 1 and c.ASYNC == 1) or staged)
   local cap = dyn and (dev.smem_optin or dev.smem_static) or dev.smem_static
   if smem > cap then
     return false, ("%d B of %s shared memory exceed %d B per block"):format(smem, dyn and "dynamic" or "static", cap)

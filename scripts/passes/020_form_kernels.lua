@@ -10,6 +10,8 @@
 -- reads them. A value crosses kernels through memory: it becomes an output of the kernel that computes it.
 -- Structural forks that change which kernels exist read their knob from ctx.knobs (global pins):
 --   SPLIT_CONE=1 (default): a contraction never takes its operand's elementwise cone as a prologue.
+--   ROPE_EPI=1 (default): a linear's kernel also takes the epilogue ops that read its result at other columns
+--   of the same head (RoPE's rotate_half on a Llama q/k projection); the result tile is staged in shared memory.
 local opclass = require "emmy.opclass"
 
 local function last_dim_reduction(n, g)
@@ -189,6 +191,81 @@ return {
       return same_idx[y] == true
     end
 
+    -- The head-local epilogue of a linear (RoPE's rotate_half on a q/k projection): values that read the
+    -- linear's result at other columns of the same D-wide segment of its N (a head), through slices of the last
+    -- dim, negations and concatenations. headloc[v] = D. The emitter stages the result tile in shared memory
+    -- for them (kernel meta "stage" = D; the tile rules then keep BN a multiple of D).
+    -- ROPE_EPI=1 (a structural fork, default): take them; 0: they form pointwise kernels of their own.
+    local headloc, rope_epi = {}, (ctx.knobs.ROPE_EPI or 1) == 1
+    local EW_SAME = { ["aten.add.Tensor"] = true, ["aten.sub.Tensor"] = true, ["aten.mul.Tensor"] = true,
+      ["aten.div.Tensor"] = true, ["aten.neg.default"] = true, ["aten._to_copy.default"] = true }
+    local function argmap(n)
+      local a = {}
+      for _, kv in ipairs(n.args) do a[kv[1]] = kv[2] end
+      return a
+    end
+    local function last_axis(a, r) return a == -1 or a == r - 1 end
+    -- the segment width D an in-kernel operand x is read within, "same" when it is read at the anchor's own
+    -- index, or nil when neither holds
+    local function segment_of(x, k)
+      local chain, y = {}, x
+      while producer[y] and opclass.VIEW[producer[y].op] and not home[y] do
+        table.insert(chain, 1, producer[y])
+        y = producer[y].inputs[1]
+      end
+      if home[y] ~= k then return nil end
+      local shape = g:value(y).shape
+      local last = shape[#shape]
+      if type(last) ~= "number" then return nil end
+      local seg = headloc[y]
+      if not seg and not same_idx[y] then return nil end
+      for _, c in ipairs(chain) do
+        local a, out = argmap(c), g:value(c.name).shape
+        local r_in = #g:value(c.inputs[1]).shape
+        if c.op == "aten.slice.Tensor" then
+          if not last_axis(a.dim, r_in) or (a.step or 1) ~= 1 then return nil end
+          seg = seg or last
+        elseif seg then
+          return nil -- a view after the remap: not followed
+        elseif BIJECTIVE[c.op] and c.op ~= "aten.unsqueeze.default" and c.op ~= "aten.squeeze.dim" then
+          local l2 = out[#out]
+          if type(l2) ~= "number" or last % l2 ~= 0 then return nil end
+          if c.op == "aten.transpose.int" and (last_axis(a.dim0, r_in) or last_axis(a.dim1, r_in)) then return nil end
+          if c.op == "aten.permute.default" and not last_axis(a.dims[#a.dims], r_in) then return nil end
+          if c.op == "aten.t.default" and r_in > 1 then return nil end
+          last = l2
+        else
+          return nil
+        end
+      end
+      return seg or "same"
+    end
+    local function head_local(n, k)
+      if not k or k.kind ~= "contraction" or (#k.anchors > 1 and not k.dual) then return nil end
+      if producer[k.anchors[1]].op ~= "aten.linear.default" then return nil end
+      local shape = g:value(n.name).shape
+      local D, a = nil, argmap(n)
+      local is_cat = n.op == "aten.cat.default"
+      if is_cat and not last_axis(a.dim, #shape) then return nil end
+      if not is_cat and not EW_SAME[n.op] then return nil end
+      for _, x in ipairs(n.inputs) do
+        if kernel_of(x) == k or home[x] == k then
+          local sg = segment_of(x, k)
+          if not sg then return nil end
+          if sg ~= "same" then
+            if D and D ~= sg then return nil end
+            D = sg
+          end
+          -- an elementwise op reads its in-kernel operands at its own index (no broadcast)
+          if not is_cat and numel(x) ~= numel(n.name) then return nil end
+        elseif is_cat then
+          return nil
+        end
+      end
+      if not D or type(shape[#shape]) ~= "number" or shape[#shape] > D then return nil end
+      return D
+    end
+
     -- MERGE_SIBLINGS=1 (a structural fork): linears reading the same operand (q/k/v, gate/up) form one
     -- kernel whose N is their weights' rows side by side; each keeps its own epilogue.
     -- DUAL_GATE=1 (a structural fork): two linears reading the same operand with the same output width
@@ -278,7 +355,15 @@ return {
             if fits and kernel_of(x) == latest and not same_index(x, v) then fits = false end
           end
         end
-        if fits then
+        -- ... or, in a linear's kernel, within the same head (RoPE): staged through shared memory
+        local D = not fits and rope_epi and latest and latest.kind == "contraction" and head_local(n, latest)
+        if D then
+          home[v] = latest
+          headloc[v] = D
+          latest.stage = math.max(latest.stage or 0, D)
+          anc[v] = from or latest.anchor
+          latest.homed[#latest.homed + 1] = v
+        elseif fits then
           home[v] = latest
           same_idx[v] = true
           anc[v] = anc[v] or latest.anchor

@@ -29,6 +29,8 @@ return {
       repro:meta("kernel", k.name)
       repro:meta("kind", k.kind)
       if k.dual then repro:meta("dual", "1") end
+      -- the epilogue reads the result within D-wide column segments (RoPE): the emitter stages the tile
+      if k.stage then repro:meta("stage", tostring(k.stage)) end
       if k.anchor then repro:meta("anchor", k.anchor) end
       -- which original torch ops (by module) the kernel covers, fully or in part
       local mods, order = {}, {}

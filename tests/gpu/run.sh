@@ -4,7 +4,7 @@
 # `sh tests/gpu/run.sh WORD…` runs only the cases whose name contains one of the words (the others are
 # reported as skipped), e.g. `sh tests/gpu/run.sh sweep` for the knob sweeps.
 BIN=${EMMY_BIN:-./emmy}
-TESTS="gpu_probe cuda_runtime layer_seq1 layer_seq7 layer_seq512 layer_seq513 layer_seq2048 layer_sweep1 layer_sweep7 layer_sweep512 layer_sweep513 layer_sweep2048 split_cone0_sweep513 merge_sweep513 view_out0_sweep513 dual_gate_sweep513 scalar_attn_sweep513 flash_kvst1_seq2048 tma_seq1 tma_seq7 tma_seq513 tma_seq2048 tma_sweep512 splitk_seq1 splitk_seq7 splitk_seq513 splitk_cpasync_seq513 splitk_cone0_seq7 wgmma_seq7 wgmma_seq513 wgmma_bm128_seq2048 wgwait_seq7 wgwait_seq513 wgwait_bm128_seq2048 wgwait_sweep512 kvsplit_seq7 kvsplit_seq513 kvsplit_seq2048 worker_bench tune model_seq37 model_seq512"
+TESTS="gpu_probe cuda_runtime layer_seq1 layer_seq7 layer_seq512 layer_seq513 layer_seq2048 layer_sweep1 layer_sweep7 layer_sweep512 layer_sweep513 layer_sweep2048 split_cone0_sweep513 merge_sweep513 view_out0_sweep513 dual_gate_sweep513 scalar_attn_sweep513 flash_kvst1_seq2048 tma_seq1 tma_seq7 tma_seq513 tma_seq2048 tma_sweep512 splitk_seq1 splitk_seq7 splitk_seq513 splitk_cpasync_seq513 splitk_cone0_seq7 wgmma_seq7 wgmma_seq513 wgmma_bm128_seq2048 wgwait_seq7 wgwait_seq513 wgwait_bm128_seq2048 wgwait_sweep512 kvsplit_seq7 kvsplit_seq513 kvsplit_seq2048 llama_sweep1 llama_sweep7 llama_sweep512 llama_sweep513 llama_sweep2048 llama_rope_mma_seq513 llama_rope_cpasync_seq513 llama_rope_splitk_seq513 llama_rope_scalar_seq7 llama_rope_bn128_seq513 worker_bench tune model_seq37 model_seq512"
 if [ "$1" = "--list-skip" ] || ! "$BIN" info --json 2>/dev/null | grep -q '"gpu":{'; then
   reason="no GPU on this machine"
   [ "$1" = "--list-skip" ] && reason="GPU tests run with 'make test-gpu' on the GPU machine"
@@ -72,6 +72,16 @@ gpu_case wgwait_sweep512 env EMMY_KNOBS=WG_WAIT=1 "$BIN" run $L0 --seq-len 512 -
 # flash with the K/V range split across two warp halves (written without a GPU run)
 for n in 7 513 2048; do gpu_case kvsplit_seq$n env EMMY_KNOBS=k_sdpa:KVSPLIT=2 "$BIN" run $L0 --seq-len $n; done
 # the bench worker (issue 6): every reproducer measured in the child process, a planted crash survived
+# TinyLlama layer 0 (Llama: no q_norm, so RoPE's rotate_half is the q/k projections' epilogue, the result tile
+# staged in shared memory; head_dim 64, GQA 32/4): the layer and a 20-point sweep at five lengths, then the
+# RoPE epilogue pinned under each contraction tier
+LL="TinyLlama/TinyLlama-1.1B-Chat-v1.0 --layer 0 --dynamic seq_len@x:1"
+for n in 1 7 512 513 2048; do gpu_case llama_sweep$n "$BIN" run $LL --seq-len $n --sweep 20; done
+gpu_case llama_rope_mma_seq513 env EMMY_KNOBS=k_linear_rope:WGMMA=0 "$BIN" run $LL --seq-len 513
+gpu_case llama_rope_cpasync_seq513 env EMMY_KNOBS=k_linear_rope:TMA=0,k_linear_rope:PAD_SMEM=8 "$BIN" run $LL --seq-len 513
+gpu_case llama_rope_splitk_seq513 env EMMY_KNOBS=k_linear_rope:SPLIT_K=2 "$BIN" run $LL --seq-len 513
+gpu_case llama_rope_scalar_seq7 env EMMY_KNOBS=k_linear_rope:MMA=0 "$BIN" run $LL --seq-len 7
+gpu_case llama_rope_bn128_seq513 env EMMY_KNOBS=k_linear_rope:BN=128 "$BIN" run $LL --seq-len 513
 gpu_case worker_bench "$BIN" tests/gpu/test_worker.lua
 # emmy tune on layer 0 (tests/gpu/test_tune.lua): a clean tune under 5 minutes with every pick correct and its
 # stats the DB's; planted fault/hang/wrong variants; kill -9 and resume; three picks against larger searches

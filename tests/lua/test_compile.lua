@@ -237,6 +237,38 @@ test("an epilogue never reads the anchor at another index (a roll of a matmul is
   check(out:find("k_mm_%x+%s+contraction%s+aten.mm.default%s+1%s"), "the matmul kernel holds only the matmul: " .. out)
 end)
 
+test("ROPE_EPI=1: a Llama q/k projection takes RoPE's rotate_half as its epilogue, over a staged result tile", function()
+  local LL = { "TinyLlama/TinyLlama-1.1B-Chat-v1.0", "--layer", "0", "--dynamic", "seq_len@x:1" }
+  local code, out, err = emmy(args("compile", LL, "--ir", "kernel"))
+  eq(code, 0, "exit: " .. err)
+  check(out:find("8 kernels (7 distinct)", 1, true), out)
+  check(not out:find("k_rope_", 1, true), "no pointwise RoPE kernel is left: " .. out)
+  check(out:find("k_linear_rope_%x+%s+contraction%s+aten.linear.default%s+16%s+v36 bf16%[1, 32, seq_len, 64%]"), out)
+  -- the structural fork's other side: the slices, neg and cat form pointwise kernels
+  local c0, o0 = emmy(args("compile", LL, "--ir", "kernel"), { env = "EMMY_ROPE_EPI=0" })
+  eq(c0, 0, "ROPE_EPI=0")
+  check(o0:find("12 kernels (11 distinct)", 1, true) and o0:find("k_rope_", 1, true), o0)
+  -- the tile goes to shared memory (over the operand ring), then the epilogue reads the partner column there
+  local c1, src, e1 = emmy(args("compile", LL, "--ir", "cuda", "--kernel", "k_linear_rope"))
+  eq(c1, 0, "cuda: " .. e1)
+  check(src:find("em_stage0[ml * 72 + nl] = ", 1, true) and src:find("/* v19, staged */", 1, true), src)
+  check(select(2, src:gsub("/%* v%d+, staged %*/", "")) == 4, "two staged partner reads (the two halves) in each kernel")
+  -- BN must hold whole heads (64 columns): the rule refuses BN=32 with the head width in its reason
+  local rules = require "emmy.rules"
+  local ok, why = rules.resource_check({ kind = "contraction", stage = 64 }, { BM = 64, BN = 32, MMA = 0, TM = 4, TN = 4, BK = 16 },
+    { max_threads = 1024, smem_static = 49152, smem_optin = 232448, regs_per_block = 65536 })
+  check(not ok and why:find("whole heads of 64 columns", 1, true), tostring(why))
+  local ok2, nv = pcall(require, "emmy.nvrtc")
+  if ok2 and nv.version() then
+    for _, k in ipairs { "MMA=0", "WGMMA=0,TMA=0,PAD_SMEM=8", "SPLIT_K=2" } do
+      local c3, o3, e3 = emmy(args("compile", LL, "--nvrtc", "--kernel", "k_linear_rope"),
+        { env = "EMMY_KNOBS=" .. k .. " EMMY_CUBIN_CACHE=" .. tmpdir() })
+      eq(c3, 0, "nvrtc " .. k .. ": " .. e3)
+      check(o3:find("2 compiled, 0 failed", 1, true), o3)
+    end
+  end
+end)
+
 test("passes list and stop-after", function()
   local code, out = emmy { "compile", "--passes" }
   eq(code, 0, "exit")
