@@ -760,7 +760,15 @@ em_status em_emit(const em_tile *t, char **src, em_launch *launch, char *err) {
   }
   ex_sb_add(&head, "%s%s\n// kernel %s: %s", ex_PRELUDE, c.extra_prelude ? c.extra_prelude : "", t->name, em_kkind_name(t->kind));
   for (int i = 0; i < t->knobs.n; i++) ex_sb_add(&head, "%s%s=%lld", i ? "," : " ", t->knobs.key[i], (long long)t->knobs.val[i]);
-  ex_sb_add(&head, "\nextern \"C\" __global__ void __launch_bounds__(%d) %s(", launch->block[0] * launch->block[1] * launch->block[2], t->name);
+  /* MINB (the flash tier): the blocks per SM the register allocation must allow (__launch_bounds__' second
+   * argument); 1 leaves the allocation to ptxas */
+  long long minb = em_knob_get(&t->knobs, "MINB", 1);
+  if (minb > 1)
+    ex_sb_add(&head, "\nextern \"C\" __global__ void __launch_bounds__(%d, %lld) %s(",
+              launch->block[0] * launch->block[1] * launch->block[2], minb, t->name);
+  else
+    ex_sb_add(&head, "\nextern \"C\" __global__ void __launch_bounds__(%d) %s(", launch->block[0] * launch->block[1] * launch->block[2],
+              t->name);
   int np = 0;
   for (int i = 0; i < c.g->inputs.n; i++) {
     const em_value *x = ex_V(&c, c.g->inputs.v[i]);

@@ -10,7 +10,9 @@ return {
   -- warpgroup: q_proj 12.1 us against 13.2 us for the best mma.sync tile, o_proj 14.5 against 18.6, down 19.2
   -- against 25.6, gate/up dual 21.8 against 24.7; the whole layer 125.3 us against 164.6 us.
   -- WG_WAIT=1 keeps one wgmma group in flight across the k-step boundary (wait_group 1, the stage of the
-  -- step before refilled after it retires); written without a GPU run (2026-11-30): offered after WG_WAIT=0.
+  -- step before refilled after it retires), offered first: every wgmma tile of q_proj and down timed with both
+  -- (bench/gaps.sh, seq_len 512, H200, 2026-11-30) was fastest with WG_WAIT=1 at 64 x 64 x 64, 4 stages:
+  -- q_proj 11.5 us against 12.2, down 15.1 against 18.5; the tunes' picks had it for 6 of 7 projections.
   { name = "wgmma_tier", family = "TILE", kinds = { "contraction" }, knobs = { WGMMA = 0, WG_WAIT = 0 },
     gate = function(k, dev)
       local ok, why = atom.tma(k, dev)
@@ -22,11 +24,12 @@ return {
       for _, bm in ipairs { 64, 128 } do
         for _, bn in ipairs { 64, 128, 256 } do
           if not (k.dual and bn > 128) then
-            out[#out + 1] = { MMA = 1, WGMMA = 1, BM = bm, BN = bn, BK = 64, WM = bm / 16, WN = 1, TM = 4, TN = 4, PAD_SMEM = 0 }
+            out[#out + 1] = { MMA = 1, WGMMA = 1, WG_WAIT = 1, BM = bm, BN = bn, BK = 64, WM = bm / 16, WN = 1, TM = 4, TN = 4,
+              PAD_SMEM = 0 }
           end
         end
       end
-      return atom.also(out, "WG_WAIT", 1)
+      return atom.also(out, "WG_WAIT", 0)
     end },
 
   -- The tensor-core warp tier: WM x WN warps, each a (BM/WM) x (BN/WN) tile of mma.sync m16n8k16 (bf16/f16
@@ -161,7 +164,11 @@ return {
   -- Flash attention on the warp tier: BQ query rows per block (a warp per 16), BKV keys per step staged in
   -- shared memory, QKᵀ and PV on mma.sync, online softmax in f32 (base 2). Offered before the scalar options:
   -- measured 35.9 us against 877.5 us for the scalar default (Qwen3 layer 0, seq_len 512, H200, bench/run.sh).
-  { name = "flash_tier", family = "WORK", kinds = { "attention" }, knobs = { FLASH = 0, BQ = 64, BKV = 32, KVST = 1, KVSPLIT = 1 },
+  -- MINB=2 asks ptxas for registers that let two blocks share an SM (__launch_bounds__(threads, 2)): Nsight
+  -- Compute found the default variant at 166 registers x 256 threads, one block per SM, no eligible warp 58-68%
+  -- of the cycles (bench/gaps.sh, H200, 2026-11-30). Offered after MINB=1, not yet timed.
+  { name = "flash_tier", family = "WORK", kinds = { "attention" },
+    knobs = { FLASH = 0, BQ = 64, BKV = 32, KVST = 1, KVSPLIT = 1, MINB = 1 },
     gate = function(k, dev)
       if not atom.is_half(k.dtype) then return false, ("dtype %s (mma.sync needs bf16/f16)"):format(k.dtype) end
       if not k.E or k.E ~= k.Ev or k.E % 16 ~= 0 or k.E > 256 then
@@ -185,13 +192,13 @@ return {
               local bytes = math.max(bq, 2 * bkv * kvst * split) * (k.E + 8) * 2
               local cap = split == 1 and dev.smem_static or (dev.smem_optin or dev.smem_static)
               if bytes <= cap and ((kvst == 1 and split == 1) or k.kv_rows) and bq / 16 * split <= 16 then
-                out[#out + 1] = { FLASH = 1, BQ = bq, BKV = bkv, KVST = kvst, KVSPLIT = split }
+                out[#out + 1] = { FLASH = 1, BQ = bq, BKV = bkv, KVST = kvst, KVSPLIT = split, MINB = 1 }
               end
             end
           end
         end
       end
-      return out
+      return atom.also(out, "MINB", 2)
     end },
 
   -- Scalar attention: one query row per thread, online softmax in f32, causal rows stop at the diagonal.
