@@ -29,6 +29,14 @@ return {
       repro:meta("kernel", k.name)
       repro:meta("kind", k.kind)
       if k.dual then repro:meta("dual", "1") end
+      -- the structural knobs it was formed under: re-forming the reproducer (the bench worker, run --ir) applies
+      -- them, so a kernel of a non-default fork (a folded RMSNorm, merged siblings) re-forms as itself
+      local sk = {}
+      for key in pairs(require("emmy.compiler").STRUCTURAL) do
+        if ctx.knobs[key] then sk[#sk + 1] = key .. "=" .. tostring(ctx.knobs[key]) end
+      end
+      table.sort(sk)
+      repro:meta("structural", table.concat(sk, ","))
       -- the epilogue reads the result within D-wide column segments (RoPE): the emitter stages the tile
       if k.stage then repro:meta("stage", tostring(k.stage)) end
       if k.anchor then repro:meta("anchor", k.anchor) end
