@@ -25,11 +25,13 @@ CEIL=1 TORCH=1 run default
 run mma EMMY_KNOBS=WGMMA=0
 run merged EMMY_MERGE_SIBLINGS=1 EMMY_DUAL_GATE=0
 SEQ=2048 TORCH=1 KERNEL=k_sdpa run sdpa2048
+# Qwen3 layer 0 with q_norm/k_norm + RoPE in the q/k projections' epilogue (NORM_EPI=1, off by default)
+run norm_epi EMMY_NORM_EPI=1
 # TinyLlama layer 0 (RoPE as the q/k projections' epilogue, ROPE_EPI=1) against the same layer with RoPE's
 # rotate_half in pointwise kernels (ROPE_EPI=0); a 24-point sweep per kernel instead of --tiles
 MODEL=TinyLlama/TinyLlama-1.1B-Chat-v1.0 SWEEP=24 run llama
 MODEL=TinyLlama/TinyLlama-1.1B-Chat-v1.0 SWEEP=24 run llama_unfused EMMY_ROPE_EPI=0
 echo
-for f in ${ONLY:-default mma merged sdpa2048 llama llama_unfused}; do
+for f in ${ONLY:-default mma merged sdpa2048 norm_epi llama llama_unfused}; do
   echo "== $f"; grep -E '^(whole layer|emmy |k_sdpa)' "$LOG/bench_$f.txt" || echo 'failed: see the table above'
 done

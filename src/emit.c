@@ -460,6 +460,9 @@ const char *ex_val(ectx *c, int v, const ivec *ix) {
       for (int i = 0; i < lead.rank; i++) li.e[i] = ix->e[i];
       return ex_A(c, "%s[%s - m0]", c->pre_arr[j], ex_linearize(c, &li, &lead));
     }
+  for (int j = 0; j < c->nhred; j++)
+    if (v == c->hred_v[j]) /* a head-local reduction: the value of the thread's own row and head */
+      return ex_A(c, "em_hred%d[(m - m0) * %d + (n - n0) / %d]", j, c->hred_S, c->hred_D);
   if ((v == c->anchor || v == c->xanchor) && c->stage_arr[v == c->anchor ? 0 : 1]) {
     /* the staged result tile: at the thread's own index the accumulator's value, elsewhere (within the tile:
      * the rules keep BN a multiple of the head width) the tile element, row m - m0, column n - n0 */

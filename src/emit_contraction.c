@@ -361,11 +361,31 @@ void ex_k_contraction(ectx *c, em_launch *L) {
     }
   }
   ivec bz = ex_unravel(c, "bz", &bdims);
+  /* which values read a linear's result (nodes are in order): a reduction among them is a head-local epilogue
+   * reduction over the staged tile (NORM_EPI), not a prologue */
+  int *dep = em_alloc(sizeof(int) * (size_t)(c->g->values.n + 1));
+  EM_VEC_PUSH(c->arena, (char *)dep); /* freed with the arena, on every way out */
+  for (int i = 0; i < c->g->nodes.n; i++) {
+    const em_node *nd = &c->g->nodes.v[i];
+    const em_opspec *sp = em_op_spec(nd->op);
+    int d = nd->op == EM_OP_LINEAR || nd->op == EM_OP_MM || nd->op == EM_OP_BMM || nd->op == EM_OP_MATMUL;
+    for (int q = 0; q < sp->nargs && !d; q++) {
+      const em_arg *ar = &nd->args[q];
+      if (!ar->present) continue;
+      if ((sp->args[q].kind == EM_ARG_T || sp->args[q].kind == EM_ARG_TOPT || (sp->args[q].kind == EM_ARG_TS && ar->is_tensor)) &&
+          ar->tensor >= 0 && dep[ar->tensor])
+        d = 1;
+      if (sp->args[q].kind == EM_ARG_TLIST)
+        for (int t = 0; t < ar->n; t++) d |= dep[ar->tlist[t]];
+    }
+    dep[nd->out] = d;
+  }
   /* prologue row reductions (a folded RMSNorm): one warp per row of the block, before the K loop */
   for (int i = 0; i < c->g->nodes.n && !c->failed; i++) {
     const em_node *rn = &c->g->nodes.v[i];
     if (rn->out == a || !(rn->op == EM_OP_MEAN || rn->op == EM_OP_SUM || rn->op == EM_OP_AMAX || rn->op == EM_OP_VECTOR_NORM))
       continue;
+    if (dep[rn->out]) continue; /* an epilogue reduction (below) */
     int vn = rn->op == EM_OP_VECTOR_NORM, di = vn ? 2 : 1;
     const em_shape *xs = ex_S(c, rn->args[0].tensor);
     if (!rn->args[di].present || rn->args[di].n != 1 || ex_axis_of_dim(&rn->args[di].ilist[0], xs->rank) != xs->rank - 1 ||
@@ -711,6 +731,78 @@ epilogue:;
     c->indent -= mma ? 3 : 2;
     ex_line(c, "%s", mma ? "    }" : "  }");
     ex_line(c, "__syncthreads();");
+    /* head-local reductions (NORM_EPI: Qwen3's q_norm/k_norm over each D-wide head of the staged tile): a warp per
+     * (row, head) of the tile sums its D elements; the epilogue reads the result of its own row and head */
+    int S = BN / stageD;
+    for (int i = 0; i < c->g->nodes.n && !c->failed; i++) {
+      const em_node *rn = &c->g->nodes.v[i];
+      if (rn->out == a || !dep[rn->out] || !(rn->op == EM_OP_MEAN || rn->op == EM_OP_SUM)) continue;
+      const em_shape *xs = ex_S(c, rn->args[0].tensor);
+      int64_t R = 0;
+      if (!rn->args[1].present || rn->args[1].n != 1 || ex_axis_of_dim(&rn->args[1].ilist[0], xs->rank) != xs->rank - 1 ||
+          !em_dim_is_const(&xs->d[xs->rank - 1], &R) || R != stageD || c->nhred == 4) {
+        ex_fail(c, "a reduction in a contraction's epilogue must be over one %d-wide head (the last dim)", stageD);
+        break;
+      }
+      int j = c->nhred++;
+      c->hred_v[j] = rn->out;
+      c->hred_S = S;
+      c->hred_D = stageD;
+      ex_line(c, "__shared__ float em_hred%d[%d];", j, BM * S);
+      ex_line(c, "for (int em_p = threadIdx.x >> 5; em_p < %d; em_p += %d) {", BM * S, threads / 32);
+      c->indent++;
+      ex_line(c, "const int ml = em_p / %d, em_sg = em_p %% %d;", S, S);
+      ex_line(c, "const long long m = m0 + ml;");
+      ex_line(c, "float em_acc = 0.0f;");
+      ex_line(c, "if (m < M) {");
+      c->indent++;
+      ex_line(c, "for (int em_c = threadIdx.x & 31; em_c < %d; em_c += 32) {", stageD);
+      c->indent++;
+      ex_line(c, "const int nl = em_sg * %d + em_c;", stageD);
+      ex_line(c, "const long long n = n0 + nl;");
+      int mark = c->memo.n;
+      /* the anchors' values at (m, n) come from the staged tiles; the reduction's input is aligned with them */
+      ivec mi2 = ex_unravel(c, "m", &mdims);
+      ivec di = {r};
+      for (int q = 0; q < bdims.rank; q++) di.e[q] = ex_A(c, "0LL");
+      for (int q = 0; q < mdims.rank; q++) di.e[bdims.rank + q] = mi2.e[q];
+      di.e[r - 1] = "n";
+      ex_reset_alignment(c);
+      const char *sav = c->anchor_var, *savx = c->xanchor_var;
+      int sava = c->anchor, savxa = c->xanchor;
+      c->anchor = sib[0];
+      c->anchor_var = ex_load_conv(c, sdt, ex_A(c, "em_stage0[ml * %d + nl]", ld));
+      c->al[sib[0]] = di;
+      c->bij[sib[0]] = 1;
+      if (dual) {
+        c->xanchor = sib[1];
+        c->xanchor_var = ex_load_conv(c, sdt, ex_A(c, "em_stage1[ml * %d + nl]", ld));
+        c->al[sib[1]] = di;
+        c->bij[sib[1]] = 1;
+      }
+      ex_align(c);
+      int u = rn->args[0].tensor;
+      if (!c->bij[u]) {
+        ex_fail(c, "the head-local reduction's input is not aligned with the result tile");
+        break;
+      }
+      ex_line(c, "em_acc += (float)%s;", ex_val(c, u, &c->al[u]));
+      c->memo.n = mark;
+      c->anchor_var = sav;
+      c->xanchor_var = savx;
+      c->anchor = sava;
+      c->xanchor = savxa;
+      c->indent--;
+      ex_line(c, "}");
+      c->indent--;
+      ex_line(c, "}");
+      ex_line(c, "for (int o = 16; o > 0; o >>= 1) em_acc += __shfl_xor_sync(0xffffffffu, em_acc, o);");
+      ex_line(c, "if ((threadIdx.x & 31) == 0) em_hred%d[em_p] = %s;", j,
+              ex_round_to(c, ex_V(c, rn->out)->dtype, rn->op == EM_OP_MEAN ? ex_A(c, "em_acc / %d.0f", stageD) : "em_acc"));
+      c->indent--;
+      ex_line(c, "}");
+    }
+    if (c->nhred) ex_line(c, "__syncthreads();");
   }
   /* epilogue: every accumulator element (m, n) of this thread */
   const char *accel = mma ? "acc[i][j][q]" : "acc[i][j]";

@@ -47,6 +47,9 @@ typedef struct {
                               * epilogue such as RoPE reads it at other columns): anchor, xanchor; NULL: none */
   em_shape stage_mdims;    /* the result's M dims (its index's leading part linearizes to m) */
   int stage_ld;            /* the staged tile's row stride in elements */
+  int nhred;               /* head-local reductions over the staged tile (NORM_EPI): value ids; the epilogue reads */
+  int hred_v[4];           /* em_hred<j>[(m - m0) * hred_S + (n - n0) / hred_D] at its own (m, n) */
+  int hred_S, hred_D;
   int npre;                /* contraction prologue reductions (SPLIT_CONE=0): value ids, their smem rows */
   int pre_v[4];
   const char *pre_arr[4];

@@ -43,7 +43,8 @@ end
 -- tile is staged in shared memory and the engine's resource check keeps BN a multiple of the head width.
 function A.epilogue_note(k)
   if not k.stage then return "" end
-  return ("; RoPE epilogue over the result tile staged in shared memory (BN a multiple of the %d-wide head)"):format(k.stage)
+  return ("; %sRoPE epilogue over the result tile staged in shared memory (BN a multiple of the %d-wide head)"):format(
+    (k.epilogue_reductions or 0) > 0 and "per-head norm + " or "", k.stage)
 end
 
 -- Appends to the option list out a copy of each of its options with key = v (a fork that offers every option

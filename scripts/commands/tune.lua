@@ -43,9 +43,9 @@ return {
                        samples each after an L2 flush (a memset of twice the L2); rank: plain event timing,
                        10 reps, no flush, cheaper. Rows are keyed by regime and never mixed.
   --structural default|all  default: the default (or pinned) kernel set only; all: every structural fork
-                       (SPLIT_CONE, MERGE_SIBLINGS, VIEW_OUT, DUAL_GATE, ROPE_EPI not pinned by EMMY_<KNOB> or
-                       EMMY_KNOBS) is formed, each distinct kernel of each tuned once (37 for a Qwen3 layer
-                       against 9), each fork priced by the sum of its kernels' best µs
+                       (SPLIT_CONE, MERGE_SIBLINGS, VIEW_OUT, DUAL_GATE, ROPE_EPI, NORM_EPI not pinned by
+                       EMMY_<KNOB> or EMMY_KNOBS) is formed, each distinct kernel of each tuned once (61 for a
+                       Qwen3 layer against 9), each fork priced by the sum of its kernels' best µs
   --budget-s S         the measuring time of the whole tune, shared out among the kernels not yet started
                        (each kernel's search stops when its share is spent: "stopped by time"; default 240,
                        0: no limit)

@@ -25,7 +25,7 @@ end
 -- (function(pass, ctx) after each pass). Returns ctx {graph, kernels}.
 -- Structural knobs change which kernels exist, so they are read before any kernel is formed: from
 -- EMMY_<KNOB>=V or a global EMMY_KNOBS item (no kernel prefix).
-M.STRUCTURAL = { SPLIT_CONE = 1, MERGE_SIBLINGS = 0, VIEW_OUT = 1, DUAL_GATE = 1, ROPE_EPI = 1 }
+M.STRUCTURAL = { SPLIT_CONE = 1, MERGE_SIBLINGS = 0, VIEW_OUT = 1, DUAL_GATE = 1, ROPE_EPI = 1, NORM_EPI = 0 }
 
 -- The structural knobs' values: the defaults, overridden by EMMY_<KNOB> and EMMY_KNOBS. Returns values, and the
 -- set of knobs the environment pinned.

@@ -57,10 +57,21 @@ function M.facts(k)
     f.K = at_hint(g, A.shape[#A.shape], bind)
     f.has_bias = x.bias ~= nil and type(x.bias) == "string"
     f.epilogue = #g:nodes() - 1
-    f.prologue_reductions = 0
+    -- reductions before the matmul (a folded RMSNorm, SPLIT_CONE=0) and after it (a head-local norm over the
+    -- staged result, NORM_EPI=1): the latter read a linear's result
+    f.prologue_reductions, f.epilogue_reductions = 0, 0
+    local opc = require "emmy.opclass"
+    local dep = {}
     for _, m in ipairs(g:nodes()) do
-      if m.name ~= k.anchor and require("emmy.opclass").REDUCTION[m.op] then
-        f.prologue_reductions = f.prologue_reductions + 1
+      local d = opc.CONTRACTION[m.op] or false
+      for _, a in ipairs(m.args) do
+        local v = a[2]
+        if type(v) == "string" and dep[v] then d = true end
+        if type(v) == "table" then for _, x in ipairs(v) do if type(x) == "string" and dep[x] then d = true end end end
+      end
+      dep[m.name] = d
+      if m.name ~= k.anchor and opc.REDUCTION[m.op] then
+        if d then f.epilogue_reductions = f.epilogue_reductions + 1 else f.prologue_reductions = f.prologue_reductions + 1 end
       end
     end
     f.split_cone = f.prologue_reductions > 0 and 0 or 1

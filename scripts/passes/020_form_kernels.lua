@@ -12,6 +12,8 @@
 --   SPLIT_CONE=1 (default): a contraction never takes its operand's elementwise cone as a prologue.
 --   ROPE_EPI=1 (default): a linear's kernel also takes the epilogue ops that read its result at other columns
 --   of the same head (RoPE's rotate_half on a Llama q/k projection); the result tile is staged in shared memory.
+--   NORM_EPI=1 (off by default): it also takes a per-head RMSNorm of its result (Qwen3's q_norm/k_norm) as a
+--   reduction over each head of the staged tile, and what follows it (RoPE).
 local opclass = require "emmy.opclass"
 
 local function last_dim_reduction(n, g)
@@ -112,6 +114,58 @@ return {
       elseif opclass.ATTENTION[n.op] then kind_of[n.name] = "attention"
       elseif opclass.REDUCTION[n.op] then kind_of[n.name] = last_dim_reduction(n, g) and "row" or "reduce" end
     end
+    -- NORM_EPI=1 (a structural fork, off by default): a last-dim mean/sum whose input is a linear's result seen
+    -- through elementwise ops and views that keep R-wide segments of its N whole (Qwen3's q_norm/k_norm over each
+    -- 128-wide head) is no row anchor: it joins the linear's kernel as a head-local reduction over the staged
+    -- result tile (absorbed[v] = R, the reduced width)
+    local absorbed = {}
+    local EW = opclass.ELEMENTWISE
+    if (ctx.knobs.NORM_EPI or 0) == 1 and (ctx.knobs.MERGE_SIBLINGS or 0) ~= 1 then -- (merged siblings: no staging)
+      for _, n in ipairs(nodes) do
+        if kind_of[n.name] == "row" and (n.op == "aten.mean.dim" or n.op == "aten.sum.dim_IntList") then
+          local ishape = g:value(n.inputs[1]).shape
+          local R, y, last, ok = ishape[#ishape], n.inputs[1], nil, true
+          while ok do
+            local p = producer[y]
+            if not p then ok = false break end
+            if p.op == "aten.linear.default" then break end
+            local oshape, inshape = g:value(p.name).shape, p.inputs[1] and g:value(p.inputs[1]).shape
+            if opclass.VIEW[p.op] then
+              local a = {}
+              for _, kv in ipairs(p.args) do a[kv[1]] = kv[2] end
+              local r_in = #inshape
+              local lo, li = oshape[#oshape], inshape[#inshape]
+              if p.op == "aten.view.default" or p.op == "aten.reshape.default" or p.op == "aten._unsafe_view.default" then
+                ok = type(lo) == "number" and type(li) == "number" and li % lo == 0
+              elseif p.op == "aten.transpose.int" then
+                ok = a.dim0 ~= -1 and a.dim0 ~= r_in - 1 and a.dim1 ~= -1 and a.dim1 ~= r_in - 1
+              else
+                ok = false
+              end
+              y = p.inputs[1]
+            elseif EW[p.op] and p.op ~= "aten.cat.default" then
+              local dep
+              for _, x in ipairs(p.inputs) do
+                if producer[x] and not free[x] then
+                  if dep then ok = false end
+                  dep = x
+                end
+              end
+              ok = ok and dep ~= nil and numel_expr(g, g:value(dep).shape) == numel_expr(g, oshape)
+              y = dep
+            else
+              ok = false
+            end
+          end
+          local N = ok and g:value(y).shape
+          N = N and N[#N]
+          if ok and type(R) == "number" and type(N) == "number" and N % R == 0 and R <= 256 then -- (a tile holds it)
+            absorbed[n.name] = R
+            kind_of[n.name] = nil
+          end
+        end
+      end
+    end
     -- a node joins a row anchor's cone only when every consumer is in the cone, is the anchor, or is a
     -- possible epilogue of it (reached from the anchor through elementwise ops and views alone)
     local cone_owner = {}
@@ -196,9 +250,9 @@ return {
     -- dim, negations and concatenations. headloc[v] = D. The emitter stages the result tile in shared memory
     -- for them (kernel meta "stage" = D; the tile rules then keep BN a multiple of D).
     -- ROPE_EPI=1 (a structural fork, default): take them; 0: they form pointwise kernels of their own.
-    local headloc, rope_epi = {}, (ctx.knobs.ROPE_EPI or 1) == 1
-    local EW_SAME = { ["aten.add.Tensor"] = true, ["aten.sub.Tensor"] = true, ["aten.mul.Tensor"] = true,
-      ["aten.div.Tensor"] = true, ["aten.neg.default"] = true, ["aten._to_copy.default"] = true }
+    -- segred[v]: a value per (row, segment) — an absorbed reduction and what is computed from it alone; its
+    -- readers broadcast it over the segment
+    local headloc, segred, rope_epi = {}, {}, (ctx.knobs.ROPE_EPI or 1) == 1
     local function argmap(n)
       local a = {}
       for _, kv in ipairs(n.args) do a[kv[1]] = kv[2] end
@@ -226,7 +280,11 @@ return {
           if not last_axis(a.dim, r_in) or (a.step or 1) ~= 1 then return nil end
           seg = seg or last
         elseif seg then
-          return nil -- a view after the remap: not followed
+          -- after the remap only views that keep each last-dim row whole (a transpose of other axes)
+          if not (c.op == "aten.transpose.int" and not last_axis(a.dim0, r_in) and not last_axis(a.dim1, r_in))
+            and not ((c.op == "aten.view.default" or c.op == "aten.reshape.default") and out[#out] == last) then
+            return nil
+          end
         elseif BIJECTIVE[c.op] and c.op ~= "aten.unsqueeze.default" and c.op ~= "aten.squeeze.dim" then
           local l2 = out[#out]
           if type(l2) ~= "number" or last % l2 ~= 0 then return nil end
@@ -245,9 +303,16 @@ return {
       if producer[k.anchors[1]].op ~= "aten.linear.default" then return nil end
       local shape = g:value(n.name).shape
       local D, a = nil, argmap(n)
+      if absorbed[n.name] then
+        -- the reduction spans one R-wide segment of the result, read at its own index
+        local x = n.inputs[1]
+        if not (kernel_of(x) == k or home[x] == k) or segment_of(x, k) ~= "same" then return nil end
+        return absorbed[n.name], true
+      end
       local is_cat = n.op == "aten.cat.default"
       if is_cat and not last_axis(a.dim, #shape) then return nil end
-      if not is_cat and not EW_SAME[n.op] then return nil end
+      if not is_cat and not EW[n.op] then return nil end
+      local all_red = true
       for _, x in ipairs(n.inputs) do
         if kernel_of(x) == k or home[x] == k then
           local sg = segment_of(x, k)
@@ -256,14 +321,21 @@ return {
             if D and D ~= sg then return nil end
             D = sg
           end
-          -- an elementwise op reads its in-kernel operands at its own index (no broadcast)
-          if not is_cat and numel(x) ~= numel(n.name) then return nil end
+          local xs = g:value(x).shape
+          if segred[x] then
+            -- a per-segment value, broadcast over the segment (shape [..., 1] against [..., D])
+            if is_cat or xs[#xs] ~= 1 or #xs ~= #shape then return nil end
+          else
+            all_red = false
+            -- an elementwise op reads its other in-kernel operands at its own index (no broadcast)
+            if not is_cat and numel(x) ~= numel(n.name) then return nil end
+          end
         elseif is_cat then
           return nil
         end
       end
       if not D or type(shape[#shape]) ~= "number" or shape[#shape] > D then return nil end
-      return D
+      return D, all_red
     end
 
     -- MERGE_SIBLINGS=1 (a structural fork): linears reading the same operand (q/k/v, gate/up) form one
@@ -356,10 +428,21 @@ return {
           end
         end
         -- ... or, in a linear's kernel, within the same head (RoPE): staged through shared memory
-        local D = not fits and rope_epi and latest and latest.kind == "contraction" and head_local(n, latest)
-        if D then
+        local D, red
+        if absorbed[v] then fits = false end -- (a reduction: never a same-index epilogue)
+        if not fits and latest and latest.kind == "contraction" and (rope_epi or absorbed[v]) then
+          D, red = head_local(n, latest)
+        end
+        if absorbed[v] and not D then
+          -- (its input did not stay in the linear's kernel: a row kernel after all, reading it from memory)
+          local k = new_kernel("row", v)
+          k.anchors, k.domain, k.rows_numel, k.domain_numel = { v }, n.inputs[1], numel(v), numel(n.inputs[1])
+          home[v], anc[v], same_idx[v] = k, v, true
+          k.homed[1] = v
+        elseif D then
           home[v] = latest
           headloc[v] = D
+          segred[v] = red or nil
           latest.stage = math.max(latest.stage or 0, D)
           anc[v] = from or latest.anchor
           latest.homed[#latest.homed + 1] = v

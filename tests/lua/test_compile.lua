@@ -273,6 +273,33 @@ test("ROPE_EPI=1: a Llama q/k projection takes RoPE's rotate_half as its epilogu
   end
 end)
 
+test("NORM_EPI=1: Qwen3's q_norm/k_norm + RoPE become the q/k projections' epilogue, a per-head reduction over the staged tile", function()
+  local code, out, err = emmy(args("compile", L0, "--ir", "kernel"), { env = "EMMY_NORM_EPI=1" })
+  eq(code, 0, "exit: " .. err)
+  check(out:find("8 kernels (7 distinct)", 1, true), out)
+  check(not out:find("k_rms_norm_rope_", 1, true), "no q_norm/k_norm row kernel is left: " .. out)
+  check(out:find("k_linear_rms_norm_rope_%x+%s+contraction%s+aten.linear.default%s+%d+%s+v54 bf16%[1, 16, seq_len, 128%]"), out)
+  -- off by default (not yet run on a GPU): the row kernels stay
+  local c0, o0 = emmy(args("compile", L0, "--ir", "kernel"))
+  check(c0 == 0 and o0:find("k_rms_norm_rope_", 1, true), o0)
+  local c1, src, e1 = emmy(args("compile", L0, "--ir", "cuda", "--kernel", "k_linear_rms_norm_rope"), { env = "EMMY_NORM_EPI=1" })
+  eq(c1, 0, "cuda: " .. e1)
+  -- a warp per (row, head) sums the squares over the staged tile; the epilogue reads its own row's and head's mean
+  check(src:find("__shared__ float em_hred0%[64%];") and src:find("em_hred0%[%(m %- m0%) %* 1 %+ %(n %- n0%) / 128%]"), src)
+  check(not src:find("em_pre0", 1, true), "the head norm is not a prologue reduction")
+  local _, ex = emmy(args("compile", L0, "--explain", "--kernel", "k_linear_rms_norm_rope"), { env = "EMMY_NORM_EPI=1" })
+  check(ex:find("per-head norm + RoPE epilogue", 1, true) and ex:find("split_cone%s+STRUCT%s+ok%s+operand read from memory"), ex)
+  local ok2, nv = pcall(require, "emmy.nvrtc")
+  if ok2 and nv.version() then
+    for _, e in ipairs { "", "EMMY_KNOBS=MMA=0", "EMMY_KNOBS=WGMMA=0,TMA=0,PAD_SMEM=8", "EMMY_KNOBS=SPLIT_K=2", "EMMY_SPLIT_CONE=0" } do
+      local c3, o3, e3 = emmy(args("compile", L0, "--nvrtc", "--kernel", "rope"),
+        { env = "EMMY_NORM_EPI=1 " .. e .. " EMMY_CUBIN_CACHE=" .. tmpdir() })
+      eq(c3, 0, "nvrtc " .. e .. ": " .. e3)
+      check(o3:find("2 compiled, 0 failed", 1, true), e .. ": " .. o3)
+    end
+  end
+end)
+
 test("passes list and stop-after", function()
   local code, out = emmy { "compile", "--passes" }
   eq(code, 0, "exit")
