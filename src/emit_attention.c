@@ -64,11 +64,14 @@ static void k_flash(ectx *c, em_launch *L) {
    * softmax states merged through shared memory at the end (more warps per SM at short lengths) */
   int P = em_knob_get(&c->t->knobs, "KVSPLIT", 1);
   int kvst0 = em_knob_get(&c->t->knobs, "KVST", 1);
-  int rows0 = BQ > 2 * BKV * kvst0 * P ? BQ : 2 * BKV * kvst0 * P;
+  /* QSMEM=1: the Q tile keeps rows of its own in the buffer (before the K/V stages) and each k-step reloads its
+   * fragments with ldmatrix, instead of holding them in registers (D/2 fewer registers per thread) */
+  int qsm = em_knob_get(&c->t->knobs, "QSMEM", 0) == 1;
+  int rows0 = qsm ? BQ + 2 * BKV * kvst0 * P : BQ > 2 * BKV * kvst0 * P ? BQ : 2 * BKV * kvst0 * P;
   if (BQ % 16 || BKV % 16 || BQ < 16 || BKV < 16 || kvst0 < 1 || kvst0 > 2 || P < 1 || P > 2 ||
       rows0 * (D + 8) * 2 > (P == 1 ? 49152 : 232448)) {
     ex_fail(c, "FLASH=1 needs BQ, BKV multiples of 16, KVST 1 or 2, KVSPLIT 1 or 2 and max(BQ, 2*BKV*KVST*KVSPLIT)*(D+8)*2 "
-               "bytes of shared memory (48 KB static, 227 KB with KVSPLIT=2)");
+               "bytes of shared memory (the sum with QSMEM=1; 48 KB static, 227 KB with KVSPLIT=2)");
     return;
   }
   const char *mt = dt == EM_F16 ? "f16" : "bf16", *cvt = dt == EM_F16 ? "em_f2h" : "em_f2bf";
@@ -95,6 +98,8 @@ static void k_flash(ectx *c, em_launch *L) {
     ex_line(c, "unsigned short (*const em_sm)[%lld] = reinterpret_cast<unsigned short (*)[%lld]>(em_smd);", DP, DP);
   }
   ex_line(c, "unsigned short (*const Qs)[%lld] = em_sm;", DP);
+  /* the K/V stages: after the Q tile's rows (QSMEM=1) or over them (its fragments are in registers by then) */
+  ex_line(c, "unsigned short (*const em_kvb)[%lld] = em_sm + %d;", DP, qsm ? BQ : 0);
   ex_line(c, "const long long Lq = %s, S = %s, bh = blockIdx.y;", ex_dim_c(c, &os->d[r - 2]), ex_dim_c(c, &ks->d[r - 2]));
   /* causal: the longest query tiles (the last rows) are launched first, so the short ones fill the tail */
   ex_line(c, "const long long q0 = (long long)(%sblockIdx.x) * %d;", causal ? "gridDim.x - 1 - " : "", BQ);
@@ -155,10 +160,12 @@ static void k_flash(ectx *c, em_launch *L) {
     ex_line(c, "}");
   }
   ex_line(c, "__syncthreads();");
-  ex_line(c, "unsigned qf[%d][4];", KD);
-  ex_line(c, "#pragma unroll");
-  ex_line(c, "for (int kd = 0; kd < %d; kd++) em_ldsm_x4(qf[kd], &Qs[%s * 16 + (lane & 15)][kd * 16 + (lane >> 4) * 8]);", KD, wrow);
-  ex_line(c, "__syncthreads();"); /* the K/V stages reuse the Q tile's rows */
+  if (!qsm) {
+    ex_line(c, "unsigned qf[%d][4];", KD);
+    ex_line(c, "#pragma unroll");
+    ex_line(c, "for (int kd = 0; kd < %d; kd++) em_ldsm_x4(qf[kd], &Qs[%s * 16 + (lane & 15)][kd * 16 + (lane >> 4) * 8]);", KD, wrow);
+    ex_line(c, "__syncthreads();"); /* the K/V stages reuse the Q tile's rows */
+  }
   ex_line(c, "float o[%d][4];", ND);
   ex_line(c, "#pragma unroll");
   ex_line(c, "for (int j = 0; j < %d; j++) o[j][0] = o[j][1] = o[j][2] = o[j][3] = 0.0f;", ND);
@@ -175,7 +182,7 @@ static void k_flash(ectx *c, em_launch *L) {
     v0i.e[r - 1] = "0LL";
     ex_line(c, "auto em_kv = [&](int st, long long s0) {");
     c->indent++;
-    ex_line(c, "unsigned short (*const Kd)[%lld] = em_sm + st * %d, (*const Vd)[%lld] = em_sm + st * %d + %d;", DP, 2 * BKV, DP,
+    ex_line(c, "unsigned short (*const Kd)[%lld] = em_kvb + st * %d, (*const Vd)[%lld] = em_kvb + st * %d + %d;", DP, 2 * BKV, DP,
             2 * BKV, BKV);
     ex_line(c, "for (int t = tid; t < %lld; t += %d) {", (long long)(BKV * D / 8), threads);
     c->indent++;
@@ -215,7 +222,7 @@ static void k_flash(ectx *c, em_launch *L) {
       }
       ex_line(c, "const int em_t = 2 * it + wp;");
       ex_line(c, "const long long s0 = (long long)em_t * %d;", BKV);
-      ex_line(c, "unsigned short (*const Ks)[%lld] = em_sm + (%s * 2 + wp) * %d, (*const Vs)[%lld] = Ks + %d;", DP,
+      ex_line(c, "unsigned short (*const Ks)[%lld] = em_kvb + (%s * 2 + wp) * %d, (*const Vs)[%lld] = Ks + %d;", DP,
               kvst == 2 ? "(it & 1)" : "0", 2 * BKV, DP, BKV);
       ex_line(c, "__syncthreads();");
       ex_line(c, "if (em_t < nt) {");
@@ -232,12 +239,12 @@ static void k_flash(ectx *c, em_launch *L) {
       ex_line(c, "if (it + 1 < nt) em_kv((it + 1) & 1, s0 + %d);", BKV);
       ex_line(c, "em_cp_commit();");
       ex_line(c, "em_cp_wait<1>();");
-      ex_line(c, "unsigned short (*const Ks)[%lld] = em_sm + (it & 1) * %d, (*const Vs)[%lld] = Ks + %d;", DP, 2 * BKV, DP, BKV);
+      ex_line(c, "unsigned short (*const Ks)[%lld] = em_kvb + (it & 1) * %d, (*const Vs)[%lld] = Ks + %d;", DP, 2 * BKV, DP, BKV);
     } else {
       ex_line(c, "em_kv(0, s0);");
       ex_line(c, "em_cp_commit();");
       ex_line(c, "em_cp_wait<0>();");
-      ex_line(c, "unsigned short (*const Ks)[%lld] = em_sm, (*const Vs)[%lld] = Ks + %d;", DP, DP, BKV);
+      ex_line(c, "unsigned short (*const Ks)[%lld] = em_kvb, (*const Vs)[%lld] = Ks + %d;", DP, DP, BKV);
     }
     ex_line(c, "__syncthreads();");
     }
@@ -245,7 +252,7 @@ static void k_flash(ectx *c, em_launch *L) {
     ex_line(c, "for (int it = 0; it < nt; it++) {");
     c->indent++;
     ex_line(c, "const long long s0 = (long long)it * %d;", BKV);
-    ex_line(c, "unsigned short (*const Ks)[%lld] = em_sm, (*const Vs)[%lld] = Ks + %d;", DP, DP, BKV);
+    ex_line(c, "unsigned short (*const Ks)[%lld] = em_kvb, (*const Vs)[%lld] = Ks + %d;", DP, DP, BKV);
     ex_line(c, "for (int t = tid; t < %lld; t += %d) {", (long long)(BKV * D), threads);
     c->indent++;
     ex_line(c, "const int ss = t / %lld, e = t %% %lld;", (long long)D, (long long)D);
@@ -270,13 +277,18 @@ static void k_flash(ectx *c, em_launch *L) {
   ex_line(c, "for (int j = 0; j < %d; j++) sc[j][0] = sc[j][1] = sc[j][2] = sc[j][3] = 0.0f;", NS);
   ex_line(c, "#pragma unroll");
   ex_line(c, "for (int kd = 0; kd < %d; kd++) {", KD);
+  if (qsm) {
+    ex_line(c, "  unsigned qk[4];");
+    ex_line(c, "  em_ldsm_x4(qk, &Qs[%s * 16 + (lane & 15)][kd * 16 + (lane >> 4) * 8]);", wrow);
+  }
+  const char *qa = qsm ? "qk" : "qf[kd]";
   ex_line(c, "  #pragma unroll");
   ex_line(c, "  for (int j = 0; j < %d; j += 2) {", NS);
   ex_line(c, "    unsigned t4[4], b0[2], b1[2];");
   ex_line(c, "    em_ldsm_x4(t4, &Ks[j * 8 + (lane >> 4) * 8 + (lane & 7)][kd * 16 + ((lane >> 3) & 1) * 8]);");
   ex_line(c, "    b0[0] = t4[0]; b0[1] = t4[1]; b1[0] = t4[2]; b1[1] = t4[3];");
-  ex_line(c, "    em_mma_%s(sc[j], qf[kd], b0);", mt);
-  ex_line(c, "    em_mma_%s(sc[j + 1], qf[kd], b1);", mt);
+  ex_line(c, "    em_mma_%s(sc[j], %s, b0);", mt, qa);
+  ex_line(c, "    em_mma_%s(sc[j + 1], %s, b1);", mt, qa);
   ex_line(c, "  }");
   ex_line(c, "}");
   /* scale, mask, online softmax */

@@ -270,16 +270,24 @@ void ex_k_contraction(ectx *c, em_launch *L) {
     int64_t kc = 0;
     int a_in = ex_V(c, A_)->kind != EM_V_NODE;
     int b_in = ex_V(c, B_)->kind != EM_V_NODE && (!dual || ex_V(c, B2)->kind != EM_V_NODE);
-    if (!mma || !async || !lin_op || concat || !a_in || !b_in || !em_dim_is_const(Kd, &kc) || kc % 8 || BK != 64 || BM > 256 ||
+    /* merged siblings: one tensor map per weight, each block's B tile from the weight its n0 falls in (BN divides
+     * every sibling's width, so a tile never straddles two) */
+    int sib_ok = 1;
+    for (int j = 0; concat && j < nsib; j++) {
+      b_in &= ex_V(c, c->g->nodes.v[ex_V(c, sib[j])->node].args[1].tensor)->kind != EM_V_NODE;
+      sib_ok &= sibN[j] % BN == 0;
+    }
+    if (concat && nsib > 3) sib_ok = 0;
+    if (!mma || !async || !lin_op || !sib_ok || !a_in || !b_in || !em_dim_is_const(Kd, &kc) || kc % 8 || BK != 64 || BM > 256 ||
         BN > 256 || stages < 1 || stages > 4) {
-      ex_fail(c, "TMA=1 needs MMA=1, ASYNC=1, a linear (not merged siblings) whose operands are kernel inputs, K a multiple "
-                 "of 8, BK=64, BM and BN up to 256, STAGES 1..4");
+      ex_fail(c, "TMA=1 needs MMA=1, ASYNC=1, a linear (or up to 3 merged siblings whose widths BN divides) whose operands "
+                 "are kernel inputs, K a multiple of 8, BK=64, BM and BN up to 256, STAGES 1..4");
       return;
     }
     long long abytes = 128LL * BM, bbytes = 128LL * BN;
     L->smem = 1024 + stages * (abytes + bbytes * (dual ? 2 : 1));
     c->extra_prelude = ex_TMA_PRELUDE;
-    L->ntmaps = dual ? 3 : 2;
+    L->ntmaps = concat ? 1 + nsib : dual ? 3 : 2;
     L->tmaps[0].input = ex_input_pos(c, A_);
     L->tmaps[0].box[0] = 64;
     L->tmaps[0].box[1] = BM;
@@ -290,6 +298,11 @@ void ex_k_contraction(ectx *c, em_launch *L) {
       L->tmaps[2].input = ex_input_pos(c, B2);
       L->tmaps[2].box[0] = 64;
       L->tmaps[2].box[1] = BN;
+    }
+    for (int j = 0; concat && j < nsib; j++) {
+      L->tmaps[1 + j].input = ex_input_pos(c, c->g->nodes.v[ex_V(c, sib[j])->node].args[1].tensor);
+      L->tmaps[1 + j].box[0] = 64;
+      L->tmaps[1 + j].box[1] = BN;
     }
     ex_line(c, "extern __shared__ __align__(1024) unsigned char em_dsm[];");
     ex_line(c, "__shared__ __align__(8) unsigned long long em_bar[%d];", stages);
@@ -445,7 +458,12 @@ void ex_k_contraction(ectx *c, em_launch *L) {
     ex_line(c, "  if (tid == 0) {");
     ex_line(c, "    em_mbar_expect(&em_bar[st], %lldu);", abytes + bbytes * (dual ? 2 : 1));
     ex_line(c, "    em_tma_2d(em_sb + st * %lldu, &tm0, %s * 64, (int)m0, &em_bar[st]);", abytes, ktx);
-    ex_line(c, "    em_tma_2d(em_sb + %lldu + st * %lldu, &tm1, %s * 64, (int)n0, &em_bar[st]);", stages * abytes, bbytes, ktx);
+    if (concat)
+      for (int j = 0; j < nsib; j++)
+        ex_line(c, "    %sif (n0 < %lldLL) em_tma_2d(em_sb + %lldu + st * %lldu, &tm%d, %s * 64, (int)(n0 - %lldLL), &em_bar[st]);",
+                j ? "else " : "", (long long)sibOff[j + 1], stages * abytes, bbytes, 1 + j, ktx, (long long)sibOff[j]);
+    else
+      ex_line(c, "    em_tma_2d(em_sb + %lldu + st * %lldu, &tm1, %s * 64, (int)n0, &em_bar[st]);", stages * abytes, bbytes, ktx);
     if (dual)
       ex_line(c, "    em_tma_2d(em_sb + %lldu + st * %lldu, &tm2, %s * 64, (int)n0, &em_bar[st]);", stages * (abytes + bbytes), bbytes,
               ktx);

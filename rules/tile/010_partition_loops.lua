@@ -167,8 +167,10 @@ return {
   -- MINB=2 asks ptxas for registers that let two blocks share an SM (__launch_bounds__(threads, 2)): Nsight
   -- Compute found the default variant at 166 registers x 256 threads, one block per SM, no eligible warp 58-68%
   -- of the cycles (bench/gaps.sh, H200, 2026-11-30). Offered after MINB=1, not yet timed.
+  -- QSMEM=1 keeps the Q tile in shared memory of its own and reloads its fragments every k-step (D/2 registers
+  -- fewer: with MINB=2 the default variant fits 128 registers without spilling, NVRTC); offered after QSMEM=0.
   { name = "flash_tier", family = "WORK", kinds = { "attention" },
-    knobs = { FLASH = 0, BQ = 64, BKV = 32, KVST = 1, KVSPLIT = 1, MINB = 1 },
+    knobs = { FLASH = 0, BQ = 64, BKV = 32, KVST = 1, KVSPLIT = 1, MINB = 1, QSMEM = 0 },
     gate = function(k, dev)
       if not atom.is_half(k.dtype) then return false, ("dtype %s (mma.sync needs bf16/f16)"):format(k.dtype) end
       if not k.E or k.E ~= k.Ev or k.E % 16 ~= 0 or k.E > 256 then
@@ -192,10 +194,17 @@ return {
               local bytes = math.max(bq, 2 * bkv * kvst * split) * (k.E + 8) * 2
               local cap = split == 1 and dev.smem_static or (dev.smem_optin or dev.smem_static)
               if bytes <= cap and ((kvst == 1 and split == 1) or k.kv_rows) and bq / 16 * split <= 16 then
-                out[#out + 1] = { FLASH = 1, BQ = bq, BKV = bkv, KVST = kvst, KVSPLIT = split, MINB = 1 }
+                out[#out + 1] = { FLASH = 1, BQ = bq, BKV = bkv, KVST = kvst, KVSPLIT = split, MINB = 1, QSMEM = 0 }
               end
             end
           end
+        end
+      end
+      for i = 1, #out do
+        local o = out[i]
+        local cap = o.KVSPLIT == 1 and dev.smem_static or (dev.smem_optin or dev.smem_static)
+        if (o.BQ + 2 * o.BKV * o.KVST * o.KVSPLIT) * (k.E + 8) * 2 <= cap then
+          out[#out + 1] = { FLASH = 1, BQ = o.BQ, BKV = o.BKV, KVST = o.KVST, KVSPLIT = o.KVSPLIT, MINB = 1, QSMEM = 1 }
         end
       end
       return atom.also(out, "MINB", 2)

@@ -35,7 +35,7 @@ function A.tma(k, dev)
   if not A.is_half(k.dtype) then return false, ("operand dtype %s (the warp tier needs bf16/f16)"):format(k.dtype) end
   local ok, why = A.copyable(k)
   if not ok then return false, why end
-  if k.siblings > 1 and not k.dual then return false, "merged siblings read several weights per tile" end
+  if k.siblings > 3 and not k.dual then return false, ("%d merged siblings (a tensor map each: at most 3)"):format(k.siblings) end
   return true, "both operands are kernel inputs: 2-d tensor maps, 128-byte swizzle, zero fill past M"
 end
 

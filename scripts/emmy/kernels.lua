@@ -87,9 +87,13 @@ function M.facts(k)
     f.linear = n.op == "aten.linear.default"
     f.a_direct = n.op == "aten.linear.default" and is_input(x.input)
     f.b_direct = n.op == "aten.linear.default" and is_input(x.weight)
-    f.siblings = 0
+    f.siblings, f.sibling_widths = 0, {}
     for _, m in ipairs(g:nodes()) do
-      if m.op == "aten.linear.default" and args_of(m).input == (x.input or x.self) then f.siblings = f.siblings + 1 end
+      if m.op == "aten.linear.default" and args_of(m).input == (x.input or x.self) then
+        f.siblings = f.siblings + 1
+        local w = g:value(m.name).shape
+        f.sibling_widths[#f.sibling_widths + 1] = at_hint(g, w[#w], bind)
+      end
     end
   elseif k.kind == "row" or k.kind == "reduce" then
     f.softmax = nodes[k.anchor].op:match("softmax") ~= nil

@@ -178,6 +178,13 @@ function M.resource_check(k, c, dev)
     if c.BK ~= 64 then return false, ("TMA=1 needs BK=64 (128-byte swizzled rows), got BK=%d"):format(c.BK) end
     if c.BM > 256 or c.BN > 256 then return false, ("TMA box rows BM=%d, BN=%d exceed 256"):format(c.BM, c.BN) end
     if (c.PAD_SMEM or 0) ~= 0 then return false, "TMA=1 tiles are swizzled, not padded (PAD_SMEM=0)" end
+    if (k.siblings or 0) > 1 and not k.dual then
+      for _, w in ipairs(k.sibling_widths or {}) do
+        if w % c.BN ~= 0 then
+          return false, ("merged siblings under TMA: BN=%d does not divide a sibling's width %d (a tile would straddle two weights)"):format(c.BN, w)
+        end
+      end
+    end
   end
   if k.kind == "contraction" and c.MMA == 1 and (c.WM or 0) > 0 and (c.WN or 0) > 0 then
     -- the f32 accumulators each thread holds: at 256 or more ptxas spills them (1-27 KB of spill stores), the
@@ -209,7 +216,8 @@ function M.resource_check(k, c, dev)
     if (c.THREADS or 0) % 32 ~= 0 then return false, "THREADS per row must be a multiple of 32" end
   elseif k.kind == "attention" and c.FLASH == 1 then
     threads = 32 * math.floor((c.BQ or 0) / 16) * (c.KVSPLIT or 1)
-    smem = math.max(c.BQ or 0, 2 * (c.BKV or 0) * (c.KVST or 1) * (c.KVSPLIT or 1)) * ((k.E or 0) + 8) * 2
+    local q, kv = c.BQ or 0, 2 * (c.BKV or 0) * (c.KVST or 1) * (c.KVSPLIT or 1)
+    smem = (c.QSMEM == 1 and q + kv or math.max(q, kv)) * ((k.E or 0) + 8) * 2
     if (c.KVSPLIT or 1) > 1 then
       smem = math.max(smem, math.floor((c.BQ or 0) / 16) * 32 * ((k.E or 0) / 2 + 4) * 4) -- the states' merge
       -- dynamic shared memory (opt-in): checked here, the static cap below does not apply

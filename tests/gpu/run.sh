@@ -4,7 +4,7 @@
 # `sh tests/gpu/run.sh WORD…` runs only the cases whose name contains one of the words (the others are
 # reported as skipped), e.g. `sh tests/gpu/run.sh sweep` for the knob sweeps.
 BIN=${EMMY_BIN:-./emmy}
-TESTS="gpu_probe cuda_runtime layer_seq1 layer_seq7 layer_seq512 layer_seq513 layer_seq2048 layer_sweep1 layer_sweep7 layer_sweep512 layer_sweep513 layer_sweep2048 split_cone0_sweep513 merge_sweep513 view_out0_sweep513 dual_gate_sweep513 scalar_attn_sweep513 flash_kvst1_seq2048 tma_seq1 tma_seq7 tma_seq513 tma_seq2048 tma_sweep512 splitk_seq1 splitk_seq7 splitk_seq513 splitk_cpasync_seq513 splitk_cone0_seq7 wgmma_seq7 wgmma_seq513 wgmma_bm128_seq2048 wgwait_seq7 wgwait_seq513 wgwait_bm128_seq2048 wgwait_sweep512 kvsplit_seq7 kvsplit_seq513 kvsplit_seq2048 llama_sweep1 llama_sweep7 llama_sweep512 llama_sweep513 llama_sweep2048 llama_rope_mma_seq513 llama_rope_cpasync_seq513 llama_rope_splitk_seq513 llama_rope_scalar_seq7 llama_rope_bn128_seq513 norm_epi_seq1 norm_epi_seq7 norm_epi_seq513 norm_epi_seq2048 norm_epi_sweep512 norm_epi_sweep513 norm_epi_mma_seq513 norm_epi_splitk_seq513 norm_epi_cone0_seq513 worker_bench tune model_seq37 model_seq512"
+TESTS="gpu_probe cuda_runtime layer_seq1 layer_seq7 layer_seq512 layer_seq513 layer_seq2048 layer_sweep1 layer_sweep7 layer_sweep512 layer_sweep513 layer_sweep2048 split_cone0_sweep513 merge_sweep513 view_out0_sweep513 dual_gate_sweep513 scalar_attn_sweep513 flash_kvst1_seq2048 tma_seq1 tma_seq7 tma_seq513 tma_seq2048 tma_sweep512 splitk_seq1 splitk_seq7 splitk_seq513 splitk_cpasync_seq513 splitk_cone0_seq7 wgmma_seq7 wgmma_seq513 wgmma_bm128_seq2048 wgwait_seq7 wgwait_seq513 wgwait_bm128_seq2048 wgwait_sweep512 kvsplit_seq7 kvsplit_seq513 kvsplit_seq2048 llama_sweep1 llama_sweep7 llama_sweep512 llama_sweep513 llama_sweep2048 llama_rope_mma_seq513 llama_rope_cpasync_seq513 llama_rope_splitk_seq513 llama_rope_scalar_seq7 llama_rope_bn128_seq513 norm_epi_seq1 norm_epi_seq7 norm_epi_seq513 norm_epi_seq2048 norm_epi_sweep512 norm_epi_sweep513 norm_epi_mma_seq513 norm_epi_splitk_seq513 norm_epi_cone0_seq513 merge_tma_seq7 merge_tma_sweep513 flash_qsmem_seq513 flash_qsmem_minb2_seq2048 flash_minb2_seq7 worker_bench tune model_seq37 model_seq512"
 if [ "$1" = "--list-skip" ] || ! "$BIN" info --json 2>/dev/null | grep -q '"gpu":{'; then
   reason="no GPU on this machine"
   [ "$1" = "--list-skip" ] && reason="GPU tests run with 'make test-gpu' on the GPU machine"
@@ -89,6 +89,13 @@ for n in 512 513; do gpu_case norm_epi_sweep$n env EMMY_NORM_EPI=1 "$BIN" run $L
 gpu_case norm_epi_mma_seq513 env EMMY_NORM_EPI=1 EMMY_KNOBS=WGMMA=0 "$BIN" run $L0 --seq-len 513
 gpu_case norm_epi_splitk_seq513 env EMMY_NORM_EPI=1 EMMY_KNOBS=SPLIT_K=2 "$BIN" run $L0 --seq-len 513
 gpu_case norm_epi_cone0_seq513 env EMMY_NORM_EPI=1 EMMY_SPLIT_CONE=0 "$BIN" run $L0 --seq-len 513
+# merged siblings (q/k/v, gate+up side by side) on TMA/wgmma: a tensor map per weight (not yet run on a GPU)
+gpu_case merge_tma_seq7 env EMMY_MERGE_SIBLINGS=1 EMMY_DUAL_GATE=0 "$BIN" run $L0 --seq-len 7
+gpu_case merge_tma_sweep513 env EMMY_MERGE_SIBLINGS=1 EMMY_DUAL_GATE=0 "$BIN" run $L0 --seq-len 513 --sweep 20
+# flash attention with Q in shared memory (QSMEM=1) and register bounds for two blocks per SM (MINB=2), pinned
+gpu_case flash_qsmem_seq513 env EMMY_KNOBS=k_sdpa:QSMEM=1 "$BIN" run $L0 --seq-len 513
+gpu_case flash_qsmem_minb2_seq2048 env EMMY_KNOBS=k_sdpa:QSMEM=1,k_sdpa:MINB=2 "$BIN" run $L0 --seq-len 2048
+gpu_case flash_minb2_seq7 env EMMY_KNOBS=k_sdpa:MINB=2 "$BIN" run $L0 --seq-len 7
 gpu_case worker_bench "$BIN" tests/gpu/test_worker.lua
 # emmy tune on layer 0 (tests/gpu/test_tune.lua): a clean tune under 5 minutes with every pick correct and its
 # stats the DB's; planted fault/hang/wrong variants; kill -9 and resume; three picks against larger searches

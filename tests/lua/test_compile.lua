@@ -105,6 +105,16 @@ test("MERGE_SIBLINGS=1 merges q/k/v and gate/up into one kernel each; with SPLIT
     eq(c3, 0, "nvrtc: " .. e3)
     check(o3:find("0 failed", 1, true), o3)
   end
+  -- under TMA each sibling's weight has its own tensor map; a block loads its B tile from the weight its n0 is in
+  local c4, src, e4 = emmy(args("compile", L0, "--ir", "cuda", "--kernel", "k_linear_e4e144"), { env = "EMMY_MERGE_SIBLINGS=1 EMMY_DUAL_GATE=0" })
+  eq(c4, 0, "merged TMA: " .. e4)
+  check(src:find("if (n0 < 2048LL) em_tma_2d(", 1, true) and src:find("else if (n0 < 4096LL) em_tma_2d(", 1, true)
+    and src:find("&tm3, kt * 64, (int)(n0 - 3072LL)", 1, true), src)
+  local rules = require "emmy.rules"
+  local okr, why = rules.resource_check({ kind = "contraction", siblings = 2, sibling_widths = { 2048, 1000 } },
+    { MMA = 1, ASYNC = 1, TMA = 1, BK = 64, BM = 64, BN = 64, WM = 2, WN = 2, PAD_SMEM = 0, STAGES = 2 },
+    { max_threads = 1024, smem_static = 49152, smem_optin = 232448, regs_per_block = 65536 })
+  check(not okr and why:find("does not divide a sibling's width 1000", 1, true), tostring(why))
 end)
 
 test("flash attention copies Q, K and V rows with cp.async, V through its transposed view (strided views)", function()
@@ -129,6 +139,24 @@ test("KVSPLIT=2: two warp halves take alternate K/V tiles and merge their softma
   check(out:find("extern __shared__ __align__(16) unsigned char em_smd[];", 1, true), out)
   check(out:find("const int em_t = 2 * it + wp;", 1, true) and out:find("if (wp == 1) return;", 1, true), out)
   check(out:find("lrow[h] = lrow[h] * em_c1[h] + l2 * em_c2[h];", 1, true), out)
+end)
+
+test("QSMEM=1 keeps Q in shared memory and reloads its fragments per k-step; MINB=2 bounds registers for two blocks per SM", function()
+  local code, out, err = emmy(args("compile", L0, "--ir", "cuda", "--kernel", "k_sdpa"),
+    { env = "EMMY_KNOBS=k_sdpa:KVSPLIT=2,k_sdpa:QSMEM=1,k_sdpa:MINB=2" })
+  eq(code, 0, "exit: " .. err)
+  check(out:find("__launch_bounds__(256, 2)", 1, true), out)
+  check(not out:find("unsigned qf[", 1, true) and out:find("em_ldsm_x4(qk, &Qs[wr * 16 + (lane & 15)][kd * 16 + (lane >> 4) * 8]);", 1, true), out)
+  check(out:find("(*const em_kvb)[136] = em_sm + 64;", 1, true), "K/V stages after the Q rows: " .. out)
+  local c0, o0 = emmy(args("compile", L0, "--ir", "cuda", "--kernel", "k_sdpa"), { env = "EMMY_KNOBS=k_sdpa:KVSPLIT=2" })
+  check(c0 == 0 and o0:find("(*const em_kvb)[136] = em_sm + 0;", 1, true) and o0:find("__launch_bounds__(256)", 1, true), o0)
+  -- the resource check adds the Q rows to the K/V stages
+  local rules = require "emmy.rules"
+  local dev = { max_threads = 1024, smem_static = 49152, smem_optin = 232448, regs_per_block = 65536 }
+  local k = { kind = "attention", E = 128, Ev = 128 }
+  local okq = rules.resource_check(k, { FLASH = 1, BQ = 64, BKV = 32, KVST = 2, KVSPLIT = 1, QSMEM = 1 }, dev)
+  local ok0 = rules.resource_check(k, { FLASH = 1, BQ = 64, BKV = 32, KVST = 2, KVSPLIT = 1, QSMEM = 0 }, dev)
+  check(ok0 and not okq, "64 + 128 rows of 272 B exceed 48 KB of static shared memory; 128 rows fit")
 end)
 
 test("TMA=1: tensor maps are launch arguments described by launch.tmaps; the tiles are swizzled", function()
@@ -409,7 +437,7 @@ test("every emitted kernel compiles with NVRTC (sm_90a), resources recorded", fu
   local code, out, err = emmy(args("compile", L0, "--nvrtc"), { env = "EMMY_CUBIN_CACHE=" .. cache })
   eq(code, 0, "exit: " .. err)
   check(out:find("9 compiled, 0 failed", 1, true), out)
-  check(out:find("k_sdpa_%x+%s+[%w_=,]*QROWS=%d+%s+ok%s+%d+"), out)
+  check(out:find("k_sdpa_%x+%s+[%w_=,]*QROWS=%d+[%w_=,]*%s+ok%s+%d+"), out)
 end)
 
 test("sampled knob points of every structural fork compile with NVRTC", function()
