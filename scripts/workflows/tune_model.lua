@@ -6,8 +6,8 @@
 --    candidates of every kernel with their registers, spills and shared memory (GPU-free);
 -- 4. on a GPU: every kernel checked against the CPU reference at the hint with a knob sweep, then each
 --    kernel's time (bench/kernels.lua);
--- 5. the steps that need the autotuner, the eager / torch.compile benchmark tables and the findings report
---    (issues 6, 7, 9) are said to be missing, not faked.
+-- 5. the steps not built yet (the tune's eager / torch.compile benchmark tables, the analysis views and the
+--    findings report: issues 7, 8, 9) are said to be missing, not faked.
 -- Every step's wall time and output land in the work dir; the last lines summarize.
 local cli = require "emmy.cli"
 local sys = require "emmy.sys"
@@ -106,8 +106,8 @@ end
 
 -- 5. not yet built
 local missing = {
-  "tune: its picks are not yet fed to the bench; the tune is slower on the GPU than its 5-minute budget (issue 6 notes)",
-  "bench tables against PyTorch eager and torch.compile, emmy compare (issue 7) — bench/kernels.lua --torch on a GPU",
+  "tune --bench: the tune's picks benched against PyTorch eager and torch.compile in its tables, emmy compare (issue 7) —"
+    .. " today bench/kernels.lua --torch times the default and swept variants on a GPU",
   "eval views, run --ab, run --profile (issue 8)",
   "the findings report plans/<slug>-layer<N>-tune-findings.md (issue 9)",
 }
