@@ -147,6 +147,17 @@ static void split_reduce(ectx *c, int SK, int FM, int FN, int threads, int dual)
  * mma.sync.m16n8k16 (bf16/f16 in, f32 accumulation) on fragments loaded by ldmatrix from bf16/f16 tiles.
  * Both fill the tiles element by element through the operand's expression (views, a folded RMSNorm,
  * merged siblings' weights), masked at M, N and K edges, and share one epilogue. */
+/* The value of linear sibling v at column nidx from its accumulator element acc: plus its bias (when it has one),
+ * rounded to its dtype — what the epilogues and the staged tile start from. */
+static const char *result_value(ectx *c, int v, const char *acc, const char *nidx) {
+  const em_node *sn = &c->g->nodes.v[ex_V(c, v)->node];
+  if (sn->op == EM_OP_LINEAR && sn->args[2].present) {
+    ivec bi = {1, {nidx}};
+    acc = ex_A(c, "(%s + (float)%s)", acc, ex_val(c, sn->args[2].tensor, &bi));
+  }
+  return ex_round_to(c, ex_V(c, v)->dtype, acc);
+}
+
 void ex_k_contraction(ectx *c, em_launch *L) {
   int mma = em_knob_get(&c->t->knobs, "MMA", 0);
   int BM = em_knob_get(&c->t->knobs, "BM", 64), BN = em_knob_get(&c->t->knobs, "BN", 64);
@@ -735,15 +746,9 @@ epilogue:;
     ex_line(c, "const long long n = n0 + nl;");
     ex_line(c, "if (m0 + ml >= M || n >= N) continue;");
     for (int j = 0; j < nst; j++) {
-      const em_node *sn = &c->g->nodes.v[ex_V(c, sib[j])->node];
       const char *accv = j ? (mma ? "acc2[i][j][q]" : "acc2[i][j]") : (mma ? "acc[i][j][q]" : "acc[i][j]");
       int mark = c->memo.n;
-      if (sn->args[2].present) {
-        ivec bi = {1, {"n"}};
-        accv = ex_A(c, "(%s + (float)%s)", accv, ex_val(c, sn->args[2].tensor, &bi));
-      }
-      ex_line(c, "em_stage%d[ml * %d + nl] = %s;", j, ld,
-              ex_store_conv(c, sdt, ex_round_to(c, ex_V(c, sib[j])->dtype, accv)));
+      ex_line(c, "em_stage%d[ml * %d + nl] = %s;", j, ld, ex_store_conv(c, sdt, result_value(c, sib[j], accv, "n")));
       c->memo.n = mark;
     }
     c->indent -= mma ? 3 : 2;
@@ -847,15 +852,8 @@ epilogue:;
     const char *accel2 = mma ? "acc2[i][j][q]" : "acc2[i][j]";
     const char *vals2[2] = {accel, accel2};
     const char *vars[2] = {"em_r", "em_r2"};
-    for (int j = 0; j < 2; j++) {
-      const em_node *sn = &c->g->nodes.v[ex_V(c, sib[j])->node];
-      const char *accv = vals2[j];
-      if (sn->args[2].present) {
-        ivec bi = {1, {"n"}};
-        accv = ex_A(c, "(%s + (float)%s)", vals2[j], ex_val(c, sn->args[2].tensor, &bi));
-      }
-      ex_line(c, "const %s %s = %s;", ex_ctype(ex_V(c, sib[j])->dtype), vars[j], ex_round_to(c, ex_V(c, sib[j])->dtype, accv));
-    }
+    for (int j = 0; j < 2; j++)
+      ex_line(c, "const %s %s = %s;", ex_ctype(ex_V(c, sib[j])->dtype), vars[j], result_value(c, sib[j], vals2[j], "n"));
     c->anchor = sib[0];
     c->anchor_var = "em_r";
     c->xanchor = sib[1];
@@ -874,7 +872,6 @@ epilogue:;
     ex_write_outputs(c, which, n);
   }
   for (int j = 0; j < nsib && !c->failed && !dual; j++) {
-    const em_node *sn = &c->g->nodes.v[ex_V(c, sib[j])->node];
     const char *nl = "n";
     if (concat) {
       ex_line(c, "%sif (n < %lldLL) {", j ? "} else " : "", (long long)sibOff[j + 1]);
@@ -883,12 +880,7 @@ epilogue:;
       nl = "nl";
     }
     int m2 = c->memo.n;
-    const char *accv = accel;
-    if (lin_op && sn->args[2].present) {
-      ivec bi = {1, {nl}};
-      accv = ex_A(c, "(%s + (float)%s)", accel, ex_val(c, sn->args[2].tensor, &bi));
-    }
-    ex_line(c, "const %s em_r = %s;", ex_ctype(ex_V(c, sib[j])->dtype), ex_round_to(c, ex_V(c, sib[j])->dtype, accv));
+    ex_line(c, "const %s em_r = %s;", ex_ctype(ex_V(c, sib[j])->dtype), result_value(c, sib[j], accel, nl));
     c->anchor = sib[j];
     c->anchor_var = "em_r";
     ivec di = {r};

@@ -16,19 +16,20 @@
 --   reduction over each head of the staged tile, and what follows it (RoPE).
 local opclass = require "emmy.opclass"
 
-local function last_dim_reduction(n, g)
-  if n.op == "aten._softmax.default" or n.op == "aten.softmax.int" then
-    local a = {}
-    for _, kv in ipairs(n.args) do a[kv[1]] = kv[2] end
-    local r = #g:value(a.self).shape
-    return a.dim == -1 or a.dim == r - 1
-  end
+local function argmap(n)
   local a = {}
   for _, kv in ipairs(n.args) do a[kv[1]] = kv[2] end
+  return a
+end
+local function last_axis(a, r) return a == -1 or a == r - 1 end
+
+local function last_dim_reduction(n, g)
+  local a = argmap(n)
   local r = #g:value(a.self).shape
+  if n.op == "aten._softmax.default" or n.op == "aten.softmax.int" then return last_axis(a.dim, r) end
   local dims = a.dim
   if type(dims) ~= "table" or #dims ~= 1 then return false end
-  return dims[1] == -1 or dims[1] == r - 1
+  return last_axis(dims[1], r)
 end
 
 -- Tensor arguments by schema kind (strings in int lists are dim expressions, not values).
@@ -124,21 +125,19 @@ return {
       for _, n in ipairs(nodes) do
         if kind_of[n.name] == "row" and (n.op == "aten.mean.dim" or n.op == "aten.sum.dim_IntList") then
           local ishape = g:value(n.inputs[1]).shape
-          local R, y, last, ok = ishape[#ishape], n.inputs[1], nil, true
+          local R, y, ok = ishape[#ishape], n.inputs[1], true
           while ok do
             local p = producer[y]
             if not p then ok = false break end
             if p.op == "aten.linear.default" then break end
             local oshape, inshape = g:value(p.name).shape, p.inputs[1] and g:value(p.inputs[1]).shape
             if opclass.VIEW[p.op] then
-              local a = {}
-              for _, kv in ipairs(p.args) do a[kv[1]] = kv[2] end
-              local r_in = #inshape
+              local a, r_in = argmap(p), #inshape
               local lo, li = oshape[#oshape], inshape[#inshape]
               if p.op == "aten.view.default" or p.op == "aten.reshape.default" or p.op == "aten._unsafe_view.default" then
                 ok = type(lo) == "number" and type(li) == "number" and li % lo == 0
               elseif p.op == "aten.transpose.int" then
-                ok = a.dim0 ~= -1 and a.dim0 ~= r_in - 1 and a.dim1 ~= -1 and a.dim1 ~= r_in - 1
+                ok = not last_axis(a.dim0, r_in) and not last_axis(a.dim1, r_in)
               else
                 ok = false
               end
@@ -229,6 +228,10 @@ return {
       end
     end
     local function numel(v) return numel_expr(g, g:value(v).shape) end
+    -- a row kernel's domain: its reduction's input, and the sizes row_part checks epilogues against
+    local function row_domain(k, n)
+      k.domain, k.rows_numel, k.domain_numel = n.inputs[1], numel(n.name), numel(n.inputs[1])
+    end
     local BIJECTIVE = { ["aten.view.default"] = true, ["aten.reshape.default"] = true, ["aten._unsafe_view.default"] = true,
       ["aten.transpose.int"] = true, ["aten.t.default"] = true, ["aten.permute.default"] = true,
       ["aten.unsqueeze.default"] = true, ["aten.squeeze.dim"] = true }
@@ -253,12 +256,6 @@ return {
     -- segred[v]: a value per (row, segment) — an absorbed reduction and what is computed from it alone; its
     -- readers broadcast it over the segment
     local headloc, segred, rope_epi = {}, {}, (ctx.knobs.ROPE_EPI or 1) == 1
-    local function argmap(n)
-      local a = {}
-      for _, kv in ipairs(n.args) do a[kv[1]] = kv[2] end
-      return a
-    end
-    local function last_axis(a, r) return a == -1 or a == r - 1 end
     -- the segment width D an in-kernel operand x is read within, "same" when it is read at the anchor's own
     -- index, or nil when neither holds
     local function segment_of(x, k)
@@ -376,9 +373,7 @@ return {
               table.insert(k.homed, #k.homed, m.name)
             end
           end
-          k.domain = n.inputs[1]
-          k.rows_numel = numel(v)
-          k.domain_numel = numel(n.inputs[1])
+          row_domain(k, n)
         else
           k.domain = v
         end
@@ -436,7 +431,8 @@ return {
         if absorbed[v] and not D then
           -- (its input did not stay in the linear's kernel: a row kernel after all, reading it from memory)
           local k = new_kernel("row", v)
-          k.anchors, k.domain, k.rows_numel, k.domain_numel = { v }, n.inputs[1], numel(v), numel(n.inputs[1])
+          k.anchors = { v }
+          row_domain(k, n)
           home[v], anc[v], same_idx[v] = k, v, true
           k.homed[1] = v
         elseif D then
