@@ -10,6 +10,8 @@
 --               DB ends with the row count of an uninterrupted run of the same search (--max-candidates 6: the
 --               first batch is the prior's order alone, so the search does not depend on the times measured)
 --   exhaustive: four kernels' picks against a much larger search of the same kernel in the same DB context
+--   structural: --structural all: every structural fork formed, its distinct kernels tuned (patience 4), each fork
+--               priced by the sum of its kernels' best µs; the stats are the DB's and the default fork is priced
 --   gpus2:      (on a host with two GPUs) the clean tune with --gpus 2: both workers tune kernels, one DB, the
 --               stats are the DB's, every pick within 10% of the one-GPU clean tune's when that ran
 io.stdout:setvbuf("line") -- a run cut short by a deadline keeps what it printed
@@ -209,6 +211,34 @@ if wanted("exhaustive") and clean then
     ::next_target::
   end
   result(ok, "exhaustive", table.concat(lines, "; "))
+end
+
+-- structural ------------------------------------------------------------------------------------------------------
+if wanted("structural") then
+  local env = ("EMMY_TUNE_DB=%s/st.db EMMY_ONLINE_FILE=%s/st.json"):format(T, T)
+  local code, out, wall = tune(env, L0 .. " --clean --structural all --patience 4 --dump-dir " .. T .. "/st",
+    OUT .. "/tune_structural.log")
+  local j = read_json(T .. "/st/tune.json")
+  print(stat_line(out))
+  local ok, why = code == 0 and j ~= nil, {}
+  if not ok then why[#why + 1] = "exit " .. code .. ": " .. out:sub(-400) end
+  if j then
+    local rows = count(T .. "/st.db", "SELECT COUNT(*) AS n FROM measurements WHERE run_id = ?", j.run_id)[1].n
+    if rows ~= j.benched then ok = false why[#why + 1] = ("%d benched, %d DB rows"):format(j.benched, rows) end
+    local priced, default_priced, chosen = 0, false, nil
+    for _, f in ipairs(j.structural or {}) do
+      if f.price_us then priced = priced + 1 end
+      if f.default and f.price_us then default_priced = true end
+      if f.chosen then chosen = f end
+    end
+    if not default_priced or not chosen then ok = false why[#why + 1] = "the default fork is not priced or none is chosen" end
+    print(out:match("(structural forks, priced.-)\n\n") or "(no fork table)")
+    result(ok, "structural", ("%.0f s wall, %d kernels, %d benched = %d DB rows, %d of %d forks priced, chosen %s at %s us%s")
+      :format(wall, #j.kernels, j.benched, rows, priced, #(j.structural or {}), chosen and chosen.knobs or "-",
+        chosen and ("%.1f"):format(chosen.price_us) or "-", #why > 0 and ("; " .. table.concat(why, "; ")) or ""))
+  else
+    result(false, "structural", table.concat(why, "; "))
+  end
 end
 
 -- gpus2 -----------------------------------------------------------------------------------------------------------
