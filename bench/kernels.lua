@@ -102,14 +102,14 @@ for i, it in ipairs(list) do
   local us = t and t.median_us
   local rate = "-"
   if us and p.kernel.kind == "contraction" then
-    rate = ("%.1f TFLOP/s"):format(2 * f.M * f.N * f.K / us / 1e6)
+    rate = ("%.1f TFLOP/s"):format(f.flops / us / 1e6)
   elseif us then
     rate = ("%.0f GB/s"):format(bytes_of(p.kernel.repro) / us / 1e3)
   end
   local role = it.scalar and "scalar" or it.swept and "swept" or "chosen"
   local row = { p.kernel.name, role, it.label,
     us and ("%.1f"):format(us) or ("error: " .. tostring(err)), t and ("%.1f-%.1f"):format(t.p20_us, t.p80_us) or "", rate }
-  row.us, row.flops, row.bytes = us, p.kernel.kind == "contraction" and 2 * f.M * f.N * f.K or nil, bytes_of(p.kernel.repro)
+  row.us, row.flops, row.bytes = us, p.kernel.kind == "contraction" and f.flops or nil, bytes_of(p.kernel.repro)
   row.e = e
   all[#all + 1] = { kernel = p.kernel.name, knobs = it.label, role = role, us = us, error = not us and tostring(err) or nil }
   if not it.swept then rows[#rows + 1] = row end

@@ -19,11 +19,11 @@ run() { # name, env... (skipped when configuration names were given and this is 
   echo "== $name ($*)"; tail -n 45 "$LOG/bench_$name.txt"
   CEIL= TORCH= SEQ= KERNEL= MODEL= SWEEP=
 }
-# torch.compile compiles every reproducer (tens of seconds each): the default set only, and attention at 2048.
+# torch.compile compiles every reproducer (tens of seconds each): the default set, merged siblings, attention at 2048.
 # mma: the mma.sync warp tier (WGMMA=0) with its own sweep; merged: sibling projections side by side.
 CEIL=1 TORCH=1 run default
 run mma EMMY_KNOBS=WGMMA=0
-run merged EMMY_MERGE_SIBLINGS=1 EMMY_DUAL_GATE=0
+TORCH=1 run merged EMMY_MERGE_SIBLINGS=1 EMMY_DUAL_GATE=0
 SEQ=2048 TORCH=1 KERNEL=k_sdpa run sdpa2048
 # Qwen3 layer 0 with q_norm/k_norm + RoPE in the q/k projections' epilogue (NORM_EPI=1, off by default)
 run norm_epi EMMY_NORM_EPI=1

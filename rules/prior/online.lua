@@ -13,5 +13,8 @@ return {
   min_rows = 16,          -- fewer measured rows than this: the offline half alone
   -- the refit inside one search (emmy.search), after every batch, on the ok rows that search has measured so far
   -- (not before min_rows of them); no calibration there: the seeded exploration guards against a wrong model
-  search = { trees = 100, depth = 2, rate = 0.1, min_leaf = 3, shrink = 1, min_rows = 8 },
+  -- ei_floor, ei_min_spread: the next batch is ordered by expected improvement over the best so far, with a
+  -- spread of (the measured log times' spread, at least ei_min_spread) x (ei_floor + the share of knobs in which a
+  -- candidate differs from its nearest measured one)
+  search = { trees = 100, depth = 2, rate = 0.1, min_leaf = 3, shrink = 1, min_rows = 8, ei_floor = 0.5, ei_min_spread = 0.02 },
 }

@@ -44,7 +44,7 @@ return {
                        10 reps, no flush, cheaper. Rows are keyed by regime and never mixed.
   --structural default|all  default: the default (or pinned) kernel set only; all: every structural fork
                        (SPLIT_CONE, MERGE_SIBLINGS, VIEW_OUT, DUAL_GATE, ROPE_EPI, NORM_EPI not pinned by
-                       EMMY_<KNOB> or EMMY_KNOBS) is formed, each distinct kernel of each tuned once (61 for a
+                       EMMY_<KNOB> or EMMY_KNOBS) is formed, each distinct kernel of each tuned once (45 for a
                        Qwen3 layer against 9), each fork priced by the sum of its kernels' best µs
   --budget-s S         the measuring time of the whole tune, shared out among the kernels not yet started
                        (each kernel's search stops when its share is spent: "stopped by time"; default 240,
@@ -53,6 +53,9 @@ return {
                        out among them, one tune DB (default 1)
   --dump-dir D         keep the reproducers the worker measures in D/tune.kernels and write D/tune.json (the
                        run's stats and each kernel's pick; default: a temporary folder, no JSON)
+  Search: every leaf of a kernel's fork tree (rules/tile/) is scored by the prior; the first batch is the prior's
+  best; after each batch the online trees are refit on the kernel's rows and the next batch is ordered by
+  expected improvement over the best so far (a quarter of each batch is drawn at random, seeded).
   Measured at the symbols' hints (deploy regime: CUDA-graph replay, median); rows already in the DB for this
   GPU, driver, NVRTC and regime are served from it. After the searches, each kernel also measures the picks of
   the other kernels of its kind that are among its candidates ("stopped by" shows +sibling when one won).
@@ -157,7 +160,7 @@ return {
       local hash = k.repro:hash()
       -- the kernel facts (what rules/prior/features.lua reads), kept so that later refits can featurize its rows
       db:kernel { hash = hash, name = k.name, ops = k.kind, features = f,
-        flops = f.M and f.N and f.K and 2 * f.M * f.N * f.K or nil }
+        flops = f.flops }
       -- compile in parallel: each batch the search is about to measure (and with --precompile N the prior's N
       -- first candidates) goes through NVRTC's thread pool into the cubin cache, where the worker's build of the
       -- same source finds it; variants already measured in this context are not compiled

@@ -95,6 +95,11 @@ function M.facts(k)
         f.sibling_widths[#f.sibling_widths + 1] = at_hint(g, w[#w], bind)
       end
     end
+    -- the multiply-adds of every weight the kernel applies to its operand (a dual or merged kernel: the sum of
+    -- its siblings' widths, not the anchor's alone)
+    local width = 0
+    for _, w in ipairs(f.sibling_widths) do width = width + w end
+    f.flops = 2 * f.M * f.K * math.max(f.N, width)
   elseif k.kind == "row" or k.kind == "reduce" then
     f.softmax = nodes[k.anchor].op:match("softmax") ~= nil
     local x = g:value(args_of(nodes[k.anchor]).self)

@@ -89,6 +89,35 @@ function M.knob_string(knobs)
   return table.concat(parts, ",")
 end
 
+-- The leaves of the fork tree, one at a time: an iterator over the cartesian product of the families' options
+-- (fam_order: family names; fam_opts[family] = {option table, ...}), each leaf a fresh knob table in which a later
+-- family's option overrides an earlier one's knob. The product is walked like an odometer and never built, so a
+-- large tree costs the leaves the caller keeps, not the product. A family with no options is skipped.
+function M.leaves(fam_order, fam_opts)
+  local fams = {}
+  for _, f in ipairs(fam_order) do if fam_opts[f] and #fam_opts[f] > 0 then fams[#fams + 1] = fam_opts[f] end end
+  local idx, started = {}, false
+  for i = 1, #fams do idx[i] = 1 end
+  return function()
+    if started then
+      local i = #fams
+      while i >= 1 do
+        idx[i] = idx[i] + 1
+        if idx[i] <= #fams[i] then break end
+        idx[i] = 1
+        i = i - 1
+      end
+      if i < 1 then return nil end
+    end
+    started = true
+    local c = {}
+    for i, opts in ipairs(fams) do
+      for key, v in pairs(opts[idx[i]]) do c[key] = v end
+    end
+    return c
+  end
+end
+
 -- Evaluates the rules on kernel facts k and device facts dev.
 -- Returns { verdicts = {{rule, family, file, line, ok, reason}}, declared = {KNOB = default},
 --           family_of = {KNOB = FAMILY}, candidates = {{knobs, string}}, rejected = {{string, reason}} }.
@@ -126,32 +155,18 @@ function M.evaluate(rules, k, dev)
       end
     end
   end
-  -- the cartesian product of the families' options, every declared knob present
-  local combos = { {} }
-  for _, fam in ipairs(fam_order) do
-    local next_ = {}
-    for _, base in ipairs(combos) do
-      for _, o in ipairs(fam_opts[fam]) do
-        local c = {}
-        for key, v in pairs(base) do c[key] = v end
-        for key, v in pairs(o) do c[key] = v end
-        next_[#next_ + 1] = c
-      end
-    end
-    if #next_ > 0 then combos = next_ end
-  end
   local check = M.resource_check
   local seen = {} -- a later family may override an earlier one's knob (TMA=1 sets PAD_SMEM=0): keep the first
-  for _, c in ipairs(combos) do
+  for c in M.leaves(fam_order, fam_opts) do
     for key, def in pairs(res.declared) do if c[key] == nil then c[key] = def end end
     local s = M.knob_string(c)
-    if seen[s] then goto next_combo end
+    if seen[s] then goto next_leaf end
     seen[s] = true
     local okr, why = true, nil
     if check then okr, why = check(k, c, dev) end
     if okr then res.candidates[#res.candidates + 1] = { knobs = c, string = s }
     else res.rejected[#res.rejected + 1] = { string = s, reason = why } end
-    ::next_combo::
+    ::next_leaf::
   end
   return res
 end

@@ -1,7 +1,9 @@
 -- emmy.search — the tuner's search over one kernel's candidates: flat and prior-guided. Every candidate is
 -- scored by the prior; the best-scored are measured first, in batches; some picks explore (drawn at random
 -- from the rest, seeded) so a misleading prior cannot hide a region; after every batch the rest are re-ordered by
--- an online model (emmy.online's boosted trees) fit on the rows measured so far; the search stops after `patience`
+-- expected improvement over the best so far under an online model (emmy.online's boosted trees) fit on the rows
+-- measured so far (the trees give a mean; the spread grows with a candidate's distance in knobs from the nearest
+-- measured one, so unexplored regions keep a chance); the search stops after `patience`
 -- measurements without a new best, at `max_candidates`, or when nothing is left. Measuring is the caller's
 -- (a GPU bench, rows served from the tune DB, or a table of known times in a test), and so is what a failure
 -- means: a row whose status is not "ok" never becomes the best.
@@ -17,6 +19,14 @@ local function rng(seed)
     s = s * 16807 % 2147483647
     return 1 + s % n
   end
+end
+
+-- The standard normal CDF (Abramowitz & Stegun 7.1.26 on erf; |error| < 1.5e-7).
+local function phi_cdf(z)
+  local x = math.abs(z) / math.sqrt(2)
+  local t = 1 / (1 + 0.3275911 * x)
+  local erf = 1 - (((((1.061405429 * t - 1.453152027) * t) + 1.421413741) * t - 0.284496736) * t + 0.254829592) * t * math.exp(-x * x)
+  return z >= 0 and 0.5 * (1 + erf) or 0.5 * (1 - erf)
 end
 
 -- opts: candidates = {{knobs=, string=}, ...}; score = fn(c) -> predicted µs (lower first) | nil (last);
@@ -38,8 +48,10 @@ function M.run(opts)
   -- prior order: scored candidates by predicted time, unscored after them in their given order
   local scored = {}
   for i, c in ipairs(cands) do scored[i] = { c = c, s = opts.score and opts.score(c) or nil, i = i } end
-  -- by the current prediction (the online-corrected one once fit), unscored last, ties in the given order
+  -- by expected improvement once the online model is fit (higher first), else by the prior's prediction (lower
+  -- first); unscored last, ties in the given order
   local function by_prediction(a, b)
+    if a.ei and b.ei and a.ei ~= b.ei then return a.ei > b.ei end
     local x, y = a.adj or a.s, b.adj or b.s
     if x and y then return x < y or (x == y and a.i < b.i) end
     if x or y then return x ~= nil end
@@ -67,6 +79,7 @@ function M.run(opts)
   -- unscored candidates, the prior's order stands. (Ordering by the prediction measured better on the fixture
   -- than blending it with the prior by min or geometric mean; the exploration share stays seeded.)
   local P -- the hyper-parameters, read at the first refit
+  local dist_upto = 0 -- rows[1..dist_upto] are folded into every candidate's distance (e.dist)
   local features = opts.features
   local fcache = {}
   local function feat(e)
@@ -86,8 +99,43 @@ function M.run(opts)
     if #fit < (P.search.min_rows or 1) then return end
     local predict = online.fit_predictor(fit, P.search)
     if not predict then return end
+    -- expected improvement in log time: with m = log(predicted µs), b = log(best µs) and a spread sigma,
+    -- EI = (b - m) Phi(z) + sigma phi(z), z = (b - m) / sigma. sigma = the spread of the measured log times
+    -- (how far apart variants of this kernel land) times (floor + the share of knobs in which the candidate
+    -- differs from its nearest measured candidate): near a measured point the trees' mean is trusted, far from
+    -- every one it is not. The distance is kept per candidate and updated with the rows new since the last refit.
+    local sum, sum2, nfit = 0, 0, #fit
+    for _, r in ipairs(fit) do local l = math.log(r.us) sum, sum2 = sum + l, sum2 + l * l end
+    local spread = math.sqrt(math.max(sum2 / nfit - (sum / nfit) ^ 2, 0))
+    local S = P.search
+    spread = math.max(spread, S.ei_min_spread or 0.02)
+    for j = dist_upto + 1, #rows do
+      local mk = rows[j].candidate.knobs or {}
+      for _, e in ipairs(scored) do
+        if not done[e.i] then
+          local kn, nk, diff = e.c.knobs or {}, 0, 0
+          for key, v in pairs(mk) do
+            nk = nk + 1
+            if kn[key] ~= v then diff = diff + 1 end
+          end
+          local d = nk > 0 and diff / nk or 1
+          if not e.dist or d < e.dist then e.dist = d end
+        end
+      end
+    end
+    dist_upto = #rows
+    local b = best and math.log(best.median_us)
+    local floor = S.ei_floor or 0.25
     for _, e in ipairs(scored) do
-      if e.s and e.s > 0 and not done[e.i] then e.adj = predict(e.c.knobs or {}, e.s, feat(e)) end
+      if e.s and e.s > 0 and not done[e.i] then
+        e.adj = predict(e.c.knobs or {}, e.s, feat(e))
+        if b and e.adj and e.adj > 0 then
+          local sigma = spread * (floor + (e.dist or 1))
+          local gain = b - math.log(e.adj)
+          local z = gain / sigma
+          e.ei = gain * phi_cdf(z) + sigma * math.exp(-0.5 * z * z) / math.sqrt(2 * math.pi)
+        end
+      end
     end
     table.sort(scored, by_prediction)
     next_prior = 1

@@ -13,7 +13,7 @@
 --   ROPE_EPI=1 (default): a linear's kernel also takes the epilogue ops that read its result at other columns
 --   of the same head (RoPE's rotate_half on a Llama q/k projection); the result tile is staged in shared memory.
 --   NORM_EPI=1 (off by default): it also takes a per-head RMSNorm of its result (Qwen3's q_norm/k_norm) as a
---   reduction over each head of the staged tile, and what follows it (RoPE).
+--   reduction over each head of the staged tile, and what follows it (RoPE); only with ROPE_EPI=1 (the staging).
 local opclass = require "emmy.opclass"
 
 local function argmap(n)
@@ -121,7 +121,9 @@ return {
     -- result tile (absorbed[v] = R, the reduced width)
     local absorbed = {}
     local EW = opclass.ELEMENTWISE
-    if (ctx.knobs.NORM_EPI or 0) == 1 and (ctx.knobs.MERGE_SIBLINGS or 0) ~= 1 then -- (merged siblings: no staging)
+    -- (it needs the staged result tile of ROPE_EPI=1, and merged siblings have none; with ROPE_EPI=0 its kernel
+    -- could not be emitted — an output not aligned with the result — so it forms the NORM_EPI=0 kernels instead)
+    if (ctx.knobs.NORM_EPI or 0) == 1 and (ctx.knobs.ROPE_EPI or 1) == 1 and (ctx.knobs.MERGE_SIBLINGS or 0) ~= 1 then
       for _, n in ipairs(nodes) do
         if kind_of[n.name] == "row" and (n.op == "aten.mean.dim" or n.op == "aten.sum.dim_IntList") then
           local ishape = g:value(n.inputs[1]).shape

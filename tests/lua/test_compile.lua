@@ -110,6 +110,20 @@ test("MERGE_SIBLINGS=1 merges q/k/v and gate/up into one kernel each; with SPLIT
   eq(c4, 0, "merged TMA: " .. e4)
   check(src:find("if (n0 < 2048LL) em_tma_2d(", 1, true) and src:find("else if (n0 < 4096LL) em_tma_2d(", 1, true)
     and src:find("&tm3, kt * 64, (int)(n0 - 3072LL)", 1, true), src)
+  -- a merged or dual kernel's FLOPs count every weight it applies (the bench's TFLOP/s and the tune DB's flops)
+  local frontend, compiler, kernels = require "emmy.frontend", require "emmy.compiler", require "emmy.kernels"
+  local g = frontend.load("Qwen/Qwen3-Embedding-0.6B", { layer = 0, dynamic = { "seq_len@x:1" } }).graph
+  local flops = {}
+  for _, kn in ipairs { { MERGE_SIBLINGS = 1, DUAL_GATE = 0 }, {} } do
+    local all = {}
+    for key, v in pairs(compiler.STRUCTURAL) do all[key] = kn[key] or v end
+    for _, p in ipairs(kernels.plan(compiler.run(g, { knobs = all }))) do
+      if p.kernel.kind == "contraction" then flops[p.kernel.name] = kernels.facts(p.kernel).flops end
+    end
+  end
+  eq(flops.k_linear_e4e144, 2 * 512 * 1024 * (2048 + 1024 + 1024), "merged q/k/v")
+  eq(flops.k_linear_silu_mul_b9e1e1, 2 * 512 * 1024 * (3072 + 3072), "dual gate/up")
+  eq(flops.k_linear_7363a2, 2 * 512 * 1024 * 2048, "q_proj alone")
   local rules = require "emmy.rules"
   local okr, why = rules.resource_check({ kind = "contraction", siblings = 2, sibling_widths = { 2048, 1000 } },
     { MMA = 1, ASYNC = 1, TMA = 1, BK = 64, BM = 64, BN = 64, WM = 2, WN = 2, PAD_SMEM = 0, STAGES = 2 },
@@ -307,9 +321,14 @@ test("NORM_EPI=1: Qwen3's q_norm/k_norm + RoPE become the q/k projections' epilo
   check(out:find("8 kernels (7 distinct)", 1, true), out)
   check(not out:find("k_rms_norm_rope_", 1, true), "no q_norm/k_norm row kernel is left: " .. out)
   check(out:find("k_linear_rms_norm_rope_%x+%s+contraction%s+aten.linear.default%s+%d+%s+v54 bf16%[1, 16, seq_len, 128%]"), out)
-  -- off by default (not yet run on a GPU): the row kernels stay
+  -- off by default: the row kernels stay; with ROPE_EPI=0 (no staged tile) NORM_EPI=1 forms the same kernels as
+  -- NORM_EPI=0 (its kernel could not be emitted there: every variant was an emit_fail in a tune on the H200)
   local c0, o0 = emmy(args("compile", L0, "--ir", "kernel"))
   check(c0 == 0 and o0:find("k_rms_norm_rope_", 1, true), o0)
+  local c2, o2 = emmy(args("compile", L0, "--ir", "kernel"), { env = "EMMY_NORM_EPI=1 EMMY_ROPE_EPI=0" })
+  local c4, o4 = emmy(args("compile", L0, "--ir", "kernel"), { env = "EMMY_ROPE_EPI=0" })
+  check(c2 == 0 and c4 == 0 and not o2:find("k_linear_rms_norm", 1, true), o2)
+  eq(o2, o4, "NORM_EPI=1 with ROPE_EPI=0 forms the ROPE_EPI=0 kernels")
   local c1, src, e1 = emmy(args("compile", L0, "--ir", "cuda", "--kernel", "k_linear_rms_norm_rope"), { env = "EMMY_NORM_EPI=1" })
   eq(c1, 0, "cuda: " .. e1)
   -- a warp per (row, head) sums the squares over the staged tile; the epilogue reads its own row's and head's mean
@@ -326,6 +345,18 @@ test("NORM_EPI=1: Qwen3's q_norm/k_norm + RoPE become the q/k projections' epilo
       check(o3:find("2 compiled, 0 failed", 1, true), e .. ": " .. o3)
     end
   end
+end)
+
+test("the fork tree's leaves are walked one at a time: the product in order, later families override, empty ones skipped", function()
+  local rules = require "emmy.rules"
+  local got = {}
+  for c in rules.leaves({ "a", "none", "b" }, { a = { { X = 1 }, { X = 2, P = 0 } }, none = {}, b = { { Y = 1, P = 8 }, { Y = 2 } } }) do
+    got[#got + 1] = rules.knob_string(c)
+  end
+  eq(table.concat(got, " "), "P=8,X=1,Y=1 X=1,Y=2 P=8,X=2,Y=1 P=0,X=2,Y=2")
+  local n = 0
+  for c in rules.leaves({}, {}) do n = n + 1 eq(next(c), nil) end
+  eq(n, 1, "no family: one empty leaf")
 end)
 
 test("passes list and stop-after", function()
