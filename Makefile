@@ -18,6 +18,8 @@ CORE_OBJ  := $(CORE_SRC:%.c=$(B)/%.o)
 UNIT_SRC  := $(wildcard tests/c/*.c)
 
 DEB_PKGS  := gcc make libluajit-5.1-dev lua-cjson-dev libsqlite3-dev python3 python3-numpy python3-torch
+# the tests also render the bench page (kernels.html) in headless Chromium
+TEST_PKGS := chromium
 
 .PHONY: all deps test test-gpu asan test-asan clean demo
 
@@ -37,6 +39,10 @@ $(B)/version.stamp: FORCE
 	@echo '$(VERSION) $(GIT_REV)' | cmp -s - $@ || echo '$(VERSION) $(GIT_REV)' > $@
 $(B)/src/version.o: ALL_CFLAGS += -DEM_VERSION='"$(VERSION)"' -DEM_GIT_REV='"$(GIT_REV)"'
 FORCE:
+# CUPTI's record layout comes from the toolkit's header (libcupti itself is opened with dlopen); its directory
+# goes first so that <cuda.h> there is the toolkit's, not src/cuda.h
+CUDA_HOME ?= /usr/local/cuda
+$(B)/src/cupti.o: ALL_CFLAGS := -I$(CUDA_HOME)/include $(ALL_CFLAGS)
 
 $(STATIC):
 	@echo "emmy: $@ is missing; run 'make deps' (installs: $(DEB_PKGS))" >&2; exit 1
@@ -48,6 +54,7 @@ deps:
 	@sh tools/deps.sh $(DEB_PKGS)
 
 test: deps
+	@sh tools/deps.sh $(TEST_PKGS)
 	@$(MAKE) --no-print-directory emmy tests/unit
 	@$(MAKE) --no-print-directory asan
 	@sh tests/run.sh

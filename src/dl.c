@@ -12,7 +12,7 @@ static const char *const candidates[EM_NLIBS][8] = {
     [EM_LIB_NVRTC] = {"libnvrtc.so", "libnvrtc.so.13", "libnvrtc.so.12", "/usr/local/cuda/lib64/libnvrtc.so",
                       "/usr/local/cuda/lib64/libnvrtc.so.13", "/usr/local/cuda/lib64/libnvrtc.so.12", NULL},
     [EM_LIB_CUPTI] = {"libcupti.so", "libcupti.so.13", "libcupti.so.12", "/usr/local/cuda/lib64/libcupti.so",
-                      "/usr/local/cuda/extras/CUPTI/lib64/libcupti.so", NULL},
+                      "/usr/local/cuda/lib/libcupti.so", "/usr/local/cuda/extras/CUPTI/lib64/libcupti.so", NULL},
 };
 static const char *const lib_names[EM_NLIBS] = {"CUDA driver (libcuda.so.1)", "NVRTC (libnvrtc.so)",
                                                 "CUPTI (libcupti.so)"};

@@ -10,6 +10,7 @@ local dump = require "emmy.dump"
 local ref = require "emmy.ref"
 local sys = require "emmy.sys"
 local tbl = require "emmy.tbl"
+local bench = require "emmy.bench"
 
 local function fmt_cmp(c)
   if not c then return "-", "-", "-" end
@@ -19,7 +20,7 @@ end
 return {
   summary = "run a model or graph on the GPU and check every kernel against the CPU reference",
   usage = "usage: emmy run INPUT|--ir FILE.json [trace flags] [--seq-len N | --bind NAME=N …] [--sweep N] [--kernel SUBSTR]\n" ..
-    "                [--seed S] [--dump-dir D]\n\n" .. frontend.USAGE .. [[
+    "                [--seed S] [--dump-dir D] [--bench [--bench-backends eager,tcompile,emmy]]\n\n" .. frontend.USAGE .. [[
 
   --ir FILE.json       the graph to run given by name (a dump's <stage>.kernels/<kname>.torch.json
                        reproducer, or any .torch.json graph); the same as giving it as INPUT
@@ -27,18 +28,26 @@ return {
   --bind NAME=N        bind a symbol of a graph file (default: its hint)
   --sweep N            also run N knob assignments per distinct kernel (the chosen one and N-1 random legal
                        ones, seeded), each kernel alone on the reference's inputs
+  --bench              then bench the whole graph and each kernel's reproducer in torch eager, torch.compile
+                       and emmy (deploy regime: CUDA-graph replay, median with p20/p80, the same inputs; torch
+                       through tools/torchref/bench.py with $EMMY_PYTHON), emmy's in-program time per kernel
+                       from CUPTI; with --dump-dir also 60_bench_compare.json, 62_kernel_bench.json, kernels.html
+  --bench-backends L   the backends to bench (default eager,tcompile,emmy)
   Exit status 1 when any kernel or the final output mismatches.]],
   run = function(argv)
     local opts, pos = cli.parse(argv, {
       flags = frontend.merge_flags { ["--bind"] = { kind = "string", multi = true }, ["--sweep"] = { kind = "int", default = 0, min = 0 },
         ["--kernel"] = { kind = "string" }, ["--dump-dir"] = { kind = "string" }, ["--json"] = { kind = "bool" },
-        ["--ir"] = { kind = "string" } },
+        ["--ir"] = { kind = "string" }, ["--bench"] = { kind = "bool" }, ["--bench-backends"] = { kind = "string" } },
       positional = { "input" }, usage = "emmy run INPUT [--seq-len N]",
     }, "run")
     if opts.ir and pos.input and opts.ir ~= pos.input then
       cli.usage("run: give the graph once: INPUT '%s' and --ir '%s'", pos.input, opts.ir)
     end
     pos.input = pos.input or opts.ir
+    local bench_backends, berr = bench.parse_backends(opts.bench_backends)
+    if not bench_backends then cli.usage("run: %s", berr) end
+    if opts.bench_backends and not opts.bench then cli.usage("run: --bench-backends needs --bench") end
     if opts.ir and not opts.ir:match("%.json$") then
       cli.usage("run: --ir takes a .torch.json graph file, got '%s' (a model is given as INPUT)", opts.ir)
     end
@@ -214,6 +223,40 @@ return {
         end
       end
       tbl.print { header = { "kernel", "variants ok", "failed", "first failure" }, rows = srows, align = "lrrl" }
+    end
+    -- --bench: the whole graph and each kernel against torch eager and torch.compile (emmy.bench)
+    if opts.bench and not cu:lost() then
+      local accuracy, picks = {}, {}
+      for i, p in ipairs(plans) do
+        local row = rows[i]
+        local st = row and row[4] or "not run"
+        if accuracy[p.kernel.name] == nil or not st:match("^ok") then accuracy[p.kernel.name] = st end
+        picks[p.kernel.name] = not by_name[p.kernel.name].error and by_name[p.kernel.name] or nil
+      end
+      local be = bench_backends
+      if be.emmy then
+        for _, p in ipairs(plans) do
+          if not picks[p.kernel.name] then
+            be = { eager = be.eager, tcompile = be.tcompile }
+            print(("bench: emmy not benched — %s did not build: %s"):format(p.kernel.name, by_name[p.kernel.name].error))
+            break
+          end
+        end
+      end
+      local res = bench.run { cu = cu, g = g, graph_after = ctx.graph, plans = plans, picks = picks, accuracy = accuracy,
+        ins = ins, vals = vals, bind = bind, at = bench.at(g, bind), backends = be }
+      bench.print(res)
+      if opts.dump_dir then
+        local extra = { sources = {}, repros = {}, verdicts = {} }
+        for _, p in ipairs(order) do
+          local e = by_name[p.kernel.name]
+          extra.sources[p.kernel.name] = e.src
+          extra.repros[p.kernel.name] = require("emmy.graphjson").encode(p.kernel.repro)
+          extra.verdicts[p.kernel.name] = p.eval and p.eval.verdicts
+        end
+        bench.write(opts.dump_dir, res, extra)
+        print(("bench files: %s/60_bench_compare.json, 62_kernel_bench.json, kernels.html"):format(opts.dump_dir))
+      end
     end
     print(("\n%s: %d kernels (%d distinct) at %s, %.1f s"):format(failed == 0 and "PASS" or "FAIL", #plans, #order,
       #b > 0 and table.concat(b, " ") or "static", sys.clock() - t0))

@@ -15,6 +15,7 @@ local prior = require "emmy.prior"
 local search = require "emmy.search"
 local sys = require "emmy.sys"
 local tbl = require "emmy.tbl"
+local bench = require "emmy.bench"
 local tunedb = require "emmy.tunedb"
 local worker = require "emmy.worker"
 
@@ -28,7 +29,7 @@ end
 
 return {
   summary = "tune every distinct kernel on this GPU (prior-guided search, bench worker, SQLite tune DB)",
-  usage = "usage: emmy tune INPUT [trace flags] [--clean] [--patience N] [--max-candidates N] [--gpus N] [--dump-dir D]\n\n" ..
+  usage = "usage: emmy tune INPUT [trace flags] [--clean] [--patience N] [--max-candidates N] [--gpus N] [--dump-dir D] [--bench]\n\n" ..
     frontend.USAGE .. [[
 
   INPUT is a model (as for emmy trace) or a .torch.json graph (a reproducer from a dump).
@@ -52,7 +53,11 @@ return {
   --gpus N             one bench worker per GPU (devices 0..N-1 of this host, one GPU model), kernels shared
                        out among them, one tune DB (default 1)
   --dump-dir D         keep the reproducers the worker measures in D/tune.kernels and write D/tune.json (the
-                       run's stats and each kernel's pick; default: a temporary folder, no JSON)
+                       run's stats and each kernel's pick; default: a temporary folder, no JSON); with --bench
+                       also D/60_bench_compare.json, D/62_kernel_bench.json and D/kernels.html
+  --bench              after the tune, bench the chosen fork with each kernel's pick against torch eager and
+                       torch.compile, as a whole and kernel by kernel (as emmy run --bench; at the hints)
+  --bench-backends L   the backends to bench (default eager,tcompile,emmy)
   Search: every leaf of a kernel's fork tree (rules/tile/) is scored by the prior; the first batch is the prior's
   best; after each batch the online trees are refit on the kernel's rows and the next batch is ordered by
   expected improvement over the best so far (a quarter of each batch is drawn at random, seeded).
@@ -67,7 +72,8 @@ return {
         ["--clean"] = { kind = "bool" }, ["--dump-dir"] = { kind = "string" },
         ["--precompile"] = { kind = "int", default = 0, min = 0 },
         ["--regime"] = { kind = "string", default = "deploy" }, ["--gpus"] = { kind = "int", default = 1, min = 1 },
-        ["--structural"] = { kind = "string", default = "default" }, ["--budget-s"] = { kind = "number", default = 240, min = 0 } },
+        ["--structural"] = { kind = "string", default = "default" }, ["--bench"] = { kind = "bool" },
+        ["--bench-backends"] = { kind = "string" }, ["--budget-s"] = { kind = "number", default = 240, min = 0 } },
       positional = { "input" }, usage = "emmy tune INPUT [--clean] [--patience N]",
     }, "tune")
     if not pos.input then cli.usage("tune: missing INPUT (a model or a .torch.json graph)") end
@@ -75,6 +81,9 @@ return {
     if opts.structural ~= "all" and opts.structural ~= "default" then
       cli.usage("tune: --structural %s (all or default)", opts.structural)
     end
+    local bench_backends, berr = bench.parse_backends(opts.bench_backends)
+    if not bench_backends then cli.usage("tune: %s", berr) end
+    if opts.bench_backends and not opts.bench then cli.usage("tune: --bench-backends needs --bench") end
     local t0 = sys.clock()
     local r = frontend.load(pos.input, opts, true)
     local g = r.graph
@@ -395,6 +404,20 @@ return {
         benched = stats.benched, served = stats.served, status = stats.status, recorded = counts, kernels = picks,
         structural = priced, spent = spent })
       f:close()
+    end
+    -- --bench: the chosen fork with each kernel's pick, against torch eager and torch.compile (emmy.bench)
+    if opts.bench then
+      local fork = forks[cheapest or 1]
+      local pick_of = {}
+      for _, pk in ipairs(picks) do pick_of[pk.hash] = pk.best_knobs end
+      for j, p in ipairs(fork.plans) do
+        for _, c in ipairs(p.candidates) do if c.string == pick_of[fork.hashes[j]] then p.choice = c end end
+      end
+      print(("\nbench of the %s fork with the tune's picks (a kernel without a correct pick keeps the prior's first)"):format(
+        cheapest and "chosen" or "default"))
+      local res, berr = bench.session { g = g, graph_after = fork.graph, plans = fork.plans, backends = bench_backends,
+        dump_dir = opts.dump_dir }
+      if not res then cli.fail("tune --bench: %s", berr) end
     end
   end,
 }

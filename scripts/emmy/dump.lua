@@ -51,23 +51,11 @@ function D:kernels(plans, sources)
   local kdir = ("%s/%02d_lowering_cuda.kernels"):format(self.dir, self.n)
   assert(sys.mkdir_p(kdir))
   self.kernel_dir = kdir
-  local totals = {}
-  local g = self.graph_after
-  if g then
-    for _, n in ipairs(g:nodes()) do
-      local key = (n.module or "?") .. " " .. (n.src_op or n.op)
-      totals[key] = (totals[key] or 0) + 1
-    end
-  end
   local index, seen = {}, {}
+  local kernels = require "emmy.kernels"
   for i, p in ipairs(plans) do
     local k = p.kernel
-    local cov = {}
-    for _, pr in ipairs(k.provenance or {}) do
-      local key = (pr.module or "?") .. " " .. pr.op
-      cov[#cov + 1] = { module = pr.module, op = pr.op, nodes = pr.nodes,
-        coverage = (totals[key] and pr.nodes >= totals[key]) and "full" or "partial" }
-    end
+    local cov = kernels.coverage(self.graph_after, k)
     index[#index + 1] = { order = i, name = k.name, kind = k.kind, hash = k.hash, knobs = p.choice and p.choice.string,
       candidates = #p.candidates, outputs = k.outputs, coverage = cov }
     if not seen[k.name] then

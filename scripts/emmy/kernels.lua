@@ -189,7 +189,8 @@ end
 -- The structural forks of graph g on dev: every assignment of the structural knobs (compiler.STRUCTURAL) that the
 -- environment did not pin — only the pinned/default one when opts.all is false — compiled and planned; the
 -- assignments that form the same kernels (the same multiset of structural hashes) are one fork. Returns
--- {{knobs = {KNOB = v}, plans = every kernel instance's plan, hashes = {plan's hash, ...}}, ...}, the default
+-- {{knobs = {KNOB = v}, plans = every kernel instance's plan, hashes = {plan's hash, ...}, graph = the graph the
+-- kernels were formed on}, ...}, the default
 -- assignment first, and the number of assignments tried.
 function M.structural_forks(g, dev, opts)
   local compiler = require "emmy.compiler"
@@ -208,7 +209,8 @@ function M.structural_forks(g, dev, opts)
       if math.floor(bits / 2 ^ (i - 1)) % 2 == 1 then kn[key] = 1 - base[key] end
     end
     tried = tried + 1
-    local plans = M.plan(compiler.run(g, { knobs = kn }), { device = dev })
+    local ctx = compiler.run(g, { knobs = kn })
+    local plans = M.plan(ctx, { device = dev })
     local hashes = {}
     for i, p in ipairs(plans) do hashes[i] = p.kernel.repro:hash() end
     local sorted = { unpack(hashes) }
@@ -216,10 +218,60 @@ function M.structural_forks(g, dev, opts)
     local sig = table.concat(sorted, ",")
     if not seen[sig] then
       seen[sig] = true
-      forks[#forks + 1] = { knobs = kn, plans = plans, hashes = hashes }
+      forks[#forks + 1] = { knobs = kn, plans = plans, hashes = hashes, graph = ctx.graph }
     end
   end
   return forks, tried
+end
+
+-- Which original torch ops (by module) kernel k covers: {{module, op, nodes, coverage = "full"|"partial"}, ...} in
+-- its provenance order; "full" when every node of that (module, op) in graph g (the graph the kernels were formed
+-- on) is in the kernel. Memoized per graph.
+local totals_of = setmetatable({}, { __mode = "k" })
+function M.coverage(g, k)
+  local totals = g and totals_of[g]
+  if g and not totals then
+    totals = {}
+    for _, n in ipairs(g:nodes()) do
+      local key = (n.module or "?") .. " " .. (n.src_op or n.op)
+      totals[key] = (totals[key] or 0) + 1
+    end
+    totals_of[g] = totals
+  end
+  local cov = {}
+  for _, pr in ipairs(k.provenance or {}) do
+    local key = (pr.module or "?") .. " " .. pr.op
+    cov[#cov + 1] = { module = pr.module, op = pr.op, nodes = pr.nodes,
+      coverage = (totals and totals[key] and pr.nodes >= totals[key]) and "full" or "partial" }
+  end
+  return cov
+end
+
+-- A kernel's Layer-op and its coverage in one word. Index remaps (views, transposes) and recomputed tables (the
+-- rotary cache) are left out; the main op is a contraction or attention when the kernel has one, else the first
+-- op left; siblings with the same op join it ("self_attn.k_proj+v_proj linear"); modules lose the
+-- model.layers.N. prefix. Coverage is "full" when every op left is covered wholly, else "partial".
+local REMAP = { view = true, reshape = true, transpose = true, permute = true, unsqueeze = true, expand = true,
+  contiguous = true, rotary_emb = true }
+local function short_op(op) return (op:gsub("^torch%.nn%.functional%.", ""):gsub("^torch%.", "")) end
+function M.layer_op(g, k)
+  local cov = M.coverage(g, k)
+  local real = {}
+  for _, c in ipairs(cov) do if not REMAP[short_op(c.op)] then real[#real + 1] = c end end
+  if #real == 0 then real = cov end
+  local main = real[1]
+  for _, c in ipairs(real) do
+    local o = short_op(c.op)
+    if o == "linear" or o:match("attention") then main = c break end
+  end
+  if not main then return "?", "partial", cov end
+  local function short(m) return ((m or "?"):gsub("^model%.layers%.%d+%.", ""):gsub("^model%.", "")) end
+  local mods, full = { short(main.module) }, true
+  for _, c in ipairs(real) do
+    if c ~= main and c.op == main.op then mods[#mods + 1] = short(c.module):match("[^.]+$") end
+    if c.coverage ~= "full" then full = false end
+  end
+  return table.concat(mods, "+") .. " " .. short_op(main.op), full and "full" or "partial", cov
 end
 
 -- The plan of a reproducer's main kernel on dev: a reproducer may re-form with a copy kernel for a view it

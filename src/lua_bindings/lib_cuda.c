@@ -4,10 +4,12 @@
  * alive through its environment table, and the C objects are reference counted, so any release order is safe. */
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "bindings.h"
 #include "cuda.h"
+#include "cupti.h"
 
 #define CTX_T "emmy.cuda"
 #define BUF_T "emmy.cubuf"
@@ -539,6 +541,41 @@ static int fn_set_max_dynamic_smem(lua_State *L) {
   return ok_or_fail(L, em_cu_fn_set_max_dynamic_smem(f, (int)n, err), err);
 }
 
+/* cuda.records_start() -> true | nil, msg: CUPTI kernel activity records from now on. */
+static int l_records_start(lua_State *L) {
+  char err[EM_ERR_MAX];
+  if (em_cupti_start(err) != EM_OK) return em_lua_fail(L, err);
+  lua_pushboolean(L, 1);
+  return 1;
+}
+
+/* cuda.records_stop() -> {{name, start_ns, end_ns, correlation, graph_node}, ...} (GPU start order), dropped
+ * | nil, msg. Times are GPU timestamps in ns (as Lua numbers: exact below 2^53). */
+static int l_records_stop(lua_State *L) {
+  char err[EM_ERR_MAX];
+  em_cupti_rec *r = NULL;
+  int n = 0, dropped = 0;
+  if (em_cupti_stop(&r, &n, &dropped, err) != EM_OK) return em_lua_fail(L, err);
+  lua_createtable(L, n, 0);
+  for (int i = 0; i < n; i++) {
+    lua_createtable(L, 0, 5);
+    lua_pushstring(L, r[i].name);
+    lua_setfield(L, -2, "name");
+    lua_pushnumber(L, (double)r[i].start);
+    lua_setfield(L, -2, "start_ns");
+    lua_pushnumber(L, (double)r[i].end);
+    lua_setfield(L, -2, "end_ns");
+    lua_pushnumber(L, (double)r[i].correlation);
+    lua_setfield(L, -2, "correlation");
+    lua_pushnumber(L, (double)r[i].graph_node);
+    lua_setfield(L, -2, "graph_node");
+    lua_rawseti(L, -2, i + 1);
+  }
+  free(r);
+  lua_pushinteger(L, dropped);
+  return 2;
+}
+
 int luaopen_emmy_cuda(lua_State *L) {
   /* buf:download hands out emmy.tensor values, whose class emmy.ref defines. */
   luaL_getmetatable(L, TENSOR_T);
@@ -560,7 +597,11 @@ int luaopen_emmy_cuda(lua_State *L) {
   static const luaL_Reg fn_methods[] = {
       {"name", fn_name}, {"attrs", fn_attrs}, {"set_max_dynamic_smem", fn_set_max_dynamic_smem}, {NULL, NULL}};
   em_lua_class(L, FN_T, fn_methods, fn_gc, fn_tostring);
-  static const luaL_Reg fns[] = {{"open", l_open}, {"has_symbol", l_has_symbol}, {NULL, NULL}};
+  static const luaL_Reg fns[] = {{"open", l_open},
+                                 {"has_symbol", l_has_symbol},
+                                 {"records_start", l_records_start},
+                                 {"records_stop", l_records_stop},
+                                 {NULL, NULL}};
   lua_newtable(L);
   luaL_register(L, NULL, fns);
   return 1;

@@ -1,0 +1,465 @@
+-- emmy.bench — where emmy stands against PyTorch eager and torch.compile, as a whole and kernel by kernel
+-- (`emmy run … --bench`, `emmy tune … --bench`). The deploy regime: CUDA-graph replay, warm-up, many reps, the
+-- median with p20/p80; the same inputs for every backend (the CPU reference's, at the symbolic hint or the
+-- static shape). Eager and torch.compile run in tools/torchref/bench.py (a subprocess, graphs replayed op by
+-- op); emmy's kernels are timed alone (each reproducer) and in the program (CUPTI kernel records of the
+-- whole-graph replay). The SM clock is read before and after each row (a probe kernel: clock64 against the
+-- global timer), and a row whose clock moved is flagged.
+local cjson = require "cjson"
+local gpu = require "emmy.gpu"
+local graphjson = require "emmy.graphjson"
+local kernels = require "emmy.kernels"
+local sys = require "emmy.sys"
+local tbl = require "emmy.tbl"
+
+local M = {}
+
+M.BACKENDS = { "eager", "tcompile", "emmy" }
+M.FORMAT_VERSION = 1
+-- the deploy regime's timing options (emmy's cu:time and bench.py's --reps/--warmup)
+M.REGIME = { graph = true, reps = 50, warmup = 5, warmup_ms = 10 }
+M.LAYER_REPS = 30
+M.DRIFT = 0.03 -- a row whose SM clock moved by more than this share is flagged
+
+-- Parses --bench-backends ("eager,tcompile,emmy" in any order, a subset); returns a set or nil, msg.
+function M.parse_backends(s)
+  local set, n = {}, 0
+  for b in (s or "eager,tcompile,emmy"):gmatch("[^,]+") do
+    local ok = false
+    for _, x in ipairs(M.BACKENDS) do if x == b then ok = true end end
+    if not ok then return nil, ("--bench-backends: unknown backend '%s' (eager, tcompile, emmy)"):format(b) end
+    set[b], n = true, n + 1
+  end
+  if n == 0 then return nil, "--bench-backends: no backend given (eager, tcompile, emmy)" end
+  return set
+end
+
+-- The SM clock in MHz: a one-thread kernel spins on %globaltimer for spin_ns and counts clock64 cycles.
+local PROBE = [[
+extern "C" __global__ void em_clock_probe(long long *out, long long spin_ns) {
+  unsigned long long t0, t1;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
+  long long c0 = clock64();
+  do { asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t1)); } while ((long long)(t1 - t0) < spin_ns);
+  long long c1 = clock64();
+  out[0] = c1 - c0;
+  out[1] = (long long)(t1 - t0);
+}
+]]
+local probes = setmetatable({}, { __mode = "k" })
+function M.sm_clock(cu)
+  local p = probes[cu]
+  if p == nil then
+    local nv = require "emmy.nvrtc"
+    local r = nv.compile_many({ { source = PROBE, arch = gpu.arch(cu:info()), name = "em_clock_probe.cu", options = { "-std=c++17" } } })[1]
+    local mod = r and r.status == "ok" and cu:module(r.cubin)
+    local fn = mod and mod:fn("em_clock_probe")
+    local out = fn and cu:alloc(16)
+    p = out and { mod = mod, fn = fn, out = out } or false
+    probes[cu] = p
+  end
+  if not p then return nil end
+  local ok = cu:launch(p.fn, { grid = { 1, 1, 1 }, block = { 1, 1, 1 }, smem = 0, args = { p.out, { i64 = 20000 } } })
+  if not ok or not cu:sync() then return nil end
+  local t = p.out:download("i64", { 2 })
+  local cycles, ns = t and t:get(1), t and t:get(2)
+  if not cycles or not ns or ns <= 0 then return nil end
+  return cycles / ns * 1000
+end
+
+-- Runs timer() between two clock reads; returns its result with .clock = {before, after, drift} added (drift:
+-- true when the clock moved by more than M.DRIFT).
+function M.with_clock(cu, timer)
+  local before = M.sm_clock(cu)
+  local t, err = timer()
+  local after = M.sm_clock(cu)
+  if t and before and after then
+    t.clock = { before_mhz = before, after_mhz = after, drift = math.abs(after - before) / before > M.DRIFT }
+  end
+  return t, err
+end
+
+local function python() return os.getenv("EMMY_PYTHON") or "python3" end
+
+-- Where a graph is benched, in words: "seq_len=512 (symbolic hint)", "seq_len=7 (bound)" or "static".
+function M.at(g, bind)
+  local parts = {}
+  for _, y in ipairs(g:symbols()) do
+    if not y.derived then
+      local v = bind[y.name]
+      parts[#parts + 1] = ("%s=%s (%s)"):format(y.name, tostring(v), v == y.hint and "symbolic hint" or "bound")
+    end
+  end
+  return #parts > 0 and table.concat(parts, ", ") or "static"
+end
+
+-- Times graph gr in PyTorch (tools/torchref/bench.py) on the values value_of(name) of its inputs at bind.
+-- o.backends: set with eager and/or tcompile; o.device ("cuda" unless EMMY_TORCH_DEVICE says otherwise).
+-- Returns {eager = stats|nil, tcompile = stats|nil, why = text|nil}; stats = {median_us, p20_us, p80_us, min_us,
+-- samples, method, max_abs_vs_eager}.
+function M.torch(gr, value_of, bind, o)
+  o = o or {}
+  local want = {}
+  if not o.backends or o.backends.eager then want[#want + 1] = "eager" end
+  if not o.backends or o.backends.tcompile then want[#want + 1] = "compile" end
+  if #want == 0 then return {} end
+  local d = os.tmpname()
+  os.remove(d)
+  assert(sys.mkdir_p(d .. "/in"))
+  assert(graphjson.write(gr, d .. "/g.torch.json"))
+  for _, v in ipairs(gr:inputs()) do
+    local t = value_of(v.name)
+    if not t then return { why = "no value for input " .. v.name } end
+    assert(t:save(d .. "/in/" .. v.name .. ".npy"))
+  end
+  local binds = {}
+  for k, v in pairs(bind or {}) do binds[#binds + 1] = ("--bind %s=%d"):format(k, v) end
+  table.sort(binds)
+  os.execute(("%s %s/tools/torchref/bench.py %s/g.torch.json --inputs %s/in %s --device %s --backends %s --reps %d --warmup %d --json %s/b.json > %s/log 2>&1")
+    :format(python(), EMMY_HOME, d, d, table.concat(binds, " "), o.device or os.getenv("EMMY_TORCH_DEVICE") or "cuda",
+      table.concat(want, ","), o.reps or 100, o.warmup or 10, d, d))
+  local f = io.open(d .. "/b.json")
+  local ok, r = pcall(cjson.decode, f and f:read("*a") or "")
+  if f then f:close() end
+  local out = {}
+  local whys = {}
+  for _, b in ipairs(want) do
+    local key = b == "compile" and "tcompile" or b
+    local x = ok and r.backends and r.backends[b]
+    if x and x.median_us then out[key] = x
+    elseif x then whys[#whys + 1] = ("%s: %s"):format(key, x.error or x.skipped or "no time")
+    end
+  end
+  if not ok then -- bench.py's last log line says why
+    local lf = io.open(d .. "/log")
+    local last = ""
+    for l in (lf and lf:lines() or function() end) do if l:match("%S") then last = l end end
+    if lf then lf:close() end
+    whys[#whys + 1] = last ~= "" and last or "tools/torchref/bench.py gave no result"
+  end
+  out.why = #whys > 0 and table.concat(whys, "; ") or nil
+  out.device = ok and r.device or nil
+  os.execute("rm -rf '" .. d:gsub("'", "") .. "'")
+  return out
+end
+
+-- Times every kernel of plans, in order, as one captured graph (picks[name] = a built variant of gpu.build).
+function M.graph_time(cu, plans, picks, bufs, bind, reps)
+  for _, p in ipairs(plans) do
+    local ok, err = gpu.launch(cu, p, picks[p.kernel.name], bufs, bind)
+    if not ok then return nil, err end
+  end
+  local ok, err = cu:sync()
+  if not ok then return nil, err end
+  return cu:time(function()
+    for _, p in ipairs(plans) do
+      local ok2, err2 = gpu.launch(cu, p, picks[p.kernel.name], bufs, bind)
+      if not ok2 then return nil, err2 end
+    end
+    return true
+  end, { graph = true, reps = reps or M.LAYER_REPS, warmup = 3 })
+end
+
+-- Each kernel's time inside the whole-graph replay, from CUPTI kernel records of `reps` replays: per launch
+-- position i, the median over replays of busy (end - start) and of in-program time (start to the next kernel's
+-- start; the last: its end), so the in-program times add up to the replay's span. Returns
+-- {positions = {{name, busy_us, in_program_us}}, replays = n, span_us = median span, dropped} | nil, msg.
+function M.in_program(cu, plans, picks, bufs, bind, reps)
+  local cuda = require "emmy.cuda"
+  reps = reps or 20
+  local t, err = M.graph_time(cu, plans, picks, bufs, bind, 3) -- (captured once, warm)
+  if not t then return nil, err end
+  local ok
+  ok, err = cuda.records_start()
+  if not ok then return nil, err end
+  t, err = cu:time(function()
+    for _, p in ipairs(plans) do
+      local ok2, err2 = gpu.launch(cu, p, picks[p.kernel.name], bufs, bind)
+      if not ok2 then return nil, err2 end
+    end
+    return true
+  end, { graph = true, reps = reps, warmup = 0 })
+  local recs, dropped = cuda.records_stop()
+  if not t then return nil, err end
+  if not recs then return nil, dropped end
+  return M.group_records(recs, plans, dropped)
+end
+
+local function median(xs)
+  if #xs == 0 then return nil end
+  local s = { unpack(xs) }
+  table.sort(s)
+  local n = #s
+  return n % 2 == 1 and s[(n + 1) / 2] or (s[n / 2] + s[n / 2 + 1]) / 2
+end
+M.median = median
+
+-- Groups CUPTI records (GPU start order) into replays of the plans' launch sequence (records of other kernels
+-- are skipped; a replay that does not match the sequence is dropped). See M.in_program.
+function M.group_records(recs, plans, dropped)
+  local seq, names = {}, {}
+  for i, p in ipairs(plans) do seq[i] = p.kernel.name names[p.kernel.name] = true end
+  local mine = {}
+  for _, r in ipairs(recs) do if names[r.name] then mine[#mine + 1] = r end end
+  local busy, inprog, spans = {}, {}, {}
+  for i = 1, #seq do busy[i], inprog[i] = {}, {} end
+  local i, replays = 1, 0
+  while i + #seq - 1 <= #mine do
+    local match = true
+    for j = 1, #seq do if mine[i + j - 1].name ~= seq[j] then match = false break end end
+    if match then
+      for j = 1, #seq do
+        local r = mine[i + j - 1]
+        local nxt = j < #seq and mine[i + j] or nil
+        busy[j][#busy[j] + 1] = (r["end_ns"] - r.start_ns) / 1e3
+        inprog[j][#inprog[j] + 1] = ((nxt and nxt.start_ns or r["end_ns"]) - r.start_ns) / 1e3
+      end
+      spans[#spans + 1] = (mine[i + #seq - 1]["end_ns"] - mine[i].start_ns) / 1e3
+      replays = replays + 1
+      i = i + #seq
+    else
+      i = i + 1
+    end
+  end
+  if replays == 0 then return nil, ("CUPTI: no replay of the %d-kernel sequence among %d kernel records"):format(#seq, #recs) end
+  local out = { positions = {}, replays = replays, span_us = median(spans), dropped = dropped or 0 }
+  for j = 1, #seq do out.positions[j] = { name = seq[j], busy_us = median(busy[j]), in_program_us = median(inprog[j]) } end
+  return out
+end
+
+local function stats(t)
+  if not t then return nil end
+  return { median_us = t.median_us, p20_us = t.p20_us, p80_us = t.p80_us, min_us = t.min_us, samples = t.samples,
+    clock = t.clock }
+end
+
+local function fmt(x, f) return x and (f or "%.1f"):format(x) or "-" end
+
+-- The whole bench of a compiled model or layer on the GPU. a = {cu, g (the graph), graph_after (the graph the
+-- kernels were formed on), plans, picks (name -> built variant, each checked), accuracy (name -> "ok"|"wrong"|…),
+-- ins, vals, bind, at (text: "seq_len=512 (symbolic hint)" | "static"), backends (set), transformers (optional
+-- fn() -> stats|nil, why)}. Returns the result table (docs/formats.md, "Bench files").
+function M.run(a)
+  local cu, plans, picks, bind = a.cu, a.plans, a.picks, a.bind
+  local be = a.backends or { eager = true, tcompile = true, emmy = true }
+  local info = cu:info()
+  local res = { format = "emmy.bench", version = M.FORMAT_VERSION, device = info.name, at = a.at,
+    regime = ("deploy: CUDA-graph replay, warm-up, median of %d (layer: %d) with p20/p80, same inputs for every backend")
+      :format(M.REGIME.reps, M.LAYER_REPS), whole = {}, kernels = {}, notes = {} }
+  local function note(s) res.notes[#res.notes + 1] = s end
+  local function progress(s) io.stderr:write("  bench: " .. s .. "\n") end
+  -- the whole graph
+  local bufs = {}
+  for name, t in pairs(a.ins) do bufs[name] = assert(cu:upload(t)) end
+  local whole = {}
+  if be.eager or be.tcompile then
+    progress("the whole graph in torch (op-by-op replay)")
+    local t = M.torch(a.g, function(n) return a.ins[n] end, bind, { backends = be })
+    if t.why then note("torch on the whole graph: " .. t.why) end
+    if be.eager then whole[#whole + 1] = { backend = "eager", t = t.eager } end
+    if be.tcompile then whole[#whole + 1] = { backend = "tcompile", t = t.tcompile } end
+  end
+  if a.transformers then
+    local t, why = a.transformers()
+    whole[#whole + 1] = { backend = "transformers (eager module)", t = t }
+    if why then note("transformers module: " .. why) end
+  end
+  local inprog
+  if be.emmy then
+    progress("emmy's whole graph")
+    local t, err = M.with_clock(cu, function() return M.graph_time(cu, plans, picks, bufs, bind) end)
+    if not t then note("emmy whole graph: " .. tostring(err)) end
+    whole[#whole + 1] = { backend = "emmy", t = t }
+    local ip, ierr = M.in_program(cu, plans, picks, bufs, bind)
+    if ip then inprog = ip else note("in-program times: " .. tostring(ierr)) end
+  end
+  local eager_us
+  for _, w in ipairs(whole) do if w.backend == "eager" and w.t then eager_us = w.t.median_us end end
+  for _, w in ipairs(whole) do
+    res.whole[#res.whole + 1] = { backend = w.backend, stats = stats(w.t),
+      speedup_vs_eager = eager_us and w.t and eager_us / w.t.median_us or nil }
+  end
+  if inprog then res.in_program = { replays = inprog.replays, span_us = inprog.span_us, dropped = inprog.dropped } end
+  -- each kernel: its reproducer alone in the three backends, and its time in the program
+  local seen, order = {}, {}
+  for i, p in ipairs(plans) do
+    local row = seen[p.kernel.name]
+    if not row then
+      local layer_op, coverage = kernels.layer_op(a.graph_after, p.kernel)
+      row = { name = p.kernel.name, kind = p.kernel.kind, hash = p.kernel.hash, knobs = p.choice and p.choice.string,
+        layer_op = layer_op, coverage = coverage, accuracy = a.accuracy and a.accuracy[p.kernel.name] or "unchecked",
+        instances = 0, in_program_us = inprog and 0 or nil, busy_us = inprog and 0 or nil, plan = p }
+      seen[p.kernel.name] = row
+      order[#order + 1] = row
+    end
+    row.instances = row.instances + 1
+    if inprog then
+      row.in_program_us = row.in_program_us + inprog.positions[i].in_program_us
+      row.busy_us = row.busy_us + inprog.positions[i].busy_us
+    end
+  end
+  local vals = a.vals
+  for n, row in ipairs(order) do
+    local p = row.plan
+    progress(("kernel %d/%d %s"):format(n, #order, row.name))
+    if be.emmy then
+      local e = picks[row.name]
+      local kb = {}
+      for _, v in ipairs(p.kernel.repro:inputs()) do kb[v.name] = assert(cu:upload(vals[v.name] or a.ins[v.name])) end
+      local t, err = gpu.launch(cu, p, e, kb, bind)
+      if t then t, err = cu:sync() end
+      if t then
+        t, err = M.with_clock(cu, function()
+          return cu:time(function() return gpu.launch(cu, p, e, kb, bind) end, M.REGIME)
+        end)
+      end
+      row.emmy = stats(t)
+      if not t then row.error = tostring(err) end
+    end
+    if be.eager or be.tcompile then
+      local t = M.torch(p.kernel.repro, function(name) return vals[name] or a.ins[name] end, bind, { backends = be })
+      row.eager, row.tcompile = t.eager, t.tcompile
+      if t.why then row.torch_note = t.why end
+    end
+  end
+  -- sorted by emmy µs (in the program when measured, else alone), with the cumulative share
+  local function key(r) return r.in_program_us or (r.emmy and r.emmy.median_us * r.instances) or -1 end
+  table.sort(order, function(x, y) return key(x) > key(y) end)
+  local total = 0
+  for _, r in ipairs(order) do total = total + math.max(0, key(r)) end
+  local cum = 0
+  for _, r in ipairs(order) do
+    cum = cum + math.max(0, key(r))
+    r.share = total > 0 and key(r) / total or nil
+    r.cum_share = total > 0 and cum / total or nil
+    r.plan = nil
+    res.kernels[#res.kernels + 1] = r
+  end
+  return res
+end
+
+-- A bench outside `emmy run` (emmy tune --bench): opens the GPU, computes the CPU reference of graph g at its
+-- hints, builds each kernel's chosen variant (plans[i].choice), checks each alone against the reference, then
+-- benches, prints and (with a.dump_dir) writes the bench files. a = {g, graph_after, plans, backends, seed,
+-- dump_dir}. Returns the result, or nil, msg.
+function M.session(a)
+  local inputs, ref = require "emmy.inputs", require "emmy.ref"
+  local cu, err = require("emmy.cuda").open()
+  if not cu then return nil, "bench needs a GPU: " .. tostring(err) end
+  local g = a.g
+  local bind, berr = g:bind({})
+  if not bind then return nil, berr end
+  io.stderr:write("  bench: the CPU reference\n")
+  local ins, ierr = inputs.for_graph(g, bind, a.seed or 0)
+  if not ins then return nil, ierr end
+  local vals, rerr = ref.run(g, ins, { bind = bind, keep_all = true })
+  if not vals then return nil, rerr end
+  local order = kernels.distinct(a.plans)
+  local list = {}
+  for i, p in ipairs(order) do list[i] = { plan = p, knobs = p.choice.knobs } end
+  local ok, built = pcall(gpu.build, cu, list)
+  if not ok then return nil, tostring(built) end
+  local picks, accuracy, extra = {}, {}, { sources = {}, repros = {}, verdicts = {} }
+  for i, p in ipairs(order) do
+    local e, name = built[i], p.kernel.name
+    extra.sources[name], extra.repros[name], extra.verdicts[name] = e.src, graphjson.encode(p.kernel.repro), p.eval and p.eval.verdicts
+    if e.error then accuracy[name] = e.error
+    else
+      local kb = {}
+      for _, v in ipairs(p.kernel.repro:inputs()) do kb[v.name] = assert(cu:upload(vals[v.name] or ins[v.name])) end
+      local lok, lerr = gpu.launch(cu, p, e, kb, bind)
+      if lok then lok, lerr = cu:sync() end
+      if not lok then accuracy[name] = "launch_fail: " .. tostring(lerr)
+      else
+        local _, why = gpu.check_outputs(p.kernel.repro, kb, vals, bind)
+        accuracy[name] = why or "ok"
+        if not why then picks[name] = e end
+      end
+    end
+  end
+  local be = a.backends or { eager = true, tcompile = true, emmy = true }
+  for _, p in ipairs(order) do
+    if be.emmy and not picks[p.kernel.name] then
+      be = { eager = be.eager, tcompile = be.tcompile }
+      print(("bench: emmy not benched — %s: %s"):format(p.kernel.name, accuracy[p.kernel.name]))
+    end
+  end
+  local res = M.run { cu = cu, g = g, graph_after = a.graph_after, plans = a.plans, picks = picks, accuracy = accuracy,
+    ins = ins, vals = vals, bind = bind, at = M.at(g, bind), backends = be }
+  M.print(res)
+  if a.dump_dir then
+    M.write(a.dump_dir, res, extra)
+    print(("bench files: %s/60_bench_compare.json, 62_kernel_bench.json, kernels.html"):format(a.dump_dir))
+  end
+  return res
+end
+
+-- The two tables, aligned text.
+function M.print(res)
+  print(("\nbenched at %s on %s; %s"):format(res.at, res.device, res.regime))
+  local rows = {}
+  for _, w in ipairs(res.whole) do
+    local s = w.stats
+    local drift = s and s.clock and s.clock.drift and ("  clock drift %.0f -> %.0f MHz"):format(s.clock.before_mhz, s.clock.after_mhz) or ""
+    rows[#rows + 1] = { w.backend, fmt(s and s.median_us), s and ("%.1f-%.1f"):format(s.p20_us, s.p80_us) or "-",
+      w.speedup_vs_eager and ("%.2fx"):format(w.speedup_vs_eager) or "-", drift }
+  end
+  print("\nwhole graph (speedup vs eager: above 1 is faster than eager)")
+  tbl.print { header = { "backend", "µs", "p20-p80", "vs eager", "" }, rows = rows, align = "lrrrl" }
+  if res.in_program then
+    local emmy
+    for _, w in ipairs(res.whole) do if w.backend == "emmy" and w.stats then emmy = w.stats.median_us end end
+    local sum = 0
+    for _, k in ipairs(res.kernels) do sum = sum + (k.in_program_us or 0) end
+    print(("in-program kernel times (CUPTI, %d replays): sum %.1f µs%s"):format(res.in_program.replays, sum,
+      emmy and (" = %.2f of the whole-graph time"):format(sum / emmy) or ""))
+  end
+  local kr = {}
+  for _, k in ipairs(res.kernels) do
+    local e = k.emmy and k.emmy.median_us
+    local best_torch
+    for _, b in ipairs { "eager", "tcompile" } do
+      if k[b] and (not best_torch or k[b].median_us < best_torch) then best_torch = k[b].median_us end
+    end
+    local flag = ""
+    if k.emmy and k.emmy.clock and k.emmy.clock.drift then flag = " clock drift" end
+    if k.accuracy ~= "ok" and k.accuracy ~= "ok (alone)" then flag = flag .. " " .. k.accuracy end
+    kr[#kr + 1] = { k.name, k.layer_op, k.coverage, fmt(e), k.emmy and ("%.1f-%.1f"):format(k.emmy.p20_us, k.emmy.p80_us) or "-",
+      fmt(k.in_program_us), fmt(k.eager and k.eager.median_us), fmt(k.tcompile and k.tcompile.median_us),
+      (e and best_torch) and ("%.2fx"):format(best_torch / e) or "-",
+      k.cum_share and ("%.0f%%"):format(100 * k.cum_share) or "-", (k.instances > 1 and ("x%d"):format(k.instances) or "") .. flag }
+  end
+  print("\nper kernel, by emmy µs in the program (emmy µs: the reproducer alone; vs torch: torch's best / emmy, above 1 is emmy faster)")
+  tbl.print { header = { "kernel", "layer op", "coverage", "emmy µs", "p20-p80", "in program", "eager µs", "tcompile µs",
+    "vs torch", "cum", "" }, rows = kr, align = "lllrrrrrrrl" }
+  for _, n in ipairs(res.notes) do print("note: " .. n) end
+  for _, k in ipairs(res.kernels) do
+    if k.torch_note then print(("note: torch on %s: %s"):format(k.name, k.torch_note)) end
+    if k.error then print(("note: emmy on %s: %s"):format(k.name, k.error)) end
+  end
+end
+
+local function write(path, text)
+  local f = assert(io.open(path, "wb"))
+  f:write(text)
+  f:close()
+end
+
+-- Writes 60_bench_compare.json (the whole-graph rows), 62_kernel_bench.json (every per-kernel row) and
+-- kernels.html into dump folder dir; extra = {kernel_dir, sources = name -> CUDA source, verdicts = name -> {...}}.
+function M.write(dir, res, extra)
+  assert(sys.mkdir_p(dir))
+  local common = { format = res.format, version = res.version, device = res.device, at = res.at, regime = res.regime,
+    notes = res.notes }
+  local w = {}
+  for k, v in pairs(common) do w[k] = v end
+  w.whole, w.in_program = res.whole, res.in_program
+  write(dir .. "/60_bench_compare.json", cjson.encode(w))
+  local k = {}
+  for key, v in pairs(common) do k[key] = v end
+  k.kernels = res.kernels
+  write(dir .. "/62_kernel_bench.json", cjson.encode(k))
+  write(dir .. "/kernels.html", require("emmy.benchhtml").page(res, extra or {}))
+end
+
+return M

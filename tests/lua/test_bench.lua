@@ -1,0 +1,214 @@
+-- The bench against torch (emmy.bench, `run|tune --bench`), its files and page, and `emmy compare`, without a GPU:
+-- CUPTI records grouped by hand-made timestamps, bench files from a synthetic result (validated against
+-- docs/formats.md's "Bench files"), the page in headless Chromium, compare's matching and verdicts, and
+-- `emmy run --bench` end to end with the mock driver and PyTorch on the CPU.
+local cjson = require "cjson"
+local bench = require "emmy.bench"
+
+local T = {}
+local function test(name, fn) T[#T + 1] = { name, fn } end
+
+local function read(path)
+  local f = assert(io.open(path))
+  local s = f:read("*a")
+  f:close()
+  return s
+end
+
+test("CUPTI records: replays of the launch sequence, other kernels skipped, in-program times add up to the span", function()
+  local plans = {}
+  for i, n in ipairs { "k_a", "k_b", "k_a", "k_c" } do plans[i] = { kernel = { name = n } } end
+  local recs, t = {}, 1000
+  local function rec(name, dur, gap)
+    recs[#recs + 1] = { name = name, start_ns = t, end_ns = t + dur }
+    t = t + dur + (gap or 500)
+  end
+  rec("em_flush", 3000) -- another kernel: skipped
+  for r = 1, 3 do
+    rec("k_a", 2000 + r) rec("k_b", 10000) rec("k_a", 4000) rec("k_c", 1000, 20000)
+  end
+  rec("k_b", 10000) -- a partial replay at the end: dropped
+  local g = assert(bench.group_records(recs, plans))
+  eq(g.replays, 3)
+  eq(#g.positions, 4)
+  eq(g.positions[1].busy_us, 2.002, "median of 2.001, 2.002, 2.003")
+  eq(g.positions[1].in_program_us, 2.502, "start to the next kernel's start")
+  eq(g.positions[4].in_program_us, 1.0, "the last: to its end")
+  local sum = 0
+  for _, p in ipairs(g.positions) do sum = sum + p.in_program_us end
+  check(math.abs(sum - g.span_us) < 1e-9, ("in-program sum %.3f = span %.3f"):format(sum, g.span_us))
+  local none, err = bench.group_records({ { name = "k_z", start_ns = 1, end_ns = 2 } }, plans)
+  check(none == nil and err:find("no replay of the 4-kernel sequence", 1, true), tostring(err))
+end)
+
+test("bench: backends parsed, a bad one is a one-line error; where a graph is benched, in words", function()
+  local b = assert(bench.parse_backends("emmy,eager"))
+  check(b.emmy and b.eager and not b.tcompile, "subset")
+  local none, err = bench.parse_backends("eager,inductor")
+  check(none == nil and err:find("unknown backend 'inductor'", 1, true), tostring(err))
+  local code, _, e = emmy { "run", "x.torch.json", "--bench", "--bench-backends", "eager,nope" }
+  check(code == 2 and e:find("unknown backend 'nope'", 1, true) and not e:find("\n.", 1), e)
+  local c2, _, e2 = emmy { "run", "x.torch.json", "--bench-backends", "eager" }
+  check(c2 == 2 and e2:find("--bench-backends needs --bench", 1, true), e2)
+  local ir = require "emmy.ir"
+  local g = ir.new()
+  g:symbol("seq_len", { hint = 512 })
+  eq(bench.at(g, { seq_len = 512 }), "seq_len=512 (symbolic hint)")
+  eq(bench.at(g, { seq_len = 7 }), "seq_len=7 (bound)")
+  eq(bench.at(ir.new(), {}), "static")
+end)
+
+-- A synthetic bench result: three kernels, one of them twice in the program.
+local function result(scale, rename)
+  local function st(us, spread)
+    return { median_us = us, p20_us = us * (1 - (spread or 0.01)), p80_us = us * (1 + (spread or 0.01)), min_us = us * 0.97, samples = 50 }
+  end
+  local k = {
+    { name = "k_linear_aaaaaa", kind = "contraction", layer_op = "self_attn.q_proj linear", coverage = "full", accuracy = "ok",
+      knobs = "BM=64,BN=64", instances = 1, emmy = st(11.3 * scale), eager = st(9.2), tcompile = st(9.6), in_program_us = 11.8 * scale },
+    { name = rename or "k_sdpa_bbbbbb", kind = "attention", layer_op = "self_attn scaled_dot_product_attention", coverage = "full",
+      accuracy = "ok", knobs = "BQ=64", instances = 1, emmy = st(23.6), eager = st(18.2), tcompile = st(18.5), in_program_us = 24.0 },
+    { name = "k_rms_norm_cccccc", kind = "row", layer_op = "input_layernorm RMSNorm", coverage = "full", accuracy = "wrong",
+      knobs = "THREADS=256", instances = 2, emmy = st(4.3), eager = st(22.5), in_program_us = 9.0 },
+  }
+  return { format = "emmy.bench", version = 1, device = "Test GPU", at = "seq_len=512 (symbolic hint)", regime = "deploy",
+    notes = { "tcompile: not timed on k_rms_norm_cccccc" },
+    whole = { { backend = "eager", stats = st(203.7), speedup_vs_eager = 1 }, { backend = "tcompile", stats = st(204.6), speedup_vs_eager = 0.996 },
+      { backend = "emmy", stats = st(44.8 * scale, 0.02), speedup_vs_eager = 203.7 / (44.8 * scale) } },
+    in_program = { replays = 20, span_us = 44.8, dropped = 0 }, kernels = k }
+end
+
+-- Validates the two bench files against docs/formats.md ("Bench files").
+local function validate(dir)
+  local w = cjson.decode(read(dir .. "/60_bench_compare.json"))
+  local k = cjson.decode(read(dir .. "/62_kernel_bench.json"))
+  for _, x in ipairs { w, k } do
+    eq(x.format, "emmy.bench")
+    eq(x.version, 1)
+    check(type(x.device) == "string" and type(x.at) == "string" and type(x.regime) == "string" and type(x.notes) == "table", "common fields")
+  end
+  check(type(w.whole) == "table" and #w.whole >= 1, "whole rows")
+  local function stats_ok(s, what)
+    if s == nil then return end
+    for _, f in ipairs { "median_us", "p20_us", "p80_us" } do check(type(s[f]) == "number", what .. "." .. f) end
+    check(s.p20_us <= s.median_us and s.median_us <= s.p80_us, what .. ": p20 <= median <= p80")
+  end
+  for _, r in ipairs(w.whole) do
+    check(type(r.backend) == "string", "backend")
+    stats_ok(r.stats, r.backend)
+  end
+  for _, r in ipairs(k.kernels) do
+    for _, f in ipairs { "name", "kind", "layer_op", "coverage", "accuracy" } do check(type(r[f]) == "string", r.name .. "." .. f) end
+    check(r.coverage == "full" or r.coverage == "partial", "coverage word")
+    check(type(r.instances) == "number" and r.instances >= 1, "instances")
+    stats_ok(r.emmy, r.name .. ".emmy")
+    stats_ok(r.eager, r.name .. ".eager")
+    stats_ok(r.tcompile, r.name .. ".tcompile")
+  end
+  return w, k
+end
+
+test("bench files: the two JSON files follow the documented format; the page holds both tables and each kernel", function()
+  local d = tmpdir()
+  local res = result(1)
+  bench.write(d, res, { sources = { k_linear_aaaaaa = "extern \"C\" __global__ void k_linear_aaaaaa() {}" },
+    repros = { k_linear_aaaaaa = "{\"format\": \"emmy.graph\"}" },
+    verdicts = { k_linear_aaaaaa = { { rule = "wgmma", family = "TIER", ok = false, reason = "K % 64 ~= 0", file = "010.lua", line = 3 } } } })
+  local _, k = validate(d)
+  eq(#k.kernels, 3)
+  local html = read(d .. "/kernels.html")
+  check(html:find('<table class="sortable" id="whole">', 1, true) and html:find('<table class="sortable" id="kernels">', 1, true), "two tables")
+  check(html:find("extern &quot;C&quot; __global__ void k_linear_aaaaaa", 1, true), "source, escaped")
+  check(html:find("K % 64 ~= 0", 1, true) and html:find("REFUSED", 1, true), "gate verdicts")
+  check(not html:find("<script src", 1, true) and not html:find("http", 1, true), "self-contained")
+  -- printing the tables: whole graph, then kernels by emmy time in the program
+  local out = {}
+  local real_print = print
+  print = function(...) out[#out + 1] = table.concat({ ... }, "\t") end
+  local ok, err = pcall(bench.print, res)
+  print = real_print
+  check(ok, tostring(err))
+  local text = table.concat(out, "\n")
+  check(text:find("emmy%s+44%.8%s+43%.9%-45%.7%s+4%.55x"), text)
+  check(text:find("k_linear_aaaaaa%s+self_attn%.q_proj linear%s+full%s+11%.3"), text)
+  check(text:find("sum 44.8 µs = 1.00 of the whole-graph time", 1, true), text)
+  check(text:find("x2 wrong", 1, true), "instances and a wrong accuracy flagged: " .. text)
+end)
+
+test("the bench page renders in headless Chromium: the script runs and sorts, a screenshot is taken, no console error", function()
+  local chromium
+  for _, c in ipairs { "/usr/bin/chromium", "/usr/bin/chromium-browser", "/usr/bin/google-chrome" } do
+    if io.open(c) then chromium = c break end
+  end
+  if not chromium then skip("no Chromium (make test installs Debian's chromium)") end
+  local d = tmpdir()
+  bench.write(d, result(1), {})
+  local base = ("%s --headless --no-sandbox --disable-gpu --disable-dev-shm-usage --user-data-dir=%s/profile --enable-logging=stderr --v=0 ")
+    :format(chromium, d)
+  local code, dom = sh(base .. ("--dump-dom 'file://%s/kernels.html#selftest' 2> %s/log"):format(d, d))
+  local log = read(d .. "/log")
+  check(code == 0 and dom:find('data-ready="1"', 1, true), "the page's script ran: " .. log:sub(-600))
+  check(dom:find('data-first="k_sdpa_bbbbbb"', 1, true), "sorted by emmy µs, largest first: " .. (dom:match("<body[^>]*>") or dom:sub(1, 300)))
+  check(not log:find("Uncaught", 1, true) and not log:find(":ERROR:CONSOLE", 1, true), "console errors: " .. log:sub(-600))
+  local c2 = sh(base .. ("--window-size=1400,1000 --screenshot=%s/page.png 'file://%s/kernels.html' 2>/dev/null"):format(d, d))
+  local png = io.open(d .. "/page.png", "rb")
+  local head = png and png:read(8)
+  if png then png:close() end
+  check(c2 == 0 and head == "\137PNG\r\n\26\n", "screenshot written")
+end)
+
+test("emmy compare: matched ratios within noise, a renamed kernel paired through its Layer-op, a slower run exits 1", function()
+  local a, a2, b, c = tmpdir(), tmpdir(), tmpdir(), tmpdir()
+  bench.write(a, result(1), {})
+  bench.write(a2, result(1.005), {})
+  bench.write(b, result(1, "k_sdpa_dddddd"), {})
+  bench.write(c, result(1.3), {})
+  local code, out, err = emmy { "compare", a, a2 }
+  eq(code, 0, err)
+  check(out:find("emmy%s+44%.8%s+45%.0%s+1%.005%s+within noise"), out)
+  check(out:find("k_linear_aaaaaa%s+self_attn%.q_proj linear%s+same%s+11%.8%s+11%.9%s+1%.005%s+within noise"), out)
+  check(not out:find("kernel set changed", 1, true), out)
+  local c2, o2 = emmy { "compare", a, b }
+  eq(c2, 0, o2)
+  check(o2:find("k_sdpa_bbbbbb -> k_sdpa_dddddd", 1, true) and o2:find("renamed", 1, true), o2)
+  check(o2:find("the kernel set changed", 1, true), o2)
+  local c3, o3 = emmy { "compare", a, c, "--tol", "0.1" }
+  eq(c3, 1, "slower beyond tol: exit 1\n" .. o3)
+  check(o3:find("k_linear_aaaaaa.-1%.300%s+SLOWER") and o3:find("k_sdpa_bbbbbb.-1%.000%s+within noise"), o3)
+  local c4, o4 = emmy { "compare", a, c, "--json" }
+  local j = cjson.decode(o4)
+  check(c4 == 1 and j.slower == 2 and #j.kernels == 3, o4)
+  -- bad input: one line, exit 2
+  local c5, _, e5 = emmy { "compare", a, a .. "/nope" }
+  check(c5 == 2 and e5:find("cannot read", 1, true) and not e5:find("\n.", 1), e5)
+  write_file(b .. "/62_kernel_bench.json", cjson.encode { format = "emmy.bench", version = 2 })
+  local c6, _, e6 = emmy { "compare", a, b }
+  check(c6 == 2 and e6:find("bench file version 2", 1, true), e6)
+  local c7, _, e7 = emmy { "compare", a }
+  check(c7 == 2 and #e7 > 0, e7)
+end)
+
+test("emmy run --bench with the mock driver and PyTorch on the CPU: both tables, the bench files, torch rows timed", function()
+  local py = os.getenv("EMMY_PYTHON") or "/usr/bin/python3"
+  local okc = sh(py .. " -c 'import torch, numpy' 2>/dev/null")
+  if okc ~= 0 then skip(py .. " has no torch/numpy (Debian: python3-torch python3-numpy)") end
+  local d = tmpdir()
+  local so = d .. "/libcuda_mock.so"
+  local cc, cout = sh(("cc -shared -fPIC -O1 -o %s %s"):format(shell_quote(so), shell_quote(ROOT .. "/tests/fixtures/cuda_mock.c")))
+  if cc ~= 0 then skip("cannot build the mock driver: " .. cout:sub(1, 200)) end
+  local code, out, err = emmy({ "run", "Qwen/Qwen3-Embedding-0.6B", "--layer", "0", "--dynamic", "seq_len@x:1", "--seq-len", "8",
+    "--bench", "--bench-backends", "eager,emmy", "--dump-dir", d .. "/dump" },
+    { env = ("EMMY_LIBCUDA=%s EMMY_TORCH_DEVICE=cpu EMMY_PYTHON=%s EMMY_CUBIN_CACHE=%s/cc"):format(so, py, d) })
+  -- (the mock driver loads no kernel: the run fails its checks, and the bench says emmy was not benched)
+  eq(code, 1, err)
+  check(out:find("bench: emmy not benched", 1, true), out)
+  check(out:find("benched at seq_len=8 (bound) on Mock GPU", 1, true), out)
+  check(out:find("whole graph (speedup vs eager", 1, true) and out:find("eager%s+[%d.]+%s+[%d.]+%-[%d.]+%s+1%.00x"), out)
+  check(out:find("k_linear_7363a2%s+self_attn%.q_proj linear%s+full"), out)
+  local _, k = validate(d .. "/dump")
+  eq(#k.kernels, 9, "one row per distinct kernel")
+  for _, r in ipairs(k.kernels) do check(r.eager and r.eager.median_us > 0, r.name .. ": eager timed on the CPU") end
+  check(io.open(d .. "/dump/kernels.html") ~= nil, "page written")
+end)
+
+return T
