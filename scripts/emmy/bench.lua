@@ -439,15 +439,11 @@ function M.print(res)
   end
 end
 
-local function write(path, text)
-  local f = assert(io.open(path, "wb"))
-  f:write(text)
-  f:close()
-end
-
 -- Writes 60_bench_compare.json (the whole-graph rows), 62_kernel_bench.json (every per-kernel row) and
--- kernels.html into dump folder dir; extra = {kernel_dir, sources = name -> CUDA source, verdicts = name -> {...}}.
+-- kernels.html into dump folder dir; extra = {sources = name -> CUDA source, repros = name -> reproducer JSON,
+-- verdicts = name -> gate verdicts} (emmy.benchhtml).
 function M.write(dir, res, extra)
+  local write = require("emmy.dump").write_file
   assert(sys.mkdir_p(dir))
   local common = { format = res.format, version = res.version, device = res.device, at = res.at, regime = res.regime,
     notes = res.notes }

@@ -15,11 +15,13 @@ function M.open(dir)
   return setmetatable({ dir = dir, n = 0 }, D)
 end
 
+-- Writes text to path (a file of a dump folder; raises when it cannot).
 local function write(path, text)
   local f = assert(io.open(path, "wb"))
   f:write(text)
   f:close()
 end
+M.write_file = write
 
 function D:graph(stem, g)
   write(("%s/%s.torch.json"):format(self.dir, stem), graphjson.encode(g))
