@@ -244,7 +244,8 @@ return {
         end
       end
       local res = bench.run { cu = cu, g = g, graph_after = ctx.graph, plans = plans, picks = picks, accuracy = accuracy,
-        ins = ins, vals = vals, bind = bind, at = bench.at(g, bind), backends = be }
+        ins = ins, vals = vals, bind = bind, at = bench.at(g, bind), backends = be,
+        model = r.model and not r.file and { model = r.model, mode = opts.layer and "layer" or "whole", layer = opts.layer } or nil }
       bench.print(res)
       if opts.dump_dir then
         local extra = { sources = {}, repros = {}, verdicts = {} }

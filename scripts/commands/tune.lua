@@ -416,7 +416,8 @@ return {
       print(("\nbench of the %s fork with the tune's picks (a kernel without a correct pick keeps the prior's first)"):format(
         cheapest and "chosen" or "default"))
       local res, berr = bench.session { g = g, graph_after = fork.graph, plans = fork.plans, backends = bench_backends,
-        dump_dir = opts.dump_dir }
+        dump_dir = opts.dump_dir,
+        model = r.model and not r.file and { model = r.model, mode = opts.layer and "layer" or "whole", layer = opts.layer } or nil }
       if not res then cli.fail("tune --bench: %s", berr) end
     end
   end,

@@ -143,6 +143,43 @@ function M.torch(gr, value_of, bind, o)
   return out
 end
 
+-- The real transformers module on the same weights and inputs (tools/torchref/hf_bench.py): for a model's layer
+-- (mode "layer": layer N on x) or the whole model (mode "whole": on input_ids). model: emmy.frontend's model (its
+-- config.json); g, ins: the graph and its input values (weights under their checkpoint names). Returns stats, or
+-- nil and why.
+function M.transformers(model, mode, layer, g, ins)
+  local st = require "emmy.safetensors"
+  local d = os.tmpname()
+  os.remove(d)
+  assert(sys.mkdir_p(d))
+  local function done(...) os.execute("rm -rf '" .. d:gsub("'", "") .. "'") return ... end
+  local ws, have = {}, false
+  for _, v in ipairs(g:inputs()) do
+    if v.kind == "param" and v.weight and not v.name:match("^rotary%.") then ws[v.weight], have = ins[v.name], true
+    elseif v.kind ~= "param" and (v.name == "x" or v.name == "input_ids") then
+      local ok, err = ins[v.name]:save(d .. "/" .. v.name .. ".npy")
+      if not ok then return done(nil, err) end
+    end
+  end
+  if not have then return done(nil, "the graph has no weights under checkpoint names") end
+  local ok, err = st.write(d .. "/model.safetensors", ws, { format = "pt" })
+  if not ok then return done(nil, err) end
+  local f = assert(io.open(d .. "/config.json", "wb"))
+  f:write(cjson.encode(model.config))
+  f:close()
+  os.execute(("%s %s/tools/torchref/hf_bench.py %s --mode %s --layer %d --device %s --json %s/b.json > %s/log 2>&1")
+    :format(python(), EMMY_HOME, d, mode, layer or 0, os.getenv("EMMY_TORCH_DEVICE") or "cuda", d, d))
+  local jf = io.open(d .. "/b.json")
+  local okj, r = pcall(cjson.decode, jf and jf:read("*a") or "")
+  if jf then jf:close() end
+  if okj and r.median_us then return done(r) end
+  local lf = io.open(d .. "/log")
+  local last = ""
+  for l in (lf and lf:lines() or function() end) do if l:match("%S") then last = l end end
+  if lf then lf:close() end
+  return done(nil, last ~= "" and last or "tools/torchref/hf_bench.py gave no result")
+end
+
 -- Times every kernel of plans, in order, as one captured graph (picks[name] = a built variant of gpu.build).
 function M.graph_time(cu, plans, picks, bufs, bind, reps)
   for _, p in ipairs(plans) do
@@ -237,8 +274,8 @@ local function fmt(x, f) return x and (f or "%.1f"):format(x) or "-" end
 
 -- The whole bench of a compiled model or layer on the GPU. a = {cu, g (the graph), graph_after (the graph the
 -- kernels were formed on), plans, picks (name -> built variant, each checked), accuracy (name -> "ok"|"wrong"|…),
--- ins, vals, bind, at (text: "seq_len=512 (symbolic hint)" | "static"), backends (set), transformers (optional
--- fn() -> stats|nil, why)}. Returns the result table (docs/formats.md, "Bench files").
+-- ins, vals, bind, at (text: "seq_len=512 (symbolic hint)" | "static"), backends (set), model (optional: {model =
+-- emmy.frontend's model, mode = "layer"|"whole", layer = N}: also the transformers module's row)}. Returns the result table (docs/formats.md, "Bench files").
 function M.run(a)
   local cu, plans, picks, bind = a.cu, a.plans, a.picks, a.bind
   local be = a.backends or { eager = true, tcompile = true, emmy = true }
@@ -259,8 +296,9 @@ function M.run(a)
     if be.eager then whole[#whole + 1] = { backend = "eager", t = t.eager } end
     if be.tcompile then whole[#whole + 1] = { backend = "tcompile", t = t.tcompile } end
   end
-  if a.transformers then
-    local t, why = a.transformers()
+  if a.model and (be.eager or be.tcompile) then
+    progress("the transformers module")
+    local t, why = M.transformers(a.model.model, a.model.mode, a.model.layer, a.g, a.ins)
     whole[#whole + 1] = { backend = "transformers (eager module)", t = t }
     if why then note("transformers module: " .. why) end
   end
@@ -341,7 +379,7 @@ end
 -- A bench outside `emmy run` (emmy tune --bench): opens the GPU, computes the CPU reference of graph g at its
 -- hints, builds each kernel's chosen variant (plans[i].choice), checks each alone against the reference, then
 -- benches, prints and (with a.dump_dir) writes the bench files. a = {g, graph_after, plans, backends, seed,
--- dump_dir}. Returns the result, or nil, msg.
+-- dump_dir, model (as M.run's)}. Returns the result, or nil, msg.
 function M.session(a)
   local inputs, ref = require "emmy.inputs", require "emmy.ref"
   local cu, err = require("emmy.cuda").open()
@@ -385,7 +423,7 @@ function M.session(a)
     end
   end
   local res = M.run { cu = cu, g = g, graph_after = a.graph_after, plans = a.plans, picks = picks, accuracy = accuracy,
-    ins = ins, vals = vals, bind = bind, at = M.at(g, bind), backends = be }
+    ins = ins, vals = vals, bind = bind, at = M.at(g, bind), backends = be, model = a.model }
   M.print(res)
   if a.dump_dir then
     M.write(a.dump_dir, res, extra)
