@@ -4,10 +4,11 @@
 -- 2. trace the layer (or the whole model) with a dynamic seq_len;
 -- 3. compile: passes, kernels, rules with every gate's reason, CUDA emission, and NVRTC compiles of the
 --    candidates of every kernel with their registers, spills and shared memory (GPU-free);
--- 4. on a GPU: every kernel checked against the CPU reference at the hint with a knob sweep, then each
---    kernel's time (bench/kernels.lua);
--- 5. the steps not built yet (the tune's eager / torch.compile benchmark tables, the analysis views and the
---    findings report: issues 7, 8, 9) are said to be missing, not faked.
+-- 4. on a GPU: every kernel checked against the CPU reference at the hint with a knob sweep, then a clean tune
+--    with --bench: the whole graph and each kernel against PyTorch eager and torch.compile, the bench files
+--    (dump/60_bench_compare.json, 62_kernel_bench.json, kernels.html);
+-- 5. the steps not built yet (the analysis views and the findings report: issues 8, 9) are said to be missing,
+--    not faked.
 -- Every step's wall time and output land in the work dir; the last lines summarize.
 local cli = require "emmy.cli"
 local sys = require "emmy.sys"
@@ -97,17 +98,13 @@ end
 if gpu then
   step("run", with("run", { "--sweep", "20" }), nil)
   -- the tune DB of this work dir (a clean tune each time the workflow runs)
-  step("tune", with("tune", { "--clean", "--dump-dir", work .. "/dump" }), "EMMY_TUNE_DB=" .. shq(work .. "/tune.db"))
-  local b = { "bench/kernels.lua", "--model", opts.model, "--layer", tostring(opts.layer) }
-  if not opts.whole then step("bench", b, "cd " .. shq(EMMY_HOME) .. " &&") end
+  step("tune", with("tune", { "--clean", "--bench", "--dump-dir", work .. "/dump" }), "EMMY_TUNE_DB=" .. shq(work .. "/tune.db"))
 else
-  say("run, tune, bench: need a GPU — skipped on this machine")
+  say("run, tune --bench: need a GPU — skipped on this machine")
 end
 
 -- 5. not yet built
 local missing = {
-  "tune --bench: the tune's picks benched against PyTorch eager and torch.compile in its tables, emmy compare (issue 7) —"
-    .. " today bench/kernels.lua --torch times the default and swept variants on a GPU",
   "eval views, run --ab, run --profile (issue 8)",
   "the findings report plans/<slug>-layer<N>-tune-findings.md (issue 9)",
 }
