@@ -281,7 +281,7 @@ function M.run(a)
   local be = a.backends or { eager = true, tcompile = true, emmy = true }
   local info = cu:info()
   local res = { format = "emmy.bench", version = M.FORMAT_VERSION, device = info.name, at = a.at,
-    regime = ("deploy: CUDA-graph replay, warm-up, median of %d (layer: %d) with p20/p80, same inputs for every backend")
+    regime = ("deploy: CUDA-graph replay, warm-up, median of %d (layer: %d) with p20/p80, L2 warm, same inputs for every backend")
       :format(M.REGIME.reps, M.LAYER_REPS), whole = {}, kernels = {}, notes = {} }
   local function note(s) res.notes[#res.notes + 1] = s end
   local function progress(s) io.stderr:write("  bench: " .. s .. "\n") end
