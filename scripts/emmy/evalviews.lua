@@ -1,0 +1,410 @@
+-- emmy.evalviews — the analysis views over a tune DB (`emmy eval …`): each view returns plain data (printed as
+-- aligned text or JSON by scripts/commands/eval.lua), so tests check its numbers against values worked out by
+-- hand. Rows are the latest measurement of each variant in one measuring context (the context with the most
+-- rows unless one is given); rows of different contexts are never mixed.
+local cjson = require "cjson"
+local sqlite = require "emmy.sqlite"
+local tunedb = require "emmy.tunedb"
+
+local M = {}
+
+local function parse_knobs(s)
+  local t = {}
+  for key, v in (s or ""):gmatch("([%w_]+)=(%-?[%d.]+)") do t[key] = tonumber(v) end
+  return t
+end
+M.parse_knobs = parse_knobs
+
+-- Opens a tune DB for reading: one line when it does not exist, has another schema version or is empty.
+-- Returns db, context {id, gpu, regime, rows} | nil, msg.
+function M.open(path, context_id)
+  local f = io.open(path, "rb")
+  if not f then return nil, ("no tune DB at %s (run emmy tune first, or give --db PATH)"):format(path) end
+  f:close()
+  local h, err = sqlite.open(path)
+  if not h then return nil, ("%s: %s"):format(path, err) end
+  local v = h:rows("PRAGMA user_version")
+  h:close()
+  local ver = v and v[1] and v[1].user_version
+  if ver ~= tunedb.SCHEMA then
+    return nil, ("%s: tune DB schema version %s, this emmy reads version %d"):format(path, tostring(ver), tunedb.SCHEMA)
+  end
+  local db, oerr = tunedb.open(path)
+  if not db then return nil, oerr end
+  local ctxs = assert(db.h:rows([[SELECT c.id, c.gpu, c.cc, c.regime, COUNT(m.id) AS rows FROM contexts c
+    LEFT JOIN measurements m ON m.context_id = c.id GROUP BY c.id ORDER BY rows DESC, c.id DESC]]))
+  if #ctxs == 0 or ctxs[1].rows == 0 then
+    db:close()
+    return nil, ("%s: the tune DB has no measurements yet (run emmy tune first)"):format(path)
+  end
+  local ctx = ctxs[1]
+  if context_id then
+    ctx = nil
+    for _, c in ipairs(ctxs) do if c.id == context_id then ctx = c end end
+    if not ctx then
+      db:close()
+      return nil, ("%s: no context %d (the DB has %d)"):format(path, context_id, #ctxs)
+    end
+  end
+  return db, ctx
+end
+
+-- The latest row of every variant of the kernels whose name contains substr (all when nil), grouped by kernel:
+-- {{hash, name, kind, facts, rows = {{knobs, knob = {K = v}, tier, status, error, us, p20, p80, regs, spills, smem,
+-- offline, online, order}}}} in the order of the kernels' first measurement.
+function M.kernels(db, ctx, substr)
+  local rows = assert(db.h:rows([[SELECT k.hash, k.name, k.ops AS kind, k.features, v.knobs, v.tier, m.status, m.error,
+      m.median_us AS us, m.p20_us AS p20, m.p80_us AS p80, m.regs, m.spills, m.smem, m.prior_offline AS offline,
+      m.prior_online AS online, m.search_order AS ord, m.id
+    FROM measurements m JOIN variants v ON v.id = m.variant_id JOIN kernels k ON k.hash = v.kernel_hash
+    WHERE m.context_id = ? AND m.id = (SELECT MAX(m2.id) FROM measurements m2 WHERE m2.context_id = m.context_id
+      AND m2.variant_id = m.variant_id)
+    ORDER BY m.id]], ctx.id))
+  local out, by = {}, {}
+  for _, r in ipairs(rows) do
+    if not substr or r.name:find(substr, 1, true) then
+      local k = by[r.hash]
+      if not k then
+        local okf, facts = pcall(cjson.decode, r.features or "null")
+        k = { hash = r.hash, name = r.name, kind = r.kind, facts = okf and facts ~= cjson.null and facts or nil, rows = {} }
+        by[r.hash] = k
+        out[#out + 1] = k
+      end
+      k.rows[#k.rows + 1] = { knobs = r.knobs, knob = parse_knobs(r.knobs), tier = r.tier, status = r.status, error = r.error,
+        us = r.us, p20 = r.p20, p80 = r.p80, regs = r.regs, spills = r.spills, smem = r.smem, offline = r.offline,
+        online = r.online, order = r.ord }
+    end
+  end
+  return out
+end
+
+local function ok_rows(k)
+  local t = {}
+  for _, r in ipairs(k.rows) do if r.status == "ok" and r.us then t[#t + 1] = r end end
+  table.sort(t, function(a, b) return a.us < b.us or (a.us == b.us and a.knobs < b.knobs) end)
+  return t
+end
+M.ok_rows = ok_rows
+
+-- The prior's pick among a kernel's ok rows: the row with the lowest prediction of `half` ("offline" or
+-- "online"); its rank among the ok rows by measured time and its ratio to the best. nil when no row has it.
+function M.prior_pick(oks, half)
+  local pick
+  for _, r in ipairs(oks) do
+    local p = r[half]
+    if p and (not pick or p < pick[half]) then pick = r end
+  end
+  if not pick then return nil end
+  local rank
+  for i, r in ipairs(oks) do if r == pick then rank = i end end
+  return { row = pick, rank = rank, n = #oks, ratio = pick.us / oks[1].us }
+end
+
+-- Why a kernel has no tensor-core row: the refused verdicts of its tensor-core tier gates, evaluated on the facts
+-- the tune stored (rules/tile/). Returns {{rule, file, line, reason}} (empty when a gate passed or none applies).
+local TC_RULES = { warp_tier = true, wgmma_tier = true, flash_tier = true }
+function M.lockout(k)
+  if not k.facts then return {} end
+  local rules, kernels = require "emmy.rules", require "emmy.kernels"
+  local okr, ev = pcall(rules.evaluate, rules.load(), k.facts, kernels.device())
+  if not okr then return { { rule = "?", file = "?", line = 0, reason = "the rules could not be evaluated: " .. tostring(ev) } } end
+  local out, passed = {}, false
+  for _, v in ipairs(ev.verdicts) do
+    if TC_RULES[v.rule] then
+      if v.ok then passed = true else out[#out + 1] = { rule = v.rule, file = v.file, line = v.line, reason = v.reason } end
+    end
+  end
+  return passed and {} or out
+end
+
+-- eval variants: per kernel its ok rows fastest first (top n), the knobs that differ among them, counts by
+-- status, both prior halves' picks, and the scalar lockout when every row is scalar.
+function M.variants(db, ctx, substr, top)
+  local res = {}
+  for _, k in ipairs(M.kernels(db, ctx, substr)) do
+    local oks = ok_rows(k)
+    local counts = {}
+    for _, r in ipairs(k.rows) do counts[r.status] = (counts[r.status] or 0) + 1 end
+    local shown = {}
+    for i = 1, math.min(top or 10, #oks) do shown[i] = oks[i] end
+    -- the knobs whose value differs among the shown rows (the rest are printed once)
+    local varying, fixed = {}, {}
+    local first = shown[1] and shown[1].knob or {}
+    local keys = {}
+    for key in pairs(first) do keys[#keys + 1] = key end
+    table.sort(keys)
+    for _, key in ipairs(keys) do
+      local same = true
+      for _, r in ipairs(shown) do if r.knob[key] ~= first[key] then same = false end end
+      if same then fixed[#fixed + 1] = key .. "=" .. first[key] else varying[#varying + 1] = key end
+    end
+    local all_scalar = #k.rows > 0
+    for _, r in ipairs(k.rows) do if r.tier ~= "scalar" then all_scalar = false end end
+    local tc = k.kind == "contraction" or k.kind == "attention"
+    res[#res + 1] = { name = k.name, hash = k.hash, kind = k.kind, rows = shown, measured = #k.rows, ok = #oks,
+      counts = counts, varying = varying, fixed = fixed, best_us = oks[1] and oks[1].us,
+      pick_offline = M.prior_pick(oks, "offline"), pick_online = M.prior_pick(oks, "online"),
+      all_scalar = tc and all_scalar or false, lockout = tc and all_scalar and M.lockout(k) or nil }
+  end
+  return res
+end
+
+-- Normalizes an error text for clustering: numbers, hex ids, kernel names and knob strings become placeholders.
+function M.normalize_error(e)
+  e = tostring(e or "")
+  e = e:gsub("k_[%w_]+_%x%x%x%x%x%x", "K")
+  e = e:gsub("%u[%u_]*=%-?%d+[%w_=,]*", "KNOBS")
+  e = e:gsub("0x%x+", "X")
+  e = e:gsub("%d+", "N")
+  e = e:gsub("%s+", " ")
+  return e
+end
+
+-- The trace flags of a tune's command line (the input and the model flags), for a repro command.
+local TRACE_FLAGS = { ["--layer"] = 1, ["--dynamic"] = 1, ["--hint"] = 1, ["--pool"] = 1, ["--dtype"] = 1, ["--batch"] = 1,
+  ["--static"] = 0 }
+function M.trace_args(command)
+  local toks = {}
+  for t in (command or ""):gmatch("%S+") do toks[#toks + 1] = t end
+  local out, i = {}, 1
+  while toks[i] and toks[i] ~= "tune" do i = i + 1 end
+  i = i + 1
+  if toks[i] and not toks[i]:match("^%-") then out[#out + 1] = toks[i] i = i + 1 end
+  while toks[i] do
+    local n = TRACE_FLAGS[toks[i]]
+    if n then
+      for j = 0, n do out[#out + 1] = toks[i + j] end
+      i = i + n + 1
+    else
+      i = i + 1
+    end
+  end
+  return out
+end
+
+-- eval failures: failed rows clustered by (kernel, status, normalized error); per cluster its count, one error
+-- text, the knob assignments every failing row shares (first those no ok row of the kernel has), and a
+-- compile-only repro command with the shared knobs pinned.
+function M.failures(db, ctx, substr)
+  local cmd_of = {}
+  for _, r in ipairs(assert(db.h:rows([[SELECT DISTINCT k.name, r.command FROM measurements m JOIN variants v ON v.id = m.variant_id
+      JOIN kernels k ON k.hash = v.kernel_hash JOIN runs r ON r.id = m.run_id WHERE m.context_id = ? AND m.status <> 'ok'
+      ORDER BY m.id]], ctx.id))) do cmd_of[r.name] = cmd_of[r.name] or r.command end
+  local clusters, order = {}, {}
+  for _, k in ipairs(M.kernels(db, ctx, substr)) do
+    local oks = ok_rows(k)
+    for _, r in ipairs(k.rows) do
+      if r.status ~= "ok" then
+        local key = k.name .. "\0" .. r.status .. "\0" .. M.normalize_error(r.error)
+        local c = clusters[key]
+        if not c then
+          c = { kernel = k.name, status = r.status, error = r.error or "", pattern = M.normalize_error(r.error), rows = {}, oks = oks }
+          clusters[key] = c
+          order[#order + 1] = c
+        end
+        c.rows[#c.rows + 1] = r
+      end
+    end
+  end
+  local out = {}
+  for _, c in ipairs(order) do
+    local shared = {}
+    local first = c.rows[1].knob
+    local keys = {}
+    for key in pairs(first) do keys[#keys + 1] = key end
+    table.sort(keys)
+    for _, key in ipairs(keys) do
+      local same = true
+      for _, r in ipairs(c.rows) do if r.knob[key] ~= first[key] then same = false break end end
+      if same then
+        -- does no ok row of the kernel have it? then it sets the failures apart
+        local in_an_ok = false
+        for _, r in ipairs(c.oks) do if r.knob[key] == first[key] then in_an_ok = true break end end
+        shared[#shared + 1] = { knob = key, value = first[key], distinguishing = not in_an_ok }
+      end
+    end
+    table.sort(shared, function(a, b)
+      if a.distinguishing ~= b.distinguishing then return a.distinguishing end
+      return a.knob < b.knob
+    end)
+    local pins = {}
+    for _, s in ipairs(shared) do pins[#pins + 1] = ("%s:%s=%s"):format(c.kernel, s.knob, s.value) end
+    local targs = M.trace_args(cmd_of[c.kernel])
+    local repro = #targs > 0 and ("EMMY_KNOBS=%s emmy compile %s --kernel %s --nvrtc"):format(table.concat(pins, ","),
+      table.concat(targs, " "), c.kernel) or nil
+    out[#out + 1] = { kernel = c.kernel, status = c.status, count = #c.rows, error = c.error, pattern = c.pattern,
+      shared = shared, repro = repro }
+  end
+  table.sort(out, function(a, b) return a.count > b.count or (a.count == b.count and a.kernel < b.kernel) end)
+  return out
+end
+
+local function quantile(xs, q)
+  if #xs == 0 then return nil end
+  local s = { unpack(xs) }
+  table.sort(s)
+  local pos = 1 + (#s - 1) * q
+  local lo = math.floor(pos)
+  local hi = math.min(#s, lo + 1)
+  return s[lo] + (s[hi] - s[lo]) * (pos - lo)
+end
+M.quantile = quantile
+
+-- eval knobs: per knob and value, the regret of restricting a kernel to that value (its best µs with the knob at
+-- the value / its best µs overall) across the kernels that measured the value: median and p90; and the pairs of
+-- knobs whose effects interact most (per kernel, the log best time of each measured value pair against an
+-- additive fit of the pair's margins; the mean absolute residual, the median over kernels).
+function M.knobs(db, ctx, substr)
+  local per = {} -- per[knob][value] = {regrets}
+  local pair_scores = {}
+  for _, k in ipairs(M.kernels(db, ctx, substr)) do
+    local oks = ok_rows(k)
+    if #oks > 0 then
+      local best = oks[1].us
+      local by_kv = {}
+      for _, r in ipairs(oks) do
+        for key, v in pairs(r.knob) do
+          by_kv[key] = by_kv[key] or {}
+          if not by_kv[key][v] or r.us < by_kv[key][v] then by_kv[key][v] = r.us end
+        end
+      end
+      local keys = {}
+      for key, vals in pairs(by_kv) do
+        local nv = 0
+        for _ in pairs(vals) do nv = nv + 1 end
+        if nv > 1 then
+          keys[#keys + 1] = key
+          per[key] = per[key] or {}
+          for v, us in pairs(vals) do
+            per[key][v] = per[key][v] or {}
+            table.insert(per[key][v], us / best)
+          end
+        end
+      end
+      table.sort(keys)
+      -- interactions between the knobs that vary in this kernel
+      for i = 1, #keys do
+        for j = i + 1, #keys do
+          local a, b = keys[i], keys[j]
+          local cell, ra, cb = {}, {}, {}
+          for _, r in ipairs(oks) do
+            local va, vb = r.knob[a], r.knob[b]
+            local id = va .. "|" .. vb
+            local l = math.log(r.us)
+            if not cell[id] or l < cell[id].l then cell[id] = { a = va, b = vb, l = l } end
+          end
+          local n, sum = 0, 0
+          for _, c in pairs(cell) do
+            ra[c.a] = ra[c.a] or {}
+            cb[c.b] = cb[c.b] or {}
+            table.insert(ra[c.a], c.l)
+            table.insert(cb[c.b], c.l)
+            n, sum = n + 1, sum + c.l
+          end
+          local na, nb = 0, 0
+          for _ in pairs(ra) do na = na + 1 end
+          for _ in pairs(cb) do nb = nb + 1 end
+          if na > 1 and nb > 1 and n >= 4 then
+            local grand = sum / n
+            local function mean(t) local s = 0 for _, x in ipairs(t) do s = s + x end return s / #t end
+            local res = 0
+            for _, c in pairs(cell) do res = res + math.abs(c.l - (mean(ra[c.a]) + mean(cb[c.b]) - grand)) end
+            local key = a .. " x " .. b
+            pair_scores[key] = pair_scores[key] or {}
+            table.insert(pair_scores[key], res / n)
+          end
+        end
+      end
+    end
+  end
+  local knobs = {}
+  for key, vals in pairs(per) do
+    local rows = {}
+    for v, regs in pairs(vals) do
+      rows[#rows + 1] = { value = v, kernels = #regs, median = quantile(regs, 0.5), p90 = quantile(regs, 0.9) }
+    end
+    table.sort(rows, function(x, y) return x.value < y.value end)
+    knobs[#knobs + 1] = { knob = key, values = rows }
+  end
+  table.sort(knobs, function(x, y) return x.knob < y.knob end)
+  local pairs_out = {}
+  for key, s in pairs(pair_scores) do
+    pairs_out[#pairs_out + 1] = { pair = key, kernels = #s, interaction = quantile(s, 0.5) }
+  end
+  table.sort(pairs_out, function(x, y) return x.interaction > y.interaction or (x.interaction == y.interaction and x.pair < y.pair) end)
+  return { knobs = knobs, pairs = pairs_out }
+end
+
+-- Spearman rank correlation of two equal-length lists (ties get their mean rank); nil under 2 values.
+function M.spearman(x, y)
+  local n = #x
+  if n < 2 then return nil end
+  local function ranks(v)
+    local idx = {}
+    for i = 1, n do idx[i] = i end
+    table.sort(idx, function(a, b) return v[a] < v[b] end)
+    local r, i = {}, 1
+    while i <= n do
+      local j = i
+      while j < n and v[idx[j + 1]] == v[idx[i]] do j = j + 1 end
+      for t = i, j do r[idx[t]] = (i + j) / 2 end
+      i = j + 1
+    end
+    return r
+  end
+  local rx, ry = ranks(x), ranks(y)
+  local mx, my = 0, 0
+  for i = 1, n do mx, my = mx + rx[i], my + ry[i] end
+  mx, my = mx / n, my / n
+  local sxy, sxx, syy = 0, 0, 0
+  for i = 1, n do
+    sxy = sxy + (rx[i] - mx) * (ry[i] - my)
+    sxx = sxx + (rx[i] - mx) ^ 2
+    syy = syy + (ry[i] - my) ^ 2
+  end
+  if sxx == 0 or syy == 0 then return nil end
+  return sxy / math.sqrt(sxx * syy)
+end
+
+-- eval online --dataset db: per kernel and prior half, the pick's regret (the µs of the row the half predicts
+-- fastest / the best µs), the rank correlation of its predictions with the measured times, and whether the best
+-- row is in its top k; with aggregates (mean regret, mean rho, top-k hit rate). Only rows with a prediction of
+-- that half count.
+function M.online_db(db, ctx, substr, k_top)
+  k_top = k_top or 5
+  local out = { offline = { kernels = {} }, online = { kernels = {} } }
+  for _, k in ipairs(M.kernels(db, ctx, substr)) do
+    local oks = ok_rows(k)
+    for _, half in ipairs { "offline", "online" } do
+      local rs = {}
+      for _, r in ipairs(oks) do if r[half] then rs[#rs + 1] = r end end
+      if #rs > 0 then
+        local pick = M.prior_pick(rs, half)
+        local xs, ys = {}, {}
+        for i, r in ipairs(rs) do xs[i], ys[i] = r[half], r.us end
+        local by_pred = { unpack(rs) }
+        table.sort(by_pred, function(a, b) return a[half] < b[half] end)
+        local hit = false
+        for i = 1, math.min(k_top, #by_pred) do if by_pred[i] == rs[1] then hit = true end end
+        table.insert(out[half].kernels, { name = k.name, rows = #rs, regret = pick.ratio, rank = pick.rank,
+          rho = M.spearman(xs, ys), hit = hit })
+      end
+    end
+  end
+  for _, half in ipairs { "offline", "online" } do
+    local h = out[half]
+    local n, sr, srho, nrho, hits = #h.kernels, 0, 0, 0, 0
+    for _, r in ipairs(h.kernels) do
+      sr = sr + r.regret
+      if r.rho then srho, nrho = srho + r.rho, nrho + 1 end
+      if r.hit then hits = hits + 1 end
+    end
+    h.mean_regret = n > 0 and sr / n or nil
+    h.mean_rho = nrho > 0 and srho / nrho or nil
+    h.hit_rate = n > 0 and hits / n or nil
+    h.k = k_top
+  end
+  return out
+end
+
+return M
