@@ -16,16 +16,28 @@ end
 
 return {
   summary = "interactive LuaJIT prompt with the emmy modules loaded",
-  usage = [[usage: emmy repl
+  usage = [[usage: emmy repl [--db PATH]
 
   Reads Lua lines (statements or expressions; an expression's values are printed). Preloaded globals:
   ir, ref, sys, graphjson, inputs, cjson. Works with piped stdin (no prompt is printed then).
-  Example: g = graphjson.read("tests/fixtures/rmsnorm.torch.json"); print(g:hash())]],
+  Example: g = graphjson.read("tests/fixtures/rmsnorm.torch.json"); print(g:hash())
+  --db PATH  also opens a tune DB as the global db (its context with the most rows), with helpers:
+             db:kernels()                      the kernels: {name, hash, kind, measured, ok, best_us}
+             db:variants{kernel = "linear"}    emmy eval variants' data (top = N)
+             db:failures()                     emmy eval failures' clusters (kernel = SUBSTR)
+             db:knobs(), db:online()           emmy eval knobs / online's data
+             db:sql("SELECT … WHERE x = ?", v) a read query, parameters bound
+  Example: for _, k in ipairs(db:kernels()) do print(k.name, k.best_us) end]],
   run = function(argv)
-    cli.parse(argv, {}, "repl")
+    local opts = cli.parse(argv, { flags = { ["--db"] = { kind = "string" } } }, "repl")
     local env = setmetatable({ ir = require "emmy.ir", ref = require "emmy.ref", sys = sys,
       graphjson = require "emmy.graphjson", inputs = require "emmy.inputs", cjson = require "cjson",
       pretty = pretty }, { __index = _G })
+    if opts.db then
+      local db, err = require("emmy.evalviews").repl_db(opts.db)
+      if not db then cli.usage("repl: %s", err) end
+      env.db = db
+    end
     local tty = sys.isatty(0)
     if tty then print("emmy repl — LuaJIT with emmy modules (ir, ref, sys, graphjson, inputs); Ctrl-D exits") end
     local buf = ""

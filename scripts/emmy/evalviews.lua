@@ -407,4 +407,29 @@ function M.online_db(db, ctx, substr, k_top)
   return out
 end
 
+-- The tune DB in the REPL (`emmy repl --db PATH`): an object with the views as methods. kernels() lists the
+-- context's kernels {name, hash, kind, measured, ok, best_us}; variants{kernel = SUBSTR, top = N}, failures{kernel =},
+-- knobs{kernel =}, online{kernel =, k =} are the eval views' data; sql(query, ...) runs a read query with bound
+-- parameters; close() closes it. Returns the object or nil, msg (as M.open).
+function M.repl_db(path, context_id)
+  local db, ctx = M.open(path, context_id)
+  if not db then return nil, ctx end
+  local o = { path = path, context = ctx }
+  function o:kernels()
+    local out = {}
+    for _, k in ipairs(M.kernels(db, ctx)) do
+      local oks = ok_rows(k)
+      out[#out + 1] = { name = k.name, hash = k.hash, kind = k.kind, measured = #k.rows, ok = #oks, best_us = oks[1] and oks[1].us }
+    end
+    return out
+  end
+  function o:variants(a) a = a or {} return M.variants(db, ctx, a.kernel, a.top) end
+  function o:failures(a) a = a or {} return M.failures(db, ctx, a.kernel) end
+  function o:knobs(a) a = a or {} return M.knobs(db, ctx, a.kernel) end
+  function o:online(a) a = a or {} return M.online_db(db, ctx, a.kernel, a.k) end
+  function o:sql(q, ...) return db.h:rows(q, ...) end
+  function o:close() db:close() end
+  return o
+end
+
 return M

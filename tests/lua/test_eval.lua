@@ -196,4 +196,19 @@ test("emmy eval: the four views print; --json; an empty DB, an unknown kernel, a
   one_line({ "eval", "sideways" }, "unknown view 'sideways'")
 end)
 
+test("emmy repl --db: the tune DB with helpers (kernels, variants, failures, sql); a missing DB is one line", function()
+  local _, _, path = opened()
+  local code, out, err = emmy({ "repl", "--db", path }, { stdin = table.concat({
+    "for _, k in ipairs(db:kernels()) do print('K', k.name, k.measured, k.ok, k.best_us) end",
+    "print('V', db:variants{kernel = 'linear'}[1].pick_offline.rank)",
+    "print('F', db:failures()[1].count)",
+    "print('S', db:sql('SELECT COUNT(*) AS n FROM measurements WHERE status = ?', 'ok')[1].n)",
+  }, "\n") .. "\n" })
+  eq(code, 0, err)
+  check(out:find("K\tk_linear_aaaaaa\t8\t4\t10", 1, true) and out:find("K\tk_sdpa_cccccc\t2\t2\t40", 1, true), out)
+  check(out:find("V\t2", 1, true) and out:find("F\t3", 1, true) and out:find("S\t9", 1, true), out)
+  local c2, _, e2 = emmy { "repl", "--db", tmpdir() .. "/none.db" }
+  check(c2 == 2 and e2:find("no tune DB at", 1, true) and not e2:find("\n.", 1), e2)
+end)
+
 return T
