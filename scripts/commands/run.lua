@@ -20,7 +20,7 @@ end
 return {
   summary = "run a model or graph on the GPU and check every kernel against the CPU reference",
   usage = "usage: emmy run INPUT|--ir FILE.json [trace flags] [--seq-len N | --bind NAME=N …] [--sweep N] [--kernel SUBSTR]\n" ..
-    "                [--seed S] [--dump-dir D] [--bench [--bench-backends eager,tcompile,emmy]]\n\n" .. frontend.USAGE .. [[
+    "                [--seed S] [--dump-dir D] [--bench [--bench-backends L]] [--ab K=V,…]\n\n" .. frontend.USAGE .. [[
 
   --ir FILE.json       the graph to run given by name (a dump's <stage>.kernels/<kname>.torch.json
                        reproducer, or any .torch.json graph); the same as giving it as INPUT
@@ -33,12 +33,16 @@ return {
                        through tools/torchref/bench.py with $EMMY_PYTHON), emmy's in-program time per kernel
                        from CUPTI; with --dump-dir also 60_bench_compare.json, 62_kernel_bench.json, kernels.html
   --bench-backends L   the backends to bench (default eager,tcompile,emmy)
+  --ab "K=V,…"         (repeatable) also lower each kernel (those --kernel names) with these knobs pinned, check
+                       it and time it alone beside its default: an "ab K=V,…" row, the differing knobs marked; a
+                       pin a gate refuses (with the gate's reason), a knob the kernel lacks or a realized variant
+                       that differs from the pins is a refused row, never benched (with --dump-dir: 63_ab.json)
   Exit status 1 when any kernel or the final output mismatches.]],
   run = function(argv)
     local opts, pos = cli.parse(argv, {
       flags = frontend.merge_flags { ["--bind"] = { kind = "string", multi = true }, ["--sweep"] = { kind = "int", default = 0, min = 0 },
         ["--kernel"] = { kind = "string" }, ["--dump-dir"] = { kind = "string" }, ["--json"] = { kind = "bool" },
-        ["--ir"] = { kind = "string" }, ["--bench"] = { kind = "bool" }, ["--bench-backends"] = { kind = "string" } },
+        ["--ir"] = { kind = "string" }, ["--bench"] = { kind = "bool" }, ["--bench-backends"] = { kind = "string" }, ["--ab"] = { kind = "string", multi = true } },
       positional = { "input" }, usage = "emmy run INPUT [--seq-len N]",
     }, "run")
     if opts.ir and pos.input and opts.ir ~= pos.input then
@@ -48,6 +52,10 @@ return {
     local bench_backends, berr = bench.parse_backends(opts.bench_backends)
     if not bench_backends then cli.usage("run: %s", berr) end
     if opts.bench_backends and not opts.bench then cli.usage("run: --bench-backends needs --bench") end
+    for _, spec in ipairs(opts.ab) do
+      local okab, aerr = bench.parse_ab(spec)
+      if not okab then cli.usage("run: %s", aerr) end
+    end
     if opts.ir and not opts.ir:match("%.json$") then
       cli.usage("run: --ir takes a .torch.json graph file, got '%s' (a model is given as INPUT)", opts.ir)
     end
@@ -223,6 +231,19 @@ return {
         end
       end
       tbl.print { header = { "kernel", "variants ok", "failed", "first failure" }, rows = srows, align = "lrrl" }
+    end
+    -- --ab: pinned variants beside each kernel's default (emmy.bench)
+    if #opts.ab > 0 and not cu:lost() then
+      local picks = {}
+      for _, p in ipairs(order) do picks[p.kernel.name] = not by_name[p.kernel.name].error and by_name[p.kernel.name] or nil end
+      local abl = order
+      if opts.kernel then
+        abl = {}
+        for _, p in ipairs(order) do if p.kernel.name:find(opts.kernel, 1, true) then abl[#abl + 1] = p end end
+      end
+      local rows = bench.ab { cu = cu, plans = abl, picks = picks, ins = ins, vals = vals, bind = bind, specs = opts.ab }
+      bench.print_ab(rows)
+      if opts.dump_dir then require("emmy.dump").write_file(opts.dump_dir .. "/63_ab.json", require("cjson").encode { ab = rows }) end
     end
     -- --bench: the whole graph and each kernel against torch eager and torch.compile (emmy.bench)
     if opts.bench and not cu:lost() then

@@ -432,6 +432,92 @@ function M.session(a)
   return res
 end
 
+-- Parses an --ab spec "K=V,K2=V2" into {K = v}; nil, msg when malformed.
+function M.parse_ab(spec)
+  local pins, n = {}, 0
+  for item in spec:gmatch("[^,]+") do
+    local key, v = item:match("^%s*([%u][%u%d_]*)=(%-?%d+)%s*$")
+    if not key then return nil, ("--ab '%s': '%s' is not KNOB=N"):format(spec, item) end
+    pins[key], n = tonumber(v), n + 1
+  end
+  if n == 0 then return nil, ("--ab '%s': no KNOB=N"):format(spec) end
+  return pins
+end
+
+-- A/B: each distinct kernel's default pick (plans[i].choice, built as picks[name]) and, per spec, the variant the
+-- pins select, lowered fresh, checked against the reference and timed alone in the deploy regime. A pin a gate
+-- refuses, a knob the kernel does not have, or a realized variant whose knobs differ from the pins is a refused
+-- row (never benched). Returns {{kernel, label, knobs, status, stats, ratio (µs / default µs), diff = {"K=V"}}}.
+function M.ab(a)
+  local rules = require "emmy.rules"
+  local cu, bind = a.cu, a.bind
+  local out = {}
+  local function time_one(p, e)
+    local kb = {}
+    for _, v in ipairs(p.kernel.repro:inputs()) do kb[v.name] = assert(cu:upload(a.vals[v.name] or a.ins[v.name])) end
+    local ok, err = gpu.launch(cu, p, e, kb, bind)
+    if ok then ok, err = cu:sync() end
+    if not ok then return nil, "launch_fail: " .. tostring(err) end
+    local _, why = gpu.check_outputs(p.kernel.repro, kb, a.vals, bind)
+    if why then return nil, "wrong: " .. why end
+    return M.with_clock(cu, function() return cu:time(function() return gpu.launch(cu, p, e, kb, bind) end, M.REGIME) end)
+  end
+  for _, p in ipairs(a.plans) do
+    local name = p.kernel.name
+    local base = p.choice
+    local bt, berr
+    if a.picks[name] then bt, berr = time_one(p, a.picks[name]) else berr = "the default did not build" end
+    out[#out + 1] = { kernel = name, label = "default", knobs = base.string, status = bt and "ok" or berr, stats = stats(bt), diff = {} }
+    for _, spec in ipairs(a.specs) do
+      local pins = assert(M.parse_ab(spec))
+      local row = { kernel = name, label = "ab " .. spec, diff = {} }
+      out[#out + 1] = row
+      local missing = {}
+      for key in pairs(pins) do if p.eval.declared[key] == nil then missing[#missing + 1] = key end end
+      table.sort(missing)
+      if #missing > 0 then
+        row.status = ("refused: %s %s not a knob of this kernel"):format(table.concat(missing, ", "), #missing > 1 and "are" or "is")
+        goto next_spec
+      end
+      do
+        local okp, cands = pcall(rules.apply_pins, name, p.eval, (function() local t = {} for k, v in pairs(pins) do t[k] = v end return t end)())
+        if not okp then row.status = "refused: " .. tostring(cands) goto next_spec end
+        local c = cands[1]
+        for key, v in pairs(pins) do
+          if c.knobs[key] ~= v then
+            row.status = ("refused: the realized variant has %s=%s, not the pinned %d"):format(key, tostring(c.knobs[key]), v)
+            goto next_spec
+          end
+        end
+        row.knobs = c.string
+        for key, v in pairs(c.knobs) do if base.knobs[key] ~= v then row.diff[#row.diff + 1] = key .. "=" .. v end end
+        table.sort(row.diff)
+        local okb, built = pcall(gpu.build, cu, { { plan = p, knobs = c.knobs } })
+        local e = okb and built[1] or { error = tostring(built) }
+        if e.error then row.status = e.error goto next_spec end
+        local t, err = time_one(p, e)
+        row.status, row.stats = t and "ok" or err, stats(t)
+        if t and bt then row.ratio = t.median_us / bt.median_us end
+      end
+      ::next_spec::
+    end
+  end
+  return out
+end
+
+function M.print_ab(rows)
+  local tr = {}
+  for _, r in ipairs(rows) do
+    local s = r.stats
+    tr[#tr + 1] = { r.kernel, r.label, fmt(s and s.median_us), s and ("%.1f-%.1f"):format(s.p20_us, s.p80_us) or "-",
+      r.ratio and ("%.2fx"):format(r.ratio) or (r.label == "default" and "1.00x" or "-"),
+      #r.diff > 0 and ("*" .. table.concat(r.diff, "* *") .. "*") or (r.label == "default" and (r.knobs or "") or ""),
+      r.status ~= "ok" and r.status or "" }
+  end
+  print("\nA/B: each pinned variant lowered fresh, checked, timed alone beside the default (µs / default: below 1 is faster; *K=V*: knobs that differ)")
+  tbl.print { header = { "kernel", "variant", "µs", "p20-p80", "vs default", "knobs", "" }, rows = tr, align = "llrrrll" }
+end
+
 -- The two tables, aligned text.
 function M.print(res)
   print(("\nbenched at %s on %s; %s"):format(res.at, res.device, res.regime))

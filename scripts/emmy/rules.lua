@@ -318,10 +318,16 @@ function M.apply_pins(kname, res, pins)
           local x = c.knobs[key]
           if not seen[x] then seen[x] = true vals[#vals + 1] = tostring(x) end
         end
-        error(("%s: pin %s=%d matches no candidate (%s takes %s)"):format(kname, key, v, key, table.concat(vals, ", ")), 0)
+        -- (a pin some candidate has is not the culprit alone: the pins exclude each other)
+        if not seen[v] then
+          error(("%s: pin %s=%d matches no candidate (%s takes %s)"):format(kname, key, v, key, table.concat(vals, ", ")), 0)
+        end
       end
     end
-    error(("%s: the pins match no candidate together"):format(kname), 0)
+    local ps = {}
+    for key, v in pairs(pins) do if res.declared[key] ~= nil then ps[#ps + 1] = key .. "=" .. v end end
+    table.sort(ps)
+    error(("%s: the pins %s match no candidate together (each alone does)"):format(kname, table.concat(ps, ",")), 0)
   end
   return out
 end

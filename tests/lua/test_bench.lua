@@ -211,4 +211,23 @@ test("emmy run --bench with the mock driver and PyTorch on the CPU: both tables,
   check(io.open(d .. "/dump/kernels.html") ~= nil, "page written")
 end)
 
+test("run --ab: each spec a row beside the default; a gate's refusal, a knob the kernel lacks, pins that exclude each other are refused rows", function()
+  local d = tmpdir()
+  local so = d .. "/libcuda_mock.so"
+  local cc, cout = sh(("cc -shared -fPIC -O1 -o %s %s"):format(shell_quote(so), shell_quote(ROOT .. "/tests/fixtures/cuda_mock.c")))
+  if cc ~= 0 then skip("cannot build the mock driver: " .. cout:sub(1, 200)) end
+  local code, out, err = emmy({ "run", "Qwen/Qwen3-Embedding-0.6B", "--layer", "0", "--dynamic", "seq_len@x:1", "--seq-len", "8",
+    "--kernel", "linear_7363", "--ab", "BM=128", "--ab", "TMA=0,WGMMA=1", "--ab", "THREADS=64", "--ab", "BM=96",
+    "--dump-dir", d .. "/dump" }, { env = ("EMMY_LIBCUDA=%s EMMY_CUBIN_CACHE=%s/cc"):format(so, d) })
+  eq(code, 1, "the mock loads no kernel: " .. err)
+  check(out:find("k_linear_7363a2%s+ab BM=128%s.-%*BM=128%* %*WM=8%*"), "the realized variant's differing knobs: " .. out)
+  check(out:find("the pins TMA=0,WGMMA=1 match no candidate together", 1, true), out)
+  check(out:find("refused: THREADS is not a knob of this kernel", 1, true), out)
+  check(out:find("pin BM=96 matches no candidate (BM takes 64, 128, 32)", 1, true), out)
+  local j = cjson.decode(read(d .. "/dump/63_ab.json"))
+  eq(#j.ab, 5, "the default and four specs")
+  local c2, _, e2 = emmy { "run", "x.torch.json", "--ab", "bm=1" }
+  check(c2 == 2 and e2:find("'bm=1' is not KNOB=N", 1, true), e2)
+end)
+
 return T
