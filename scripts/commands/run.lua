@@ -20,7 +20,7 @@ end
 return {
   summary = "run a model or graph on the GPU and check every kernel against the CPU reference",
   usage = "usage: emmy run INPUT|--ir FILE.json [trace flags] [--seq-len N | --bind NAME=N …] [--sweep N] [--kernel SUBSTR]\n" ..
-    "                [--seed S] [--dump-dir D] [--bench [--bench-backends L]] [--ab K=V,…]\n\n" .. frontend.USAGE .. [[
+    "                [--seed S] [--dump-dir D] [--bench [--bench-backends L]] [--ab K=V,…] [--profile]\n\n" .. frontend.USAGE .. [[
 
   --ir FILE.json       the graph to run given by name (a dump's <stage>.kernels/<kname>.torch.json
                        reproducer, or any .torch.json graph); the same as giving it as INPUT
@@ -37,12 +37,19 @@ return {
                        it and time it alone beside its default: an "ab K=V,…" row, the differing knobs marked; a
                        pin a gate refuses (with the gate's reason), a knob the kernel lacks or a realized variant
                        that differs from the pins is a refused row, never benched (with --dump-dir: 63_ab.json)
+  --profile            re-run the graph under Nsight Compute (ncu; EMMY_NCU names it): emmy's kernels and the
+                       kernels eager and torch.compile launch for the same ops, one side-by-side table of duration,
+                       achieved occupancy, SM / DRAM / tensor-pipe / FMA throughput, LSU instructions, shared bank
+                       conflicts, registers (with --dump-dir: 61_ncu_metrics.csv and .json); counters not permitted
+                       (ERR_NVGPUCTRPERM) is one line and the run goes on
+  --clock-control M    ncu's clock control for --profile: none (default: clocks left alone) or base
   Exit status 1 when any kernel or the final output mismatches.]],
   run = function(argv)
     local opts, pos = cli.parse(argv, {
       flags = frontend.merge_flags { ["--bind"] = { kind = "string", multi = true }, ["--sweep"] = { kind = "int", default = 0, min = 0 },
         ["--kernel"] = { kind = "string" }, ["--dump-dir"] = { kind = "string" }, ["--json"] = { kind = "bool" },
-        ["--ir"] = { kind = "string" }, ["--bench"] = { kind = "bool" }, ["--bench-backends"] = { kind = "string" }, ["--ab"] = { kind = "string", multi = true } },
+        ["--ir"] = { kind = "string" }, ["--bench"] = { kind = "bool" }, ["--bench-backends"] = { kind = "string" }, ["--ab"] = { kind = "string", multi = true },
+        ["--profile"] = { kind = "bool" }, ["--clock-control"] = { kind = "string", default = "none" } },
       positional = { "input" }, usage = "emmy run INPUT [--seq-len N]",
     }, "run")
     if opts.ir and pos.input and opts.ir ~= pos.input then
@@ -52,6 +59,9 @@ return {
     local bench_backends, berr = bench.parse_backends(opts.bench_backends)
     if not bench_backends then cli.usage("run: %s", berr) end
     if opts.bench_backends and not opts.bench then cli.usage("run: --bench-backends needs --bench") end
+    if opts.clock_control ~= "none" and opts.clock_control ~= "base" then
+      cli.usage("run: --clock-control %s (none or base)", opts.clock_control)
+    end
     for _, spec in ipairs(opts.ab) do
       local okab, aerr = bench.parse_ab(spec)
       if not okab then cli.usage("run: %s", aerr) end
@@ -244,6 +254,23 @@ return {
       local rows = bench.ab { cu = cu, plans = abl, picks = picks, ins = ins, vals = vals, bind = bind, specs = opts.ab }
       bench.print_ab(rows)
       if opts.dump_dir then require("emmy.dump").write_file(opts.dump_dir .. "/63_ab.json", require("cjson").encode { ab = rows }) end
+    end
+    -- --profile: the graph's kernels under ncu beside eager's and torch.compile's (emmy.profile)
+    if opts.profile and not cu:lost() then
+      local profile = require "emmy.profile"
+      local file = r.file
+      if not file then
+        file = os.tmpname() .. ".torch.json"
+        cli.check(require("emmy.graphjson").write(g, file))
+      end
+      local pr = profile.run { repro = file, graph = g, bind = bind, clock_control = opts.clock_control,
+        value_of = function(name) return ins[name] end }
+      if not r.file then os.remove(file) end
+      profile.print(pr)
+      if opts.dump_dir then
+        profile.write(opts.dump_dir, pr)
+        print(("profile files: %s/61_ncu_metrics.csv, 61_ncu_metrics.json"):format(opts.dump_dir))
+      end
     end
     -- --bench: the whole graph and each kernel against torch eager and torch.compile (emmy.bench)
     if opts.bench and not cu:lost() then

@@ -230,4 +230,37 @@ test("run --ab: each spec a row beside the default; a gate's refusal, a knob the
   check(c2 == 2 and e2:find("'bm=1' is not KNOB=N", 1, true), e2)
 end)
 
+test("run --profile: ncu's CSV parsed and aggregated per backend; unknown metrics dropped and said; ERR_NVGPUCTRPERM is one line", function()
+  local profile = require "emmy.profile"
+  local csv = table.concat({
+    '"ID","Kernel Name","gpu__time_duration.sum","sm__warps_active.avg.pct_of_peak_sustained_active","sm__inst_executed_pipe_lsu.sum","launch__registers_per_thread"',
+    '"","","usecond","%","inst","register/thread"',
+    '"0","k_linear_aaaaaa","10.5","20","1,000","96"',
+    '"1","k_rms_norm_bbbbbb","2.5","60","500","32"',
+  }, "\n")
+  local rows = profile.parse_csv("==PROF== noise\n" .. csv)
+  eq(#rows, 2)
+  eq(rows[1].name, "k_linear_aaaaaa")
+  eq(rows[1].duration_us, 10.5)
+  eq(rows[1].lsu, 1000, "thousands separators")
+  local agg = profile.aggregate(rows)
+  eq(agg.duration_us, 13)
+  check(math.abs(agg.occupancy - (20 * 10.5 + 60 * 2.5) / 13) < 1e-12, "weighted by duration")
+  eq(agg.regs, 96)
+  eq(agg.lsu, 1500)
+  local ns = profile.parse_csv('"ID","Kernel Name","gpu__time_duration.sum"\n"","","nsecond"\n"0","k","2500"')
+  eq(ns[1].duration_us, 2.5, "ns to µs")
+  -- a stand-in ncu: refuses the wgmma pipe metric once, then prints the CSV above for whatever it runs
+  local d = tmpdir()
+  write_file(d .. "/ncu", "#!/bin/sh\ncase \"$*\" in *gmma*) echo '==ERROR== Failed to find metric sm__pipe_tensor_op_gmma_cycles_active.avg.pct_of_peak_sustained_active'; exit 1;; esac\n"
+    .. "cat <<'EOF'\n" .. csv .. "\nEOF\n")
+  sh("chmod +x " .. d .. "/ncu")
+  local code, o2, e2 = emmy({ ROOT .. "/tests/lua/ncu_probe.lua" }, { env = "EMMY_NCU=" .. d .. "/ncu" })
+  eq(code, 0, e2)
+  check(o2:find("dropped sm__pipe_tensor_op_gmma_cycles_active", 1, true) and o2:find("duration 13.0", 1, true), o2)
+  write_file(d .. "/ncu", "#!/bin/sh\necho '==ERROR== ERR_NVGPUCTRPERM - The user does not have permission'\nexit 1\n")
+  local c3, o3 = emmy({ ROOT .. "/tests/lua/ncu_probe.lua" }, { env = "EMMY_NCU=" .. d .. "/ncu" })
+  check(c3 == 0 and o3:find("error: ncu: this user may not read the GPU's performance counters (ERR_NVGPUCTRPERM)", 1, true), o3)
+end)
+
 return T

@@ -5,6 +5,7 @@ graph (plain CUDA events when capture fails, said in the result), median of many
 
     python3 tools/torchref/bench.py GRAPH.torch.json --inputs DIR [--bind NAME=N] [--device cuda]
                                     [--backends eager,compile] [--reps 100] [--warmup 10] [--json OUT]
+                                    [--nvtx-once]
 
 Inputs are DIR/<input name>.npy as replay.py reads them (emmy writes them). The graph is replayed op by op with
 torch.ops.aten (replay.py's argument conversion); torch.compile compiles that same function. torch.compile's
@@ -129,6 +130,9 @@ def main(argv):
     p.add_argument("--reps", type=int, default=100)
     p.add_argument("--warmup", type=int, default=10)
     p.add_argument("--json", metavar="OUT")
+    p.add_argument("--nvtx-once", action="store_true",
+                   help="no timing: after one warm-up call, one call of each backend inside the NVTX range "
+                        "emmy_profile_<backend> (for ncu --nvtx --nvtx-include emmy_profile_<backend>/)")
     a = p.parse_args(argv)
     try:
         g = replay.load_graph(a.graph)
@@ -160,6 +164,16 @@ def main(argv):
                     raise Fail("unknown backend '%s' (eager, compile)" % backend)
                 out = fn(inputs)
                 diff = max(float((x.float() - y.float()).abs().max()) if x.numel() else 0.0 for x, y in zip(out, ref))
+                if a.nvtx_once:  # (NVTX ranges only on the GPU: a CPU build of torch has none)
+                    if device.type == "cuda":
+                        torch.cuda.synchronize()
+                        torch.cuda.nvtx.range_push("emmy_profile_" + backend)
+                    fn(inputs)
+                    if device.type == "cuda":
+                        torch.cuda.synchronize()
+                        torch.cuda.nvtx.range_pop()
+                    result["backends"][backend] = {"nvtx_range": "emmy_profile_" + backend, "max_abs_vs_eager": diff}
+                    continue
                 r = timer(fn, inputs, a.reps, a.warmup)
                 r["max_abs_vs_eager"] = diff
                 result["backends"][backend] = r

@@ -1,0 +1,226 @@
+-- emmy.profile — `emmy run … --profile`: a reproducer's kernels under Nsight Compute (ncu), emmy's beside the
+-- kernels eager PyTorch and torch.compile launch for the same ops, one aligned table. ncu runs with an explicit
+-- --clock-control (none by default: the clocks are left alone, as measurements here are), a kernel-name filter
+-- for emmy (its kernels are k_*) and NVTX ranges for torch (tools/torchref/bench.py --nvtx-once wraps one call of
+-- each backend in a range), and a curated metric set; metrics this GPU or ncu does not know are dropped and said.
+-- emmy's own CUPTI timing is not used while ncu is attached (the profiled run does not bench).
+local cjson = require "cjson"
+local sys = require "emmy.sys"
+
+local M = {}
+
+-- The curated metrics: {key, ncu metric, label, unit conversion}.
+M.METRICS = {
+  { key = "duration_us", metric = "gpu__time_duration.sum", label = "duration (µs)", time = true },
+  { key = "occupancy", metric = "sm__warps_active.avg.pct_of_peak_sustained_active", label = "achieved occupancy (%)", pct = true },
+  { key = "sm", metric = "sm__throughput.avg.pct_of_peak_sustained_elapsed", label = "SM throughput (%)", pct = true },
+  { key = "dram", metric = "dram__throughput.avg.pct_of_peak_sustained_elapsed", label = "DRAM throughput (%)", pct = true },
+  { key = "tensor_mma", metric = "sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active", label = "tensor pipe, mma.sync (%)", pct = true },
+  { key = "tensor_gmma", metric = "sm__pipe_tensor_op_gmma_cycles_active.avg.pct_of_peak_sustained_active", label = "tensor pipe, wgmma (%)", pct = true },
+  { key = "fma", metric = "sm__pipe_fma_cycles_active.avg.pct_of_peak_sustained_active", label = "FMA pipe (%)", pct = true },
+  { key = "lsu", metric = "sm__inst_executed_pipe_lsu.sum", label = "LSU instructions", sum = true },
+  { key = "bank_conflicts", metric = "l1tex__data_bank_conflicts_pipe_lsu_mem_shared.sum", label = "shared-memory bank conflicts", sum = true },
+  { key = "regs", metric = "launch__registers_per_thread", label = "registers per thread", max = true },
+}
+
+function M.ncu_path()
+  local env = os.getenv("EMMY_NCU")
+  if env and env ~= "" then return env end
+  local p = io.popen("command -v ncu 2>/dev/null || ls /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -n 1")
+  local s = p and p:read("*l")
+  if p then p:close() end
+  return s and s ~= "" and s or nil
+end
+
+local function sq(s) return "'" .. tostring(s):gsub("'", "'\\''") .. "'" end
+
+-- Splits one CSV line (ncu quotes every field).
+local function csv_fields(line)
+  local out, i = {}, 1
+  while i <= #line do
+    if line:sub(i, i) == '"' then
+      local j, buf = i + 1, {}
+      while j <= #line do
+        local ch = line:sub(j, j)
+        if ch == '"' then
+          if line:sub(j + 1, j + 1) == '"' then buf[#buf + 1] = '"' j = j + 2
+          else j = j + 1 break end
+        else buf[#buf + 1] = ch j = j + 1 end
+      end
+      out[#out + 1] = table.concat(buf)
+      i = j + 1 -- (skip the comma)
+    else
+      local j = line:find(",", i, true) or (#line + 1)
+      out[#out + 1] = line:sub(i, j - 1)
+      i = j + 1
+    end
+  end
+  return out
+end
+M.csv_fields = csv_fields
+
+local TIME_US = { nsecond = 1e-3, usecond = 1, msecond = 1e3, second = 1e6 }
+
+-- Parses ncu --csv --page raw output: the header row (ID, …, Kernel Name, …, metrics), the units row, one row per
+-- kernel. Returns {{name, [key] = value in the table's units}} with times in µs.
+function M.parse_csv(text)
+  local lines = {}
+  for l in text:gmatch("[^\r\n]+") do if l:sub(1, 1) == '"' then lines[#lines + 1] = l end end
+  if #lines < 2 then return {} end
+  local header, units = csv_fields(lines[1]), csv_fields(lines[2])
+  local col = {}
+  for i, h in ipairs(header) do col[h] = i end
+  local rows = {}
+  for r = 3, #lines do
+    local f = csv_fields(lines[r])
+    local row = { name = f[col["Kernel Name"] or 0] or "?" }
+    for _, m in ipairs(M.METRICS) do
+      local i = col[m.metric]
+      local v = i and tonumber((f[i] or ""):gsub(",", ""), 10)
+      if v and m.time then v = v * (TIME_US[units[i]] or 1e-3) end
+      row[m.key] = v
+    end
+    rows[#rows + 1] = row
+  end
+  return rows
+end
+
+-- Aggregates a backend's kernels: durations and counts summed, percentages weighted by duration, registers max.
+function M.aggregate(rows)
+  local out = { kernels = #rows }
+  local total = 0
+  for _, r in ipairs(rows) do total = total + (r.duration_us or 0) end
+  for _, m in ipairs(M.METRICS) do
+    local acc, wsum, any = 0, 0, false
+    for _, r in ipairs(rows) do
+      local v = r[m.key]
+      if v then
+        any = true
+        if m.pct then
+          local w = total > 0 and (r.duration_us or 0) or 1
+          acc, wsum = acc + v * w, wsum + w
+        elseif m.max then acc = math.max(acc, v)
+        else acc = acc + v end
+      end
+    end
+    if any then out[m.key] = m.pct and (wsum > 0 and acc / wsum or nil) or acc end
+  end
+  return out
+end
+
+-- Runs cmd under ncu with the metrics; drops metrics ncu does not know and runs again once. Returns csv text,
+-- dropped metric names, or nil and the one-line reason (counters not permitted, ncu missing or failing).
+function M.ncu(cmd, filter, opts)
+  local ncu = M.ncu_path()
+  if not ncu then return nil, "ncu (Nsight Compute) not found: set EMMY_NCU to its path" end
+  local metrics = {}
+  for _, m in ipairs(M.METRICS) do metrics[#metrics + 1] = m.metric end
+  local dropped = {}
+  for _ = 1, 2 do
+    local full = ("%s --clock-control %s --metrics %s --csv --page raw %s %s 2>&1"):format(sq(ncu), opts.clock_control or "none",
+      table.concat(metrics, ","), filter, cmd)
+    local p = io.popen(full)
+    local out = p:read("*a")
+    p:close()
+    if out:find("ERR_NVGPUCTRPERM", 1, true) then
+      return nil, "ncu: this user may not read the GPU's performance counters (ERR_NVGPUCTRPERM)"
+    end
+    local unknown = {}
+    for name in out:gmatch("Failed to find metric[s]? ([%w_%.]+)") do unknown[name] = true end
+    if next(unknown) == nil then
+      if not out:find('"Kernel Name"', 1, true) then
+        local err = out:match("==ERROR==[^\n]*") or out:match("==PROF==[^\n]*") or out:sub(-200)
+        return nil, "ncu: no kernel profiled: " .. tostring(err):gsub("%s+", " ")
+      end
+      return out, dropped
+    end
+    local keep = {}
+    for _, m in ipairs(metrics) do if unknown[m] then dropped[#dropped + 1] = m else keep[#keep + 1] = m end end
+    metrics = keep
+  end
+  return nil, "ncu: metrics unknown to this ncu or GPU: " .. table.concat(dropped, ", ")
+end
+
+-- The profile of reproducer file repro (bound by binds, a list of "NAME=N"): emmy's kernels, then eager and
+-- torch.compile on the inputs value_of gives. Returns {backends = {emmy = agg, eager = agg, tcompile = agg},
+-- kernels = {backend = rows}, csv = {backend = text}, notes = {...}}.
+function M.run(a)
+  local res = { backends = {}, kernels = {}, csv = {}, notes = {}, clock_control = a.clock_control or "none" }
+  local binds = {}
+  for k, v in pairs(a.bind or {}) do binds[#binds + 1] = ("%s=%d"):format(k, v) end
+  table.sort(binds)
+  local exe = sys.realpath("/proc/self/exe")
+  local bargs = {}
+  for _, b in ipairs(binds) do bargs[#bargs + 1] = "--bind " .. b end
+  io.stderr:write("  profile: emmy's kernels under ncu\n")
+  local csv, dropped = M.ncu(("env EMMY_PROFILED=1 %s run --ir %s %s"):format(sq(exe), sq(a.repro), table.concat(bargs, " ")),
+    "--kernel-name regex:^k_", a)
+  if not csv then
+    res.notes[#res.notes + 1] = dropped
+    return res
+  end
+  if #dropped > 0 then res.notes[#res.notes + 1] = "not measured here: " .. table.concat(dropped, ", ") end
+  res.csv.emmy = csv
+  res.kernels.emmy = M.parse_csv(csv)
+  res.backends.emmy = M.aggregate(res.kernels.emmy)
+  -- torch: each backend once inside an NVTX range, the inputs written as for emmy.bench's torch rows
+  local d = os.tmpname()
+  os.remove(d)
+  assert(sys.mkdir_p(d .. "/in"))
+  local gj = require "emmy.graphjson"
+  assert(gj.write(a.graph, d .. "/g.torch.json"))
+  for _, v in ipairs(a.graph:inputs()) do assert(a.value_of(v.name):save(d .. "/in/" .. v.name .. ".npy")) end
+  local py = os.getenv("EMMY_PYTHON") or "python3"
+  for _, b in ipairs { { "eager", "eager" }, { "tcompile", "compile" } } do
+    io.stderr:write(("  profile: %s under ncu\n"):format(b[1]))
+    local tcsv, terr = M.ncu(("%s %s/tools/torchref/bench.py %s/g.torch.json --inputs %s/in --backends %s --nvtx-once %s")
+      :format(py, EMMY_HOME, d, d, b[2], table.concat(bargs, " ")), ("--nvtx --nvtx-include emmy_profile_%s/"):format(b[2]), a)
+    if tcsv then
+      res.csv[b[1]] = tcsv
+      res.kernels[b[1]] = M.parse_csv(tcsv)
+      res.backends[b[1]] = M.aggregate(res.kernels[b[1]])
+    else
+      res.notes[#res.notes + 1] = b[1] .. ": " .. tostring(terr)
+    end
+  end
+  os.execute("rm -rf " .. sq(d))
+  return res
+end
+
+function M.print(res)
+  if next(res.backends) == nil then
+    print("\nprofile: nothing measured")
+    for _, n in ipairs(res.notes) do print("note: " .. n) end
+    return
+  end
+  local tbl = require "emmy.tbl"
+  local cols = { "emmy", "eager", "tcompile" }
+  local rows = { { "kernels", tostring(res.backends.emmy and res.backends.emmy.kernels or "-"),
+    tostring(res.backends.eager and res.backends.eager.kernels or "-"), tostring(res.backends.tcompile and res.backends.tcompile.kernels or "-") } }
+  for _, m in ipairs(M.METRICS) do
+    local row = { m.label }
+    for _, c in ipairs(cols) do
+      local v = res.backends[c] and res.backends[c][m.key]
+      row[#row + 1] = v and ((m.sum and ("%.0f") or "%.1f"):format(v)) or "-"
+    end
+    rows[#rows + 1] = row
+  end
+  print(("\nNsight Compute, side by side (--clock-control %s; per backend: durations and counts summed over its kernels, percentages weighted by duration)"):format(res.clock_control))
+  tbl.print { header = { "metric", "emmy", "eager", "tcompile" }, rows = rows, align = "lrrr" }
+  for _, n in ipairs(res.notes) do print("note: " .. n) end
+end
+
+-- Writes 61_ncu_metrics.csv (each backend's raw ncu CSV under a "# backend" line) and 61_ncu_metrics.json.
+function M.write(dir, res)
+  local write = require("emmy.dump").write_file
+  assert(sys.mkdir_p(dir))
+  local parts = {}
+  for _, b in ipairs { "emmy", "eager", "tcompile" } do
+    if res.csv[b] then parts[#parts + 1] = "# " .. b .. "\n" .. res.csv[b] end
+  end
+  write(dir .. "/61_ncu_metrics.csv", table.concat(parts, "\n"))
+  write(dir .. "/61_ncu_metrics.json", cjson.encode { clock_control = res.clock_control, backends = res.backends,
+    kernels = res.kernels, notes = res.notes })
+end
+
+return M
