@@ -90,6 +90,35 @@ local function print_knobs(res)
   end
 end
 
+local function print_blame(bl)
+  print("\nblame (offline half): the features that pushed each wrong pick (push: the pick's predicted µs rises by this much"
+    .. " when the feature takes the best row's value)")
+  if #bl == 0 then print("  every offline pick is the best measured row") end
+  for _, b in ipairs(bl) do
+    print(("  %s: pick %.2fx of best (predicted %.1f µs against the best's %.1f)"):format(b.name, b.ratio, b.pick_cost, b.best_cost))
+    print("    pick " .. b.pick)
+    print("    best " .. b.best)
+    if b.blind then
+      print("    BLIND: the pick's and the best's features are identical — a featurizer gap (the knobs that differ are not seen)")
+    else
+      for i, p in ipairs(b.pushes) do
+        if i > 6 then break end
+        print(("    %-14s pick %-10s best %-10s push %+.2f µs"):format(p.feature, ("%.4g"):format(p.pick_value), ("%.4g"):format(p.best_value), p.push_us))
+      end
+    end
+  end
+end
+
+local function print_ablate(ab)
+  print(("\nablation (offline half, %d kernels): mean pick regret %s; each feature masked (its median over the kernel's rows)")
+    :format(ab.kernels, fmt(ab.base_regret, "%.3fx")))
+  local rows = {}
+  for _, f in ipairs(ab.features) do
+    rows[#rows + 1] = { f.feature, fmt(f.regret, "%.3fx"), fmt(f.delta, "%+.3f"), f.delta < -1e-9 and "actively misleading" or "" }
+  end
+  tbl.print { header = { "feature masked", "regret", "Δ", "" }, rows = rows, align = "lrrl", indent = "  " }
+end
+
 local function print_online(res)
   for _, half in ipairs { "offline", "online" } do
     local h = res[half]
@@ -107,6 +136,8 @@ local function print_online(res)
       print(("mean regret %.3fx, mean rank correlation %s, best in top %d for %.0f%% of kernels"):format(h.mean_regret,
         fmt(h.mean_rho, "%.2f"), h.k, 100 * h.hit_rate))
     end
+    if half == "offline" and res.blame then print_blame(res.blame) end
+    if half == "offline" and res.ablate then print_ablate(res.ablate) end
   end
 end
 
@@ -115,6 +146,7 @@ local VIEWS = { variants = true, failures = true, knobs = true, online = true }
 return {
   summary = "analysis views over the tune DB: variants, failures, knobs, the prior's quality",
   usage = [[usage: emmy eval variants|failures|knobs|online [--kernel SUBSTR] [--db PATH] [--context N] [--json]
+                 [--top N] [--k N] [--blame] [--ablate]
 
   variants   per kernel, its measured variants fastest first (--top N, default 10): the knobs that differ, tier,
              µs with p20-p80, registers, spills, shared memory; counts by status; each prior half's pick with its
@@ -124,7 +156,9 @@ return {
   knobs      per knob value, the regret of a kernel restricted to it (median and p90 over kernels), and the
              knob pairs that interact most
   online     the prior's quality on the DB's rows (--dataset db), once per half (=== offline prior === and
-             === online prior ===): per kernel the pick's regret, rank correlation, best in the top --k (5)
+             === online prior ===): per kernel the pick's regret, rank correlation, best in the top --k (5);
+             --blame: per wrong offline pick, the features that pushed it (BLIND: identical features);
+             --ablate: the mean regret with each feature masked (Δ < 0: the feature actively misleads)
   --db PATH  the tune DB (default $EMMY_TUNE_DB, else ~/.cache/emmy/tune.db); --context N: a measuring context
              (default: the one with the most rows). An empty DB, an unknown kernel or another schema version is
              one line and exit status 2.]],
@@ -136,7 +170,9 @@ return {
     for i = 2, #argv do rest[#rest + 1] = argv[i] end
     local opts = cli.parse(rest, { flags = { ["--kernel"] = { kind = "string" }, ["--db"] = { kind = "string" },
       ["--context"] = { kind = "int", min = 1 }, ["--json"] = { kind = "bool" }, ["--top"] = { kind = "int", default = 10, min = 1 },
-      ["--dataset"] = { kind = "string", default = "db" }, ["--k"] = { kind = "int", default = 5, min = 1 } } }, "eval " .. view)
+      ["--dataset"] = { kind = "string", default = "db" }, ["--k"] = { kind = "int", default = 5, min = 1 },
+      ["--blame"] = { kind = "bool" }, ["--ablate"] = { kind = "bool" } } }, "eval " .. view)
+    if (opts.blame or opts.ablate) and view ~= "online" then cli.usage("eval %s: --blame and --ablate belong to eval online", view) end
     if view == "variants" and not opts.kernel then cli.usage("eval variants: give --kernel SUBSTR (a part of a kernel's name)") end
     if view == "online" and opts.dataset ~= "db" then
       cli.usage("eval online: --dataset %s is not built yet (db is)", opts.dataset)
@@ -152,7 +188,11 @@ return {
     if view == "variants" then res = views.variants(db, ctx, opts.kernel, opts.top)
     elseif view == "failures" then res = views.failures(db, ctx, opts.kernel)
     elseif view == "knobs" then res = views.knobs(db, ctx, opts.kernel)
-    else res = views.online_db(db, ctx, opts.kernel, opts.k) end
+    else
+      res = views.online_db(db, ctx, opts.kernel, opts.k)
+      if opts.blame then res.blame = views.blame(db, ctx, opts.kernel) end
+      if opts.ablate then res.ablate = views.ablate(db, ctx, opts.kernel) end
+    end
     db:close()
     if opts.json then
       if view == "variants" then -- (rows are plain; the picks point at rows: keep their rank and ratio)

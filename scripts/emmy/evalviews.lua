@@ -407,6 +407,124 @@ function M.online_db(db, ctx, substr, k_top)
   return out
 end
 
+-- The offline half's features and cost of a row of kernel k (nil when the prior has no model for its kind or the
+-- stored facts do not featurize).
+local function featurize(k, knob)
+  if not k.facts then return nil end
+  local prior, kernels = require "emmy.prior", require "emmy.kernels"
+  local dev = kernels.device()
+  local okf, f = pcall(prior.features, k.facts, knob, dev)
+  if not okf or not f then return nil end
+  local fn = prior.load().offline[k.facts.kind or k.kind]
+  if not fn then return nil end
+  local okc, c = pcall(fn, f)
+  return okc and c and f or nil, okc and c or nil, fn
+end
+
+-- eval online --blame: per kernel whose offline pick (the lowest offline cost among its ok rows) is not the best
+-- row, each feature's push: the pick's cost with that feature set to the best row's value, minus its cost (> 0:
+-- the pick's value made it look cheaper than it was; the largest first). A pick whose features equal the best's
+-- is BLIND: the featurizer cannot tell them apart. Returns {{name, pick, best, ratio, blind, pushes = {{feature,
+-- pick_value, best_value, push_us}}}}.
+function M.blame(db, ctx, substr)
+  local out = {}
+  for _, k in ipairs(M.kernels(db, ctx, substr)) do
+    local scored = {}
+    for _, r in ipairs(ok_rows(k)) do
+      local f, c, fn = featurize(k, r.knob)
+      if f then scored[#scored + 1] = { row = r, f = f, cost = c, fn = fn } end
+    end
+    if #scored > 1 then
+      -- (equal costs: the one measured first, as the tuner's order had it)
+      local best, pick = scored[1], nil
+      for _, x in ipairs(scored) do
+        if not pick or x.cost < pick.cost or (x.cost == pick.cost and (x.row.order or 0) < (pick.row.order or 0)) then pick = x end
+      end
+      if pick.row.us > best.row.us then
+        local pushes, blind = {}, true
+        local names = {}
+        for key in pairs(pick.f) do names[#names + 1] = key end
+        table.sort(names)
+        for _, key in ipairs(names) do
+          if pick.f[key] ~= best.f[key] then
+            blind = false
+            local g = {}
+            for k2, v in pairs(pick.f) do g[k2] = v end
+            g[key] = best.f[key]
+            local okc, c = pcall(pick.fn, g)
+            if okc and c then
+              pushes[#pushes + 1] = { feature = key, pick_value = pick.f[key], best_value = best.f[key], push_us = c - pick.cost }
+            end
+          end
+        end
+        table.sort(pushes, function(a, b) return a.push_us > b.push_us end)
+        out[#out + 1] = { name = k.name, pick = pick.row.knobs, best = best.row.knobs, ratio = pick.row.us / best.row.us,
+          pick_cost = pick.cost, best_cost = best.cost, blind = blind, pushes = pushes }
+      end
+    end
+  end
+  return out
+end
+
+-- eval online --ablate: for each feature, the offline pick re-made with that feature masked (set to its median
+-- over the kernel's rows) in every row; the Δ of the mean regret over kernels (< 0: masking the feature helps — it
+-- actively misleads). Returns {base_regret, kernels = n, features = {{feature, regret, delta}}} (largest harm first).
+function M.ablate(db, ctx, substr)
+  local per = {}
+  for _, k in ipairs(M.kernels(db, ctx, substr)) do
+    local scored = {}
+    for _, r in ipairs(ok_rows(k)) do
+      local f, c, fn = featurize(k, r.knob)
+      if f then scored[#scored + 1] = { row = r, f = f, cost = c, fn = fn } end
+    end
+    if #scored > 1 then per[#per + 1] = scored end
+  end
+  local function regret(scored, cost_of)
+    local pick, pc = nil, nil
+    for _, x in ipairs(scored) do
+      local c = cost_of(x)
+      if c and (not pc or c < pc or (c == pc and (x.row.order or 0) < (pick.row.order or 0))) then pick, pc = x, c end
+    end
+    return pick and pick.row.us / scored[1].row.us or 1
+  end
+  local function mean_regret(cost_of)
+    if #per == 0 then return nil end
+    local s = 0
+    for _, scored in ipairs(per) do s = s + regret(scored, cost_of) end
+    return s / #per
+  end
+  local base = mean_regret(function(x) return x.cost end)
+  local names, seen = {}, {}
+  for _, scored in ipairs(per) do
+    for key in pairs(scored[1].f) do if not seen[key] then seen[key] = true names[#names + 1] = key end end
+  end
+  table.sort(names)
+  local feats = {}
+  for _, key in ipairs(names) do feats[#feats + 1] = { feature = key } end
+  -- masked costs: per kernel and feature
+  for _, scored in ipairs(per) do
+    for _, key in ipairs(names) do
+      local vals = {}
+      for _, x in ipairs(scored) do if type(x.f[key]) == "number" then vals[#vals + 1] = x.f[key] end end
+      local med = quantile(vals, 0.5)
+      for _, x in ipairs(scored) do
+        x.masked = x.masked or {}
+        local g = {}
+        for k2, v in pairs(x.f) do g[k2] = v end
+        if med then g[key] = med end
+        local okc, c = pcall(x.fn, g)
+        x.masked[key] = okc and c or x.cost
+      end
+    end
+  end
+  for _, ft in ipairs(feats) do
+    ft.regret = mean_regret(function(x) return x.masked[ft.feature] end)
+    ft.delta = ft.regret - base
+  end
+  table.sort(feats, function(a, b) return a.delta < b.delta or (a.delta == b.delta and a.feature < b.feature) end)
+  return { base_regret = base, kernels = #per, features = feats }
+end
+
 -- The tune DB in the REPL (`emmy repl --db PATH`): an object with the views as methods. kernels() lists the
 -- context's kernels {name, hash, kind, measured, ok, best_us}; variants{kernel = SUBSTR, top = N}, failures{kernel =},
 -- knobs{kernel =}, online{kernel =, k =} are the eval views' data; sql(query, ...) runs a read query with bound

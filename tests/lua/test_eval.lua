@@ -211,4 +211,72 @@ test("emmy repl --db: the tune DB with helpers (kernels, variants, failures, sql
   check(c2 == 2 and e2:find("no tune DB at", 1, true) and not e2:find("\n.", 1), e2)
 end)
 
+test("eval online --blame and --ablate on a real projection's facts: the features that pushed a wrong pick, BLIND, Δ regret", function()
+  local frontend, compiler, kernels, prior = require "emmy.frontend", require "emmy.compiler", require "emmy.kernels", require "emmy.prior"
+  local g = frontend.load("Qwen/Qwen3-Embedding-0.6B", { layer = 0, dynamic = { "seq_len@x:1" } }).graph
+  local p
+  for _, q in ipairs(kernels.plan(compiler.run(g))) do if q.kernel.name == "k_linear_7363a2" then p = q end end
+  local dev = kernels.device()
+  -- the lowest-cost candidate L, another with different features O, and L with only RASTER changed (same features)
+  local scored = {}
+  for _, c in ipairs(p.candidates) do scored[#scored + 1] = { c = c, cost = prior.offline(p.facts, c.knobs, dev) } end
+  table.sort(scored, function(a, b) return a.cost < b.cost end)
+  local L, O, Lr = scored[1].c, nil, nil
+  for _, x in ipairs(scored) do
+    local same_but_raster, differs = true, false
+    for key, v in pairs(x.c.knobs) do
+      if L.knobs[key] ~= v then differs = true if key ~= "RASTER" then same_but_raster = false end end
+    end
+    if differs and same_but_raster and not Lr then Lr = x.c end
+    if not same_but_raster and x.c.knobs.BM ~= L.knobs.BM and not O then O = x.c end
+  end
+  assert(O and Lr, "candidates found")
+  local path = tmpdir() .. "/blame.db"
+  local db = assert(tunedb.open(path))
+  local run = db:begin_run("emmy tune x", "abc", false)
+  local ctx = db:context { gpu = "Test GPU", cc = "9.0", driver = "13000", nvrtc = "13.0", regime = "deploy" }
+  db:kernel { hash = "h1", name = "k_linear_7363a2", ops = "contraction", features = p.facts }
+  db:kernel { hash = "h2", name = "k_linear_blind00", ops = "contraction", features = p.facts }
+  local function row(hash, c, us, order)
+    db:record { run_id = run, context_id = ctx, variant_id = db:variant(hash, c.string, "wgmma"), status = "ok", median_us = us,
+      p20_us = us, p80_us = us, samples = 50, prior_offline = prior.offline(p.facts, c.knobs, dev), search_order = order }
+  end
+  row("h1", L, 20, 1) row("h1", O, 10, 2)     -- the offline pick L is 2x the best O
+  row("h2", L, 20, 1) row("h2", Lr, 10, 2)    -- L and Lr look the same to the prior: BLIND
+  db:end_run(run)
+  db:close()
+  local vdb, vctx = assert(views.open(path))
+  local bl = views.blame(vdb, vctx)
+  eq(#bl, 2)
+  local by = {}
+  for _, b in ipairs(bl) do by[b.name] = b end
+  local b1 = by.k_linear_7363a2
+  eq(b1.ratio, 2)
+  check(not b1.blind and #b1.pushes > 0, "features differ")
+  -- by hand: swap each feature of L to O's value and re-cost; the largest rise first
+  local fL, fO = prior.features(p.facts, L.knobs, dev), prior.features(p.facts, O.knobs, dev)
+  local cost = prior.load().offline.contraction
+  local want, wkey = -math.huge, nil
+  for key, v in pairs(fL) do
+    if fO[key] ~= v then
+      local h = {}
+      for k2, x in pairs(fL) do h[k2] = x end
+      h[key] = fO[key]
+      local d = cost(h) - cost(fL)
+      if d > want then want, wkey = d, key end
+    end
+  end
+  eq(b1.pushes[1].feature, wkey)
+  check(math.abs(b1.pushes[1].push_us - want) < 1e-9, ("push %.4f, by hand %.4f"):format(b1.pushes[1].push_us, want))
+  check(by.k_linear_blind00.blind, "identical features: BLIND")
+  local ab = views.ablate(vdb, vctx)
+  eq(ab.kernels, 2)
+  eq(ab.base_regret, 2, "both offline picks are 2x")
+  for _, f in ipairs(ab.features) do check(math.abs(f.delta - (f.regret - 2)) < 1e-12, f.feature) end
+  vdb:close()
+  local code, out, err = emmy { "eval", "online", "--db", path, "--blame", "--ablate" }
+  eq(code, 0, err)
+  check(out:find("BLIND: the pick's and the best's features are identical", 1, true) and out:find("ablation (offline half, 2 kernels)", 1, true), out)
+end)
+
 return T
