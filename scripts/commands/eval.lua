@@ -119,6 +119,24 @@ local function print_ablate(ab)
   tbl.print { header = { "feature masked", "regret", "Δ", "" }, rows = rows, align = "lrrl", indent = "  " }
 end
 
+local function print_nodes(res)
+  for _, half in ipairs { "offline", "online" } do
+    print(("\n=== %s prior ==="):format(half))
+    local list = res[half]
+    if #list == 0 then
+      print(("no sibling rows carry a%s %s prediction"):format(half == "offline" and "n" or "", half))
+    else
+      local rows = {}
+      for _, f in ipairs(list) do
+        rows[#rows + 1] = { f.family, tostring(f.groups), ("%.3fx"):format(f.mean), ("%.2fx"):format(f.worst), tostring(f.wrong),
+          f.worst <= 1 and "exonerated" or (f == list[1] and "steered the search wrong most" or "") }
+      end
+      print("sibling regret: among rows that differ only in a family's knobs, the option this half preferred over the best sibling")
+      tbl.print { header = { "family", "sibling groups", "mean", "worst", "wrong", "" }, rows = rows, align = "lrrrrl" }
+    end
+  end
+end
+
 local function print_online(res)
   for _, half in ipairs { "offline", "online" } do
     local h = res[half]
@@ -157,6 +175,7 @@ return {
              knob pairs that interact most
   online     the prior's quality on the DB's rows (--dataset db), once per half (=== offline prior === and
              === online prior ===): per kernel the pick's regret, rank correlation, best in the top --k (5);
+             --dataset nodes: per decision family, the sibling regret of the option the half preferred;
              --blame: per wrong offline pick, the features that pushed it (BLIND: identical features);
              --ablate: the mean regret with each feature masked (Δ < 0: the feature actively misleads)
   --db PATH  the tune DB (default $EMMY_TUNE_DB, else ~/.cache/emmy/tune.db); --context N: a measuring context
@@ -174,9 +193,10 @@ return {
       ["--blame"] = { kind = "bool" }, ["--ablate"] = { kind = "bool" } } }, "eval " .. view)
     if (opts.blame or opts.ablate) and view ~= "online" then cli.usage("eval %s: --blame and --ablate belong to eval online", view) end
     if view == "variants" and not opts.kernel then cli.usage("eval variants: give --kernel SUBSTR (a part of a kernel's name)") end
-    if view == "online" and opts.dataset ~= "db" then
-      cli.usage("eval online: --dataset %s is not built yet (db is)", opts.dataset)
+    if view == "online" and opts.dataset ~= "db" and opts.dataset ~= "nodes" then
+      cli.usage("eval online: --dataset %s (db or nodes)", opts.dataset)
     end
+    if opts.dataset == "nodes" and (opts.blame or opts.ablate) then cli.usage("eval online: --blame and --ablate go with --dataset db") end
     local path = opts.db or tunedb.default_path()
     local db, ctx = views.open(path, opts.context)
     if not db then cli.usage("eval %s: %s", view, ctx) end
@@ -188,6 +208,8 @@ return {
     if view == "variants" then res = views.variants(db, ctx, opts.kernel, opts.top)
     elseif view == "failures" then res = views.failures(db, ctx, opts.kernel)
     elseif view == "knobs" then res = views.knobs(db, ctx, opts.kernel)
+    elseif opts.dataset == "nodes" then
+      res = views.online_nodes(db, ctx, opts.kernel)
     else
       res = views.online_db(db, ctx, opts.kernel, opts.k)
       if opts.blame then res.blame = views.blame(db, ctx, opts.kernel) end
@@ -212,6 +234,7 @@ return {
     if view == "variants" then print_variants(res, ctx)
     elseif view == "failures" then print_failures(res)
     elseif view == "knobs" then print_knobs(res)
+    elseif opts.dataset == "nodes" then print_nodes(res)
     else print_online(res) end
     return 0
   end,

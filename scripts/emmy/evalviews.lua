@@ -407,6 +407,70 @@ function M.online_db(db, ctx, substr, k_top)
   return out
 end
 
+-- eval online --dataset nodes: per decision family (TILE, STAGE, COPY, SPLIT, ORDER, REDUCE, WORK, … from
+-- rules/tile/), the sibling regret: among rows that differ only in that family's knobs, the µs of the option the
+-- prior half preferred (its lowest prediction) over the best measured sibling. Returns per half {{family, groups,
+-- mean, worst, wrong (groups where the preferred option was not the best)}}, worst family first; a family at
+-- 1.00x everywhere is exonerated.
+function M.online_nodes(db, ctx, substr)
+  local rules, kernels = require "emmy.rules", require "emmy.kernels"
+  local rl, dev = rules.load(), kernels.device()
+  local acc = { offline = {}, online = {} }
+  for _, k in ipairs(M.kernels(db, ctx, substr)) do
+    local oks = ok_rows(k)
+    local okr, ev = false, nil
+    if k.facts then okr, ev = pcall(rules.evaluate, rl, k.facts, dev) end
+    if okr and #oks > 1 then
+      local fam_knobs = {}
+      for key, fam in pairs(ev.family_of) do
+        fam_knobs[fam] = fam_knobs[fam] or {}
+        fam_knobs[fam][key] = true
+      end
+      for fam, ks in pairs(fam_knobs) do
+        local groups = {}
+        for _, r in ipairs(oks) do
+          local parts = {}
+          for key, v in pairs(r.knob) do if not ks[key] then parts[#parts + 1] = key .. "=" .. v end end
+          table.sort(parts)
+          local id = table.concat(parts, ",")
+          groups[id] = groups[id] or {}
+          table.insert(groups[id], r)
+        end
+        for _, grp in pairs(groups) do
+          if #grp > 1 then
+            local best = grp[1] -- (oks are fastest first, so each group is too)
+            for _, half in ipairs { "offline", "online" } do
+              local pref
+              for _, r in ipairs(grp) do -- (equal predictions: the one measured first, as the tuner's order had it)
+                if r[half] and (not pref or r[half] < pref[half] or (r[half] == pref[half] and (r.order or 0) < (pref.order or 0))) then
+                  pref = r
+                end
+              end
+              if pref then
+                local a = acc[half][fam] or { family = fam, groups = 0, sum = 0, worst = 1, wrong = 0 }
+                acc[half][fam] = a
+                local reg = pref.us / best.us
+                a.groups, a.sum, a.worst = a.groups + 1, a.sum + reg, math.max(a.worst, reg)
+                if reg > 1 then a.wrong = a.wrong + 1 end
+              end
+            end
+          end
+        end
+      end
+    end
+  end
+  local out = {}
+  for _, half in ipairs { "offline", "online" } do
+    local list = {}
+    for _, a in pairs(acc[half]) do
+      list[#list + 1] = { family = a.family, groups = a.groups, mean = a.sum / a.groups, worst = a.worst, wrong = a.wrong }
+    end
+    table.sort(list, function(x, y) return x.mean > y.mean or (x.mean == y.mean and x.family < y.family) end)
+    out[half] = list
+  end
+  return out
+end
+
 -- The offline half's features and cost of a row of kernel k (nil when the prior has no model for its kind or the
 -- stored facts do not featurize).
 local function featurize(k, knob)

@@ -273,10 +273,21 @@ test("eval online --blame and --ablate on a real projection's facts: the feature
   eq(ab.kernels, 2)
   eq(ab.base_regret, 2, "both offline picks are 2x")
   for _, f in ipairs(ab.features) do check(math.abs(f.delta - (f.regret - 2)) < 1e-12, f.feature) end
+  -- nodes: L and Lr differ only in RASTER (family ORDER) and the prior cannot tell them apart: the option it
+  -- preferred (L, measured first) is 2x its best sibling
+  local nodes = views.online_nodes(vdb, vctx)
+  local order_fam
+  for _, f in ipairs(nodes.offline) do if f.family == "ORDER" then order_fam = f end end
+  check(order_fam and order_fam.groups == 1 and order_fam.mean == 2 and order_fam.wrong == 1, cjson.encode(nodes.offline))
+  eq(nodes.offline[1].family, "ORDER", "the family that steered wrong first")
+  eq(#nodes.online, 0, "no online predictions")
   vdb:close()
   local code, out, err = emmy { "eval", "online", "--db", path, "--blame", "--ablate" }
   eq(code, 0, err)
   check(out:find("BLIND: the pick's and the best's features are identical", 1, true) and out:find("ablation (offline half, 2 kernels)", 1, true), out)
+  local c2, o2, e2 = emmy { "eval", "online", "--db", path, "--dataset", "nodes" }
+  eq(c2, 0, e2)
+  check(o2:find("ORDER%s+1%s+2%.000x%s+2%.00x%s+1%s+steered the search wrong most"), o2)
 end)
 
 return T
