@@ -1,57 +1,94 @@
--- workflows/tune_model.lua — emmy's main job on one model, as far as emmy goes today:
+-- workflows/tune_model.lua — emmy's main job on one model: tune it, bench it against PyTorch eager and
+-- torch.compile, triage every kernel that is behind, and write the findings report.
 --   emmy scripts/workflows/tune_model.lua [--model M] [--layer N | --whole] [--static] [--sample N | --all]
--- 1. set-up: the work dir _tune/tune-model-<slug>/ (dump/, logs), the GPU, NVRTC and ncu;
--- 2. trace the layer (or the whole model) with a dynamic seq_len;
--- 3. compile: passes, kernels, rules with every gate's reason, CUDA emission, and NVRTC compiles of the
---    candidates of every kernel with their registers, spills and shared memory (GPU-free);
--- 4. on a GPU: every kernel checked against the CPU reference at the hint with a knob sweep, then a clean tune
---    with --bench: the whole graph and each kernel against PyTorch eager and torch.compile, the bench files
---    (dump/60_bench_compare.json, 62_kernel_bench.json, kernels.html);
--- 5. the steps not built yet (the analysis views and the findings report: issues 8, 9) are said to be missing,
---    not faked.
--- Every step's wall time and output land in the work dir; the last lines summarize.
+--                                         [--from STEP] [--work DIR] [--report FILE]
+-- Steps (each a function; --from STEP re-runs from STEP on, reading the earlier steps' files in the work dir):
+--   setup    the work dir _tune/tune-model-<slug>/ (dump/, eval/, retune/, profile/, a log per step), the GPU,
+--            NVRTC, ncu and whether it may read the counters
+--   trace    the layer (default: --layer 0 with a dynamic seq_len) or the whole model (--whole: the four
+--            whole-model dynamic specs); --static keeps the traced shapes
+--   compile  passes, kernels, every gate's reason, CUDA emission (no GPU)
+--   nvrtc    NVRTC compiles of the candidates with their registers, spills and shared memory (no GPU)
+--   run      on a GPU: every kernel against the CPU reference with a 20-point knob sweep
+--   tune     on a GPU: a clean emmy tune with --bench (its stats, both tables, the bench files in dump/)
+--   triage   on a GPU: for each kernel behind torch's best, the eval views as JSON (eval/), a re-tune of the
+--            reproducer with 3x the patience where a prior half missed (retune/), ncu side by side for the rest
+--            (profile/, when the counters may be read)
+--   report   the findings (emmy.triage) rendered by scripts/reports/tune_findings.lua into
+--            plans/<slug>-layer<N>-tune-findings.md (plans/<slug>-whole-tune-findings.md), and findings.json
+-- --work DIR: another work dir; --report FILE: another report path.
+-- run.json in the work dir records the command, the date, the GPU and every step's time; the last lines summarize.
 local cli = require "emmy.cli"
+local cjson = require "cjson"
 local sys = require "emmy.sys"
 local models = require "emmy.models"
 
+local STEPS = { "setup", "trace", "compile", "nvrtc", "run", "tune", "triage", "report" }
 local opts = cli.parse(arg, { flags = {
   ["--model"] = { kind = "string", default = models.DEFAULT }, ["--layer"] = { kind = "int", default = 0 },
   ["--whole"] = { kind = "bool" }, ["--static"] = { kind = "bool" }, ["--sample"] = { kind = "int", default = 40 },
-  ["--all"] = { kind = "bool" },
+  ["--all"] = { kind = "bool" }, ["--from"] = { kind = "string" }, ["--work"] = { kind = "string" },
+  ["--report"] = { kind = "string" },
 } }, "tune_model.lua")
+local from = 1
+if opts.from then
+  from = nil
+  for i, s in ipairs(STEPS) do if s == opts.from then from = i end end
+  if not from then cli.usage("tune_model.lua: --from %s (one of %s)", opts.from, table.concat(STEPS, ", ")) end
+end
 
 local slug = models.slug(opts.model)
-local work = ("%s/_tune/tune-model-%s"):format(EMMY_HOME, slug)
-assert(sys.mkdir_p(work .. "/dump"))
+local work = opts.work or ("%s/_tune/tune-model-%s"):format(EMMY_HOME, slug)
+for _, d in ipairs { "dump", "eval", "retune", "profile" } do assert(sys.mkdir_p(work .. "/" .. d)) end
 local t0 = sys.clock()
-local steps = {}
 local function say(fmt, ...) print(("[%6.1fs] " .. fmt):format(sys.clock() - t0, ...)) io.stdout:flush() end
-
 local function shq(s) return "'" .. tostring(s):gsub("'", "'\\''") .. "'" end
+local function read_json(path)
+  local f = io.open(path, "rb")
+  if not f then return nil end
+  local ok, v = pcall(cjson.decode, f:read("*a"))
+  f:close()
+  return ok and v or nil
+end
+local function write_file(path, text)
+  local f = assert(io.open(path, "wb"))
+  f:write(text)
+  f:close()
+end
 
--- Runs an emmy command, teeing its output to the work dir; returns success.
-local function step(name, argv, env)
-  local t1 = sys.clock()
+-- run.json: kept across --from runs (the earlier steps' entries stay)
+local run = read_json(work .. "/run.json") or {}
+local args = {}
+for _, a in ipairs(arg) do args[#args + 1] = a end
+run.model, run.layer, run.whole, run.static = opts.model, not opts.whole and opts.layer or nil, opts.whole or false, opts.static or false
+if from == 1 then run.steps, run.friction = {}, {} end
+run.steps, run.friction = run.steps or {}, run.friction or {}
+run.command = "emmy scripts/workflows/tune_model.lua" .. (#args > 0 and (" " .. table.concat(args, " ")) or "")
+run.date = os.date("!%Y-%m-%d %H:%M UTC")
+local function record(name, ok, seconds, log)
+  for i = #run.steps, 1, -1 do if run.steps[i].name == name then table.remove(run.steps, i) end end
+  run.steps[#run.steps + 1] = { name = name, ok = ok, seconds = seconds, log = log }
+  write_file(work .. "/run.json", cjson.encode(run))
+end
+local function friction(s) run.friction[#run.friction + 1] = s say("note: %s", s) end
+
+-- Runs an emmy command, its output teed to the work dir (or to out_file alone); returns success.
+local function emmy(name, argv, env, out_file)
   local parts = {}
   for i, a in ipairs(argv) do parts[i] = shq(a) end
   local log = ("%s/%s.log"):format(work, name)
   say("%s: emmy %s", name, table.concat(argv, " "))
-  local cmd = ("%s%s %s 2>&1 | tee %s; exit ${PIPESTATUS[0]}"):format(env and (env .. " ") or "", shq(EMMY_HOME .. "/emmy"),
-    table.concat(parts, " "), shq(log))
+  local cmd
+  if out_file then
+    cmd = ("%s%s %s > %s 2> %s"):format(env and (env .. " ") or "", shq(EMMY_HOME .. "/emmy"), table.concat(parts, " "), shq(out_file), shq(log))
+  else
+    cmd = ("%s%s %s 2>&1 | tee %s; exit ${PIPESTATUS[0]}"):format(env and (env .. " ") or "", shq(EMMY_HOME .. "/emmy"),
+      table.concat(parts, " "), shq(log))
+  end
   local rc = os.execute("bash -c " .. shq(cmd))
   if type(rc) == "number" and rc > 255 then rc = math.floor(rc / 256) end
-  local ok = rc == 0 or rc == true
-  steps[#steps + 1] = { name = name, ok = ok, seconds = sys.clock() - t1, log = log }
-  return ok
+  return rc == 0 or rc == true, log
 end
-
--- 1. set-up
-local gpu, gerr = sys.cuda()
-local nvrtc, nerr = sys.nvrtc()
-local ncu = os.execute("command -v ncu >/dev/null 2>&1")
-say("model %s; work dir %s", opts.model, work)
-say("GPU: %s", gpu and ("%s (sm_%s)"):format(gpu.name, gpu.cc:gsub("%.", "")) or ("none — " .. gerr))
-say("NVRTC: %s; ncu: %s", nvrtc or ("none — " .. nerr), (ncu == 0 or ncu == true) and "found" or "not found")
 
 local trace = { opts.model }
 if opts.whole then
@@ -75,46 +112,110 @@ local function with(cmd, extra)
   for _, a in ipairs(extra) do t[#t + 1] = a end
   return t
 end
+local DB = "EMMY_TUNE_DB=" .. shq(work .. "/tune.db") .. " EMMY_ONLINE_FILE=" .. shq(work .. "/online.json")
 
--- 2. trace
-local graph = work .. "/graph.torch.json"
-step("trace", with("trace", { "-o", graph }), nil)
+local gpu, gerr = sys.cuda()
+local nvrtc, nerr = sys.nvrtc()
+local ncu_ok = os.execute("command -v ncu >/dev/null 2>&1 || ls /opt/nvidia/nsight-compute/*/ncu >/dev/null 2>&1")
+ncu_ok = ncu_ok == 0 or ncu_ok == true
+local skipped = {}
 
--- 3. compile (no GPU needed)
-step("compile", with("compile", { "--explain", "--dump-dir", work .. "/dump" }), nil)
-if nvrtc then
+local S = {}
+function S.setup()
+  say("model %s; work dir %s", opts.model, work)
+  say("GPU: %s", gpu and ("%s (sm_%s)"):format(gpu.name, gpu.cc:gsub("%.", "")) or ("none — " .. gerr))
+  say("NVRTC: %s; ncu: %s", nvrtc or ("none — " .. nerr), ncu_ok and "found" or "not found")
+  run.gpu = gpu and ("%s (sm_%s)"):format(gpu.name, gpu.cc:gsub("%.", "")) or "none"
+  local v, rev = sys.version()
+  run.emmy = ("%s (git %s)"):format(v, rev)
+  if not ncu_ok then friction("ncu not found: the codegen findings carry no counters") end
+  return true
+end
+function S.trace() return emmy("trace", with("trace", { "-o", work .. "/graph.torch.json" })) end
+function S.compile() return emmy("compile", with("compile", { "--explain", "--dump-dir", work .. "/dump" })) end
+function S.nvrtc()
+  if not nvrtc then say("nvrtc: skipped — NVRTC not found (%s)", nerr) return true end
   local flags = with("compile", { "--nvrtc" })
   if opts.all then flags[#flags + 1] = "--all-variants"
   else
     flags[#flags + 1] = "--sample"
     flags[#flags + 1] = tostring(opts.sample)
   end
-  step("nvrtc", flags, nil)
-else
-  say("nvrtc: skipped — NVRTC not found (%s)", nerr)
+  return emmy("nvrtc", flags)
+end
+function S.run()
+  if not gpu then skipped[#skipped + 1] = "run" return nil end
+  return emmy("run", with("run", { "--sweep", "20" }))
+end
+function S.tune()
+  if not gpu then skipped[#skipped + 1] = "tune" return nil end
+  return emmy("tune", with("tune", { "--clean", "--bench", "--dump-dir", work .. "/dump" }), DB)
+end
+function S.triage()
+  if not gpu then skipped[#skipped + 1] = "triage" return nil end
+  local triage = require "emmy.triage"
+  local bench = read_json(work .. "/dump/62_kernel_bench.json")
+  if not bench then friction("triage: no dump/62_kernel_bench.json (did the tune step run?)") return false end
+  local ok = true
+  ok = emmy("eval_failures", { "eval", "failures", "--json" }, DB, work .. "/eval/failures.json") and ok
+  ok = emmy("eval_online", { "eval", "online", "--blame", "--json" }, DB, work .. "/eval/online.json") and ok
+  local variants = {}
+  local d = { bench = bench, failures = (read_json(work .. "/eval/failures.json") or {}).result,
+    online = (read_json(work .. "/eval/online.json") or {}).result, variants = variants }
+  -- the kernels behind torch's best (the triage's own test), each with its variants view
+  local findings = triage.classify(d)
+  for _, f in ipairs(findings) do
+    local out = ("%s/eval/variants_%s.json"):format(work, f.kernel)
+    if emmy("eval_variants_" .. f.kernel, { "eval", "variants", "--kernel", f.kernel, "--json" }, DB, out) then
+      local j = read_json(out)
+      variants[f.kernel] = j and j.result and j.result[1]
+    end
+  end
+  write_file(work .. "/eval/variants.json", cjson.encode(variants))
+  -- re-classified with the variants: a search shortfall is confirmed by a re-tune with 3x the patience; the
+  -- codegen ones get the ncu side-by-side
+  for _, f in ipairs(triage.classify(d)) do
+    local repro = ("%s/dump/tune.kernels/%s.torch.json"):format(work, f.kernel)
+    if f.class == "search shortfall" then
+      emmy("retune_" .. f.kernel, { "tune", repro, "--patience", "48", "--dump-dir", work .. "/retune/" .. f.kernel }, DB)
+    elseif f.class == "codegen quality" and ncu_ok then
+      emmy("profile_" .. f.kernel, { "run", "--ir", repro, "--profile", "--dump-dir", work .. "/profile/" .. f.kernel })
+      local pr = read_json(("%s/profile/%s/61_ncu_metrics.json"):format(work, f.kernel))
+      for _, n in ipairs(pr and pr.notes or {}) do friction(("ncu on %s: %s"):format(f.kernel, n)) end
+    end
+  end
+  return ok
+end
+function S.report()
+  if not read_json(work .. "/dump/62_kernel_bench.json") then
+    skipped[#skipped + 1] = "report"
+    say("report: needs the tune's bench files (a GPU) — skipped")
+    return nil
+  end
+  local d = require("emmy.triage").from_workdir(work)
+  d.run = run
+  local md = require("reports.tune_findings").render(d)
+  local path = opts.report or ("%s/plans/%s-%s-tune-findings.md"):format(EMMY_HOME, slug, opts.whole and "whole" or ("layer" .. opts.layer))
+  assert(sys.mkdir_p(path:match("^(.*)/[^/]*$") or "."))
+  write_file(path, md .. "\n")
+  write_file(work .. "/findings.json", cjson.encode { findings = d.findings, fine = d.fine, dominating = d.dominating })
+  say("report: %s (%d findings)", path, #d.findings)
+  return true
 end
 
--- 4. the GPU steps
-if gpu then
-  step("run", with("run", { "--sweep", "20" }), nil)
-  -- the tune DB of this work dir (a clean tune each time the workflow runs)
-  step("tune", with("tune", { "--clean", "--bench", "--dump-dir", work .. "/dump" }), "EMMY_TUNE_DB=" .. shq(work .. "/tune.db"))
-else
-  say("run, tune --bench: need a GPU — skipped on this machine")
+for i = from, #STEPS do
+  local name = STEPS[i]
+  local t1 = sys.clock()
+  local ok, log = S[name]()
+  if ok ~= nil then record(name, ok, sys.clock() - t1, log) end
 end
 
--- 5. not yet built
-local missing = {
-  "eval views, run --ab, run --profile (issue 8)",
-  "the findings report plans/<slug>-layer<N>-tune-findings.md (issue 9)",
-}
 print("")
 print(("summary (%.1f s):"):format(sys.clock() - t0))
-for _, s in ipairs(steps) do
-  print(("  %-8s %-4s %6.1f s  %s"):format(s.name, s.ok and "ok" or "FAIL", s.seconds, s.log))
+for _, s in ipairs(run.steps) do
+  print(("  %-8s %-4s %6.1f s  %s"):format(s.name, s.ok and "ok" or "FAIL", s.seconds, s.log or ""))
 end
-print("not built yet:")
-for _, m in ipairs(missing) do print("  - " .. m) end
+if #skipped > 0 then print(("need a GPU, skipped: %s (%s)"):format(table.concat(skipped, ", "), gerr or "no GPU")) end
 local failed = 0
-for _, s in ipairs(steps) do if not s.ok then failed = failed + 1 end end
+for _, s in ipairs(run.steps) do if not s.ok then failed = failed + 1 end end
 return failed == 0 and 0 or 1

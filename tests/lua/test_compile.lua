@@ -255,14 +255,23 @@ test("DUAL_GATE=1: gate/up in one kernel with two accumulators and SiLU(gate)*up
   end
 end)
 
-test("the main-job workflow does every GPU-free step and says what needs a GPU or is not built", function()
-  local code, out, err = emmy({ ROOT .. "/scripts/workflows/tune_model.lua", "--sample", "2" },
+test("the main-job workflow does every GPU-free step, says which need a GPU, records run.json; --from", function()
+  local w = tmpdir()
+  local code, out, err = emmy({ ROOT .. "/scripts/workflows/tune_model.lua", "--sample", "2", "--work", w },
     { env = "EMMY_CUBIN_CACHE=" .. tmpdir() })
   eq(code, 0, "exit: " .. err .. out)
-  for _, s in ipairs { "  trace    ok", "  compile  ok" } do check(out:find(s, 1, true), out) end
+  for _, s in ipairs { "  setup    ok", "  trace    ok", "  compile  ok" } do check(out:find(s, 1, true), out) end
   local has_gpu = require("emmy.sys").cuda() ~= nil
-  if not has_gpu then check(out:find("need a GPU", 1, true), out) end
-  check(out:find("not built yet:", 1, true) and out:find("issue 9", 1, true), out)
+  if not has_gpu then check(out:find("need a GPU, skipped: run, tune, triage, report", 1, true), out) end
+  local run = require("cjson").decode(assert(io.open(w .. "/run.json")):read("*a"))
+  check(run.command:find("tune_model.lua --sample 2", 1, true) and #run.steps >= 3, "run.json records the steps")
+  -- --from: only the later steps run, the earlier ones' entries stay in run.json
+  local c2, o2, e2 = emmy({ ROOT .. "/scripts/workflows/tune_model.lua", "--work", w, "--from", "compile", "--sample", "2" },
+    { env = "EMMY_CUBIN_CACHE=" .. tmpdir() })
+  eq(c2, 0, e2 .. o2)
+  check(not o2:find("trace: emmy trace", 1, true) and o2:find("compile: emmy compile", 1, true) and o2:find("  trace    ok", 1, true), o2)
+  local c3, _, e3 = emmy { ROOT .. "/scripts/workflows/tune_model.lua", "--from", "nowhere" }
+  check(c3 == 2 and e3:find("--from nowhere (one of setup, trace", 1, true), e3)
 end)
 
 test("an epilogue never reads the anchor at another index (a roll of a matmul is its own kernel)", function()

@@ -1,0 +1,168 @@
+-- emmy.triage — the findings of a tune-model run (issue 9): every kernel meaningfully behind eager or
+-- torch.compile, put into one of the four classes a performance engineer uses, from the files the workflow keeps
+-- in its work dir (all plain data, so a test can triage a fixture work dir):
+--   bench failure   emmy's variant was wrong or not timed (evidence: eval failures' clusters of the kernel)
+--   tier lockout    every measured row is scalar (evidence: the tensor-core gate, its file:line and reason)
+--   search shortfall a prior half's pick is more than 5% off the best measured row, or a re-tune of the reproducer
+--                   with more patience found a faster variant (evidence: eval variants / online, the re-tune)
+--   codegen quality none of the above: the best variant itself is slow (evidence: the ncu side-by-side, the CUDA)
+-- Findings are ordered by the µs at stake: (emmy µs - torch's best µs) x the kernel's instances.
+local M = {}
+
+M.BEHIND = 1.10     -- a kernel this much slower than torch's best is meaningfully behind
+M.SHORTFALL = 1.05  -- a pick this much slower than the best measured row is a search shortfall
+
+local function torch_best(k)
+  local b, who
+  for _, name in ipairs { "eager", "tcompile" } do
+    local s = k[name]
+    if s and s.median_us and (not b or s.median_us < b) then b, who = s.median_us, name end
+  end
+  return b, who
+end
+
+-- d: {bench = 62_kernel_bench.json's table, variants = name -> eval variants' result entry, failures = eval
+-- failures' result, online = eval online's result (with blame), retunes = name -> {best_us, best_knobs},
+-- profiles = name -> 61_ncu_metrics.json's table, repro_dir = the folder of the reproducers, cuda_dir}
+-- Returns {{kernel, layer_op, class, title, at_stake_us, emmy_us, torch_us, torch_backend, ratio, evidence = {lines},
+-- root_cause, repro, fix, priority}} ordered by µs at stake, and the kernels that are not behind.
+function M.classify(d)
+  local findings, fine = {}, {}
+  local fails_of = {}
+  for _, c in ipairs(d.failures or {}) do
+    fails_of[c.kernel] = fails_of[c.kernel] or {}
+    table.insert(fails_of[c.kernel], c)
+  end
+  local blame_of = {}
+  for _, b in ipairs(d.online and d.online.blame or {}) do blame_of[b.name] = b end
+  for _, k in ipairs(d.bench and d.bench.kernels or {}) do
+    local e = k.emmy and k.emmy.median_us
+    local t, who = torch_best(k)
+    local repro = ("%s/%s.torch.json"):format(d.repro_dir or "dump/tune.kernels", k.name)
+    local f = { kernel = k.name, layer_op = k.layer_op, emmy_us = e, torch_us = t, torch_backend = who,
+      ratio = e and t and e / t or nil, instances = k.instances or 1, evidence = {} }
+    local function ev(fmt, ...) f.evidence[#f.evidence + 1] = fmt:format(...) end
+    local bad_accuracy = k.accuracy and not k.accuracy:match("^ok")
+    if not e or bad_accuracy then
+      f.class = "bench failure"
+      f.title = ("%s: emmy's variant %s"):format(k.name, bad_accuracy and ("is " .. k.accuracy) or "was not timed")
+      f.at_stake_us = (t or 0) * f.instances
+      for _, c in ipairs(fails_of[k.name] or {}) do
+        ev("%d rows %s: %s", c.count, c.status, tostring(c.error):gsub("%s+", " "):sub(1, 160))
+        if c.repro then f.repro = f.repro or c.repro end
+      end
+      if k.error then ev("bench: %s", k.error) end
+      f.root_cause = #f.evidence > 0 and "see the failure clusters (emmy eval failures)" or "the bench row carries no error text"
+      f.repro = f.repro or ("emmy run --ir %s"):format(repro)
+      f.fix, f.priority = "make the failing variants correct, or gate them off with the reason", "high"
+      findings[#findings + 1] = f
+    elseif t and e > M.BEHIND * t then
+      f.at_stake_us = (e - t) * f.instances
+      local v = d.variants and d.variants[k.name]
+      local rt = d.retunes and d.retunes[k.name]
+      local worst_pick
+      for _, half in ipairs { "offline", "online" } do
+        local p = v and v["pick_" .. half]
+        if p and p.ratio and p.ratio > M.SHORTFALL and (not worst_pick or p.ratio > worst_pick.ratio) then
+          worst_pick = { half = half, ratio = p.ratio, rank = p.rank, n = p.n }
+        end
+      end
+      local retune_better = rt and rt.best_us and v and v.best_us and rt.best_us < v.best_us / M.SHORTFALL
+      if v and v.all_scalar then
+        f.class = "tier lockout"
+        local l = v.lockout and v.lockout[1]
+        f.title = ("%s runs the scalar tier only"):format(k.name)
+        f.root_cause = l and ("%s:%d: %s"):format(l.file, l.line, l.reason) or "no tensor-core gate passed on the stored facts"
+        ev("every one of its %d measured rows is scalar", v.measured or 0)
+        f.repro = ("emmy compile --explain %s"):format(repro)
+        f.fix, f.priority = "admit the kernel to the tensor-core tier (the gate above)", "high"
+      elseif worst_pick or retune_better then
+        f.class = "search shortfall"
+        f.title = ("%s: the search did not find its best variant"):format(k.name)
+        if worst_pick then
+          ev("the %s prior's pick is rank %d/%d, %.2fx of the best measured row", worst_pick.half, worst_pick.rank, worst_pick.n, worst_pick.ratio)
+        end
+        if rt then
+          ev("a re-tune of the reproducer with more patience: best %.1f µs (the tune's best %.1f µs)%s", rt.best_us or 0,
+            v and v.best_us or 0, retune_better and " — confirmed" or " — not confirmed")
+        end
+        local b = blame_of[k.name]
+        if b then
+          if b.blind then ev("blame: BLIND — the pick's and the best's features are identical (a featurizer gap)")
+          elseif b.pushes and b.pushes[1] then
+            ev("blame: the feature %s pushed the offline pick most (%+.2f µs)", b.pushes[1].feature, b.pushes[1].push_us)
+          end
+        end
+        f.root_cause = retune_better and "the patience-bounded search stopped before the better region"
+          or ("the %s prior ranks the best variant low"):format(worst_pick and worst_pick.half or "offline")
+        f.repro = ("emmy tune %s --patience 64"):format(repro)
+        f.fix, f.priority = "fix the prior's features (blame) or raise the patience for this kind", retune_better and "high" or "medium"
+      else
+        f.class = "codegen quality"
+        f.title = ("%s: its best variant is %.2fx torch's %s"):format(k.name, f.ratio, who or "time")
+        local pr = d.profiles and d.profiles[k.name]
+        local be = pr and pr.backends or {}
+        if be.emmy then
+          local function m(x, key) return x and x[key] and ("%.1f"):format(x[key]) or "-" end
+          ev("ncu (%s): duration %s µs against %s's %s; achieved occupancy %s%% against %s%%; SM throughput %s%% against %s%%",
+            pr.clock_control or "none", m(be.emmy, "duration_us"), who or "torch", m(be[who], "duration_us"), m(be.emmy, "occupancy"),
+            m(be[who], "occupancy"), m(be.emmy, "sm"), m(be[who], "sm"))
+        else
+          ev("no ncu profile in the work dir (counters not permitted, or ncu missing)")
+        end
+        if v and v.best_us then ev("tune: best of %d measured variants %.1f µs (deploy regime)", v.measured or 0, v.best_us) end
+        f.root_cause = "the emitted kernel for the best tile (see the CUDA source and the counters)"
+        f.repro = ("emmy run --ir %s --bench --profile"):format(repro)
+        f.fix, f.priority = "a better schedule for this kernel class in the emitter", f.at_stake_us > 5 and "high" or "medium"
+      end
+      findings[#findings + 1] = f
+    else
+      fine[#fine + 1] = { kernel = k.name, emmy_us = e, torch_us = t, ratio = e and t and e / t or nil }
+    end
+  end
+  table.sort(findings, function(a, b) return (a.at_stake_us or 0) > (b.at_stake_us or 0) end)
+  return findings, fine
+end
+
+-- The dominating kernels: the fewest, largest first, that make up at least share (0.8) of emmy's time.
+function M.dominating(bench, share)
+  share = share or 0.8
+  local out, sum = {}, 0
+  for _, k in ipairs(bench and bench.kernels or {}) do
+    out[#out + 1] = k.name
+    sum = sum + (k.in_program_us or (k.emmy and k.emmy.median_us or 0) * (k.instances or 1))
+    if k.cum_share and k.cum_share >= share then break end
+  end
+  return out, sum
+end
+
+local function read_json(path)
+  local f = io.open(path, "rb")
+  if not f then return nil end
+  local ok, v = pcall(require("cjson").decode, f:read("*a"))
+  f:close()
+  return ok and v or nil
+end
+
+-- Everything the report needs, read from work dir w: run.json, dump/tune.json, dump/60_bench_compare.json,
+-- dump/62_kernel_bench.json, eval/variants.json (kernel name -> eval variants' entry), eval/failures.json,
+-- eval/online.json, retune/<kernel>/tune.json, profile/<kernel>/61_ncu_metrics.json. Missing files are empty.
+-- Returns d for reports/tune_findings.lua's render, with the findings classified.
+function M.from_workdir(w)
+  local d = { work = w, run = read_json(w .. "/run.json") or {}, tune = read_json(w .. "/dump/tune.json") or {},
+    whole = read_json(w .. "/dump/60_bench_compare.json") or {}, bench = read_json(w .. "/dump/62_kernel_bench.json") or {},
+    variants = read_json(w .. "/eval/variants.json") or {}, online = (read_json(w .. "/eval/online.json") or {}).result,
+    repro_dir = w .. "/dump/tune.kernels", retunes = {}, profiles = {} }
+  d.failures = (read_json(w .. "/eval/failures.json") or {}).result or {}
+  for _, k in ipairs(d.bench.kernels or {}) do
+    local rt = read_json(("%s/retune/%s/tune.json"):format(w, k.name))
+    if rt and rt.kernels and rt.kernels[1] then d.retunes[k.name] = rt.kernels[1] end
+    d.profiles[k.name] = read_json(("%s/profile/%s/61_ncu_metrics.json"):format(w, k.name))
+  end
+  d.findings, d.fine = M.classify(d)
+  local names, us = M.dominating(d.bench)
+  d.dominating = { names = names, us = us }
+  return d
+end
+
+return M

@@ -1,0 +1,143 @@
+-- reports/tune_findings.lua — the findings report of a tune-model run (scripts/workflows/tune_model.lua), as a Lua
+-- template: render(d) -> markdown. d = {run (the workflow's run.json), tune (dump/tune.json), whole
+-- (dump/60_bench_compare.json), bench (dump/62_kernel_bench.json), findings, fine (emmy.triage.classify),
+-- dominating = {names, us}, online (eval online's result), work (the work dir)}. Every number says its regime and
+-- comes from one of those files; prose is wrapped at 120 columns (tables may overflow). Edit freely: no rebuild.
+local R = {}
+
+local function wrap(text, width, indent)
+  width, indent = width or 120, indent or ""
+  local out, line = {}, indent
+  for word in text:gmatch("%S+") do
+    if #line + #word + 1 > width and line ~= indent then
+      out[#out + 1] = line
+      line = indent .. word
+    else
+      line = line == indent and (indent .. word) or (line .. " " .. word)
+    end
+  end
+  if line ~= indent then out[#out + 1] = line end
+  return table.concat(out, "\n")
+end
+R.wrap = wrap
+
+local function f1(x) return x and ("%.1f"):format(x) or "-" end
+local function ratio(x) return x and ("%.2fx"):format(x) or "-" end
+
+function R.render(d)
+  local L = {}
+  local function add(s) L[#L + 1] = s or "" end
+  local function para(s) add(wrap(s)) add() end
+  local run, tune, whole, bench = d.run or {}, d.tune or {}, d.whole or {}, d.bench or {}
+  local what = run.whole and "whole model" or ("layer " .. tostring(run.layer or 0))
+  add(("# %s — %s tune findings"):format(run.model or "?", what))
+  add()
+  local status = #(d.findings or {}) == 0 and "every kernel within 1.10x of torch's best" or
+    ("%d finding%s"):format(#d.findings, #d.findings == 1 and "" or "s")
+  add(("- **Status:** %s"):format(status))
+  add(("- **Command:** `%s`"):format(run.command or "?"))
+  add(("- **Date:** %s; **GPU:** %s; emmy %s"):format(run.date or "?", run.gpu or "?", run.emmy or "?"))
+  add(("- **Shapes:** %s"):format(run.static and "static (--static)" or ("dynamic seq_len, benched at %s"):format(whole.at or "?")))
+  add(("- **Tune:** %s s wall, %s variants benched, %s served from the DB; status split: %s"):format(f1(tune.wall_s),
+    tostring(tune.benched or "-"), tostring(tune.served or "-"), (function()
+      local t = {}
+      for s, n in pairs(tune.recorded or {}) do t[#t + 1] = ("%s %d"):format(s, n) end
+      table.sort(t)
+      return #t > 0 and table.concat(t, ", ") or "-"
+    end)()))
+  add()
+  para(("Regime: every time below is %s. The tune's own rows (deploy regime with an L2 flush between samples) are"
+    .. " higher than these L2-warm bench rows; the two are never mixed."):format(whole.regime or "?"))
+  -- headline tables
+  add("## Where emmy stands")
+  add()
+  add("| backend | µs | p20–p80 | vs eager (above 1: faster) |")
+  add("| --- | ---: | ---: | ---: |")
+  for _, w in ipairs(whole.whole or {}) do
+    local s = w.stats
+    add(("| %s | %s | %s | %s |"):format(w.backend, f1(s and s.median_us), s and ("%s–%s"):format(f1(s.p20_us), f1(s.p80_us)) or "-",
+      ratio(w.speedup_vs_eager)))
+  end
+  add()
+  add("| kernel | layer op | coverage | emmy µs | in program µs | eager µs | torch.compile µs | torch's best / emmy | cum |")
+  add("| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |")
+  for _, k in ipairs(bench.kernels or {}) do
+    local e = k.emmy and k.emmy.median_us
+    local b
+    for _, n in ipairs { "eager", "tcompile" } do if k[n] and k[n].median_us and (not b or k[n].median_us < b) then b = k[n].median_us end end
+    add(("| %s | %s | %s | %s | %s | %s | %s | %s | %s |"):format(k.name, k.layer_op or "?", k.coverage or "?", f1(e), f1(k.in_program_us),
+      f1(k.eager and k.eager.median_us), f1(k.tcompile and k.tcompile.median_us), ratio(e and b and b / e),
+      k.cum_share and ("%.0f%%"):format(100 * k.cum_share) or "-"))
+  end
+  add()
+  if d.dominating and #d.dominating.names > 0 then
+    para(("Dominating kernels (~80%% of emmy's time): %s — %s µs together (in the program)."):format(
+      table.concat(d.dominating.names, ", "), f1(d.dominating.us)))
+  end
+  -- findings
+  for i, f in ipairs(d.findings or {}) do
+    add(("## Finding %d — %s"):format(i, f.title))
+    add()
+    add(("- **Class:** %s; **at stake:** %s µs (emmy %s µs against %s's %s µs%s, %s regime)"):format(f.class, f1(f.at_stake_us),
+      f1(f.emmy_us), f.torch_backend or "torch", f1(f.torch_us), (f.instances or 1) > 1 and (", x%d in the program"):format(f.instances) or "",
+      "L2-warm bench"))
+    if f.class == "bench failure" then
+      add(("- **Symptom:** %s (%s): %s; its time does not count."):format(f.kernel, f.layer_op or "?",
+        f.emmy_us and "its output is not the reference's" or "emmy's variant was not timed"))
+    else
+      add(("- **Symptom:** %s (%s) is %s torch's best."):format(f.kernel, f.layer_op or "?", ratio(f.ratio)))
+    end
+    add("- **Evidence:**")
+    for _, e in ipairs(f.evidence or {}) do add((wrap(e, 120, "    "):gsub("^    ", "  - "))) end
+    add(("- **Root cause:** %s"):format(f.root_cause or "?"))
+    add(("- **Repro:** `%s`"):format(f.repro or "?"))
+    add(("- **Suggested fix (%s priority):** %s"):format(f.priority or "?", f.fix or "?"))
+    add()
+  end
+  if #(d.fine or {}) > 0 then
+    local t = {}
+    for _, k in ipairs(d.fine) do t[#t + 1] = ("%s (%s)"):format(k.kernel, ratio(k.ratio)) end
+    para("Within 1.10x of torch's best or faster (emmy µs / torch's best µs): " .. table.concat(t, ", ") .. ".")
+  end
+  -- prior quality
+  add("## Prior quality")
+  add()
+  for _, half in ipairs { "offline", "online" } do
+    local h = d.online and d.online[half]
+    add(("=== %s prior ==="):format(half))
+    add()
+    if not h or #(h.kernels or {}) == 0 then
+      add(("No row carries an %s prediction."):format(half))
+    else
+      add("| kernel | rows | pick regret | pick rank | rank correlation | best in top k |")
+      add("| --- | ---: | ---: | ---: | ---: | --- |")
+      for _, r in ipairs(h.kernels) do
+        add(("| %s | %d | %s | %d | %s | %s |"):format(r.name, r.rows, ratio(r.regret), r.rank, r.rho and ("%.2f"):format(r.rho) or "-",
+          r.hit and "yes" or "no"))
+      end
+      add()
+      add(("Mean regret %s, mean rank correlation %s, best in the top %d for %.0f%% of the kernels."):format(ratio(h.mean_regret),
+        h.mean_rho and ("%.2f"):format(h.mean_rho) or "-", h.k or 5, 100 * (h.hit_rate or 0)))
+    end
+    add()
+  end
+  -- artifacts
+  add("## Repro and artifacts")
+  add()
+  add(("- Work dir: `%s` (logs of every step, `tune.db`, `dump/`)"):format(d.work or "?"))
+  add("- Bench files: `dump/60_bench_compare.json`, `dump/62_kernel_bench.json`, `dump/kernels.html`")
+  add("- Reproducers: `dump/tune.kernels/<kernel>.torch.json` (`emmy run --ir FILE --bench`)")
+  add("- Triage data: `eval/` (the eval views as JSON), `retune/`, `profile/`; the findings as `findings.json`")
+  add()
+  add("## Workflow notes")
+  add()
+  add("| step | status | seconds |")
+  add("| --- | --- | ---: |")
+  for _, s in ipairs(run.steps or {}) do add(("| %s | %s | %s |"):format(s.name, s.ok and "ok" or "FAIL", f1(s.seconds))) end
+  add()
+  for _, n in ipairs(run.friction or {}) do add("- " .. n) end
+  if #(run.friction or {}) > 0 then add() end
+  return table.concat(L, "\n")
+end
+
+return R
