@@ -485,6 +485,26 @@ local function featurize(k, knob)
   return okc and c and f or nil, okc and c or nil, fn
 end
 
+-- A kernel's ok rows (fastest first) that the offline half can featurize: {{row, f, cost, fn}}.
+local function scored_rows(k)
+  local scored = {}
+  for _, r in ipairs(ok_rows(k)) do
+    local f, c, fn = featurize(k, r.knob)
+    if f then scored[#scored + 1] = { row = r, f = f, cost = c, fn = fn } end
+  end
+  return scored
+end
+
+-- The row with the lowest cost_of(x); equal costs: the one measured first, as the tuner's order had it.
+local function offline_pick(scored, cost_of)
+  local pick, pc
+  for _, x in ipairs(scored) do
+    local c = cost_of(x)
+    if c and (not pc or c < pc or (c == pc and (x.row.order or 0) < (pick.row.order or 0))) then pick, pc = x, c end
+  end
+  return pick
+end
+
 -- eval online --blame: per kernel whose offline pick (the lowest offline cost among its ok rows) is not the best
 -- row, each feature's push: the pick's cost with that feature set to the best row's value, minus its cost (> 0:
 -- the pick's value made it look cheaper than it was; the largest first). A pick whose features equal the best's
@@ -493,17 +513,9 @@ end
 function M.blame(db, ctx, substr)
   local out = {}
   for _, k in ipairs(M.kernels(db, ctx, substr)) do
-    local scored = {}
-    for _, r in ipairs(ok_rows(k)) do
-      local f, c, fn = featurize(k, r.knob)
-      if f then scored[#scored + 1] = { row = r, f = f, cost = c, fn = fn } end
-    end
+    local scored = scored_rows(k)
     if #scored > 1 then
-      -- (equal costs: the one measured first, as the tuner's order had it)
-      local best, pick = scored[1], nil
-      for _, x in ipairs(scored) do
-        if not pick or x.cost < pick.cost or (x.cost == pick.cost and (x.row.order or 0) < (pick.row.order or 0)) then pick = x end
-      end
+      local best, pick = scored[1], offline_pick(scored, function(x) return x.cost end)
       if pick.row.us > best.row.us then
         local pushes, blind = {}, true
         local names = {}
@@ -536,19 +548,11 @@ end
 function M.ablate(db, ctx, substr)
   local per = {}
   for _, k in ipairs(M.kernels(db, ctx, substr)) do
-    local scored = {}
-    for _, r in ipairs(ok_rows(k)) do
-      local f, c, fn = featurize(k, r.knob)
-      if f then scored[#scored + 1] = { row = r, f = f, cost = c, fn = fn } end
-    end
+    local scored = scored_rows(k)
     if #scored > 1 then per[#per + 1] = scored end
   end
   local function regret(scored, cost_of)
-    local pick, pc = nil, nil
-    for _, x in ipairs(scored) do
-      local c = cost_of(x)
-      if c and (not pc or c < pc or (c == pc and (x.row.order or 0) < (pick.row.order or 0))) then pick, pc = x, c end
-    end
+    local pick = offline_pick(scored, cost_of)
     return pick and pick.row.us / scored[1].row.us or 1
   end
   local function mean_regret(cost_of)

@@ -136,6 +136,7 @@ function M.dominating(bench, share)
   return out, sum
 end
 
+-- A JSON file's value, or nil when it is missing or not JSON (a work dir's optional files).
 local function read_json(path)
   local f = io.open(path, "rb")
   if not f then return nil end
@@ -143,6 +144,7 @@ local function read_json(path)
   f:close()
   return ok and v or nil
 end
+M.read_json = read_json
 
 -- Everything the report needs, read from work dir w: run.json, dump/tune.json, dump/60_bench_compare.json,
 -- dump/62_kernel_bench.json, eval/variants.json (kernel name -> eval variants' entry), eval/failures.json,

@@ -43,18 +43,8 @@ for _, d in ipairs { "dump", "eval", "retune", "profile" } do assert(sys.mkdir_p
 local t0 = sys.clock()
 local function say(fmt, ...) print(("[%6.1fs] " .. fmt):format(sys.clock() - t0, ...)) io.stdout:flush() end
 local function shq(s) return "'" .. tostring(s):gsub("'", "'\\''") .. "'" end
-local function read_json(path)
-  local f = io.open(path, "rb")
-  if not f then return nil end
-  local ok, v = pcall(cjson.decode, f:read("*a"))
-  f:close()
-  return ok and v or nil
-end
-local function write_file(path, text)
-  local f = assert(io.open(path, "wb"))
-  f:write(text)
-  f:close()
-end
+local read_json = require("emmy.triage").read_json
+local write_file = require("emmy.dump").write_file
 
 -- run.json: kept across --from runs (the earlier steps' entries stay)
 local run = read_json(work .. "/run.json") or {}
