@@ -34,7 +34,8 @@ function M.parse_backends(s)
   return set
 end
 
--- The SM clock in MHz: a one-thread kernel spins on %globaltimer for spin_ns and counts clock64 cycles.
+-- The SM clock in MHz: a one-thread kernel spins on %globaltimer for spin_ns (default 100 µs) and counts clock64
+-- cycles.
 local PROBE = [[
 extern "C" __global__ void em_clock_probe(long long *out, long long spin_ns) {
   unsigned long long t0, t1;
@@ -47,7 +48,7 @@ extern "C" __global__ void em_clock_probe(long long *out, long long spin_ns) {
 }
 ]]
 local probes = setmetatable({}, { __mode = "k" })
-function M.sm_clock(cu)
+function M.sm_clock(cu, spin_ns)
   local p = probes[cu]
   if p == nil then
     local nv = require "emmy.nvrtc"
@@ -59,7 +60,7 @@ function M.sm_clock(cu)
     probes[cu] = p
   end
   if not p then return nil end
-  local ok = cu:launch(p.fn, { grid = { 1, 1, 1 }, block = { 1, 1, 1 }, smem = 0, args = { p.out, { i64 = 20000 } } })
+  local ok = cu:launch(p.fn, { grid = { 1, 1, 1 }, block = { 1, 1, 1 }, smem = 0, args = { p.out, { i64 = spin_ns or 100000 } } })
   if not ok or not cu:sync() then return nil end
   local t = p.out:download("i64", { 2 })
   local cycles, ns = t and t:get(1), t and t:get(2)
@@ -70,6 +71,7 @@ end
 -- Runs timer() between two clock reads; returns its result with .clock = {before, after, drift} added (drift:
 -- true when the clock moved by more than M.DRIFT).
 function M.with_clock(cu, timer)
+  M.sm_clock(cu, 1000000) -- (a first millisecond of spinning, so an idle GPU's low clock is not read as "before")
   local before = M.sm_clock(cu)
   local t, err = timer()
   local after = M.sm_clock(cu)
