@@ -67,11 +67,15 @@ function M.parse_csv(text)
   local lines = {}
   for l in text:gmatch("[^\r\n]+") do if l:sub(1, 1) == '"' then lines[#lines + 1] = l end end
   if #lines < 2 then return {} end
-  local header, units = csv_fields(lines[1]), csv_fields(lines[2])
+  local header = csv_fields(lines[1])
   local col = {}
   for i, h in ipairs(header) do col[h] = i end
+  -- the units row (its ID cell is empty) is there in --page raw; without it, every metric is in its base unit
+  local second = csv_fields(lines[2])
+  local has_units = (second[col["ID"] or 1] or "") == ""
+  local units = has_units and second or {}
   local rows = {}
-  for r = 3, #lines do
+  for r = has_units and 3 or 2, #lines do
     local f = csv_fields(lines[r])
     local row = { name = f[col["Kernel Name"] or 0] or "?" }
     for _, m in ipairs(M.METRICS) do

@@ -250,6 +250,9 @@ test("run --profile: ncu's CSV parsed and aggregated per backend; unknown metric
   eq(agg.lsu, 1500)
   local ns = profile.parse_csv('"ID","Kernel Name","gpu__time_duration.sum"\n"","","nsecond"\n"0","k","2500"')
   eq(ns[1].duration_us, 2.5, "ns to µs")
+  local nou = profile.parse_csv('"ID","Kernel Name","gpu__time_duration.sum"\n"0","k","2500"\n"1","k2","500"')
+  eq(#nou, 2, "no units row: both kernels")
+  eq(nou[1].duration_us, 2.5, "base unit ns")
   -- a stand-in ncu: refuses the wgmma pipe metric once, then prints the CSV above for whatever it runs
   local d = tmpdir()
   write_file(d .. "/ncu", "#!/bin/sh\ncase \"$*\" in *gmma*) echo '==ERROR== Failed to find metric sm__pipe_tensor_op_gmma_cycles_active.avg.pct_of_peak_sustained_active'; exit 1;; esac\n"
