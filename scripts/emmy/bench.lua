@@ -461,7 +461,7 @@ function M.ab(a)
     if ok then ok, err = cu:sync() end
     if not ok then return nil, "launch_fail: " .. tostring(err) end
     local _, why = gpu.check_outputs(p.kernel.repro, kb, a.vals, bind)
-    if why then return nil, "wrong: " .. why end
+    if why then return nil, why:match("^wrong") and why or ("wrong: " .. why) end
     return M.with_clock(cu, function() return cu:time(function() return gpu.launch(cu, p, e, kb, bind) end, M.REGIME) end)
   end
   for _, p in ipairs(a.plans) do

@@ -211,6 +211,27 @@ test("emmy run --bench with the mock driver and PyTorch on the CPU: both tables,
   check(io.open(d .. "/dump/kernels.html") ~= nil, "page written")
 end)
 
+test("emmy run --bench, emmy's side end to end on the mock driver (EMMY_MOCK_ANY_KERNEL: every kernel a 2 µs no-op)", function()
+  local d = tmpdir()
+  local so = d .. "/libcuda_mock.so"
+  local cc, cout = sh(("cc -shared -fPIC -O1 -o %s %s"):format(shell_quote(so), shell_quote(ROOT .. "/tests/fixtures/cuda_mock.c")))
+  if cc ~= 0 then skip("cannot build the mock driver: " .. cout:sub(1, 200)) end
+  local code, out, err = emmy({ "run", "Qwen/Qwen3-Embedding-0.6B", "--layer", "0", "--dynamic", "seq_len@x:1", "--seq-len", "8",
+    "--bench", "--bench-backends", "emmy", "--ab", "BM=128", "--kernel", "linear_7363", "--dump-dir", d .. "/dump" },
+    { env = ("EMMY_MOCK_ANY_KERNEL=1 EMMY_LIBCUDA=%s EMMY_LIBCUPTI=/nonexistent EMMY_CUBIN_CACHE=%s/cc"):format(so, d) })
+  eq(code, 1, "the no-op kernels are wrong: " .. err)
+  -- the whole layer: 10 launches of 2 µs of modeled time; each distinct kernel alone 2 µs
+  check(out:find("emmy%s+20%.0%s+20%.0%-20%.0"), out)
+  local _, k = validate(d .. "/dump")
+  eq(#k.kernels, 9)
+  for _, r in ipairs(k.kernels) do
+    check(r.emmy and math.abs(r.emmy.median_us - 2) < 1e-3, r.name .. ": 2 µs alone")
+    check(r.accuracy ~= "ok", r.name .. ": the no-op's output is wrong and says so")
+  end
+  check(out:find("note: in-program times: CUPTI", 1, true), "CUPTI missing or refusing is a note: " .. out)
+  check(out:find("k_linear_7363a2%s+ab BM=128.-wrong: v24"), "an A/B variant is checked before it is timed: " .. out)
+end)
+
 test("run --ab: each spec a row beside the default; a gate's refusal, a knob the kernel lacks, pins that exclude each other are refused rows", function()
   local d = tmpdir()
   local so = d .. "/libcuda_mock.so"
