@@ -70,7 +70,7 @@ function R.render(d)
       k.cum_share and ("%.0f%%"):format(100 * k.cum_share) or "-"))
   end
   add()
-  if d.dominating and #d.dominating.names > 0 then
+  if d.dominating and #d.dominating.names > 0 and (d.dominating.us or 0) > 0 then
     para(("Dominating kernels (~80%% of emmy's time): %s — %s µs together (in the program)."):format(
       table.concat(d.dominating.names, ", "), f1(d.dominating.us)))
   end
