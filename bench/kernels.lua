@@ -148,32 +148,11 @@ if opts.ceilings then
     print("ceilings: could not be measured (torch missing?)")
   end
 end
--- Times graph gr in PyTorch eager and torch.compile on the values value_of(name) of its inputs
--- (tools/torchref/bench.py in a temporary folder). Returns {eager = µs|nil, compile = µs|nil, why = text|nil}.
+-- Times graph gr in PyTorch eager and torch.compile on the values value_of(name) of its inputs (emmy.bench's torch
+-- rows: tools/torchref/bench.py). Returns {eager = µs|nil, compile = µs|nil, why = text|nil}.
 local function torch_bench(gr, value_of)
-  local graphjson, sys, cjson = require "emmy.graphjson", require "emmy.sys", require "cjson"
-  local d = os.tmpname()
-  os.remove(d)
-  assert(sys.mkdir_p(d .. "/in"))
-  assert(graphjson.write(gr, d .. "/g.torch.json"))
-  for _, v in ipairs(gr:inputs()) do assert(value_of(v.name):save(d .. "/in/" .. v.name .. ".npy")) end
-  os.execute(("%s %s/tools/torchref/bench.py %s/g.torch.json --inputs %s/in --bind seq_len=%d --json %s/b.json > %s/log 2>&1")
-    :format(opts.python, EMMY_HOME, d, d, opts.seq_len, d, d))
-  local f = io.open(d .. "/b.json")
-  local ok, r = pcall(cjson.decode, f and f:read("*a") or "")
-  if f then f:close() end
-  local out = {}
-  for _, b in ipairs { "eager", "compile" } do out[b] = ok and r.backends[b] and r.backends[b].median_us or nil end
-  if not (out.eager and out.compile) then -- say why: the backend's error, else bench.py's last log line
-    local lf = io.open(d .. "/log")
-    local last = ""
-    for l in (lf and lf:lines() or function() end) do if l:match("%S") then last = l end end
-    if lf then lf:close() end
-    out.why = ok and (r.backends.eager and r.backends.eager.error
-      or r.backends.compile and (r.backends.compile.error or r.backends.compile.skipped)) or last
-  end
-  os.execute("rm -rf " .. d)
-  return out
+  local t = require("emmy.bench").torch(gr, value_of, { seq_len = opts.seq_len })
+  return { eager = t.eager and t.eager.median_us, compile = t.tcompile and t.tcompile.median_us, why = t.why }
 end
 
 -- --torch: each kernel's reproducer in PyTorch eager and torch.compile on the same inputs

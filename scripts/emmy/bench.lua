@@ -95,54 +95,73 @@ function M.at(g, bind)
   return #parts > 0 and table.concat(parts, ", ") or "static"
 end
 
--- Times graph gr in PyTorch (tools/torchref/bench.py) on the values value_of(name) of its inputs at bind.
--- o.backends: set with eager and/or tcompile; o.device ("cuda" unless EMMY_TORCH_DEVICE says otherwise).
--- Returns {eager = stats|nil, tcompile = stats|nil, why = text|nil}; stats = {median_us, p20_us, p80_us, min_us,
--- samples, method, max_abs_vs_eager}.
-function M.torch(gr, value_of, bind, o)
+-- Times graphs in PyTorch in one tools/torchref/bench.py process (--batch: one Python start, one torch import for
+-- all of them). jobs = {{graph, value_of = fn(name) -> tensor}}, bound by bind; o.backends: set with eager and/or
+-- tcompile; o.device ("cuda" unless EMMY_TORCH_DEVICE says otherwise). Returns one result per job:
+-- {eager = stats|nil, tcompile = stats|nil, why = text|nil}; stats = {median_us, p20_us, p80_us, min_us, samples,
+-- method, max_abs_vs_eager}.
+function M.torch_many(jobs, bind, o)
   o = o or {}
   local want = {}
   if not o.backends or o.backends.eager then want[#want + 1] = "eager" end
   if not o.backends or o.backends.tcompile then want[#want + 1] = "compile" end
-  if #want == 0 then return {} end
+  local res = {}
+  if #want == 0 then
+    for i = 1, #jobs do res[i] = {} end
+    return res
+  end
   local d = os.tmpname()
   os.remove(d)
-  assert(sys.mkdir_p(d .. "/in"))
-  assert(graphjson.write(gr, d .. "/g.torch.json"))
-  for _, v in ipairs(gr:inputs()) do
-    local t = value_of(v.name)
-    if not t then return { why = "no value for input " .. v.name } end
-    assert(t:save(d .. "/in/" .. v.name .. ".npy"))
+  assert(sys.mkdir_p(d))
+  local batch = {}
+  for i, job in ipairs(jobs) do
+    local jd = ("%s/%d"):format(d, i)
+    assert(sys.mkdir_p(jd .. "/in"))
+    assert(graphjson.write(job.graph, jd .. "/g.torch.json"))
+    for _, v in ipairs(job.graph:inputs()) do
+      local t = job.value_of(v.name)
+      if not t then res[i] = { why = "no value for input " .. v.name } break end
+      assert(t:save(jd .. "/in/" .. v.name .. ".npy"))
+    end
+    if not res[i] then batch[#batch + 1] = { graph = jd .. "/g.torch.json", inputs = jd .. "/in", json = jd .. "/b.json", i = i } end
   end
+  local f = assert(io.open(d .. "/batch.json", "w"))
+  f:write(cjson.encode(batch))
+  f:close()
   local binds = {}
   for k, v in pairs(bind or {}) do binds[#binds + 1] = ("--bind %s=%d"):format(k, v) end
   table.sort(binds)
-  os.execute(("%s %s/tools/torchref/bench.py %s/g.torch.json --inputs %s/in %s --device %s --backends %s --reps %d --warmup %d --json %s/b.json > %s/log 2>&1")
-    :format(python(), EMMY_HOME, d, d, table.concat(binds, " "), o.device or os.getenv("EMMY_TORCH_DEVICE") or "cuda",
+  os.execute(("%s %s/tools/torchref/bench.py --batch %s/batch.json %s --device %s --backends %s --reps %d --warmup %d > %s/log 2>&1")
+    :format(python(), EMMY_HOME, d, table.concat(binds, " "), o.device or os.getenv("EMMY_TORCH_DEVICE") or "cuda",
       table.concat(want, ","), o.reps or 100, o.warmup or 10, d, d))
-  local f = io.open(d .. "/b.json")
-  local ok, r = pcall(cjson.decode, f and f:read("*a") or "")
-  if f then f:close() end
-  local out = {}
-  local whys = {}
-  for _, b in ipairs(want) do
-    local key = b == "compile" and "tcompile" or b
-    local x = ok and r.backends and r.backends[b]
-    if x and x.median_us then out[key] = x
-    elseif x then whys[#whys + 1] = ("%s: %s"):format(key, x.error or x.skipped or "no time")
+  local last = ""
+  local lf = io.open(d .. "/log")
+  for l in (lf and lf:lines() or function() end) do if l:match("%S") then last = l end end
+  if lf then lf:close() end
+  for _, b in ipairs(batch) do
+    local jf = io.open(b.json)
+    local ok, r = pcall(cjson.decode, jf and jf:read("*a") or "")
+    if jf then jf:close() end
+    local out, whys = {}, {}
+    for _, w in ipairs(want) do
+      local key = w == "compile" and "tcompile" or w
+      local x = ok and r.backends and r.backends[w]
+      if x and x.median_us then out[key] = x
+      elseif x then whys[#whys + 1] = ("%s: %s"):format(key, x.error or x.skipped or "no time") end
     end
+    if not ok then whys[#whys + 1] = last ~= "" and last or "tools/torchref/bench.py gave no result" end
+    if ok and r.error then whys[#whys + 1] = r.error end
+    out.why = #whys > 0 and table.concat(whys, "; ") or nil
+    out.device = ok and r.device or nil
+    res[b.i] = out
   end
-  if not ok then -- bench.py's last log line says why
-    local lf = io.open(d .. "/log")
-    local last = ""
-    for l in (lf and lf:lines() or function() end) do if l:match("%S") then last = l end end
-    if lf then lf:close() end
-    whys[#whys + 1] = last ~= "" and last or "tools/torchref/bench.py gave no result"
-  end
-  out.why = #whys > 0 and table.concat(whys, "; ") or nil
-  out.device = ok and r.device or nil
   os.execute("rm -rf '" .. d:gsub("'", "") .. "'")
-  return out
+  return res
+end
+
+-- One graph in PyTorch (M.torch_many of one job).
+function M.torch(gr, value_of, bind, o)
+  return M.torch_many({ { graph = gr, value_of = value_of } }, bind, o)[1]
 end
 
 -- The real transformers module on the same weights and inputs (tools/torchref/hf_bench.py): for a model's layer
@@ -356,10 +375,17 @@ function M.run(a)
       row.emmy = stats(t)
       if not t then row.error = tostring(err) end
     end
-    if be.eager or be.tcompile then
-      local t = M.torch(p.kernel.repro, function(name) return vals[name] or a.ins[name] end, bind, { backends = be })
-      row.eager, row.tcompile = t.eager, t.tcompile
-      if t.why then row.torch_note = t.why end
+  end
+  -- torch on every kernel's reproducer, in one Python process
+  if be.eager or be.tcompile then
+    progress(("torch on the %d reproducers"):format(#order))
+    local jobs = {}
+    for i, row in ipairs(order) do
+      jobs[i] = { graph = row.plan.kernel.repro, value_of = function(name) return vals[name] or a.ins[name] end }
+    end
+    for i, t in ipairs(M.torch_many(jobs, bind, { backends = be })) do
+      order[i].eager, order[i].tcompile = t.eager, t.tcompile
+      if t.why then order[i].torch_note = t.why end
     end
   end
   -- sorted by emmy µs (in the program when measured, else alone), with the cumulative share

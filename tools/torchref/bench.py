@@ -122,8 +122,11 @@ def main(argv):
             return 1
         return ceilings(out)
     p = argparse.ArgumentParser(prog="bench.py")
-    p.add_argument("graph")
-    p.add_argument("--inputs", required=True, metavar="DIR")
+    p.add_argument("graph", nargs="?")
+    p.add_argument("--inputs", metavar="DIR")
+    p.add_argument("--batch", metavar="FILE",
+                   help="a JSON list of jobs {graph, inputs, json}: each graph benched in this one process (the other "
+                        "options apply to every job; one job's failure is its JSON's error, the others go on)")
     p.add_argument("--bind", action="append", default=[], metavar="NAME=N")
     p.add_argument("--device", choices=("cpu", "cuda"), default="cuda")
     p.add_argument("--backends", default="eager,compile")
@@ -134,19 +137,43 @@ def main(argv):
                    help="no timing: after one warm-up call, one call of each backend inside the NVTX range "
                         "emmy_profile_<backend> (for ncu --nvtx --nvtx-include emmy_profile_<backend>/)")
     a = p.parse_args(argv)
+    if a.batch:
+        try:
+            jobs = json.load(open(a.batch))
+        except (OSError, ValueError) as e:
+            sys.stderr.write("bench: --batch %s: %s\n" % (a.batch, e))
+            return 2
+        rc = 0
+        for job in jobs:
+            r = bench_one(job["graph"], job["inputs"], job.get("json"), a, quiet=True)
+            if r != 0:
+                rc = 1
+                if job.get("json") and not os.path.exists(job["json"]):
+                    with open(job["json"], "w") as f:
+                        json.dump({"graph": job["graph"], "backends": {}, "error": "bench.py exit %d (see its log)" % r}, f)
+        return rc
+    if not a.graph or not a.inputs:
+        p.error("give GRAPH --inputs DIR, or --batch FILE")
+    return bench_one(a.graph, a.inputs, a.json, a)
+
+
+def bench_one(graph, inputs_dir, json_out, a, quiet=False):
+    """Benches one graph with the options of a; writes json_out; returns the exit status."""
     try:
-        g = replay.load_graph(a.graph)
+        g = replay.load_graph(graph)
         env = replay.bind_symbols(g, replay.parse_binds(a.bind))
         device = torch.device(a.device)
         if device.type == "cuda" and not torch.cuda.is_available():
             raise Fail("--device cuda: torch sees no GPU", 1)
-        inputs = {i["name"]: replay.load_input(i, a.inputs, env, device) for i in g["inputs"]}
+        inputs = {i["name"]: replay.load_input(i, inputs_dir, env, device) for i in g["inputs"]}
     except Fail as e:
-        sys.stderr.write("bench: %s: %s\n" % (a.graph, e))
+        sys.stderr.write("bench: %s: %s\n" % (graph, e))
         return e.code
     eager = build(g, env, device)
+    if hasattr(torch, "_dynamo"):  # (each graph's replay function is the same code object: without a reset,
+        torch._dynamo.reset()      # dynamo's per-code cache limit would make later graphs fall back to eager)
     timer = time_cuda if device.type == "cuda" else time_cpu
-    result = {"graph": a.graph, "device": torch.cuda.get_device_name(0) if device.type == "cuda" else "cpu",
+    result = {"graph": graph, "device": torch.cuda.get_device_name(0) if device.type == "cuda" else "cpu",
               "torch": torch.__version__, "bind": env, "backends": {}}
     rc = 0
     with torch.no_grad():
@@ -181,11 +208,14 @@ def main(argv):
                 result["backends"][backend] = {"error": replay.first_line(e)}
                 rc = 1
     text = json.dumps(result, indent=1)
-    if a.json:
-        with open(a.json, "w") as f:
+    if json_out:
+        with open(json_out, "w") as f:
             f.write(text)
-    print(text)
+    if not quiet:
+        print(text)
     return rc
+
+
 
 
 if __name__ == "__main__":
