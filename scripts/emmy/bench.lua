@@ -20,6 +20,7 @@ M.FORMAT_VERSION = 1
 M.REGIME = { graph = true, reps = 50, warmup = 5, warmup_ms = 10 }
 M.LAYER_REPS = 30
 M.DRIFT = 0.03 -- a row whose SM clock moved by more than this share is flagged
+M.COMPILE_TOL = 0.125 -- torch.compile's output is checked against eager's: a larger max abs difference is said
 
 -- Parses --bench-backends ("eager,tcompile,emmy" in any order, a subset); returns a set or nil, msg.
 function M.parse_backends(s)
@@ -586,6 +587,10 @@ function M.print(res)
     "vs torch", "cum", "" }, rows = kr, align = "lllrrrrrrrl" }
   for _, n in ipairs(res.notes) do print("note: " .. n) end
   for _, k in ipairs(res.kernels) do
+    local d = k.tcompile and k.tcompile.max_abs_vs_eager
+    if d and d > M.COMPILE_TOL then
+      print(("note: torch.compile on %s differs from eager by %.3g (max abs): its time is of another result"):format(k.name, d))
+    end
     if k.torch_note then print(("note: torch on %s: %s"):format(k.name, k.torch_note)) end
     if k.error then print(("note: emmy on %s: %s"):format(k.name, k.error)) end
   end
