@@ -8,6 +8,14 @@ local bench = require "emmy.bench"
 local T = {}
 local function test(name, fn) T[#T + 1] = { name, fn } end
 
+-- Builds the mock driver (tests/fixtures/cuda_mock.c) in folder d; skips the test when cc cannot.
+local function mock_driver(d)
+  local so = d .. "/libcuda_mock.so"
+  local cc, cout = sh(("cc -shared -fPIC -O1 -o %s %s"):format(shell_quote(so), shell_quote(ROOT .. "/tests/fixtures/cuda_mock.c")))
+  if cc ~= 0 then skip("cannot build the mock driver: " .. cout:sub(1, 200)) end
+  return so
+end
+
 local function read(path)
   local f = assert(io.open(path))
   local s = f:read("*a")
@@ -193,9 +201,7 @@ test("emmy run --bench with the mock driver and PyTorch on the CPU: both tables,
   local okc = sh(py .. " -c 'import torch, numpy' 2>/dev/null")
   if okc ~= 0 then skip(py .. " has no torch/numpy (Debian: python3-torch python3-numpy)") end
   local d = tmpdir()
-  local so = d .. "/libcuda_mock.so"
-  local cc, cout = sh(("cc -shared -fPIC -O1 -o %s %s"):format(shell_quote(so), shell_quote(ROOT .. "/tests/fixtures/cuda_mock.c")))
-  if cc ~= 0 then skip("cannot build the mock driver: " .. cout:sub(1, 200)) end
+  local so = mock_driver(d)
   local code, out, err = emmy({ "run", "Qwen/Qwen3-Embedding-0.6B", "--layer", "0", "--dynamic", "seq_len@x:1", "--seq-len", "8",
     "--bench", "--bench-backends", "eager,emmy", "--dump-dir", d .. "/dump" },
     { env = ("EMMY_LIBCUDA=%s EMMY_TORCH_DEVICE=cpu EMMY_PYTHON=%s EMMY_CUBIN_CACHE=%s/cc"):format(so, py, d) })
@@ -213,9 +219,7 @@ end)
 
 test("emmy run --bench, emmy's side end to end on the mock driver (EMMY_MOCK_ANY_KERNEL: every kernel a 2 µs no-op)", function()
   local d = tmpdir()
-  local so = d .. "/libcuda_mock.so"
-  local cc, cout = sh(("cc -shared -fPIC -O1 -o %s %s"):format(shell_quote(so), shell_quote(ROOT .. "/tests/fixtures/cuda_mock.c")))
-  if cc ~= 0 then skip("cannot build the mock driver: " .. cout:sub(1, 200)) end
+  local so = mock_driver(d)
   local code, out, err = emmy({ "run", "Qwen/Qwen3-Embedding-0.6B", "--layer", "0", "--dynamic", "seq_len@x:1", "--seq-len", "8",
     "--bench", "--bench-backends", "emmy", "--ab", "BM=128", "--kernel", "linear_7363", "--dump-dir", d .. "/dump" },
     { env = ("EMMY_MOCK_ANY_KERNEL=1 EMMY_LIBCUDA=%s EMMY_LIBCUPTI=/nonexistent EMMY_CUBIN_CACHE=%s/cc"):format(so, d) })
@@ -234,9 +238,7 @@ end)
 
 test("run --ab: each spec a row beside the default; a gate's refusal, a knob the kernel lacks, pins that exclude each other are refused rows", function()
   local d = tmpdir()
-  local so = d .. "/libcuda_mock.so"
-  local cc, cout = sh(("cc -shared -fPIC -O1 -o %s %s"):format(shell_quote(so), shell_quote(ROOT .. "/tests/fixtures/cuda_mock.c")))
-  if cc ~= 0 then skip("cannot build the mock driver: " .. cout:sub(1, 200)) end
+  local so = mock_driver(d)
   local code, out, err = emmy({ "run", "Qwen/Qwen3-Embedding-0.6B", "--layer", "0", "--dynamic", "seq_len@x:1", "--seq-len", "8",
     "--kernel", "linear_7363", "--ab", "BM=128", "--ab", "TMA=0,WGMMA=1", "--ab", "THREADS=64", "--ab", "BM=96",
     "--dump-dir", d .. "/dump" }, { env = ("EMMY_LIBCUDA=%s EMMY_CUBIN_CACHE=%s/cc"):format(so, d) })
