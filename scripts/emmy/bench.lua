@@ -83,6 +83,29 @@ function M.with_clock(cu, timer)
 end
 
 local function python() return os.getenv("EMMY_PYTHON") or "python3" end
+M.python = python
+
+-- Writes graph gr and its inputs (value_of(name) -> tensor) as a tools/torchref job in folder d: d/g.torch.json
+-- and d/in/<input>.npy. Returns true, or nil and why.
+function M.write_job(d, gr, value_of)
+  assert(sys.mkdir_p(d .. "/in"))
+  assert(graphjson.write(gr, d .. "/g.torch.json"))
+  for _, v in ipairs(gr:inputs()) do
+    local t = value_of(v.name)
+    if not t then return nil, "no value for input " .. v.name end
+    assert(t:save(d .. "/in/" .. v.name .. ".npy"))
+  end
+  return true
+end
+
+-- The last non-blank line of a log file ("" when none): why a tools/torchref script gave no result.
+local function last_line(path)
+  local last = ""
+  local f = io.open(path)
+  for l in (f and f:lines() or function() end) do if l:match("%S") then last = l end end
+  if f then f:close() end
+  return last
+end
 
 -- Where a graph is benched, in words: "seq_len=512 (symbolic hint)", "seq_len=7 (bound)" or "static".
 function M.at(g, bind)
@@ -117,14 +140,9 @@ function M.torch_many(jobs, bind, o)
   local batch = {}
   for i, job in ipairs(jobs) do
     local jd = ("%s/%d"):format(d, i)
-    assert(sys.mkdir_p(jd .. "/in"))
-    assert(graphjson.write(job.graph, jd .. "/g.torch.json"))
-    for _, v in ipairs(job.graph:inputs()) do
-      local t = job.value_of(v.name)
-      if not t then res[i] = { why = "no value for input " .. v.name } break end
-      assert(t:save(jd .. "/in/" .. v.name .. ".npy"))
-    end
-    if not res[i] then batch[#batch + 1] = { graph = jd .. "/g.torch.json", inputs = jd .. "/in", json = jd .. "/b.json", i = i } end
+    local ok, why = M.write_job(jd, job.graph, job.value_of)
+    if ok then batch[#batch + 1] = { graph = jd .. "/g.torch.json", inputs = jd .. "/in", json = jd .. "/b.json", i = i }
+    else res[i] = { why = why } end
   end
   local f = assert(io.open(d .. "/batch.json", "w"))
   f:write(cjson.encode(batch))
@@ -135,10 +153,7 @@ function M.torch_many(jobs, bind, o)
   os.execute(("%s %s/tools/torchref/bench.py --batch %s/batch.json %s --device %s --backends %s --reps %d --warmup %d > %s/log 2>&1")
     :format(python(), EMMY_HOME, d, table.concat(binds, " "), o.device or os.getenv("EMMY_TORCH_DEVICE") or "cuda",
       table.concat(want, ","), o.reps or 100, o.warmup or 10, d, d))
-  local last = ""
-  local lf = io.open(d .. "/log")
-  for l in (lf and lf:lines() or function() end) do if l:match("%S") then last = l end end
-  if lf then lf:close() end
+  local last = last_line(d .. "/log")
   for _, b in ipairs(batch) do
     local jf = io.open(b.json)
     local ok, r = pcall(cjson.decode, jf and jf:read("*a") or "")
@@ -195,10 +210,7 @@ function M.transformers(model, mode, layer, g, ins)
   local okj, r = pcall(cjson.decode, jf and jf:read("*a") or "")
   if jf then jf:close() end
   if okj and r.median_us then return done(r) end
-  local lf = io.open(d .. "/log")
-  local last = ""
-  for l in (lf and lf:lines() or function() end) do if l:match("%S") then last = l end end
-  if lf then lf:close() end
+  local last = last_line(d .. "/log")
   return done(nil, last ~= "" and last or "tools/torchref/hf_bench.py gave no result")
 end
 

@@ -335,37 +335,6 @@ function M.knobs(db, ctx, substr)
   return { knobs = knobs, pairs = pairs_out }
 end
 
--- Spearman rank correlation of two equal-length lists (ties get their mean rank); nil under 2 values.
-function M.spearman(x, y)
-  local n = #x
-  if n < 2 then return nil end
-  local function ranks(v)
-    local idx = {}
-    for i = 1, n do idx[i] = i end
-    table.sort(idx, function(a, b) return v[a] < v[b] end)
-    local r, i = {}, 1
-    while i <= n do
-      local j = i
-      while j < n and v[idx[j + 1]] == v[idx[i]] do j = j + 1 end
-      for t = i, j do r[idx[t]] = (i + j) / 2 end
-      i = j + 1
-    end
-    return r
-  end
-  local rx, ry = ranks(x), ranks(y)
-  local mx, my = 0, 0
-  for i = 1, n do mx, my = mx + rx[i], my + ry[i] end
-  mx, my = mx / n, my / n
-  local sxy, sxx, syy = 0, 0, 0
-  for i = 1, n do
-    sxy = sxy + (rx[i] - mx) * (ry[i] - my)
-    sxx = sxx + (rx[i] - mx) ^ 2
-    syy = syy + (ry[i] - my) ^ 2
-  end
-  if sxx == 0 or syy == 0 then return nil end
-  return sxy / math.sqrt(sxx * syy)
-end
-
 -- eval online --dataset db: per kernel and prior half, the pick's regret (the µs of the row the half predicts
 -- fastest / the best µs), the rank correlation of its predictions with the measured times, and whether the best
 -- row is in its top k; with aggregates (mean regret, mean rho, top-k hit rate). Only rows with a prediction of
@@ -387,7 +356,7 @@ function M.online_db(db, ctx, substr, k_top)
         local hit = false
         for i = 1, math.min(k_top, #by_pred) do if by_pred[i] == rs[1] then hit = true end end
         table.insert(out[half].kernels, { name = k.name, rows = #rs, regret = pick.ratio, rank = pick.rank,
-          rho = M.spearman(xs, ys), hit = hit })
+          rho = #xs >= 2 and require("emmy.prior").spearman(xs, ys) or nil, hit = hit })
       end
     end
   end
@@ -485,6 +454,15 @@ local function featurize(k, knob)
   return okc and c and f or nil, okc and c or nil, fn
 end
 
+-- The offline cost of scored row x with feature key set to value (x's own cost when the formula refuses it).
+local function cost_with(x, key, value)
+  local g = {}
+  for k2, v in pairs(x.f) do g[k2] = v end
+  g[key] = value
+  local okc, c = pcall(x.fn, g)
+  return okc and c or nil
+end
+
 -- A kernel's ok rows (fastest first) that the offline half can featurize: {{row, f, cost, fn}}.
 local function scored_rows(k)
   local scored = {}
@@ -524,11 +502,8 @@ function M.blame(db, ctx, substr)
         for _, key in ipairs(names) do
           if pick.f[key] ~= best.f[key] then
             blind = false
-            local g = {}
-            for k2, v in pairs(pick.f) do g[k2] = v end
-            g[key] = best.f[key]
-            local okc, c = pcall(pick.fn, g)
-            if okc and c then
+            local c = cost_with(pick, key, best.f[key])
+            if c then
               pushes[#pushes + 1] = { feature = key, pick_value = pick.f[key], best_value = best.f[key], push_us = c - pick.cost }
             end
           end
@@ -577,11 +552,7 @@ function M.ablate(db, ctx, substr)
       local med = quantile(vals, 0.5)
       for _, x in ipairs(scored) do
         x.masked = x.masked or {}
-        local g = {}
-        for k2, v in pairs(x.f) do g[k2] = v end
-        if med then g[key] = med end
-        local okc, c = pcall(x.fn, g)
-        x.masked[key] = okc and c or x.cost
+        x.masked[key] = med and cost_with(x, key, med) or x.cost
       end
     end
   end

@@ -168,13 +168,15 @@ function M.run(a)
   res.kernels.emmy = M.parse_csv(csv)
   res.backends.emmy = M.aggregate(res.kernels.emmy)
   -- torch: each backend once inside an NVTX range, the inputs written as for emmy.bench's torch rows
+  local bench = require "emmy.bench"
   local d = os.tmpname()
   os.remove(d)
-  assert(sys.mkdir_p(d .. "/in"))
-  local gj = require "emmy.graphjson"
-  assert(gj.write(a.graph, d .. "/g.torch.json"))
-  for _, v in ipairs(a.graph:inputs()) do assert(a.value_of(v.name):save(d .. "/in/" .. v.name .. ".npy")) end
-  local py = os.getenv("EMMY_PYTHON") or "python3"
+  local okw, werr = bench.write_job(d, a.graph, a.value_of)
+  if not okw then
+    res.notes[#res.notes + 1] = "torch: " .. werr
+    return res
+  end
+  local py = bench.python()
   for _, b in ipairs { { "eager", "eager" }, { "tcompile", "compile" } } do
     io.stderr:write(("  profile: %s under ncu\n"):format(b[1]))
     local tcsv, terr = M.ncu(("%s %s/tools/torchref/bench.py %s/g.torch.json --inputs %s/in --backends %s --nvtx-once %s")
