@@ -417,6 +417,19 @@ function M.run(a)
   return res
 end
 
+-- Runs built variant e of plan p alone on the reference's values (vals, else the inputs ins) and checks its
+-- outputs. Returns the kernel's buffers, or nil and "launch_fail: …" / "wrong: …".
+function M.check_alone(cu, p, e, ins, vals, bind)
+  local kb = {}
+  for _, v in ipairs(p.kernel.repro:inputs()) do kb[v.name] = assert(cu:upload(vals[v.name] or ins[v.name])) end
+  local ok, err = gpu.launch(cu, p, e, kb, bind)
+  if ok then ok, err = cu:sync() end
+  if not ok then return nil, "launch_fail: " .. tostring(err) end
+  local _, why = gpu.check_outputs(p.kernel.repro, kb, vals, bind)
+  if why then return nil, why:match("^wrong") and why or ("wrong: " .. why) end
+  return kb
+end
+
 -- A bench outside `emmy run` (emmy tune --bench): opens the GPU, computes the CPU reference of graph g at its
 -- hints, builds each kernel's chosen variant (plans[i].choice), checks each alone against the reference, then
 -- benches, prints and (with a.dump_dir) writes the bench files. a = {g, graph_after, plans, backends, seed,
@@ -444,16 +457,9 @@ function M.session(a)
     extra.sources[name], extra.repros[name], extra.verdicts[name] = e.src, graphjson.encode(p.kernel.repro), p.eval and p.eval.verdicts
     if e.error then accuracy[name] = e.error
     else
-      local kb = {}
-      for _, v in ipairs(p.kernel.repro:inputs()) do kb[v.name] = assert(cu:upload(vals[v.name] or ins[v.name])) end
-      local lok, lerr = gpu.launch(cu, p, e, kb, bind)
-      if lok then lok, lerr = cu:sync() end
-      if not lok then accuracy[name] = "launch_fail: " .. tostring(lerr)
-      else
-        local _, why = gpu.check_outputs(p.kernel.repro, kb, vals, bind)
-        accuracy[name] = why or "ok"
-        if not why then picks[name] = e end
-      end
+      local kb, why = M.check_alone(cu, p, e, ins, vals, bind)
+      accuracy[name] = kb and "ok" or why
+      if kb then picks[name] = e end
     end
   end
   local be = a.backends or { eager = true, tcompile = true, emmy = true }
@@ -494,13 +500,8 @@ function M.ab(a)
   local cu, bind = a.cu, a.bind
   local out = {}
   local function time_one(p, e)
-    local kb = {}
-    for _, v in ipairs(p.kernel.repro:inputs()) do kb[v.name] = assert(cu:upload(a.vals[v.name] or a.ins[v.name])) end
-    local ok, err = gpu.launch(cu, p, e, kb, bind)
-    if ok then ok, err = cu:sync() end
-    if not ok then return nil, "launch_fail: " .. tostring(err) end
-    local _, why = gpu.check_outputs(p.kernel.repro, kb, a.vals, bind)
-    if why then return nil, why:match("^wrong") and why or ("wrong: " .. why) end
+    local kb, why = M.check_alone(cu, p, e, a.ins, a.vals, bind)
+    if not kb then return nil, why end
     return M.with_clock(cu, function() return cu:time(function() return gpu.launch(cu, p, e, kb, bind) end, M.REGIME) end)
   end
   for _, p in ipairs(a.plans) do
