@@ -182,9 +182,9 @@ end
 
 -- The real transformers module on the same weights and inputs (tools/torchref/hf_bench.py): for a model's layer
 -- (mode "layer": layer N on x) or the whole model (mode "whole": on input_ids). model: emmy.frontend's model (its
--- config.json); g, ins: the graph and its input values (weights under their checkpoint names). Returns stats, or
--- nil and why.
-function M.transformers(model, mode, layer, g, ins)
+-- config.json); g, ins: the graph and its input values (weights under their checkpoint names); compile: also the
+-- module under torch.compile. Returns stats (with .compile: stats or {error}), or nil and why.
+function M.transformers(model, mode, layer, g, ins, compile)
   local st = require "emmy.safetensors"
   local d = os.tmpname()
   os.remove(d)
@@ -204,8 +204,9 @@ function M.transformers(model, mode, layer, g, ins)
   local f = assert(io.open(d .. "/config.json", "wb"))
   f:write(cjson.encode(model.config))
   f:close()
-  os.execute(("%s %s/tools/torchref/hf_bench.py %s --mode %s --layer %d --device %s --json %s/b.json > %s/log 2>&1")
-    :format(python(), EMMY_HOME, d, mode, layer or 0, os.getenv("EMMY_TORCH_DEVICE") or "cuda", d, d))
+  os.execute(("%s %s/tools/torchref/hf_bench.py %s --mode %s --layer %d --device %s%s --json %s/b.json > %s/log 2>&1")
+    :format(python(), EMMY_HOME, d, mode, layer or 0, os.getenv("EMMY_TORCH_DEVICE") or "cuda",
+      compile and " --compile" or "", d, d))
   local jf = io.open(d .. "/b.json")
   local okj, r = pcall(cjson.decode, jf and jf:read("*a") or "")
   if jf then jf:close() end
@@ -331,10 +332,18 @@ function M.run(a)
     if be.tcompile then whole[#whole + 1] = { backend = "tcompile", t = t.tcompile } end
   end
   if a.model and (be.eager or be.tcompile) then
-    progress("the transformers module")
-    local t, why = M.transformers(a.model.model, a.model.mode, a.model.layer, a.g, a.ins)
+    progress("the transformers module" .. (be.tcompile and " (eager and torch.compile)" or ""))
+    local t, why = M.transformers(a.model.model, a.model.mode, a.model.layer, a.g, a.ins, be.tcompile)
     whole[#whole + 1] = { backend = "transformers (eager module)", t = t }
     if why then note("transformers module: " .. why) end
+    if be.tcompile and t then
+      local c = t.compile
+      t.compile = nil
+      whole[#whole + 1] = { backend = "transformers (torch.compile)", t = c and c.median_us and c or nil }
+      if not (c and c.median_us) then
+        note("transformers module under torch.compile: " .. tostring(c and c.error or "no result"))
+      end
+    end
   end
   local inprog
   if be.emmy then

@@ -8,7 +8,7 @@
 --           within the rows' spread or the 10% tolerance (exit 0)
 --   rule:   the same with a rule change (DUAL_GATE=0 forms two kernels for gate/up): compare shows the kernel-set
 --           change
---   whole:  the whole model (four --dynamic specs) with `emmy run … --bench`: both tables and the files
+--   whole:  the whole model (four --dynamic specs) with `emmy tune … --clean --bench`: both tables and the files
 -- Logs and the dumps' JSON go to $OUT.
 io.stdout:setvbuf("line")
 local cjson = require "cjson"
@@ -125,7 +125,8 @@ end
 
 if wanted("whole") then
   local d = T .. "/whole"
-  local code, out, wall = run(("%s run %s --seq-len 512 --bench --dump-dir %s"):format(EXE, WHOLE, d), OUT .. "/bench_whole.log")
+  local code, out, wall = run(("EMMY_TUNE_DB=%s/w.db EMMY_ONLINE_FILE=%s/wo.json %s tune %s --clean --bench --dump-dir %s")
+    :format(T, T, EXE, WHOLE, d), OUT .. "/bench_whole.log")
   local why = {}
   if code ~= 0 then why[#why + 1] = "exit " .. code .. ": " .. out:sub(-300) end
   local ratio, emmy, sum = check_dump(d, why)

@@ -25,20 +25,36 @@ from replay import Fail, torch  # noqa: E402
 
 
 def build(g, env, device):
-    """A function values -> outputs running the graph's nodes in order with pre-resolved ops and arguments."""
-    plan = []
+    """The graph as a torch.fx GraphModule of its aten calls (arguments resolved once, here), and a function
+    values -> outputs calling it. torch.compile compiles the GraphModule: dynamo sees only the aten calls, never
+    the JSON walking, so it captures the whole graph in one piece (no graph breaks, no per-op Python)."""
+    fxg = torch.fx.Graph()
+    values = {}
+    names = []
+    for i in g["inputs"]:
+        values[i["name"]] = fxg.placeholder("in_%d" % len(names))
+        names.append(i["name"])
     for node in g["nodes"]:
         fn, schema, _fallback = replay.resolve_op(node["op"])
-        plan.append((node["name"], fn, node, schema))
+        pos, kw = replay.call_args(node, schema, values, env, device)
+        values[node["name"]] = fxg.call_function(fn, tuple(pos), kw)
+    fxg.output([values[o] for o in g["outputs"]])
+    gm = torch.fx.GraphModule(torch.nn.Module(), fxg)
+    return gm, names
 
-    def run(inputs):
-        values = dict(inputs)
-        for name, fn, node, schema in plan:
-            pos, kw = replay.call_args(node, schema, values, env, device)
-            values[name] = fn(*pos, **kw)
-        return [values[o] for o in g["outputs"]]
 
-    return run
+def graph_breaks():
+    """Dynamo's running count of graph breaks in this process (0 where torch has no dynamo)."""
+    try:
+        from torch._dynamo.utils import counters
+        return sum(counters["graph_break"].values())
+    except (ImportError, AttributeError):
+        return 0
+
+
+def caller(module, names):
+    """values -> outputs through module (the GraphModule or its compiled form)."""
+    return lambda inputs: module(*[inputs[n] for n in names])
 
 
 def time_cuda(fn, args, reps, warmup):
@@ -169,9 +185,14 @@ def bench_one(graph, inputs_dir, json_out, a, quiet=False):
     except Fail as e:
         sys.stderr.write("bench: %s: %s\n" % (graph, e))
         return e.code
-    eager = build(g, env, device)
-    if hasattr(torch, "_dynamo"):  # (each graph's replay function is the same code object: without a reset,
-        torch._dynamo.reset()      # dynamo's per-code cache limit would make later graphs fall back to eager)
+    try:
+        gm, names = build(g, env, device)
+    except Fail as e:
+        sys.stderr.write("bench: %s: %s\n" % (graph, e))
+        return e.code
+    eager = caller(gm, names)
+    if hasattr(torch, "_dynamo"):  # (a batch compiles many graphs in one process: each starts from a clean
+        torch._dynamo.reset()      # dynamo, so no cache limit makes a later graph fall back to eager)
     timer = time_cuda if device.type == "cuda" else time_cpu
     result = {"graph": graph, "device": torch.cuda.get_device_name(0) if device.type == "cuda" else "cpu",
               "torch": torch.__version__, "bind": env, "backends": {}}
@@ -186,7 +207,8 @@ def bench_one(graph, inputs_dir, json_out, a, quiet=False):
                     if not hasattr(torch, "compile"):
                         result["backends"][backend] = {"skipped": "torch %s has no torch.compile" % torch.__version__}
                         continue
-                    fn = torch.compile(eager, dynamic=False)
+                    breaks0 = graph_breaks()
+                    fn = caller(torch.compile(gm, dynamic=False), names)
                 else:
                     raise Fail("unknown backend '%s' (eager, compile)" % backend)
                 out = fn(inputs)
@@ -203,6 +225,8 @@ def bench_one(graph, inputs_dir, json_out, a, quiet=False):
                     continue
                 r = timer(fn, inputs, a.reps, a.warmup)
                 r["max_abs_vs_eager"] = diff
+                if backend == "compile":  # (dynamo's count: 0 means the graph compiled in one piece)
+                    r["graph_breaks"] = graph_breaks() - breaks0
                 result["backends"][backend] = r
             except Exception as e:  # one failing backend is a row, not the end of the run
                 result["backends"][backend] = {"error": replay.first_line(e)}

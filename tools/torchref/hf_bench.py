@@ -3,13 +3,14 @@
 (layer N on a hidden state x) or the whole model (on input_ids), with the weights and inputs emmy wrote.
 
     python3 tools/torchref/hf_bench.py DIR --mode layer|whole [--layer N] [--device cuda|cpu] [--reps 100]
-                                       [--warmup 10] [--json OUT]
+                                       [--warmup 10] [--compile] [--json OUT]
 
 DIR holds config.json, model.safetensors (the checkpoint's names; for a layer only that layer's weights: the
 others keep transformers' initialization and are not run) and x.npy (layer) or input_ids.npy (whole).
 Timing: bench.py's (CUDA-graph replay with events, plain launches when capture fails; wall clock on the CPU).
-Prints the stats as JSON ({median_us, p20_us, p80_us, min_us, samples, method, transformers}). Exit status: 0
-ok, 1 the module failed, 2 bad input."""
+Prints the stats as JSON ({median_us, p20_us, p80_us, min_us, samples, method, transformers}); with --compile also
+"compile": the same module under torch.compile (its stats, or {"error": why}). Exit status: 0 ok, 1 the module
+failed, 2 bad input."""
 
 import argparse
 import json
@@ -36,6 +37,7 @@ def main(argv):
     p.add_argument("--reps", type=int, default=100)
     p.add_argument("--warmup", type=int, default=10)
     p.add_argument("--json", metavar="OUT")
+    p.add_argument("--compile", action="store_true", help="also time torch.compile of the same module")
     a = p.parse_args(argv)
     if a.device == "cuda" and not torch.cuda.is_available():
         sys.stderr.write("hf_bench: --device cuda: torch sees no GPU\n")
@@ -56,15 +58,25 @@ def main(argv):
                 cos, sin = base.rotary_emb(x, pos)
                 layer = base.layers[a.layer]
 
-                def fn(_):
-                    return layer(x, attention_mask=None, position_ids=pos, position_embeddings=(cos, sin))
+                def call(m):
+                    return m(x, attention_mask=None, position_ids=pos, position_embeddings=(cos, sin))
+                module = layer
             else:
                 ids = torch.from_numpy(np.load(os.path.join(a.dir, "input_ids.npy"))).to(device=a.device, dtype=torch.long)
 
-                def fn(_):
-                    return base(input_ids=ids).last_hidden_state
+                def call(m):
+                    return m(input_ids=ids).last_hidden_state
+                module = base
             timer = bench.time_cuda if a.device == "cuda" else bench.time_cpu
-            r = timer(fn, None, a.reps, a.warmup)
+            r = timer(lambda _: call(module), None, a.reps, a.warmup)
+            if a.compile and not hasattr(torch, "compile"):
+                r["compile"] = {"error": "torch %s has no torch.compile" % torch.__version__}
+            elif a.compile:
+                try:
+                    compiled = torch.compile(module, dynamic=False)
+                    r["compile"] = timer(lambda _: call(compiled), None, a.reps, a.warmup)
+                except Exception as e:  # noqa: BLE001  (the eager row stands; the compile row says why)
+                    r["compile"] = {"error": "%s: %s" % (type(e).__name__, str(e).splitlines()[0] if str(e) else "")}
     except Exception as e:  # noqa: BLE001
         sys.stderr.write("hf_bench: the module failed: %s: %s\n" % (type(e).__name__, str(e).splitlines()[0] if str(e) else ""))
         return 1
