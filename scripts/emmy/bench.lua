@@ -121,9 +121,10 @@ end
 
 -- Times graphs in PyTorch in one tools/torchref/bench.py process (--batch: one Python start, one torch import for
 -- all of them). jobs = {{graph, value_of = fn(name) -> tensor}}, bound by bind; o.backends: set with eager and/or
--- tcompile; o.device ("cuda" unless EMMY_TORCH_DEVICE says otherwise). Returns one result per job:
--- {eager = stats|nil, tcompile = stats|nil, why = text|nil}; stats = {median_us, p20_us, p80_us, min_us, samples,
--- method, max_abs_vs_eager}.
+-- tcompile; o.device ("cuda" unless EMMY_TORCH_DEVICE says otherwise); o.kernels = N: also each backend's kernels
+-- (bench.py --kernels N). Returns one result per job: {eager = stats|nil, tcompile = stats|nil, why = text|nil};
+-- stats = {median_us, p20_us, p80_us, min_us, samples, method, batch, max_abs_vs_eager, kernels = {{name, us,
+-- count}} with o.kernels}.
 function M.torch_many(jobs, bind, o)
   o = o or {}
   local want = {}
@@ -150,9 +151,9 @@ function M.torch_many(jobs, bind, o)
   local binds = {}
   for k, v in pairs(bind or {}) do binds[#binds + 1] = ("--bind %s=%d"):format(k, v) end
   table.sort(binds)
-  os.execute(("%s %s/tools/torchref/bench.py --batch %s/batch.json %s --device %s --backends %s --reps %d --warmup %d > %s/log 2>&1")
+  os.execute(("%s %s/tools/torchref/bench.py --batch %s/batch.json %s --device %s --backends %s --reps %d --warmup %d%s > %s/log 2>&1")
     :format(python(), EMMY_HOME, d, table.concat(binds, " "), o.device or os.getenv("EMMY_TORCH_DEVICE") or "cuda",
-      table.concat(want, ","), o.reps or 100, o.warmup or 10, d, d))
+      table.concat(want, ","), o.reps or 100, o.warmup or 10, o.kernels and (" --kernels %d"):format(o.kernels) or "", d, d))
   local last = last_line(d .. "/log")
   for _, b in ipairs(batch) do
     local jf = io.open(b.json)
@@ -307,6 +308,44 @@ end
 
 local function fmt(x, f) return x and (f or "%.1f"):format(x) or "-" end
 
+-- The kind of work a kernel does, from emmy's kernel kind or a torch kernel's name (cuBLAS, flash/cuDNN attention,
+-- Triton and ATen kernels): "matmul", "attention", "copy" or "norm, elementwise".
+M.KINDS = { "matmul", "attention", "norm, elementwise", "copy" }
+function M.kernel_kind(name, kind)
+  if kind then
+    return kind == "contraction" and "matmul" or kind == "attention" and "attention" or "norm, elementwise"
+  end
+  local n = name:lower()
+  if n:find("flash") or n:find("fmha") or n:find("attention") or n:find("sdpa") then return "attention" end
+  if n:find("gemm") or n:find("nvjet") or n:find("xmma") or n:find("cutlass") or n:find("cublas") or n:find("matmul")
+    or n:find("splitk") or n:find("wgmma") then return "matmul" end
+  if n:find("^memcpy") or n:find("^memset") or n:find("copy_kernel") or n:find("catarray") then return "copy" end
+  return "norm, elementwise"
+end
+
+-- Where each backend's whole-graph time goes: kernel durations (µs per call, launch gaps excluded) summed by kind,
+-- for the whole rows that carry their kernels. Returns {backends = {names}, rows = {{kind, [backend] = {us, n}}}} or
+-- nil when fewer than two backends have kernels.
+function M.by_kind(whole)
+  local names, rows, at = {}, {}, {}
+  for _, k in ipairs(M.KINDS) do
+    at[k] = { kind = k }
+    rows[#rows + 1] = at[k]
+  end
+  for _, w in ipairs(whole) do
+    if w.kernels and #w.kernels > 0 then
+      names[#names + 1] = w.backend
+      for _, r in ipairs(rows) do r[w.backend] = { us = 0, n = 0 } end
+      for _, k in ipairs(w.kernels) do
+        local c = at[M.kernel_kind(k.name, k.kind)][w.backend]
+        c.us, c.n = c.us + k.us, c.n + (k.count or 1)
+      end
+    end
+  end
+  if #names < 2 then return nil end
+  return { backends = names, rows = rows }
+end
+
 -- The whole bench of a compiled model or layer on the GPU. a = {cu, g (the graph), graph_after (the graph the
 -- kernels were formed on), plans, picks (name -> built variant, each checked), accuracy (name -> "ok"|"wrong"|…),
 -- ins, vals, bind, at (text: "seq_len=512 (symbolic hint)" | "static"), backends (set), model (optional: {model =
@@ -326,10 +365,10 @@ function M.run(a)
   local whole = {}
   if be.eager or be.tcompile then
     progress("the whole graph in torch (op-by-op replay)")
-    local t = M.torch(a.g, function(n) return a.ins[n] end, bind, { backends = be })
+    local t = M.torch(a.g, function(n) return a.ins[n] end, bind, { backends = be, kernels = 5 })
     if t.why then note("torch on the whole graph: " .. t.why) end
-    if be.eager then whole[#whole + 1] = { backend = "eager", t = t.eager } end
-    if be.tcompile then whole[#whole + 1] = { backend = "tcompile", t = t.tcompile } end
+    if be.eager then whole[#whole + 1] = { backend = "eager", t = t.eager, kernels = t.eager and t.eager.kernels } end
+    if be.tcompile then whole[#whole + 1] = { backend = "tcompile", t = t.tcompile, kernels = t.tcompile and t.tcompile.kernels } end
   end
   if a.model and (be.eager or be.tcompile) then
     progress("the transformers module" .. (be.tcompile and " (eager and torch.compile)" or ""))
@@ -350,16 +389,32 @@ function M.run(a)
     progress("emmy's whole graph")
     local t, err = M.with_clock(cu, function() return M.graph_time(cu, plans, picks, bufs, bind) end)
     if not t then note("emmy whole graph: " .. tostring(err)) end
-    whole[#whole + 1] = { backend = "emmy", t = t }
     local ip, ierr = M.in_program(cu, plans, picks, bufs, bind)
     if ip then inprog = ip else note("in-program times: " .. tostring(ierr)) end
+    local ks
+    if ip then -- emmy's kernels in the program, as torch's are listed: name, busy µs per call, count
+      ks = {}
+      local at = {}
+      for i, pos in ipairs(ip.positions) do
+        local e = at[pos.name]
+        if not e then
+          e = { name = pos.name, us = 0, count = 0, kind = plans[i].kernel.kind }
+          at[pos.name] = e
+          ks[#ks + 1] = e
+        end
+        e.us, e.count = e.us + pos.busy_us, e.count + 1
+      end
+      table.sort(ks, function(x, y) return x.us > y.us end)
+    end
+    whole[#whole + 1] = { backend = "emmy", t = t, kernels = ks }
   end
   local eager_us
   for _, w in ipairs(whole) do if w.backend == "eager" and w.t then eager_us = w.t.median_us end end
   for _, w in ipairs(whole) do
-    res.whole[#res.whole + 1] = { backend = w.backend, stats = stats(w.t),
+    res.whole[#res.whole + 1] = { backend = w.backend, stats = stats(w.t), kernels = w.kernels,
       speedup_vs_eager = eager_us and w.t and eager_us / w.t.median_us or nil }
   end
+  res.by_kind = M.by_kind(res.whole)
   if inprog then res.in_program = { replays = inprog.replays, span_us = inprog.span_us, dropped = inprog.dropped } end
   -- each kernel: its reproducer alone in the three backends, and its time in the program
   local seen, order = {}, {}
@@ -405,7 +460,7 @@ function M.run(a)
     for i, row in ipairs(order) do
       jobs[i] = { graph = row.plan.kernel.repro, value_of = function(name) return vals[name] or a.ins[name] end }
     end
-    for i, t in ipairs(M.torch_many(jobs, bind, { backends = be })) do
+    for i, t in ipairs(M.torch_many(jobs, bind, { backends = be, kernels = 5 })) do
       order[i].eager, order[i].tcompile = t.eager, t.tcompile
       if t.why then order[i].torch_note = t.why end
     end
@@ -581,6 +636,24 @@ function M.print(res)
   end
   print("\nwhole graph (speedup vs eager: above 1 is faster than eager)")
   tbl.print { header = { "backend", "µs", "p20-p80", "vs eager", "" }, rows = rows, align = "lrrrl" }
+  if res.by_kind then
+    local h, al, kr = { "kind" }, "l", {}
+    for _, b in ipairs(res.by_kind.backends) do h[#h + 1], h[#h + 2], al = b .. " µs", "kernels", al .. "rr" end
+    local tot = {}
+    for _, r in ipairs(res.by_kind.rows) do
+      local row = { r.kind }
+      for _, b in ipairs(res.by_kind.backends) do
+        row[#row + 1], row[#row + 2] = fmt(r[b].us), ("%g"):format(r[b].n)
+        tot[b] = (tot[b] or 0) + r[b].us
+      end
+      kr[#kr + 1] = row
+    end
+    local row = { "sum" }
+    for _, b in ipairs(res.by_kind.backends) do row[#row + 1], row[#row + 2] = fmt(tot[b]), "" end
+    kr[#kr + 1] = row
+    print("\nwhere the whole graph's time goes, by kind (kernel durations per call, µs; launch gaps not counted)")
+    tbl.print { header = h, rows = kr, align = al }
+  end
   if res.in_program then
     local emmy
     for _, w in ipairs(res.whole) do if w.backend == "emmy" and w.stats then emmy = w.stats.median_us end end
@@ -628,7 +701,7 @@ function M.write(dir, res, extra)
     notes = res.notes }
   local w = {}
   for k, v in pairs(common) do w[k] = v end
-  w.whole, w.in_program = res.whole, res.in_program
+  w.whole, w.in_program, w.by_kind = res.whole, res.in_program, res.by_kind
   write(dir .. "/60_bench_compare.json", cjson.encode(w))
   local k = {}
   for key, v in pairs(common) do k[key] = v end

@@ -21,6 +21,106 @@ local function torch_best(k)
   return b, who
 end
 
+-- Where a kernel kind's CUDA is written: {file, fn} (emitter_site finds the line).
+M.EMITTERS = {
+  contraction = { file = "src/emit_contraction.c", fn = "ex_k_contraction" },
+  attention = { file = "src/emit_attention.c", fn = "k_flash" },
+  row = { file = "src/emit_kinds.c", fn = "ex_k_row" },
+  reduce = { file = "src/emit_kinds.c", fn = "ex_k_reduce" },
+  pointwise = { file = "src/emit_kinds.c", fn = "ex_k_pointwise" },
+}
+
+-- "file:line (fn)" of the emitter of kernel kind `kind` in emmy's source tree at root, or nil.
+function M.emitter_site(kind, root)
+  local e = M.EMITTERS[kind or ""]
+  if not e then return nil end
+  local f = io.open((root or EMMY_HOME or ".") .. "/" .. e.file)
+  if not f then return e.file .. " (" .. e.fn .. ")" end
+  local n, line = 0, nil
+  for l in f:lines() do
+    n = n + 1
+    if not line and l:match("^[%w_].-%f[%w_]" .. e.fn .. "%(") then line = n end
+  end
+  f:close()
+  return ("%s:%s (%s)"):format(e.file, line and tostring(line) or "?", e.fn)
+end
+
+-- What ncu's side-by-side says is wrong with emmy's kernel against torch's (backend who): the counters that differ
+-- most, each a short clause, largest difference first. pr: 61_ncu_metrics.json's table. Returns {clauses}.
+function M.diagnose(pr, who)
+  local be = pr and pr.backends or {}
+  local e, t = be.emmy, be[who]
+  if not e or not t then return {} end
+  local out = {}
+  local function num(x, k) return x and tonumber(x[k]) end
+  local et, tt = num(e, "tensor_mma"), num(t, "tensor_mma")
+  if et and tt and tt > 5 and et < 0.75 * tt then
+    out[#out + 1] = { w = tt / math.max(et, 0.1), s = ("the tensor pipe is busy %.0f%% of the time against %s's %.0f%%: the main"
+      .. " loop issues matrix instructions at a lower rate"):format(et, who, tt) }
+  end
+  local el, tl = num(e, "lsu"), num(t, "lsu")
+  if el and tl and tl > 0 and el > 1.5 * tl then
+    out[#out + 1] = { w = el / tl, s = ("%.1fx %s's load/store instructions (%d against %d): operands or results go through"
+      .. " registers and shared memory in more, narrower steps"):format(el / tl, who, el, tl) }
+  end
+  local eo, to = num(e, "occupancy"), num(t, "occupancy")
+  if eo and to and to > 0 and eo < 0.7 * to then
+    out[#out + 1] = { w = to / math.max(eo, 0.1), s = ("achieved occupancy %.0f%% against %.0f%% (%s registers per thread"
+      .. " against %s): too few warps in flight to hide latency"):format(eo, to, tostring(e.regs or "?"), tostring(t.regs or "?")) }
+  end
+  local eb, tb = num(e, "bank_conflicts"), num(t, "bank_conflicts")
+  if eb and tb and eb > 1000 and eb > 4 * math.max(tb, 1) then
+    out[#out + 1] = { w = eb / math.max(tb, 1), s = ("%d shared-memory bank conflicts against %d"):format(eb, tb) }
+  end
+  local ek, tk = num(e, "kernels"), num(t, "kernels")
+  if ek and tk and tk > ek then
+    out[#out + 1] = { w = 1, s = ("%s runs it as %d kernels (emmy: %d)"):format(who, tk, ek) }
+  end
+  table.sort(out, function(a, b) return a.w > b.w end)
+  local r = {}
+  for _, c in ipairs(out) do r[#r + 1] = c.s end
+  return r
+end
+
+-- The whole-graph gap: emmy's whole time against torch's best whole row, and by kind (60_bench_compare.json's
+-- by_kind) against the backend with the kernel breakdown closest to that best. Returns {emmy_us, torch_us,
+-- torch_backend, ratio, kinds = {{kind, emmy_us, emmy_n, torch_us, torch_n, gap_us}} largest gap first, per_kernel_torch_us
+-- (the sum of torch's best per kernel reproducer)} or nil when emmy's whole time or torch's is missing.
+function M.whole_gap(whole, bench)
+  local e, t, who
+  for _, w in ipairs(whole and whole.whole or {}) do
+    local s = w.stats and w.stats.median_us
+    if s and w.backend == "emmy" then e = s
+    elseif s and (not t or s < t) then t, who = s, w.backend end
+  end
+  if not e or not t then return nil end
+  local g = { emmy_us = e, torch_us = t, torch_backend = who, ratio = e / t, kinds = {} }
+  local bk = whole.by_kind
+  if bk then
+    local ref
+    for _, b in ipairs(bk.backends or {}) do
+      if b ~= "emmy" and (not ref or b == "tcompile") then ref = b end
+    end
+    g.kinds_backend = ref
+    for _, r in ipairs(bk.rows or {}) do
+      local er, tr = r.emmy, ref and r[ref]
+      if er and tr and (er.us > 0 or tr.us > 0) then
+        g.kinds[#g.kinds + 1] = { kind = r.kind, emmy_us = er.us, emmy_n = er.n, torch_us = tr.us, torch_n = tr.n,
+          gap_us = er.us - tr.us, i = #g.kinds }
+      end
+    end
+    table.sort(g.kinds, function(a, b) if a.gap_us ~= b.gap_us then return a.gap_us > b.gap_us end return a.i < b.i end)
+    for _, k in ipairs(g.kinds) do k.i = nil end
+  end
+  local sum = 0
+  for _, k in ipairs(bench and bench.kernels or {}) do
+    local b = torch_best(k)
+    if b then sum = sum + b * (k.instances or 1) end
+  end
+  g.per_kernel_torch_us = sum > 0 and sum or nil
+  return g
+end
+
 -- d: {bench = 62_kernel_bench.json's table, variants = name -> eval variants' result entry, failures = eval
 -- failures' result, online = eval online's result (with blame), retunes = name -> {best_us, best_knobs},
 -- profiles = name -> 61_ncu_metrics.json's table, repro_dir = the folder of the reproducers, cuda_dir}
@@ -111,7 +211,10 @@ function M.classify(d)
           ev("no ncu profile in the work dir (counters not permitted, or ncu missing)")
         end
         if v and v.best_us then ev("tune: best of %d measured variants %.1f µs (deploy regime)", v.measured or 0, v.best_us) end
-        f.root_cause = "the emitted kernel for the best tile (see the CUDA source and the counters)"
+        local why = M.diagnose(pr, who)
+        local site = M.emitter_site(k.kind, d.root)
+        f.root_cause = (#why > 0 and (table.concat(why, "; ") .. ".") or "no counter stands out against torch's kernel (see the CUDA source).")
+          .. (site and (" Emitter: " .. site) or "")
         f.repro = ("emmy run --ir %s --bench --profile"):format(repro)
         f.fix, f.priority = "a better schedule for this kernel class in the emitter", f.at_stake_us > 5 and "high" or "medium"
       end
@@ -162,6 +265,7 @@ function M.from_workdir(w)
     d.profiles[k.name] = read_json(("%s/profile/%s/61_ncu_metrics.json"):format(w, k.name))
   end
   d.findings, d.fine = M.classify(d)
+  d.gap = M.whole_gap(d.whole, d.bench)
   local names, us = M.dominating(d.bench)
   d.dominating = { names = names, us = us }
   return d

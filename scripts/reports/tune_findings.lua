@@ -70,6 +70,31 @@ function R.render(d)
       k.cum_share and ("%.0f%%"):format(100 * k.cum_share) or "-"))
   end
   add()
+  local g = d.gap
+  if g and g.ratio > 1.10 then
+    add(("### The whole-%s gap to %s"):format(run.whole and "model" or "layer", g.torch_backend))
+    add()
+    local t = {}
+    for _, k in ipairs(g.kinds or {}) do
+      if math.abs(k.gap_us) >= 0.5 then t[#t + 1] = ("%s %+.1f µs"):format(k.kind, k.gap_us) end
+    end
+    para(("emmy's whole %s takes %s µs against %s's %s µs (%s). %s%s"):format(run.whole and "model" or "layer",
+      f1(g.emmy_us), g.torch_backend, f1(g.torch_us), ratio(g.ratio),
+      #t > 0 and ("By kind of kernel (durations, launch gaps not counted), emmy against %s: %s. "):format(g.kinds_backend, table.concat(t, ", ")) or "",
+      g.per_kernel_torch_us and ("The per-kernel rows below time each emmy kernel's reproducer alone: torch's best on"
+        .. " those adds up to %s µs, %s its whole-graph time, because torch.compile fuses across emmy's kernel"
+        .. " boundaries and a reproducer times torch on one cut of the graph.%s"):format(f1(g.per_kernel_torch_us),
+        g.per_kernel_torch_us > g.torch_us and "more than" or "against",
+        #(g.kinds or {}) > 0 and " The by-kind table is the like-for-like comparison." or "") or ""))
+    if #(g.kinds or {}) > 0 then
+      add(("| kind | emmy µs | emmy kernels | %s µs | %s kernels | emmy − %s µs |"):format(g.kinds_backend, g.kinds_backend, g.kinds_backend))
+      add("| --- | ---: | ---: | ---: | ---: | ---: |")
+      for _, k in ipairs(g.kinds) do
+        add(("| %s | %s | %g | %s | %g | %+.1f |"):format(k.kind, f1(k.emmy_us), k.emmy_n, f1(k.torch_us), k.torch_n, k.gap_us))
+      end
+      add()
+    end
+  end
   if d.dominating and #d.dominating.names > 0 and (d.dominating.us or 0) > 0 then
     para(("Dominating kernels (~80%% of emmy's time): %s — %s µs together (in the program)."):format(
       table.concat(d.dominating.names, ", "), f1(d.dominating.us)))
@@ -89,9 +114,10 @@ function R.render(d)
     end
     add("- **Evidence:**")
     for _, e in ipairs(f.evidence or {}) do add((wrap(e, 120, "    "):gsub("^    ", "  - "))) end
-    add(("- **Root cause:** %s"):format(f.root_cause or "?"))
+    local function bullet(text) add((wrap(text, 120, "  "):gsub("^  ", "- "))) end
+    bullet(("**Root cause:** %s"):format(f.root_cause or "?"))
     add(("- **Repro:** `%s`"):format(f.repro or "?"))
-    add(("- **Suggested fix (%s priority):** %s"):format(f.priority or "?", f.fix or "?"))
+    bullet(("**Suggested fix (%s priority):** %s"):format(f.priority or "?", f.fix or "?"))
     add()
   end
   if #(d.fine or {}) > 0 then

@@ -49,6 +49,31 @@ test("CUPTI records: replays of the launch sequence, other kernels skipped, in-p
   check(none == nil and err:find("no replay of the 4-kernel sequence", 1, true), tostring(err))
 end)
 
+test("where the whole graph's time goes: torch kernels classified by name, emmy's by kind, summed per backend", function()
+  local K = bench.kernel_kind
+  eq(K("nvjet_sm90_tst_128x64_64x8_1x2_h_bz_TNT"), "matmul")
+  eq(K("sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x128x64"), "matmul")
+  eq(K("void pytorch_flash::flash_fwd_kernel<Flash_fwd_kernel_traits<128, 128, 64, 4>>(Flash_fwd_params)"), "attention")
+  eq(K("fmha_cutlassF_bf16_aligned_64x128_rf_sm80"), "attention") -- (attention before cutlass's matmul)
+  eq(K("triton_per_fused__to_copy_add_mean_mul_pow_rsqrt_0"), "norm, elementwise")
+  eq(K("Memcpy DtoD (Device -> Device)"), "copy")
+  eq(K("k_linear_add_f97280", "contraction"), "matmul")
+  eq(K("k_sdpa_123d66", "attention"), "attention")
+  eq(K("k_rms_norm_8fa63c", "row"), "norm, elementwise")
+  local r = bench.by_kind {
+    { backend = "eager", kernels = { { name = "nvjet_a", us = 7, count = 1 }, { name = "triton_x", us = 2, count = 2 } } },
+    { backend = "tcompile" },
+    { backend = "emmy", kernels = { { name = "k_linear_1", us = 11, count = 2, kind = "contraction" },
+      { name = "k_sdpa_1", us = 20, count = 1, kind = "attention" } } } }
+  eq(table.concat(r.backends, ","), "eager,emmy")
+  local by = {}
+  for _, row in ipairs(r.rows) do by[row.kind] = row end
+  eq(by.matmul.eager.us, 7); eq(by.matmul.emmy.us, 11); eq(by.matmul.emmy.n, 2)
+  eq(by.attention.emmy.us, 20); eq(by.attention.eager.us, 0)
+  eq(by["norm, elementwise"].eager.us, 2); eq(by["norm, elementwise"].eager.n, 2)
+  eq(bench.by_kind { { backend = "emmy", kernels = { { name = "k", us = 1 } } } }, nil)
+end)
+
 test("bench: backends parsed, a bad one is a one-line error; where a graph is benched, in words", function()
   local b = assert(bench.parse_backends("emmy,eager"))
   check(b.emmy and b.eager and not b.tcompile, "subset")
@@ -276,14 +301,14 @@ test("run --profile: ncu's CSV parsed and aggregated per backend; unknown metric
   local nou = profile.parse_csv('"ID","Kernel Name","gpu__time_duration.sum"\n"0","k","2500"\n"1","k2","500"')
   eq(#nou, 2, "no units row: both kernels")
   eq(nou[1].duration_us, 2.5, "base unit ns")
-  -- a stand-in ncu: refuses the wgmma pipe metric once, then prints the CSV above for whatever it runs
+  -- a stand-in ncu: refuses the FMA pipe metric once, then prints the CSV above for whatever it runs
   local d = tmpdir()
-  write_file(d .. "/ncu", "#!/bin/sh\ncase \"$*\" in *gmma*) echo '==ERROR== Failed to find metric sm__pipe_tensor_op_gmma_cycles_active.avg.pct_of_peak_sustained_active'; exit 1;; esac\n"
+  write_file(d .. "/ncu", "#!/bin/sh\ncase \"$*\" in *pipe_fma*) echo '==ERROR== Failed to find metric sm__pipe_fma_cycles_active.avg.pct_of_peak_sustained_active'; exit 1;; esac\n"
     .. "cat <<'EOF'\n" .. csv .. "\nEOF\n")
   sh("chmod +x " .. d .. "/ncu")
   local code, o2, e2 = emmy({ ROOT .. "/tests/lua/ncu_probe.lua" }, { env = "EMMY_NCU=" .. d .. "/ncu" })
   eq(code, 0, e2)
-  check(o2:find("dropped sm__pipe_tensor_op_gmma_cycles_active", 1, true) and o2:find("duration 13.0", 1, true), o2)
+  check(o2:find("dropped sm__pipe_fma_cycles_active", 1, true) and o2:find("duration 13.0", 1, true), o2)
   write_file(d .. "/ncu", "#!/bin/sh\necho '==ERROR== ERR_NVGPUCTRPERM - The user does not have permission'\nexit 1\n")
   local c3, o3 = emmy({ ROOT .. "/tests/lua/ncu_probe.lua" }, { env = "EMMY_NCU=" .. d .. "/ncu" })
   check(c3 == 0 and o3:find("error: ncu: this user may not read the GPU's performance counters (ERR_NVGPUCTRPERM)", 1, true), o3)

@@ -21,6 +21,9 @@ test("triage of the fixture work dir: four classes, ordered by the µs at stake;
   check(math.abs(by.k_sdpa_123d66.at_stake_us - 5.4) < 1e-9, tostring(by.k_sdpa_123d66.at_stake_us))
   eq(by.k_sdpa_123d66.torch_backend, "eager")
   check(by.k_sdpa_123d66.evidence[1]:find("duration 22.9 µs against eager's 17.1", 1, true), by.k_sdpa_123d66.evidence[1])
+  -- its root cause: the counter that differs (occupancy 10.6% against 24.0%) and the emitter's file:line
+  check(by.k_sdpa_123d66.root_cause:find("achieved occupancy 11% against 24%", 1, true), by.k_sdpa_123d66.root_cause)
+  check(by.k_sdpa_123d66.root_cause:find("Emitter: src/emit_attention.c:%d+ %(k_flash%)"), by.k_sdpa_123d66.root_cause)
   -- down 15.1 against 12.6: the offline pick is 1.12x and a re-tune found 17.9 < 20.5 / 1.05: a confirmed shortfall
   eq(by.k_linear_add_f97280.class, "search shortfall")
   check(math.abs(by.k_linear_add_f97280.at_stake_us - 2.5) < 1e-9, "15.1 - 12.6")
@@ -37,6 +40,47 @@ test("triage of the fixture work dir: four classes, ordered by the µs at stake;
   eq(table.concat(d.dominating.names, ","), "k_sdpa_123d66,k_linear_silu_mul_b9e1e1,k_linear_add_f97280,k_linear_ad15f3,"
     .. "k_linear_add_67d546,k_linear_7363a2")
   check(math.abs(d.dominating.us - 97.9) < 1e-9, tostring(d.dominating.us))
+end)
+
+test("ncu diagnosis and the whole-graph gap by kind, worked out by hand; the report's gap section", function()
+  -- q_proj on the H200 (2026-11-30): emmy 11.4 µs, tensor pipe 25.6%, 35072 LSU; cuBLAS 7.0 µs, 44.8%, 11776
+  local why = triage.diagnose({ backends = {
+    emmy = { kernels = 1, tensor_mma = 25.6, lsu = 35072, occupancy = 12.2, regs = 58, bank_conflicts = 0 },
+    tcompile = { kernels = 1, tensor_mma = 44.8, lsu = 11776, occupancy = 14.0, regs = 168, bank_conflicts = 108 } } }, "tcompile")
+  eq(#why, 2)
+  check(why[1]:find("3.0x tcompile's load/store instructions (35072 against 11776)", 1, true), why[1])
+  check(why[2]:find("tensor pipe is busy 26% of the time against tcompile's 45%", 1, true), why[2])
+  eq(#triage.diagnose({ backends = { emmy = { lsu = 1 } } }, "eager"), 0)
+  eq(triage.emitter_site("nope"), nil)
+  check(triage.emitter_site("contraction", ROOT):find("^src/emit_contraction.c:%d+ %(ex_k_contraction%)$"), triage.emitter_site("contraction", ROOT))
+  -- emmy 119.7 µs against tcompile 79.5 (and eager 201.0): matmul 73.0 vs 50.0 µs, attention 21.0 vs 15.0, norms 15.0 vs 9.0
+  local whole = { whole = {
+    { backend = "eager", stats = { median_us = 201.0 } }, { backend = "tcompile", stats = { median_us = 79.5 } },
+    { backend = "emmy", stats = { median_us = 119.7 } } },
+    by_kind = { backends = { "eager", "tcompile", "emmy" }, rows = {
+      { kind = "matmul", eager = { us = 60, n = 7 }, tcompile = { us = 50, n = 6 }, emmy = { us = 73, n = 6 } },
+      { kind = "attention", eager = { us = 16, n = 1 }, tcompile = { us = 15, n = 1 }, emmy = { us = 21, n = 1 } },
+      { kind = "norm, elementwise", eager = { us = 90, n = 40 }, tcompile = { us = 9, n = 5 }, emmy = { us = 15, n = 4 } },
+      { kind = "copy", eager = { us = 0, n = 0 }, tcompile = { us = 0, n = 0 }, emmy = { us = 0, n = 0 } } } } }
+  local bench = { kernels = { { name = "a", eager = { median_us = 10 }, tcompile = { median_us = 12 }, instances = 2 },
+    { name = "b", tcompile = { median_us = 30 } } } }
+  local g = triage.whole_gap(whole, bench)
+  eq(g.torch_backend, "tcompile"); eq(g.kinds_backend, "tcompile")
+  check(math.abs(g.ratio - 119.7 / 79.5) < 1e-9, "ratio")
+  eq(#g.kinds, 3) -- (copy: nothing on either side)
+  eq(g.kinds[1].kind, "matmul"); eq(g.kinds[1].gap_us, 23)
+  eq(g.kinds[2].kind, "attention"); eq(g.kinds[2].gap_us, 6) -- (a tie keeps the by-kind order)
+  eq(g.kinds[3].kind, "norm, elementwise"); eq(g.kinds[3].gap_us, 6)
+  eq(g.per_kernel_torch_us, 50) -- 10 x 2 + 30
+  eq(triage.whole_gap({ whole = { { backend = "emmy", stats = { median_us = 1 } } } }, bench), nil)
+  local d = triage.from_workdir(W)
+  d.gap = g
+  local md = report.render(d)
+  check(md:find("### The whole-layer gap to tcompile", 1, true), "the gap section")
+  check(md:find("emmy's whole layer takes 119.7 µs against tcompile's 79.5 µs (1.51x)", 1, true), "the gap sentence")
+  check(md:find("matmul +23.0 µs", 1, true), "by kind, largest first")
+  check(md:find("| matmul | 73.0 | 6 | 50.0 | 6 | +23.0 |", 1, true), "the by-kind table")
+  check(md:find("adds up to 50.0 µs, against its whole-graph time", 1, true), "the per-kernel sum")
 end)
 
 test("the report renders from the fixture: header, tables, one section per finding, prior quality, workflow notes", function()

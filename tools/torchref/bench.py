@@ -57,39 +57,104 @@ def caller(module, names):
     return lambda inputs: module(*[inputs[n] for n in names])
 
 
+MIN_SAMPLE_US = 200.0  # a replay is at least this much GPU time (see time_cuda)
+CALIBRATE_CALLS = 32   # calls per replay when calibrating a short fn
+
+
+def capture(fn, args, k):
+    """A CUDA graph of k back-to-back calls of fn(args) (side-stream warm-up first, as torch asks)."""
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):
+        for _ in range(2):
+            fn(args)
+    torch.cuda.current_stream().wait_stream(s)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        for _ in range(k):
+            fn(args)
+    return graph
+
+
 def time_cuda(fn, args, reps, warmup):
-    """Median/p20/p80 µs of fn(args) by CUDA-graph replay (events around each replay); falls back to plain
-    launches timed with events when capture fails."""
+    """Median/p20/p80 µs of one fn(args) on the GPU, as emmy times its kernels (src/cuda.c em_cu_time): fn captured
+    into a CUDA graph of k back-to-back calls, replays chained (one event between consecutive replays, no host wait),
+    a sample = one replay / k. k makes a replay at least MIN_SAMPLE_US of GPU time, so the host's cost of a replay
+    from Python (tens of µs on the lent H200, a VM: measured 2026-11-30, a 7 µs cuBLAS kernel timed at 19 µs with
+    20 µs replays) never starves the stream. The GPU time of one call is calibrated on a replay of
+    CALIBRATE_CALLS calls (one replay's launch latency spread over them) unless a single call is already long.
+    Falls back to plain launches (k calls between events) when capture fails, said in the result's method."""
     for _ in range(warmup):
         fn(args)
     torch.cuda.synchronize()
+
+    def span(call, n):  # µs of n calls between two events
+        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        a.record()
+        for _ in range(n):
+            call()
+        b.record()
+        b.synchronize()
+        return a.elapsed_time(b) * 1000.0
+
+    def calls_for(once):
+        return max(1, min(4096, int(-(-MIN_SAMPLE_US // max(once, 0.05)))))
+
     method = "cuda-graph"
     try:
-        s = torch.cuda.Stream()
-        s.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(s):
-            for _ in range(2):
-                fn(args)
-        torch.cuda.current_stream().wait_stream(s)
-        graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph):
-            fn(args)
+        graph = capture(fn, args, 1)
+        once = span(graph.replay, 3) / 3
+        if once < MIN_SAMPLE_US:  # (short: the span above may be the host's launch cost, not the GPU's)
+            cal = capture(fn, args, CALIBRATE_CALLS)
+            cal.replay()
+            once = min(once, span(cal.replay, 1) / CALIBRATE_CALLS)
+            del cal
+            k = calls_for(once)
+            graph = capture(fn, args, k)
+        else:
+            k = 1
         call = graph.replay
     except Exception:  # a backend that cannot be captured is timed with plain launches
         method = "events"
-        call = lambda: fn(args)  # noqa: E731
+        k = calls_for(span(lambda: fn(args), 3) / 3)
+
+        def call():
+            for _ in range(k):
+                fn(args)
     for _ in range(3):
         call()
     torch.cuda.synchronize()
-    samples = []
-    for _ in range(reps):
-        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        a.record()
+    ev = [torch.cuda.Event(enable_timing=True) for _ in range(reps + 1)]
+    ev[0].record()
+    for i in range(reps):
         call()
-        b.record()
-        b.synchronize()
-        samples.append(a.elapsed_time(b) * 1000.0)
-    return summarize(samples, method)
+        ev[i + 1].record()
+    ev[reps].synchronize()
+    samples = [ev[i].elapsed_time(ev[i + 1]) * 1000.0 / k for i in range(reps)]
+    r = summarize(samples, method)
+    r["batch"] = k
+    return r
+
+
+def kernel_breakdown(fn, args, runs):
+    """The kernels one fn(args) runs on the GPU and their durations (torch.profiler over `runs` plain calls, so no
+    graph hides them): [{name, us, count}] per call, longest first. Kernel durations only: launch gaps are not in
+    them, so they add up to less than the replay time."""
+    from torch.profiler import profile, ProfilerActivity
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        for _ in range(runs):
+            fn(args)
+        torch.cuda.synchronize()
+    out = []
+    for e in prof.key_averages():
+        us = getattr(e, "device_time_total", None)
+        if us is None:
+            us = getattr(e, "cuda_time_total", 0)
+        if us and us > 0 and e.count:
+            out.append({"name": e.key, "us": us / runs, "count": e.count / runs})
+    out.sort(key=lambda x: -x["us"])
+    return out
 
 
 def time_cpu(fn, args, reps, warmup):
@@ -149,6 +214,8 @@ def main(argv):
     p.add_argument("--reps", type=int, default=100)
     p.add_argument("--warmup", type=int, default=10)
     p.add_argument("--json", metavar="OUT")
+    p.add_argument("--kernels", type=int, default=0, metavar="N",
+                   help="also each backend's kernels and their durations (torch.profiler over N plain calls; GPU only)")
     p.add_argument("--nvtx-once", action="store_true",
                    help="no timing: after one warm-up call, one call of each backend inside the NVTX range "
                         "emmy_profile_<backend> (for ncu --nvtx --nvtx-include emmy_profile_<backend>/)")
@@ -225,6 +292,11 @@ def bench_one(graph, inputs_dir, json_out, a, quiet=False):
                     continue
                 r = timer(fn, inputs, a.reps, a.warmup)
                 r["max_abs_vs_eager"] = diff
+                if a.kernels > 0 and device.type == "cuda":
+                    try:
+                        r["kernels"] = kernel_breakdown(fn, inputs, a.kernels)
+                    except Exception as e:  # the time stands without the breakdown
+                        r["kernels_error"] = replay.first_line(e)
                 if backend == "compile":  # (dynamo's count: 0 means the graph compiled in one piece)
                     r["graph_breaks"] = graph_breaks() - breaks0
                 result["backends"][backend] = r
