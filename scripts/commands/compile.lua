@@ -179,7 +179,9 @@ return {
       local compiled = nv.compile_many(jobs, { progress = function(done, total)
         local now = require("emmy.sys").clock()
         if now - last > 3 or done == total then
-          io.stderr:write(("  nvrtc %d/%d (%.1fs)\n"):format(done, total, now - t0))
+          local left = done > 0 and done < total and (now - t0) / done * (total - done) or nil
+          io.stderr:write(("  nvrtc %d/%d (%.1fs%s)\n"):format(done, total, now - t0,
+            left and (", about %.0f s left"):format(left) or ""))
           last = now
         end
       end })

@@ -316,6 +316,9 @@ function M.kernel_kind(name, kind)
     return kind == "contraction" and "matmul" or kind == "attention" and "attention" or "norm, elementwise"
   end
   local n = name:lower()
+  -- a Triton kernel is named after the ops it fuses (triton_per_fused__scaled_dot_product_cudnn_attention__to_copy…
+  -- is the norm and RoPE around attention): its template matmuls are triton_tem_…mm…, the rest elementwise
+  if n:find("^triton_") then return n:find("^triton_tem_") and "matmul" or "norm, elementwise" end
   if n:find("flash") or n:find("fmha") or n:find("attention") or n:find("sdpa") then return "attention" end
   if n:find("gemm") or n:find("nvjet") or n:find("xmma") or n:find("cutlass") or n:find("cublas") or n:find("matmul")
     or n:find("splitk") or n:find("wgmma") then return "matmul" end

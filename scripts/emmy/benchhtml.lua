@@ -72,6 +72,18 @@ function M.page(res, extra)
       .. cell(w.speedup_vs_eager and ("%.2f×"):format(w.speedup_vs_eager) or "", false, w.speedup_vs_eager) .. cell(clock, true) .. "</tr>")
   end
   add("</tbody></table>")
+  if res.by_kind then
+    add("<h2>Where the whole graph's time goes</h2><p>kernel durations of one call by kind, µs (torch: torch.profiler; emmy: CUPTI); launch gaps not counted</p>")
+    local hd = '<table class="sortable" id="bykind"><thead><tr><th class="l">kind</th>'
+    for _, b in ipairs(res.by_kind.backends) do hd = hd .. ("<th>%s µs</th><th>kernels</th>"):format(esc(b)) end
+    add(hd .. "</tr></thead><tbody>")
+    for _, r in ipairs(res.by_kind.rows) do
+      local row = "<tr>" .. cell(r.kind, true)
+      for _, b in ipairs(res.by_kind.backends) do row = row .. cell(num(r[b].us)) .. cell(("%g"):format(r[b].n)) end
+      add(row .. "</tr>")
+    end
+    add("</tbody></table>")
+  end
   add("<h2>Per kernel</h2><p>emmy µs: the reproducer alone; in program: from the whole-graph replay (CUPTI); vs torch: torch's best / emmy, above 1 is emmy faster; cum: cumulative share of emmy's time</p>")
   add('<table class="sortable" id="kernels"><thead><tr><th class="l">kernel</th><th class="l">layer op</th><th class="l">coverage</th><th>emmy µs</th><th>p20-p80</th><th>in program µs</th><th>eager µs</th><th>tcompile µs</th><th>vs torch</th><th>cum</th><th class="l">accuracy</th></tr></thead><tbody>')
   for _, k in ipairs(res.kernels) do

@@ -8,7 +8,9 @@
 --   trace    the layer (default: --layer 0 with a dynamic seq_len) or the whole model (--whole: the four
 --            whole-model dynamic specs); --static keeps the traced shapes
 --   compile  passes, kernels, every gate's reason, CUDA emission (no GPU)
---   nvrtc    NVRTC compiles of the candidates with their registers, spills and shared memory (no GPU)
+--   nvrtc    NVRTC compiles of the candidates with their registers, spills and shared memory (no GPU): every
+--            candidate where there is no GPU (--sample N: the chosen one and N-1 others), else a sample of 40 a
+--            kernel (--all: every one)
 --   run      on a GPU: every kernel against the CPU reference with a 20-point knob sweep
 --   tune     on a GPU: a clean emmy tune with --bench (its stats, both tables, the bench files in dump/)
 --   triage   on a GPU: for each kernel behind torch's best, the eval views as JSON (eval/), a re-tune of the
@@ -26,7 +28,7 @@ local models = require "emmy.models"
 local STEPS = { "setup", "trace", "compile", "nvrtc", "run", "tune", "triage", "report" }
 local opts = cli.parse(arg, { flags = {
   ["--model"] = { kind = "string", default = models.DEFAULT }, ["--layer"] = { kind = "int", default = 0 },
-  ["--whole"] = { kind = "bool" }, ["--static"] = { kind = "bool" }, ["--sample"] = { kind = "int", default = 40 },
+  ["--whole"] = { kind = "bool" }, ["--static"] = { kind = "bool" }, ["--sample"] = { kind = "int" },
   ["--all"] = { kind = "bool" }, ["--from"] = { kind = "string" }, ["--work"] = { kind = "string" },
   ["--report"] = { kind = "string" },
 } }, "tune_model.lua")
@@ -126,10 +128,16 @@ function S.compile() return emmy("compile", with("compile", { "--explain", "--du
 function S.nvrtc()
   if not nvrtc then say("nvrtc: skipped — NVRTC not found (%s)", nerr) return true end
   local flags = with("compile", { "--nvrtc" })
-  if opts.all then flags[#flags + 1] = "--all-variants"
+  -- without a GPU this step is the compile's whole check: every candidate (cached cubins are reused on a re-run);
+  -- with one, the tune compiles the variants it benches, so a sample here (40 a kernel) keeps the run short
+  local all = opts.all or (not gpu and not opts.sample)
+  if all then
+    flags[#flags + 1] = "--all-variants"
+    say("nvrtc: every candidate of every kernel (%s; about 0.4 s of one core each, cached cubins reused)",
+      gpu and "--all" or "no GPU here")
   else
     flags[#flags + 1] = "--sample"
-    flags[#flags + 1] = tostring(opts.sample)
+    flags[#flags + 1] = tostring(opts.sample or 40)
   end
   return emmy("nvrtc", flags)
 end

@@ -56,6 +56,9 @@ test("where the whole graph's time goes: torch kernels classified by name, emmy'
   eq(K("void pytorch_flash::flash_fwd_kernel<Flash_fwd_kernel_traits<128, 128, 64, 4>>(Flash_fwd_params)"), "attention")
   eq(K("fmha_cutlassF_bf16_aligned_64x128_rf_sm80"), "attention") -- (attention before cutlass's matmul)
   eq(K("triton_per_fused__to_copy_add_mean_mul_pow_rsqrt_0"), "norm, elementwise")
+  eq(K("triton_per_fused__scaled_dot_product_cudnn_attention__to_copy_1"), "norm, elementwise") -- (seen on the H200)
+  eq(K("cudnn_generated_fort_native_sdpa_sm90_flash_fprop_wgmma_f16_knob_3_64x64x128_4x1x1_kernel0_0"), "attention")
+  eq(K("triton_tem_fused_mm_0"), "matmul")
   eq(K("Memcpy DtoD (Device -> Device)"), "copy")
   eq(K("k_linear_add_f97280", "contraction"), "matmul")
   eq(K("k_sdpa_123d66", "attention"), "attention")
@@ -104,10 +107,13 @@ local function result(scale, rename)
     { name = "k_rms_norm_cccccc", kind = "row", layer_op = "input_layernorm RMSNorm", coverage = "full", accuracy = "wrong",
       knobs = "THREADS=256", instances = 2, emmy = st(4.3), eager = st(22.5), in_program_us = 9.0 },
   }
+  local whole = { { backend = "eager", stats = st(203.7), speedup_vs_eager = 1,
+      kernels = { { name = "nvjet_sm90_tst_128x64_64x8_1x2_h_bz_TNT", us = 7.0, count = 1 }, { name = "void at::native::reduce_kernel", us = 3.0, count = 2 } } },
+    { backend = "tcompile", stats = st(204.6), speedup_vs_eager = 0.996 },
+    { backend = "emmy", stats = st(44.8 * scale, 0.02), speedup_vs_eager = 203.7 / (44.8 * scale),
+      kernels = { { name = "k_linear_aaaaaa", us = 11.0, count = 1, kind = "contraction" }, { name = "k_sdpa_bbbbbb", us = 23.0, count = 1, kind = "attention" } } } }
   return { format = "emmy.bench", version = 1, device = "Test GPU", at = "seq_len=512 (symbolic hint)", regime = "deploy",
-    notes = { "tcompile: not timed on k_rms_norm_cccccc" },
-    whole = { { backend = "eager", stats = st(203.7), speedup_vs_eager = 1 }, { backend = "tcompile", stats = st(204.6), speedup_vs_eager = 0.996 },
-      { backend = "emmy", stats = st(44.8 * scale, 0.02), speedup_vs_eager = 203.7 / (44.8 * scale) } },
+    notes = { "tcompile: not timed on k_rms_norm_cccccc" }, whole = whole, by_kind = bench.by_kind(whole),
     in_program = { replays = 20, span_us = 44.8, dropped = 0 }, kernels = k }
 end
 
@@ -147,9 +153,13 @@ test("bench files: the two JSON files follow the documented format; the page hol
   bench.write(d, res, { sources = { k_linear_aaaaaa = "extern \"C\" __global__ void k_linear_aaaaaa() {}" },
     repros = { k_linear_aaaaaa = "{\"format\": \"emmy.graph\"}" },
     verdicts = { k_linear_aaaaaa = { { rule = "wgmma", family = "TIER", ok = false, reason = "K % 64 ~= 0", file = "010.lua", line = 3 } } } })
-  local _, k = validate(d)
+  local w, k = validate(d)
   eq(#k.kernels, 3)
+  eq(w.by_kind.backends[1], "eager"); eq(w.by_kind.backends[2], "emmy")
+  eq(w.by_kind.rows[1].kind, "matmul"); eq(w.by_kind.rows[1].emmy.us, 11); eq(w.by_kind.rows[1].eager.us, 7)
+  eq(w.whole[1].kernels[1].name, "nvjet_sm90_tst_128x64_64x8_1x2_h_bz_TNT")
   local html = read(d .. "/kernels.html")
+  check(html:find('<table class="sortable" id="bykind">', 1, true), "the by-kind table")
   check(html:find('<table class="sortable" id="whole">', 1, true) and html:find('<table class="sortable" id="kernels">', 1, true), "two tables")
   check(html:find("extern &quot;C&quot; __global__ void k_linear_aaaaaa", 1, true), "source, escaped")
   check(html:find("K % 64 ~= 0", 1, true) and html:find("REFUSED", 1, true), "gate verdicts")
@@ -166,6 +176,8 @@ test("bench files: the two JSON files follow the documented format; the page hol
   check(text:find("k_linear_aaaaaa%s+self_attn%.q_proj linear%s+full%s+11%.3"), text)
   check(text:find("sum 44.8 µs = 1.00 of the whole-graph time", 1, true), text)
   check(text:find("x2 wrong", 1, true), "instances and a wrong accuracy flagged: " .. text)
+  check(text:find("matmul%s+7%.0%s+1%s+11%.0%s+1"), "by kind: " .. text)
+  check(text:find("norm, elementwise%s+3%.0%s+2%s+0%.0%s+0"), "by kind, kernels per call: " .. text)
 end)
 
 test("the bench page renders in headless Chromium: the script runs and sorts, a screenshot is taken, no console error", function()
