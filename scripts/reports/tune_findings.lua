@@ -34,6 +34,11 @@ function R.render(d)
   add()
   local status = #(d.findings or {}) == 0 and "every kernel within 1.10x of torch's best" or
     ("%d finding%s"):format(#d.findings, #d.findings == 1 and "" or "s")
+  local g = d.gap
+  if g and g.ratio > 1.10 then
+    status = ("emmy's whole %s is %s %s's (%s against %s µs); %s"):format(run.whole and "model" or "layer", ratio(g.ratio),
+      g.torch_backend, f1(g.emmy_us), f1(g.torch_us), status)
+  end
   add(("- **Status:** %s"):format(status))
   add(("- **Command:** `%s`"):format(run.command or "?"))
   add(("- **Date:** %s; **GPU:** %s; emmy %s"):format(run.date or "?", run.gpu or "?", run.emmy or "?"))
@@ -70,7 +75,6 @@ function R.render(d)
       k.cum_share and ("%.0f%%"):format(100 * k.cum_share) or "-"))
   end
   add()
-  local g = d.gap
   if g and g.ratio > 1.10 then
     add(("### The whole-%s gap to %s"):format(run.whole and "model" or "layer", g.torch_backend))
     add()

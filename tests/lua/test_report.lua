@@ -77,6 +77,7 @@ test("ncu diagnosis and the whole-graph gap by kind, worked out by hand; the rep
   d.gap = g
   local md = report.render(d)
   check(md:find("### The whole-layer gap to tcompile", 1, true), "the gap section")
+  check(md:find("- **Status:** emmy's whole layer is 1.51x tcompile's (119.7 against 79.5 µs); 4 findings", 1, true), "the status")
   check(md:find("emmy's whole layer takes 119.7 µs against tcompile's 79.5 µs (1.51x)", 1, true), "the gap sentence")
   check(md:find("matmul +23.0 µs", 1, true), "by kind, largest first")
   check(md:find("| matmul | 73.0 | 6 | 50.0 | 6 | +23.0 |", 1, true), "the by-kind table")

@@ -25,9 +25,9 @@ from replay import Fail, torch  # noqa: E402
 
 
 def build(g, env, device):
-    """The graph as a torch.fx GraphModule of its aten calls (arguments resolved once, here), and a function
-    values -> outputs calling it. torch.compile compiles the GraphModule: dynamo sees only the aten calls, never
-    the JSON walking, so it captures the whole graph in one piece (no graph breaks, no per-op Python)."""
+    """(GraphModule, input names): the graph as a torch.fx GraphModule of its aten calls (arguments resolved once,
+    here; its inputs positional, in the graph's input order). torch.compile compiles the GraphModule: dynamo sees
+    only the aten calls, never the JSON walking (before 2026-11-30 it traced that loop, and ran at eager's speed)."""
     fxg = torch.fx.Graph()
     values = {}
     names = []
