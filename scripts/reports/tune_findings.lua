@@ -42,6 +42,10 @@ function R.render(d)
   add(("- **Status:** %s"):format(status))
   add(("- **Command:** `%s`"):format(run.command or "?"))
   add(("- **Date:** %s; **GPU:** %s; emmy %s"):format(run.date or "?", run.gpu or "?", run.emmy or "?"))
+  for i = math.max(1, #(run.reruns or {}) - 2), #(run.reruns or {}) do
+    local r = run.reruns[i]
+    add(("- **Re-run from %s:** `%s` (%s)"):format(r.from or "?", r.command or "?", r.date or "?"))
+  end
   add(("- **Shapes:** %s"):format(run.static and "static (--static)" or ("dynamic seq_len, benched at %s"):format(whole.at or "?")))
   add(("- **Tune:** %s s wall, %s variants benched, %s served from the DB; status split: %s"):format(f1(tune.wall_s),
     tostring(tune.benched or "-"), tostring(tune.served or "-"), (function()

@@ -55,8 +55,14 @@ for _, a in ipairs(arg) do args[#args + 1] = a end
 run.model, run.layer, run.whole, run.static = opts.model, not opts.whole and opts.layer or nil, opts.whole or false, opts.static or false
 if from == 1 then run.steps, run.friction = {}, {} end
 run.steps, run.friction = run.steps or {}, run.friction or {}
-run.command = "emmy scripts/workflows/tune_model.lua" .. (#args > 0 and (" " .. table.concat(args, " ")) or "")
-run.date = os.date("!%Y-%m-%d %H:%M UTC")
+-- the command and date are the full run's; a --from run is listed beside them (the report names both)
+local this = "emmy scripts/workflows/tune_model.lua" .. (#args > 0 and (" " .. table.concat(args, " ")) or "")
+local now = os.date("!%Y-%m-%d %H:%M UTC")
+if from == 1 or not run.command then run.command, run.date, run.reruns = this, now, nil
+else
+  run.reruns = run.reruns or {}
+  run.reruns[#run.reruns + 1] = { command = this, date = now, from = STEPS[from] }
+end
 local function record(name, ok, seconds, log)
   for i = #run.steps, 1, -1 do if run.steps[i].name == name then table.remove(run.steps, i) end end
   run.steps[#run.steps + 1] = { name = name, ok = ok, seconds = seconds, log = log }

@@ -270,6 +270,9 @@ test("the main-job workflow does every GPU-free step, says which need a GPU, rec
     { env = "EMMY_CUBIN_CACHE=" .. tmpdir() })
   eq(c2, 0, e2 .. o2)
   check(not o2:find("trace: emmy trace", 1, true) and o2:find("compile: emmy compile", 1, true) and o2:find("  trace    ok", 1, true), o2)
+  local run2 = require("cjson").decode(assert(io.open(w .. "/run.json")):read("*a"))
+  eq(run2.command, run.command, "the full run's command stays")
+  check(#run2.reruns == 1 and run2.reruns[1].from == "compile" and run2.reruns[1].command:find("--from compile", 1, true), "the re-run listed")
   local c3, _, e3 = emmy { ROOT .. "/scripts/workflows/tune_model.lua", "--from", "nowhere" }
   check(c3 == 2 and e3:find("--from nowhere (one of setup, trace", 1, true), e3)
 end)

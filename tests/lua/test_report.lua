@@ -103,6 +103,10 @@ test("the report renders from the fixture: header, tables, one section per findi
     if not line:match("^|") and not line:match("^%- %*%*") then check(#line <= 120 + 40, "long line: " .. line) end
   end
   eq(report.wrap("a b c", 3), "a b\nc")
+  -- a --from run is named beside the full run's command
+  local d = triage.from_workdir(W)
+  d.run.reruns = { { command = "emmy scripts/workflows/tune_model.lua --from report", date = "2026-11-30 16:00 UTC", from = "report" } }
+  check(report.render(d):find("- **Re-run from report:** `emmy scripts/workflows/tune_model.lua --from report` (2026-11-30 16:00 UTC)", 1, true), "the re-run")
 end)
 
 test("the workflow's report step renders a work dir's files into the report (--from report, no GPU)", function()
