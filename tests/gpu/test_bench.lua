@@ -64,6 +64,23 @@ local function check_dump(d, why)
     end
     if not r.accuracy:match("^ok") then why[#why + 1] = r.name .. ": " .. r.accuracy end
     sum = sum + (r.in_program_us or 0)
+    -- torch's time per call against its kernels' durations (torch.profiler): a one-kernel reproducer timed at
+    -- well over its kernel's duration means the timer measured the host's launches, not the GPU (as bench.py's
+    -- first two timers did: 14.8 and 18.9 µs for a 7.0 µs cuBLAS kernel)
+    for _, b in ipairs { "eager", "tcompile" } do
+      local x = r[b]
+      if x and x.median_us and x.kernels and #x.kernels > 0 then
+        local ks, n = 0, 0
+        for _, kk in ipairs(x.kernels) do ks, n = ks + kk.us, n + (kk.count or 1) end
+        print(("  %-26s %-8s %6.1f µs a call, kernels %6.1f µs (%g): %.2fx, batch %s"):format(r.name, b, x.median_us, ks, n,
+          x.median_us / ks, tostring(x.batch)))
+        if n <= 1.5 and x.median_us > 1.5 * ks + 1 then
+          why[#why + 1] = ("%s %s: %.1f µs a call against its kernel's %.1f µs (host-bound timing)"):format(r.name, b, x.median_us, ks)
+        end
+      elseif x and x.median_us then
+        why[#why + 1] = r.name .. ": " .. b .. " has no kernel breakdown (bench.py --kernels)"
+      end
+    end
   end
   local ratio = emmy and sum / emmy
   if not ratio or math.abs(ratio - 1) > 0.10 then
