@@ -29,7 +29,7 @@ function M.load(dir)
     if x.format ~= "emmy.bench" then return nil, ("%s: not an emmy bench file (format %s)"):format(dir, tostring(x.format)) end
     if x.version ~= 1 then return nil, ("%s: bench file version %s, this emmy reads version 1"):format(dir, tostring(x.version)) end
   end
-  return { whole = w.whole or {}, kernels = k.kernels or {}, at = w.at, device = w.device }
+  return { whole = w.whole or {}, kernels = k.kernels or {}, at = w.at, device = w.device, by_kind = w.by_kind }
 end
 
 -- A kernel's emmy time and relative spread: in the program when measured, else alone times its instances.
@@ -112,6 +112,20 @@ function M.compare(A, B, tol)
     res.kernels[#res.kernels + 1] = { a = p.a and p.a.name, b = p.b and p.b.name, how = p.how,
       layer_op = (p.a or p.b).layer_op, a_us = ta, b_us = tb, ratio = r, verdict = v }
   end
+  -- emmy's kernel durations by kind (60_bench_compare.json's by_kind), where both dumps have them
+  local function kinds(x)
+    local t = {}
+    for _, r in ipairs(x.by_kind and x.by_kind.rows or {}) do if r.emmy then t[r.kind] = r.emmy.us end end
+    return t
+  end
+  local ka, kb = kinds(A), kinds(B)
+  if next(ka) and next(kb) then
+    res.by_kind = {}
+    for _, r in ipairs(A.by_kind.rows) do
+      local a, b = ka[r.kind], kb[r.kind]
+      if a and b and (a > 0 or b > 0) then res.by_kind[#res.by_kind + 1] = { kind = r.kind, a_us = a, b_us = b, delta_us = b - a } end
+    end
+  end
   return res
 end
 
@@ -145,6 +159,12 @@ return {
     for _, w in ipairs(res.whole) do rows[#rows + 1] = { w.backend, fmt(w.a_us), fmt(w.b_us), fmt(w.ratio, "%.3f"), w.verdict } end
     print("\nwhole graph")
     tbl.print { header = { "backend", "A µs", "B µs", "B / A", "" }, rows = rows, align = "lrrrl" }
+    if res.by_kind then
+      local br = {}
+      for _, r in ipairs(res.by_kind) do br[#br + 1] = { r.kind, fmt(r.a_us), fmt(r.b_us), ("%+.1f"):format(r.delta_us) } end
+      print("\nemmy's kernel durations by kind (µs a call, CUPTI)")
+      tbl.print { header = { "kind", "A µs", "B µs", "B - A" }, rows = br, align = "lrrr" }
+    end
     local kr = {}
     for _, k in ipairs(res.kernels) do
       local name = k.how == "renamed" and (k.a .. " -> " .. k.b) or (k.a or k.b)

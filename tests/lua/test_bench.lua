@@ -111,7 +111,7 @@ local function result(scale, rename)
       kernels = { { name = "nvjet_sm90_tst_128x64_64x8_1x2_h_bz_TNT", us = 7.0, count = 1 }, { name = "void at::native::reduce_kernel", us = 3.0, count = 2 } } },
     { backend = "tcompile", stats = st(204.6), speedup_vs_eager = 0.996 },
     { backend = "emmy", stats = st(44.8 * scale, 0.02), speedup_vs_eager = 203.7 / (44.8 * scale),
-      kernels = { { name = "k_linear_aaaaaa", us = 11.0, count = 1, kind = "contraction" }, { name = "k_sdpa_bbbbbb", us = 23.0, count = 1, kind = "attention" } } } }
+      kernels = { { name = "k_linear_aaaaaa", us = 11.0 * scale, count = 1, kind = "contraction" }, { name = "k_sdpa_bbbbbb", us = 23.0, count = 1, kind = "attention" } } } }
   return { format = "emmy.bench", version = 1, device = "Test GPU", at = "seq_len=512 (symbolic hint)", regime = "deploy",
     notes = { "tcompile: not timed on k_rms_norm_cccccc" }, whole = whole, by_kind = bench.by_kind(whole),
     in_program = { replays = 20, span_us = 44.8, dropped = 0 }, kernels = k }
@@ -220,6 +220,7 @@ test("emmy compare: matched ratios within noise, a renamed kernel paired through
   local c3, o3 = emmy { "compare", a, c, "--tol", "0.1" }
   eq(c3, 1, "slower beyond tol: exit 1\n" .. o3)
   check(o3:find("k_linear_aaaaaa.-1%.300%s+SLOWER") and o3:find("k_sdpa_bbbbbb.-1%.000%s+within noise"), o3)
+  check(o3:find("matmul%s+11%.0%s+14%.3%s+%+3%.3") and o3:find("attention%s+23%.0%s+23%.0%s+%+0%.0"), "by kind: " .. o3)
   local c4, o4 = emmy { "compare", a, c, "--json" }
   local j = cjson.decode(o4)
   check(c4 == 1 and j.slower == 2 and #j.kernels == 3, o4)
