@@ -4,7 +4,7 @@
 # `sh tests/gpu/run.sh WORD…` runs only the cases whose name contains one of the words (the others are
 # reported as skipped), e.g. `sh tests/gpu/run.sh sweep` for the knob sweeps.
 BIN=${EMMY_BIN:-./emmy}
-TESTS="gpu_probe cuda_runtime layer_seq1 layer_seq7 layer_seq512 layer_seq513 layer_seq2048 layer_sweep1 layer_sweep7 layer_sweep512 layer_sweep513 layer_sweep2048 split_cone0_sweep513 merge_sweep513 view_out0_sweep513 dual_gate_sweep513 scalar_attn_sweep513 flash_kvst1_seq2048 tma_seq1 tma_seq7 tma_seq513 tma_seq2048 tma_sweep512 splitk_seq1 splitk_seq7 splitk_seq513 splitk_cpasync_seq513 splitk_cone0_seq7 wgmma_seq7 wgmma_seq513 wgmma_bm128_seq2048 wgwait_seq7 wgwait_seq513 wgwait_bm128_seq2048 wgwait_sweep512 kvsplit_seq7 kvsplit_seq513 kvsplit_seq2048 llama_sweep1 llama_sweep7 llama_sweep512 llama_sweep513 llama_sweep2048 llama_rope_mma_seq513 llama_rope_cpasync_seq513 llama_rope_splitk_seq513 llama_rope_scalar_seq7 llama_rope_bn128_seq513 norm_epi_seq1 norm_epi_seq7 norm_epi_seq513 norm_epi_seq2048 norm_epi_sweep512 norm_epi_sweep513 norm_epi_mma_seq513 norm_epi_splitk_seq513 norm_epi_cone0_seq513 merge_tma_seq7 merge_tma_sweep513 flash_qsmem_seq513 flash_qsmem_minb2_seq2048 flash_minb2_seq7 worker_bench tune bench_vs_torch eval_views model_seq37 model_seq512"
+TESTS="gpu_probe cuda_runtime layer_seq1 layer_seq7 layer_seq512 layer_seq513 layer_seq2048 layer_sweep1 layer_sweep7 layer_sweep512 layer_sweep513 layer_sweep2048 split_cone0_sweep513 merge_sweep513 view_out0_sweep513 dual_gate_sweep513 scalar_attn_sweep513 flash_kvst1_seq2048 tma_seq1 tma_seq7 tma_seq513 tma_seq2048 tma_sweep512 splitk_seq1 splitk_seq7 splitk_seq513 splitk_cpasync_seq513 splitk_cone0_seq7 wgmma_seq7 wgmma_seq513 wgmma_bm128_seq2048 wgwait_seq7 wgwait_seq513 wgwait_bm128_seq2048 wgwait_sweep512 kvsplit_seq7 kvsplit_seq513 kvsplit_seq2048 llama_sweep1 llama_sweep7 llama_sweep512 llama_sweep513 llama_sweep2048 llama_rope_mma_seq513 llama_rope_cpasync_seq513 llama_rope_splitk_seq513 llama_rope_scalar_seq7 llama_rope_bn128_seq513 norm_epi_seq1 norm_epi_seq7 norm_epi_seq513 norm_epi_seq2048 norm_epi_sweep512 norm_epi_sweep513 norm_epi_mma_seq513 norm_epi_splitk_seq513 norm_epi_cone0_seq513 merge_tma_seq7 merge_tma_sweep513 flash_qsmem_seq513 flash_qsmem_minb2_seq2048 flash_minb2_seq7 worker_bench tune bench_vs_torch bench_whole_model eval_views model_seq37 model_seq512"
 if [ "$1" = "--list-skip" ] || ! "$BIN" info --json 2>/dev/null | grep -q '"gpu":{'; then
   reason="no GPU on this machine"
   [ "$1" = "--list-skip" ] && reason="GPU tests run with 'make test-gpu' on the GPU machine"
@@ -101,7 +101,9 @@ gpu_case worker_bench "$BIN" tests/gpu/test_worker.lua
 # stats the DB's; planted fault/hang/wrong variants; kill -9 and resume; three picks against larger searches
 gpu_case tune "$BIN" tests/gpu/test_tune.lua
 # the bench against torch eager and torch.compile (issue 7): tune --bench, two runs compared, a rule change, the whole model
-gpu_case bench_vs_torch "$BIN" tests/gpu/test_bench.lua
+# (two cases, each well inside one 10-minute device call: about 6 and 7 minutes on the H200)
+gpu_case bench_vs_torch "$BIN" tests/gpu/test_bench.lua tune noise rule
+gpu_case bench_whole_model "$BIN" tests/gpu/test_bench.lua whole
 # the analysis commands after a clean tune (issue 8): eval views, run --ab, run --profile (ncu), repl --db
 gpu_case eval_views "$BIN" tests/gpu/test_eval.lua
 gpu_case model_seq37 "$BIN" run $WHOLE --seq-len 37
