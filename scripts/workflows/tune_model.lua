@@ -18,7 +18,8 @@
 --            (profile/, when the counters may be read)
 --   report   the findings (emmy.triage) rendered by scripts/reports/tune_findings.lua into
 --            plans/<slug>-layer<N>-tune-findings.md (plans/<slug>-whole-tune-findings.md), and findings.json
--- --work DIR: another work dir; --report FILE: another report path.
+-- --work DIR: another work dir; --report FILE: another report path; --budget S: the whole run's seconds (510): the
+-- triage's re-tunes and ncu profiles, most µs at stake first, stop when the next would not fit (said in the report).
 -- run.json in the work dir records the command, the date, the GPU and every step's time; the last lines summarize.
 local cli = require "emmy.cli"
 local cjson = require "cjson"
@@ -30,7 +31,7 @@ local opts = cli.parse(arg, { flags = {
   ["--model"] = { kind = "string", default = models.DEFAULT }, ["--layer"] = { kind = "int", default = 0 },
   ["--whole"] = { kind = "bool" }, ["--static"] = { kind = "bool" }, ["--sample"] = { kind = "int" },
   ["--all"] = { kind = "bool" }, ["--from"] = { kind = "string" }, ["--work"] = { kind = "string" },
-  ["--report"] = { kind = "string" },
+  ["--report"] = { kind = "string" }, ["--budget"] = { kind = "int", default = 510 },
 } }, "tune_model.lua")
 local from = 1
 if opts.from then
@@ -177,16 +178,30 @@ function S.triage()
   end
   write_file(work .. "/eval/variants.json", cjson.encode(variants))
   -- re-classified with the variants: a search shortfall is confirmed by a re-tune with 3x the patience; the
-  -- codegen ones get the ncu side-by-side
+  -- codegen ones get the ncu side-by-side. Most µs at stake first, each only if it fits the run's --budget
+  -- (its cost guessed from the last one of its kind: on the H200 a profile took 41-50 s, a re-tune 26 s).
+  local cost, left_out = { retune = 30, profile = 50 }, {}
+  local function fits(kind, kernel)
+    if sys.clock() - t0 + cost[kind] <= opts.budget then return true end
+    left_out[#left_out + 1] = ("%s %s"):format(kind, kernel)
+    return false
+  end
   for _, f in ipairs(triage.classify(d)) do
     local repro = ("%s/dump/tune.kernels/%s.torch.json"):format(work, f.kernel)
-    if f.class == "search shortfall" then
+    local t1 = sys.clock()
+    if f.class == "search shortfall" and fits("retune", f.kernel) then
       emmy("retune_" .. f.kernel, { "tune", repro, "--patience", "48", "--dump-dir", work .. "/retune/" .. f.kernel }, DB)
-    elseif f.class == "codegen quality" and ncu_ok then
+      cost.retune = sys.clock() - t1
+    elseif f.class == "codegen quality" and ncu_ok and fits("profile", f.kernel) then
       emmy("profile_" .. f.kernel, { "run", "--ir", repro, "--profile", "--dump-dir", work .. "/profile/" .. f.kernel })
+      cost.profile = sys.clock() - t1
       local pr = read_json(("%s/profile/%s/61_ncu_metrics.json"):format(work, f.kernel))
       for _, n in ipairs(pr and pr.notes or {}) do friction(("ncu on %s: %s"):format(f.kernel, n)) end
     end
+  end
+  if #left_out > 0 then
+    friction(("triage: left out to stay inside --budget %d s (run them by hand, or raise --budget): %s"):format(opts.budget,
+      table.concat(left_out, ", ")))
   end
   return ok
 end
