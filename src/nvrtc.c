@@ -789,6 +789,8 @@ static int cache_load(const char *dir, const char *key, int want_ptx, int nnames
   code = NULL;
   lowered = NULL;
   hit = 1;
+  /* a hit is a use: the meta file's time orders the trim (em_nvrtc_cache_trim removes the least recent first) */
+  if (entry_path(path, sizeof path, dir, key, "meta")) utimensat(AT_FDCWD, path, NULL, 0);
 cleanup:
   if (lowered)
     for (int i = 0; i < nl; i++) free(lowered[i]);
@@ -832,6 +834,81 @@ em_status em_nvrtc_cache_clear(const char *override, int *removed, char *err) {
       st = em_fail(err, EM_ERUN, "nvrtc: cannot remove %s: %s", path, strerror(errno));
   }
   closedir(d);
+  if (removed) *removed = n;
+  return st;
+}
+
+typedef struct {
+  char key[33];
+  long long bytes;
+  time_t used;
+} cache_entry;
+
+static int cmp_entry_key(const void *a, const void *b) { return strcmp(((const cache_entry *)a)->key, ((const cache_entry *)b)->key); }
+
+static int cmp_entry_used(const void *a, const void *b) {
+  const cache_entry *x = a, *y = b;
+  return x->used < y->used ? -1 : x->used > y->used ? 1 : strcmp(x->key, y->key);
+}
+
+long long em_nvrtc_cache_cap(void) {
+  const char *s = getenv("EMMY_CUBIN_CACHE_MB");
+  if (!s || !*s) return 2048LL << 20;
+  char *end;
+  long long mb = strtoll(s, &end, 10);
+  return *end || mb < 0 ? 2048LL << 20 : mb << 20;
+}
+
+em_status em_nvrtc_cache_trim(const char *override, long long max_bytes, long long *kept, int *removed, char *err) {
+  char dir[PATH_MAX], path[PATH_MAX + 300];
+  if (kept) *kept = 0;
+  if (removed) *removed = 0;
+  if (!em_nvrtc_cache_dir(override, dir, sizeof dir)) return EM_OK;
+  DIR *d = opendir(dir);
+  if (!d) return errno == ENOENT ? EM_OK : em_fail(err, EM_ERUN, "nvrtc: cannot read the cubin cache %s: %s", dir, strerror(errno));
+  /* one record a file, sorted by key, then one entry a key (its files' bytes, its newest time) */
+  EM_VEC(cache_entry) fs = {0}, es = {0};
+  long long total = 0;
+  struct dirent *e;
+  while ((e = readdir(d))) {
+    if (!is_cache_file(e->d_name) || strstr(e->d_name, ".tmp.")) continue;
+    struct stat st;
+    snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+    if (stat(path, &st) != 0) continue;
+    cache_entry ce = {{0}, (long long)st.st_size, st.st_mtime};
+    memcpy(ce.key, e->d_name, 32);
+    EM_VEC_PUSH(fs, ce);
+    total += ce.bytes;
+  }
+  closedir(d);
+  if (fs.n > 1) qsort(fs.v, (size_t)fs.n, sizeof *fs.v, cmp_entry_key);
+  for (int i = 0; i < fs.n; i++) {
+    if (es.n && !strcmp(es.v[es.n - 1].key, fs.v[i].key)) {
+      es.v[es.n - 1].bytes += fs.v[i].bytes;
+      if (fs.v[i].used > es.v[es.n - 1].used) es.v[es.n - 1].used = fs.v[i].used;
+    } else {
+      EM_VEC_PUSH(es, fs.v[i]);
+    }
+  }
+  free(fs.v);
+  em_status st = EM_OK;
+  int n = 0;
+  if (max_bytes > 0 && total > max_bytes) {
+    /* least recently used first, down to 90% of the cap so that the next run does not trim again at once */
+    qsort(es.v, (size_t)es.n, sizeof *es.v, cmp_entry_used);
+    long long goal = max_bytes / 10 * 9;
+    static const char *const exts[] = {"cubin", "ptx", "meta"};
+    for (int i = 0; i < es.n && total > goal; i++) {
+      for (int x = 0; x < 3; x++) {
+        if (!entry_path(path, sizeof path, dir, es.v[i].key, exts[x])) continue;
+        if (unlink(path) == 0) n++;
+        else if (errno != ENOENT && !st) st = em_fail(err, EM_ERUN, "nvrtc: cannot remove %s: %s", path, strerror(errno));
+      }
+      total -= es.v[i].bytes;
+    }
+  }
+  free(es.v);
+  if (kept) *kept = total;
   if (removed) *removed = n;
   return st;
 }
@@ -978,5 +1055,10 @@ em_status em_nvrtc_compile_many(const em_nvrtc_job *jobs, int n, em_nvrtc_result
   free(p.finished);
   pthread_mutex_destroy(&p.mu);
   pthread_cond_destroy(&p.cv);
+  /* the cache stays under its cap ($EMMY_CUBIN_CACHE_MB, 2048 by default; 0: no cap): a GPU-less compile of every
+   * candidate of a model writes gigabytes of cubins otherwise (Qwen3 layer 0: 28,897 variants, ~1.7 GB) */
+  int stored = 0;
+  for (int i = 0; i < n && !stored; i++) stored = !jobs[i].no_cache && !results[i].cache_hit && results[i].status == EM_NVRTC_OK;
+  if (stored) em_nvrtc_cache_trim(jobs[0].cache_dir, em_nvrtc_cache_cap(), NULL, NULL, e);
   return EM_OK;
 }

@@ -110,4 +110,13 @@ int em_nvrtc_cache_dir(const char *override, char *buf, size_t cap);
  * error; EM_ERUN when the cache is off or a file cannot be removed. */
 em_status em_nvrtc_cache_clear(const char *override, int *removed, char *err);
 
+/* Keeps the cache folder of override under max_bytes (0: no cap): whole entries (an entry's .cubin, .ptx and .meta)
+ * removed least recently used first (a cache hit touches the .meta) until the rest is at most 90% of the cap.
+ * *kept gets the bytes left, *removed the files removed (both may be NULL). A missing folder or an off cache is
+ * not an error. em_nvrtc_compile_many trims to em_nvrtc_cache_cap() after it stored a new entry. */
+em_status em_nvrtc_cache_trim(const char *override, long long max_bytes, long long *kept, int *removed, char *err);
+
+/* $EMMY_CUBIN_CACHE_MB in bytes; 2048 MB when unset or not a number. */
+long long em_nvrtc_cache_cap(void);
+
 #endif

@@ -328,11 +328,24 @@ static int l_clear_cache(lua_State *L) {
   return 1;
 }
 
+/* nvrtc.trim_cache(max_bytes [, dir]) -> kept bytes, files removed | nil, msg: the least recently used entries removed
+ * until the cache is at most 90% of max_bytes (em_nvrtc_cache_trim; compile_many does it after storing) */
+static int l_trim_cache(lua_State *L) {
+  char err[EM_ERR_MAX];
+  long long kept = 0;
+  int removed = 0;
+  if (em_nvrtc_cache_trim(luaL_optstring(L, 2, NULL), (long long)luaL_checknumber(L, 1), &kept, &removed, err))
+    return em_lua_fail(L, err);
+  lua_pushnumber(L, (lua_Number)kept);
+  lua_pushinteger(L, removed);
+  return 2;
+}
+
 int luaopen_emmy_nvrtc(lua_State *L) {
   static const luaL_Reg fns[] = {{"version", l_version},         {"compile", l_compile},
                                  {"compile_many", l_compile_many}, {"parse_log", l_parse_log},
                                  {"cache_dir", l_cache_dir},     {"clear_cache", l_clear_cache},
-                                 {NULL, NULL}};
+                                 {"trim_cache", l_trim_cache},   {NULL, NULL}};
   lua_newtable(L);
   luaL_register(L, NULL, fns);
   lua_createtable(L, EM_NVRTC_NSTATUS, 0); /* nvrtc.STATUS: every status label, in enum order */

@@ -186,6 +186,34 @@ test("cache: hit, changed option misses, failures cached, clear", function()
   eq(nvrtc.compile { source = ADD, cache_dir = dir }.cache_hit, false, "miss after clear")
 end)
 
+test("cache trim: least recently used entries go first, whole entries, down to 90% of the cap; others stay", function()
+  local dir = tmpdir()
+  local function put(name, bytes, age_s)
+    write_file(dir .. "/" .. name, ("x"):rep(bytes))
+    sh(("touch -d @%d %s"):format(os.time() - age_s, shell_quote(dir .. "/" .. name)))
+  end
+  local keys = {}
+  for i = 1, 4 do
+    keys[i] = ("%032x"):format(i)
+    put(keys[i] .. ".cubin", 1000, 1000 - i * 100) -- entry 1 oldest
+    put(keys[i] .. ".meta", 100, 1000 - i * 100)
+  end
+  put(("%032x"):format(9) .. ".cubin.tmp.1.1", 5000, 5000) -- a temporary file: not an entry
+  write_file(dir .. "/README", "mine")
+  local kept, removed = nvrtc.trim_cache(100000, dir)
+  eq(kept, 4400); eq(removed, 0) -- under the cap: nothing
+  kept, removed = nvrtc.trim_cache(3000, dir) -- goal 2700: the two oldest entries go
+  eq(kept, 2200); eq(removed, 4)
+  for i = 1, 4 do eq(io.open(dir .. "/" .. keys[i] .. ".cubin") ~= nil, i > 2, "entry " .. i) end
+  check(io.open(dir .. "/README") and io.open(dir .. "/" .. ("%032x"):format(9) .. ".cubin.tmp.1.1"), "other files stay")
+  -- a hit touches the entry: entry 3 becomes the newest, so entry 4 goes before it
+  sh(("touch %s"):format(shell_quote(dir .. "/" .. keys[3] .. ".meta")))
+  kept, removed = nvrtc.trim_cache(1500, dir)
+  eq(kept, 1100); eq(removed, 2)
+  check(io.open(dir .. "/" .. keys[3] .. ".cubin") and not io.open(dir .. "/" .. keys[4] .. ".cubin"), "least recently used first")
+  eq(select(1, nvrtc.trim_cache(10, dir .. "/missing")), 0, "a missing folder is no error")
+end)
+
 test("EMMY_CUBIN_CACHE picks the folder; off disables", function()
   need_nvrtc()
   local dir, scripts = marked_dir(), tmpdir()
