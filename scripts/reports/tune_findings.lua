@@ -68,17 +68,24 @@ function R.render(d)
       ratio(w.speedup_vs_eager)))
   end
   add()
-  add("| kernel | layer op | coverage | emmy µs | in program µs | eager µs | torch.compile µs | torch's best / emmy | cum |")
-  add("| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |")
+  add("| kernel | layer op | coverage | emmy µs | in program µs | eager µs | torch.compile µs | torch's best / emmy | cum | torch's kernels µs |")
+  add("| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
   for _, k in ipairs(bench.kernels or {}) do
     local e = k.emmy and k.emmy.median_us
-    local b
-    for _, n in ipairs { "eager", "tcompile" } do if k[n] and k[n].median_us and (not b or k[n].median_us < b) then b = k[n].median_us end end
-    add(("| %s | %s | %s | %s | %s | %s | %s | %s | %s |"):format(k.name, k.layer_op or "?", k.coverage or "?", f1(e), f1(k.in_program_us),
+    local b, who
+    for _, n in ipairs { "eager", "tcompile" } do
+      if k[n] and k[n].median_us and (not b or k[n].median_us < b) then b, who = k[n].median_us, n end
+    end
+    -- the kernel durations of torch's best on the reproducer (torch.profiler), with their count
+    local ks, kn
+    for _, x in ipairs(who and k[who].kernels or {}) do ks, kn = (ks or 0) + x.us, (kn or 0) + (x.count or 1) end
+    add(("| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |"):format(k.name, k.layer_op or "?", k.coverage or "?", f1(e), f1(k.in_program_us),
       f1(k.eager and k.eager.median_us), f1(k.tcompile and k.tcompile.median_us), ratio(e and b and b / e),
-      k.cum_share and ("%.0f%%"):format(100 * k.cum_share) or "-"))
+      k.cum_share and ("%.0f%%"):format(100 * k.cum_share) or "-", ks and ("%.1f (%g)"):format(ks, kn) or "-"))
   end
   add()
+  para("torch's kernels µs: the durations of the kernels torch's best runs for that reproducer (launch gaps not"
+    .. " counted): beside a one-kernel emmy row, the like-for-like number.")
   if g and g.ratio > 1.10 then
     add(("### The whole-%s gap to %s"):format(run.whole and "model" or "layer", g.torch_backend))
     add()
