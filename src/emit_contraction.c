@@ -289,10 +289,11 @@ void ex_k_contraction(ectx *c, em_launch *L) {
       sib_ok &= sibN[j] % BN == 0;
     }
     if (concat && nsib > 3) sib_ok = 0;
+    int wgt = (int)em_knob_get(&c->t->knobs, "WGMMA", 0);
     if (!mma || !async || !lin_op || !sib_ok || !a_in || !b_in || !em_dim_is_const(Kd, &kc) || kc % 8 || BK != 64 || BM > 256 ||
-        BN > 256 || stages < 1 || stages > 4) {
+        BN > 256 || stages < 1 || stages > (wgt ? 8 : 4)) {
       ex_fail(c, "TMA=1 needs MMA=1, ASYNC=1, a linear (or up to 3 merged siblings whose widths BN divides) whose operands "
-                 "are kernel inputs, K a multiple of 8, BK=64, BM and BN up to 256, STAGES 1..4");
+                 "are kernel inputs, K a multiple of 8, BK=64, BM and BN up to 256, STAGES 1..4 (1..8 with WGMMA=1)");
       return;
     }
     long long abytes = 128LL * BM, bbytes = 128LL * BN;

@@ -10,9 +10,13 @@ return {
     fork = function(k, dev)
       -- under TMA (sm_90) the wgmma 64 x 64 x 64 tile (the first tile there) was best with a 4-stage ring for
       -- every projection but gate/up (3 stages, within 1%): bench/run.sh wgmma, seq_len 512, H200
+      -- Deeper rings (6, 8: the wgmma tier on TMA tiles only, the resource check says so) come last, so no
+      -- default changes: cuBLAS's kernels for these shapes are named nvjet_sm90_tst_64x64_64x13 (64x64 tiles, BK 64,
+      -- 13 stages by the name), and emmy's down_proj spends ~650 cycles a k-step against ~256 of wgmma work (H200,
+      -- 2026-11-30, docs/performance.md "Sixth session"); not yet measured in emmy.
       if atom.tma(k, dev) then
         return { { ASYNC = 1, STAGES = 4 }, { ASYNC = 1, STAGES = 3 }, { ASYNC = 1, STAGES = 2 }, { ASYNC = 0, STAGES = 1 },
-          { ASYNC = 1, STAGES = 1 } }
+          { ASYNC = 1, STAGES = 1 }, { ASYNC = 1, STAGES = 6 }, { ASYNC = 1, STAGES = 8 } }
       end
       -- three stages first: measured 24.2 us against 107.5 us for element-wise fills (q_proj, seq_len 512, H200).
       -- The ring is dynamic shared memory, so deep rings of large tiles fit (the resource check caps it at the

@@ -187,6 +187,9 @@ function M.resource_check(k, c, dev)
   if k.kind == "contraction" and c.WG_WAIT == 1 and (c.WGMMA ~= 1 or (c.STAGES or 1) < 2) then
     return false, "WG_WAIT=1 keeps a wgmma group in flight over a ring of 2+ stages (WGMMA=1, STAGES >= 2)"
   end
+  if k.kind == "contraction" and (c.STAGES or 1) > 4 and (c.TMA ~= 1 or c.WGMMA ~= 1) then
+    return false, ("a ring of %d stages is the wgmma tier's on TMA tiles (WGMMA=1, TMA=1); the others stop at 4"):format(c.STAGES)
+  end
   if k.kind == "contraction" and c.TMA == 1 then
     -- the hardware's box limits and the swizzle's row size
     if c.MMA ~= 1 or c.ASYNC ~= 1 then return false, "TMA=1 stages the warp tier's ring (MMA=1, ASYNC=1)" end
