@@ -162,16 +162,14 @@ if opts.torch then
       at[#jobs] = row
     end
   end
-  for i, t in ipairs(require("emmy.bench").torch_many(jobs, { seq_len = opts.seq_len }, { kernels = 5 })) do
+  local bench = require "emmy.bench"
+  for i, t in ipairs(bench.torch_many(jobs, { seq_len = opts.seq_len }, { kernels = 5 })) do
     local row = at[i]
     local e, c = t.eager and t.eager.median_us, t.tcompile and t.tcompile.median_us
     row[7], row[8] = e and ("%.1f"):format(e) or "-", c and ("%.1f"):format(c) or "-"
-    local fast = (c and (not e or c < e)) and t.tcompile or t.eager
-    if fast and fast.kernels then
-      local sum, n = 0, 0
-      for _, k in ipairs(fast.kernels) do sum, n = sum + k.us, n + (k.count or 1) end
-      row[10] = ("%.1f (%g)"):format(sum, n)
-    end
+    local _, who = bench.torch_best(t)
+    local sum, n = bench.kernels_us(who and t[who].kernels)
+    if sum then row[10] = ("%.1f (%g)"):format(sum, n) end
     if t.why then torch_notes[#torch_notes + 1] = ("torch on %s: %s"):format(row[1], tostring(t.why)) end
   end
 end

@@ -308,6 +308,26 @@ end
 
 local function fmt(x, f) return x and (f or "%.1f"):format(x) or "-" end
 
+-- torch's faster backend on a per-kernel row (or any {eager = stats, tcompile = stats}): its median µs and its name
+-- ("eager" | "tcompile"), or nil when neither was timed.
+function M.torch_best(row)
+  local b, who
+  for _, name in ipairs { "eager", "tcompile" } do
+    local s = row[name]
+    if s and s.median_us and (not b or s.median_us < b) then b, who = s.median_us, name end
+  end
+  return b, who
+end
+
+-- The summed durations (µs per call) and count of a kernel list ({{name, us, count}}: bench.py --kernels, CUPTI),
+-- or nil when there is none.
+function M.kernels_us(list)
+  if not list or #list == 0 then return nil end
+  local us, n = 0, 0
+  for _, k in ipairs(list) do us, n = us + k.us, n + (k.count or 1) end
+  return us, n
+end
+
 -- The kind of work a kernel does, from emmy's kernel kind or a torch kernel's name (cuBLAS, flash/cuDNN attention,
 -- Triton and ATen kernels): "matmul", "attention", "copy" or "norm, elementwise".
 M.KINDS = { "matmul", "attention", "norm, elementwise", "copy" }
@@ -668,10 +688,7 @@ function M.print(res)
   local kr = {}
   for _, k in ipairs(res.kernels) do
     local e = k.emmy and k.emmy.median_us
-    local best_torch
-    for _, b in ipairs { "eager", "tcompile" } do
-      if k[b] and (not best_torch or k[b].median_us < best_torch) then best_torch = k[b].median_us end
-    end
+    local best_torch = M.torch_best(k)
     local flag = ""
     if k.emmy and k.emmy.clock and k.emmy.clock.drift then flag = " clock drift" end
     if k.accuracy ~= "ok" and k.accuracy ~= "ok (alone)" then flag = flag .. " " .. k.accuracy end

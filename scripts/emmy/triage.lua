@@ -12,14 +12,7 @@ local M = {}
 M.BEHIND = 1.10     -- a kernel this much slower than torch's best is meaningfully behind
 M.SHORTFALL = 1.05  -- a pick this much slower than the best measured row is a search shortfall
 
-local function torch_best(k)
-  local b, who
-  for _, name in ipairs { "eager", "tcompile" } do
-    local s = k[name]
-    if s and s.median_us and (not b or s.median_us < b) then b, who = s.median_us, name end
-  end
-  return b, who
-end
+local torch_best = require("emmy.bench").torch_best
 
 -- Where a kernel kind's CUDA is written: {file, fn} (emitter_site finds the line).
 M.EMITTERS = {

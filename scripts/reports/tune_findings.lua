@@ -4,6 +4,7 @@
 -- dominating = {names, us}, online (eval online's result), work (the work dir)}. Every number says its regime and
 -- comes from one of those files; prose is wrapped at 120 columns (tables may overflow). Edit freely: no rebuild.
 local R = {}
+local bench_rows = require "emmy.bench" -- (torch's best on a row, a kernel list's sum)
 
 local function wrap(text, width, indent)
   width, indent = width or 120, indent or ""
@@ -72,13 +73,9 @@ function R.render(d)
   add("| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
   for _, k in ipairs(bench.kernels or {}) do
     local e = k.emmy and k.emmy.median_us
-    local b, who
-    for _, n in ipairs { "eager", "tcompile" } do
-      if k[n] and k[n].median_us and (not b or k[n].median_us < b) then b, who = k[n].median_us, n end
-    end
+    local b, who = bench_rows.torch_best(k)
     -- the kernel durations of torch's best on the reproducer (torch.profiler), with their count
-    local ks, kn
-    for _, x in ipairs(who and k[who].kernels or {}) do ks, kn = (ks or 0) + x.us, (kn or 0) + (x.count or 1) end
+    local ks, kn = bench_rows.kernels_us(who and k[who].kernels)
     add(("| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |"):format(k.name, k.layer_op or "?", k.coverage or "?", f1(e), f1(k.in_program_us),
       f1(k.eager and k.eager.median_us), f1(k.tcompile and k.tcompile.median_us), ratio(e and b and b / e),
       k.cum_share and ("%.0f%%"):format(100 * k.cum_share) or "-", ks and ("%.1f (%g)"):format(ks, kn) or "-"))

@@ -10,42 +10,11 @@
 --           change
 --   whole:  the whole model (four --dynamic specs) with `emmy tune … --clean --bench`: both tables and the files
 -- Logs and the dumps' JSON go to $OUT.
-io.stdout:setvbuf("line")
 local cjson = require "cjson"
-local sys = require "emmy.sys"
-
-local EXE = sys.realpath("/proc/self/exe")
-local OUT = os.getenv("OUT") or "/tmp"
-local T = os.tmpname()
-os.remove(T)
-assert(sys.mkdir_p(T))
-local L0 = "Qwen/Qwen3-Embedding-0.6B --layer 0 --dynamic seq_len@x:1"
-local WHOLE = "Qwen/Qwen3-Embedding-0.6B --dynamic seq_len@input_ids:1 --dynamic seq_len@attention_mask:2 " ..
-  "--dynamic seq_len@attention_mask:3 --dynamic seq_len@position_ids:1"
-local want = {}
-for _, a in ipairs(arg or {}) do want[a] = true end
-local function wanted(p) return next(want) == nil or want[p] end
-local passed, failed = 0, 0
-local function result(ok, name, msg)
-  if ok then passed = passed + 1 else failed = failed + 1 end
-  print(("%s %s%s"):format(ok and "ok  " or "FAIL", name, msg and (": " .. msg) or ""))
-end
-
-local function run(cmd, log)
-  local t0 = sys.clock()
-  local code = os.execute(("%s > %s 2>&1"):format(cmd, log))
-  local f = io.open(log)
-  local out = f and f:read("*a") or ""
-  if f then f:close() end
-  return (code == 0 or code == true) and 0 or 1, out, sys.clock() - t0
-end
-local function read_json(path)
-  local f = io.open(path)
-  if not f then return nil end
-  local ok, t = pcall(cjson.decode, f:read("*a"))
-  f:close()
-  return ok and t or nil
-end
+local H = dofile(EMMY_HOME .. "/tests/gpu/harness.lua")
+local EXE, OUT, T, L0, WHOLE = H.EXE, H.OUT, H.T, H.L0, H.WHOLE
+local wanted, result, run = H.wanted, H.result, H.run
+local read_json = require("emmy.triage").read_json
 
 -- Checks a bench dump: the files, every kernel benched in the backends, the in-program sum against the whole.
 local function check_dump(d, why)
@@ -69,9 +38,8 @@ local function check_dump(d, why)
     -- first two timers did: 14.8 and 18.9 µs for a 7.0 µs cuBLAS kernel)
     for _, b in ipairs { "eager", "tcompile" } do
       local x = r[b]
-      if x and x.median_us and x.kernels and #x.kernels > 0 then
-        local ks, n = 0, 0
-        for _, kk in ipairs(x.kernels) do ks, n = ks + kk.us, n + (kk.count or 1) end
+      local ks, n = require("emmy.bench").kernels_us(x and x.kernels)
+      if x and x.median_us and ks then
         print(("  %-26s %-8s %6.1f µs a call, kernels %6.1f µs (%g): %.2fx, batch %s"):format(r.name, b, x.median_us, ks, n,
           x.median_us / ks, tostring(x.batch)))
         if n <= 1.5 and x.median_us > 1.5 * ks + 1 then
@@ -152,6 +120,4 @@ if wanted("whole") then
     sum or 0, ratio or 0, #why > 0 and ("; " .. table.concat(why, "; ")) or ""))
 end
 
-os.execute("rm -rf " .. T)
-print(("%s: bench on the GPU, %d parts passed, %d failed"):format(failed == 0 and "PASS" or "FAIL", passed, failed))
-os.exit(failed == 0 and 0 or 1)
+H.finish("bench on the GPU (parts)")

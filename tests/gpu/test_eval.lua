@@ -2,30 +2,16 @@
 -- Each view must run and print real data: eval variants (a matmul and attention), failures, knobs, online (db and
 -- nodes, --blame, --ablate), run --ab on q_proj's reproducer, run --profile on q_proj's and attention's
 -- reproducers (the ncu side-by-side), repl --db. Logs go to $OUT; the last line is PASS/FAIL with the count.
-io.stdout:setvbuf("line")
-local sys = require "emmy.sys"
-local EXE = sys.realpath("/proc/self/exe")
-local OUT = os.getenv("OUT") or "/tmp"
-local T = os.tmpname()
-os.remove(T)
-assert(sys.mkdir_p(T))
-local L0 = "Qwen/Qwen3-Embedding-0.6B --layer 0 --dynamic seq_len@x:1"
+local H = dofile(EMMY_HOME .. "/tests/gpu/harness.lua")
+local EXE, OUT, T, L0 = H.EXE, H.OUT, H.T, H.L0
 local ENV = ("EMMY_TUNE_DB=%s/t.db EMMY_ONLINE_FILE=%s/o.json"):format(T, T)
-local passed, failed = 0, 0
+-- runs one command (with the scratch tune DB) and wants each string of want in its output
 local function run(name, cmd, want)
-  local log = OUT .. "/eval_" .. name .. ".log"
-  local t0 = sys.clock()
-  local code = os.execute(("env %s %s > %s 2>&1"):format(ENV, cmd, log))
-  local f = io.open(log)
-  local out = f and f:read("*a") or ""
-  if f then f:close() end
-  local ok = (code == 0 or code == true)
+  local code, out, secs = H.run(("env %s %s"):format(ENV, cmd), OUT .. "/eval_" .. name .. ".log")
   local missing = {}
   for _, w in ipairs(want or {}) do if not out:find(w, 1, true) then missing[#missing + 1] = w end end
-  ok = ok and #missing == 0
-  if ok then passed = passed + 1 else failed = failed + 1 end
-  print(("%s %s (%.0f s)%s"):format(ok and "ok  " or "FAIL", name, sys.clock() - t0,
-    ok and "" or (": missing " .. table.concat(missing, " | ") .. "\n" .. out:sub(-800))))
+  local ok = code == 0 and #missing == 0
+  H.result(ok, ("%s (%.0f s)"):format(name, secs), not ok and ("missing " .. table.concat(missing, " | ") .. "\n" .. out:sub(-800)) or nil)
   return out
 end
 run("tune", ("%s tune %s --clean --dump-dir %s/d"):format(EXE, L0, T), { "done:" })
@@ -45,6 +31,4 @@ print(run("profile_sdpa", ("%s run --ir %s/k_sdpa_123d66.torch.json --profile"):
 run("repl", ("sh -c %s"):format(("'echo \"for _, k in ipairs(db:kernels()) do print(k.name, k.best_us) end\" | %s repl --db %s/t.db'"):format(EXE, T)),
   { "k_linear_7363a2" })
 os.execute("cp " .. T .. "/p1/61_ncu_metrics.json " .. OUT .. "/eval_ncu_linear.json 2>/dev/null")
-os.execute("rm -rf " .. T)
-print(("%s: eval on the GPU, %d passed, %d failed"):format(failed == 0 and "PASS" or "FAIL", passed, failed))
-os.exit(failed == 0 and 0 or 1)
+H.finish("eval on the GPU")

@@ -14,27 +14,13 @@
 --               priced by the sum of its kernels' best µs; the stats are the DB's and the default fork is priced
 --   gpus2:      (on a host with two GPUs) the clean tune with --gpus 2: both workers tune kernels, one DB, the
 --               stats are the DB's, every pick within 10% of the one-GPU clean tune's when that ran
-io.stdout:setvbuf("line") -- a run cut short by a deadline keeps what it printed
 local sys = require "emmy.sys"
 local sqlite = require "emmy.sqlite"
 local cjson = require "cjson"
-
-local EXE = sys.realpath("/proc/self/exe")
+local H = dofile(EMMY_HOME .. "/tests/gpu/harness.lua")
+local EXE, OUT, T, L0 = H.EXE, H.OUT, H.T, H.L0
 local ROOT = EMMY_HOME
-local OUT = os.getenv("OUT") or "/tmp"
-local T = os.tmpname()
-os.remove(T)
-assert(sys.mkdir_p(T))
-local L0 = "Qwen/Qwen3-Embedding-0.6B --layer 0 --dynamic seq_len@x:1"
-local want = {}
-for _, a in ipairs(arg or {}) do want[a] = true end
-local function wanted(p) return next(want) == nil or want[p] end
-
-local passed, failed = 0, 0
-local function result(ok, name, msg)
-  if ok then passed = passed + 1 else failed = failed + 1 end
-  print(("%s %s%s"):format(ok and "ok  " or "FAIL", name, msg and (": " .. msg) or ""))
-end
+local want, wanted, result = H.want, H.wanted, H.result
 
 local function sh(cmd)
   local p = io.popen(cmd .. " 2>&1")
@@ -43,15 +29,7 @@ local function sh(cmd)
   return (ok == true or ok == 0) and 0 or (code or 1), out
 end
 
-local function tune(env, args, log)
-  local cmd = ("env %s %s tune %s > %s 2>&1"):format(env, EXE, args, log)
-  local t0 = sys.clock()
-  local code = os.execute(cmd)
-  local f = io.open(log)
-  local out = f and f:read("*a") or ""
-  if f then f:close() end
-  return (code == 0 or code == true) and 0 or 1, out, sys.clock() - t0
-end
+local function tune(env, args, log) return H.run(("env %s %s tune %s"):format(env, EXE, args), log) end
 
 local function read_json(path)
   local f = io.open(path)
@@ -277,6 +255,4 @@ if want.gpus2 or (next(want) == nil and gpu_count() >= 2) then
   end
 end
 
-os.execute("rm -rf " .. T)
-print((failed == 0 and "PASS" or "FAIL") .. (": tune on the GPU, %d parts passed, %d failed"):format(passed, failed))
-os.exit(failed == 0 and 0 or 1)
+H.finish("tune on the GPU (parts)")
