@@ -22,7 +22,47 @@ M.METRICS = {
   { key = "lsu", metric = "sm__inst_executed_pipe_lsu.sum", label = "LSU instructions", sum = true },
   { key = "bank_conflicts", metric = "l1tex__data_bank_conflicts_pipe_lsu_mem_shared.sum", label = "shared-memory bank conflicts", sum = true },
   { key = "regs", metric = "launch__registers_per_thread", label = "registers per thread", max = true },
+  { key = "issue", metric = "smsp__issue_active.avg.pct_of_peak_sustained_active", label = "issue slots busy (%)", pct = true },
+  { key = "l2", metric = "lts__throughput.avg.pct_of_peak_sustained_elapsed", label = "L2 throughput (%)", pct = true },
+  { key = "l2_bytes", metric = "lts__t_bytes.sum", label = "L2 bytes", sum = true },
 }
+
+-- Where warps wait: ncu's stall reasons, each as warps stalled for that reason per issued instruction (the
+-- WarpStateStats section's ratios; they sum to the cycles between two issues of a warp). Each is a METRICS row
+-- (key stall_<reason>, weighted by duration like the percentages) and M.STALL_WHY says what it means.
+M.STALLS = { "long_scoreboard", "barrier", "wait", "math_pipe_throttle", "mio_throttle", "short_scoreboard", "lg_throttle",
+  "membar", "sleeping", "no_instruction", "dispatch_stall", "branch_resolving", "not_selected", "selected", "drain", "misc",
+  "tex_throttle", "imc_miss" }
+M.STALL_WHY = {
+  long_scoreboard = "waiting on global or L2 data (loads, TMA transactions behind an mbarrier)",
+  barrier = "waiting at a block-wide barrier (__syncthreads) for the slowest warp",
+  wait = "fixed-latency waits (dependent instructions, wgmma and mbarrier polling between tries)",
+  math_pipe_throttle = "the math pipe is full (the kernel is compute-bound there)",
+  mio_throttle = "the shared-memory / special-instruction queue is full",
+  short_scoreboard = "waiting on shared-memory loads or special-function results",
+  lg_throttle = "the global load/store queue is full (many narrow accesses)",
+  membar = "memory fences",
+  sleeping = "sleeping (nanosleep or a suspended mbarrier wait)",
+  no_instruction = "instruction fetch (cache misses, jumps)",
+  dispatch_stall = "the dispatcher", branch_resolving = "branch targets", not_selected = "another warp was picked",
+  selected = "issuing", drain = "stores draining at exit", misc = "miscellaneous", tex_throttle = "the texture queue",
+  imc_miss = "constant-cache misses",
+}
+for _, r in ipairs(M.STALLS) do
+  M.METRICS[#M.METRICS + 1] = { key = "stall_" .. r, metric = ("smsp__average_warps_issue_stalled_%s_per_issue_active.ratio"):format(r),
+    label = "stall: " .. r:gsub("_", " ") .. " (warps per issue)", pct = true, ratio = true, stall = r }
+end
+
+-- The stall reasons of one backend's aggregate, largest first: {{reason, value}} (only those measured).
+function M.top_stalls(agg)
+  local out = {}
+  for _, r in ipairs(M.STALLS) do
+    local v = agg and tonumber(agg["stall_" .. r])
+    if v and r ~= "selected" and r ~= "not_selected" then out[#out + 1] = { reason = r, value = v } end
+  end
+  table.sort(out, function(a, b) return a.value > b.value end)
+  return out
+end
 
 function M.ncu_path()
   local env = os.getenv("EMMY_NCU")
@@ -205,12 +245,13 @@ function M.print(res)
   local rows = { { "kernels", tostring(res.backends.emmy and res.backends.emmy.kernels or "-"),
     tostring(res.backends.eager and res.backends.eager.kernels or "-"), tostring(res.backends.tcompile and res.backends.tcompile.kernels or "-") } }
   for _, m in ipairs(M.METRICS) do
-    local row = { m.label }
+    local row, big = { m.label }, false
     for _, c in ipairs(cols) do
       local v = res.backends[c] and res.backends[c][m.key]
-      row[#row + 1] = v and ((m.sum and ("%.0f") or "%.1f"):format(v)) or "-"
+      big = big or (v or 0) >= 0.05
+      row[#row + 1] = v and ((m.sum and "%.0f" or m.ratio and "%.2f" or "%.1f"):format(v)) or "-"
     end
-    rows[#rows + 1] = row
+    if not m.stall or big then rows[#rows + 1] = row end -- (stall reasons under 0.05 everywhere: left out)
   end
   print(("\nNsight Compute, side by side (--clock-control %s; per backend: durations and counts summed over its kernels, percentages weighted by duration)"):format(res.clock_control))
   tbl.print { header = { "metric", "emmy", "eager", "tcompile" }, rows = rows, align = "lrrr" }

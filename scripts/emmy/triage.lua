@@ -65,6 +65,14 @@ function M.diagnose(pr, who)
   if eb and tb and eb > 1000 and eb > 4 * math.max(tb, 1) then
     out[#out + 1] = { w = eb / math.max(tb, 1), s = ("%d shared-memory bank conflicts against %d"):format(eb, tb) }
   end
+  -- where emmy's warps wait most, against torch's warps on the same reason (ncu's stall ratios)
+  local profile = require "emmy.profile"
+  local top = profile.top_stalls(e)[1]
+  local tv = top and num(t, "stall_" .. top.reason)
+  if top and tv and top.value >= 0.5 and top.value > 1.5 * math.max(tv, 0.1) then
+    out[#out + 1] = { w = top.value / math.max(tv, 0.1), s = ("its warps wait most on %s: %.2f warps stalled per issued instruction"
+      .. " against %s's %.2f (%s)"):format(top.reason:gsub("_", " "), top.value, who, tv, profile.STALL_WHY[top.reason] or top.reason) }
+  end
   local ek, tk = num(e, "kernels"), num(t, "kernels")
   if ek and tk and tk > ek then
     out[#out + 1] = { w = 1, s = ("%s runs it as %d kernels (emmy: %d)"):format(who, tk, ek) }

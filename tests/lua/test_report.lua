@@ -51,6 +51,15 @@ test("ncu diagnosis and the whole-graph gap by kind, worked out by hand; the rep
   check(why[1]:find("3.0x tcompile's load/store instructions (35072 against 11776)", 1, true), why[1])
   check(why[2]:find("tensor pipe is busy 26% of the time against tcompile's 45%", 1, true), why[2])
   eq(#triage.diagnose({ backends = { emmy = { lsu = 1 } } }, "eager"), 0)
+  -- ncu's stall reasons: emmy's largest named with torch's value on the same reason and what it means
+  why = triage.diagnose({ backends = { emmy = { stall_barrier = 0.4, stall_long_scoreboard = 3.2, stall_selected = 9 },
+    tcompile = { stall_long_scoreboard = 0.8 } } }, "tcompile")
+  eq(#why, 1)
+  check(why[1]:find("wait most on long scoreboard: 3.20 warps stalled per issued instruction against tcompile's 0.80 (waiting on global", 1, true), why[1])
+  eq(#triage.diagnose({ backends = { emmy = { stall_wait = 1.0 }, eager = { stall_wait = 0.9 } } }, "eager"), 0)
+  local profile = require "emmy.profile"
+  local top = profile.top_stalls({ stall_wait = 1, stall_barrier = 2, stall_selected = 5 })
+  eq(#top, 2); eq(top[1].reason, "barrier")
   eq(triage.emitter_site("nope"), nil)
   check(triage.emitter_site("contraction", ROOT):find("^src/emit_contraction.c:%d+ %(ex_k_contraction%)$"), triage.emitter_site("contraction", ROOT))
   -- emmy 119.7 µs against tcompile 79.5 (and eager 201.0): matmul 73.0 vs 50.0 µs, attention 21.0 vs 15.0, norms 15.0 vs 9.0
