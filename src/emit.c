@@ -766,12 +766,17 @@ em_status em_emit(const em_tile *t, char **src, em_launch *launch, char *err) {
   /* MINB (the flash tier): the blocks per SM the register allocation must allow (__launch_bounds__' second
    * argument); 1 leaves the allocation to ptxas */
   long long minb = em_knob_get(&t->knobs, "MINB", 1);
+  /* CLUSTER (the contraction's TMA multicast): the cluster shape is the kernel's own, so a plain launch forms
+   * the clusters (the grid's x is a multiple of it: the emitter checked) */
+  long long cl = t->kind == EM_K_CONTRACTION ? em_knob_get(&t->knobs, "CLUSTER", 1) : 1;
+  char cdims[64] = "";
+  if (cl > 1) snprintf(cdims, sizeof cdims, "__cluster_dims__(%lld, 1, 1) ", cl);
   if (minb > 1)
-    ex_sb_add(&head, "\nextern \"C\" __global__ void __launch_bounds__(%d, %lld) %s(",
+    ex_sb_add(&head, "\nextern \"C\" __global__ void %s__launch_bounds__(%d, %lld) %s(", cdims,
               launch->block[0] * launch->block[1] * launch->block[2], minb, t->name);
   else
-    ex_sb_add(&head, "\nextern \"C\" __global__ void __launch_bounds__(%d) %s(", launch->block[0] * launch->block[1] * launch->block[2],
-              t->name);
+    ex_sb_add(&head, "\nextern \"C\" __global__ void %s__launch_bounds__(%d) %s(", cdims,
+              launch->block[0] * launch->block[1] * launch->block[2], t->name);
   int np = 0;
   for (int i = 0; i < c.g->inputs.n; i++) {
     const em_value *x = ex_V(&c, c.g->inputs.v[i]);

@@ -275,6 +275,21 @@ void ex_k_contraction(ectx *c, em_launch *L) {
     L->scratch_per_tile = 4LL * SK * (BM / WM / 16) * (BN / WN / 8) * 4 * (dual ? 2 : 1) * threads + 4;
   }
   const char *ktx = SK > 1 ? "(kt0 + kt)" : "kt";
+  /* CLUSTER=2 (wgmma on TMA tiles): the two CTAs of a cluster are neighbours along N with the same m0, so they
+   * share the A tile; each loads half its rows and multicasts them into both CTAs' rings, halving A's L2 reads.
+   * A stage is refilled only when both CTAs have retired its wgmma groups (an "empty" mbarrier per stage, one
+   * arrival from each CTA), and neither leaves while the other may still signal its barriers. */
+  int CL = (int)em_knob_get(&c->t->knobs, "CLUSTER", 1);
+  if (CL != 1) {
+    int64_t ncst = 0;
+    int wgt = (int)em_knob_get(&c->t->knobs, "WGMMA", 0), wgw = (int)em_knob_get(&c->t->knobs, "WG_WAIT", 0);
+    if (CL != 2 || !tma || !wgt || wgw != 1 || stages < 3 || SK != 1 || em_knob_get(&c->t->knobs, "RASTER", 1) != 1 || concat || !lin_op ||
+        !em_dim_is_const(&os->d[r - 1], &ncst) || ((ncst + BN - 1) / BN) % 2) {
+      ex_fail(c, "CLUSTER=%d: a cluster is 2 CTAs along N sharing the A tile (TMA=1, WGMMA=1, WG_WAIT=1, STAGES >= 3, "
+                 "SPLIT_K=1, RASTER=1, one linear or a dual pair, an even number of N tiles)", CL);
+      return;
+    }
+  }
   if (tma) {
     /* TMA=1: the ring's tiles come from cp.async.bulk.tensor (one thread issues them on the stage's mbarrier),
      * BK=64 rows of 128 bytes in the 128-byte swizzle; rows past M or N and columns past K arrive as zeros */
@@ -302,7 +317,7 @@ void ex_k_contraction(ectx *c, em_launch *L) {
     L->ntmaps = concat ? 1 + nsib : dual ? 3 : 2;
     L->tmaps[0].input = ex_input_pos(c, A_);
     L->tmaps[0].box[0] = 64;
-    L->tmaps[0].box[1] = BM;
+    L->tmaps[0].box[1] = BM / CL; /* (CLUSTER=2: each CTA loads half the rows) */
     L->tmaps[1].input = ex_input_pos(c, B_);
     L->tmaps[1].box[0] = 64;
     L->tmaps[1].box[1] = BN;
@@ -318,6 +333,7 @@ void ex_k_contraction(ectx *c, em_launch *L) {
     }
     ex_line(c, "extern __shared__ __align__(1024) unsigned char em_dsm[];");
     ex_line(c, "__shared__ __align__(8) unsigned long long em_bar[%d];", stages);
+    if (CL > 1) ex_line(c, "__shared__ __align__(8) unsigned long long em_empty[%d];", stages);
     ex_line(c, "const unsigned em_sb = (em_smem(em_dsm) + 1023u) & ~1023u;");
   } else if (async) {
     int64_t kc = 0;
@@ -462,14 +478,26 @@ void ex_k_contraction(ectx *c, em_launch *L) {
     split_range(c, SK, 64);
     ex_line(c, "if (tid == 0) {");
     ex_line(c, "  for (int s = 0; s < %d; s++) em_mbar_init(&em_bar[s], 1);", stages);
+    if (CL > 1) ex_line(c, "  for (int s = 0; s < %d; s++) em_mbar_init(&em_empty[s], %d);", stages, CL);
     ex_line(c, "  em_mbar_fence_init();");
     ex_line(c, "}");
-    ex_line(c, "__syncthreads();");
+    /* (a cluster: the peer's multicast and arrivals may only reach barriers that are initialised) */
+    if (CL > 1) ex_line(c, "em_cluster_sync();");
+    else ex_line(c, "__syncthreads();");
+    if (CL > 1) ex_line(c, "const unsigned em_cr = em_cluster_rank();");
     /* one stage: A rows m0.., B rows n0.. (and B2), K columns kt*64.., all on the stage's barrier */
     ex_line(c, "auto em_load = [&](int st, int kt) {");
     ex_line(c, "  if (tid == 0) {");
-    ex_line(c, "    em_mbar_expect(&em_bar[st], %lldu);", abytes + bbytes * (dual ? 2 : 1));
-    ex_line(c, "    em_tma_2d(em_sb + st * %lldu, &tm0, %s * 64, (int)m0, &em_bar[st]);", abytes, ktx);
+    if (CL > 1) {
+      /* the stage's previous tile retired in both CTAs (its release (kt/S - 1)), then this CTA's half of A to both */
+      ex_line(c, "    if (kt >= %d) em_mbar_wait(&em_empty[st], (unsigned)(kt / %d - 1) & 1u);", stages, stages);
+      ex_line(c, "    em_mbar_expect(&em_bar[st], %lldu);", abytes + bbytes * (dual ? 2 : 1));
+      ex_line(c, "    em_tma_2d_mc(em_sb + st * %lldu + em_cr * %lldu, &tm0, %s * 64, (int)m0 + (int)em_cr * %d, &em_bar[st], (unsigned short)%d);",
+              abytes, abytes / CL, ktx, BM / CL, (1 << CL) - 1);
+    } else {
+      ex_line(c, "    em_mbar_expect(&em_bar[st], %lldu);", abytes + bbytes * (dual ? 2 : 1));
+      ex_line(c, "    em_tma_2d(em_sb + st * %lldu, &tm0, %s * 64, (int)m0, &em_bar[st]);", abytes, ktx);
+    }
     if (concat)
       for (int j = 0; j < nsib; j++)
         ex_line(c, "    %sif (n0 < %lldLL) em_tma_2d(em_sb + %lldu + st * %lldu, &tm%d, %s * 64, (int)(n0 - %lldLL), &em_bar[st]);",
@@ -481,7 +509,12 @@ void ex_k_contraction(ectx *c, em_launch *L) {
               ktx);
     ex_line(c, "  }");
     ex_line(c, "};");
-    for (int st = 0; st < stages - 1; st++) ex_line(c, "if (%d < nk) em_load(%d, %d);", st, st, st);
+    /* CLUSTER: the refill of a stage waits for the peer's release, which crosses SMs (hundreds of cycles); so the
+     * stage released at step kt-1 is refilled CD steps later, when the peer's release has long arrived (measured
+     * with CD=1: every k-step ~400 cycles longer than unclustered, H200); the ring is filled whole first and
+     * runs STAGES-CD steps ahead */
+    int CD = CL > 1 ? (stages / 2 > 1 ? stages / 2 : 1) : 1;
+    for (int st = 0; st < stages - (CL > 1 ? 0 : 1); st++) ex_line(c, "if (%d < nk) em_load(%d, %d);", st, st, st);
     int wg = (int)em_knob_get(&c->t->knobs, "WGMMA", 0);
     /* WG_WAIT=1 (wgmma, 2+ stages): the group of step kt is still running while step kt+1 waits for its tile; the
      * stage of step kt-1 is refilled once every warpgroup's wait_group 1 has retired kt-1's group */
@@ -508,12 +541,20 @@ void ex_k_contraction(ectx *c, em_launch *L) {
     if (inflight) {
       ex_line(c, "em_wg_wait1();");
       ex_line(c, "__syncthreads();");
-      ex_line(c, "if (kt + %d < nk) em_load((kt + %d) %% %d, kt + %d);", stages - 1, stages - 1, stages, stages - 1);
+      /* CLUSTER: step kt-1's stage is free here; both CTAs release it (their refills multicast into each other) */
+      if (CL > 1) {
+        ex_line(c, "if (tid == 0 && kt >= 1 && kt + %d < nk) for (unsigned q = 0; q < %du; q++) em_mbar_arrive_cluster(&em_empty[(kt - 1) %% %d], q);",
+                stages - 1, CL, stages);
+        ex_line(c, "if (kt >= %d && kt + %d < nk) em_load((kt - %d) %% %d, kt + %d);", CD, stages - CD, CD, stages, stages - CD);
+      } else {
+        ex_line(c, "if (kt + %d < nk) em_load((kt + %d) %% %d, kt + %d);", stages - 1, stages - 1, stages, stages - 1);
+      }
     }
     if (stages == 1) ex_line(c, "__syncthreads();");
     c->indent--;
     ex_line(c, "}");
     if (inflight) ex_line(c, "em_wg_wait0();");
+    if (CL > 1) ex_line(c, "em_cluster_sync(); /* no arrival or multicast may reach a CTA that has left */");
     goto epilogue;
   }
   if (async) {

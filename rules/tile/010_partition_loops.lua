@@ -13,7 +13,12 @@ return {
   -- step before refilled after it retires), offered first: every wgmma tile of q_proj and down timed with both
   -- (bench/gaps.sh, seq_len 512, H200, 2026-11-30) was fastest with WG_WAIT=1 at 64 x 64 x 64, 4 stages:
   -- q_proj 11.5 us against 12.2, down 15.1 against 18.5; the tunes' picks had it for 6 of 7 projections.
-  { name = "wgmma_tier", family = "TILE", kinds = { "contraction" }, knobs = { WGMMA = 0, WG_WAIT = 0 },
+  -- CLUSTER=2 pairs neighbouring CTAs along N in a thread-block cluster: they share the A tile, each loads half
+  -- of its rows and multicasts them to both (cuBLAS's q_proj kernel is nvjet_sm90_tst_128x64_64x8_1x2, a 1x2
+  -- cluster). Why: q_proj at seq_len 512 reads 50.7 MB through L2 against cuBLAS's 32.3 MB, both at 42% of L2
+  -- throughput, and its time is in the same ratio (11.3 us against 7.0; ncu, H200, 2026-11-30, docs/performance.md
+  -- "Seventh session"). Offered last (after every unclustered tile) until measured.
+  { name = "wgmma_tier", family = "TILE", kinds = { "contraction" }, knobs = { WGMMA = 0, WG_WAIT = 0, CLUSTER = 1 },
     gate = function(k, dev)
       local ok, why = atom.tma(k, dev)
       if not ok then return false, "wgmma reads TMA-staged tiles: " .. why end
@@ -29,7 +34,20 @@ return {
           end
         end
       end
-      return atom.also(out, "WG_WAIT", 0)
+      atom.also(out, "WG_WAIT", 0)
+      local n = #out
+      if (k.siblings or 0) <= 1 or k.dual then
+        for i = 1, n do
+          local o = out[i]
+          if o.WG_WAIT == 1 and k.N and math.ceil(k.N / o.BN) % 2 == 0 then
+            local x = {}
+            for kk, v in pairs(o) do x[kk] = v end
+            x.CLUSTER = 2
+            out[#out + 1] = x
+          end
+        end
+      end
+      return out
     end },
 
   -- The tensor-core warp tier: WM x WN warps, each a (BM/WM) x (BN/WN) tile of mma.sync m16n8k16 (bf16/f16

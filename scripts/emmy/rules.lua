@@ -187,6 +187,17 @@ function M.resource_check(k, c, dev)
   if k.kind == "contraction" and c.WG_WAIT == 1 and (c.WGMMA ~= 1 or (c.STAGES or 1) < 2) then
     return false, "WG_WAIT=1 keeps a wgmma group in flight over a ring of 2+ stages (WGMMA=1, STAGES >= 2)"
   end
+  if k.kind == "contraction" and (c.CLUSTER or 1) ~= 1 then
+    if c.CLUSTER ~= 2 or c.WGMMA ~= 1 or c.TMA ~= 1 or c.WG_WAIT ~= 1 or (c.STAGES or 1) < 3 or (c.SPLIT_K or 1) ~= 1
+      or (c.RASTER or 1) ~= 1 then
+      return false, ("CLUSTER=%s multicasts wgmma's TMA tiles in pairs (CLUSTER=2 with WGMMA=1, TMA=1, WG_WAIT=1, STAGES >= 3,"
+        .. " SPLIT_K=1, RASTER=1)"):format(tostring(c.CLUSTER))
+    end
+    if (k.siblings or 0) > 1 and not k.dual then return false, "CLUSTER=2: merged siblings are not clustered" end
+    if k.N and math.ceil(k.N / c.BN) % 2 ~= 0 then
+      return false, ("CLUSTER=2 pairs N tiles: N=%d makes %d tiles of BN=%d, an odd number"):format(k.N, math.ceil(k.N / c.BN), c.BN)
+    end
+  end
   if k.kind == "contraction" and (c.STAGES or 1) > 4 and (c.TMA ~= 1 or c.WGMMA ~= 1) then
     return false, ("a ring of %d stages is the wgmma tier's on TMA tiles (WGMMA=1, TMA=1); the others stop at 4"):format(c.STAGES)
   end
