@@ -17,7 +17,11 @@ return {
   -- of its rows and multicasts them to both (cuBLAS's q_proj kernel is nvjet_sm90_tst_128x64_64x8_1x2, a 1x2
   -- cluster). Why: q_proj at seq_len 512 reads 50.7 MB through L2 against cuBLAS's 32.3 MB, both at 42% of L2
   -- throughput, and its time is in the same ratio (11.3 us against 7.0; ncu, H200, 2026-11-30, docs/performance.md
-  -- "Seventh session"). Offered last (after every unclustered tile) until measured.
+  -- "Seventh session"). Measured the same day (bench/kernels.lua --tiles with EMMY_CLUSTER=2 / =1, seq_len 512):
+  -- correct everywhere, it cuts down's L2 bytes by a quarter (75.9 MB against 100 MB) but is slower for every
+  -- projection (q_proj 14.2 us against 12.3, k/v 16.2 against 13.9, o 17.3 against 12.6, down 24.8 against 16.0,
+  -- gate/up 24.3 against 22.0): one warpgroup both consumes and produces, so each refill waits for the peer's
+  -- release in the main loop. Offered last, after every unclustered tile; a producer warp is the next step.
   { name = "wgmma_tier", family = "TILE", kinds = { "contraction" }, knobs = { WGMMA = 0, WG_WAIT = 0, CLUSTER = 1 },
     gate = function(k, dev)
       local ok, why = atom.tma(k, dev)
