@@ -761,14 +761,15 @@ em_status em_emit(const em_tile *t, char **src, em_launch *launch, char *err) {
     st = em_fail(err, EM_EINPUT, "%s (%s): %s", t->name, em_kkind_name(t->kind), c.err);
     goto cleanup;
   }
-  ex_sb_add(&head, "%s%s\n// kernel %s: %s", ex_PRELUDE, c.extra_prelude ? c.extra_prelude : "", t->name, em_kkind_name(t->kind));
+  /* CLUSTER (the contraction's TMA multicast): the cluster shape is the kernel's own, so a plain launch forms
+   * the clusters (the grid's x is a multiple of it: the emitter checked) */
+  long long cl = t->kind == EM_K_CONTRACTION ? em_knob_get(&t->knobs, "CLUSTER", 1) : 1;
+  ex_sb_add(&head, "%s%s%s\n// kernel %s: %s", ex_PRELUDE, c.extra_prelude ? c.extra_prelude : "",
+            cl > 1 && c.extra_prelude == ex_TMA_PRELUDE ? ex_CLUSTER_PRELUDE : "", t->name, em_kkind_name(t->kind));
   for (int i = 0; i < t->knobs.n; i++) ex_sb_add(&head, "%s%s=%lld", i ? "," : " ", t->knobs.key[i], (long long)t->knobs.val[i]);
   /* MINB (the flash tier): the blocks per SM the register allocation must allow (__launch_bounds__' second
    * argument); 1 leaves the allocation to ptxas */
   long long minb = em_knob_get(&t->knobs, "MINB", 1);
-  /* CLUSTER (the contraction's TMA multicast): the cluster shape is the kernel's own, so a plain launch forms
-   * the clusters (the grid's x is a multiple of it: the emitter checked) */
-  long long cl = t->kind == EM_K_CONTRACTION ? em_knob_get(&t->knobs, "CLUSTER", 1) : 1;
   char cdims[64] = "";
   if (cl > 1) snprintf(cdims, sizeof cdims, "__cluster_dims__(%lld, 1, 1) ", cl);
   if (minb > 1)

@@ -113,5 +113,6 @@ void ex_k_contraction(ectx *c, em_launch *L);
 void ex_k_attention(ectx *c, em_launch *L);
 extern const char ex_PRELUDE[];
 extern const char ex_TMA_PRELUDE[];
+extern const char ex_CLUSTER_PRELUDE[];
 
 #endif
