@@ -232,6 +232,39 @@ test("WG_WAIT=1: one wgmma group in flight, the previous step's stage refilled a
   check(c2 ~= 0 and e2:find("no candidate", 1, true), "WG_WAIT=1 with one stage: " .. e2)
 end)
 
+test("CLUSTER=2: 2-CTA clusters along N multicast the shared A tile; an empty barrier per stage; refusals name why", function()
+  local code, out, err = emmy(args("compile", L0, "--ir", "cuda", "--kernel", "k_linear_add_f97280"), { env = "EMMY_KNOBS=CLUSTER=2,STAGES=4" })
+  eq(code, 0, "exit: " .. err)
+  check(out:find("__global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(128)", 1, true), out)
+  check(out:find(".multicast::cluster", 1, true) and out:find("em_mbar_init(&em_empty[s], 2);", 1, true), "multicast, empty barriers")
+  -- each CTA loads its half of A's 64 rows (32 rows, 4096 bytes in) into both rings; the stage's full barrier
+  -- still expects the whole A tile and this CTA's B tile
+  check(out:find("em_mbar_expect(&em_bar[st], 16384u);", 1, true), out)
+  check(out:find("em_tma_2d_mc(em_sb + st * 8192u + em_cr * 4096u, &tm0, kt * 64, (int)m0 + (int)em_cr * 32, &em_bar[st], (unsigned short)3);", 1, true), out)
+  -- a refill waits for both CTAs' releases of the stage; the ring is filled whole first and refilled STAGES/2 steps
+  -- after a release; nobody leaves while the other CTA may still signal it
+  check(out:find("if (kt >= 4) em_mbar_wait(&em_empty[st], (unsigned)(kt / 4 - 1) & 1u);", 1, true), out)
+  check(out:find("if (3 < nk) em_load(3, 3);", 1, true), "the whole ring first")
+  check(out:find("em_mbar_arrive_cluster(&em_empty[(kt - 1) % 4], q);", 1, true) and
+    out:find("if (kt >= 2 && kt + 2 < nk) em_load((kt - 2) % 4, kt + 2);", 1, true), out)
+  check(out:find("em_wg_wait0%(%);%s+em_cluster_sync%(%);"), out)
+  -- unclustered kernels carry none of it
+  local c1, o1 = emmy(args("compile", L0, "--ir", "cuda", "--kernel", "k_linear_add_f97280"), { env = "EMMY_KNOBS=CLUSTER=1" })
+  eq(c1, 0)
+  check(not o1:find("em_cluster", 1, true) and not o1:find("__cluster_dims__", 1, true) and not o1:find("em_empty", 1, true),
+    "no cluster code without CLUSTER=2")
+  -- the resource check: two stages, split-K, or no WG_WAIT are refused with the reason
+  for _, pin in ipairs { "CLUSTER=2,STAGES=2", "CLUSTER=2,SPLIT_K=2", "CLUSTER=2,WG_WAIT=0" } do
+    local c2, _, e2 = emmy(args("compile", L0, "--ir", "tile", "--kernel", "k_linear_add_f97280"), { env = "EMMY_KNOBS=" .. pin })
+    check(c2 ~= 0 and e2:find("no candidate", 1, true), pin .. ": " .. e2)
+  end
+  local ok, nv = pcall(require, "emmy.nvrtc")
+  if not ok or not nv.version() then return end
+  local c3, o3, e3 = emmy(args("compile", L0, "--nvrtc"), { env = "EMMY_KNOBS=k_linear:CLUSTER=2 EMMY_CUBIN_CACHE=" .. tmpdir() })
+  eq(c3, 0, "exit: " .. e3)
+  check(o3:find("9 compiled, 0 failed", 1, true), o3)
+end)
+
 test("VIEW_OUT=1 writes attention in o_proj's layout, so o_proj's operand is a plain input (cp.async)", function()
   local code, out, err = emmy(args("compile", L0, "--ir", "kernel"), { env = "EMMY_VIEW_OUT=1" })
   eq(code, 0, "exit: " .. err)
