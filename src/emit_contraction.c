@@ -290,6 +290,22 @@ void ex_k_contraction(ectx *c, em_launch *L) {
       return;
     }
   }
+  /* PRODUCER=1 (warp specialization, wgmma on TMA tiles): one more warpgroup whose first lane only issues the TMA
+   * loads — it waits on a stage's "empty" mbarrier (an arrival from every consumer warp once its wait_group has
+   * retired the stage's wgmma group) and refills it; the consumer warpgroups only wait for full stages and issue
+   * wgmma, with no block-wide barrier in the K loop. The producer leaves after its loop, so the epilogue may
+   * have no block-wide barrier (no staged epilogue) and split-K's reduction is not offered. */
+  int WS = (int)em_knob_get(&c->t->knobs, "PRODUCER", 0);
+  if (WS) {
+    int wgt = (int)em_knob_get(&c->t->knobs, "WGMMA", 0), wgw = (int)em_knob_get(&c->t->knobs, "WG_WAIT", 0);
+    const char *sm = em_graph_get_meta(c->g, "stage");
+    if (WS != 1 || !tma || !wgt || wgw != 1 || stages < 2 || SK != 1 || CL != 1 || (sm && atoi(sm) > 0) || threads + 128 > 1024) {
+      ex_fail(c, "PRODUCER=1: a producer warpgroup feeds wgmma consumers (TMA=1, WGMMA=1, WG_WAIT=1, STAGES >= 2, SPLIT_K=1, "
+                 "CLUSTER=1, no staged epilogue)");
+      return;
+    }
+    L->block[0] = threads + 128;
+  }
   if (tma) {
     /* TMA=1: the ring's tiles come from cp.async.bulk.tensor (one thread issues them on the stage's mbarrier),
      * BK=64 rows of 128 bytes in the 128-byte swizzle; rows past M or N and columns past K arrive as zeros */
@@ -333,7 +349,7 @@ void ex_k_contraction(ectx *c, em_launch *L) {
     }
     ex_line(c, "extern __shared__ __align__(1024) unsigned char em_dsm[];");
     ex_line(c, "__shared__ __align__(8) unsigned long long em_bar[%d];", stages);
-    if (CL > 1) ex_line(c, "__shared__ __align__(8) unsigned long long em_empty[%d];", stages);
+    if (CL > 1 || WS) ex_line(c, "__shared__ __align__(8) unsigned long long em_empty[%d];", stages);
     ex_line(c, "const unsigned em_sb = (em_smem(em_dsm) + 1023u) & ~1023u;");
   } else if (async) {
     int64_t kc = 0;
@@ -479,6 +495,7 @@ void ex_k_contraction(ectx *c, em_launch *L) {
     ex_line(c, "if (tid == 0) {");
     ex_line(c, "  for (int s = 0; s < %d; s++) em_mbar_init(&em_bar[s], 1);", stages);
     if (CL > 1) ex_line(c, "  for (int s = 0; s < %d; s++) em_mbar_init(&em_empty[s], %d);", stages, CL);
+    if (WS) ex_line(c, "  for (int s = 0; s < %d; s++) em_mbar_init(&em_empty[s], %d);", stages, threads / 32);
     ex_line(c, "  em_mbar_fence_init();");
     ex_line(c, "}");
     /* (a cluster: the peer's multicast and arrivals may only reach barriers that are initialised) */
@@ -487,7 +504,7 @@ void ex_k_contraction(ectx *c, em_launch *L) {
     if (CL > 1) ex_line(c, "const unsigned em_cr = em_cluster_rank();");
     /* one stage: A rows m0.., B rows n0.. (and B2), K columns kt*64.., all on the stage's barrier */
     ex_line(c, "auto em_load = [&](int st, int kt) {");
-    ex_line(c, "  if (tid == 0) {");
+    ex_line(c, WS ? "  {" : "  if (tid == 0) {"); /* (WS: only the producer's lane calls it) */
     if (CL > 1) {
       /* the stage's previous tile retired in both CTAs (its release (kt/S - 1)), then this CTA's half of A to both */
       ex_line(c, "    if (kt >= %d) em_mbar_wait(&em_empty[st], (unsigned)(kt / %d - 1) & 1u);", stages, stages);
@@ -514,7 +531,18 @@ void ex_k_contraction(ectx *c, em_launch *L) {
      * with CD=1: every k-step ~400 cycles longer than unclustered, H200); the ring is filled whole first and
      * runs STAGES-CD steps ahead */
     int CD = CL > 1 ? (stages / 2 > 1 ? stages / 2 : 1) : 1;
-    for (int st = 0; st < stages - (CL > 1 ? 0 : 1); st++) ex_line(c, "if (%d < nk) em_load(%d, %d);", st, st, st);
+    if (WS) {
+      /* the producer: every k-step's tile once its stage's previous tile is released (release kt/S - 1) */
+      ex_line(c, "if (wid >= %d) {", threads / 32);
+      ex_line(c, "  if (wid == %d && lane == 0)", threads / 32);
+      ex_line(c, "    for (int kt = 0; kt < nk; kt++) {");
+      ex_line(c, "      if (kt >= %d) em_mbar_wait(&em_empty[kt %% %d], (unsigned)(kt / %d - 1) & 1u);", stages, stages, stages);
+      ex_line(c, "      em_load(kt %% %d, kt);", stages);
+      ex_line(c, "    }");
+      ex_line(c, "  return;");
+      ex_line(c, "}");
+    }
+    for (int st = 0; st < (WS ? 0 : stages - (CL > 1 ? 0 : 1)); st++) ex_line(c, "if (%d < nk) em_load(%d, %d);", st, st, st);
     int wg = (int)em_knob_get(&c->t->knobs, "WGMMA", 0);
     /* WG_WAIT=1 (wgmma, 2+ stages): the group of step kt is still running while step kt+1 waits for its tile; the
      * stage of step kt-1 is refilled once every warpgroup's wait_group 1 has retired kt-1's group */
@@ -538,7 +566,12 @@ void ex_k_contraction(ectx *c, em_launch *L) {
       tile_src ts = {1, "", aS, bS, b2S};
       mma_tile_step(c, &ts, 64, FM, FN, BM / WM, BN / WN, dual, mma_t);
     }
-    if (inflight) {
+    if (inflight && WS) {
+      /* kt-1's group retired in this warp: its stage is released by every consumer warp (no block barrier) */
+      ex_line(c, "em_wg_wait1();");
+      ex_line(c, "if (kt >= 1 && lane == 0) asm volatile(\"mbarrier.arrive.shared::cta.b64 _, [%%0];\" :: \"r\"(em_smem(&em_empty[(kt - 1) %% %d])) : \"memory\");",
+              stages);
+    } else if (inflight) {
       ex_line(c, "em_wg_wait1();");
       ex_line(c, "__syncthreads();");
       /* CLUSTER: step kt-1's stage is free here; both CTAs release it (their refills multicast into each other) */

@@ -22,7 +22,7 @@ return {
   -- projection (q_proj 14.2 us against 12.3, k/v 16.2 against 13.9, o 17.3 against 12.6, down 24.8 against 16.0,
   -- gate/up 24.3 against 22.0): one warpgroup both consumes and produces, so each refill waits for the peer's
   -- release in the main loop. Offered last, after every unclustered tile; a producer warp is the next step.
-  { name = "wgmma_tier", family = "TILE", kinds = { "contraction" }, knobs = { WGMMA = 0, WG_WAIT = 0, CLUSTER = 1 },
+  { name = "wgmma_tier", family = "TILE", kinds = { "contraction" }, knobs = { WGMMA = 0, WG_WAIT = 0, CLUSTER = 1, PRODUCER = 0 },
     gate = function(k, dev)
       local ok, why = atom.tma(k, dev)
       if not ok then return false, "wgmma reads TMA-staged tiles: " .. why end
@@ -49,6 +49,19 @@ return {
             x.CLUSTER = 2
             out[#out + 1] = x
           end
+        end
+      end
+      -- PRODUCER=1: one more warpgroup whose first lane issues the TMA loads on "empty" barriers, so the consumer
+      -- warpgroups never wait at a block barrier in the K loop (what CLUSTER=2 lacked, above; cuBLAS's and
+      -- CUTLASS's Hopper GEMMs are built this way). Written 2026-11-30 without a GPU run: NVRTC-checked only,
+      -- offered last; tests/gpu/run.sh producer_* are its first cases.
+      for i = 1, n do
+        local o = out[i]
+        if o.WG_WAIT == 1 and not k.stage then
+          local x = {}
+          for kk, v in pairs(o) do x[kk] = v end
+          x.PRODUCER = 1
+          out[#out + 1] = x
         end
       end
       return out

@@ -198,6 +198,14 @@ function M.resource_check(k, c, dev)
       return false, ("CLUSTER=2 pairs N tiles: N=%d makes %d tiles of BN=%d, an odd number"):format(k.N, math.ceil(k.N / c.BN), c.BN)
     end
   end
+  if k.kind == "contraction" and (c.PRODUCER or 0) ~= 0 then
+    if c.PRODUCER ~= 1 or c.WGMMA ~= 1 or c.TMA ~= 1 or c.WG_WAIT ~= 1 or (c.STAGES or 1) < 2 or (c.SPLIT_K or 1) ~= 1
+      or (c.CLUSTER or 1) ~= 1 then
+      return false, "PRODUCER=1 feeds wgmma consumers from a producer warpgroup (WGMMA=1, TMA=1, WG_WAIT=1, STAGES >= 2,"
+        .. " SPLIT_K=1, CLUSTER=1)"
+    end
+    if k.stage then return false, "PRODUCER=1: the producer leaves after its loop, so no staged (block-barrier) epilogue" end
+  end
   if k.kind == "contraction" and (c.STAGES or 1) > 4 and (c.TMA ~= 1 or c.WGMMA ~= 1) then
     return false, ("a ring of %d stages is the wgmma tier's on TMA tiles (WGMMA=1, TMA=1); the others stop at 4"):format(c.STAGES)
   end

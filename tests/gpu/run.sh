@@ -4,7 +4,7 @@
 # `sh tests/gpu/run.sh WORD…` runs only the cases whose name contains one of the words (the others are
 # reported as skipped), e.g. `sh tests/gpu/run.sh sweep` for the knob sweeps.
 BIN=${EMMY_BIN:-./emmy}
-TESTS="gpu_probe cuda_runtime layer_seq1 layer_seq7 layer_seq512 layer_seq513 layer_seq2048 layer_sweep1 layer_sweep7 layer_sweep512 layer_sweep513 layer_sweep2048 split_cone0_sweep513 merge_sweep513 view_out0_sweep513 dual_gate_sweep513 scalar_attn_sweep513 flash_kvst1_seq2048 tma_seq1 tma_seq7 tma_seq513 tma_seq2048 tma_sweep512 splitk_seq1 splitk_seq7 splitk_seq513 splitk_cpasync_seq513 splitk_cone0_seq7 wgmma_seq7 wgmma_seq513 wgmma_bm128_seq2048 wgwait_seq7 wgwait_seq513 wgwait_bm128_seq2048 wgwait_sweep512 kvsplit_seq7 kvsplit_seq513 kvsplit_seq2048 llama_sweep1 llama_sweep7 llama_sweep512 llama_sweep513 llama_sweep2048 llama_rope_mma_seq513 llama_rope_cpasync_seq513 llama_rope_splitk_seq513 llama_rope_scalar_seq7 llama_rope_bn128_seq513 norm_epi_seq1 norm_epi_seq7 norm_epi_seq513 norm_epi_seq2048 norm_epi_sweep512 norm_epi_sweep513 norm_epi_mma_seq513 norm_epi_splitk_seq513 norm_epi_cone0_seq513 merge_tma_seq7 merge_tma_sweep513 flash_qsmem_seq513 flash_qsmem_minb2_seq2048 flash_minb2_seq7 deep_ring_seq7 deep_ring_seq513 deep_ring6_seq2048 cluster_seq1 cluster_seq7 cluster_seq513 cluster_seq2048 cluster_bm128_seq513 cluster_bn128_seq2048 cluster_sweep7 cluster_sweep512 cluster_sweep2048 worker_bench tune bench_vs_torch bench_whole_model eval_views model_seq37 model_seq512"
+TESTS="gpu_probe cuda_runtime layer_seq1 layer_seq7 layer_seq512 layer_seq513 layer_seq2048 layer_sweep1 layer_sweep7 layer_sweep512 layer_sweep513 layer_sweep2048 split_cone0_sweep513 merge_sweep513 view_out0_sweep513 dual_gate_sweep513 scalar_attn_sweep513 flash_kvst1_seq2048 tma_seq1 tma_seq7 tma_seq513 tma_seq2048 tma_sweep512 splitk_seq1 splitk_seq7 splitk_seq513 splitk_cpasync_seq513 splitk_cone0_seq7 wgmma_seq7 wgmma_seq513 wgmma_bm128_seq2048 wgwait_seq7 wgwait_seq513 wgwait_bm128_seq2048 wgwait_sweep512 kvsplit_seq7 kvsplit_seq513 kvsplit_seq2048 llama_sweep1 llama_sweep7 llama_sweep512 llama_sweep513 llama_sweep2048 llama_rope_mma_seq513 llama_rope_cpasync_seq513 llama_rope_splitk_seq513 llama_rope_scalar_seq7 llama_rope_bn128_seq513 norm_epi_seq1 norm_epi_seq7 norm_epi_seq513 norm_epi_seq2048 norm_epi_sweep512 norm_epi_sweep513 norm_epi_mma_seq513 norm_epi_splitk_seq513 norm_epi_cone0_seq513 merge_tma_seq7 merge_tma_sweep513 flash_qsmem_seq513 flash_qsmem_minb2_seq2048 flash_minb2_seq7 deep_ring_seq7 deep_ring_seq513 deep_ring6_seq2048 cluster_seq1 cluster_seq7 cluster_seq513 cluster_seq2048 cluster_bm128_seq513 cluster_bn128_seq2048 cluster_sweep7 cluster_sweep512 cluster_sweep2048 producer_seq1 producer_seq7 producer_seq513 producer_seq2048 producer_bm128_seq513 producer_ring8_seq2048 producer_sweep512 worker_bench tune bench_vs_torch bench_whole_model eval_views model_seq37 model_seq512"
 if [ "$1" = "--list-skip" ] || ! "$BIN" info --json 2>/dev/null | grep -q '"gpu":{'; then
   reason="no GPU on this machine"
   [ "$1" = "--list-skip" ] && reason="GPU tests run with 'make test-gpu' on the GPU machine"
@@ -86,6 +86,16 @@ gpu_case cluster_bm128_seq513 env EMMY_KNOBS=k_linear:CLUSTER=2,k_linear:BM=128,
 gpu_case cluster_bn128_seq2048 env EMMY_KNOBS=k_linear:CLUSTER=2,k_linear:BN=128,k_linear_add:STAGES=8 timeout 120 "$BIN" run $L0 --seq-len 2048
 # 20 random legal CLUSTER=2 points per projection (tiles, stages 3-8, dual and single) at three lengths
 for n in 7 512 2048; do gpu_case cluster_sweep$n env EMMY_CLUSTER=2 timeout 200 "$BIN" run $L0 --seq-len $n --sweep 20; done
+# PRODUCER=1: a producer warpgroup issues the TMA loads on "empty" barriers, the consumer warpgroups only wgmma (no
+# block barrier in the K loop). Written without a GPU run (NVRTC-checked): these are its first cases; a hang (a
+# barrier protocol error) is cut at 120 s and fails the case.
+gpu_case producer_seq1 env EMMY_KNOBS=k_linear:PRODUCER=1 timeout 120 "$BIN" run $L0 --seq-len 1
+gpu_case producer_seq7 env EMMY_KNOBS=k_linear:PRODUCER=1 timeout 120 "$BIN" run $L0 --seq-len 7
+gpu_case producer_seq513 env EMMY_KNOBS=k_linear:PRODUCER=1 timeout 120 "$BIN" run $L0 --seq-len 513
+gpu_case producer_seq2048 env EMMY_KNOBS=k_linear:PRODUCER=1 timeout 120 "$BIN" run $L0 --seq-len 2048
+gpu_case producer_bm128_seq513 env EMMY_KNOBS=k_linear:PRODUCER=1,k_linear:BM=128,k_linear:WM=8 timeout 120 "$BIN" run $L0 --seq-len 513
+gpu_case producer_ring8_seq2048 env EMMY_KNOBS=k_linear:PRODUCER=1,k_linear_add:STAGES=8 timeout 120 "$BIN" run $L0 --seq-len 2048
+gpu_case producer_sweep512 env EMMY_PRODUCER=1 timeout 200 "$BIN" run $L0 --seq-len 512 --sweep 20
 # the bench worker (issue 6): every reproducer measured in the child process, a planted crash survived
 # TinyLlama layer 0 (Llama: no q_norm, so RoPE's rotate_half is the q/k projections' epilogue, the result tile
 # staged in shared memory; head_dim 64, GQA 32/4): the layer and a 20-point sweep at five lengths, then the
