@@ -266,7 +266,7 @@ test("CLUSTER=2: 2-CTA clusters along N multicast the shared A tile; an empty ba
 end)
 
 test("PRODUCER=1: a producer warpgroup loads on empty barriers; the consumers only wait for full stages and wgmma", function()
-  local code, out, err = emmy(args("compile", L0, "--ir", "cuda", "--kernel", "k_linear_add_f97280"), { env = "EMMY_KNOBS=PRODUCER=1,STAGES=4" })
+  local code, out, err = emmy(args("compile", L0, "--ir", "cuda", "--kernel", "k_linear_add_f97280"), { env = "EMMY_EXPERIMENTAL=1 EMMY_KNOBS=PRODUCER=1,STAGES=4" })
   eq(code, 0, "exit: " .. err)
   check(out:find("__launch_bounds__(256)", 1, true), "one warpgroup more than the consumers: " .. out)
   check(out:find("em_mbar_init(&em_empty[s], 4);", 1, true), "an arrival from each consumer warp")
@@ -276,12 +276,15 @@ test("PRODUCER=1: a producer warpgroup loads on empty barriers; the consumers on
   check(loop and not loop:find("__syncthreads", 1, true) and not loop:find("em_load", 1, true), tostring(loop))
   check(loop and loop:find("em_wg_wait1%(%);%s+if %(kt >= 1 && lane == 0%) asm volatile%(\"mbarrier%.arrive%.shared::cta%.b64"), tostring(loop))
   for _, pin in ipairs { "PRODUCER=1,SPLIT_K=2", "PRODUCER=1,WG_WAIT=0", "PRODUCER=1,CLUSTER=2" } do
-    local c2, _, e2 = emmy(args("compile", L0, "--ir", "tile", "--kernel", "k_linear_add_f97280"), { env = "EMMY_KNOBS=" .. pin })
+    local c2, _, e2 = emmy(args("compile", L0, "--ir", "tile", "--kernel", "k_linear_add_f97280"), { env = "EMMY_EXPERIMENTAL=1 EMMY_KNOBS=" .. pin })
     check(c2 ~= 0 and e2:find("no candidate", 1, true), pin .. ": " .. e2)
   end
+  -- not yet run on a GPU: without EMMY_EXPERIMENTAL=1 no candidate has it
+  local c4, _, e4 = emmy(args("compile", L0, "--ir", "tile", "--kernel", "k_linear_add_f97280"), { env = "EMMY_KNOBS=PRODUCER=1" })
+  check(c4 ~= 0, "PRODUCER=1 offered without EMMY_EXPERIMENTAL=1: " .. e4)
   local ok, nv = pcall(require, "emmy.nvrtc")
   if not ok or not nv.version() then return end
-  local c3, o3, e3 = emmy(args("compile", L0, "--nvrtc"), { env = "EMMY_KNOBS=k_linear:PRODUCER=1 EMMY_CUBIN_CACHE=" .. tmpdir() })
+  local c3, o3, e3 = emmy(args("compile", L0, "--nvrtc"), { env = "EMMY_EXPERIMENTAL=1 EMMY_KNOBS=k_linear:PRODUCER=1 EMMY_CUBIN_CACHE=" .. tmpdir() })
   eq(c3, 0, "exit: " .. e3)
   check(o3:find("9 compiled, 0 failed", 1, true), o3)
 end)
