@@ -43,12 +43,7 @@ return {
       if (k.siblings or 0) <= 1 or k.dual then
         for i = 1, n do
           local o = out[i]
-          if o.WG_WAIT == 1 and k.N and math.ceil(k.N / o.BN) % 2 == 0 then
-            local x = {}
-            for kk, v in pairs(o) do x[kk] = v end
-            x.CLUSTER = 2
-            out[#out + 1] = x
-          end
+          if o.WG_WAIT == 1 and k.N and math.ceil(k.N / o.BN) % 2 == 0 then out[#out + 1] = atom.with(o, "CLUSTER", 2) end
         end
       end
       -- PRODUCER=1: one more warpgroup whose first lane issues the TMA loads on "empty" barriers, so the consumer
@@ -58,12 +53,7 @@ return {
       -- cases: once they pass, drop the condition.
       for i = 1, dev.experimental and n or 0 do
         local o = out[i]
-        if o.WG_WAIT == 1 and not k.stage then
-          local x = {}
-          for kk, v in pairs(o) do x[kk] = v end
-          x.PRODUCER = 1
-          out[#out + 1] = x
-        end
+        if o.WG_WAIT == 1 and not k.stage then out[#out + 1] = atom.with(o, "PRODUCER", 1) end
       end
       return out
     end },

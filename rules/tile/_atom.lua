@@ -51,13 +51,16 @@ end
 -- twice, the variants after the originals); returns out.
 function A.also(out, key, v)
   local n = #out
-  for i = 1, n do
-    local o = {}
-    for k2, x in pairs(out[i]) do o[k2] = x end
-    o[key] = v
-    out[#out + 1] = o
-  end
+  for i = 1, n do out[#out + 1] = A.with(out[i], key, v) end
   return out
+end
+
+-- A copy of the option table o with key = v.
+function A.with(o, key, v)
+  local x = {}
+  for k2, y in pairs(o) do x[k2] = y end
+  x[key] = v
+  return x
 end
 
 return A
