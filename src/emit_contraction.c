@@ -164,6 +164,7 @@ void ex_k_contraction(ectx *c, em_launch *L) {
   int BK = em_knob_get(&c->t->knobs, "BK", 16), TM = em_knob_get(&c->t->knobs, "TM", 4), TN = em_knob_get(&c->t->knobs, "TN", 4);
   int WM = em_knob_get(&c->t->knobs, "WM", 2), WN = em_knob_get(&c->t->knobs, "WN", 2);
   int async = em_knob_get(&c->t->knobs, "ASYNC", 0), stages = em_knob_get(&c->t->knobs, "STAGES", 1);
+  int wgt = (int)em_knob_get(&c->t->knobs, "WGMMA", 0), wgw = (int)em_knob_get(&c->t->knobs, "WG_WAIT", 0);
   /* PAD_SMEM: bf16 elements added to each tile row (8 keeps ldmatrix rows on distinct banks; 0 packs them) */
   int pad = em_knob_get(&c->t->knobs, "PAD_SMEM", 8);
   if (pad % 8 || pad < 0) {
@@ -185,7 +186,7 @@ void ex_k_contraction(ectx *c, em_launch *L) {
       return;
     }
     threads = 32 * WM * WN;
-    if (em_knob_get(&c->t->knobs, "WGMMA", 0) && (WM != BM / 16 || WN != 1 || (BM != 64 && BM != 128) || BN % 16 || BN > 256)) {
+    if (wgt && (WM != BM / 16 || WN != 1 || (BM != 64 && BM != 128) || BN % 16 || BN > 256)) {
       ex_fail(c, "WGMMA=1 needs BM 64 or 128 with WM=BM/16, WN=1 (a warpgroup per 64 rows) and BN a multiple of 16 up to 256");
       return;
     }
@@ -258,11 +259,11 @@ void ex_k_contraction(ectx *c, em_launch *L) {
   /* ASYNC=1: operand rows copied 16 bytes at a time with cp.async into a STAGES-deep ring of tiles; needs
    * the warp tier and operands that are kernel inputs with a contiguous K (a multiple of 8) */
   int tma = em_knob_get(&c->t->knobs, "TMA", 0);
-  if (em_knob_get(&c->t->knobs, "WGMMA", 0) && !tma) {
+  if (wgt && !tma) {
     ex_fail(c, "WGMMA=1 reads its operands from TMA-staged swizzled tiles (TMA=1)");
     return;
   }
-  if (em_knob_get(&c->t->knobs, "WGMMA", 0)) c->extra_prelude = ex_TMA_PRELUDE;
+  if (wgt) c->extra_prelude = ex_TMA_PRELUDE;
   /* SPLIT_K=S: grid z splits the K tiles in S slices; each block writes its partial accumulators to scratch and
    * the last block of an (m, n) tile (a counter) sums them in slice order, so the result is deterministic */
   int SK = em_knob_get(&c->t->knobs, "SPLIT_K", 1);
@@ -282,7 +283,6 @@ void ex_k_contraction(ectx *c, em_launch *L) {
   int CL = (int)em_knob_get(&c->t->knobs, "CLUSTER", 1);
   if (CL != 1) {
     int64_t ncst = 0;
-    int wgt = (int)em_knob_get(&c->t->knobs, "WGMMA", 0), wgw = (int)em_knob_get(&c->t->knobs, "WG_WAIT", 0);
     if (CL != 2 || !tma || !wgt || wgw != 1 || stages < 3 || SK != 1 || em_knob_get(&c->t->knobs, "RASTER", 1) != 1 || concat || !lin_op ||
         !em_dim_is_const(&os->d[r - 1], &ncst) || ((ncst + BN - 1) / BN) % 2) {
       ex_fail(c, "CLUSTER=%d: a cluster is 2 CTAs along N sharing the A tile (TMA=1, WGMMA=1, WG_WAIT=1, STAGES >= 3, "
@@ -297,7 +297,6 @@ void ex_k_contraction(ectx *c, em_launch *L) {
    * have no block-wide barrier (no staged epilogue) and split-K's reduction is not offered. */
   int WS = (int)em_knob_get(&c->t->knobs, "PRODUCER", 0);
   if (WS) {
-    int wgt = (int)em_knob_get(&c->t->knobs, "WGMMA", 0), wgw = (int)em_knob_get(&c->t->knobs, "WG_WAIT", 0);
     const char *sm = em_graph_get_meta(c->g, "stage");
     if (WS != 1 || !tma || !wgt || wgw != 1 || stages < 2 || SK != 1 || CL != 1 || (sm && atoi(sm) > 0) || threads + 128 > 1024) {
       ex_fail(c, "PRODUCER=1: a producer warpgroup feeds wgmma consumers (TMA=1, WGMMA=1, WG_WAIT=1, STAGES >= 2, SPLIT_K=1, "
@@ -320,7 +319,6 @@ void ex_k_contraction(ectx *c, em_launch *L) {
       sib_ok &= sibN[j] % BN == 0;
     }
     if (concat && nsib > 3) sib_ok = 0;
-    int wgt = (int)em_knob_get(&c->t->knobs, "WGMMA", 0);
     if (!mma || !async || !lin_op || !sib_ok || !a_in || !b_in || !em_dim_is_const(Kd, &kc) || kc % 8 || BK != 64 || BM > 256 ||
         BN > 256 || stages < 1 || stages > (wgt ? 8 : 4)) {
       ex_fail(c, "TMA=1 needs MMA=1, ASYNC=1, a linear (or up to 3 merged siblings whose widths BN divides) whose operands "
@@ -494,8 +492,8 @@ void ex_k_contraction(ectx *c, em_launch *L) {
     split_range(c, SK, 64);
     ex_line(c, "if (tid == 0) {");
     ex_line(c, "  for (int s = 0; s < %d; s++) em_mbar_init(&em_bar[s], 1);", stages);
-    if (CL > 1) ex_line(c, "  for (int s = 0; s < %d; s++) em_mbar_init(&em_empty[s], %d);", stages, CL);
-    if (WS) ex_line(c, "  for (int s = 0; s < %d; s++) em_mbar_init(&em_empty[s], %d);", stages, threads / 32);
+    /* the empty barriers' arrivals: each CTA of the cluster, or each consumer warp under the producer */
+    if (CL > 1 || WS) ex_line(c, "  for (int s = 0; s < %d; s++) em_mbar_init(&em_empty[s], %d);", stages, CL > 1 ? CL : threads / 32);
     ex_line(c, "  em_mbar_fence_init();");
     ex_line(c, "}");
     /* (a cluster: the peer's multicast and arrivals may only reach barriers that are initialised) */
@@ -543,10 +541,9 @@ void ex_k_contraction(ectx *c, em_launch *L) {
       ex_line(c, "}");
     }
     for (int st = 0; st < (WS ? 0 : stages - (CL > 1 ? 0 : 1)); st++) ex_line(c, "if (%d < nk) em_load(%d, %d);", st, st, st);
-    int wg = (int)em_knob_get(&c->t->knobs, "WGMMA", 0);
     /* WG_WAIT=1 (wgmma, 2+ stages): the group of step kt is still running while step kt+1 waits for its tile; the
      * stage of step kt-1 is refilled once every warpgroup's wait_group 1 has retired kt-1's group */
-    int inflight = wg && stages > 1 && em_knob_get(&c->t->knobs, "WG_WAIT", 0) == 1;
+    int inflight = wgt && stages > 1 && wgw == 1;
     ex_line(c, "for (int kt = 0; kt < nk; kt++) {");
     c->indent++;
     ex_line(c, "const int st = kt %% %d;", stages);
@@ -560,7 +557,7 @@ void ex_k_contraction(ectx *c, em_launch *L) {
     const char *aS = ex_A(c, "(em_sb + st * %lldu)", abytes);
     const char *bS = ex_A(c, "(em_sb + %lldu + st * %lldu)", stages * abytes, bbytes);
     const char *b2S = ex_A(c, "(em_sb + %lldu + st * %lldu)", stages * (abytes + bbytes), bbytes);
-    if (wg) {
+    if (wgt) {
       wgmma_tile_step(c, aS, bS, b2S, BM, BN, dual, mma_t, !inflight);
     } else {
       tile_src ts = {1, "", aS, bS, b2S};
