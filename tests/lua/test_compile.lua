@@ -232,6 +232,16 @@ test("WG_WAIT=1: one wgmma group in flight, the previous step's stage refilled a
   check(c2 ~= 0 and e2:find("no candidate", 1, true), "WG_WAIT=1 with one stage: " .. e2)
 end)
 
+test("non-causal SDPA (tests/fixtures/sdpa_noncausal.torch.json) takes the flash tier with the whole key range", function()
+  local g = ROOT .. "/tests/fixtures/sdpa_noncausal.torch.json"
+  local code, out, err = emmy({ "compile", g, "--explain" })
+  eq(code, 0, "exit: " .. err)
+  check(out:find("flash_tier%s+WORK%s+ok%s+mma.sync flash attention, head dim 128%s"), out)
+  local c2, o2 = emmy({ "compile", g, "--ir", "cuda" })
+  eq(c2, 0)
+  check(o2:find("const long long send = S;", 1, true) and not o2:find("gridDim.x - 1 - blockIdx.x", 1, true), "no causal bound or order")
+end)
+
 -- down_proj's emitted CUDA under env ("K=V …"): exit code, source, stderr.
 local function down_cuda(env) return emmy(args("compile", L0, "--ir", "cuda", "--kernel", "k_linear_add_f97280"), { env = env }) end
 
