@@ -35,11 +35,14 @@ void *em_dl_open(em_lib lib, char *err) {
       handles[lib] = dlopen(env, RTLD_NOW | RTLD_LOCAL);
       if (!handles[lib]) snprintf(first_err, sizeof first_err, "%s", dlerror());
     }
-    if (!handles[lib] && home && *home && lib != EM_LIB_CUDA) {
+    // an explicit path is the only one tried: EMMY_LIBCUDA=/nonexistent means "no driver", never a fallback
+    // to the system's (which would quietly run the GPU steps a GPU-less run was asked for)
+    int pinned = env && *env;
+    if (!handles[lib] && !pinned && home && *home && lib != EM_LIB_CUDA) {
       snprintf(cuda_home_path, sizeof cuda_home_path, "%s/lib64/%s", home, lib == EM_LIB_NVRTC ? "libnvrtc.so" : "libcupti.so");
       handles[lib] = dlopen(cuda_home_path, RTLD_NOW | RTLD_LOCAL);
     }
-    for (int i = 0; !handles[lib] && candidates[lib][i]; i++) {
+    for (int i = 0; !pinned && !handles[lib] && candidates[lib][i]; i++) {
       handles[lib] = dlopen(candidates[lib][i], RTLD_NOW | RTLD_LOCAL);
       if (!handles[lib] && !first_err[0]) snprintf(first_err, sizeof first_err, "%s", dlerror());
     }

@@ -232,6 +232,13 @@ print(r.status, r.cache_hit, nvrtc.cache_dir() or "off")
   eq(out, "ok\tfalse\toff\n", "off")
 end)
 
+test("EMMY_LIBNVRTC: a path given is the only one tried (no fallback to the system's library)", function()
+  need_nvrtc()
+  local code, out, err = emmy({ "info" }, { env = "EMMY_LIBNVRTC=/nonexistent/libnvrtc.so" })
+  eq(code, 0, "info runs without NVRTC: " .. err)
+  check(out:find("nvrtc%s+unavailable") and out:find("/nonexistent/libnvrtc.so", 1, true), "says which path failed: " .. out)
+end)
+
 test("timeout: a slow compile is killed", function()
   need_nvrtc()
   local dir = marked_dir()
