@@ -156,43 +156,55 @@ return {
     end
     if opts.nvrtc then
       local nv = require "emmy.nvrtc"
-      local jobs, which = {}, {}
+      local sys = require "emmy.sys"
+      local which = {}
       for _, p in ipairs(kernels.distinct(sel)) do
         local list = opts.all_variants and p.candidates or { p.choice }
         if opts.sample and opts.sample > 1 then list = kernels.sample(p.candidates, opts.sample, opts.seed + 1) end
-        for _, c in ipairs(list) do
+        for _, c in ipairs(list) do which[#which + 1] = { plan = p, cand = c } end
+      end
+      -- emitted and compiled a chunk at a time, each result kept as its numbers only: every candidate's source
+      -- (~9 KB) and cubin (~45 KB) held at once — Qwen3 layer 0 has 29,462 — is ~1.6 GB; a chunk at a time the
+      -- process stays near 200 MB (measured, 2 cores). (It was not what limits the rate on a 32-core host:
+      -- ~20 compiles a second there either way, docs/performance.md, eighth session.)
+      local res, t0, last = {}, sys.clock(), 0
+      local chunk = math.max(256, 16 * sys.nproc())
+      for base = 1, #which, chunk do
+        local jobs, at = {}, {}
+        for i = base, math.min(#which, base + chunk - 1) do
+          local w, p = which[i], which[i].plan
           local src, la
-          if c == p.choice then src, la = sources[p.kernel.name].src, sources[p.kernel.name].launch
-          else src, la = kernels.emit(p, c.knobs) end
+          if w.cand == p.choice then src, la = sources[p.kernel.name].src, sources[p.kernel.name].launch
+          else src, la = kernels.emit(p, w.cand.knobs) end
+          -- shared memory: ptxas's static bytes plus the launch's dynamic bytes (the cp.async ring)
+          w.dyn = type(la) == "table" and la.smem or 0
           -- a forked compile with a deadline: a pathological variant becomes a timeout row, never a hang; a
           -- variant the emitter refuses is an emit_fail row (a gate or the resource check should have refused it)
           if src then
             jobs[#jobs + 1] = { source = src, arch = dev.arch, name = p.kernel.name .. ".cu",
               options = { "-std=c++17" }, timeout_ms = 120000 }
+            at[#jobs] = i
+          else
+            res[i] = { status = "emit_fail", log = "error: " .. tostring(la) }
           end
-          -- shared memory: ptxas's static bytes plus the launch's dynamic bytes (the cp.async ring)
-          which[#which + 1] = { plan = p, cand = c, dyn = type(la) == "table" and la.smem or 0, emit_err = not src and la or nil }
         end
-      end
-      local t0 = require("emmy.sys").clock()
-      local last = 0
-      local compiled = nv.compile_many(jobs, { progress = function(done, total)
-        local now = require("emmy.sys").clock()
-        if now - last > 3 or done == total then
-          local left = done > 0 and done < total and (now - t0) / done * (total - done) or nil
-          io.stderr:write(("  nvrtc %d/%d (%.1fs%s)\n"):format(done, total, now - t0,
-            left and (", about %.0f s left"):format(left) or ""))
-          last = now
+        local compiled = nv.compile_many(jobs, { progress = function(done)
+          local now = sys.clock()
+          local d, total = base - 1 + done, #which
+          if now - last > 3 or d == total then
+            local left = d > 0 and d < total and (now - t0) / d * (total - d) or nil
+            io.stderr:write(("  nvrtc %d/%d (%.1fs%s)\n"):format(d, total, now - t0,
+              left and (", about %.0f s left"):format(left) or ""))
+            last = now
+          end
+        end })
+        if not compiled then cli.fail("NVRTC is not available") end
+        for j, r2 in ipairs(compiled) do
+          res[at[j]] = { status = r2.status, regs = r2.regs, spill_stores = r2.spill_stores, smem = r2.smem, ms = r2.ms,
+            cache_hit = r2.cache_hit, log = r2.status ~= "ok" and r2.log or nil }
         end
-      end })
-      if not compiled then cli.fail("NVRTC is not available") end
-      local res, nextj = {}, 0
-      for i, w in ipairs(which) do
-        if w.emit_err then res[i] = { status = "emit_fail", log = "error: " .. tostring(w.emit_err) }
-        else
-          nextj = nextj + 1
-          res[i] = compiled[nextj]
-        end
+        jobs, compiled = nil, nil
+        collectgarbage()
       end
       local rows, bad = {}, 0
       local many = opts.all_variants or opts.sample
@@ -245,7 +257,7 @@ return {
           align = "lllrrrrl" }
       end
       print(("\nNVRTC %s for %s: %d compiled, %d failed, %.1f s"):format(nv.version() or "?", dev.arch, #res - bad, bad,
-        require("emmy.sys").clock() - t0))
+        sys.clock() - t0))
       if bad > 0 then return 1 end
     end
     if d then print("dump: " .. d.dir) end
