@@ -92,15 +92,14 @@ gpu_case cluster_bn128_seq2048 env EMMY_KNOBS=k_linear:CLUSTER=2,k_linear:BN=128
 # 20 random legal CLUSTER=2 points per projection (tiles, stages 3-8, dual and single) at three lengths
 for n in 7 512 2048; do gpu_case cluster_sweep$n env EMMY_CLUSTER=2 timeout 200 "$BIN" run $L0 --seq-len $n --sweep 20; done
 # PRODUCER=1: a producer warpgroup issues the TMA loads on "empty" barriers, the consumer warpgroups only wgmma (no
-# block barrier in the K loop). Written without a GPU run (NVRTC-checked), so offered only with EMMY_EXPERIMENTAL=1:
-# these are its first cases; a hang (a barrier protocol error) is cut at 120 s and fails the case.
-gpu_case producer_seq1 env EMMY_EXPERIMENTAL=1 EMMY_KNOBS=k_linear:PRODUCER=1 timeout 120 "$BIN" run $L0 --seq-len 1
-gpu_case producer_seq7 env EMMY_EXPERIMENTAL=1 EMMY_KNOBS=k_linear:PRODUCER=1 timeout 120 "$BIN" run $L0 --seq-len 7
-gpu_case producer_seq513 env EMMY_EXPERIMENTAL=1 EMMY_KNOBS=k_linear:PRODUCER=1 timeout 120 "$BIN" run $L0 --seq-len 513
-gpu_case producer_seq2048 env EMMY_EXPERIMENTAL=1 EMMY_KNOBS=k_linear:PRODUCER=1 timeout 120 "$BIN" run $L0 --seq-len 2048
-gpu_case producer_bm128_seq513 env EMMY_EXPERIMENTAL=1 EMMY_KNOBS=k_linear:PRODUCER=1,k_linear:BM=128,k_linear:WM=8 timeout 120 "$BIN" run $L0 --seq-len 513
-gpu_case producer_ring8_seq2048 env EMMY_EXPERIMENTAL=1 EMMY_KNOBS=k_linear:PRODUCER=1,k_linear_add:STAGES=8 timeout 120 "$BIN" run $L0 --seq-len 2048
-gpu_case producer_sweep512 env EMMY_EXPERIMENTAL=1 EMMY_PRODUCER=1 timeout 200 "$BIN" run $L0 --seq-len 512 --sweep 20
+# block barrier in the K loop); a hang (a barrier protocol error) is cut at 120 s and fails the case.
+gpu_case producer_seq1 env EMMY_KNOBS=k_linear:PRODUCER=1 timeout 120 "$BIN" run $L0 --seq-len 1
+gpu_case producer_seq7 env EMMY_KNOBS=k_linear:PRODUCER=1 timeout 120 "$BIN" run $L0 --seq-len 7
+gpu_case producer_seq513 env EMMY_KNOBS=k_linear:PRODUCER=1 timeout 120 "$BIN" run $L0 --seq-len 513
+gpu_case producer_seq2048 env EMMY_KNOBS=k_linear:PRODUCER=1 timeout 120 "$BIN" run $L0 --seq-len 2048
+gpu_case producer_bm128_seq513 env EMMY_KNOBS=k_linear:PRODUCER=1,k_linear:BM=128,k_linear:WM=8 timeout 120 "$BIN" run $L0 --seq-len 513
+gpu_case producer_ring8_seq2048 env EMMY_KNOBS=k_linear:PRODUCER=1,k_linear_add:STAGES=8 timeout 120 "$BIN" run $L0 --seq-len 2048
+gpu_case producer_sweep512 env EMMY_PRODUCER=1 timeout 200 "$BIN" run $L0 --seq-len 512 --sweep 20
 # the bench worker (issue 6): every reproducer measured in the child process, a planted crash survived
 # TinyLlama layer 0 (Llama: no q_norm, so RoPE's rotate_half is the q/k projections' epilogue, the result tile
 # staged in shared memory; head_dim 64, GQA 32/4): the layer and a 20-point sweep at five lengths, then the

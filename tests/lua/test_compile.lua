@@ -290,7 +290,7 @@ test("CLUSTER=2: 2-CTA clusters along N multicast the shared A tile; an empty ba
 end)
 
 test("PRODUCER=1: a producer warpgroup loads on empty barriers; the consumers only wait for full stages and wgmma", function()
-  local code, out, err = down_cuda("EMMY_EXPERIMENTAL=1 EMMY_KNOBS=PRODUCER=1,STAGES=4")
+  local code, out, err = down_cuda("EMMY_KNOBS=PRODUCER=1,STAGES=4")
   eq(code, 0, "exit: " .. err)
   check(out:find("__launch_bounds__(256)", 1, true), "one warpgroup more than the consumers: " .. out)
   check(out:find("em_mbar_init(&em_empty[s], 4);", 1, true), "an arrival from each consumer warp")
@@ -299,10 +299,8 @@ test("PRODUCER=1: a producer warpgroup loads on empty barriers; the consumers on
   local loop = out:match("for %(int kt = 0; kt < nk; kt%+%+%) {%s+const int st.-em_wg_wait0%(%);")
   check(loop and not loop:find("__syncthreads", 1, true) and not loop:find("em_load", 1, true), tostring(loop))
   check(loop and loop:find("em_wg_wait1%(%);%s+if %(kt >= 1 && lane == 0%) asm volatile%(\"mbarrier%.arrive%.shared::cta%.b64"), tostring(loop))
-  refused({ "PRODUCER=1,SPLIT_K=2", "PRODUCER=1,WG_WAIT=0", "PRODUCER=1,CLUSTER=2" }, "EMMY_EXPERIMENTAL=1")
-  -- not yet run on a GPU: without EMMY_EXPERIMENTAL=1 no candidate has it
-  refused { "PRODUCER=1" }
-  nvrtc_compiles("EMMY_EXPERIMENTAL=1 EMMY_KNOBS=k_linear:PRODUCER=1")
+  refused { "PRODUCER=1,SPLIT_K=2", "PRODUCER=1,WG_WAIT=0", "PRODUCER=1,CLUSTER=2" }
+  nvrtc_compiles("EMMY_KNOBS=k_linear:PRODUCER=1")
 end)
 
 test("VIEW_OUT=1 writes attention in o_proj's layout, so o_proj's operand is a plain input (cp.async)", function()
