@@ -140,7 +140,7 @@ function S.nvrtc()
   local all = opts.all or (not gpu and not opts.sample)
   if all then
     flags[#flags + 1] = "--all-variants"
-    say("nvrtc: every candidate of every kernel (%s; about 0.4 s of one core each, cached cubins reused)",
+    say("nvrtc: every candidate of every kernel (%s; 0.05–4 s of one core each, ~0.5 s on average: hours on a few cores; cached cubins reused)",
       gpu and "--all" or "no GPU here")
   else
     flags[#flags + 1] = "--sample"
