@@ -142,8 +142,9 @@ return {
     gate = function(k, dev) return true, "block order over the (M, N) tiles" end,
     -- RASTER=8 first for a dual kernel of more than two waves (atom.dual_waves: gate/up, 18.0 us against 29.9)
     fork = function(k, dev)
-      if atom.dual_waves(k, dev) then return { { RASTER = 8 }, { RASTER = 1 }, { RASTER = 4 } } end
-      return { { RASTER = 1 }, { RASTER = 8 }, { RASTER = 4 } }
+      local o = { { RASTER = 1 }, { RASTER = 8 }, { RASTER = 4 } }
+      if atom.dual_waves(k, dev) then o[1], o[2] = o[2], o[1] end
+      return o
     end },
 
   -- Row reduction (RMSNorm, softmax, a norm over the last dim): RPB rows per block, THREADS threads striding

@@ -14,15 +14,13 @@ return {
       -- default changes: cuBLAS's kernels for these shapes are named nvjet_sm90_tst_64x64_64x13 (64x64 tiles, BK 64,
       -- 13 stages by the name), and emmy's down_proj spends ~650 cycles a k-step against ~256 of wgmma work (H200,
       -- 2026-11-30, docs/performance.md "Sixth session"); not yet measured in emmy.
-      -- A dual kernel of more than two waves (atom.dual_waves: gate/up) takes 3 stages first: three blocks an SM
-      -- against two (18.0 us against 25.7 at RASTER=8, seq_len 512, H200, 2026-11-30).
-      if atom.tma(k, dev) and atom.dual_waves(k, dev) then
-        return { { ASYNC = 1, STAGES = 3 }, { ASYNC = 1, STAGES = 4 }, { ASYNC = 1, STAGES = 2 }, { ASYNC = 0, STAGES = 1 },
-          { ASYNC = 1, STAGES = 1 }, { ASYNC = 1, STAGES = 6 }, { ASYNC = 1, STAGES = 8 } }
-      end
       if atom.tma(k, dev) then
-        return { { ASYNC = 1, STAGES = 4 }, { ASYNC = 1, STAGES = 3 }, { ASYNC = 1, STAGES = 2 }, { ASYNC = 0, STAGES = 1 },
+        local o = { { ASYNC = 1, STAGES = 4 }, { ASYNC = 1, STAGES = 3 }, { ASYNC = 1, STAGES = 2 }, { ASYNC = 0, STAGES = 1 },
           { ASYNC = 1, STAGES = 1 }, { ASYNC = 1, STAGES = 6 }, { ASYNC = 1, STAGES = 8 } }
+        -- A dual kernel of more than two waves (atom.dual_waves: gate/up) takes 3 stages first: three blocks an SM
+        -- against two (18.0 us against 25.7 at RASTER=8, seq_len 512, H200, 2026-11-30).
+        if atom.dual_waves(k, dev) then o[1], o[2] = o[2], o[1] end
+        return o
       end
       -- three stages first: measured 24.2 us against 107.5 us for element-wise fills (q_proj, seq_len 512, H200).
       -- The ring is dynamic shared memory, so deep rings of large tiles fit (the resource check caps it at the

@@ -27,9 +27,7 @@ function M.arch(info) return info.arch .. (info.cc == "9.0" and "a" or "") end
 -- The rules' device facts (kernels.plan's opts.device) for a GPU, from its cu:info() table (or the worker's).
 function M.device(info)
   return { name = info.name, sm_count = info.sm_count, smem_static = 49152, smem_optin = info.smem_optin, max_threads = 1024,
-    regs_per_block = 65536, cc = info.cc, cc_major = info.cc_major, arch = M.arch(info),
-    -- knob values written but never run on a GPU are offered only when the session asks (their GPU cases do)
-    experimental = os.getenv("EMMY_EXPERIMENTAL") == "1" }
+    regs_per_block = 65536, cc = info.cc, cc_major = info.cc_major, arch = M.arch(info) }
 end
 
 -- The plan's chosen knobs with knobs (a candidate's, or a partial assignment) over them.

@@ -10,8 +10,7 @@ local M = {}
 function M.device()
   local gpu = sys.cuda()
   local d = { name = "NVIDIA H200", sm_count = 132, smem_static = 49152, smem_optin = 232448, max_threads = 1024,
-    regs_per_block = 65536, cc = "9.0", cc_major = 9, arch = "sm_90a", assumed = true,
-    experimental = os.getenv("EMMY_EXPERIMENTAL") == "1" }
+    regs_per_block = 65536, cc = "9.0", cc_major = 9, arch = "sm_90a", assumed = true }
   if gpu then
     d.name, d.sm_count, d.cc, d.assumed = gpu.name, gpu.sm_count, gpu.cc, false
     d.cc_major = tonumber(gpu.cc:match("^(%d+)"))
