@@ -41,6 +41,8 @@ typedef struct {
     int input;       /* kernel input position: a row-major [rows, inner] tensor of 2-byte elements */
     int box[2];      /* box: inner elements x rows */
   } tmaps[4];
+  int persistent;    /* 0, or the cluster size (1, 2): grid[0] counts tiles and the launcher caps it at the SM count,
+                      * rounded down to a multiple of the cluster size (a persistent loop) */
   int nsyms;         /* symbol arguments passed after the tensors, in symbol-table order */
   int syms[EM_MAX_SYMS];
 } em_launch;

@@ -57,8 +57,8 @@ static void mma_tile_step(ectx *c, const tile_src *s, int BK, int FM, int FN, in
  * one group in flight (WG_WAIT=1: wgmma.wait_group 1 after the next group is issued). The accumulator layout
  * per warp is mma.sync's m16n8 C fragment repeated over BN/8 column blocks, so acc[0][j][q] (WM = BM/16 warps,
  * WN = 1) and the shared epilogue apply unchanged. */
-static void wgmma_tile_step(ectx *c, const char *aS, const char *bS, const char *b2S, int BM, int BN, int dual, const char *mt,
-                            int wait0) {
+void ex_wgmma_step(ectx *c, const char *aS, const char *bS, const char *b2S, int BN, int dual, const char *mt, int wait0,
+                   const char *scale_d) {
   int nreg = BN / 2;
   sbuf regs = {0}, ops = {0};
   for (int i = 0; i < nreg; i++) ex_sb_add(&regs, "%s%%%d", i ? ", " : "", i);
@@ -77,7 +77,8 @@ static void wgmma_tile_step(ectx *c, const char *aS, const char *bS, const char 
     ex_line(c, "asm volatile(\"{ .reg .pred p; setp.ne.b32 p, %%%d, 0; wgmma.mma_async.sync.aligned.m64n%dk16.f32.%s.%s {%s}, %%%d, %%%d, p, 1, 1, 0, 0; }\"",
             nreg + 2, BN, mt, mt, regs.s, nreg, nreg + 1);
     ex_line(c, "             : %s", ops.s);
-    ex_line(c, "             : \"l\"(em_wg_desc(em_wa + kk * 32)), \"l\"(em_wg_desc(%s + kk * 32)), \"r\"(1));", b ? b2S : bS);
+    ex_line(c, "             : \"l\"(em_wg_desc(em_wa + kk * 32)), \"l\"(em_wg_desc(%s + kk * 32)), \"r\"(%s));", b ? b2S : bS,
+            scale_d);
   }
   c->indent--;
   ex_line(c, "}");
@@ -87,7 +88,6 @@ static void wgmma_tile_step(ectx *c, const char *aS, const char *bS, const char 
   if (wait0) ex_line(c, "em_wg_wait0();");
   free(regs.s);
   free(ops.s);
-  (void)BM;
 }
 
 /* The K tiles of this block: all of them, or with SPLIT_K=S slice blockIdx.z of S (kt0.., nk of them). */
@@ -142,6 +142,35 @@ static void split_reduce(ectx *c, int SK, int FM, int FN, int threads, int dual)
   ex_line(c, "}");
 }
 
+void ex_ctr_tma_load(ectx *c, const ex_ctr *k, int stages, int CL, int WS, const char *ktx) {
+  const int BM = k->BM, dual = k->dual, concat = k->concat, nsib = k->nsib;
+  const int64_t *sibOff = k->sibOff;
+  const long long abytes = 128LL * BM, bbytes = 128LL * k->BN;
+  ex_line(c, "auto em_load = [&](int st, int kt) {");
+  ex_line(c, WS ? "  {" : "  if (tid == 0) {"); /* (WS: only the producer's lane calls it) */
+  if (CL > 1) {
+    /* the stage's previous tile retired in both CTAs (its release (kt/S - 1)), then this CTA's half of A to both */
+    ex_line(c, "    if (kt >= %d) em_mbar_wait(&em_empty[st], (unsigned)(kt / %d - 1) & 1u);", stages, stages);
+    ex_line(c, "    em_mbar_expect(&em_bar[st], %lldu);", abytes + bbytes * (dual ? 2 : 1));
+    ex_line(c, "    em_tma_2d_mc(em_sb + st * %lldu + em_cr * %lldu, &tm0, %s * 64, (int)m0 + (int)em_cr * %d, &em_bar[st], (unsigned short)%d);",
+            abytes, abytes / CL, ktx, BM / CL, (1 << CL) - 1);
+  } else {
+    ex_line(c, "    em_mbar_expect(&em_bar[st], %lldu);", abytes + bbytes * (dual ? 2 : 1));
+    ex_line(c, "    em_tma_2d(em_sb + st * %lldu, &tm0, %s * 64, (int)m0, &em_bar[st]);", abytes, ktx);
+  }
+  if (concat)
+    for (int j = 0; j < nsib; j++)
+      ex_line(c, "    %sif (n0 < %lldLL) em_tma_2d(em_sb + %lldu + st * %lldu, &tm%d, %s * 64, (int)(n0 - %lldLL), &em_bar[st]);",
+              j ? "else " : "", (long long)sibOff[j + 1], stages * abytes, bbytes, 1 + j, ktx, (long long)sibOff[j]);
+  else
+    ex_line(c, "    em_tma_2d(em_sb + %lldu + st * %lldu, &tm1, %s * 64, (int)n0, &em_bar[st]);", stages * abytes, bbytes, ktx);
+  if (dual)
+    ex_line(c, "    em_tma_2d(em_sb + %lldu + st * %lldu, &tm2, %s * 64, (int)n0, &em_bar[st]);", stages * (abytes + bbytes), bbytes,
+            ktx);
+  ex_line(c, "  }");
+  ex_line(c, "};");
+}
+
 /* Contractions. MMA=0: the scalar tier, a TM x TN register tile per thread over float tiles in shared
  * memory. MMA=1: the warp tier, WM x WN warps each computing a (BM/WM) x (BN/WN) tile with
  * mma.sync.m16n8k16 (bf16/f16 in, f32 accumulation) on fragments loaded by ldmatrix from bf16/f16 tiles.
@@ -149,7 +178,7 @@ static void split_reduce(ectx *c, int SK, int FM, int FN, int threads, int dual)
  * merged siblings' weights), masked at M, N and K edges, and share one epilogue. */
 /* The value of linear sibling v at column nidx from its accumulator element acc: plus its bias (when it has one),
  * rounded to its dtype — what the epilogues and the staged tile start from. */
-static const char *result_value(ectx *c, int v, const char *acc, const char *nidx) {
+const char *ex_ctr_result(ectx *c, int v, const char *acc, const char *nidx) {
   const em_node *sn = &c->g->nodes.v[ex_V(c, v)->node];
   if (sn->op == EM_OP_LINEAR && sn->args[2].present) {
     ivec bi = {1, {nidx}};
@@ -275,13 +304,24 @@ void ex_k_contraction(ectx *c, em_launch *L) {
     snprintf(L->grid[2], sizeof L->grid[2], "%d", SK);
     L->scratch_per_tile = 4LL * SK * (BM / WM / 16) * (BN / WN / 8) * 4 * (dual ? 2 : 1) * threads + 4;
   }
+  int FM = BM / WM / 16, FN = BN / WN / 8;
+  ex_ctr K = {mma, BM, BN, WM, WN, TM, TN, FM, FN, threads, a, A_, B_, B2, lin_op, dual, concat, nsib, {0}, {0}, {0},
+              os, r, mdims, bdims, {0}, NULL, SK, tma, async, mma_t};
+  memcpy(K.sib, sib, sizeof sib);
+  memcpy(K.sibN, sibN, sizeof sibN);
+  memcpy(K.sibOff, sibOff, sizeof sibOff);
+  /* which values read a linear's result (nodes are in order): a reduction among them is a head-local epilogue
+   * reduction over the staged tile (NORM_EPI), not a prologue */
+  int *dep = em_alloc(sizeof(int) * (size_t)(c->g->values.n + 1));
+  EM_VEC_PUSH(c->arena, (char *)dep); /* freed with the arena, on every way out */
+  K.dep = dep;
   const char *ktx = SK > 1 ? "(kt0 + kt)" : "kt";
   /* CLUSTER=2 (wgmma on TMA tiles): the two CTAs of a cluster are neighbours along N with the same m0, so they
    * share the A tile; each loads half its rows and multicasts them into both CTAs' rings, halving A's L2 reads.
    * A stage is refilled only when both CTAs have retired its wgmma groups (an "empty" mbarrier per stage, one
    * arrival from each CTA), and neither leaves while the other may still signal its barriers. */
-  int CL = (int)em_knob_get(&c->t->knobs, "CLUSTER", 1);
-  if (CL != 1) {
+  int CL = (int)em_knob_get(&c->t->knobs, "CLUSTER", 1), persist = (int)em_knob_get(&c->t->knobs, "PERSIST", 0);
+  if (CL != 1 && !persist) { /* (PERSIST=1 pairs its CTAs along M: emit_gemm_ws.c checks them) */
     int64_t ncst = 0;
     if (CL != 2 || !tma || !wgt || wgw != 1 || stages < 3 || SK != 1 || em_knob_get(&c->t->knobs, "RASTER", 1) != 1 || concat || !lin_op ||
         !em_dim_is_const(&os->d[r - 1], &ncst) || ((ncst + BN - 1) / BN) % 2) {
@@ -298,7 +338,8 @@ void ex_k_contraction(ectx *c, em_launch *L) {
   int WS = (int)em_knob_get(&c->t->knobs, "PRODUCER", 0);
   if (WS) {
     const char *sm = em_graph_get_meta(c->g, "stage");
-    if (WS != 1 || !tma || !wgt || wgw != 1 || stages < 2 || SK != 1 || CL != 1 || (sm && atoi(sm) > 0) || threads + 128 > 1024) {
+    if (WS != 1 || !tma || !wgt || wgw != 1 || stages < 2 || SK != 1 || (CL != 1 && !persist) || (sm && atoi(sm) > 0) ||
+        threads + 128 > 1024) {
       ex_fail(c, "PRODUCER=1: a producer warpgroup feeds wgmma consumers (TMA=1, WGMMA=1, WG_WAIT=1, STAGES >= 2, SPLIT_K=1, "
                  "CLUSTER=1, no staged epilogue)");
       return;
@@ -345,6 +386,10 @@ void ex_k_contraction(ectx *c, em_launch *L) {
       L->tmaps[1 + j].box[0] = 64;
       L->tmaps[1 + j].box[1] = BN;
     }
+    if (persist) {
+      ex_k_contraction_ws(c, &K, L);
+      return;
+    }
     ex_line(c, "extern __shared__ __align__(1024) unsigned char em_dsm[];");
     ex_line(c, "__shared__ __align__(8) unsigned long long em_bar[%d];", stages);
     if (CL > 1 || WS) ex_line(c, "__shared__ __align__(8) unsigned long long em_empty[%d];", stages);
@@ -389,7 +434,6 @@ void ex_k_contraction(ectx *c, em_launch *L) {
   } else {
     ex_line(c, "const long long m0 = (long long)blockIdx.y * %d, n0 = (long long)blockIdx.x * %d, bz = blockIdx.z;", BM, BN);
   }
-  int FM = BM / WM / 16, FN = BN / WN / 8;
   if (mma) {
     ex_line(c, "const int tid = threadIdx.x, lane = tid & 31, wid = tid >> 5, wm = wid / %d, wn = wid %% %d;", WN, WN);
     ex_line(c, "float acc[%d][%d][4];", FM, FN);
@@ -416,10 +460,7 @@ void ex_k_contraction(ectx *c, em_launch *L) {
     }
   }
   ivec bz = ex_unravel(c, "bz", &bdims);
-  /* which values read a linear's result (nodes are in order): a reduction among them is a head-local epilogue
-   * reduction over the staged tile (NORM_EPI), not a prologue */
-  int *dep = em_alloc(sizeof(int) * (size_t)(c->g->values.n + 1));
-  EM_VEC_PUSH(c->arena, (char *)dep); /* freed with the arena, on every way out */
+  K.bz = bz;
   for (int i = 0; i < c->g->nodes.n; i++) {
     const em_node *nd = &c->g->nodes.v[i];
     const em_opspec *sp = em_op_spec(nd->op);
@@ -501,29 +542,7 @@ void ex_k_contraction(ectx *c, em_launch *L) {
     else ex_line(c, "__syncthreads();");
     if (CL > 1) ex_line(c, "const unsigned em_cr = em_cluster_rank();");
     /* one stage: A rows m0.., B rows n0.. (and B2), K columns kt*64.., all on the stage's barrier */
-    ex_line(c, "auto em_load = [&](int st, int kt) {");
-    ex_line(c, WS ? "  {" : "  if (tid == 0) {"); /* (WS: only the producer's lane calls it) */
-    if (CL > 1) {
-      /* the stage's previous tile retired in both CTAs (its release (kt/S - 1)), then this CTA's half of A to both */
-      ex_line(c, "    if (kt >= %d) em_mbar_wait(&em_empty[st], (unsigned)(kt / %d - 1) & 1u);", stages, stages);
-      ex_line(c, "    em_mbar_expect(&em_bar[st], %lldu);", abytes + bbytes * (dual ? 2 : 1));
-      ex_line(c, "    em_tma_2d_mc(em_sb + st * %lldu + em_cr * %lldu, &tm0, %s * 64, (int)m0 + (int)em_cr * %d, &em_bar[st], (unsigned short)%d);",
-              abytes, abytes / CL, ktx, BM / CL, (1 << CL) - 1);
-    } else {
-      ex_line(c, "    em_mbar_expect(&em_bar[st], %lldu);", abytes + bbytes * (dual ? 2 : 1));
-      ex_line(c, "    em_tma_2d(em_sb + st * %lldu, &tm0, %s * 64, (int)m0, &em_bar[st]);", abytes, ktx);
-    }
-    if (concat)
-      for (int j = 0; j < nsib; j++)
-        ex_line(c, "    %sif (n0 < %lldLL) em_tma_2d(em_sb + %lldu + st * %lldu, &tm%d, %s * 64, (int)(n0 - %lldLL), &em_bar[st]);",
-                j ? "else " : "", (long long)sibOff[j + 1], stages * abytes, bbytes, 1 + j, ktx, (long long)sibOff[j]);
-    else
-      ex_line(c, "    em_tma_2d(em_sb + %lldu + st * %lldu, &tm1, %s * 64, (int)n0, &em_bar[st]);", stages * abytes, bbytes, ktx);
-    if (dual)
-      ex_line(c, "    em_tma_2d(em_sb + %lldu + st * %lldu, &tm2, %s * 64, (int)n0, &em_bar[st]);", stages * (abytes + bbytes), bbytes,
-              ktx);
-    ex_line(c, "  }");
-    ex_line(c, "};");
+    ex_ctr_tma_load(c, &K, stages, CL, WS, ktx);
     /* CLUSTER: the refill of a stage waits for the peer's release, which crosses SMs (hundreds of cycles); so the
      * stage released at step kt-1 is refilled CD steps later, when the peer's release has long arrived (measured
      * with CD=1: every k-step ~400 cycles longer than unclustered, H200); the ring is filled whole first and
@@ -558,7 +577,7 @@ void ex_k_contraction(ectx *c, em_launch *L) {
     const char *bS = ex_A(c, "(em_sb + %lldu + st * %lldu)", stages * abytes, bbytes);
     const char *b2S = ex_A(c, "(em_sb + %lldu + st * %lldu)", stages * (abytes + bbytes), bbytes);
     if (wgt) {
-      wgmma_tile_step(c, aS, bS, b2S, BM, BN, dual, mma_t, !inflight);
+      ex_wgmma_step(c, aS, bS, b2S, BN, dual, mma_t, !inflight, "1");
     } else {
       tile_src ts = {1, "", aS, bS, b2S};
       mma_tile_step(c, &ts, 64, FM, FN, BM / WM, BN / WN, dual, mma_t);
@@ -770,6 +789,17 @@ void ex_k_contraction(ectx *c, em_launch *L) {
   c->indent--;
   ex_line(c, "}");
 epilogue:;
+  ex_ctr_epilogue(c, &K, L);
+}
+
+void ex_ctr_epilogue(ectx *c, const ex_ctr *k, em_launch *L) {
+  const int mma = k->mma, BM = k->BM, BN = k->BN, WM = k->WM, WN = k->WN, TM = k->TM, TN = k->TN, FM = k->FM, FN = k->FN;
+  const int threads = k->threads, a = k->a, lin_op = k->lin_op, dual = k->dual, concat = k->concat, nsib = k->nsib;
+  const int r = k->r, SK = k->SK, tma = k->tma, async = k->async;
+  const int *sib = k->sib, *dep = k->dep;
+  const int64_t *sibOff = k->sibOff;
+  const em_shape *os = k->os, mdims = k->mdims, bdims = k->bdims;
+  const ivec bz = k->bz;
   if (SK > 1) split_reduce(c, SK, FM, FN, threads, dual);
   /* a head-local epilogue (kernel meta "stage" = D: RoPE's rotate_half reads the result at other columns of
    * the same D-wide head): the result tile, rounded to its dtype, goes to shared memory first */
@@ -820,7 +850,7 @@ epilogue:;
     for (int j = 0; j < nst; j++) {
       const char *accv = j ? (mma ? "acc2[i][j][q]" : "acc2[i][j]") : (mma ? "acc[i][j][q]" : "acc[i][j]");
       int mark = c->memo.n;
-      ex_line(c, "em_stage%d[ml * %d + nl] = %s;", j, ld, ex_store_conv(c, sdt, result_value(c, sib[j], accv, "n")));
+      ex_line(c, "em_stage%d[ml * %d + nl] = %s;", j, ld, ex_store_conv(c, sdt, ex_ctr_result(c, sib[j], accv, "n")));
       c->memo.n = mark;
     }
     c->indent -= mma ? 3 : 2;
@@ -925,7 +955,7 @@ epilogue:;
     const char *vals2[2] = {accel, accel2};
     const char *vars[2] = {"em_r", "em_r2"};
     for (int j = 0; j < 2; j++)
-      ex_line(c, "const %s %s = %s;", ex_ctype(ex_V(c, sib[j])->dtype), vars[j], result_value(c, sib[j], vals2[j], "n"));
+      ex_line(c, "const %s %s = %s;", ex_ctype(ex_V(c, sib[j])->dtype), vars[j], ex_ctr_result(c, sib[j], vals2[j], "n"));
     c->anchor = sib[0];
     c->anchor_var = "em_r";
     c->xanchor = sib[1];
@@ -952,7 +982,7 @@ epilogue:;
       nl = "nl";
     }
     int m2 = c->memo.n;
-    ex_line(c, "const %s em_r = %s;", ex_ctype(ex_V(c, sib[j])->dtype), result_value(c, sib[j], accel, nl));
+    ex_line(c, "const %s em_r = %s;", ex_ctype(ex_V(c, sib[j])->dtype), ex_ctr_result(c, sib[j], accel, nl));
     c->anchor = sib[j];
     c->anchor_var = "em_r";
     ivec di = {r};

@@ -111,6 +111,36 @@ void ex_k_row(ectx *c, em_launch *L);
 void ex_k_reduce(ectx *c, em_launch *L);
 void ex_k_contraction(ectx *c, em_launch *L);
 void ex_k_attention(ectx *c, em_launch *L);
+
+/* A contraction's facts, resolved once by ex_k_contraction and shared by its main loops and its epilogue. */
+typedef struct {
+  int mma, BM, BN, WM, WN, TM, TN, FM, FN, threads; /* tier, tile, warps; FM x FN fragments a warp (MMA=1) */
+  int a, A_, B_, B2;        /* the anchor (first linear), its operands, the dual's second weight (or -1) */
+  int lin_op, dual, concat, nsib, sib[4];
+  int64_t sibN[4], sibOff[5]; /* merged siblings' widths and offsets along N */
+  const em_shape *os;       /* the anchor's shape, rank r: [batch..., M-dims..., N] */
+  int r;
+  em_shape mdims, bdims;
+  ivec bz;                  /* the batch index (unravelled blockIdx.z) */
+  int *dep;                 /* dep[v]: value v reads a linear's result (an epilogue value) */
+  int SK, tma, async;
+  const char *mma_t;        /* "bf16" or "f16" */
+} ex_ctr;
+
+/* The contraction epilogue: split-K's reduction, a staged head-local tile, then every accumulator element
+ * (m, n) of this thread (acc[i][j][q] in mma.sync's C-fragment order) through the fused ops to the outputs. */
+void ex_ctr_epilogue(ectx *c, const ex_ctr *k, em_launch *L);
+/* Linear sibling v's value at column nidx from its accumulator element acc: plus its bias (when it has one),
+ * rounded to its dtype — what the epilogues and the staged tiles start from. */
+const char *ex_ctr_result(ectx *c, int v, const char *acc, const char *nidx);
+/* The TMA ring's load of one stage (lambda em_load(st, kt)): A rows m0.., B rows n0.. (B2, siblings). */
+void ex_ctr_tma_load(ectx *c, const ex_ctr *k, int stages, int CL, int WS, const char *ktx);
+/* One TMA stage of wgmma (BK=64): four m64nBNk16 on each warpgroup's 64 rows, committed; scale_d is the C
+ * expression whose non-zero value keeps the accumulators (0 starts them at zero). */
+void ex_wgmma_step(ectx *c, const char *aS, const char *bS, const char *b2S, int BN, int dual, const char *mt,
+                   int wait0, const char *scale_d);
+/* The persistent warp-specialized pipeline (PERSIST=1, emit_gemm_ws.c). */
+void ex_k_contraction_ws(ectx *c, const ex_ctr *k, em_launch *L);
 extern const char ex_PRELUDE[];
 extern const char ex_TMA_PRELUDE[];
 extern const char ex_CLUSTER_PRELUDE[];

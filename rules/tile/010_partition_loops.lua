@@ -22,7 +22,7 @@ return {
   -- projection (q_proj 14.2 us against 12.3, k/v 16.2 against 13.9, o 17.3 against 12.6, down 24.8 against 16.0,
   -- gate/up 24.3 against 22.0): one warpgroup both consumes and produces, so each refill waits for the peer's
   -- release in the main loop. Offered last, after every unclustered tile; a producer warp is the next step.
-  { name = "wgmma_tier", family = "TILE", kinds = { "contraction" }, knobs = { WGMMA = 0, WG_WAIT = 0, CLUSTER = 1, PRODUCER = 0 },
+  { name = "wgmma_tier", family = "TILE", kinds = { "contraction" }, knobs = { WGMMA = 0, WG_WAIT = 0, CLUSTER = 1, PRODUCER = 0, PERSIST = 0, EPI_SMEM = 0 },
     gate = function(k, dev)
       local ok, why = atom.tma(k, dev)
       if not ok then return false, "wgmma reads TMA-staged tiles: " .. why end
@@ -56,6 +56,51 @@ return {
         local o = out[i]
         if o.WG_WAIT == 1 and not k.stage then out[#out + 1] = atom.with(o, "PRODUCER", 1) end
       end
+      -- PERSIST=1: the persistent warp-specialized pipeline (src/emit_gemm_ws.c): the producer warpgroup hands its
+      -- registers to the consumers (setmaxnreg 40 / 232), and each CTA loops over output tiles in grouped order
+      -- (RASTER tile rows a group), so a 128 x 256 tile's 64 x 256 accumulator a warpgroup fits and the next tile's
+      -- loads overlap this tile's epilogue — CUTLASS's sm90 cooperative kernel is built this way. EPI_SMEM=1 stages
+      -- each tile's results in shared memory and stores them coalesced. Measured (bench/gemm.lua, H200,
+      -- 2026-12-01, docs/performance.md "Ninth session"): 4096³ 207.8 µs against 407.3 for the 64 x 64 default
+      -- (cuBLAS 175.3); at 4096 tokens (Qwen3 layer 0, batch 8) q 43.9 against 69.5, k+v 53.8 against 62.6,
+      -- o 42.4 against 61.8, gate/up 111.9 against 132.1, down 53.3 against 84.0. At 512 tokens only q_proj
+      -- gains (9.5 against 11.3, 128 x 64). EPI_SMEM=1 is the faster epilogue for a plain result (q at 4096
+      -- tokens: 43.9 against 56.5; 4096³: 207.8 against 222.1) and the slower one where the epilogue reads
+      -- another tensor (down: 92.2 against 53.3) or combines two accumulators (gate/up 133.9 against 111.9).
+      -- First where at least 8 rows of 128 x 128 tiles at the hint fill every SM (atom.persist_first): 128 x 256
+      -- (128 x 128 for a dual kernel), the measured best; last elsewhere.
+      local plain = atom.plain_epilogue(k)
+      local persist, lead = {}, {}
+      for i = 1, n do
+        local o = out[i]
+        if o.WG_WAIT == 1 and not k.stage and ((k.siblings or 0) <= 1 or k.dual) then
+          local p = atom.with(atom.with(o, "PRODUCER", 1), "PERSIST", 1)
+          -- (EPI_SMEM=2, the staged loop unrolled so that a residual's loads overlap: written after the measurements
+          -- above, NVRTC-checked, not yet run on a GPU — offered after both measured forms)
+          for _, e in ipairs(plain and { 1, 0, 2 } or { 0, 1, 2 }) do
+            local q = atom.with(p, "EPI_SMEM", e)
+            local first = o.BM == 128 and o.BN == (k.dual and 128 or 256) and e == (plain and 1 or 0)
+            if first then lead[#lead + 1] = q else persist[#persist + 1] = q end
+          end
+        end
+      end
+      -- CLUSTER=2 with PERSIST=1: CTA pairs on neighbouring tile rows share the B tile, each loading half of it and
+      -- multicasting it to both (B's L2 reads halved: 128 x 256 tiles pull ~10.5 TB/s through L2 at 4096³, the rate
+      -- L2 was measured to give 64 x 64 tiles). Written after the measurements above, NVRTC-checked, not yet run on
+      -- a GPU: offered last.
+      local clustered = {}
+      for _, q in ipairs(lead) do clustered[#clustered + 1] = atom.with(q, "CLUSTER", 2) end
+      for _, q in ipairs(persist) do clustered[#clustered + 1] = atom.with(q, "CLUSTER", 2) end
+      if atom.persist_first(k, dev) then
+        local rest = out
+        out = lead
+        for _, q in ipairs(persist) do out[#out + 1] = q end
+        for _, o in ipairs(rest) do out[#out + 1] = o end
+      else
+        for _, q in ipairs(lead) do out[#out + 1] = q end
+        for _, q in ipairs(persist) do out[#out + 1] = q end
+      end
+      for _, q in ipairs(clustered) do out[#out + 1] = q end
       return out
     end },
 

@@ -73,4 +73,20 @@ function A.dual_waves(k, dev)
   return math.ceil(k.M / 64) * math.ceil(k.N / 64) > 2 * (dev.sm_count or 132)
 end
 
+-- A contraction of at least 8 tile rows of 128 whose 128 x 128 tile grid at the hint fills every SM: there the
+-- persistent pipeline (PERSIST=1) beat the 64 x 64 tiles for every Qwen3 projection (4096 tokens) and 4096³
+-- (bench/gemm.lua, H200, 2026-12-01). At 512 tokens (4 tile rows) it lost for all but q_proj, TinyLlama's gate/up
+-- (176 such tiles) included, so those keep the 64 x 64 default.
+function A.persist_first(k, dev)
+  if not k.M or not k.N then return false end
+  local rows = math.ceil(k.M / 128)
+  return rows >= 8 and rows * math.ceil(k.N / 128) >= (dev.sm_count or 132)
+end
+
+-- A contraction whose epilogue reads nothing but its own accumulator (no residual or other input, one
+-- accumulator): the staged epilogue (EPI_SMEM=1) was the faster one there.
+function A.plain_epilogue(k)
+  return not k.dual and (k.extra_inputs or 0) == 0
+end
+
 return A

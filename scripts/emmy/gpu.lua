@@ -108,6 +108,9 @@ function M.launch(cu, plan, e, bufs, bind)
     if not x then error(("%s: cannot evaluate grid %s"):format(k.name, e.launch.grid[i]), 0) end
     grid[i] = math.max(1, x)
   end
+  -- a persistent kernel loops over its tiles: one CTA an SM at most, whole clusters
+  local cl = e.launch.persistent or 0
+  if cl > 0 then grid[1] = math.max(cl, math.floor(math.min(grid[1], cu:info().sm_count) / cl) * cl) end
   if per > 0 then
     local bytes = per * grid[1] * grid[2]
     local key = "\0scratch:" .. k.name

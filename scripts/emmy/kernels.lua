@@ -87,6 +87,16 @@ function M.facts(k)
     f.linear = n.op == "aten.linear.default"
     f.a_direct = n.op == "aten.linear.default" and is_input(x.input)
     f.b_direct = n.op == "aten.linear.default" and is_input(x.weight)
+    -- kernel inputs that are no linear's operand or bias (a residual the epilogue adds, RoPE's tables)
+    local operands = {}
+    for _, m in ipairs(g:nodes()) do
+      if m.op == "aten.linear.default" then
+        local y = args_of(m)
+        for _, key in ipairs { "input", "weight", "bias" } do if type(y[key]) == "string" then operands[y[key]] = true end end
+      end
+    end
+    f.extra_inputs = 0
+    for _, v in ipairs(g:inputs()) do if not operands[v.name] then f.extra_inputs = f.extra_inputs + 1 end end
     f.siblings, f.sibling_widths = 0, {}
     for _, m in ipairs(g:nodes()) do
       if m.op == "aten.linear.default" and args_of(m).input == (x.input or x.self) then

@@ -187,7 +187,10 @@ function M.resource_check(k, c, dev)
   if k.kind == "contraction" and c.WG_WAIT == 1 and (c.WGMMA ~= 1 or (c.STAGES or 1) < 2) then
     return false, "WG_WAIT=1 keeps a wgmma group in flight over a ring of 2+ stages (WGMMA=1, STAGES >= 2)"
   end
-  if k.kind == "contraction" and (c.CLUSTER or 1) ~= 1 then
+  if k.kind == "contraction" and (c.CLUSTER or 1) ~= 1 and c.PERSIST == 1 then
+    -- the persistent pipeline pairs CTAs along M (they share B): any order, any number of tiles
+    if c.CLUSTER ~= 2 then return false, ("CLUSTER=%s: the persistent pipeline's clusters are pairs"):format(tostring(c.CLUSTER)) end
+  elseif k.kind == "contraction" and (c.CLUSTER or 1) ~= 1 then
     if c.CLUSTER ~= 2 or c.WGMMA ~= 1 or c.TMA ~= 1 or c.WG_WAIT ~= 1 or (c.STAGES or 1) < 3 or (c.SPLIT_K or 1) ~= 1
       or (c.RASTER or 1) ~= 1 then
       return false, ("CLUSTER=%s multicasts wgmma's TMA tiles in pairs (CLUSTER=2 with WGMMA=1, TMA=1, WG_WAIT=1, STAGES >= 3,"
@@ -200,11 +203,20 @@ function M.resource_check(k, c, dev)
   end
   if k.kind == "contraction" and (c.PRODUCER or 0) ~= 0 then
     if c.PRODUCER ~= 1 or c.WGMMA ~= 1 or c.TMA ~= 1 or c.WG_WAIT ~= 1 or (c.STAGES or 1) < 2 or (c.SPLIT_K or 1) ~= 1
-      or (c.CLUSTER or 1) ~= 1 then
+      or ((c.CLUSTER or 1) ~= 1 and c.PERSIST ~= 1) then
       return false, "PRODUCER=1 feeds wgmma consumers from a producer warpgroup (WGMMA=1, TMA=1, WG_WAIT=1, STAGES >= 2,"
-        .. " SPLIT_K=1, CLUSTER=1)"
+        .. " SPLIT_K=1, CLUSTER=1 unless PERSIST=1)"
     end
     if k.stage then return false, "PRODUCER=1: the producer leaves after its loop, so no staged (block-barrier) epilogue" end
+  end
+  if k.kind == "contraction" and (c.PERSIST or 0) ~= 0 then
+    if c.PERSIST ~= 1 or c.PRODUCER ~= 1 or (c.BM ~= 64 and c.BM ~= 128) then
+      return false, "PERSIST=1 is the persistent producer/consumer pipeline (PRODUCER=1, BM 64 or 128)"
+    end
+    if (k.siblings or 0) > 1 and not k.dual then return false, "PERSIST=1: merged siblings are not in the persistent pipeline" end
+  end
+  if k.kind == "contraction" and (c.EPI_SMEM or 0) ~= 0 and (c.EPI_SMEM < 0 or c.EPI_SMEM > 2 or c.PERSIST ~= 1) then
+    return false, "EPI_SMEM=1, 2 are the persistent pipeline's staged epilogues (PERSIST=1)"
   end
   if k.kind == "contraction" and (c.STAGES or 1) > 4 and (c.TMA ~= 1 or c.WGMMA ~= 1) then
     return false, ("a ring of %d stages is the wgmma tier's on TMA tiles (WGMMA=1, TMA=1); the others stop at 4"):format(c.STAGES)
@@ -239,6 +251,10 @@ function M.resource_check(k, c, dev)
   if k.kind == "contraction" and c.MMA == 1 and c.TMA == 1 then
     threads = 32 * (c.WM or 0) * (c.WN or 0)
     smem = 1024 + 128 * (c.BM + c.BN * (k.dual and 2 or 1)) * (c.STAGES or 1)
+    -- PERSIST=1: its 16 bytes of barriers a stage are static shared memory, counted against the same per-block
+    -- limit; EPI_SMEM=1 stages each tile's results (BM x (BN + 8) elements an accumulator) after the ring
+    if c.PERSIST == 1 then smem = smem + 16 * (c.STAGES or 1) end
+    if (c.EPI_SMEM or 0) > 0 then smem = smem + 2 * c.BM * (c.BN + 8) * (k.dual and 2 or 1) end
   elseif k.kind == "contraction" and c.MMA == 1 then
     threads = 32 * (c.WM or 0) * (c.WN or 0)
     smem = 2 * (c.BM + c.BN * (k.dual and 2 or 1)) * (c.BK + (c.PAD_SMEM or 8)) * ((c.ASYNC == 1) and (c.STAGES or 1) or 1)

@@ -701,7 +701,9 @@ static int g_dim(lua_State *L) {
 /* ir.emit(graph, {kind=, anchor=name|nil, knobs={K=V}, name=}) -> source, launch | nil, msg
  * launch = {grid = {text, text, text}, block = {x, y, z}, smem = bytes, syms = {names of symbol args},
  *           tmaps = {{input = 1-based input position, box = {inner, rows}}, ...},
- *           scratch_per_tile = bytes (SPLIT_K > 1; 0 otherwise)} */
+ *           scratch_per_tile = bytes (SPLIT_K > 1; 0 otherwise),
+ *           persistent = 0, or the cluster size (1, 2) when grid[1] counts tiles and the launcher caps it at the
+ *           SM count (a multiple of the cluster size)} */
 static int l_emit(lua_State *L) {
   em_graph *g = em_lua_checkgraph(L, 1);
   luaL_checktype(L, 2, LUA_TTABLE);
@@ -761,6 +763,8 @@ static int l_emit(lua_State *L) {
   lua_setfield(L, -2, "syms");
   lua_pushnumber(L, (lua_Number)la.scratch_per_tile);
   lua_setfield(L, -2, "scratch_per_tile");
+  lua_pushinteger(L, la.persistent);
+  lua_setfield(L, -2, "persistent");
   lua_createtable(L, la.ntmaps, 0);
   for (int i = 0; i < la.ntmaps; i++) {
     lua_createtable(L, 0, 2);

@@ -303,6 +303,66 @@ test("PRODUCER=1: a producer warpgroup loads on empty barriers; the consumers on
   nvrtc_compiles("EMMY_KNOBS=k_linear:PRODUCER=1")
 end)
 
+-- EMMY_KNOBS pinning each K=V of pins for down_proj alone (the layer's other kernels keep their defaults).
+local function down_pins(pins) return "EMMY_KNOBS=" .. pins:gsub("([%w_]+=)", "k_linear_add_f97280:%1") end
+
+test("PERSIST=1: a persistent producer/consumer pipeline — setmaxnreg roles, a tile loop, ring phases across tiles", function()
+  local code, out, err = down_cuda(down_pins("PERSIST=1,BM=128,WM=8,BN=128,STAGES=4,RASTER=8"))
+  eq(code, 0, "exit: " .. err)
+  -- one block an SM (the launcher caps the grid at the SM count) with the register cap setmaxnreg needs
+  check(out:find("__launch_bounds__(384, 1)", 1, true), out)
+  check(out:find("setmaxnreg.dec.sync.aligned.u32 40;", 1, true) and out:find("setmaxnreg.inc.sync.aligned.u32 232;", 1, true), out)
+  check(out:find("em_mbar_init(&em_empty[s], 8);", 1, true), "an arrival from each consumer warp")
+  -- producer and consumers walk the same tiles in the same grouped order, the ring's use counter running across tiles
+  local n = 0
+  for _ in out:gmatch("for %(int em_t = blockIdx%.x; em_t < em_tiles; em_t %+= gridDim%.x%) {%s+const int em_grp = 8 %* em_tn") do n = n + 1 end
+  eq(n, 2, "two tile loops")
+  check(out:find("em_mbar_wait(&em_empty[st], ((unsigned)(em_it / 4) & 1u) ^ 1u);", 1, true), out)
+  check(out:find("em_mbar_wait(&em_bar[st], (unsigned)(em_it / 4) & 1u);", 1, true), out)
+  -- the first k-slice of a tile starts the accumulators (scale-d 0); no block barrier in the consumers' loop
+  check(out:find("\"r\"((kt | kk))", 1, true), out)
+  local loop = out:match("for %(int kt = 0; kt < nk; kt%+%+, em_it%+%+%) {%s+const int st = em_it %% 4;%s+em_mbar_wait%(&em_bar.-em_wg_wait0%(%);")
+  check(loop and not loop:find("__syncthreads", 1, true) and not loop:find("em_load", 1, true), tostring(loop))
+  -- EPI_SMEM=0: the contraction's own epilogue; EPI_SMEM=1: staged behind a consumers-only named barrier, stored
+  -- by consecutive threads along N
+  check(not out:find("em_ep0", 1, true), "no staging tile")
+  local c2, o2, e2 = down_cuda(down_pins("PERSIST=1,BM=128,WM=8,BN=128,STAGES=4,EPI_SMEM=1"))
+  eq(c2, 0, "exit: " .. e2)
+  check(o2:find("asm volatile(\"bar.sync 1, 256;\" ::: \"memory\");", 1, true), o2)
+  check(o2:find("for (int em_e = tid; em_e < 16384; em_e += 256) {", 1, true) and o2:find("em_ep0[ml * 136 + nl]", 1, true), o2)
+  -- EPI_SMEM=2: the same loop with a constant trip count, unrolled, the guard inside
+  local c4, o4, e4 = down_cuda(down_pins("PERSIST=1,BM=128,WM=8,BN=128,STAGES=4,EPI_SMEM=2"))
+  eq(c4, 0, "exit: " .. e4)
+  check(o4:find("#pragma unroll 8%s+for %(int em_i = 0; em_i < 64; em_i%+%+%) {"), o4)
+  -- the launch: a tile count the launcher caps, the staging tile's shared memory after the ring
+  local c3, o3, e3 = emmy(args("compile", L0, "--ir", "tile", "--kernel", "k_linear_add_f97280"),
+    { env = down_pins("PERSIST=1,BM=128,WM=8,BN=128,STAGES=4,EPI_SMEM=1") })
+  eq(c3, 0, "exit: " .. e3)
+  check(o3:find("cdiv(seq_len,128)*cdiv(1024,128)", 1, true), o3)
+  refused { "PERSIST=1,PRODUCER=0", "PERSIST=1,SPLIT_K=2", "EPI_SMEM=1,PERSIST=0",
+    "PERSIST=1,BM=128,WM=8,BN=256,STAGES=4,EPI_SMEM=1" }
+  nvrtc_compiles("EMMY_KNOBS=k_linear:PERSIST=1")
+  nvrtc_compiles("EMMY_KNOBS=k_linear:PERSIST=1,k_linear:EPI_SMEM=1")
+  nvrtc_compiles("EMMY_KNOBS=k_linear:PERSIST=1,k_linear:EPI_SMEM=2")
+  -- CLUSTER=2: pairs of tile rows; each CTA multicasts its half of B; releases reach both CTAs; a cluster barrier
+  -- after init and before leaving
+  local c5, o5, e5 = down_cuda(down_pins("PERSIST=1,BM=128,WM=8,BN=128,STAGES=4,CLUSTER=2"))
+  eq(c5, 0, "exit: " .. e5)
+  check(o5:find("__cluster_dims__(2, 1, 1) __launch_bounds__(384, 1)", 1, true), o5)
+  check(o5:find("em_mbar_init(&em_empty[s], 16);", 1, true) and o5:find("for (int em_t = blockIdx.x / 2; em_t < em_pairs; em_t += gridDim.x / 2) {", 1, true), o5)
+  check(o5:find("em_tma_2d_mc(em_sb + 65536u + st * 16384u + em_cr * 8192u, &tm1, kt * 64, (int)n0 + (int)em_cr * 64, &em_bar[st], (unsigned short)3);", 1, true), o5)
+  check(o5:find("for (unsigned q = 0; q < 2u; q++) em_mbar_arrive_cluster(&em_empty[(em_it - 1) % 4], q);", 1, true), o5)
+  check(o5:find("em_cluster_sync%(%); /%* no multicast"), o5)
+  nvrtc_compiles("EMMY_KNOBS=k_linear:PERSIST=1,k_linear:CLUSTER=2")
+end)
+
+test("PERSIST=1 leads where a 128 x 128 tile grid fills every SM (batch 8), and stays last at batch 1", function()
+  local _, o8 = emmy(args("compile", L0, "--batch", "8", "--ir", "tile", "--kernel", "k_linear_add"))
+  check(o8:find("PERSIST=1", 1, true), o8)
+  local _, o1 = emmy(args("compile", L0, "--ir", "tile", "--kernel", "k_linear_add"))
+  check(not o1:find("PERSIST=1", 1, true), o1)
+end)
+
 test("VIEW_OUT=1 writes attention in o_proj's layout, so o_proj's operand is a plain input (cp.async)", function()
   local code, out, err = emmy(args("compile", L0, "--ir", "kernel"), { env = "EMMY_VIEW_OUT=1" })
   eq(code, 0, "exit: " .. err)

@@ -1,0 +1,283 @@
+/* emit_gemm_ws.c — the persistent warp-specialized Hopper GEMM (PERSIST=1), a driver over three parts: the tile
+ * scheduler (a persistent loop over output tiles in grouped order), the producer (one lane of the last warpgroup
+ * streams every tile's k-slices through the TMA ring on full/empty mbarriers) and the consumers (BM/64
+ * warpgroups issuing wgmma from the ring); each tile ends in the contraction's shared epilogue or a staged one
+ * with coalesced stores. The producer
+ * gives its registers to the consumers (setmaxnreg), so a 64 x 256 f32 accumulator a warpgroup fits. */
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "emit_impl.h"
+
+/* Registers a thread of each role keeps after setmaxnreg: 40 x 128 + 232 x 256 = 168 x 384, what the block was
+ * given at launch (setmaxnreg.inc waits for registers the block gave back: 64 + 224 hung on the H200). */
+#define WS_PRODUCER_REGS 40
+#define WS_CONSUMER_REGS 232
+
+/* The scheduler: em_tm x em_tn tiles, CTA blockIdx.x taking every gridDim.x-th (the launcher caps the grid at
+ * the SM count); tile em_t's (m0, n0) in groups of `raster` tile rows, so the tiles running at once share A rows
+ * and B columns in L2. */
+static void ws_tile_count(ectx *c, const ex_ctr *k, int cl) {
+  ex_line(c, "const int em_tm = (int)((M + %d - 1) / %d), em_tn = (int)((N + %d - 1) / %d), em_tiles = em_tm * em_tn;", k->BM,
+          k->BM, k->BN, k->BN);
+  /* CLUSTER=2: the two CTAs of a cluster take a pair of tiles on neighbouring tile rows (rank r the row 2p + r)
+   * with the same columns, so they share the B tile; em_tp pair rows, em_pairs pairs */
+  if (cl == 2) ex_line(c, "const int em_tp = (em_tm + 1) / 2, em_pairs = em_tp * em_tn;");
+}
+
+/* This CTA's tile loop: every gridDim.x-th tile, or (CLUSTER=2) every (gridDim.x / 2)-th pair of its cluster. */
+static void ws_tile_loop(ectx *c, int cl) {
+  if (cl == 2) ex_line(c, "for (int em_t = blockIdx.x / 2; em_t < em_pairs; em_t += gridDim.x / 2) {");
+  else ex_line(c, "for (int em_t = blockIdx.x; em_t < em_tiles; em_t += gridDim.x) {");
+}
+
+static void ws_tile_coords(ectx *c, const ex_ctr *k, int raster, int cl) {
+  const char *rows = cl == 2 ? "em_tp" : "em_tm";
+  ex_line(c, "const int em_grp = %d * em_tn, em_first = em_t / em_grp * %d;", raster, raster);
+  ex_line(c, "const int em_gs = min(%s - em_first, %d), em_in = em_t %% em_grp;", rows, raster);
+  if (cl == 2)
+    ex_line(c, "const long long m0 = ((long long)(em_first + em_in %% em_gs) * 2 + em_cr) * %d, n0 = (long long)(em_in / em_gs) * %d;",
+            k->BM, k->BN);
+  else
+    ex_line(c, "const long long m0 = (long long)(em_first + em_in %% em_gs) * %d, n0 = (long long)(em_in / em_gs) * %d;", k->BM,
+            k->BN);
+}
+
+/* CLUSTER=2's stage load: this CTA's A tile, and its half of the shared B tile (B2) multicast into both CTAs'
+ * rings at the same offset; each CTA's full barrier takes its A and both halves of B. */
+static void ws_cluster_load(ectx *c, const ex_ctr *k, int stages) {
+  long long abytes = 128LL * k->BM, bbytes = 128LL * k->BN;
+  ex_line(c, "auto em_load = [&](int st, int kt) {");
+  ex_line(c, "  em_mbar_expect(&em_bar[st], %lldu);", abytes + bbytes * (k->dual ? 2 : 1));
+  ex_line(c, "  em_tma_2d(em_sb + st * %lldu, &tm0, kt * 64, (int)m0, &em_bar[st]);", abytes);
+  for (int b = 0; b < (k->dual ? 2 : 1); b++)
+    ex_line(c, "  em_tma_2d_mc(em_sb + %lldu + st * %lldu + em_cr * %lldu, &tm%d, kt * 64, (int)n0 + (int)em_cr * %d, &em_bar[st], (unsigned short)3);",
+            stages * (abytes + b * bbytes), bbytes, bbytes / 2, 1 + b, k->BN / 2);
+  ex_line(c, "};");
+}
+
+/* The producer: every k-slice of every tile of this CTA, each once its stage's previous use is released (the
+ * empty barrier's phase of use it/S - 1; the first pass waits on the phase before the first, which is complete). */
+static void ws_producer(ectx *c, const ex_ctr *k, int stages, int raster, int cw, int cl) {
+  ex_line(c, "if (wid >= %d) {", cw);
+  c->indent++;
+  ex_line(c, "asm volatile(\"setmaxnreg.dec.sync.aligned.u32 %d;\");", WS_PRODUCER_REGS);
+  ex_line(c, "if (wid == %d && lane == 0) {", cw);
+  c->indent++;
+  ex_line(c, "int em_it = 0;");
+  ws_tile_loop(c, cl);
+  c->indent++;
+  ws_tile_coords(c, k, raster, cl);
+  if (cl == 2) ws_cluster_load(c, k, stages);
+  else ex_ctr_tma_load(c, k, stages, 1, 1, "kt");
+  ex_line(c, "for (int kt = 0; kt < nk; kt++, em_it++) {");
+  ex_line(c, "  const int st = em_it %% %d;", stages);
+  ex_line(c, "  em_mbar_wait(&em_empty[st], ((unsigned)(em_it / %d) & 1u) ^ 1u);", stages);
+  ex_line(c, "  em_load(st, kt);");
+  ex_line(c, "}");
+  c->indent--;
+  ex_line(c, "}");
+  c->indent--;
+  ex_line(c, "}");
+  if (cl == 2) {
+    /* (no return: every thread of both CTAs meets at the closing cluster barrier) */
+    c->indent--;
+    ex_line(c, "} else {");
+    c->indent++;
+    return;
+  }
+  ex_line(c, "return;");
+  c->indent--;
+  ex_line(c, "}");
+}
+
+/* A consumer warp's release of ring use u: one arrival of its first lane on the stage's empty barrier. */
+static void ws_release(ectx *c, const char *cond, const char *use, int stages, int cl) {
+  if (cl == 2) /* both CTAs' producers write this stage (B's halves): release it to both */
+    ex_line(c, "if (%slane == 0) for (unsigned q = 0; q < 2u; q++) em_mbar_arrive_cluster(&em_empty[(%s) %% %d], q);", cond, use,
+            stages);
+  else
+    ex_line(c, "if (%slane == 0) asm volatile(\"mbarrier.arrive.shared::cta.b64 _, [%%0];\" :: \"r\"(em_smem(&em_empty[(%s) %% %d])) : \"memory\");",
+            cond, use, stages);
+}
+
+/* The staged epilogue (EPI_SMEM=1, 2), a tile's results through shared memory so that the stores are coalesced: each consumer
+ * thread writes its fragments' values (the linear's result: bias added, rounded to its dtype) into a padded
+ * BM x (BN + 8) tile (two for a dual kernel), then consecutive threads take consecutive columns through the fused
+ * ops to the outputs. The fragment order's stores touched eight rows with 2-byte elements an instruction.
+ * A named barrier of the consumer warps (1; the producer never joins) fences the tile on both sides. */
+static void ws_epilogue(ectx *c, const ex_ctr *k, int cw, int staged) {
+  int ld = k->BN + 8, nst = k->dual ? 2 : 1, threads = 32 * cw;
+  ex_line(c, "asm volatile(\"bar.sync 1, %d;\" ::: \"memory\");", threads);
+  ex_line(c, "#pragma unroll");
+  ex_line(c, "for (int j = 0; j < %d; j++) {", k->FN);
+  ex_line(c, "  #pragma unroll");
+  ex_line(c, "  for (int q = 0; q < 4; q++) {");
+  c->indent += 2;
+  ex_line(c, "const int ml = wm * 16 + (lane >> 2) + (q >> 1) * 8, nl = j * 8 + (lane & 3) * 2 + (q & 1);");
+  ex_line(c, "const long long n = n0 + nl;");
+  for (int s = 0; s < nst; s++) {
+    int mark = c->memo.n;
+    em_dtype dt = ex_V(c, k->sib[s])->dtype;
+    ex_line(c, "em_ep%d[ml * %d + nl] = %s;", s, ld,
+            ex_store_conv(c, dt, ex_ctr_result(c, k->sib[s], s ? "acc2[0][j][q]" : "acc[0][j][q]", "n")));
+    c->memo.n = mark;
+  }
+  c->indent -= 2;
+  ex_line(c, "  }");
+  ex_line(c, "}");
+  ex_line(c, "asm volatile(\"bar.sync 1, %d;\" ::: \"memory\");", threads);
+  if (staged == 2) {
+    /* EPI_SMEM=2: a constant trip count unrolled eight deep with the guard inside, so the loads of eight elements'
+     * other inputs (a residual) are in flight together; EPI_SMEM=1's loop waits for each in turn */
+    ex_line(c, "#pragma unroll 8");
+    ex_line(c, "for (int em_i = 0; em_i < %d; em_i++) {", k->BM * k->BN / threads);
+    c->indent++;
+    ex_line(c, "const int em_e = tid + em_i * %d, ml = em_e / %d, nl = em_e %% %d;", threads, k->BN, k->BN);
+    ex_line(c, "const long long m = m0 + ml, n = n0 + nl;");
+    ex_line(c, "if (m < M && n < N) {");
+    c->indent++;
+  } else {
+    ex_line(c, "for (int em_e = tid; em_e < %d; em_e += %d) {", k->BM * k->BN, threads);
+    c->indent++;
+    ex_line(c, "const int ml = em_e / %d, nl = em_e %% %d;", k->BN, k->BN);
+    ex_line(c, "const long long m = m0 + ml, n = n0 + nl;");
+    ex_line(c, "if (m >= M || n >= N) continue;");
+  }
+  const char *vars[2] = {"em_r", "em_r2"};
+  for (int s = 0; s < nst; s++) {
+    em_dtype dt = ex_V(c, k->sib[s])->dtype;
+    ex_line(c, "const %s %s = %s;", ex_ctype(dt), vars[s], ex_load_conv(c, dt, ex_A(c, "em_ep%d[ml * %d + nl]", s, ld)));
+  }
+  ivec mi = ex_unravel(c, "m", &k->mdims);
+  ivec di = {k->r};
+  for (int i = 0; i < k->bdims.rank; i++) di.e[i] = k->bz.e[i];
+  for (int i = 0; i < k->mdims.rank; i++) di.e[k->bdims.rank + i] = mi.e[i];
+  di.e[k->r - 1] = "n";
+  c->anchor = k->sib[0];
+  c->anchor_var = "em_r";
+  ex_reset_alignment(c);
+  c->al[k->sib[0]] = di;
+  c->bij[k->sib[0]] = 1;
+  if (k->dual) {
+    c->xanchor = k->sib[1];
+    c->xanchor_var = "em_r2";
+    c->al[k->sib[1]] = di;
+    c->bij[k->sib[1]] = 1;
+  }
+  ex_align(c);
+  int which[EX_MAX_OUTS] = {0}, n = ex_aligned_outputs(c, which);
+  if (n != c->g->outputs.n) ex_fail(c, "an output of the contraction is not aligned with its result");
+  ex_write_outputs(c, which, n);
+  if (staged == 2) {
+    c->indent--;
+    ex_line(c, "}");
+  }
+  c->indent--;
+  ex_line(c, "}");
+}
+
+/* The consumers: per tile, every k-slice's wgmma group on its full stage with one group in flight (the stage of
+ * the step before is released once wait_group 1 retired it), then the last release and the epilogue. The first
+ * k-slice's wgmma starts the accumulators at zero (scale-d = (kt | kk) != 0), so no tile clears them. */
+static void ws_consumers(ectx *c, const ex_ctr *k, em_launch *L, int stages, int raster, int staged, int cl) {
+  long long abytes = 128LL * k->BM, bbytes = 128LL * k->BN;
+  ex_line(c, "asm volatile(\"setmaxnreg.inc.sync.aligned.u32 %d;\");", WS_CONSUMER_REGS);
+  ex_line(c, "const int wm = wid, wn = 0;");
+  ex_line(c, "float acc[1][%d][4];", k->FN);
+  if (k->dual) ex_line(c, "float acc2[1][%d][4];", k->FN);
+  ex_line(c, "int em_it = 0;");
+  ws_tile_loop(c, cl);
+  c->indent++;
+  ws_tile_coords(c, k, raster, cl);
+  ex_line(c, "for (int kt = 0; kt < nk; kt++, em_it++) {");
+  c->indent++;
+  ex_line(c, "const int st = em_it %% %d;", stages);
+  ex_line(c, "em_mbar_wait(&em_bar[st], (unsigned)(em_it / %d) & 1u);", stages);
+  const char *aS = ex_A(c, "(em_sb + st * %lldu)", abytes);
+  const char *bS = ex_A(c, "(em_sb + %lldu + st * %lldu)", stages * abytes, bbytes);
+  const char *b2S = ex_A(c, "(em_sb + %lldu + st * %lldu)", stages * (abytes + bbytes), bbytes);
+  ex_wgmma_step(c, aS, bS, b2S, k->BN, k->dual, k->mma_t, 0, "(kt | kk)");
+  ex_line(c, "em_wg_wait1();");
+  ws_release(c, "kt >= 1 && ", "em_it - 1", stages, cl);
+  c->indent--;
+  ex_line(c, "}");
+  ex_line(c, "em_wg_wait0();");
+  ws_release(c, "nk >= 1 && ", "em_it - 1", stages, cl);
+  if (staged) ws_epilogue(c, k, k->BM / 16, staged);
+  else ex_ctr_epilogue(c, k, L); /* each thread's fragments, in place */
+  c->indent--;
+  ex_line(c, "}");
+}
+
+/* A folded RMSNorm prologue (a row reduction not reading the result) runs with every thread before the K loop;
+ * this pipeline has no such phase. */
+static int ws_has_prologue(ectx *c, const ex_ctr *k) {
+  for (int i = 0; i < c->g->nodes.n; i++) {
+    const em_node *rn = &c->g->nodes.v[i];
+    if (rn->out != k->a && !k->dep[rn->out] &&
+        (rn->op == EM_OP_MEAN || rn->op == EM_OP_SUM || rn->op == EM_OP_AMAX || rn->op == EM_OP_VECTOR_NORM))
+      return 1;
+  }
+  return 0;
+}
+
+void ex_k_contraction_ws(ectx *c, const ex_ctr *k, em_launch *L) {
+  int stages = (int)em_knob_get(&c->t->knobs, "STAGES", 1), raster = (int)em_knob_get(&c->t->knobs, "RASTER", 1);
+  int cw = k->BM / 16; /* consumer warps: a warpgroup per 64 rows */
+  int staged = (int)em_knob_get(&c->t->knobs, "EPI_SMEM", 0), cl = (int)em_knob_get(&c->t->knobs, "CLUSTER", 1);
+  const char *sm = em_graph_get_meta(c->g, "stage");
+  if (!k->tma || k->concat || (k->BM != 64 && k->BM != 128) || k->WM != k->BM / 16 || k->WN != 1 || k->SK != 1 || stages < 2 ||
+      (sm && atoi(sm) > 0) || (cl != 1 && cl != 2) || em_knob_get(&c->t->knobs, "PRODUCER", 0) != 1 ||
+      em_knob_get(&c->t->knobs, "WG_WAIT", 0) != 1 || (staged < 0 || staged > 2) || ws_has_prologue(c, k)) {
+    ex_fail(c, "PERSIST=1: a persistent producer/consumer wgmma pipeline (TMA=1, WGMMA=1, WG_WAIT=1, PRODUCER=1, BM 64 or "
+               "128, STAGES >= 2, SPLIT_K=1, CLUSTER 1 or 2, EPI_SMEM 0..2, one linear or a dual pair, no prologue and no "
+               "head-local epilogue)");
+    return;
+  }
+  L->block[0] = 32 * cw + 128;
+  L->persistent = cl; /* (the launcher's cap keeps the grid a multiple of the cluster) */
+  const char *ntext = em_dim_format(&c->g->syms, &k->os->d[k->r - 1], (char[128]){0}, 128);
+  if (cl == 2) {
+    /* pairs of tile rows, two CTAs a pair; B's tensor map loads half a tile (each CTA its half, multicast) */
+    snprintf(L->grid[0], sizeof L->grid[0], "cdiv(%s,%d)*cdiv(%s,%d)*2", ex_numel_text(c, &k->mdims), 2 * k->BM, ntext, k->BN);
+    L->tmaps[0].box[1] = k->BM;
+    for (int b = 1; b <= (k->dual ? 2 : 1); b++) L->tmaps[b].box[1] = k->BN / 2;
+  } else {
+    snprintf(L->grid[0], sizeof L->grid[0], "cdiv(%s,%d)*cdiv(%s,%d)", ex_numel_text(c, &k->mdims), k->BM, ntext, k->BN);
+  }
+  snprintf(L->grid[1], sizeof L->grid[1], "1");
+  snprintf(L->grid[2], sizeof L->grid[2], "1");
+  ex_line(c, "extern __shared__ __align__(1024) unsigned char em_dsm[];");
+  ex_line(c, "__shared__ __align__(8) unsigned long long em_bar[%d], em_empty[%d];", stages, stages);
+  ex_line(c, "const unsigned em_sb = (em_smem(em_dsm) + 1023u) & ~1023u;");
+  /* EPI_SMEM=1, 2: the staged epilogue's tiles after the ring */
+  long long ring = (long long)stages * 128 * (k->BM + k->BN * (k->dual ? 2 : 1)), ep = 2LL * k->BM * (k->BN + 8);
+  for (int s = 0; staged && s < (k->dual ? 2 : 1); s++)
+    ex_line(c, "%s *const em_ep%d = reinterpret_cast<%s *>(em_dsm + (em_sb - em_smem(em_dsm)) + %lldu);",
+            ex_stype(ex_V(c, k->sib[s])->dtype), s, ex_stype(ex_V(c, k->sib[s])->dtype), ring + s * ep);
+  L->smem = 1024 + ring + (staged ? (k->dual ? 2 : 1) * ep : 0);
+  const em_shape *as = ex_S(c, k->A_);
+  ex_line(c, "const long long M = %s, N = %s, K = %s;", ex_numel_c(c, &k->mdims),
+          k->concat ? ex_A(c, "%lldLL", (long long)k->sibOff[k->nsib]) : ex_dim_c(c, &k->os->d[k->r - 1]),
+          ex_dim_c(c, &as->d[as->rank - 1]));
+  ex_line(c, "const int tid = threadIdx.x, lane = tid & 31, wid = tid >> 5;");
+  ex_line(c, "const int nk = (int)((K + 63) / 64);");
+  ws_tile_count(c, k, cl);
+  if (cl == 2) ex_line(c, "const unsigned em_cr = em_cluster_rank();");
+  ex_line(c, "if (tid == 0) {");
+  ex_line(c, "  for (int s = 0; s < %d; s++) em_mbar_init(&em_bar[s], 1);", stages);
+  /* the empty barriers' arrivals: each consumer warp (of both CTAs: CLUSTER=2) */
+  ex_line(c, "  for (int s = 0; s < %d; s++) em_mbar_init(&em_empty[s], %d);", stages, cw * cl);
+  ex_line(c, "  em_mbar_fence_init();");
+  ex_line(c, "}");
+  /* (a cluster: the peer's multicasts and arrivals may only reach barriers that are initialised) */
+  ex_line(c, cl == 2 ? "em_cluster_sync();" : "__syncthreads();");
+  ws_producer(c, k, stages, raster, cw, cl);
+  ws_consumers(c, k, L, stages, raster, staged, cl);
+  if (cl == 2) {
+    c->indent--;
+    ex_line(c, "}");
+    ex_line(c, "em_cluster_sync(); /* no multicast or arrival may reach a CTA that has left */");
+  }
+}
