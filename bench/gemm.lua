@@ -1,0 +1,185 @@
+-- bench/gemm.lua — emmy's matrix multiplies against torch in one process: square bf16 GEMMs (4096³, 8192³: the
+-- main loop alone) and the layer-0 projections of Qwen3-Embedding-0.6B and TinyLlama-1.1B (with their fused
+-- epilogues) at 512 tokens (batch 1) and 4096 (batch 8 x 512). For each contraction kernel: the chosen variant
+-- and every PERSIST=1 candidate (or --pins), each checked against the CPU reference before it is timed (CUDA-graph
+-- replay, median of 50); with --torch the same reproducer in torch eager (F.linear: cuBLAS), with --compile also
+-- in torch.compile (tens of seconds a kernel).
+--   ./emmy bench/gemm.lua [--cases squares,qwen,llama] [--squares 4096,8192] [--batches 1,8] [--torch [--compile]] [--ceilings]
+--                         [--all] [--limit N] [--json FILE]
+-- --all times every candidate of the wgmma tier (not only PERSIST=1); --limit caps the variants a kernel;
+-- --match "K=V,K=V;K=V" keeps the candidates whose knobs include every K=V of one of the ';'-separated sets.
+io.stdout:setvbuf("line")
+local cli = require "emmy.cli"
+local compiler = require "emmy.compiler"
+local frontend = require "emmy.frontend"
+local gpu = require "emmy.gpu"
+local inputs = require "emmy.inputs"
+local kernels = require "emmy.kernels"
+local ref = require "emmy.ref"
+local tbl = require "emmy.tbl"
+local bench = require "emmy.bench"
+
+local opts = cli.parse(arg, { flags = { ["--cases"] = { kind = "string", default = "squares,qwen,llama" },
+  ["--squares"] = { kind = "string", default = "4096,8192" }, ["--batches"] = { kind = "string", default = "1,8" },
+  ["--torch"] = { kind = "bool" }, ["--compile"] = { kind = "bool" }, ["--ceilings"] = { kind = "bool" }, ["--all"] = { kind = "bool" },
+  ["--limit"] = { kind = "int", default = 200, min = 1 }, ["--match"] = { kind = "string" }, ["--json"] = { kind = "string" } } },
+  "bench/gemm.lua")
+local function list_of(s)
+  local out = {}
+  for x in s:gmatch("[^,]+") do out[#out + 1] = x end
+  return out
+end
+-- --match: a candidate's knobs include every K=V of one of the sets
+local match
+if opts.match then
+  match = {}
+  for set in opts.match:gmatch("[^;]+") do
+    local m = {}
+    for k, v in set:gmatch("([%w_]+)=(%-?%d+)") do m[k] = tonumber(v) end
+    match[#match + 1] = m
+  end
+end
+local function matches(kn)
+  if not match then return true end
+  for _, m in ipairs(match) do
+    local ok = true
+    for k, v in pairs(m) do if kn[k] ~= v then ok = false end end
+    if ok then return true end
+  end
+  return false
+end
+local want = {}
+for _, c in ipairs(list_of(opts.cases)) do want[c] = true end
+
+local cu = assert(require("emmy.cuda").open())
+local info = cu:info()
+local dev = gpu.device(info)
+
+-- A square linear y = x wᵀ with x [n, n], w [n, n] as a graph file.
+local function square_graph(n)
+  local path = os.tmpname() .. ".torch.json"
+  local f = assert(io.open(path, "w"))
+  f:write(([[{"format": "emmy.graph", "version": 1, "name": "gemm%d", "symbols": [],
+  "inputs": [{"name": "x", "kind": "activation", "dtype": "bf16", "shape": [%d, %d]},
+             {"name": "w", "kind": "param", "dtype": "bf16", "shape": [%d, %d]}],
+  "nodes": [{"name": "y", "op": "aten.linear.default", "args": {"input": "x", "weight": "w"}, "dtype": "bf16", "shape": [%d, %d]}],
+  "outputs": ["y"]}]]):format(n, n, n, n, n, n, n))
+  f:close()
+  return path
+end
+
+local cases = {}
+if want.squares then
+  for _, n in ipairs(list_of(opts.squares)) do
+    cases[#cases + 1] = { label = ("%s³"):format(n), input = square_graph(tonumber(n)), load = {}, bind = {} }
+  end
+end
+for _, m in ipairs { { "qwen", "Qwen/Qwen3-Embedding-0.6B" }, { "llama", "TinyLlama/TinyLlama-1.1B-Chat-v1.0" } } do
+  if want[m[1]] then
+    for _, b in ipairs(list_of(opts.batches)) do
+      cases[#cases + 1] = { label = ("%s b%s×512"):format(m[1], b), input = m[2], bind = { seq_len = 512 },
+        load = { layer = 0, dynamic = { "seq_len@x:1" }, hint = { "seq_len=512" }, batch = tonumber(b) } }
+    end
+  end
+end
+
+local rows, all, kbs = {}, {}, {}
+local function time_variant(case, p, it, e, vals, ins)
+  if e.error then return nil, e.error end
+  -- the kernel's inputs once; its outputs poisoned again for each variant (an unwritten element fails the check)
+  local kb = kbs[p.kernel.name]
+  if not kb then
+    kb = {}
+    for _, v in ipairs(p.kernel.repro:inputs()) do kb[v.name] = assert(cu:upload(vals[v.name] or ins[v.name])) end
+    kbs[p.kernel.name] = kb
+  end
+  for _, o in ipairs(p.kernel.repro:outputs()) do if kb[o] then kb[o]:fill(255) end end
+  local t, err = gpu.launch(cu, p, e, kb, case.bind)
+  if t then t, err = cu:sync() end
+  if t then t, err = gpu.check_outputs(p.kernel.repro, kb, vals, case.bind) end
+  if t then t, err = cu:time(function() return gpu.launch(cu, p, e, kb, case.bind) end, { graph = true, reps = 50, warmup = 5 }) end
+  return t and t.median_us, err
+end
+
+local ceil
+if opts.ceilings then
+  local tmpj = os.tmpname()
+  os.execute(("python3 %s/tools/torchref/bench.py --ceilings --json %s > /dev/null 2>&1"):format(EMMY_HOME, tmpj))
+  local f = io.open(tmpj)
+  local ok, cl = pcall(require("cjson").decode, f and f:read("*a") or "")
+  if f then f:close() end
+  os.remove(tmpj)
+  if ok then ceil = cl.bf16_tflops end
+  print(ceil and ("ceiling (torch, this GPU): bf16 matmul %.0f TFLOP/s"):format(ceil) or "ceiling: not measured")
+end
+
+for _, case in ipairs(cases) do
+  local t0 = os.clock()
+  local r = frontend.load(case.input, case.load)
+  local g = r.graph
+  local bind = assert(g:bind(case.bind))
+  case.bind = bind
+  local ctx = compiler.run(g)
+  local plans = kernels.plan(ctx, { device = dev })
+  local ins = assert(inputs.for_graph(g, bind, 0))
+  local vals = assert(ref.run(g, ins, { bind = bind, keep_all = true }))
+  io.write(("%s: reference in %.0f s\n"):format(case.label, os.clock() - t0))
+  local list, jobs, at = {}, {}, {}
+  for _, p in ipairs(kernels.distinct(plans)) do
+    if p.kernel.kind == "contraction" then
+      list[#list + 1] = { plan = p, knobs = p.choice.knobs, label = p.choice.string, role = "chosen" }
+      local n = 0
+      for _, c in ipairs(p.candidates) do
+        if c ~= p.choice and n < opts.limit and (c.knobs.PERSIST == 1 or (opts.all and c.knobs.WGMMA == 1)) and matches(c.knobs) then
+          list[#list + 1] = { plan = p, knobs = c.knobs, label = c.string, role = "swept" }
+          n = n + 1
+        end
+      end
+      jobs[#jobs + 1] = { graph = p.kernel.repro, value_of = function(name) return vals[name] or ins[name] end }
+      at[#jobs] = p.kernel.name
+    end
+  end
+  local built = gpu.build(cu, list)
+  local best, chosen = {}, {}
+  for i, it in ipairs(list) do
+    local p = it.plan
+    local us, err = time_variant(case, p, it, built[i], vals, ins)
+    local flops = kernels.facts(p.kernel).flops
+    all[#all + 1] = { case = case.label, kernel = p.kernel.name, knobs = it.label, role = it.role, us = us, flops = flops,
+      error = not us and tostring(err) or nil }
+    if us and (not best[p.kernel.name] or us < best[p.kernel.name].us) then best[p.kernel.name] = { us = us, knobs = it.label } end
+    if it.role == "chosen" then chosen[p.kernel.name] = { us = us, err = err, flops = flops } end
+    if not us then print(("  %s %s: %s"):format(p.kernel.name, it.label, tostring(err))) end
+  end
+  local torch = {}
+  if opts.torch then
+    for i, t in ipairs(bench.torch_many(jobs, case.bind,
+      { kernels = 5, backends = { eager = true, tcompile = opts.compile or nil } })) do torch[at[i]] = t end
+  end
+  for _, p in ipairs(kernels.distinct(plans)) do
+    local name = p.kernel.name
+    if chosen[name] then
+      local c, b, t = chosen[name], best[name], torch[name] or {}
+      local e, tc = t.eager and t.eager.median_us, t.tcompile and t.tcompile.median_us
+      local tb = (e and tc) and math.min(e, tc) or e or tc
+      local tf = function(us) return us and ("%.0f"):format(c.flops / us / 1e6) or "-" end
+      rows[#rows + 1] = { case.label, name, c.us and ("%.1f"):format(c.us) or ("error: " .. tostring(c.err)),
+        b and ("%.1f"):format(b.us) or "-", b and tf(b.us) or "-",
+        (b and ceil) and ("%.0f%%"):format(100 * c.flops / b.us / 1e6 / ceil) or "-",
+        e and ("%.1f"):format(e) or "-", tc and ("%.1f"):format(tc) or "-", tf(tb),
+        (b and tb) and ("%.2f"):format(b.us / tb) or "-", b and b.knobs or "" }
+    end
+  end
+  kbs = {}
+  collectgarbage()
+end
+
+print(("\nemmy GEMMs on %s (CUDA-graph replay, median of 50; each variant checked against the CPU reference first)"):format(info.name))
+tbl.print { header = { "case", "kernel", "chosen µs", "best µs", "best TFLOP/s", "of ceiling", "eager µs", "compile µs",
+  "torch TFLOP/s", "best / torch", "best variant" }, rows = rows, align = "llrrrrrrrrl" }
+print("best / torch: emmy's best variant over torch's faster backend (below 1: emmy faster)")
+if opts.json then
+  local f = assert(io.open(opts.json, "w"))
+  f:write(require("cjson").encode { device = info.name, ceiling_tflops = ceil, variants = all, rows = rows })
+  f:close()
+end
