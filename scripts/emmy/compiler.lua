@@ -53,9 +53,9 @@ end
 
 -- A kernel reproducer records the structural knobs it was formed under (meta "structural", written by
 -- 030_name_kernels); re-forming it applies them where the environment does not pin the knob, so it re-forms as
--- the one kernel it reproduces (a folded RMSNorm with SPLIT_CONE=0 stays folded).
-local function knobs_for(g)
-  local kn, pinned = M.structural_pins()
+-- the one kernel it reproduces (a folded RMSNorm with SPLIT_CONE=0 stays folded). env: as for structural_pins.
+function M.structural_knobs(g, env)
+  local kn, pinned = M.structural_pins(env)
   local rec = g.meta and g:meta("structural")
   if rec then
     for key, v in rec:gmatch("([%w_]+)=(%-?%d+)") do
@@ -67,7 +67,7 @@ end
 
 function M.run(g, opts)
   opts = opts or {}
-  local ctx = { graph = g, knobs = opts.knobs or knobs_for(g), kernels = nil }
+  local ctx = { graph = g, knobs = opts.knobs or M.structural_knobs(g), kernels = nil }
   for _, p in ipairs(M.passes()) do
     p.run(ctx)
     if opts.on_stage then opts.on_stage(p, ctx) end

@@ -6,11 +6,17 @@ local sys = require "emmy.sys"
 
 local M = {}
 
--- The target device: the GPU when one is present, else the H200 the project deploys on (said so).
+-- The H200 the project deploys on: the target where no GPU is present, and the one the golden corpus
+-- (tests/fixtures/cuda_golden/) is planned for on every machine. A fresh table each call.
+function M.deploy_device()
+  return { name = "NVIDIA H200", sm_count = 132, smem_static = 49152, smem_optin = 232448, max_threads = 1024,
+    regs_per_block = 65536, cc = "9.0", cc_major = 9, arch = "sm_90a", assumed = true }
+end
+
+-- The target device: the GPU when one is present, else the deploy target (said so).
 function M.device()
   local gpu = sys.cuda()
-  local d = { name = "NVIDIA H200", sm_count = 132, smem_static = 49152, smem_optin = 232448, max_threads = 1024,
-    regs_per_block = 65536, cc = "9.0", cc_major = 9, arch = "sm_90a", assumed = true }
+  local d = M.deploy_device()
   if gpu then
     d.name, d.sm_count, d.cc, d.assumed = gpu.name, gpu.sm_count, gpu.cc, false
     d.cc_major = tonumber(gpu.cc:match("^(%d+)"))
