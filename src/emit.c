@@ -796,13 +796,14 @@ em_status em_emit(const em_tile *t, char **src, em_launch *launch, char *err) {
   }
   /* PLANT (test-only, tests/fixtures/plant/): a variant that faults (1: trap), hangs (2: spins on nanosleep, an
    * asm volatile with a memory clobber so that the loop has a side effect; a loop on a volatile local was promoted
-   * to a register and deleted) or answers wrong (3: the first block returns at once, so its part of the poisoned
-   * outputs is never written) */
-  static const char *const plant[4] = {"", "  asm volatile(\"trap;\");\n",
+   * to a register and deleted), answers wrong (3: the first block returns at once, so its part of the poisoned
+   * outputs is never written) or does not compile (4: an #error) */
+  static const char *const plant[5] = {"", "  asm volatile(\"trap;\");\n",
                                        "  for (;;) { asm volatile(\"nanosleep.u32 1000;\" ::: \"memory\"); }\n",
-                                       "  if (blockIdx.x == 0 && blockIdx.y == 0 && blockIdx.z == 0) return;\n"};
+                                       "  if (blockIdx.x == 0 && blockIdx.y == 0 && blockIdx.z == 0) return;\n",
+                                       "#error \"PLANT=4: a planted compile error\"\n"};
   long long pl = em_knob_get(&t->knobs, "PLANT", 0);
-  ex_sb_add(&head, ") {\n%s%s}\n", pl >= 1 && pl <= 3 ? plant[pl] : "", body.s ? body.s : "");
+  ex_sb_add(&head, ") {\n%s%s}\n", pl >= 1 && pl <= 4 ? plant[pl] : "", body.s ? body.s : "");
   *src = head.s;
   head.s = NULL;
 cleanup:
