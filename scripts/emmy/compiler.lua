@@ -25,7 +25,11 @@ end
 -- (function(pass, ctx) after each pass). Returns ctx {graph, kernels}.
 -- Structural knobs change which kernels exist, so they are read before any kernel is formed: from
 -- EMMY_<KNOB>=V or a global EMMY_KNOBS item (no kernel prefix).
-M.STRUCTURAL = { SPLIT_CONE = 1, MERGE_SIBLINGS = 0, VIEW_OUT = 1, DUAL_GATE = 1, ROPE_EPI = 1, NORM_EPI = 0 }
+-- Their defaults are the knob table's (src/knobs.h).
+M.STRUCTURAL = {}
+for _, key in ipairs { "SPLIT_CONE", "MERGE_SIBLINGS", "VIEW_OUT", "DUAL_GATE", "ROPE_EPI", "NORM_EPI" } do
+  M.STRUCTURAL[key] = require("emmy.knobs").info(key).default
+end
 
 -- The structural knobs' values: the defaults, overridden by EMMY_<KNOB> and EMMY_KNOBS. Returns values, and the
 -- set of knobs the environment pinned.

@@ -2,7 +2,10 @@
 -- its reason, the candidate knob assignments of the families whose gates passed (the leaves of the fork
 -- tree), the resource check of each candidate, and knob pins (EMMY_KNOBS, EMMY_<KNOB>).
 -- Rule files run in a sandbox holding only the rule API: an unknown global is an error at once.
+-- Every knob a rule declares or a fork returns is checked against the knob table
+-- (src/knobs.h, `require "emmy.knobs"`): a name it lacks or a value it does not take is an error naming the rule.
 local sys = require "emmy.sys"
+local knobs = require "emmy.knobs"
 
 local M = {}
 
@@ -67,11 +70,54 @@ function M.load(dir)
         r.path = path
         local info = r.gate and debug.getinfo(r.gate, "S")
         r.line = info and info.linedefined or 0
+        M.check_declared(r)
         out[#out + 1] = r
       end
     end
   end
   return out
+end
+
+-- Checks the knobs rule r declares (r.knobs = {KNOB = default}) against the knob table: each is a knob of the
+-- table, of the rule's family, and its default is one of its legal values; else raises one line naming the rule's
+-- file and line and the knob.
+function M.check_declared(r)
+  if r.knobs ~= nil and type(r.knobs) ~= "table" then
+    error(("%s:%d: rule %s: knobs must be a table {KNOB = default}"):format(r.file, r.line, r.name), 0)
+  end
+  local keys = {}
+  for key in pairs(r.knobs or {}) do keys[#keys + 1] = tostring(key) end
+  table.sort(keys)
+  for _, key in ipairs(keys) do
+    local def = r.knobs[key]
+    local ok, why = knobs.check(key, def)
+    if not ok then
+      error(("%s:%d: rule %s declares %s=%s: %s"):format(r.file, r.line, r.name, key, tostring(def), why), 0)
+    end
+    local fam = knobs.info(key).family
+    if fam ~= r.family then
+      error(("%s:%d: rule %s (family %s) declares %s, a knob of family %s in the knob table (src/knobs.h)"):format(
+        r.file, r.line, r.name, r.family, key, fam), 0)
+    end
+  end
+end
+
+-- Checks the option tables a fork of rule r returned: every knob in the knob table, every value legal; else raises
+-- one line naming the rule's file, the fork's line and the knob.
+local function check_options(r, list)
+  for _, o in ipairs(list) do
+    if type(o) ~= "table" then
+      error(("%s: fork %s must return a list of option tables (got a %s in it)"):format(r.file, r.name, type(o)), 0)
+    end
+    for key, v in pairs(o) do
+      local ok, why = knobs.check(tostring(key), v)
+      if not ok then
+        local info = debug.getinfo(r.fork, "S")
+        error(("%s:%d: fork %s returns %s=%s: %s"):format(r.file, info and info.linedefined or 0, r.name, tostring(key),
+          tostring(v), why), 0)
+      end
+    end
+  end
 end
 
 local function applies(r, k)
@@ -147,6 +193,7 @@ function M.evaluate(rules, k, dev)
         local okc, list = pcall(r.fork, k, dev)
         if not okc then error(("%s: fork %s: %s"):format(r.file, r.name, tostring(list)), 0) end
         if type(list) ~= "table" then error(("%s: fork %s must return a list of option tables"):format(r.file, r.name), 0) end
+        check_options(r, list)
         if not fam_opts[r.family] then
           fam_opts[r.family] = {}
           fam_order[#fam_order + 1] = r.family
