@@ -36,13 +36,12 @@ end
 function M.structural_pins(env)
   env = env or os.getenv
   local out, pinned = {}, {}
+  local items = require("emmy.rules").knob_items(env)
   for key, def in pairs(M.STRUCTURAL) do
     out[key] = def
     local v = env("EMMY_" .. key)
-    local spec = env("EMMY_KNOBS") or ""
-    for item in spec:gmatch("[^,]+") do
-      local k2, v2 = item:match("^%s*([%w_]+)=(%-?%d+)%s*$")
-      if k2 == key then v = v2 end
+    for _, it in ipairs(items) do
+      if not it.who and it.key == key then v = tostring(it.v) end
     end
     if v and v ~= "" then
       if not tonumber(v) or (tonumber(v) ~= 0 and tonumber(v) ~= 1) then
