@@ -730,7 +730,7 @@ static int l_emit(lua_State *L) {
     while (lua_next(L, -2)) {
       const char *key = lua_type(L, -2) == LUA_TSTRING ? lua_tostring(L, -2) : NULL;
       lua_Number v = lua_isnumber(L, -1) ? lua_tonumber(L, -1) : 0.5;
-      if (!key || v != (lua_Number)(int64_t)v) {
+      if (!key || !(v >= -9e18 && v <= 9e18) || v != (lua_Number)(int64_t)v) {
         snprintf(err, sizeof err, "emit %s: knob %s needs an integer value", name, key ? key : "(not a name)");
         return em_lua_fail(L, err);
       }

@@ -53,7 +53,7 @@ static int l_check(lua_State *L) {
     return em_lua_fail(L, err);
   }
   lua_Number v = lua_type(L, 2) == LUA_TNUMBER ? lua_tonumber(L, 2) : 0;
-  if (v != (lua_Number)(int64_t)v) {
+  if (!(v >= -9e18 && v <= 9e18) || v != (lua_Number)(int64_t)v) { /* (int64_t) of a larger v is undefined */
     snprintf(err, sizeof err, "%s=%.17g is not an integer", name, (double)v);
     return em_lua_fail(L, err);
   }
