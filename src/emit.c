@@ -67,29 +67,33 @@ void ex_fail(ectx *c, const char *fmt, ...) {
 
 /* ---- knobs ----------------------------------------------------------------------------------------- */
 
-int em_knob_get(const em_knobs *k, const char *key, int64_t def) {
+em_status em_knob_set(em_knobs *k, const char *name, int64_t v, char *err) {
+  if (em_knob_check(name, v, err)) return EM_EINPUT;
+  em_knob_id id = (em_knob_id)em_knob_find(name);
   for (int i = 0; i < k->n; i++)
-    if (!strcmp(k->key[i], key)) return (int)k->val[i];
-  return (int)def;
-}
-
-void em_knob_set(em_knobs *k, const char *key, int64_t v) {
-  for (int i = 0; i < k->n; i++)
-    if (!strcmp(k->key[i], key)) {
+    if (k->id[i] == id) {
       k->val[i] = v;
-      return;
+      return EM_OK;
     }
-  if (k->n == EM_MAX_KNOBS) return;
-  /* kept sorted by key, so the knob list prints canonically */
+  /* distinct table knobs: never more than EM_NKNOBS */
+  if (k->n >= EM_NKNOBS) return em_fail(err, EM_EINPUT, "knob %s: the assignment already holds every knob", name);
+  /* kept sorted by name, so the knob list prints canonically */
   int i = k->n;
-  while (i > 0 && strcmp(k->key[i - 1], key) > 0) {
-    memcpy(k->key[i], k->key[i - 1], sizeof k->key[0]);
+  while (i > 0 && strcmp(em_knob_table[k->id[i - 1]].name, name) > 0) {
+    k->id[i] = k->id[i - 1];
     k->val[i] = k->val[i - 1];
     i--;
   }
-  snprintf(k->key[i], sizeof k->key[0], "%s", key);
+  k->id[i] = id;
   k->val[i] = v;
   k->n++;
+  return EM_OK;
+}
+
+int64_t em_knob_value(const em_knobs *k, em_knob_id id) {
+  for (int i = 0; i < k->n; i++)
+    if (k->id[i] == id) return k->val[i];
+  return (unsigned)id < EM_NKNOBS ? em_knob_table[id].def : 0;
 }
 
 static const char *kind_names[EM_NKINDS] = {"pointwise", "row", "reduce", "contraction", "attention"};
@@ -722,6 +726,9 @@ em_status em_emit(const em_tile *t, char **src, em_launch *launch, char *err) {
   c.t = t;
   c.g = t->g;
   c.anchor = t->anchor;
+  /* the knob plan: every knob of the table, the assignment's value or the table's default (em_knob_set checked
+   * the assignment's names and values) */
+  for (int i = 0; i < EM_NKNOBS; i++) c.kv[i] = em_knob_value(&t->knobs, (em_knob_id)i);
   c.xanchor = -1;
   memset(launch, 0, sizeof *launch);
   for (int i = 0; i < 3; i++) {
@@ -763,13 +770,14 @@ em_status em_emit(const em_tile *t, char **src, em_launch *launch, char *err) {
   }
   /* CLUSTER (the contraction's TMA multicast): the cluster shape is the kernel's own, so a plain launch forms
    * the clusters (the grid's x is a multiple of it: the emitter checked) */
-  long long cl = t->kind == EM_K_CONTRACTION ? em_knob_get(&t->knobs, "CLUSTER", 1) : 1;
+  long long cl = t->kind == EM_K_CONTRACTION ? EX_KNOB(&c, CLUSTER) : 1;
   ex_sb_add(&head, "%s%s%s\n// kernel %s: %s", ex_PRELUDE, c.extra_prelude ? c.extra_prelude : "",
             cl > 1 && c.extra_prelude == ex_TMA_PRELUDE ? ex_CLUSTER_PRELUDE : "", t->name, em_kkind_name(t->kind));
-  for (int i = 0; i < t->knobs.n; i++) ex_sb_add(&head, "%s%s=%lld", i ? "," : " ", t->knobs.key[i], (long long)t->knobs.val[i]);
+  for (int i = 0; i < t->knobs.n; i++)
+    ex_sb_add(&head, "%s%s=%lld", i ? "," : " ", em_knob_table[t->knobs.id[i]].name, (long long)t->knobs.val[i]);
   /* MINB (the flash tier): the blocks per SM the register allocation must allow (__launch_bounds__' second
    * argument); 1 leaves the allocation to ptxas */
-  long long minb = em_knob_get(&t->knobs, "MINB", 1);
+  long long minb = EX_KNOB(&c, MINB);
   char cdims[64] = "";
   if (cl > 1) snprintf(cdims, sizeof cdims, "__cluster_dims__(%lld, 1, 1) ", cl);
   if (minb > 1 || launch->persistent) /* (setmaxnreg needs the register cap of one block an SM) */
@@ -796,13 +804,14 @@ em_status em_emit(const em_tile *t, char **src, em_launch *launch, char *err) {
   }
   /* PLANT (test-only, tests/fixtures/plant/): a variant that faults (1: trap), hangs (2: spins on nanosleep, an
    * asm volatile with a memory clobber so that the loop has a side effect; a loop on a volatile local was promoted
-   * to a register and deleted) or answers wrong (3: the first block returns at once, so its part of the poisoned
-   * outputs is never written) */
-  static const char *const plant[4] = {"", "  asm volatile(\"trap;\");\n",
+   * to a register and deleted), answers wrong (3: the first block returns at once, so its part of the poisoned
+   * outputs is never written) or does not compile (4: an #error) */
+  static const char *const plant[5] = {"", "  asm volatile(\"trap;\");\n",
                                        "  for (;;) { asm volatile(\"nanosleep.u32 1000;\" ::: \"memory\"); }\n",
-                                       "  if (blockIdx.x == 0 && blockIdx.y == 0 && blockIdx.z == 0) return;\n"};
-  long long pl = em_knob_get(&t->knobs, "PLANT", 0);
-  ex_sb_add(&head, ") {\n%s%s}\n", pl >= 1 && pl <= 3 ? plant[pl] : "", body.s ? body.s : "");
+                                       "  if (blockIdx.x == 0 && blockIdx.y == 0 && blockIdx.z == 0) return;\n",
+                                       "#error \"PLANT=4: a planted compile error\"\n"};
+  long long pl = EX_KNOB(&c, PLANT);
+  ex_sb_add(&head, ") {\n%s%s}\n", pl >= 1 && pl <= 4 ? plant[pl] : "", body.s ? body.s : "");
   *src = head.s;
   head.s = NULL;
 cleanup:

@@ -9,15 +9,16 @@
 #define EM_EMIT_H
 
 #include "graph.h"
+#include "knobs.h"
 
 typedef enum { EM_K_POINTWISE, EM_K_ROW, EM_K_REDUCE, EM_K_CONTRACTION, EM_K_ATTENTION, EM_NKINDS } em_kkind;
 
-#define EM_MAX_KNOBS 24
-
+/* A knob assignment: distinct knobs of the table (knobs.h), kept sorted by name — the kernel's header comment
+ * lists them in this order. Every knob fits: there are EM_NKNOBS of them. */
 typedef struct {
   int n;
-  char key[EM_MAX_KNOBS][16];
-  int64_t val[EM_MAX_KNOBS];
+  em_knob_id id[EM_NKNOBS];
+  int64_t val[EM_NKNOBS];
 } em_knobs;
 
 /* The tile IR: a kernel with every knob bound. */
@@ -51,8 +52,11 @@ typedef struct {
  * reason when the kernel cannot be emitted with these knobs (a gate should have refused it). */
 em_status em_emit(const em_tile *t, char **src, em_launch *launch, char *err);
 
-int em_knob_get(const em_knobs *k, const char *key, int64_t def);
-void em_knob_set(em_knobs *k, const char *key, int64_t v);
+/* Sets knob name to v in k (replacing its value if set). Returns EM_EINPUT with err naming the knob when name is
+ * not in the knob table or v is not one of its legal values (k unchanged). */
+em_status em_knob_set(em_knobs *k, const char *name, int64_t v, char *err);
+/* The value of knob id in k, or the table's default when k leaves it out. */
+int64_t em_knob_value(const em_knobs *k, em_knob_id id);
 const char *em_kkind_name(em_kkind k);
 int em_kkind_parse(const char *s);
 

@@ -44,7 +44,7 @@ static int rows_copyable(ectx *c, int v, int *base, em_dim *st, int64_t D) {
  * ldmatrix.trans); the online softmax keeps each row's max and sum in f32 across the quad of threads that
  * holds it. Causal blocks stop at their last row. */
 static void k_flash(ectx *c, em_launch *L) {
-  int BQ = em_knob_get(&c->t->knobs, "BQ", 64), BKV = em_knob_get(&c->t->knobs, "BKV", 32);
+  int BQ = EX_KNOB(c, BQ), BKV = EX_KNOB(c, BKV);
   int a = c->t->anchor;
   const em_node *an = &c->g->nodes.v[ex_V(c, a)->node];
   int q = an->args[0].tensor, k = an->args[1].tensor, v = an->args[2].tensor;
@@ -62,11 +62,11 @@ static void k_flash(ectx *c, em_launch *L) {
   }
   /* KVSPLIT=2: twice the warps, the two halves of each query row group taking alternate K/V tiles, their
    * softmax states merged through shared memory at the end (more warps per SM at short lengths) */
-  int P = em_knob_get(&c->t->knobs, "KVSPLIT", 1);
-  int kvst0 = em_knob_get(&c->t->knobs, "KVST", 1);
+  int P = EX_KNOB(c, KVSPLIT);
+  int kvst0 = EX_KNOB(c, KVST);
   /* QSMEM=1: the Q tile keeps rows of its own in the buffer (before the K/V stages) and each k-step reloads its
    * fragments with ldmatrix, instead of holding them in registers (D/2 fewer registers per thread) */
-  int qsm = em_knob_get(&c->t->knobs, "QSMEM", 0) == 1;
+  int qsm = EX_KNOB(c, QSMEM) == 1;
   int rows0 = qsm ? BQ + 2 * BKV * kvst0 * P : BQ > 2 * BKV * kvst0 * P ? BQ : 2 * BKV * kvst0 * P;
   if (BQ % 16 || BKV % 16 || BQ < 16 || BKV < 16 || kvst0 < 1 || kvst0 > 2 || P < 1 || P > 2 ||
       rows0 * (D + 8) * 2 > (P == 1 ? 49152 : 232448)) {
@@ -85,7 +85,7 @@ static void k_flash(ectx *c, em_launch *L) {
   snprintf(L->grid[1], sizeof L->grid[1], "%s", bat.rank ? ex_numel_text(c, &bat) : "1");
   /* one shared buffer: the Q tile first (its fragments then live in registers), then KVST stages of K and V
    * tiles (KVST=2: the next tile's cp.async copies overlap this tile's math) */
-  int kvst = em_knob_get(&c->t->knobs, "KVST", 1);
+  int kvst = EX_KNOB(c, KVST);
   int rows = rows0;
   long long DP = (long long)(D + 8);
   if (P == 1) {
@@ -420,11 +420,11 @@ static void k_flash(ectx *c, em_launch *L) {
  * f32 accumulator in registers and runs an online softmax over the keys. KV_TILE > 0 stages KV_TILE keys and
  * values in shared memory, loaded by the whole block; causal blocks stop at their last row's diagonal. */
 void ex_k_attention(ectx *c, em_launch *L) {
-  if (em_knob_get(&c->t->knobs, "FLASH", 0)) {
+  if (EX_KNOB(c, FLASH)) {
     k_flash(c, L);
     return;
   }
-  int threads = em_knob_get(&c->t->knobs, "QROWS", 64), kvt = em_knob_get(&c->t->knobs, "KV_TILE", 0);
+  int threads = EX_KNOB(c, QROWS), kvt = EX_KNOB(c, KV_TILE);
   int a = c->t->anchor;
   const em_node *an = &c->g->nodes.v[ex_V(c, a)->node];
   int q = an->args[0].tensor, k = an->args[1].tensor, v = an->args[2].tensor;

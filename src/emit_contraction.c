@@ -188,14 +188,14 @@ const char *ex_ctr_result(ectx *c, int v, const char *acc, const char *nidx) {
 }
 
 void ex_k_contraction(ectx *c, em_launch *L) {
-  int mma = em_knob_get(&c->t->knobs, "MMA", 0);
-  int BM = em_knob_get(&c->t->knobs, "BM", 64), BN = em_knob_get(&c->t->knobs, "BN", 64);
-  int BK = em_knob_get(&c->t->knobs, "BK", 16), TM = em_knob_get(&c->t->knobs, "TM", 4), TN = em_knob_get(&c->t->knobs, "TN", 4);
-  int WM = em_knob_get(&c->t->knobs, "WM", 2), WN = em_knob_get(&c->t->knobs, "WN", 2);
-  int async = em_knob_get(&c->t->knobs, "ASYNC", 0), stages = em_knob_get(&c->t->knobs, "STAGES", 1);
-  int wgt = (int)em_knob_get(&c->t->knobs, "WGMMA", 0), wgw = (int)em_knob_get(&c->t->knobs, "WG_WAIT", 0);
+  int mma = EX_KNOB(c, MMA);
+  int BM = EX_KNOB(c, BM), BN = EX_KNOB(c, BN);
+  int BK = EX_KNOB(c, BK), TM = EX_KNOB(c, TM), TN = EX_KNOB(c, TN);
+  int WM = EX_KNOB(c, WM), WN = EX_KNOB(c, WN);
+  int async = EX_KNOB(c, ASYNC), stages = EX_KNOB(c, STAGES);
+  int wgt = EX_KNOB(c, WGMMA), wgw = EX_KNOB(c, WG_WAIT);
   /* PAD_SMEM: bf16 elements added to each tile row (8 keeps ldmatrix rows on distinct banks; 0 packs them) */
-  int pad = em_knob_get(&c->t->knobs, "PAD_SMEM", 8);
+  int pad = EX_KNOB(c, PAD_SMEM);
   if (pad % 8 || pad < 0) {
     ex_fail(c, "PAD_SMEM=%d must be a non-negative multiple of 8 (16-byte rows)", pad);
     return;
@@ -287,7 +287,7 @@ void ex_k_contraction(ectx *c, em_launch *L) {
   snprintf(L->grid[2], sizeof L->grid[2], "%s", bdims.rank ? ex_numel_text(c, &bdims) : "1");
   /* ASYNC=1: operand rows copied 16 bytes at a time with cp.async into a STAGES-deep ring of tiles; needs
    * the warp tier and operands that are kernel inputs with a contiguous K (a multiple of 8) */
-  int tma = em_knob_get(&c->t->knobs, "TMA", 0);
+  int tma = EX_KNOB(c, TMA);
   if (wgt && !tma) {
     ex_fail(c, "WGMMA=1 reads its operands from TMA-staged swizzled tiles (TMA=1)");
     return;
@@ -295,7 +295,7 @@ void ex_k_contraction(ectx *c, em_launch *L) {
   if (wgt) c->extra_prelude = ex_TMA_PRELUDE;
   /* SPLIT_K=S: grid z splits the K tiles in S slices; each block writes its partial accumulators to scratch and
    * the last block of an (m, n) tile (a counter) sums them in slice order, so the result is deterministic */
-  int SK = em_knob_get(&c->t->knobs, "SPLIT_K", 1);
+  int SK = EX_KNOB(c, SPLIT_K);
   if (SK < 1 || SK > 16 || (SK > 1 && (!mma || !lin_op))) {
     ex_fail(c, "SPLIT_K=%d needs 1..16, and above 1 the warp tier on a linear", SK);
     return;
@@ -320,10 +320,10 @@ void ex_k_contraction(ectx *c, em_launch *L) {
    * share the A tile; each loads half its rows and multicasts them into both CTAs' rings, halving A's L2 reads.
    * A stage is refilled only when both CTAs have retired its wgmma groups (an "empty" mbarrier per stage, one
    * arrival from each CTA), and neither leaves while the other may still signal its barriers. */
-  int CL = (int)em_knob_get(&c->t->knobs, "CLUSTER", 1), persist = (int)em_knob_get(&c->t->knobs, "PERSIST", 0);
+  int CL = EX_KNOB(c, CLUSTER), persist = EX_KNOB(c, PERSIST);
   if (CL != 1 && !persist) { /* (PERSIST=1 pairs its CTAs along M: emit_gemm_ws.c checks them) */
     int64_t ncst = 0;
-    if (CL != 2 || !tma || !wgt || wgw != 1 || stages < 3 || SK != 1 || em_knob_get(&c->t->knobs, "RASTER", 1) != 1 || concat || !lin_op ||
+    if (CL != 2 || !tma || !wgt || wgw != 1 || stages < 3 || SK != 1 || EX_KNOB(c, RASTER) != 1 || concat || !lin_op ||
         !em_dim_is_const(&os->d[r - 1], &ncst) || ((ncst + BN - 1) / BN) % 2) {
       ex_fail(c, "CLUSTER=%d: a cluster is 2 CTAs along N sharing the A tile (TMA=1, WGMMA=1, WG_WAIT=1, STAGES >= 3, "
                  "SPLIT_K=1, RASTER=1, one linear or a dual pair, an even number of N tiles)", CL);
@@ -335,7 +335,7 @@ void ex_k_contraction(ectx *c, em_launch *L) {
    * retired the stage's wgmma group) and refills it; the consumer warpgroups only wait for full stages and issue
    * wgmma, with no block-wide barrier in the K loop. The producer leaves after its loop, so the epilogue may
    * have no block-wide barrier (no staged epilogue) and split-K's reduction is not offered. */
-  int WS = (int)em_knob_get(&c->t->knobs, "PRODUCER", 0);
+  int WS = EX_KNOB(c, PRODUCER);
   if (WS) {
     const char *sm = em_graph_get_meta(c->g, "stage");
     if (WS != 1 || !tma || !wgt || wgw != 1 || stages < 2 || SK != 1 || (CL != 1 && !persist) || (sm && atoi(sm) > 0) ||
@@ -423,7 +423,7 @@ void ex_k_contraction(ectx *c, em_launch *L) {
   }
   ex_line(c, "const long long M = %s, N = %s, K = %s;", ex_numel_c(c, &mdims),
        concat ? ex_A(c, "%lldLL", (long long)sibOff[nsib]) : ex_dim_c(c, &os->d[r - 1]), ex_dim_c(c, Kd));
-  int raster = em_knob_get(&c->t->knobs, "RASTER", 1);
+  int raster = EX_KNOB(c, RASTER);
   if (raster > 1) {
     /* grouped order: RASTER consecutive blocks walk down RASTER tile rows before the next column, so the
      * A rows and B columns they share stay in L2 */

@@ -223,13 +223,13 @@ static int ws_has_prologue(ectx *c, const ex_ctr *k) {
 }
 
 void ex_k_contraction_ws(ectx *c, const ex_ctr *k, em_launch *L) {
-  int stages = (int)em_knob_get(&c->t->knobs, "STAGES", 1), raster = (int)em_knob_get(&c->t->knobs, "RASTER", 1);
+  int stages = EX_KNOB(c, STAGES), raster = EX_KNOB(c, RASTER);
   int cw = k->BM / 16; /* consumer warps: a warpgroup per 64 rows */
-  int staged = (int)em_knob_get(&c->t->knobs, "EPI_SMEM", 0), cl = (int)em_knob_get(&c->t->knobs, "CLUSTER", 1);
+  int staged = EX_KNOB(c, EPI_SMEM), cl = EX_KNOB(c, CLUSTER);
   const char *sm = em_graph_get_meta(c->g, "stage");
   if (!k->tma || k->concat || (k->BM != 64 && k->BM != 128) || k->WM != k->BM / 16 || k->WN != 1 || k->SK != 1 || stages < 2 ||
-      (sm && atoi(sm) > 0) || (cl != 1 && cl != 2) || em_knob_get(&c->t->knobs, "PRODUCER", 0) != 1 ||
-      em_knob_get(&c->t->knobs, "WG_WAIT", 0) != 1 || (staged < 0 || staged > 2) || ws_has_prologue(c, k)) {
+      (sm && atoi(sm) > 0) || (cl != 1 && cl != 2) || EX_KNOB(c, PRODUCER) != 1 ||
+      EX_KNOB(c, WG_WAIT) != 1 || (staged < 0 || staged > 2) || ws_has_prologue(c, k)) {
     ex_fail(c, "PERSIST=1: a persistent producer/consumer wgmma pipeline (TMA=1, WGMMA=1, WG_WAIT=1, PRODUCER=1, BM 64 or "
                "128, STAGES >= 2, SPLIT_K=1, CLUSTER 1 or 2, EPI_SMEM 0..2, one linear or a dual pair, no prologue and no "
                "head-local epilogue)");

@@ -31,6 +31,7 @@ typedef struct {
 typedef struct {
   const em_tile *t;
   const em_graph *g;
+  int64_t kv[EM_NKNOBS];   /* the knob plan: every knob's value (the assignment's, else the table's default) */
   sbuf *out;
   int indent;
   int tmp;
@@ -61,6 +62,9 @@ typedef struct {
   int failed;
   char err[EM_ERR_MAX];
 } ectx;
+
+/* The value of knob NAME (a name of the knob table, knobs.h: another does not compile) in c's plan. */
+#define EX_KNOB(c, NAME) ((int)(c)->kv[EM_KNOB_##NAME])
 
 void ex_sb_add(sbuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 char *ex_A(ectx *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

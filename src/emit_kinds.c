@@ -11,8 +11,7 @@
 
 /* Pointwise: a grid-stride loop; each thread takes VEC consecutive elements, EPT times per loop trip. */
 void ex_k_pointwise(ectx *c, em_launch *L) {
-  int threads = em_knob_get(&c->t->knobs, "BLOCK", 256), vec = em_knob_get(&c->t->knobs, "VEC", 1),
-      ept = em_knob_get(&c->t->knobs, "EPT", 1);
+  int threads = EX_KNOB(c, BLOCK), vec = EX_KNOB(c, VEC), ept = EX_KNOB(c, EPT);
   if (vec < 1 || ept < 1) {
     ex_fail(c, "VEC=%d and EPT=%d must be at least 1", vec, ept);
     return;
@@ -46,8 +45,8 @@ void ex_k_pointwise(ectx *c, em_launch *L) {
 static const char *red_init(em_op op) { return op == EM_OP_AMAX ? "-INFINITY" : "0.0f"; }
 
 void ex_k_row(ectx *c, em_launch *L) {
-  int threads = em_knob_get(&c->t->knobs, "THREADS", 256), rpb = em_knob_get(&c->t->knobs, "RPB", 1);
-  int cache = em_knob_get(&c->t->knobs, "CACHE", 0);
+  int threads = EX_KNOB(c, THREADS), rpb = EX_KNOB(c, RPB);
+  int cache = EX_KNOB(c, CACHE);
   if (threads % 32 || rpb < 1 || threads * rpb > 1024) {
     ex_fail(c, "THREADS=%d x RPB=%d: threads per row must be a multiple of 32, at most 1024 per block", threads, rpb);
     return;
@@ -177,7 +176,7 @@ void ex_k_row(ectx *c, em_launch *L) {
 }
 
 void ex_k_reduce(ectx *c, em_launch *L) {
-  int threads = em_knob_get(&c->t->knobs, "BLOCK", 256);
+  int threads = EX_KNOB(c, BLOCK);
   int a = c->t->anchor;
   const em_node *an = &c->g->nodes.v[ex_V(c, a)->node];
   int xin = an->args[0].tensor;

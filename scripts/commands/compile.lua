@@ -72,7 +72,10 @@ return {
       stop_after = opts.stop_after,
       on_stage = function(p, c) if d then d:stage(p, c) end end,
     })
-    if not ok then cli.fail("%s", tostring(ctx)) end
+    if not ok then
+      if cli.is_error(ctx) then error(ctx, 0) end -- a usage error (a bad EMMY_KNOBS item) keeps its exit code
+      cli.fail("%s", tostring(ctx))
+    end
     if opts.ir == "graph" or not ctx.kernels then
       if opts.o then cli.check(graphjson.write(ctx.graph, opts.o)) end
       show.print_graph(ctx.graph, { nodes = true })

@@ -572,6 +572,8 @@ function M.parse_ab(spec)
   for item in spec:gmatch("[^,]+") do
     local key, v = item:match("^%s*([%u][%u%d_]*)=(%-?%d+)%s*$")
     if not key then return nil, ("--ab '%s': '%s' is not KNOB=N"):format(spec, item) end
+    local knobs = require "emmy.knobs"
+    if not knobs.info(key) then return nil, ("--ab '%s': %s"):format(spec, select(2, knobs.check(key, 0))) end
     pins[key], n = tonumber(v), n + 1
   end
   if n == 0 then return nil, ("--ab '%s': no KNOB=N"):format(spec) end

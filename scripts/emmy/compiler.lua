@@ -25,20 +25,23 @@ end
 -- (function(pass, ctx) after each pass). Returns ctx {graph, kernels}.
 -- Structural knobs change which kernels exist, so they are read before any kernel is formed: from
 -- EMMY_<KNOB>=V or a global EMMY_KNOBS item (no kernel prefix).
-M.STRUCTURAL = { SPLIT_CONE = 1, MERGE_SIBLINGS = 0, VIEW_OUT = 1, DUAL_GATE = 1, ROPE_EPI = 1, NORM_EPI = 0 }
+-- Their defaults are the knob table's (src/knobs.h).
+M.STRUCTURAL = {}
+for _, key in ipairs { "SPLIT_CONE", "MERGE_SIBLINGS", "VIEW_OUT", "DUAL_GATE", "ROPE_EPI", "NORM_EPI" } do
+  M.STRUCTURAL[key] = require("emmy.knobs").info(key).default
+end
 
 -- The structural knobs' values: the defaults, overridden by EMMY_<KNOB> and EMMY_KNOBS. Returns values, and the
 -- set of knobs the environment pinned.
 function M.structural_pins(env)
   env = env or os.getenv
   local out, pinned = {}, {}
+  local items = require("emmy.rules").knob_items(env)
   for key, def in pairs(M.STRUCTURAL) do
     out[key] = def
     local v = env("EMMY_" .. key)
-    local spec = env("EMMY_KNOBS") or ""
-    for item in spec:gmatch("[^,]+") do
-      local k2, v2 = item:match("^%s*([%w_]+)=(%-?%d+)%s*$")
-      if k2 == key then v = v2 end
+    for _, it in ipairs(items) do
+      if not it.who and it.key == key then v = tostring(it.v) end
     end
     if v and v ~= "" then
       if not tonumber(v) or (tonumber(v) ~= 0 and tonumber(v) ~= 1) then

@@ -227,8 +227,11 @@ function M.failures(db, ctx, substr)
       if a.distinguishing ~= b.distinguishing then return a.distinguishing end
       return a.knob < b.knob
     end)
-    local pins = {}
-    for _, s in ipairs(shared) do pins[#pins + 1] = ("%s:%s=%s"):format(c.kernel, s.knob, s.value) end
+    -- (a structural knob is not pinned for one kernel: the kernel's reproducer records the ones it was formed under)
+    local pins, structural = {}, require("emmy.compiler").STRUCTURAL
+    for _, s in ipairs(shared) do
+      if structural[s.knob] == nil then pins[#pins + 1] = ("%s:%s=%s"):format(c.kernel, s.knob, s.value) end
+    end
     local targs = M.trace_args(cmd_of[c.kernel])
     local repro = #targs > 0 and ("EMMY_KNOBS=%s emmy compile %s --kernel %s --nvrtc"):format(table.concat(pins, ","),
       table.concat(targs, " "), c.kernel) or nil

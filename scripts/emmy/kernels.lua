@@ -174,7 +174,8 @@ function M.domain_text(f)
 end
 
 -- Runs the rules on every kernel. Returns list of plans {kernel, facts, eval, candidates (after pins),
--- choice (first candidate)}; a refused pin raises one line naming the gate.
+-- choice (first candidate)}; a refused pin raises one line naming the gate, and so does a pin no kernel of ctx has
+-- (rules.check_pins) unless opts.check_pins is false (the caller checks the whole run's plans itself).
 function M.plan(ctx, opts)
   opts = opts or {}
   local dev = opts.device or M.device()
@@ -187,6 +188,7 @@ function M.plan(ctx, opts)
     local cands = rules.apply_pins(k.name, ev, pins)
     plans[#plans + 1] = { kernel = k, facts = f, eval = ev, candidates = cands, choice = cands[1], pins = pins }
   end
+  if opts.check_pins ~= false then rules.check_pins(plans, opts.env) end
   return plans, dev
 end
 
@@ -216,7 +218,7 @@ function M.structural_forks(g, dev, opts)
     for key in pairs(compiler.STRUCTURAL) do if not pinned[key] then free[#free + 1] = key end end
     table.sort(free)
   end
-  local forks, seen, tried = {}, {}, 0
+  local forks, seen, tried, all = {}, {}, 0, {}
   for bits = 0, 2 ^ #free - 1 do
     local kn = {}
     for key, v in pairs(base) do kn[key] = v end
@@ -226,7 +228,8 @@ function M.structural_forks(g, dev, opts)
     end
     tried = tried + 1
     local ctx = compiler.run(g, { knobs = kn })
-    local plans = M.plan(ctx, { device = dev })
+    local plans = M.plan(ctx, { device = dev, check_pins = false })
+    for _, p in ipairs(plans) do all[#all + 1] = p end
     local hashes = {}
     for i, p in ipairs(plans) do hashes[i] = p.kernel.repro:hash() end
     local sorted = { unpack(hashes) }
@@ -237,6 +240,7 @@ function M.structural_forks(g, dev, opts)
       forks[#forks + 1] = { knobs = kn, plans = plans, hashes = hashes, graph = ctx.graph }
     end
   end
+  rules.check_pins(all)
   return forks, tried
 end
 
@@ -293,8 +297,9 @@ end
 -- The plan of a reproducer's main kernel on dev: a reproducer may re-form with a copy kernel for a view it
 -- returns, so the main one is the first contraction, else attention, row, reduce, pointwise. The bench worker
 -- measures this plan and the tuner compiles ahead from it (the same source, so the cubin cache serves the worker).
+-- (The run's pins were checked against the whole run's kernels where it was planned, not against this one.)
 function M.repro_plan(g, dev)
-  local plans = M.plan(require("emmy.compiler").run(g), { device = dev })
+  local plans = M.plan(require("emmy.compiler").run(g), { device = dev, check_pins = false })
   local RANK = { contraction = 1, attention = 2, row = 3, reduce = 4, pointwise = 5 }
   local p = plans[1]
   for _, q in ipairs(plans) do if (RANK[q.kernel.kind] or 9) < (RANK[p.kernel.kind] or 9) then p = q end end

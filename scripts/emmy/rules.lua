@@ -2,9 +2,15 @@
 -- its reason, the candidate knob assignments of the families whose gates passed (the leaves of the fork
 -- tree), the resource check of each candidate, and knob pins (EMMY_KNOBS, EMMY_<KNOB>).
 -- Rule files run in a sandbox holding only the rule API: an unknown global is an error at once.
+-- Every knob a rule declares or a fork returns, and every pinned knob, is checked against the knob table
+-- (src/knobs.h, `require "emmy.knobs"`): a name it lacks or a value it does not take is an error naming the rule.
 local sys = require "emmy.sys"
+local knobs = require "emmy.knobs"
 
 local M = {}
+
+-- A pin the environment got wrong is a usage error (exit 2): one line, what to change.
+local function usage(fmt, ...) require("emmy.cli").usage(fmt, ...) end
 
 function M.dir() return os.getenv("EMMY_RULES") or (EMMY_HOME .. "/rules/tile") end
 
@@ -67,11 +73,54 @@ function M.load(dir)
         r.path = path
         local info = r.gate and debug.getinfo(r.gate, "S")
         r.line = info and info.linedefined or 0
+        M.check_declared(r)
         out[#out + 1] = r
       end
     end
   end
   return out
+end
+
+-- Checks the knobs rule r declares (r.knobs = {KNOB = default}) against the knob table: each is a knob of the
+-- table, of the rule's family, and its default is one of its legal values; else raises one line naming the rule's
+-- file and line and the knob.
+function M.check_declared(r)
+  if r.knobs ~= nil and type(r.knobs) ~= "table" then
+    error(("%s:%d: rule %s: knobs must be a table {KNOB = default}"):format(r.file, r.line, r.name), 0)
+  end
+  local keys = {}
+  for key in pairs(r.knobs or {}) do keys[#keys + 1] = tostring(key) end
+  table.sort(keys)
+  for _, key in ipairs(keys) do
+    local def = r.knobs[key]
+    local ok, why = knobs.check(key, def)
+    if not ok then
+      error(("%s:%d: rule %s declares %s=%s: %s"):format(r.file, r.line, r.name, key, tostring(def), why), 0)
+    end
+    local fam = knobs.info(key).family
+    if fam ~= r.family then
+      error(("%s:%d: rule %s (family %s) declares %s, a knob of family %s in the knob table (src/knobs.h)"):format(
+        r.file, r.line, r.name, r.family, key, fam), 0)
+    end
+  end
+end
+
+-- Checks the option tables a fork of rule r returned: every knob in the knob table, every value legal; else raises
+-- one line naming the rule's file, the fork's line and the knob.
+local function check_options(r, list)
+  for _, o in ipairs(list) do
+    if type(o) ~= "table" then
+      error(("%s: fork %s must return a list of option tables (got a %s in it)"):format(r.file, r.name, type(o)), 0)
+    end
+    for key, v in pairs(o) do
+      local ok, why = knobs.check(tostring(key), v)
+      if not ok then
+        local info = debug.getinfo(r.fork, "S")
+        error(("%s:%d: fork %s returns %s=%s: %s"):format(r.file, info and info.linedefined or 0, r.name, tostring(key),
+          tostring(v), why), 0)
+      end
+    end
+  end
 end
 
 local function applies(r, k)
@@ -147,6 +196,7 @@ function M.evaluate(rules, k, dev)
         local okc, list = pcall(r.fork, k, dev)
         if not okc then error(("%s: fork %s: %s"):format(r.file, r.name, tostring(list)), 0) end
         if type(list) ~= "table" then error(("%s: fork %s must return a list of option tables"):format(r.file, r.name), 0) end
+        check_options(r, list)
         if not fam_opts[r.family] then
           fam_opts[r.family] = {}
           fam_order[#fam_order + 1] = r.family
@@ -307,18 +357,35 @@ function M.resource_check(k, c, dev)
   return true
 end
 
--- Pins for kernel kname from EMMY_KNOBS ("K=V,kname:K=V") and EMMY_<KNOB>=V for declared knobs.
-function M.pins(kname, declared, env)
+-- The items of EMMY_KNOBS ("K=V,kname:K=V"): {{item = text, who = kname substring | nil, key, v}, ...}. An item
+-- that is not K=V or KERNEL:K=V, whose knob is not in the knob table, or that pins a structural knob for one
+-- kernel raises one line.
+function M.knob_items(env)
   env = env or os.getenv
-  local pins = {}
+  local out = {}
   local spec = env("EMMY_KNOBS")
   if spec and spec ~= "" then
     for item in spec:gmatch("[^,]+") do
       local who, key, v = item:match("^%s*([%w_]+):([%w_]+)=(%-?%d+)%s*$")
       if not who then key, v = item:match("^%s*([%w_]+)=(%-?%d+)%s*$") end
-      if not key then error(("EMMY_KNOBS item '%s' needs K=V or KERNEL:K=V"):format(item), 0) end
-      if not who or kname:find(who, 1, true) then pins[key] = tonumber(v) end
+      if not key then usage("EMMY_KNOBS item '%s' needs K=V or KERNEL:K=V", item) end
+      if not knobs.info(key) then usage("EMMY_KNOBS item '%s': %s", item, select(2, knobs.check(key, 0))) end
+      if who and require("emmy.compiler").STRUCTURAL[key] ~= nil then
+        usage("EMMY_KNOBS item '%s': %s is structural, pinned for the whole run (%s=%s, without a KERNEL: prefix)",
+          item, key, key, v)
+      end
+      out[#out + 1] = { item = item:match("^%s*(.-)%s*$"), who = who, key = key, v = tonumber(v) }
     end
+  end
+  return out
+end
+
+-- Pins for kernel kname from EMMY_KNOBS ("K=V,kname:K=V") and EMMY_<KNOB>=V for declared knobs.
+function M.pins(kname, declared, env)
+  env = env or os.getenv
+  local pins = {}
+  for _, it in ipairs(M.knob_items(env)) do
+    if not it.who or kname:find(it.who, 1, true) then pins[it.key] = it.v end
   end
   for key in pairs(declared) do
     local v = env("EMMY_" .. key)
@@ -328,6 +395,40 @@ function M.pins(kname, declared, env)
     end
   end
   return pins
+end
+
+-- Checks the environment's pins against the plans of a whole run (every kernel's {kernel, eval}; the plans of
+-- every structural fork the run forms): an EMMY_KNOBS item whose knob no kernel of the run declares (no kernel
+-- whose name contains its KERNEL, for KERNEL:K=V), or an EMMY_<KNOB> variable of a knob no kernel declares, raises
+-- one line — such a pin would change nothing. The structural knobs (compiler.STRUCTURAL) pin the kernel former.
+function M.check_pins(plans, env)
+  env = env or os.getenv
+  local structural = require("emmy.compiler").STRUCTURAL
+  local function has(key, who)
+    for _, p in ipairs(plans) do
+      if (not who or p.kernel.name:find(who, 1, true)) and p.eval.declared[key] ~= nil then return true end
+    end
+    return false
+  end
+  for _, it in ipairs(M.knob_items(env)) do
+    if not structural[it.key] and not has(it.key, it.who) then
+      if it.who then
+        local named = false
+        for _, p in ipairs(plans) do if p.kernel.name:find(it.who, 1, true) then named = true break end end
+        if not named then
+          usage("EMMY_KNOBS item '%s': no kernel of this run has '%s' in its name", it.item, it.who)
+        end
+      end
+      usage("EMMY_KNOBS item '%s': no kernel of this run%s has the knob %s (it belongs to: %s)", it.item,
+        it.who and (" named *" .. it.who .. "*") or "", it.key, knobs.info(it.key).kinds)
+    end
+  end
+  for _, info in ipairs(knobs.list()) do
+    local v = env("EMMY_" .. info.name)
+    if v and v ~= "" and not structural[info.name] and not has(info.name) then
+      usage("EMMY_%s=%s: no kernel of this run has the knob %s (it belongs to: %s)", info.name, v, info.name, info.kinds)
+    end
+  end
 end
 
 -- Filters candidates by pins; a pin a gate refused, or one no candidate has, is an error naming why.

@@ -11,6 +11,7 @@
 #define EM_LUA_MODULES(X) \
   X(cuda)                 \
   X(ir)                   \
+  X(knobs)                \
   X(nvrtc)                \
   X(prior_c)              \
   X(ref)                  \

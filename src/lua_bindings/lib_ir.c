@@ -699,6 +699,7 @@ static int g_dim(lua_State *L) {
 }
 
 /* ir.emit(graph, {kind=, anchor=name|nil, knobs={K=V}, name=}) -> source, launch | nil, msg
+ * (a knob that is not in the knob table, or a value it does not take, is the message)
  * launch = {grid = {text, text, text}, block = {x, y, z}, smem = bytes, syms = {names of symbol args},
  *           tmaps = {{input = 1-based input position, box = {inner, rows}}, ...},
  *           scratch_per_tile = bytes (SPLIT_K > 1; 0 otherwise),
@@ -724,19 +725,28 @@ static int l_emit(lua_State *L) {
   snprintf(name, sizeof name, "%s", lua_isstring(L, -1) ? lua_tostring(L, -1) : "kernel");
   lua_pop(L, 1);
   t.name = name;
+  char err[EM_ERR_MAX];
   lua_getfield(L, 2, "knobs");
   if (lua_istable(L, -1)) {
     lua_pushnil(L);
     while (lua_next(L, -2)) {
-      if (lua_type(L, -2) == LUA_TSTRING && lua_isnumber(L, -1))
-        em_knob_set(&t.knobs, lua_tostring(L, -2), (int64_t)lua_tonumber(L, -1));
+      const char *key = lua_type(L, -2) == LUA_TSTRING ? lua_tostring(L, -2) : NULL;
+      lua_Number v = lua_isnumber(L, -1) ? lua_tonumber(L, -1) : 0.5;
+      if (!key || !(v >= -9e18 && v <= 9e18) || v != (lua_Number)(int64_t)v) {
+        snprintf(err, sizeof err, "emit %s: knob %s needs an integer value", name, key ? key : "(not a name)");
+        return em_lua_fail(L, err);
+      }
+      char kerr[EM_ERR_MAX];
+      if (em_knob_set(&t.knobs, key, (int64_t)v, kerr)) {
+        snprintf(err, sizeof err, "emit %s: %s", name, kerr);
+        return em_lua_fail(L, err);
+      }
       lua_pop(L, 1);
     }
   }
   lua_pop(L, 1);
   char *src = NULL;
   em_launch la;
-  char err[EM_ERR_MAX];
   if (em_emit(&t, &src, &la, err)) return em_lua_fail(L, err);
   lua_pushstring(L, src);
   free(src);

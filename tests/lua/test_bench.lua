@@ -289,6 +289,8 @@ test("run --ab: each spec a row beside the default; a gate's refusal, a knob the
   eq(#j.ab, 5, "the default and four specs")
   local c2, _, e2 = emmy { "run", "x.torch.json", "--ab", "bm=1" }
   check(c2 == 2 and e2:find("'bm=1' is not KNOB=N", 1, true), e2)
+  local c3, _, e3 = emmy { "run", "x.torch.json", "--ab", "BMM=64" }
+  check(c3 == 2 and e3:find("--ab 'BMM=64': 'BMM' is not a knob (did you mean BM?", 1, true), e3)
 end)
 
 test("run --profile: ncu's CSV parsed and aggregated per backend; unknown metrics dropped and said; ERR_NVGPUCTRPERM is one line", function()

@@ -634,10 +634,10 @@ test("an NVRTC error is one line and a non-zero exit", function()
   local ok, nv = pcall(require, "emmy.nvrtc")
   if not ok or not nv.version() then skip("NVRTC not found") end
   local d = rules_copy()
-  local src = read_file(d .. "/010_partition_loops.lua")
-  -- a zero-deep K stage: legal for the rules and the emitter, rejected by the CUDA compiler
-  src = src:gsub("for _, bk in ipairs { 16, 8, 32 } do", "for _, bk in ipairs { 0 } do")
-  write_file(d .. "/010_partition_loops.lua", src)
+  -- a planted compile error (PLANT=4: an #error in the kernel; legal for the rules and the emitter, rejected by the
+  -- CUDA compiler) in every contraction
+  write_file(d .. "/900_broken.lua", "return { { name = 'broken', family = 'PLANT', kinds = { 'contraction' }, "
+    .. "knobs = { PLANT = 0 }, fork = function(k, dev) return { { PLANT = 4 } } end } }")
   local code, _, err = emmy(args("compile", L0, "--nvrtc", "--kernel", "k_linear_add"),
     { env = "EMMY_MMA=0 EMMY_RULES=" .. d .. " EMMY_CUBIN_CACHE=" .. tmpdir() })
   eq(code, 1, "exit")

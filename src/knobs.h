@@ -1,0 +1,162 @@
+/* knobs.h — every tuning knob emmy knows, from one X-macro table: its name, decision family, default, legal
+ * values, the kernels that read it and a one-line doc. The emitters read knobs by their enum (EM_KNOB_BM), the
+ * rules (scripts/emmy/rules.lua) check what they declare and return against it through `require "emmy.knobs"`,
+ * EMMY_KNOBS pins are checked against it, and docs/formats.md's knob table is generated from it
+ * (`emmy knobs --update-docs`). A knob no emitter reads and no rule declares does not belong here.
+ * Legal values: a list "0,1" or an inclusive range "32..1024". The default is what an emitter assumes for a knob
+ * the assignment leaves out; a structural knob's default is the kernel former's (scripts/emmy/compiler.lua). */
+#ifndef EM_KNOBS_H
+#define EM_KNOBS_H
+
+#include "base.h"
+
+/* X(NAME, FAMILY, DEFAULT, "legal values", "kernels", "doc"), in the order of the documentation table */
+#define EM_KNOBS(X)                                                                                                    \
+  X(MMA, TILE, 0, "0,1", "contraction", "1: the tensor-core warp tier (mma.sync m16n8k16), 0: scalar")                 \
+  X(WM, TILE, 2, "1,2,4,8", "contraction",                                                                             \
+    "warps along M (warp tier); the wgmma tier takes BM/16, a warpgroup per 64 rows")                                  \
+  X(WN, TILE, 2, "1,2,4,8", "contraction", "warps along N (warp tier); 1 on the wgmma tier")                           \
+  X(WGMMA, TILE, 0, "0,1", "contraction (TMA)",                                                                        \
+    "1: the Hopper warpgroup tier — `wgmma.mma_async` m64nBNk16 reading both operands from the TMA-staged swizzled "   \
+    "tiles through shared-memory descriptors, a warpgroup per 64 rows (WM=BM/16, WN=1, BM 64 or 128, BN up to 256); "  \
+    "0: mma.sync. First on sm_90 (measured fastest for every Qwen3 projection)")                                       \
+  X(WG_WAIT, TILE, 0, "0,1", "contraction (WGMMA=1, STAGES ≥ 2)",                                                      \
+    "1: one wgmma group stays in flight across the k-step boundary (`wgmma.wait_group 1`; the stage of the step "      \
+    "before is refilled once every warpgroup has retired it); 0: each step waits for its group")                       \
+  X(CLUSTER, TILE, 1, "1,2",                                                                                           \
+    "contraction (WGMMA=1, TMA=1, WG_WAIT=1, STAGES ≥ 3, SPLIT_K=1, RASTER=1, an even number of N tiles; not merged siblings; any order and tile count with PERSIST=1)", \
+    "2: the kernel is compiled with `__cluster_dims__(2,1,1)`; the two CTAs of a cluster are N-neighbours with the "   \
+    "same rows, each loads half of the A tile's rows and multicasts them into both rings (`cp.async.bulk.tensor … "    \
+    ".multicast::cluster`), an \"empty\" mbarrier per stage collects both CTAs' releases before a refill (deferred "   \
+    "STAGES/2 steps), and a cluster barrier guards the start and the end; 1: no cluster. Correct on the H200, "        \
+    "slower than the unclustered tiles today (docs/performance.md, seventh session): offered last")                    \
+  X(PRODUCER, TILE, 0, "0,1",                                                                                          \
+    "contraction (WGMMA=1, TMA=1, WG_WAIT=1, STAGES ≥ 2, SPLIT_K=1, CLUSTER=1, no staged epilogue)",                   \
+    "1: warp specialization — one more warpgroup (block of 32·WM + 128 threads) whose first lane issues every TMA "    \
+    "load, waiting on a per-stage \"empty\" mbarrier that each consumer warp arrives on once `wait_group 1` has "      \
+    "retired the stage; the consumer warpgroups only wait for full stages and issue wgmma, with no block barrier in "  \
+    "the K loop; the producer leaves after its loop. 0: the consumers' thread 0 issues the loads after a block "       \
+    "barrier. Offered last. Correct on the H200 (`sh tests/gpu/run.sh producer`: seq_len 1, 7, 513, 2048, BM 128, "    \
+    "an 8-deep ring, a 20-point sweep at 512); within 3% of PRODUCER=0 on every Qwen3 projection at 512")              \
+  X(PERSIST, TILE, 0, "0,1",                                                                                           \
+    "contraction (PRODUCER=1, TMA=1, WGMMA=1, WG_WAIT=1, BM 64 or 128, STAGES ≥ 2, SPLIT_K=1, one linear or a dual "   \
+    "pair, no prologue, no head-local epilogue)",                                                                      \
+    "1: the persistent warp-specialized pipeline (src/emit_gemm_ws.c): grid = min(tiles, SMs), each CTA loops over "   \
+    "output tiles in RASTER-row groups; the producer warpgroup (setmaxnreg 40) streams k-slices through the TMA ring " \
+    "on full/empty mbarriers whose phases run across tiles; BM/64 consumer warpgroups (setmaxnreg 232) issue wgmma "   \
+    "with one group in flight, the first k-slice with scale-d 0. With CLUSTER=2, CTA pairs on neighbouring tile rows " \
+    "share the B tile, each multicasting its half (not yet run on a GPU). First where at least 8 rows of 128 × 128 "   \
+    "tiles at the hint fill every SM (atom.persist_first); 4096³ 207.8 µs against 407.3 (H200, docs/performance.md, " \
+    "ninth session)")                                                                                                  \
+  X(EPI_SMEM, TILE, 0, "0,1,2", "contraction (PERSIST=1)",                                                             \
+    "the persistent pipeline's epilogue. 0: each thread stores its own fragments; 1: each tile's results (bias "       \
+    "added, rounded) are staged in a padded BM × (BN+8) shared tile behind a consumers-only named barrier and stored " \
+    "by consecutive threads along N; 2: as 1 with the store loop unrolled eight deep (a residual's loads overlap; "   \
+    "not yet run on a GPU, offered last). 1 first for a plain result (q at 4096 tokens 43.9 µs against 56.5), 0 "      \
+    "first where the epilogue reads another tensor or two accumulators (down 53.3 against 92.2)")                     \
+  X(PAD_SMEM, TILE, 8, "0,8,16", "contraction (warp tier)",                                                            \
+    "bf16 elements of padding per shared-memory tile row (8: conflict-free ldmatrix; 0: packed; TMA=1 sets 0: its "    \
+    "tiles are swizzled)")                                                                                             \
+  X(RASTER, ORDER, 1, "1..16", "contraction",                                                                          \
+    "1: row-major block order; G > 1: groups of G tile rows for L2 reuse. 1 first, except a dual kernel whose 64×64 "  \
+    "grid at the hint is more than two waves (`atom.dual_waves`: gate/up), where 8 is first (with 3 stages: 18.0 µs "  \
+    "against 29.9, docs/performance.md, eighth session)")                                                              \
+  X(SPLIT_K, SPLIT, 1, "1..16", "contraction (linear, warp tier)",                                                     \
+    "S > 1: grid z splits the K tiles in S slices; partial accumulators go to a per-launch scratch buffer "            \
+    "(`launch.scratch_per_tile` bytes per (m, n) tile, zeroed once) and the last block of each tile sums them in "     \
+    "slice order (deterministic) before the epilogue; 1: no split. Not yet run on a GPU")                              \
+  X(BM, TILE, 64, "16,32,64,128,256", "contraction", "block tile rows")                                                \
+  X(BN, TILE, 64, "16,32,64,128,256", "contraction", "block tile columns")                                             \
+  X(BK, TILE, 16, "8,16,32,64", "contraction", "K depth of a block tile step staged through shared memory")            \
+  X(TM, TILE, 4, "1,2,4,8", "contraction", "rows of the per-thread register tile (scalar tier)")                       \
+  X(TN, TILE, 4, "1,2,4,8", "contraction", "columns of the per-thread register tile (scalar tier)")                    \
+  X(ASYNC, COPY, 0, "0,1", "contraction",                                                                              \
+    "1: a STAGES-deep ring of operand tiles in dynamic shared memory (warp tier, operands that are kernel inputs), "   \
+    "filled by 16-byte cp.async copies or by TMA; 0: element-wise tile fills")                                         \
+  X(STAGES, COPY, 1, "1..8", "contraction",                                                                            \
+    "depth of the ASYNC=1 ring: 1–4; 6 and 8 for the wgmma tier on TMA tiles only (after the others: no default "      \
+    "uses them; the tune picks 6 for q, o and down, 1–2% at best: docs/performance.md, seventh session). 4 first; 3 "  \
+    "first for a dual kernel of more than two waves (`atom.dual_waves`)")                                              \
+  X(TMA, STAGE, 0, "0,1", "contraction",                                                                               \
+    "1: the ring's tiles staged by `cp.async.bulk.tensor` (2-d tensor maps encoded per launch at the runtime "         \
+    "shapes, one mbarrier per stage, 128-byte swizzle; needs sm_90, BK=64, BM and BN ≤ 256, K a multiple of 8, "       \
+    "operands that are kernel inputs; merged siblings (up to 3): a tensor map per weight, BN dividing every "          \
+    "sibling's width); 0: cp.async. First on sm_90 (measured faster)")                                                 \
+  X(THREADS, REDUCE, 256, "32..1024", "row", "threads per row (a multiple of 32)")                                     \
+  X(RPB, REDUCE, 1, "1,2,4,8", "row", "rows per block")                                                                \
+  X(CACHE, REDUCE, 0, "0,1", "row",                                                                                    \
+    "1: one pass, the row's input kept in shared memory for the epilogue; 0: two passes over memory")                  \
+  X(BLOCK, WORK, 256, "32..1024", "pointwise, reduce", "threads per block of the grid-stride loop")                    \
+  X(VEC, WORK, 1, "1,2,4,8", "pointwise", "consecutive elements per thread")                                           \
+  X(EPT, WORK, 1, "1,2,4,8", "pointwise", "trips of the grid-stride loop per thread")                                  \
+  X(SPLIT_CONE, STRUCT, 1, "0,1", "contraction (structural)",                                                          \
+    "1: an RMSNorm feeding a matmul is its own kernel; 0: folded into the matmul's prologue")                          \
+  X(VIEW_OUT, STRUCT, 1, "0,1", "structural",                                                                          \
+    "1 (default): a result read only through one chain of bijective views (attention before o_proj, v_proj before "    \
+    "attention) is written in the chain's final layout; 0: in its own layout")                                         \
+  X(ROPE_EPI, STRUCT, 1, "0,1", "structural",                                                                          \
+    "1 (default): a linear's kernel also takes the epilogue ops that read its result at other columns of the same "    \
+    "head (RoPE's rotate_half on a Llama q/k projection: slices of the last dim, neg, cat); the result tile is "       \
+    "staged in shared memory (kernel meta `stage` = the head width D; BN must be a multiple of D); 0: those ops "      \
+    "form pointwise kernels")                                                                                          \
+  X(NORM_EPI, STRUCT, 0, "0,1", "structural",                                                                          \
+    "1: a last-dim mean/sum over a linear's result in R-wide segments (R ≤ 256; Qwen3's q_norm/k_norm over each "      \
+    "128-wide head) joins the linear's kernel as a per-segment reduction over the staged result tile (a warp per "     \
+    "row and head), followed by the rest of the norm and RoPE; 0 (default until it has run on a GPU): those stay "     \
+    "row kernels. Not with MERGE_SIBLINGS=1")                                                                          \
+  X(DUAL_GATE, DUAL, 1, "0,1", "contraction (structural)",                                                             \
+    "1 (default): two linears of equal width on one operand (gate/up, k/v) in one kernel with two accumulators, "      \
+    "SiLU(gate)·up as its epilogue; 0: apart")                                                                         \
+  X(MERGE_SIBLINGS, MERGE, 0, "0,1", "contraction (structural)",                                                       \
+    "1: linears reading the same operand (q/k/v, gate/up) are one kernel, their N side by side; 0: apart")             \
+  X(MINB, WORK, 1, "1..4", "attention (flash)",                                                                        \
+    "blocks per SM the register allocation must allow (`__launch_bounds__(threads, MINB)`): 1 (default) leaves it "    \
+    "to ptxas, 2 caps registers for two blocks")                                                                       \
+  X(QSMEM, WORK, 0, "0,1", "attention (flash)",                                                                        \
+    "1: the Q tile keeps shared-memory rows of its own (before the K/V stages) and its fragments are reloaded with "   \
+    "ldmatrix every k-step, D/2 fewer registers per thread; 0 (default): fragments held in registers, the K/V "        \
+    "stages overlay the Q rows")                                                                                       \
+  X(QROWS, WORK, 64, "32..1024", "attention", "query rows (threads) per block of the scalar tier")                     \
+  X(FLASH, WORK, 0, "0,1", "attention", "1 (first): flash attention on mma.sync; 0: the scalar tier")                  \
+  X(BQ, WORK, 64, "16,32,64,128,256", "attention (flash)", "query rows per block (a warp per 16)")                     \
+  X(BKV, WORK, 32, "16,32,64,128", "attention (flash)", "keys per step staged in shared memory")                       \
+  X(KVSPLIT, WORK, 1, "1,2", "attention (flash)",                                                                      \
+    "2 (first where K/V are strided views): twice the warps per block, the two halves of each query row group "        \
+    "taking alternate K/V tiles, their softmax states merged through shared memory before the epilogue (dynamic "      \
+    "shared memory); 1: no split")                                                                                     \
+  X(KVST, WORK, 1, "1,2", "attention (flash)",                                                                         \
+    "K/V tile stages in shared memory: 2 double-buffers them with cp.async (keys and values that are strided views "   \
+    "of kernel inputs); 1: one stage")                                                                                 \
+  X(KV_TILE, WORK, 0, "0,8,16,32,64,128", "attention",                                                                 \
+    "keys and values staged in shared memory per step of the scalar tier (0: none)")                                   \
+  X(PLANT, PLANT, 0, "0..4", "any (test-only)",                                                                        \
+    "a planted failure (tests/fixtures/plant/): 1 a trap, 2 a hang, 3 a wrong answer (the first block returns at "     \
+    "once), 4 a compile error; 0: none")
+
+typedef enum {
+#define X(name, fam, def, vals, kinds, doc) EM_KNOB_##name,
+  EM_KNOBS(X)
+#undef X
+  EM_NKNOBS
+} em_knob_id;
+
+typedef struct {
+  const char *name, *family;
+  int64_t def;
+  const char *values, *kinds, *doc;
+} em_knob_info;
+
+/* The table, indexed by em_knob_id. */
+extern const em_knob_info em_knob_table[EM_NKNOBS];
+
+/* The id of the knob named name, or -1. */
+int em_knob_find(const char *name);
+
+/* Checks that name is a knob and v one of its legal values. Returns EM_OK, or EM_EINPUT with err naming the knob,
+ * the value and what it takes (an unknown name with the nearest knob's name, when one is close). */
+em_status em_knob_check(const char *name, int64_t v, char *err);
+
+/* Whether v is among knob id's legal values. */
+int em_knob_legal(em_knob_id id, int64_t v);
+
+#endif
