@@ -45,15 +45,16 @@
     "output tiles in RASTER-row groups; the producer warpgroup (setmaxnreg 40) streams k-slices through the TMA ring " \
     "on full/empty mbarriers whose phases run across tiles; BM/64 consumer warpgroups (setmaxnreg 232) issue wgmma "   \
     "with one group in flight, the first k-slice with scale-d 0. With CLUSTER=2, CTA pairs on neighbouring tile rows " \
-    "share the B tile, each multicasting its half (not yet run on a GPU). First where at least 8 rows of 128 × 128 "   \
+    "share the B tile, each multicasting its half (correct; 2-5% slower than unclustered, offered last). First where at least 8 rows of 128 × 128 "   \
     "tiles at the hint fill every SM (atom.persist_first); 4096³ 207.8 µs against 407.3 (H200, docs/performance.md, " \
     "ninth session)")                                                                                                  \
   X(EPI_SMEM, TILE, 0, "0,1,2", "contraction (PERSIST=1)",                                                             \
     "the persistent pipeline's epilogue. 0: each thread stores its own fragments; 1: each tile's results (bias "       \
     "added, rounded) are staged in a padded BM × (BN+8) shared tile behind a consumers-only named barrier and stored " \
-    "by consecutive threads along N; 2: as 1 with the store loop unrolled eight deep (a residual's loads overlap; "   \
-    "not yet run on a GPU, offered last). 1 first for a plain result (q at 4096 tokens 43.9 µs against 56.5), 0 "      \
-    "first where the epilogue reads another tensor or two accumulators (down 53.3 against 92.2)")                     \
+    "by consecutive threads along N; 2: as 1 with the store loop unrolled eight deep (4096³ 202.6 µs against 207.8; "   \
+    "no help to a residual: down 93.9 against 53.8 in fragments). 1 first for a plain result (q at 4096 tokens "       \
+    "43.9 µs against 56.5), 0 first where the epilogue reads another tensor or two accumulators (down 53.3 against "   \
+    "92.2); 2 offered last")                                                                                           \
   X(PAD_SMEM, TILE, 8, "0,8,16", "contraction (warp tier)",                                                            \
     "bf16 elements of padding per shared-memory tile row (8: conflict-free ldmatrix; 0: packed; TMA=1 sets 0: its "    \
     "tiles are swizzled)")                                                                                             \

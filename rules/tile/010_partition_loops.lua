@@ -75,8 +75,8 @@ return {
         local o = out[i]
         if o.WG_WAIT == 1 and not k.stage and ((k.siblings or 0) <= 1 or k.dual) then
           local p = atom.with(atom.with(o, "PRODUCER", 1), "PERSIST", 1)
-          -- (EPI_SMEM=2, the staged loop unrolled so that a residual's loads overlap: written after the measurements
-          -- above, NVRTC-checked, not yet run on a GPU — offered after both measured forms)
+          -- (EPI_SMEM=2, the staged loop unrolled: 4096³ 202.6 µs against 207.8 for EPI_SMEM=1, no help where a residual
+          -- is read — down at 4096 tokens 93.9 against 53.8 in fragments; H200, 2026-12-01 — offered after both)
           for _, e in ipairs(plain and { 1, 0, 2 } or { 0, 1, 2 }) do
             local q = atom.with(p, "EPI_SMEM", e)
             local first = o.BM == 128 and o.BN == (k.dual and 128 or 256) and e == (plain and 1 or 0)
@@ -85,9 +85,9 @@ return {
         end
       end
       -- CLUSTER=2 with PERSIST=1: CTA pairs on neighbouring tile rows share the B tile, each loading half of it and
-      -- multicasting it to both (B's L2 reads halved: 128 x 256 tiles pull ~10.5 TB/s through L2 at 4096³, the rate
-      -- L2 was measured to give 64 x 64 tiles). Written after the measurements above, NVRTC-checked, not yet run on
-      -- a GPU: offered last.
+      -- multicasting it to both (B's L2 reads halved). Correct on the H200 (tests/gpu/run.sh persist_cluster_*) and
+      -- 2-5% slower than unclustered at 128 x 256 (4096³ 208.6 against 202.6 µs; q at 4096 tokens 45.2 against
+      -- 43.4; 2026-12-01): L2 bandwidth does not bound these tiles. Offered last.
       local clustered = {}
       for _, q in ipairs(lead) do clustered[#clustered + 1] = atom.with(q, "CLUSTER", 2) end
       for _, q in ipairs(persist) do clustered[#clustered + 1] = atom.with(q, "CLUSTER", 2) end
