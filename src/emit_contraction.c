@@ -171,6 +171,388 @@ void ex_ctr_tma_load(ectx *c, const ex_ctr *k, int stages, int CL, int WS, const
   ex_line(c, "};");
 }
 
+/* Prologue row reductions (a folded RMSNorm, SPLIT_CONE=0): one warp per row of the block before the K loop, each
+ * row's result in shared memory (c->pre_v, c->pre_arr) for the operand fill. */
+static void ctr_prologue(ectx *c, const ex_ctr *k) {
+  const int BM = k->BM, BN = k->BN, BK = k->BK, WM = k->WM, WN = k->WN, TM = k->TM, TN = k->TN, FM = k->FM, FN = k->FN;
+  const int threads = k->threads, dual = k->dual, concat = k->concat, nsib = k->nsib, lin_op = k->lin_op, r = k->r;
+  const int SK = k->SK, stages = k->stages, CL = k->CL, WS = k->WS, wgt = k->wgt, wgw = k->wgw, mma = k->mma;
+  const int a = k->a, A_ = k->A_, B_ = k->B_, B2 = k->B2;
+  const int *sib = k->sib, *dep = k->dep;
+  const int64_t *sibOff = k->sibOff;
+  const em_shape *os = k->os, *as = ex_S(c, A_), *bs = ex_S(c, B_), mdims = k->mdims, bdims = k->bdims;
+  const ivec bz = k->bz;
+  const char *mma_t = k->mma_t;
+  const em_dtype opdt = k->opdt;
+  (void)BM, (void)BN, (void)BK, (void)WM, (void)WN, (void)TM, (void)TN, (void)FM, (void)FN, (void)threads, (void)dual;
+  (void)concat, (void)nsib, (void)lin_op, (void)r, (void)SK, (void)stages, (void)CL, (void)WS, (void)wgt, (void)wgw, (void)mma;
+  (void)a, (void)A_, (void)B_, (void)B2, (void)sib, (void)dep, (void)sibOff, (void)os, (void)as, (void)bs, (void)mdims;
+  (void)bdims, (void)bz, (void)mma_t, (void)opdt;
+  /* prologue row reductions (a folded RMSNorm): one warp per row of the block, before the K loop */
+  for (int i = 0; i < c->g->nodes.n && !c->failed; i++) {
+    const em_node *rn = &c->g->nodes.v[i];
+    if (rn->out == a || !(rn->op == EM_OP_MEAN || rn->op == EM_OP_SUM || rn->op == EM_OP_AMAX || rn->op == EM_OP_VECTOR_NORM))
+      continue;
+    if (dep[rn->out]) continue; /* an epilogue reduction (below) */
+    int vn = rn->op == EM_OP_VECTOR_NORM, di = vn ? 2 : 1;
+    const em_shape *xs = ex_S(c, rn->args[0].tensor);
+    if (!rn->args[di].present || rn->args[di].n != 1 || ex_axis_of_dim(&rn->args[di].ilist[0], xs->rank) != xs->rank - 1 ||
+        c->npre == 4) {
+      ex_fail(c, "a reduction in a contraction's prologue must be over the last dim");
+      return;
+    }
+    int j = c->npre++;
+    c->pre_v[j] = rn->out;
+    c->pre_arr[j] = ex_A(c, "em_pre%d", j);
+    em_shape lead = *xs;
+    lead.rank--;
+    ex_line(c, "__shared__ float em_pre%d[%d];", j, BM);
+    ex_line(c, "for (int rr = tid >> 5; rr < %d; rr += %d) {", BM, threads / 32);
+    c->indent++;
+    ex_line(c, "const long long m = m0 + rr;");
+    ex_line(c, "float em_acc = %s;", rn->op == EM_OP_AMAX ? "-INFINITY" : "0.0f");
+    ex_line(c, "if (m < M) {");
+    c->indent++;
+    ex_line(c, "for (long long col = tid & 31; col < %s; col += 32) {", ex_dim_c(c, &xs->d[xs->rank - 1]));
+    c->indent++;
+    int mark0 = c->memo.n;
+    ivec li = ex_unravel(c, "m", &lead), xi = {xs->rank};
+    for (int q = 0; q < lead.rank; q++) xi.e[q] = li.e[q];
+    xi.e[xs->rank - 1] = "col";
+    const char *xv = ex_val(c, rn->args[0].tensor, &xi);
+    if (rn->op == EM_OP_AMAX) ex_line(c, "em_acc = fmaxf(em_acc, (float)%s);", xv);
+    else if (vn) ex_line(c, "em_acc += (float)%s * (float)%s;", xv, xv);
+    else ex_line(c, "em_acc += (float)%s;", xv);
+    c->memo.n = mark0;
+    c->indent--;
+    ex_line(c, "}");
+    c->indent--;
+    ex_line(c, "}");
+    if (rn->op == EM_OP_AMAX)
+      ex_line(c, "for (int o = 16; o > 0; o >>= 1) em_acc = fmaxf(em_acc, __shfl_xor_sync(0xffffffffu, em_acc, o));");
+    else
+      ex_line(c, "for (int o = 16; o > 0; o >>= 1) em_acc += __shfl_xor_sync(0xffffffffu, em_acc, o);");
+    const char *fin = rn->op == EM_OP_MEAN ? ex_A(c, "em_acc / (float)%s", ex_dim_c(c, &xs->d[xs->rank - 1]))
+                      : vn                  ? "sqrtf(em_acc)"
+                                            : "em_acc";
+    ex_line(c, "if ((tid & 31) == 0) em_pre%d[rr] = %s;", j, ex_round_to(c, ex_V(c, rn->out)->dtype, fin));
+    c->indent--;
+    ex_line(c, "}");
+  }
+  if (c->npre) ex_line(c, "__syncthreads();");
+}
+
+/* The TMA ring's main loop (TMA=1): barriers, the ring's first loads, and per K tile the wait for its stage, the
+ * math (wgmma or mma.sync on the swizzled tile) and the refill — one role, PRODUCER=1's producer warpgroup, or
+ * CLUSTER=2's pairs along N. */
+static void ctr_tma_mainloop(ectx *c, const ex_ctr *k, const char *ktx) {
+  const int BM = k->BM, BN = k->BN, BK = k->BK, WM = k->WM, WN = k->WN, TM = k->TM, TN = k->TN, FM = k->FM, FN = k->FN;
+  const int threads = k->threads, dual = k->dual, concat = k->concat, nsib = k->nsib, lin_op = k->lin_op, r = k->r;
+  const int SK = k->SK, stages = k->stages, CL = k->CL, WS = k->WS, wgt = k->wgt, wgw = k->wgw, mma = k->mma;
+  const int a = k->a, A_ = k->A_, B_ = k->B_, B2 = k->B2;
+  const int *sib = k->sib, *dep = k->dep;
+  const int64_t *sibOff = k->sibOff;
+  const em_shape *os = k->os, *as = ex_S(c, A_), *bs = ex_S(c, B_), mdims = k->mdims, bdims = k->bdims;
+  const ivec bz = k->bz;
+  const char *mma_t = k->mma_t;
+  const em_dtype opdt = k->opdt;
+  (void)BM, (void)BN, (void)BK, (void)WM, (void)WN, (void)TM, (void)TN, (void)FM, (void)FN, (void)threads, (void)dual;
+  (void)concat, (void)nsib, (void)lin_op, (void)r, (void)SK, (void)stages, (void)CL, (void)WS, (void)wgt, (void)wgw, (void)mma;
+  (void)a, (void)A_, (void)B_, (void)B2, (void)sib, (void)dep, (void)sibOff, (void)os, (void)as, (void)bs, (void)mdims;
+  (void)bdims, (void)bz, (void)mma_t, (void)opdt;
+  long long abytes = 128LL * BM, bbytes = 128LL * BN;
+  split_range(c, SK, 64);
+  ex_line(c, "if (tid == 0) {");
+  ex_line(c, "  for (int s = 0; s < %d; s++) em_mbar_init(&em_bar[s], 1);", stages);
+  /* the empty barriers' arrivals: each CTA of the cluster, or each consumer warp under the producer */
+  if (CL > 1 || WS) ex_line(c, "  for (int s = 0; s < %d; s++) em_mbar_init(&em_empty[s], %d);", stages, CL > 1 ? CL : threads / 32);
+  ex_line(c, "  em_mbar_fence_init();");
+  ex_line(c, "}");
+  /* (a cluster: the peer's multicast and arrivals may only reach barriers that are initialised) */
+  if (CL > 1) ex_line(c, "em_cluster_sync();");
+  else ex_line(c, "__syncthreads();");
+  if (CL > 1) ex_line(c, "const unsigned em_cr = em_cluster_rank();");
+  /* one stage: A rows m0.., B rows n0.. (and B2), K columns kt*64.., all on the stage's barrier */
+  ex_ctr_tma_load(c, k, stages, CL, WS, ktx);
+  /* CLUSTER: the refill of a stage waits for the peer's release, which crosses SMs (hundreds of cycles); so the
+   * stage released at step kt-1 is refilled CD steps later, when the peer's release has long arrived (measured
+   * with CD=1: every k-step ~400 cycles longer than unclustered, H200); the ring is filled whole first and
+   * runs STAGES-CD steps ahead */
+  int CD = CL > 1 ? (stages / 2 > 1 ? stages / 2 : 1) : 1;
+  if (WS) {
+    /* the producer: every k-step's tile once its stage's previous tile is released (release kt/S - 1) */
+    ex_line(c, "if (wid >= %d) {", threads / 32);
+    ex_line(c, "  if (wid == %d && lane == 0)", threads / 32);
+    ex_line(c, "    for (int kt = 0; kt < nk; kt++) {");
+    ex_line(c, "      if (kt >= %d) em_mbar_wait(&em_empty[kt %% %d], (unsigned)(kt / %d - 1) & 1u);", stages, stages, stages);
+    ex_line(c, "      em_load(kt %% %d, kt);", stages);
+    ex_line(c, "    }");
+    ex_line(c, "  return;");
+    ex_line(c, "}");
+  }
+  for (int st = 0; st < (WS ? 0 : stages - (CL > 1 ? 0 : 1)); st++) ex_line(c, "if (%d < nk) em_load(%d, %d);", st, st, st);
+  /* WG_WAIT=1 (wgmma, 2+ stages): the group of step kt is still running while step kt+1 waits for its tile; the
+   * stage of step kt-1 is refilled once every warpgroup's wait_group 1 has retired kt-1's group */
+  int inflight = wgt && stages > 1 && wgw == 1;
+  ex_line(c, "for (int kt = 0; kt < nk; kt++) {");
+  c->indent++;
+  ex_line(c, "const int st = kt %% %d;", stages);
+  if (stages == 1) ex_line(c, "em_load(0, kt);");
+  ex_line(c, "em_mbar_wait(&em_bar[st], (unsigned)(kt / %d) & 1u);", stages);
+  if (!inflight) {
+    /* every thread is past the previous step, so its stage may be refilled */
+    ex_line(c, "__syncthreads();");
+    if (stages > 1) ex_line(c, "if (kt + %d < nk) em_load((kt + %d) %% %d, kt + %d);", stages - 1, stages - 1, stages, stages - 1);
+  }
+  const char *aS = ex_A(c, "(em_sb + st * %lldu)", abytes);
+  const char *bS = ex_A(c, "(em_sb + %lldu + st * %lldu)", stages * abytes, bbytes);
+  const char *b2S = ex_A(c, "(em_sb + %lldu + st * %lldu)", stages * (abytes + bbytes), bbytes);
+  if (wgt) {
+    ex_wgmma_step(c, aS, bS, b2S, BN, dual, mma_t, !inflight, "1");
+  } else {
+    tile_src ts = {1, "", aS, bS, b2S};
+    mma_tile_step(c, &ts, 64, FM, FN, BM / WM, BN / WN, dual, mma_t);
+  }
+  if (inflight && WS) {
+    /* kt-1's group retired in this warp: its stage is released by every consumer warp (no block barrier) */
+    ex_line(c, "em_wg_wait1();");
+    ex_line(c, "if (kt >= 1 && lane == 0) asm volatile(\"mbarrier.arrive.shared::cta.b64 _, [%%0];\" :: \"r\"(em_smem(&em_empty[(kt - 1) %% %d])) : \"memory\");",
+            stages);
+  } else if (inflight) {
+    ex_line(c, "em_wg_wait1();");
+    ex_line(c, "__syncthreads();");
+    /* CLUSTER: step kt-1's stage is free here; both CTAs release it (their refills multicast into each other) */
+    if (CL > 1) {
+      ex_line(c, "if (tid == 0 && kt >= 1 && kt + %d < nk) for (unsigned q = 0; q < %du; q++) em_mbar_arrive_cluster(&em_empty[(kt - 1) %% %d], q);",
+              stages - 1, CL, stages);
+      ex_line(c, "if (kt >= %d && kt + %d < nk) em_load((kt - %d) %% %d, kt + %d);", CD, stages - CD, CD, stages, stages - CD);
+    } else {
+      ex_line(c, "if (kt + %d < nk) em_load((kt + %d) %% %d, kt + %d);", stages - 1, stages - 1, stages, stages - 1);
+    }
+  }
+  if (stages == 1) ex_line(c, "__syncthreads();");
+  c->indent--;
+  ex_line(c, "}");
+  if (inflight) ex_line(c, "em_wg_wait0();");
+  if (CL > 1) ex_line(c, "em_cluster_sync(); /* no arrival or multicast may reach a CTA that has left */");
+}
+
+/* The cp.async ring's main loop (ASYNC=1): STAGES-1 tiles in flight, one cp.async group a tile. */
+static void ctr_async_mainloop(ectx *c, const ex_ctr *k, const char *ktx) {
+  const int BM = k->BM, BN = k->BN, BK = k->BK, WM = k->WM, WN = k->WN, TM = k->TM, TN = k->TN, FM = k->FM, FN = k->FN;
+  const int threads = k->threads, dual = k->dual, concat = k->concat, nsib = k->nsib, lin_op = k->lin_op, r = k->r;
+  const int SK = k->SK, stages = k->stages, CL = k->CL, WS = k->WS, wgt = k->wgt, wgw = k->wgw, mma = k->mma;
+  const int a = k->a, A_ = k->A_, B_ = k->B_, B2 = k->B2;
+  const int *sib = k->sib, *dep = k->dep;
+  const int64_t *sibOff = k->sibOff;
+  const em_shape *os = k->os, *as = ex_S(c, A_), *bs = ex_S(c, B_), mdims = k->mdims, bdims = k->bdims;
+  const ivec bz = k->bz;
+  const char *mma_t = k->mma_t;
+  const em_dtype opdt = k->opdt;
+  (void)BM, (void)BN, (void)BK, (void)WM, (void)WN, (void)TM, (void)TN, (void)FM, (void)FN, (void)threads, (void)dual;
+  (void)concat, (void)nsib, (void)lin_op, (void)r, (void)SK, (void)stages, (void)CL, (void)WS, (void)wgt, (void)wgw, (void)mma;
+  (void)a, (void)A_, (void)B_, (void)B2, (void)sib, (void)dep, (void)sibOff, (void)os, (void)as, (void)bs, (void)mdims;
+  (void)bdims, (void)bz, (void)mma_t, (void)opdt;
+  int ap = ex_input_pos(c, A_);
+  split_range(c, SK, BK);
+  /* one tile into ring slot st: A rows m0.., B rows n0.. (each merged sibling from its own weight) */
+  ex_line(c, "auto em_load = [&](int st, long long k0) {");
+  c->indent++;
+  ex_line(c, "for (int e = tid; e < %d; e += %d) {", BM * BK / 8, threads);
+  ex_line(c, "  const int r = e / %d, cc = (e %% %d) * 8;", BK / 8, BK / 8);
+  ex_line(c, "  const long long m = m0 + r, k = k0 + cc;");
+  ex_line(c, "  const bool ok = m < M && k < K;");
+  ex_line(c, "  em_cp_async16(&As[st][r][cc], in%d + (ok ? m * K + k : 0), ok ? 16 : 0);", ap);
+  ex_line(c, "}");
+  ex_line(c, "for (int e = tid; e < %d; e += %d) {", BN * BK / 8, threads);
+  ex_line(c, "  const int r = e / %d, cc = (e %% %d) * 8;", BK / 8, BK / 8);
+  ex_line(c, "  const long long n = n0 + r, k = k0 + cc;");
+  ex_line(c, "  const bool ok = n < N && k < K;");
+  if (dual) {
+    ex_line(c, "  em_cp_async16(&Bs[st][r][cc], in%d + (ok ? n * K + k : 0), ok ? 16 : 0);", ex_input_pos(c, B_));
+    ex_line(c, "  em_cp_async16(&Bs2[st][r][cc], in%d + (ok ? n * K + k : 0), ok ? 16 : 0);", ex_input_pos(c, B2));
+  } else if (nsib > 1) {
+    sbuf chain = {0};
+    for (int j = 0; j < nsib; j++) {
+      int wp = ex_input_pos(c, c->g->nodes.v[ex_V(c, sib[j])->node].args[1].tensor);
+      if (j < nsib - 1) ex_sb_add(&chain, "n < %lldLL ? in%d + (n - %lldLL) * K + k : ", (long long)sibOff[j + 1], wp, (long long)sibOff[j]);
+      else ex_sb_add(&chain, "in%d + (n - %lldLL) * K + k", wp, (long long)sibOff[j]);
+    }
+    ex_line(c, "  em_cp_async16(&Bs[st][r][cc], ok ? (%s) : in%d, ok ? 16 : 0);", chain.s,
+         ex_input_pos(c, c->g->nodes.v[ex_V(c, sib[0])->node].args[1].tensor));
+    EM_VEC_PUSH(c->arena, chain.s);
+  } else {
+    ex_line(c, "  em_cp_async16(&Bs[st][r][cc], in%d + (ok ? n * K + k : 0), ok ? 16 : 0);", ex_input_pos(c, B_));
+  }
+  ex_line(c, "}");
+  c->indent--;
+  ex_line(c, "};");
+  for (int st = 0; st < stages - 1; st++) {
+    if (SK > 1) ex_line(c, "if (%d < nk) em_load(%d, (long long)(kt0 + %d) * %d);", st, st, st, BK);
+    else ex_line(c, "if (%d < nk) em_load(%d, %dLL);", st, st, st * BK);
+    ex_line(c, "em_cp_commit();");
+  }
+  ex_line(c, "for (int kt = 0; kt < nk; kt++) {");
+  c->indent++;
+  ex_line(c, "const int st = kt %% %d;", stages);
+  if (stages == 1) {
+    ex_line(c, "em_load(0, (long long)%s * %d);", ktx, BK);
+    ex_line(c, "em_cp_commit();");
+  }
+  ex_line(c, "em_cp_wait<%d>();", stages > 1 ? stages - 2 : 0);
+  ex_line(c, "__syncthreads();");
+  if (stages > 1) {
+    ex_line(c, "if (kt + %d < nk) em_load((kt + %d) %% %d, (long long)(%skt + %d) * %d);", stages - 1, stages - 1, stages,
+            SK > 1 ? "kt0 + " : "", stages - 1, BK);
+    ex_line(c, "em_cp_commit();");
+  }
+  tile_src ts = {0, "[st]", NULL, NULL, NULL};
+  mma_tile_step(c, &ts, BK, FM, FN, BM / WM, BN / WN, dual, mma_t);
+  if (stages == 1) ex_line(c, "__syncthreads();");
+  c->indent--;
+  ex_line(c, "}");
+  ex_line(c, "em_cp_wait<0>();");
+}
+
+/* The element-fill main loop: every operand element of the tile through ex_val (views, a folded prologue), into
+ * shared memory, then the scalar or mma.sync step. */
+static void ctr_fill_mainloop(ectx *c, const ex_ctr *k) {
+  const int BM = k->BM, BN = k->BN, BK = k->BK, WM = k->WM, WN = k->WN, TM = k->TM, TN = k->TN, FM = k->FM, FN = k->FN;
+  const int threads = k->threads, dual = k->dual, concat = k->concat, nsib = k->nsib, lin_op = k->lin_op, r = k->r;
+  const int SK = k->SK, stages = k->stages, CL = k->CL, WS = k->WS, wgt = k->wgt, wgw = k->wgw, mma = k->mma;
+  const int a = k->a, A_ = k->A_, B_ = k->B_, B2 = k->B2;
+  const int *sib = k->sib, *dep = k->dep;
+  const int64_t *sibOff = k->sibOff;
+  const em_shape *os = k->os, *as = ex_S(c, A_), *bs = ex_S(c, B_), mdims = k->mdims, bdims = k->bdims;
+  const ivec bz = k->bz;
+  const char *mma_t = k->mma_t;
+  const em_dtype opdt = k->opdt;
+  (void)BM, (void)BN, (void)BK, (void)WM, (void)WN, (void)TM, (void)TN, (void)FM, (void)FN, (void)threads, (void)dual;
+  (void)concat, (void)nsib, (void)lin_op, (void)r, (void)SK, (void)stages, (void)CL, (void)WS, (void)wgt, (void)wgw, (void)mma;
+  (void)a, (void)A_, (void)B_, (void)B2, (void)sib, (void)dep, (void)sibOff, (void)os, (void)as, (void)bs, (void)mdims;
+  (void)bdims, (void)bz, (void)mma_t, (void)opdt;
+  if (SK > 1) {
+    split_range(c, SK, BK);
+    ex_line(c, "for (long long k0 = (long long)kt0 * %d; k0 < K && k0 < (long long)(kt0 + nk) * %d; k0 += %d) {", BK, BK, BK);
+  } else {
+    ex_line(c, "for (long long k0 = 0; k0 < K; k0 += %d) {", BK);
+  }
+  c->indent++;
+  int mark = c->memo.n;
+  /* A tile: element (m, k) of the left operand */
+  ex_line(c, "for (int e = tid; e < %d; e += %d) {", BM * BK, threads);
+  c->indent++;
+  ex_line(c, "const int mm = e / %d, kk = e %% %d;", BK, BK);
+  ex_line(c, "const long long m = m0 + mm, k = k0 + kk;");
+  ex_line(c, "float av = 0.0f;");
+  ex_line(c, "if (m < M && k < K) {");
+  c->indent++;
+  {
+    ivec mi = ex_unravel(c, "m", &mdims), ai = {as->rank};
+    em_shape outm = *os;
+    if (lin_op) {
+      for (int i = 0; i < as->rank - 1; i++) ai.e[i] = mi.e[i];
+    } else {
+      ivec full = {r};
+      for (int i = 0; i < bdims.rank; i++) full.e[i] = bz.e[i];
+      full.e[r - 2] = "m";
+      full.e[r - 1] = "0LL";
+      ivec bb = ex_bcast(c, &full, &outm, as);
+      for (int i = 0; i < as->rank - 1; i++) ai.e[i] = bb.e[i];
+      ai.e[as->rank - 2] = "m";
+    }
+    ai.e[as->rank - 1] = "k";
+    ex_line(c, "av = (float)%s;", ex_val(c, A_, &ai));
+  }
+  c->memo.n = mark;
+  c->indent--;
+  ex_line(c, "}");
+  if (mma) ex_line(c, "As[mm][kk] = %s;", opdt == EM_F16 ? "em_f2h(av)" : "em_f2bf(av)");
+  else ex_line(c, "As[kk][mm] = av;");
+  c->indent--;
+  ex_line(c, "}");
+  /* B tile: element (n, k) of the right operand (weight [N, K] for linear, [.., K, N] otherwise) */
+  ex_line(c, "for (int e = tid; e < %d; e += %d) {", BN * BK, threads);
+  c->indent++;
+  ex_line(c, "const int nn = e / %d, kk = e %% %d;", BK, BK);
+  ex_line(c, "const long long n = n0 + nn, k = k0 + kk;");
+  ex_line(c, dual ? "float bv = 0.0f, bv2 = 0.0f;" : "float bv = 0.0f;");
+  ex_line(c, "if (n < N && k < K) {");
+  c->indent++;
+  {
+    ivec bi = {bs->rank};
+    if (dual) {
+      ivec b2 = {2, {"n", "k"}};
+      ex_line(c, "bv2 = (float)%s;", ex_val(c, B2, &b2));
+    }
+    if (lin_op && concat) {
+      for (int j = 0; j < nsib; j++) {
+        const em_node *sn = &c->g->nodes.v[ex_V(c, sib[j])->node];
+        if (j < nsib - 1) ex_line(c, "%sif (n < %lldLL) {", j ? "} else " : "", (long long)sibOff[j + 1]);
+        else ex_line(c, "} else {");
+        c->indent++;
+        int m2 = c->memo.n;
+        ivec bj = {2, {ex_A(c, "(n - %lldLL)", (long long)sibOff[j]), "k"}};
+        ex_line(c, "bv = (float)%s;", ex_val(c, sn->args[1].tensor, &bj));
+        c->memo.n = m2;
+        c->indent--;
+      }
+      ex_line(c, "}");
+    } else if (lin_op) {
+      bi.e[0] = "n";
+      bi.e[1] = "k";
+    } else {
+      ivec full = {r};
+      for (int i = 0; i < bdims.rank; i++) full.e[i] = bz.e[i];
+      full.e[r - 2] = "0LL";
+      full.e[r - 1] = "n";
+      ivec bb = ex_bcast(c, &full, os, bs);
+      for (int i = 0; i < bs->rank; i++) bi.e[i] = bb.e[i];
+      bi.e[bs->rank - 2] = "k";
+      bi.e[bs->rank - 1] = "n";
+    }
+    if (!(lin_op && concat)) ex_line(c, "bv = (float)%s;", ex_val(c, B_, &bi));
+  }
+  c->memo.n = mark;
+  c->indent--;
+  ex_line(c, "}");
+  if (mma) ex_line(c, "Bs[nn][kk] = %s;", opdt == EM_F16 ? "em_f2h(bv)" : "em_f2bf(bv)");
+  else ex_line(c, "Bs[kk][nn] = bv;");
+  if (dual && mma) ex_line(c, "Bs2[nn][kk] = %s;", opdt == EM_F16 ? "em_f2h(bv2)" : "em_f2bf(bv2)");
+  else if (dual) ex_line(c, "Bs2[kk][nn] = bv2;");
+  c->indent--;
+  ex_line(c, "}");
+  ex_line(c, "__syncthreads();");
+  if (mma) {
+    tile_src ts = {0, "", NULL, NULL, NULL};
+    mma_tile_step(c, &ts, BK, FM, FN, BM / WM, BN / WN, dual, mma_t);
+  } else {
+  ex_line(c, "#pragma unroll");
+  ex_line(c, "for (int kk = 0; kk < %d; kk++) {", BK);
+  ex_line(c, "  float ar[%d], br[%d];", TM, TN);
+  ex_line(c, "  #pragma unroll");
+  ex_line(c, "  for (int i = 0; i < %d; i++) ar[i] = As[kk][tr * %d + i];", TM, TM);
+  ex_line(c, "  #pragma unroll");
+  ex_line(c, "  for (int j = 0; j < %d; j++) br[j] = Bs[kk][tc * %d + j];", TN, TN);
+  ex_line(c, "  #pragma unroll");
+  ex_line(c, "  for (int i = 0; i < %d; i++)", TM);
+  ex_line(c, "    #pragma unroll");
+  ex_line(c, "    for (int j = 0; j < %d; j++) acc[i][j] += ar[i] * br[j];", TN);
+  if (dual) {
+    ex_line(c, "  #pragma unroll");
+    ex_line(c, "  for (int j = 0; j < %d; j++) br[j] = Bs2[kk][tc * %d + j];", TN, TN);
+    ex_line(c, "  #pragma unroll");
+    ex_line(c, "  for (int i = 0; i < %d; i++)", TM);
+    ex_line(c, "    #pragma unroll");
+    ex_line(c, "    for (int j = 0; j < %d; j++) acc2[i][j] += ar[i] * br[j];", TN);
+  }
+  ex_line(c, "}");
+  }
+  ex_line(c, "__syncthreads();");
+  c->indent--;
+  ex_line(c, "}");
+}
+
 /* Contractions. MMA=0: the scalar tier, a TM x TN register tile per thread over float tiles in shared
  * memory. MMA=1: the warp tier, WM x WN warps each computing a (BM/WM) x (BN/WN) tile with
  * mma.sync.m16n8k16 (bf16/f16 in, f32 accumulation) on fragments loaded by ldmatrix from bf16/f16 tiles.
@@ -310,11 +692,27 @@ void ex_k_contraction(ectx *c, em_launch *L) {
   memcpy(K.sib, sib, sizeof sib);
   memcpy(K.sibN, sibN, sizeof sibN);
   memcpy(K.sibOff, sibOff, sizeof sibOff);
+  K.BK = BK, K.stages = stages, K.wgt = wgt, K.wgw = wgw, K.opdt = opdt;
   /* which values read a linear's result (nodes are in order): a reduction among them is a head-local epilogue
    * reduction over the staged tile (NORM_EPI), not a prologue */
   int *dep = em_alloc(sizeof(int) * (size_t)(c->g->values.n + 1));
   EM_VEC_PUSH(c->arena, (char *)dep); /* freed with the arena, on every way out */
   K.dep = dep;
+  for (int i = 0; i < c->g->nodes.n; i++) {
+    const em_node *nd = &c->g->nodes.v[i];
+    const em_opspec *sp = em_op_spec(nd->op);
+    int d = nd->op == EM_OP_LINEAR || nd->op == EM_OP_MM || nd->op == EM_OP_BMM || nd->op == EM_OP_MATMUL;
+    for (int q = 0; q < sp->nargs && !d; q++) {
+      const em_arg *ar = &nd->args[q];
+      if (!ar->present) continue;
+      if ((sp->args[q].kind == EM_ARG_T || sp->args[q].kind == EM_ARG_TOPT || (sp->args[q].kind == EM_ARG_TS && ar->is_tensor)) &&
+          ar->tensor >= 0 && dep[ar->tensor])
+        d = 1;
+      if (sp->args[q].kind == EM_ARG_TLIST)
+        for (int t = 0; t < ar->n; t++) d |= dep[ar->tlist[t]];
+    }
+    dep[nd->out] = d;
+  }
   const char *ktx = SK > 1 ? "(kt0 + kt)" : "kt";
   /* CLUSTER=2 (wgmma on TMA tiles): the two CTAs of a cluster are neighbours along N with the same m0, so they
    * share the A tile; each loads half its rows and multicasts them into both CTAs' rings, halving A's L2 reads.
@@ -346,6 +744,7 @@ void ex_k_contraction(ectx *c, em_launch *L) {
     }
     L->block[0] = threads + 128;
   }
+  K.CL = CL, K.WS = WS;
   if (tma) {
     /* TMA=1: the ring's tiles come from cp.async.bulk.tensor (one thread issues them on the stage's mbarrier),
      * BK=64 rows of 128 bytes in the 128-byte swizzle; rows past M or N and columns past K arrive as zeros */
@@ -461,338 +860,16 @@ void ex_k_contraction(ectx *c, em_launch *L) {
   }
   ivec bz = ex_unravel(c, "bz", &bdims);
   K.bz = bz;
-  for (int i = 0; i < c->g->nodes.n; i++) {
-    const em_node *nd = &c->g->nodes.v[i];
-    const em_opspec *sp = em_op_spec(nd->op);
-    int d = nd->op == EM_OP_LINEAR || nd->op == EM_OP_MM || nd->op == EM_OP_BMM || nd->op == EM_OP_MATMUL;
-    for (int q = 0; q < sp->nargs && !d; q++) {
-      const em_arg *ar = &nd->args[q];
-      if (!ar->present) continue;
-      if ((sp->args[q].kind == EM_ARG_T || sp->args[q].kind == EM_ARG_TOPT || (sp->args[q].kind == EM_ARG_TS && ar->is_tensor)) &&
-          ar->tensor >= 0 && dep[ar->tensor])
-        d = 1;
-      if (sp->args[q].kind == EM_ARG_TLIST)
-        for (int t = 0; t < ar->n; t++) d |= dep[ar->tlist[t]];
-    }
-    dep[nd->out] = d;
-  }
-  /* prologue row reductions (a folded RMSNorm): one warp per row of the block, before the K loop */
-  for (int i = 0; i < c->g->nodes.n && !c->failed; i++) {
-    const em_node *rn = &c->g->nodes.v[i];
-    if (rn->out == a || !(rn->op == EM_OP_MEAN || rn->op == EM_OP_SUM || rn->op == EM_OP_AMAX || rn->op == EM_OP_VECTOR_NORM))
-      continue;
-    if (dep[rn->out]) continue; /* an epilogue reduction (below) */
-    int vn = rn->op == EM_OP_VECTOR_NORM, di = vn ? 2 : 1;
-    const em_shape *xs = ex_S(c, rn->args[0].tensor);
-    if (!rn->args[di].present || rn->args[di].n != 1 || ex_axis_of_dim(&rn->args[di].ilist[0], xs->rank) != xs->rank - 1 ||
-        c->npre == 4) {
-      ex_fail(c, "a reduction in a contraction's prologue must be over the last dim");
-      return;
-    }
-    int j = c->npre++;
-    c->pre_v[j] = rn->out;
-    c->pre_arr[j] = ex_A(c, "em_pre%d", j);
-    em_shape lead = *xs;
-    lead.rank--;
-    ex_line(c, "__shared__ float em_pre%d[%d];", j, BM);
-    ex_line(c, "for (int rr = tid >> 5; rr < %d; rr += %d) {", BM, threads / 32);
-    c->indent++;
-    ex_line(c, "const long long m = m0 + rr;");
-    ex_line(c, "float em_acc = %s;", rn->op == EM_OP_AMAX ? "-INFINITY" : "0.0f");
-    ex_line(c, "if (m < M) {");
-    c->indent++;
-    ex_line(c, "for (long long col = tid & 31; col < %s; col += 32) {", ex_dim_c(c, &xs->d[xs->rank - 1]));
-    c->indent++;
-    int mark0 = c->memo.n;
-    ivec li = ex_unravel(c, "m", &lead), xi = {xs->rank};
-    for (int q = 0; q < lead.rank; q++) xi.e[q] = li.e[q];
-    xi.e[xs->rank - 1] = "col";
-    const char *xv = ex_val(c, rn->args[0].tensor, &xi);
-    if (rn->op == EM_OP_AMAX) ex_line(c, "em_acc = fmaxf(em_acc, (float)%s);", xv);
-    else if (vn) ex_line(c, "em_acc += (float)%s * (float)%s;", xv, xv);
-    else ex_line(c, "em_acc += (float)%s;", xv);
-    c->memo.n = mark0;
-    c->indent--;
-    ex_line(c, "}");
-    c->indent--;
-    ex_line(c, "}");
-    if (rn->op == EM_OP_AMAX)
-      ex_line(c, "for (int o = 16; o > 0; o >>= 1) em_acc = fmaxf(em_acc, __shfl_xor_sync(0xffffffffu, em_acc, o));");
-    else
-      ex_line(c, "for (int o = 16; o > 0; o >>= 1) em_acc += __shfl_xor_sync(0xffffffffu, em_acc, o);");
-    const char *fin = rn->op == EM_OP_MEAN ? ex_A(c, "em_acc / (float)%s", ex_dim_c(c, &xs->d[xs->rank - 1]))
-                      : vn                  ? "sqrtf(em_acc)"
-                                            : "em_acc";
-    ex_line(c, "if ((tid & 31) == 0) em_pre%d[rr] = %s;", j, ex_round_to(c, ex_V(c, rn->out)->dtype, fin));
-    c->indent--;
-    ex_line(c, "}");
-  }
-  if (c->npre) ex_line(c, "__syncthreads();");
-  if (tma) {
-    long long abytes = 128LL * BM, bbytes = 128LL * BN;
-    split_range(c, SK, 64);
-    ex_line(c, "if (tid == 0) {");
-    ex_line(c, "  for (int s = 0; s < %d; s++) em_mbar_init(&em_bar[s], 1);", stages);
-    /* the empty barriers' arrivals: each CTA of the cluster, or each consumer warp under the producer */
-    if (CL > 1 || WS) ex_line(c, "  for (int s = 0; s < %d; s++) em_mbar_init(&em_empty[s], %d);", stages, CL > 1 ? CL : threads / 32);
-    ex_line(c, "  em_mbar_fence_init();");
-    ex_line(c, "}");
-    /* (a cluster: the peer's multicast and arrivals may only reach barriers that are initialised) */
-    if (CL > 1) ex_line(c, "em_cluster_sync();");
-    else ex_line(c, "__syncthreads();");
-    if (CL > 1) ex_line(c, "const unsigned em_cr = em_cluster_rank();");
-    /* one stage: A rows m0.., B rows n0.. (and B2), K columns kt*64.., all on the stage's barrier */
-    ex_ctr_tma_load(c, &K, stages, CL, WS, ktx);
-    /* CLUSTER: the refill of a stage waits for the peer's release, which crosses SMs (hundreds of cycles); so the
-     * stage released at step kt-1 is refilled CD steps later, when the peer's release has long arrived (measured
-     * with CD=1: every k-step ~400 cycles longer than unclustered, H200); the ring is filled whole first and
-     * runs STAGES-CD steps ahead */
-    int CD = CL > 1 ? (stages / 2 > 1 ? stages / 2 : 1) : 1;
-    if (WS) {
-      /* the producer: every k-step's tile once its stage's previous tile is released (release kt/S - 1) */
-      ex_line(c, "if (wid >= %d) {", threads / 32);
-      ex_line(c, "  if (wid == %d && lane == 0)", threads / 32);
-      ex_line(c, "    for (int kt = 0; kt < nk; kt++) {");
-      ex_line(c, "      if (kt >= %d) em_mbar_wait(&em_empty[kt %% %d], (unsigned)(kt / %d - 1) & 1u);", stages, stages, stages);
-      ex_line(c, "      em_load(kt %% %d, kt);", stages);
-      ex_line(c, "    }");
-      ex_line(c, "  return;");
-      ex_line(c, "}");
-    }
-    for (int st = 0; st < (WS ? 0 : stages - (CL > 1 ? 0 : 1)); st++) ex_line(c, "if (%d < nk) em_load(%d, %d);", st, st, st);
-    /* WG_WAIT=1 (wgmma, 2+ stages): the group of step kt is still running while step kt+1 waits for its tile; the
-     * stage of step kt-1 is refilled once every warpgroup's wait_group 1 has retired kt-1's group */
-    int inflight = wgt && stages > 1 && wgw == 1;
-    ex_line(c, "for (int kt = 0; kt < nk; kt++) {");
-    c->indent++;
-    ex_line(c, "const int st = kt %% %d;", stages);
-    if (stages == 1) ex_line(c, "em_load(0, kt);");
-    ex_line(c, "em_mbar_wait(&em_bar[st], (unsigned)(kt / %d) & 1u);", stages);
-    if (!inflight) {
-      /* every thread is past the previous step, so its stage may be refilled */
-      ex_line(c, "__syncthreads();");
-      if (stages > 1) ex_line(c, "if (kt + %d < nk) em_load((kt + %d) %% %d, kt + %d);", stages - 1, stages - 1, stages, stages - 1);
-    }
-    const char *aS = ex_A(c, "(em_sb + st * %lldu)", abytes);
-    const char *bS = ex_A(c, "(em_sb + %lldu + st * %lldu)", stages * abytes, bbytes);
-    const char *b2S = ex_A(c, "(em_sb + %lldu + st * %lldu)", stages * (abytes + bbytes), bbytes);
-    if (wgt) {
-      ex_wgmma_step(c, aS, bS, b2S, BN, dual, mma_t, !inflight, "1");
-    } else {
-      tile_src ts = {1, "", aS, bS, b2S};
-      mma_tile_step(c, &ts, 64, FM, FN, BM / WM, BN / WN, dual, mma_t);
-    }
-    if (inflight && WS) {
-      /* kt-1's group retired in this warp: its stage is released by every consumer warp (no block barrier) */
-      ex_line(c, "em_wg_wait1();");
-      ex_line(c, "if (kt >= 1 && lane == 0) asm volatile(\"mbarrier.arrive.shared::cta.b64 _, [%%0];\" :: \"r\"(em_smem(&em_empty[(kt - 1) %% %d])) : \"memory\");",
-              stages);
-    } else if (inflight) {
-      ex_line(c, "em_wg_wait1();");
-      ex_line(c, "__syncthreads();");
-      /* CLUSTER: step kt-1's stage is free here; both CTAs release it (their refills multicast into each other) */
-      if (CL > 1) {
-        ex_line(c, "if (tid == 0 && kt >= 1 && kt + %d < nk) for (unsigned q = 0; q < %du; q++) em_mbar_arrive_cluster(&em_empty[(kt - 1) %% %d], q);",
-                stages - 1, CL, stages);
-        ex_line(c, "if (kt >= %d && kt + %d < nk) em_load((kt - %d) %% %d, kt + %d);", CD, stages - CD, CD, stages, stages - CD);
-      } else {
-        ex_line(c, "if (kt + %d < nk) em_load((kt + %d) %% %d, kt + %d);", stages - 1, stages - 1, stages, stages - 1);
-      }
-    }
-    if (stages == 1) ex_line(c, "__syncthreads();");
-    c->indent--;
-    ex_line(c, "}");
-    if (inflight) ex_line(c, "em_wg_wait0();");
-    if (CL > 1) ex_line(c, "em_cluster_sync(); /* no arrival or multicast may reach a CTA that has left */");
-    goto epilogue;
-  }
-  if (async) {
-    int ap = ex_input_pos(c, A_);
-    split_range(c, SK, BK);
-    /* one tile into ring slot st: A rows m0.., B rows n0.. (each merged sibling from its own weight) */
-    ex_line(c, "auto em_load = [&](int st, long long k0) {");
-    c->indent++;
-    ex_line(c, "for (int e = tid; e < %d; e += %d) {", BM * BK / 8, threads);
-    ex_line(c, "  const int r = e / %d, cc = (e %% %d) * 8;", BK / 8, BK / 8);
-    ex_line(c, "  const long long m = m0 + r, k = k0 + cc;");
-    ex_line(c, "  const bool ok = m < M && k < K;");
-    ex_line(c, "  em_cp_async16(&As[st][r][cc], in%d + (ok ? m * K + k : 0), ok ? 16 : 0);", ap);
-    ex_line(c, "}");
-    ex_line(c, "for (int e = tid; e < %d; e += %d) {", BN * BK / 8, threads);
-    ex_line(c, "  const int r = e / %d, cc = (e %% %d) * 8;", BK / 8, BK / 8);
-    ex_line(c, "  const long long n = n0 + r, k = k0 + cc;");
-    ex_line(c, "  const bool ok = n < N && k < K;");
-    if (dual) {
-      ex_line(c, "  em_cp_async16(&Bs[st][r][cc], in%d + (ok ? n * K + k : 0), ok ? 16 : 0);", ex_input_pos(c, B_));
-      ex_line(c, "  em_cp_async16(&Bs2[st][r][cc], in%d + (ok ? n * K + k : 0), ok ? 16 : 0);", ex_input_pos(c, B2));
-    } else if (nsib > 1) {
-      sbuf chain = {0};
-      for (int j = 0; j < nsib; j++) {
-        int wp = ex_input_pos(c, c->g->nodes.v[ex_V(c, sib[j])->node].args[1].tensor);
-        if (j < nsib - 1) ex_sb_add(&chain, "n < %lldLL ? in%d + (n - %lldLL) * K + k : ", (long long)sibOff[j + 1], wp, (long long)sibOff[j]);
-        else ex_sb_add(&chain, "in%d + (n - %lldLL) * K + k", wp, (long long)sibOff[j]);
-      }
-      ex_line(c, "  em_cp_async16(&Bs[st][r][cc], ok ? (%s) : in%d, ok ? 16 : 0);", chain.s,
-           ex_input_pos(c, c->g->nodes.v[ex_V(c, sib[0])->node].args[1].tensor));
-      EM_VEC_PUSH(c->arena, chain.s);
-    } else {
-      ex_line(c, "  em_cp_async16(&Bs[st][r][cc], in%d + (ok ? n * K + k : 0), ok ? 16 : 0);", ex_input_pos(c, B_));
-    }
-    ex_line(c, "}");
-    c->indent--;
-    ex_line(c, "};");
-    for (int st = 0; st < stages - 1; st++) {
-      if (SK > 1) ex_line(c, "if (%d < nk) em_load(%d, (long long)(kt0 + %d) * %d);", st, st, st, BK);
-      else ex_line(c, "if (%d < nk) em_load(%d, %dLL);", st, st, st * BK);
-      ex_line(c, "em_cp_commit();");
-    }
-    ex_line(c, "for (int kt = 0; kt < nk; kt++) {");
-    c->indent++;
-    ex_line(c, "const int st = kt %% %d;", stages);
-    if (stages == 1) {
-      ex_line(c, "em_load(0, (long long)%s * %d);", ktx, BK);
-      ex_line(c, "em_cp_commit();");
-    }
-    ex_line(c, "em_cp_wait<%d>();", stages > 1 ? stages - 2 : 0);
-    ex_line(c, "__syncthreads();");
-    if (stages > 1) {
-      ex_line(c, "if (kt + %d < nk) em_load((kt + %d) %% %d, (long long)(%skt + %d) * %d);", stages - 1, stages - 1, stages,
-              SK > 1 ? "kt0 + " : "", stages - 1, BK);
-      ex_line(c, "em_cp_commit();");
-    }
-    tile_src ts = {0, "[st]", NULL, NULL, NULL};
-    mma_tile_step(c, &ts, BK, FM, FN, BM / WM, BN / WN, dual, mma_t);
-    if (stages == 1) ex_line(c, "__syncthreads();");
-    c->indent--;
-    ex_line(c, "}");
-    ex_line(c, "em_cp_wait<0>();");
-    goto epilogue;
-  }
-  if (SK > 1) {
-    split_range(c, SK, BK);
-    ex_line(c, "for (long long k0 = (long long)kt0 * %d; k0 < K && k0 < (long long)(kt0 + nk) * %d; k0 += %d) {", BK, BK, BK);
-  } else {
-    ex_line(c, "for (long long k0 = 0; k0 < K; k0 += %d) {", BK);
-  }
-  c->indent++;
-  int mark = c->memo.n;
-  /* A tile: element (m, k) of the left operand */
-  ex_line(c, "for (int e = tid; e < %d; e += %d) {", BM * BK, threads);
-  c->indent++;
-  ex_line(c, "const int mm = e / %d, kk = e %% %d;", BK, BK);
-  ex_line(c, "const long long m = m0 + mm, k = k0 + kk;");
-  ex_line(c, "float av = 0.0f;");
-  ex_line(c, "if (m < M && k < K) {");
-  c->indent++;
-  {
-    ivec mi = ex_unravel(c, "m", &mdims), ai = {as->rank};
-    em_shape outm = *os;
-    if (lin_op) {
-      for (int i = 0; i < as->rank - 1; i++) ai.e[i] = mi.e[i];
-    } else {
-      ivec full = {r};
-      for (int i = 0; i < bdims.rank; i++) full.e[i] = bz.e[i];
-      full.e[r - 2] = "m";
-      full.e[r - 1] = "0LL";
-      ivec bb = ex_bcast(c, &full, &outm, as);
-      for (int i = 0; i < as->rank - 1; i++) ai.e[i] = bb.e[i];
-      ai.e[as->rank - 2] = "m";
-    }
-    ai.e[as->rank - 1] = "k";
-    ex_line(c, "av = (float)%s;", ex_val(c, A_, &ai));
-  }
-  c->memo.n = mark;
-  c->indent--;
-  ex_line(c, "}");
-  if (mma) ex_line(c, "As[mm][kk] = %s;", opdt == EM_F16 ? "em_f2h(av)" : "em_f2bf(av)");
-  else ex_line(c, "As[kk][mm] = av;");
-  c->indent--;
-  ex_line(c, "}");
-  /* B tile: element (n, k) of the right operand (weight [N, K] for linear, [.., K, N] otherwise) */
-  ex_line(c, "for (int e = tid; e < %d; e += %d) {", BN * BK, threads);
-  c->indent++;
-  ex_line(c, "const int nn = e / %d, kk = e %% %d;", BK, BK);
-  ex_line(c, "const long long n = n0 + nn, k = k0 + kk;");
-  ex_line(c, dual ? "float bv = 0.0f, bv2 = 0.0f;" : "float bv = 0.0f;");
-  ex_line(c, "if (n < N && k < K) {");
-  c->indent++;
-  {
-    ivec bi = {bs->rank};
-    if (dual) {
-      ivec b2 = {2, {"n", "k"}};
-      ex_line(c, "bv2 = (float)%s;", ex_val(c, B2, &b2));
-    }
-    if (lin_op && concat) {
-      for (int j = 0; j < nsib; j++) {
-        const em_node *sn = &c->g->nodes.v[ex_V(c, sib[j])->node];
-        if (j < nsib - 1) ex_line(c, "%sif (n < %lldLL) {", j ? "} else " : "", (long long)sibOff[j + 1]);
-        else ex_line(c, "} else {");
-        c->indent++;
-        int m2 = c->memo.n;
-        ivec bj = {2, {ex_A(c, "(n - %lldLL)", (long long)sibOff[j]), "k"}};
-        ex_line(c, "bv = (float)%s;", ex_val(c, sn->args[1].tensor, &bj));
-        c->memo.n = m2;
-        c->indent--;
-      }
-      ex_line(c, "}");
-    } else if (lin_op) {
-      bi.e[0] = "n";
-      bi.e[1] = "k";
-    } else {
-      ivec full = {r};
-      for (int i = 0; i < bdims.rank; i++) full.e[i] = bz.e[i];
-      full.e[r - 2] = "0LL";
-      full.e[r - 1] = "n";
-      ivec bb = ex_bcast(c, &full, os, bs);
-      for (int i = 0; i < bs->rank; i++) bi.e[i] = bb.e[i];
-      bi.e[bs->rank - 2] = "k";
-      bi.e[bs->rank - 1] = "n";
-    }
-    if (!(lin_op && concat)) ex_line(c, "bv = (float)%s;", ex_val(c, B_, &bi));
-  }
-  c->memo.n = mark;
-  c->indent--;
-  ex_line(c, "}");
-  if (mma) ex_line(c, "Bs[nn][kk] = %s;", opdt == EM_F16 ? "em_f2h(bv)" : "em_f2bf(bv)");
-  else ex_line(c, "Bs[kk][nn] = bv;");
-  if (dual && mma) ex_line(c, "Bs2[nn][kk] = %s;", opdt == EM_F16 ? "em_f2h(bv2)" : "em_f2bf(bv2)");
-  else if (dual) ex_line(c, "Bs2[kk][nn] = bv2;");
-  c->indent--;
-  ex_line(c, "}");
-  ex_line(c, "__syncthreads();");
-  if (mma) {
-    tile_src ts = {0, "", NULL, NULL, NULL};
-    mma_tile_step(c, &ts, BK, FM, FN, BM / WM, BN / WN, dual, mma_t);
-  } else {
-  ex_line(c, "#pragma unroll");
-  ex_line(c, "for (int kk = 0; kk < %d; kk++) {", BK);
-  ex_line(c, "  float ar[%d], br[%d];", TM, TN);
-  ex_line(c, "  #pragma unroll");
-  ex_line(c, "  for (int i = 0; i < %d; i++) ar[i] = As[kk][tr * %d + i];", TM, TM);
-  ex_line(c, "  #pragma unroll");
-  ex_line(c, "  for (int j = 0; j < %d; j++) br[j] = Bs[kk][tc * %d + j];", TN, TN);
-  ex_line(c, "  #pragma unroll");
-  ex_line(c, "  for (int i = 0; i < %d; i++)", TM);
-  ex_line(c, "    #pragma unroll");
-  ex_line(c, "    for (int j = 0; j < %d; j++) acc[i][j] += ar[i] * br[j];", TN);
-  if (dual) {
-    ex_line(c, "  #pragma unroll");
-    ex_line(c, "  for (int j = 0; j < %d; j++) br[j] = Bs2[kk][tc * %d + j];", TN, TN);
-    ex_line(c, "  #pragma unroll");
-    ex_line(c, "  for (int i = 0; i < %d; i++)", TM);
-    ex_line(c, "    #pragma unroll");
-    ex_line(c, "    for (int j = 0; j < %d; j++) acc2[i][j] += ar[i] * br[j];", TN);
-  }
-  ex_line(c, "}");
-  }
-  ex_line(c, "__syncthreads();");
-  c->indent--;
-  ex_line(c, "}");
-epilogue:;
+  ctr_prologue(c, &K);
+  if (tma) ctr_tma_mainloop(c, &K, ktx);
+  else if (async) ctr_async_mainloop(c, &K, ktx);
+  else ctr_fill_mainloop(c, &K);
   ex_ctr_epilogue(c, &K, L);
 }
 
-void ex_ctr_epilogue(ectx *c, const ex_ctr *k, em_launch *L) {
+/* A head-local epilogue's staged tile (kernel meta "stage" = D) and its per-head reductions (NORM_EPI); returns
+ * non-zero when the emission failed. */
+static int ctr_stage_tile(ectx *c, const ex_ctr *k, em_launch *L) {
   const int mma = k->mma, BM = k->BM, BN = k->BN, WM = k->WM, WN = k->WN, TM = k->TM, TN = k->TN, FM = k->FM, FN = k->FN;
   const int threads = k->threads, a = k->a, lin_op = k->lin_op, dual = k->dual, concat = k->concat, nsib = k->nsib;
   const int r = k->r, SK = k->SK, tma = k->tma, async = k->async;
@@ -800,7 +877,9 @@ void ex_ctr_epilogue(ectx *c, const ex_ctr *k, em_launch *L) {
   const int64_t *sibOff = k->sibOff;
   const em_shape *os = k->os, mdims = k->mdims, bdims = k->bdims;
   const ivec bz = k->bz;
-  if (SK > 1) split_reduce(c, SK, FM, FN, threads, dual);
+  (void)mma, (void)BM, (void)BN, (void)WM, (void)WN, (void)TM, (void)TN, (void)FM, (void)FN, (void)threads, (void)a;
+  (void)lin_op, (void)dual, (void)concat, (void)nsib, (void)r, (void)SK, (void)tma, (void)async, (void)sib, (void)dep;
+  (void)sibOff, (void)os, (void)mdims, (void)bdims, (void)bz;
   /* a head-local epilogue (kernel meta "stage" = D: RoPE's rotate_half reads the result at other columns of
    * the same D-wide head): the result tile, rounded to its dtype, goes to shared memory first */
   const char *smeta = em_graph_get_meta(c->g, "stage");
@@ -810,7 +889,7 @@ void ex_ctr_epilogue(ectx *c, const ex_ctr *k, em_launch *L) {
     if (!lin_op || concat || BN % stageD || !em_dim_is_const(&os->d[r - 1], &nc) || nc % stageD) {
       ex_fail(c, "a head-local epilogue (D=%d) needs a linear (not merged siblings), BN a multiple of D (BN=%d) and N a "
                  "multiple of D", stageD, BN);
-      return;
+      return 1;
     }
     em_dtype sdt = ex_V(c, a)->dtype;
     int ld = BN + 8, nst = dual ? 2 : 1;
@@ -929,6 +1008,22 @@ void ex_ctr_epilogue(ectx *c, const ex_ctr *k, em_launch *L) {
     }
     if (c->nhred) ex_line(c, "__syncthreads();");
   }
+  return c->failed;
+}
+
+/* Every accumulator element (m, n) of this thread (acc[i][j][q] in mma.sync's C-fragment order; acc[i][j] on the
+ * scalar tier) through the fused ops to the outputs. */
+static void ctr_fragment_outputs(ectx *c, const ex_ctr *k) {
+  const int mma = k->mma, BM = k->BM, BN = k->BN, WM = k->WM, WN = k->WN, TM = k->TM, TN = k->TN, FM = k->FM, FN = k->FN;
+  const int threads = k->threads, a = k->a, lin_op = k->lin_op, dual = k->dual, concat = k->concat, nsib = k->nsib;
+  const int r = k->r, SK = k->SK, tma = k->tma, async = k->async;
+  const int *sib = k->sib, *dep = k->dep;
+  const int64_t *sibOff = k->sibOff;
+  const em_shape *os = k->os, mdims = k->mdims, bdims = k->bdims;
+  const ivec bz = k->bz;
+  (void)mma, (void)BM, (void)BN, (void)WM, (void)WN, (void)TM, (void)TN, (void)FM, (void)FN, (void)threads, (void)a;
+  (void)lin_op, (void)dual, (void)concat, (void)nsib, (void)r, (void)SK, (void)tma, (void)async, (void)sib, (void)dep;
+  (void)sibOff, (void)os, (void)mdims, (void)bdims, (void)bz;
   /* epilogue: every accumulator element (m, n) of this thread */
   const char *accel = mma ? "acc[i][j][q]" : "acc[i][j]";
   ex_line(c, "#pragma unroll");
@@ -1014,4 +1109,10 @@ void ex_ctr_epilogue(ectx *c, const ex_ctr *k, em_launch *L) {
   ex_line(c, "}");
   c->indent--;
   ex_line(c, "}");
+}
+
+void ex_ctr_epilogue(ectx *c, const ex_ctr *k, em_launch *L) {
+  if (k->SK > 1) split_reduce(c, k->SK, k->FM, k->FN, k->threads, k->dual);
+  if (ctr_stage_tile(c, k, L)) return;
+  ctr_fragment_outputs(c, k);
 }

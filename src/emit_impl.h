@@ -129,6 +129,8 @@ typedef struct {
   int *dep;                 /* dep[v]: value v reads a linear's result (an epilogue value) */
   int SK, tma, async;
   const char *mma_t;        /* "bf16" or "f16" */
+  int BK, stages, CL, WS, wgt, wgw; /* K depth, ring, cluster, producer warpgroup, wgmma and its wait */
+  em_dtype opdt;            /* the operands' dtype */
 } ex_ctr;
 
 /* The contraction epilogue: split-K's reduction, a staged head-local tile, then every accumulator element
