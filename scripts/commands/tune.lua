@@ -165,7 +165,7 @@ return {
       local k = p.kernel
       local f = kernels.facts(k)
       local repro = dir .. "/" .. k.name .. ".torch.json"
-      cli.check(graphjson.write(k.repro, repro))
+      cli.must(graphjson.write(k.repro, repro, { sync = false }))
       local hash = k.repro:hash()
       -- the kernel facts (what rules/prior/features.lua reads), kept so that later refits can featurize its rows
       db:kernel { hash = hash, name = k.name, ops = k.kind, features = f,
@@ -323,7 +323,11 @@ return {
         features = okf and type(facts) == "table" and facts.kind and prior.features(facts, knobs, dev) or nil }
     end
     local m2 = online.fit(fit)
-    online.save(m2)
+    local oks, serr = online.save(m2)
+    if not oks then
+      close_all()
+      cli.fail("tune: the online half: %s (the tune DB keeps every row; the next tune refits)", serr)
+    end
     io.stderr:write(("  online half refit on %d rows: rank correlation %.2f, out of fold %.2f (offline %.2f) — %s\n"):format(
       m2.rows, m2.rho_online, m2.rho_online_cv or 0, m2.rho_offline,
       m2.usable and "used next time" or "not better than the offline half, not used"))
@@ -397,13 +401,9 @@ return {
       print(("  %s %s %s: %s"):format(fr.status, fr.kernel, fr.knobs, tostring(fr.error or "-"):gsub("%s+", " "):sub(1, 160)))
     end
     if opts.dump_dir then
-      local jf = opts.dump_dir .. "/tune.json"
-      local f = io.open(jf, "w")
-      if not f then cli.fail("tune: cannot write %s", jf) end
-      f:write(require("cjson").encode { run_id = run_id, db = path, regime = opts.regime, gpus = #workers, wall_s = wall,
-        benched = stats.benched, served = stats.served, status = stats.status, recorded = counts, kernels = picks,
-        structural = priced, spent = spent })
-      f:close()
+      cli.must(sys.write_file(opts.dump_dir .. "/tune.json", require("cjson").encode { run_id = run_id, db = path,
+        regime = opts.regime, gpus = #workers, wall_s = wall, benched = stats.benched, served = stats.served,
+        status = stats.status, recorded = counts, kernels = picks, structural = priced, spent = spent }))
     end
     -- --bench: the chosen fork with each kernel's pick, against torch eager and torch.compile (emmy.bench)
     if opts.bench then
