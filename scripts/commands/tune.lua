@@ -36,8 +36,9 @@ return {
   --patience N         stop a kernel's search after N correct measurements without a new best (default 16)
   --max-candidates N   measure at most N variants of a kernel (default: no limit)
   --timeout-ms N       a measurement that takes longer is a timeout row (default 60000)
-  --clean              start from an empty tune DB (EMMY_TUNE_DB, default ~/.cache/emmy/tune.db), online half
-                       (EMMY_ONLINE_FILE, default ~/.cache/emmy/online.json) and cubin cache
+  --clean              start from an empty tune DB (EMMY_TUNE_DB, default ~/.cache/emmy/tune.db: every row is
+                       deleted, the file kept), online half (EMMY_ONLINE_FILE, default ~/.cache/emmy/online.json)
+                       and cubin cache; refused, nothing deleted, while another tune is writing to that DB
   --precompile N       also compile each kernel's N best-scored candidates ahead (default 0: each batch of the
                        search is compiled in parallel just before it is measured)
   --regime deploy|rank deploy (default): CUDA-graph replay, 5 warm-up runs then 10 ms more, 50 single-replay
@@ -126,13 +127,18 @@ return {
     local dir = opts.dump_dir and (opts.dump_dir .. "/tune.kernels") or os.tmpname()
     if not opts.dump_dir then os.remove(dir) end
     cli.check(sys.mkdir_p(dir))
+    -- the tune DB with the run lock held (docs/formats.md, "The run lock"): --clean deletes its rows only when no
+    -- other tune is writing to it, and no --clean can delete this tune's rows while it runs
     local path = tunedb.default_path()
-    if opts.clean then
-      for _, sfx in ipairs { "", "-wal", "-shm" } do os.remove(path .. sfx) end
+    local db, dberr = tunedb.open_for_run(path, { clean = opts.clean, on_clean = function()
       os.remove(online.default_path())
       nv.clear_cache()
+    end })
+    if not db then
+      close_all()
+      if not opts.dump_dir then os.execute("rm -rf '" .. dir:gsub("'", "") .. "'") end
+      cli.fail("%s", dberr)
     end
-    local db = cli.check(tunedb.open(path))
     local ver, rev = sys.version()
     local run_id = db:begin_run("emmy tune " .. table.concat(argv, " "), rev, rev and rev:match("dirty") ~= nil)
     local ctx = db:context { gpu = gi.name, cc = gi.cc, driver = tostring(gi.driver_version or ""), nvrtc = tostring(sys.nvrtc() or ""),

@@ -148,6 +148,19 @@ static int l_write_file(lua_State *L) {
   return 1;
 }
 
+/* sys.writable(path) -> true | false, msg: may this process write path (access(2) W_OK; a read-only mount
+ * answers false also for root) */
+static int l_writable(lua_State *L) {
+  const char *path = luaL_checkstring(L, 1);
+  if (access(path, W_OK) == 0) {
+    lua_pushboolean(L, 1);
+    return 1;
+  }
+  lua_pushboolean(L, 0);
+  lua_pushfstring(L, "%s: %s", path, strerror(errno));
+  return 2;
+}
+
 static int l_realpath(lua_State *L) {
   char buf[PATH_MAX];
   if (!realpath(luaL_checkstring(L, 1), buf)) {
@@ -367,7 +380,7 @@ int luaopen_emmy_sys(lua_State *L) {
   em_lua_class(L, PROC_T, proc_methods, l_proc_close, l_proc_tostring);
   static const luaL_Reg fns[] = {{"version", l_version}, {"isatty", l_isatty},   {"nproc", l_nproc},
                                  {"clock", l_clock},     {"listdir", l_listdir}, {"stat", l_stat},
-                                 {"mkdir_p", l_mkdir_p}, {"write_file", l_write_file}, {"realpath", l_realpath}, {"getpid", l_getpid},
+                                 {"mkdir_p", l_mkdir_p}, {"write_file", l_write_file}, {"writable", l_writable}, {"realpath", l_realpath}, {"getpid", l_getpid},
                                  {"cuda", l_cuda},       {"nvrtc", l_nvrtc},     {"fnv", l_fnv},         {"spawn", l_spawn},
                                  {NULL, NULL}};
   lua_newtable(L);
