@@ -21,6 +21,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <math.h>
 #include <sqlite3.h>
 #include <stdio.h>
@@ -38,9 +39,8 @@
 
 typedef struct {
   sqlite3 *db;
-  int lock_fd;  /* -1 until db:lock first asks */
-  int lock_mode; /* 0 none, 1 shared, 2 exclusive */
-  dev_t dev;    /* the database file's identity: handles of one file share the parking of lock fds */
+  int lock_fd; /* -1 until db:lock first asks */
+  dev_t dev;   /* the database file's identity: handles of one file share the parking of lock fds */
   ino_t ino;
   int have_id;
 } sqldb;
@@ -87,7 +87,8 @@ static int fail_db(lua_State *L, sqlite3 *db, const char *sql) {
   return em_lua_fail(L, msg);
 }
 
-/* "file:" URI of path with the characters that URIs reserve percent-encoded, then "?immutable=1". */
+/* "file:" URI of path with the characters that URIs reserve percent-encoded, then "?immutable=1"; out holds
+ * 3 * PATH_MAX + 32 bytes (the caller checks that path is shorter than PATH_MAX). */
 static void immutable_uri(const char *path, char *out, size_t cap) {
   size_t o = (size_t)snprintf(out, cap, "file:");
   for (const unsigned char *p = (const unsigned char *)path; *p && o + 4 < cap; p++) {
@@ -117,9 +118,10 @@ static int l_open(lua_State *L) {
   if (imm && !ro) luaL_error(L, "sqlite.open: immutable needs readonly");
   int flags = SQLITE_OPEN_FULLMUTEX | (ro ? SQLITE_OPEN_READONLY : SQLITE_OPEN_READWRITE) |
               (create && !ro ? SQLITE_OPEN_CREATE : 0);
-  char uri[8192];
+  char uri[3 * PATH_MAX + 32];
   const char *name = path;
   if (imm) {
+    if (strlen(path) >= PATH_MAX) return em_lua_fail(L, "sqlite: the path is longer than PATH_MAX");
     immutable_uri(path, uri, sizeof uri);
     name = uri;
     flags |= SQLITE_OPEN_URI;
@@ -312,7 +314,6 @@ static int l_lock(lua_State *L) {
     struct timespec nap = {0, 20 * 1000 * 1000};
     nanosleep(&nap, NULL);
   }
-  h->lock_mode = mode;
   lua_pushboolean(L, 1);
   return 1;
 }
