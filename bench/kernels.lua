@@ -221,10 +221,8 @@ for _, n in ipairs(torch_notes) do print(n) end
 -- the whole layer, every kernel in order, as one captured graph (only when every chosen variant built)
 if opts.kernel then
   if opts.json then
-    local f = assert(io.open(opts.json, "w"))
-    f:write(require("cjson").encode { model = opts.model, layer = opts.layer, seq_len = opts.seq_len, device = info.name,
-      variants = all, kernel = opts.kernel })
-    f:close()
+    cli.must(require("emmy.sys").write_file(opts.json, require("cjson").encode { model = opts.model, layer = opts.layer,
+      seq_len = opts.seq_len, device = info.name, variants = all, kernel = opts.kernel }))
   end
   os.exit(0)
 end
@@ -278,8 +276,6 @@ if opts.torch then
   end
 end
 if opts.json then
-  local f = assert(io.open(opts.json, "w"))
-  f:write(require("cjson").encode { model = opts.model, layer = opts.layer, seq_len = opts.seq_len, device = info.name,
-    variants = all, whole_layer = layer })
-  f:close()
+  cli.must(require("emmy.sys").write_file(opts.json, require("cjson").encode { model = opts.model, layer = opts.layer,
+    seq_len = opts.seq_len, device = info.name, variants = all, whole_layer = layer }))
 end

@@ -1,6 +1,7 @@
 /* main.c — the emmy host: one LuaJIT state with emmy's modules preloaded, scripts resolved from emmy's own
  * folders (never the current directory) and loaded as text only. Dispatch lives in scripts/emmy/host.lua;
  * this file turns its outcome into one line and an exit status (2 usage, 1 runtime failure). */
+#include <errno.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -162,7 +163,16 @@ int main(int argc, char **argv) {
   } else {
     rc = (int)lua_tointeger(L, -1);
   }
-  fflush(stdout);
   lua_close(L);
+  /* what was printed must have reached stdout: `emmy … > FILE` on a full disk is a failure, not exit 0 */
+  errno = 0;
+  int out_bad = fflush(stdout) != 0;
+  int out_errno = errno;
+  out_bad |= ferror(stdout);
+  if (fclose(stdout) != 0 && !out_bad) out_bad = 1, out_errno = errno;
+  if (out_bad) {
+    fprintf(stderr, "emmy: cannot write standard output: %s\n", out_errno ? strerror(out_errno) : "a write failed");
+    if (rc == 0) rc = 1;
+  }
   return rc;
 }

@@ -22,6 +22,7 @@
 #include <unistd.h>
 
 #include "dl.h"
+#include "file.h"
 
 const char *em_nvrtc_status_name(em_nvrtc_status s) {
   static const char *const names[] = {
@@ -646,24 +647,9 @@ static char *read_whole(const char *path, size_t *n) {
   return b.p;
 }
 
-/* Writes data to path through path.tmp.<pid>.<n> and rename(2), so readers see the old file or the whole new
- * one. 0 on success. */
-static int write_atomic(const char *path, const void *data, size_t n) {
-  static unsigned long counter;
-  char tmp[PATH_MAX];
-  if (snprintf(tmp, sizeof tmp, "%s.tmp.%ld.%lu", path, (long)getpid(), __atomic_add_fetch(&counter, 1, __ATOMIC_RELAXED)) >=
-      (int)sizeof tmp)
-    return -1;
-  FILE *f = fopen(tmp, "wb");
-  if (!f) return -1;
-  int bad = n && fwrite(data, 1, n, f) != n;
-  bad |= fclose(f) != 0;
-  if (bad || rename(tmp, path) != 0) {
-    unlink(tmp);
-    return -1;
-  }
-  return 0;
-}
+/* Writes a cache file through src/file.c (temp + rename: readers see the old file or the whole new one; no fsync:
+ * an entry is checked against its sidecar's size and hash when read). 0 on success. */
+static int write_atomic(const char *path, const void *data, size_t n) { return em_file_write(path, data, n, 0, NULL) ? -1 : 0; }
 
 static int entry_path(char *buf, size_t cap, const char *dir, const char *key, const char *ext) {
   int n = snprintf(buf, cap, "%s/%s.%s", dir, key, ext);

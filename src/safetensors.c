@@ -2,6 +2,7 @@
  * validation (header bounds, dtype × shape = byte size, contiguous data from offset 0 to the end of the
  * file, distinct names), conversion of an entry to a host tensor, and an atomic writer. */
 #include "safetensors.h"
+#include "file.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -981,10 +982,9 @@ em_status em_st_write(const char *path, int n, const char *const *names, const e
   st_item *items = NULL;
   const char **meta = NULL;
   strbuf hb = {0};
-  char *tmp = NULL;
-  FILE *fp = NULL;
+  em_file_out *out = NULL;
   unsigned char *buf = NULL;
-  int nmeta = 0, tmp_made = 0;
+  int nmeta = 0;
 
   if (n < 0 || (n > 0 && (!names || !tensors))) {
     st = st_fail(err, EM_EINPUT, path, "cannot write %d tensors without names and tensors", n);
@@ -1071,52 +1071,33 @@ em_status em_st_write(const char *path, int n, const char *const *names, const e
   sb_put(&hb, "}", 1);
   while (hb.n % 8) sb_put(&hb, " ", 1);
 
-  size_t plen = strlen(path);
-  tmp = em_alloc(plen + 5);
-  memcpy(tmp, path, plen);
-  memcpy(tmp + plen, ".tmp", 5);
-  fp = fopen(tmp, "wb");
-  if (!fp) {
-    st = st_fail(err, EM_ERUN, path, "cannot open %s for writing: %s", tmp, strerror(errno));
-    goto cleanup;
-  }
-  tmp_made = 1;
+  /* through src/file.c, fsynced: the file is the old one or the whole new one, also after a crash */
+  if ((st = em_file_begin(&out, path, EM_FILE_SYNC, err))) goto cleanup;
   uint64_t hlen = (uint64_t)hb.n;
-  int ok = fwrite(&hlen, 8, 1, fp) == 1 && fwrite(hb.v, 1, (size_t)hb.n, fp) == (size_t)hb.n;
+  em_file_put(out, &hlen, 8, NULL);
+  em_file_put(out, hb.v, (size_t)hb.n, NULL);
   enum { CHUNK = 1 << 20 };
   buf = em_alloc(CHUNK);
-  for (int i = 0; i < n && ok; i++) {
+  for (int i = 0; i < n; i++) {
     const em_tensor *t = items[i].t;
     size_t used = 0;
-    for (int64_t k = 0; k < t->numel && ok; k++) {
+    for (int64_t k = 0; k < t->numel; k++) {
       used += (size_t)encode(t, k, buf + used);
       if (used > CHUNK - 8) {
-        ok = fwrite(buf, 1, used, fp) == used;
+        if (em_file_put(out, buf, used, NULL)) break; /* kept: the commit reports it */
         used = 0;
       }
     }
-    if (ok && used) ok = fwrite(buf, 1, used, fp) == used;
+    if (used) em_file_put(out, buf, used, NULL);
   }
-  ok = ok && !fflush(fp) && !fsync(fileno(fp));
-  int closed = fclose(fp);
-  fp = NULL;
-  if (!ok || closed) {
-    st = st_fail(err, EM_ERUN, path, "write to %s failed: %s", tmp, strerror(errno));
-    goto cleanup;
-  }
-  if (rename(tmp, path)) {
-    st = st_fail(err, EM_ERUN, path, "cannot rename %s into place: %s", tmp, strerror(errno));
-    goto cleanup;
-  }
-  tmp_made = 0;
+  st = em_file_commit(out, err);
+  out = NULL;
 
 cleanup:
-  if (fp) fclose(fp);
-  if (tmp_made) unlink(tmp); /* a failed write leaves neither path changed nor a stray .tmp */
+  em_file_abort(out); /* a failed write leaves neither path changed nor a stray temp */
   free(items);
   free(meta);
   free(hb.v);
-  free(tmp);
   free(buf);
   return st;
 }

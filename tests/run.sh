@@ -31,6 +31,8 @@ if [ "$mode" != "--lua-only" ] && [ -x ./emmy-asan ]; then
   EMMY_BIN=./emmy-asan ./emmy-asan tests/lua/run.lua host/ > "$log/asan1" 2>&1; grep -v '^ok ' "$log/asan1"; tally "$log/asan1" asan-host
   EMMY_BIN=./emmy-asan ./emmy-asan tests/lua/run.lua json/ > "$log/asan2" 2>&1; grep -v '^ok ' "$log/asan2"; tally "$log/asan2" asan-json
   EMMY_BIN=./emmy-asan ./emmy-asan tests/lua/run.lua ir/ > "$log/asan3" 2>&1; grep -v '^ok ' "$log/asan3"; tally "$log/asan3" asan-ir
+  echo "== the fault-injection suite under AddressSanitizer + UBSan (docs/reliability.md)"
+  EMMY_BIN=./emmy-asan ./emmy-asan tests/lua/run.lua faults/ > "$log/asan4" 2>&1; grep -v '^ok ' "$log/asan4"; tally "$log/asan4" asan-faults
 fi
 echo "== GPU tests"
 sh tests/gpu/run.sh --list-skip > "$log/gpu" 2>&1; cat "$log/gpu"; tally "$log/gpu" tests/gpu

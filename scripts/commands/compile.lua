@@ -77,7 +77,7 @@ return {
       cli.fail("%s", tostring(ctx))
     end
     if opts.ir == "graph" or not ctx.kernels then
-      if opts.o then cli.check(graphjson.write(ctx.graph, opts.o)) end
+      if opts.o then cli.must(graphjson.write(ctx.graph, opts.o)) end
       show.print_graph(ctx.graph, { nodes = true })
       return 0
     end
@@ -149,9 +149,7 @@ return {
       local texts = {}
       for _, p in ipairs(kernels.distinct(sel)) do texts[#texts + 1] = sources[p.kernel.name].src end
       if opts.o then
-        local f = assert(io.open(opts.o, "wb"))
-        f:write(table.concat(texts, "\n"))
-        f:close()
+        cli.must(require("emmy.sys").write_file(opts.o, table.concat(texts, "\n")))
         print("wrote " .. opts.o)
       else
         print(table.concat(texts, "\n"))

@@ -17,7 +17,7 @@ return {
       positional = { "file" }, required = { "file" }, usage = "emmy graph FILE.torch.json [-o OUT]",
     }, "graph")
     local g = cli.check(graphjson.read(pos.file))
-    if opts.o then cli.check(graphjson.write(g, opts.o)) end
+    if opts.o then cli.must(graphjson.write(g, opts.o)) end
     if opts.json then
       print(require("cjson").encode(show.graph_summary(g)))
     else

@@ -52,8 +52,8 @@ return {
     local dt = sys.clock() - t0
     if opts.save then
       cli.check(sys.mkdir_p(opts.save))
-      for name, t in pairs(ins) do cli.check(t:save(opts.save .. "/" .. name .. ".npy")) end
-      for name, t in pairs(outs) do cli.check(t:save(opts.save .. "/" .. name .. ".npy")) end
+      for name, t in pairs(ins) do cli.must(t:save(opts.save .. "/" .. name .. ".npy")) end
+      for name, t in pairs(outs) do cli.must(t:save(opts.save .. "/" .. name .. ".npy")) end
     end
     local rows, js = {}, {}
     for _, o in ipairs(g:outputs()) do

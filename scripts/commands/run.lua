@@ -261,7 +261,7 @@ return {
       local file = r.file
       if not file then
         file = os.tmpname() .. ".torch.json"
-        cli.check(require("emmy.graphjson").write(g, file))
+        cli.must(require("emmy.graphjson").write(g, file, { sync = false }))
       end
       local pr = profile.run { repro = file, graph = g, bind = bind, clock_control = opts.clock_control,
         value_of = function(name) return ins[name] end }

@@ -21,7 +21,7 @@ return {
     }, "trace")
     local r = frontend.load(pos.model, opts)
     local g = r.graph
-    if opts.o then cli.check(graphjson.write(g, opts.o)) end
+    if opts.o then cli.must(graphjson.write(g, opts.o)) end
     local bind = cli.check(g:bind({}))
     local st = graphstats.compute(g, bind)
     local summary = show.graph_summary(g)

@@ -36,8 +36,9 @@ return {
   --patience N         stop a kernel's search after N correct measurements without a new best (default 16)
   --max-candidates N   measure at most N variants of a kernel (default: no limit)
   --timeout-ms N       a measurement that takes longer is a timeout row (default 60000)
-  --clean              start from an empty tune DB (EMMY_TUNE_DB, default ~/.cache/emmy/tune.db), online half
-                       (EMMY_ONLINE_FILE, default ~/.cache/emmy/online.json) and cubin cache
+  --clean              start from an empty tune DB (EMMY_TUNE_DB, default ~/.cache/emmy/tune.db: every row is
+                       deleted, the file kept), online half (EMMY_ONLINE_FILE, default ~/.cache/emmy/online.json)
+                       and cubin cache; refused, nothing deleted, while another tune is writing to that DB
   --precompile N       also compile each kernel's N best-scored candidates ahead (default 0: each batch of the
                        search is compiled in parallel just before it is measured)
   --regime deploy|rank deploy (default): CUDA-graph replay, 5 warm-up runs then 10 ms more, 50 single-replay
@@ -126,13 +127,18 @@ return {
     local dir = opts.dump_dir and (opts.dump_dir .. "/tune.kernels") or os.tmpname()
     if not opts.dump_dir then os.remove(dir) end
     cli.check(sys.mkdir_p(dir))
+    -- the tune DB with the run lock held (docs/formats.md, "The run lock"): --clean deletes its rows only when no
+    -- other tune is writing to it, and no --clean can delete this tune's rows while it runs
     local path = tunedb.default_path()
-    if opts.clean then
-      for _, sfx in ipairs { "", "-wal", "-shm" } do os.remove(path .. sfx) end
+    local db, dberr = tunedb.open_for_run(path, { clean = opts.clean, on_clean = function()
       os.remove(online.default_path())
       nv.clear_cache()
+    end })
+    if not db then
+      close_all()
+      if not opts.dump_dir then os.execute("rm -rf '" .. dir:gsub("'", "") .. "'") end
+      cli.fail("%s", dberr)
     end
-    local db = cli.check(tunedb.open(path))
     local ver, rev = sys.version()
     local run_id = db:begin_run("emmy tune " .. table.concat(argv, " "), rev, rev and rev:match("dirty") ~= nil)
     local ctx = db:context { gpu = gi.name, cc = gi.cc, driver = tostring(gi.driver_version or ""), nvrtc = tostring(sys.nvrtc() or ""),
@@ -165,7 +171,7 @@ return {
       local k = p.kernel
       local f = kernels.facts(k)
       local repro = dir .. "/" .. k.name .. ".torch.json"
-      cli.check(graphjson.write(k.repro, repro))
+      cli.must(graphjson.write(k.repro, repro, { sync = false }))
       local hash = k.repro:hash()
       -- the kernel facts (what rules/prior/features.lua reads), kept so that later refits can featurize its rows
       db:kernel { hash = hash, name = k.name, ops = k.kind, features = f,
@@ -323,7 +329,11 @@ return {
         features = okf and type(facts) == "table" and facts.kind and prior.features(facts, knobs, dev) or nil }
     end
     local m2 = online.fit(fit)
-    online.save(m2)
+    local oks, serr = online.save(m2)
+    if not oks then
+      close_all()
+      cli.fail("tune: the online half: %s (the tune DB keeps every row; the next tune refits)", serr)
+    end
     io.stderr:write(("  online half refit on %d rows: rank correlation %.2f, out of fold %.2f (offline %.2f) — %s\n"):format(
       m2.rows, m2.rho_online, m2.rho_online_cv or 0, m2.rho_offline,
       m2.usable and "used next time" or "not better than the offline half, not used"))
@@ -397,13 +407,9 @@ return {
       print(("  %s %s %s: %s"):format(fr.status, fr.kernel, fr.knobs, tostring(fr.error or "-"):gsub("%s+", " "):sub(1, 160)))
     end
     if opts.dump_dir then
-      local jf = opts.dump_dir .. "/tune.json"
-      local f = io.open(jf, "w")
-      if not f then cli.fail("tune: cannot write %s", jf) end
-      f:write(require("cjson").encode { run_id = run_id, db = path, regime = opts.regime, gpus = #workers, wall_s = wall,
-        benched = stats.benched, served = stats.served, status = stats.status, recorded = counts, kernels = picks,
-        structural = priced, spent = spent })
-      f:close()
+      cli.must(sys.write_file(opts.dump_dir .. "/tune.json", require("cjson").encode { run_id = run_id, db = path,
+        regime = opts.regime, gpus = #workers, wall_s = wall, benched = stats.benched, served = stats.served,
+        status = stats.status, recorded = counts, kernels = picks, structural = priced, spent = spent }))
     end
     -- --bench: the chosen fork with each kernel's pick, against torch eager and torch.compile (emmy.bench)
     if opts.bench then

@@ -88,12 +88,15 @@ M.python = python
 -- Writes graph gr and its inputs (value_of(name) -> tensor) as a tools/torchref job in folder d: d/g.torch.json
 -- and d/in/<input>.npy. Returns true, or nil and why.
 function M.write_job(d, gr, value_of)
-  assert(sys.mkdir_p(d .. "/in"))
-  assert(graphjson.write(gr, d .. "/g.torch.json"))
+  local ok, err = sys.mkdir_p(d .. "/in")
+  if not ok then return nil, err end
+  ok, err = graphjson.write(gr, d .. "/g.torch.json", { sync = false })
+  if not ok then return nil, err end
   for _, v in ipairs(gr:inputs()) do
     local t = value_of(v.name)
     if not t then return nil, "no value for input " .. v.name end
-    assert(t:save(d .. "/in/" .. v.name .. ".npy"))
+    ok, err = t:save(d .. "/in/" .. v.name .. ".npy")
+    if not ok then return nil, err end
   end
   return true
 end
@@ -145,9 +148,7 @@ function M.torch_many(jobs, bind, o)
     if ok then batch[#batch + 1] = { graph = jd .. "/g.torch.json", inputs = jd .. "/in", json = jd .. "/b.json", i = i }
     else res[i] = { why = why } end
   end
-  local f = assert(io.open(d .. "/batch.json", "w"))
-  f:write(cjson.encode(batch))
-  f:close()
+  require("emmy.dump").write_file(d .. "/batch.json", cjson.encode(batch))
   local binds = {}
   for k, v in pairs(bind or {}) do binds[#binds + 1] = ("--bind %s=%d"):format(k, v) end
   table.sort(binds)
@@ -202,9 +203,8 @@ function M.transformers(model, mode, layer, g, ins, compile)
   if not have then return done(nil, "the graph has no weights under checkpoint names") end
   local ok, err = st.write(d .. "/model.safetensors", ws, { format = "pt" })
   if not ok then return done(nil, err) end
-  local f = assert(io.open(d .. "/config.json", "wb"))
-  f:write(cjson.encode(model.config))
-  f:close()
+  ok, err = sys.write_file(d .. "/config.json", cjson.encode(model.config), { sync = false })
+  if not ok then return done(nil, err) end
   os.execute(("%s %s/tools/torchref/hf_bench.py %s --mode %s --layer %d --device %s%s --json %s/b.json > %s/log 2>&1")
     :format(python(), EMMY_HOME, d, mode, layer or 0, os.getenv("EMMY_TORCH_DEVICE") or "cuda",
       compile and " --compile" or "", d, d))

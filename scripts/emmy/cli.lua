@@ -26,6 +26,13 @@ function M.check(v, msg, ...)
   return v, msg, ...
 end
 
+-- Returns v, or raises a runtime failure (exit 1) with msg: for what failed although the input was good (a file
+-- that cannot be written, a full disk).
+function M.must(v, msg, ...)
+  if v == nil or v == false then M.fail("%s", tostring(msg)) end
+  return v, msg, ...
+end
+
 -- Runs fn(...) and turns any error into (one line on stderr, exit code). EMMY_DEBUG=1 adds tracebacks.
 function M.protect(fn, ...)
   local debug_on = os.getenv("EMMY_DEBUG") == "1"

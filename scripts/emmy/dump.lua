@@ -15,11 +15,13 @@ function M.open(dir)
   return setmetatable({ dir = dir, n = 0 }, D)
 end
 
--- Writes text to path (a file of a dump folder; raises when it cannot).
-local function write(path, text)
-  local f = assert(io.open(path, "wb"))
-  f:write(text)
-  f:close()
+-- Writes text (a string or a list of strings) to path, a file of a dump folder or another file a command
+-- writes, through sys.write_file: the old file or the whole new one, never a mix; opts.sync (default false
+-- here: a crash may lose a dump file, a failure never leaves a torn one). Raises "cannot write PATH: <OS
+-- error>" (one line) when it cannot.
+local function write(path, text, opts)
+  local ok, err = sys.write_file(path, text, { sync = opts and opts.sync or false })
+  if not ok then error(err, 0) end
 end
 M.write_file = write
 
@@ -51,7 +53,8 @@ end
 function D:kernels(plans, sources)
   self.n = self.n + 10
   local kdir = ("%s/%02d_lowering_cuda.kernels"):format(self.dir, self.n)
-  assert(sys.mkdir_p(kdir))
+  local okd, derr = sys.mkdir_p(kdir)
+  if not okd then error(derr, 0) end
   self.kernel_dir = kdir
   local index, seen = {}, {}
   local kernels = require "emmy.kernels"

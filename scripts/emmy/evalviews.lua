@@ -3,7 +3,6 @@
 -- hand. Rows are the latest measurement of each variant in one measuring context (the context with the most
 -- rows unless one is given); rows of different contexts are never mixed.
 local cjson = require "cjson"
-local sqlite = require "emmy.sqlite"
 local tunedb = require "emmy.tunedb"
 
 local M = {}
@@ -15,21 +14,10 @@ local function parse_knobs(s)
 end
 M.parse_knobs = parse_knobs
 
--- Opens a tune DB for reading: one line when it does not exist, has another schema version or is empty.
--- Returns db, context {id, gpu, regime, rows} | nil, msg.
+-- Opens a tune DB read-only (nothing is written, also on read-only media): one line when it does not exist, is
+-- not a tune DB, has another schema version or is empty. Returns db, context {id, gpu, regime, rows} | nil, msg.
 function M.open(path, context_id)
-  local f = io.open(path, "rb")
-  if not f then return nil, ("no tune DB at %s (run emmy tune first, or give --db PATH)"):format(path) end
-  f:close()
-  local h, err = sqlite.open(path)
-  if not h then return nil, ("%s: %s"):format(path, err) end
-  local v = h:rows("PRAGMA user_version")
-  h:close()
-  local ver = v and v[1] and v[1].user_version
-  if ver ~= tunedb.SCHEMA then
-    return nil, ("%s: tune DB schema version %s, this emmy reads version %d"):format(path, tostring(ver), tunedb.SCHEMA)
-  end
-  local db, oerr = tunedb.open(path)
+  local db, oerr = tunedb.open(path, { readonly = true })
   if not db then return nil, oerr end
   local ctxs = assert(db.h:rows([[SELECT c.id, c.gpu, c.cc, c.regime, COUNT(m.id) AS rows FROM contexts c
     LEFT JOIN measurements m ON m.context_id = c.id GROUP BY c.id ORDER BY rows DESC, c.id DESC]]))

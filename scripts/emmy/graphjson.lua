@@ -187,13 +187,10 @@ function M.encode(g)
     ('  "outputs": [%s]\n}\n'):format(table.concat(outs, ", "))
 end
 
-function M.write(g, path)
-  local text = M.encode(g)
-  local f, err = io.open(path, "wb")
-  if not f then return nil, ("cannot write %s: %s"):format(path, err) end
-  f:write(text)
-  f:close()
-  return true
+-- Writes g's canonical JSON to path through sys.write_file (temp, checked, fsynced, renamed; opts.sync = false
+-- skips the fsyncs). Returns true | nil, "cannot write PATH: <OS error>" (path as it was).
+function M.write(g, path, opts)
+  return require("emmy.sys").write_file(path, M.encode(g), opts)
 end
 
 return M

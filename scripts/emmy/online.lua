@@ -210,16 +210,17 @@ function M.fit(rows, opts)
   return model
 end
 
+-- Saves the model to path (default EMMY_ONLINE_FILE, else ~/.cache/emmy/online.json) through sys.write_file,
+-- fsynced: the old file or the whole new one, also after a crash. Returns true | nil, msg (the file as it was).
 function M.save(model, path)
   path = path or M.default_path()
+  local sys = require "emmy.sys"
   local dir = path:match("^(.*)/[^/]*$")
-  if dir and dir ~= "" then require("emmy.sys").mkdir_p(dir) end
-  local tmp = path .. ".tmp"
-  local f, err = io.open(tmp, "w")
-  if not f then return nil, err end
-  f:write(cjson.encode(model))
-  f:close()
-  return os.rename(tmp, path)
+  if dir and dir ~= "" then
+    local ok, err = sys.mkdir_p(dir)
+    if not ok then return nil, ("cannot write %s: %s"):format(path, err) end
+  end
+  return sys.write_file(path, cjson.encode(model))
 end
 
 -- The saved model, or nil (no file, another version, or unreadable: the offline half is used).

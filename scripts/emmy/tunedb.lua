@@ -1,12 +1,20 @@
 -- emmy/tunedb.lua — the tune DB (SQLite, WAL): every measurement a tune makes, failures included, keyed by the
 -- measuring context (GPU, driver, NVRTC, regime) so rows of different regimes are never mixed. One transaction
 -- per measured variant: killing a tune loses at most the variant in flight. Schema: docs/formats.md ("The tune
--- DB"); its version is PRAGMA user_version. Parameters are always bound (emmy.sqlite), never formatted into SQL.
+-- DB"). The file is emmy's own: PRAGMA application_id says so and PRAGMA user_version gives the schema; both
+-- are checked on a read-only connection before anything is written (the journal mode included), so a foreign
+-- file or another version is refused untouched. A tune holds the run lock (emmy.sqlite db:lock) shared while it
+-- writes; --clean takes it exclusively, so it cannot delete the rows of a tune that is running. Parameters are
+-- always bound (emmy.sqlite), never formatted into SQL.
 local sqlite = require "emmy.sqlite"
 local cjson = require "cjson"
 
 local M = {}
-M.SCHEMA = 1
+M.SCHEMA = 2
+M.APP_ID = 0x656d6d79 -- "emmy"
+-- Schema 1 (emmy 0.1.0 before the application_id) has the tables of schema 2 and application_id 0: a read-write
+-- open stamps it as schema 2 in one transaction (rows untouched); a read-only open reads it as it is.
+M.LEGACY = 1
 -- the statuses a measurement row may carry (DESIGN.md: failures are data)
 M.STATUS = { ok = true, compile_fail = true, emit_fail = true, load_fail = true, launch_fail = true, timeout = true,
   wrong = true, resource = true }
@@ -32,6 +40,16 @@ CREATE TABLE measurements (
 CREATE INDEX measurements_by_variant ON measurements (context_id, variant_id);
 ]]
 
+-- The columns of each table, in order (what tells a schema 1 file of emmy's from another program's).
+local COLUMNS = {
+  runs = "id command git_rev dirty started ended",
+  contexts = "id gpu cc driver nvrtc regime",
+  kernels = "hash name ops features flops bytes",
+  variants = "id kernel_hash knobs tier families",
+  measurements = "id run_id context_id variant_id status error median_us min_us p20_us p80_us samples regs spills " ..
+    "smem compile_ms prior_offline prior_online search_order created",
+}
+
 local DB = {}
 DB.__index = DB
 
@@ -44,12 +62,99 @@ function M.default_path()
   return (os.getenv("HOME") or ".") .. "/.cache/emmy/tune.db"
 end
 
--- Opens (creating the file, its folder and the schema) the tune DB at path. Returns db | nil, msg.
-function M.open(path)
+-- What the file at path holds, read on h (a connection that writes nothing): {app_id, version, tables = sorted
+-- list, emmy = the five tables with emmy's columns} | nil, msg.
+local function inspect(h)
+  local a, err = h:rows("PRAGMA application_id")
+  if not a then return nil, err end
+  local v = assert(h:rows("PRAGMA user_version"))
+  local info = { app_id = a[1].application_id, version = v[1].user_version, tables = {} }
+  for _, r in ipairs(assert(h:rows("SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name"))) do
+    info.tables[#info.tables + 1] = r.name
+  end
+  local n, same = 0, true
+  for name, cols in pairs(COLUMNS) do
+    n = n + 1
+    local got = {}
+    for _, c in ipairs(assert(h:rows("SELECT name FROM pragma_table_info(?) ORDER BY cid", name))) do got[#got + 1] = c.name end
+    if table.concat(got, " ") ~= cols then same = false end
+  end
+  info.emmy = same and #info.tables == n
+  return info
+end
+
+-- Why the file described by info is not a tune DB this emmy may use, or nil. (A file with no table and no
+-- application_id or version is an empty SQLite file: it becomes a tune DB.)
+local function refusal(info, readonly)
+  if info.app_id == M.APP_ID then
+    if info.version == M.SCHEMA then return nil end
+    if info.version > M.SCHEMA then
+      return ("has schema version %d, written by a newer emmy (this one reads %d)"):format(info.version, M.SCHEMA)
+    end
+    return ("has schema version %d, which this emmy does not read (it reads %d)"):format(info.version, M.SCHEMA)
+  end
+  if info.app_id == 0 and info.version == M.LEGACY and info.emmy then return nil end
+  if info.app_id == 0 and info.version == 0 and #info.tables == 0 then
+    if not readonly then return nil end
+    return "is an empty SQLite file, not a tune DB yet (run emmy tune first)"
+  end
+  local what = #info.tables > 0 and ("tables: " .. table.concat(info.tables, ", ", 1, math.min(#info.tables, 6)) ..
+    (#info.tables > 6 and ", …" or "")) or "no tables"
+  return ("is a SQLite database of another program (application_id %d, user_version %d, %s), not a tune DB"):format(
+    info.app_id, info.version, what)
+end
+
+-- Opens the tune DB at path. Returns db | nil, msg (one line naming the path; the file as it was).
+-- An existing file is first inspected on an immutable read-only connection (no lock, no -wal or -shm made) and
+-- refused untouched unless it is this emmy's tune DB (or an empty SQLite file, or schema 1).
+--   Read-write (the default): creates the folder, the file and the schema when absent, stamps schema 1 as schema
+--   2 (rows untouched), checking again under the write lock; only then is the journal switched to WAL.
+--   opts.readonly: nothing is ever written (SQLite's read-only mode and PRAGMA query_only); the file must exist.
+--   SQLite may leave its empty -wal and -shm files beside the DB. Where the folder cannot be written (a
+--   read-only mount) and no -wal exists, the file is all there is: it is opened immutable.
+function M.open(path, opts)
+  opts = opts or {}
   path = path or M.default_path()
+  local sys = require "emmy.sys"
+  local ro = opts.readonly
+  local function refuse(msg) return nil, ("tune DB %s %s; left as it is%s"):format(path, msg,
+    ro and "" or " (give EMMY_TUNE_DB another path)") end
+  local kind, ready = sys.stat(path), false
+  if kind and kind ~= "file" then return refuse(kind == "dir" and "is a folder" or "is not a regular file") end
+  if not kind and ro then return nil, ("no tune DB at %s (run emmy tune first, or give --db PATH)"):format(path) end
+  if kind then
+    -- inspected on an immutable read-only connection: no lock, no -wal or -shm file made, nothing written
+    local h, err = sqlite.open(path, { readonly = true, immutable = true })
+    if not h then return nil, ("tune DB %s: %s"):format(path, err) end
+    local info, ierr = inspect(h)
+    h:close()
+    if not info then
+      if tostring(ierr):find("file is not a database", 1, true) then return refuse("is not a SQLite database") end
+      return nil, ("tune DB %s: cannot read it (%s); left as it is%s"):format(path, tostring(ierr),
+        ro and "" or " (move it away, or give EMMY_TUNE_DB another path)")
+    end
+    local why = refusal(info, ro)
+    if why then return refuse(why) end
+    if ro then
+      -- reads see a running tune's rows (through its -wal); on media nobody can write, the file is all there is
+      h, err = sqlite.open(path, { readonly = true })
+      local okr = h and h:rows("PRAGMA user_version")
+      if not okr and not sys.writable(path:match("^(.*)/[^/]*$") or ".") and not sys.stat(path .. "-wal") then
+        if h then h:close() end
+        h, err = sqlite.open(path, { readonly = true, immutable = true })
+        okr = h and h:rows("PRAGMA user_version")
+      end
+      if not okr then
+        if h then h:close() end
+        return nil, ("tune DB %s: cannot read it: %s"):format(path, tostring(err or "unknown error"))
+      end
+      return setmetatable({ h = h, path = path, readonly = true, version = info.version }, DB)
+    end
+    ready = info.app_id == M.APP_ID -- (and at this version: nothing to create or stamp)
+  end
   local dir = path:match("^(.*)/[^/]*$")
   if dir and dir ~= "" then
-    local ok, err = require("emmy.sys").mkdir_p(dir)
+    local ok, err = sys.mkdir_p(dir)
     if not ok then return nil, ("tune DB %s: %s"):format(path, tostring(err)) end
   end
   local h, err = sqlite.open(path)
@@ -58,21 +163,71 @@ function M.open(path)
     h:close()
     return nil, ("tune DB %s: %s"):format(path, msg)
   end
+  -- create or stamp under the write lock, checking again there (another emmy may have been first)
+  local ok, e2 = h:exec(ready and "BEGIN" or "BEGIN IMMEDIATE")
+  if not ok then return fail(e2) end
+  local info, ierr = inspect(h)
+  if not info then
+    h:exec("ROLLBACK")
+    return fail(ierr)
+  end
+  local why = refusal(info, false)
+  if why then
+    h:exec("ROLLBACK")
+    h:close()
+    return refuse(why)
+  end
+  local stamp = ("PRAGMA application_id = %d; PRAGMA user_version = %d; COMMIT"):format(M.APP_ID, M.SCHEMA)
+  if info.app_id == M.APP_ID then stamp = "COMMIT"
+  elseif info.emmy then -- schema 1: the same tables
+  else stamp = SCHEMA_SQL .. stamp end
+  ok, e2 = h:exec(stamp)
+  if not ok then
+    h:exec("ROLLBACK")
+    return fail(e2)
+  end
   local mode = h:rows("PRAGMA journal_mode = WAL")
   if not mode or not mode[1] or mode[1].journal_mode ~= "wal" then return fail("cannot switch to WAL journaling") end
-  local ok, e2 = h:exec("PRAGMA foreign_keys = ON; PRAGMA synchronous = NORMAL")
+  ok, e2 = h:exec("PRAGMA foreign_keys = ON; PRAGMA synchronous = NORMAL")
   if not ok then return fail(e2) end
-  local v = assert(h:rows("PRAGMA user_version"))[1].user_version
-  if v == 0 then
-    ok, e2 = h:exec("BEGIN IMMEDIATE; " .. SCHEMA_SQL .. ("PRAGMA user_version = %d; COMMIT"):format(M.SCHEMA))
-    if not ok then
-      h:exec("ROLLBACK")
-      return fail(e2)
-    end
-  elseif v > M.SCHEMA then
-    return fail(("schema version %d was written by a newer emmy (this one reads %d)"):format(v, M.SCHEMA))
-  end
   return setmetatable({ h = h, path = path }, DB)
+end
+
+-- Opens the tune DB for a run that writes measurements (emmy tune) and takes the run lock: shared, held until
+-- db:close() (or the process's end), so that no --clean deletes rows under the run. o.clean: first take the lock
+-- exclusively — at once or never: another run holding it is an error — delete every row (one transaction), call
+-- o.on_clean() (the tune removes the online half and the cubin cache there), then hold it shared.
+-- o.wait_ms: how long to wait for a --clean of another run to finish (default 60000). Returns db | nil, msg.
+function M.open_for_run(path, o)
+  o = o or {}
+  path = path or M.default_path()
+  local db, err = M.open(path)
+  if not db then return nil, err end
+  local function fail(msg)
+    db:close()
+    return nil, ("tune DB %s: %s"):format(path, msg)
+  end
+  if o.clean then
+    local ok, lerr = db.h:lock("exclusive", 0)
+    if not ok then
+      if lerr ~= "busy" then return fail(lerr) end
+      return fail("another tune is writing to it, and --clean would delete its rows; nothing was deleted " ..
+        "(let that tune finish, or give this one another EMMY_TUNE_DB)")
+    end
+    local okw, werr = db.h:exec([[BEGIN IMMEDIATE; DELETE FROM measurements; DELETE FROM variants; DELETE FROM kernels;
+      DELETE FROM contexts; DELETE FROM runs; COMMIT]])
+    if not okw then
+      db.h:exec("ROLLBACK")
+      return fail(werr)
+    end
+    if o.on_clean then o.on_clean() end
+  end
+  local ok, lerr = db.h:lock("shared", o.clean and 0 or (o.wait_ms or 60000))
+  if not ok then
+    if lerr ~= "busy" then return fail(lerr) end
+    return fail(("a --clean of another tune has held it for %.0f s; try again when it is done"):format((o.wait_ms or 60000) / 1e3))
+  end
+  return db
 end
 
 function DB:close() self.h:close() end

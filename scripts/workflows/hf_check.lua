@@ -56,10 +56,8 @@ for _, gr in ipairs(graphs) do
     end
   end
 end
-cli.check(st.write(dir .. "/model.safetensors", ws, { format = "pt" })) -- transformers requires format=pt
-local cf = assert(io.open(dir .. "/config.json", "wb"))
-cf:write(cjson.encode(model.config))
-cf:close()
+cli.must(st.write(dir .. "/model.safetensors", ws, { format = "pt" })) -- transformers requires format=pt
+cli.must(sys.write_file(dir .. "/config.json", cjson.encode(model.config)))
 say("wrote %d weights (%.1f MB) to %s/model.safetensors", n, bytes / 1e6, dir)
 ws = nil
 collectgarbage()
@@ -79,19 +77,17 @@ for _, gr in ipairs(graphs) do
     for _, v in ipairs(g:inputs()) do
       if v.kind ~= "param" then
         local f = name .. "." .. v.name .. ".npy"
-        cli.check(ins[v.name]:save(dir .. "/" .. f))
+        cli.must(ins[v.name]:save(dir .. "/" .. f))
         case.inputs[v.name] = f
       end
     end
     case.output = name .. ".out.npy"
-    cli.check(outs[g:outputs()[1]]:save(dir .. "/" .. case.output))
+    cli.must(outs[g:outputs()[1]]:save(dir .. "/" .. case.output))
     cases[#cases + 1] = case
     say("%s: CPU reference %.2f s", name, dt)
   end
 end
-local f = assert(io.open(dir .. "/cases.json", "wb"))
-f:write(cjson.encode { model = opts.model, weights = w.describe, cases = cases })
-f:close()
+cli.must(sys.write_file(dir .. "/cases.json", cjson.encode { model = opts.model, weights = w.describe, cases = cases }))
 if opts.no_run then
   say("ready: %s %s/tools/torchref/hf_check.py %s", opts.python, EMMY_HOME, dir)
   return 0

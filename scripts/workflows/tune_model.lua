@@ -67,7 +67,7 @@ end
 local function record(name, ok, seconds, log)
   for i = #run.steps, 1, -1 do if run.steps[i].name == name then table.remove(run.steps, i) end end
   run.steps[#run.steps + 1] = { name = name, ok = ok, seconds = seconds, log = log }
-  write_file(work .. "/run.json", cjson.encode(run))
+  write_file(work .. "/run.json", cjson.encode(run), { sync = true }) -- read back by a --from run
 end
 local function friction(s) run.friction[#run.friction + 1] = s say("note: %s", s) end
 

@@ -1,29 +1,109 @@
 /* lib_sqlite.c — require "emmy.sqlite": SQLite (linked statically) for the tune DB. Parameters are always bound,
  * never formatted into SQL; every call that can fail returns nil, msg (the message names the SQL's first words).
  *
- *   local db = sqlite.open(path [, {busy_ms = 5000}])   -- nil, msg
+ *   local db = sqlite.open(path [, opts])   -- nil, msg. opts: busy_ms = 5000; readonly = true (nothing is ever
+ *                                           -- written, the file must exist; PRAGMA query_only is on);
+ *                                           -- create = false (the file must exist); immutable = true (with
+ *                                           -- readonly: media nobody writes, no locks, no -shm: read-only mounts)
  *   db:exec(sql)                 -- several statements, no parameters -> true | nil, msg
  *   db:run(sql, ...)             -- one statement with ? parameters -> changes | nil, msg
  *   db:rows(sql, ...)            -- -> {row, ...} (a row maps column name -> value) | nil, msg
  *   db:last_id()                 -- rowid of the last insert
- *   db:close()                   -- idempotent (also __gc)
+ *   db:lock(mode [, wait_ms])    -- emmy's run lock, "shared" | "exclusive" | "none" -> true | nil, "busy" | nil, msg
+ *   db:close()                   -- idempotent (also __gc); releases the run lock
  * Values: nil -> NULL, boolean -> 0/1, integer-valued numbers -> INTEGER, other numbers -> REAL, strings -> TEXT.
+ *
+ * The run lock is an open-file-description lock (F_OFD_SETLK) on one byte of the database file past SQLite's own
+ * lock bytes (SQLite locks [2^30, 2^30 + 512)), so it never conflicts with SQLite's locking, is released by the
+ * kernel when the process dies, and conflicts between two handles of one process as between two processes.
+ * Closing any descriptor of a file drops the process's POSIX locks on it — SQLite's included — so a lock
+ * descriptor is closed only once no handle of this process has that file open (until then it is parked).
  */
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
 #include <math.h>
 #include <sqlite3.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
 
+#include "base.h"
 #include "bindings.h"
 
 #define DB_T "emmy.sqlite.db"
+#define RUN_LOCK_BYTE ((off_t)0x40000000 + 4096) /* past SQLite's PENDING..SHARED bytes */
 
-static sqlite3 *check_db(lua_State *L) { return em_lua_check(L, 1, DB_T, "database"); }
+typedef struct {
+  sqlite3 *db;
+  int lock_fd; /* -1 until db:lock first asks */
+  dev_t dev;   /* the database file's identity: handles of one file share the parking of lock fds */
+  ino_t ino;
+  int have_id;
+} sqldb;
+
+/* Every open handle's file identity and the lock descriptors waiting for the last handle of their file to close
+ * (one process-wide list: handles are few). */
+typedef struct {
+  dev_t dev;
+  ino_t ino;
+  int fd; /* -1: an open handle's entry; else a parked lock descriptor */
+} file_ref;
+static EM_VEC(file_ref) refs;
+
+static void refs_add(dev_t dev, ino_t ino, int fd) {
+  file_ref r = {dev, ino, fd};
+  EM_VEC_PUSH(refs, r);
+}
+
+/* Drops one open-handle entry of (dev, ino); when none is left, closes that file's parked descriptors. */
+static void refs_release(dev_t dev, ino_t ino) {
+  int open_left = 0;
+  for (int i = 0; i < refs.n; i++) {
+    if (refs.v[i].dev != dev || refs.v[i].ino != ino || refs.v[i].fd != -1) continue;
+    refs.v[i] = refs.v[--refs.n];
+    break;
+  }
+  for (int i = 0; i < refs.n; i++) open_left += refs.v[i].dev == dev && refs.v[i].ino == ino && refs.v[i].fd == -1;
+  if (open_left) return;
+  for (int i = 0; i < refs.n;) {
+    if (refs.v[i].dev == dev && refs.v[i].ino == ino) {
+      close(refs.v[i].fd);
+      refs.v[i] = refs.v[--refs.n];
+    } else {
+      i++;
+    }
+  }
+}
+
+static sqlite3 *check_db(lua_State *L) { return ((sqldb *)em_lua_check(L, 1, DB_T, "database"))->db; }
 
 static int fail_db(lua_State *L, sqlite3 *db, const char *sql) {
   char msg[512];
   snprintf(msg, sizeof msg, "sqlite: %s (in \"%.60s%s\")", sqlite3_errmsg(db), sql, strlen(sql) > 60 ? "…" : "");
   return em_lua_fail(L, msg);
+}
+
+/* "file:" URI of path with the characters that URIs reserve percent-encoded, then "?immutable=1"; out holds
+ * 3 * PATH_MAX + 32 bytes (the caller checks that path is shorter than PATH_MAX). */
+static void immutable_uri(const char *path, char *out, size_t cap) {
+  size_t o = (size_t)snprintf(out, cap, "file:");
+  for (const unsigned char *p = (const unsigned char *)path; *p && o + 4 < cap; p++) {
+    if (*p == '%' || *p == '?' || *p == '#' || *p < 0x21 || *p > 0x7e) o += (size_t)snprintf(out + o, cap - o, "%%%02X", *p);
+    else out[o++] = (char)*p;
+  }
+  snprintf(out + o, cap > o ? cap - o : 0, "?immutable=1");
+}
+
+static int opt_bool(lua_State *L, int idx, const char *key, int dflt) {
+  if (!lua_istable(L, idx)) return dflt;
+  lua_getfield(L, idx, key);
+  int v = lua_isnil(L, -1) ? dflt : lua_toboolean(L, -1);
+  lua_pop(L, 1);
+  return v;
 }
 
 static int l_open(lua_State *L) {
@@ -34,8 +114,20 @@ static int l_open(lua_State *L) {
     if (lua_isnumber(L, -1)) busy = (int)lua_tointeger(L, -1);
     lua_pop(L, 1);
   }
+  int ro = opt_bool(L, 2, "readonly", 0), create = opt_bool(L, 2, "create", !ro), imm = opt_bool(L, 2, "immutable", 0);
+  if (imm && !ro) luaL_error(L, "sqlite.open: immutable needs readonly");
+  int flags = SQLITE_OPEN_FULLMUTEX | (ro ? SQLITE_OPEN_READONLY : SQLITE_OPEN_READWRITE) |
+              (create && !ro ? SQLITE_OPEN_CREATE : 0);
+  char uri[3 * PATH_MAX + 32];
+  const char *name = path;
+  if (imm) {
+    if (strlen(path) >= PATH_MAX) return em_lua_fail(L, "sqlite: the path is longer than PATH_MAX");
+    immutable_uri(path, uri, sizeof uri);
+    name = uri;
+    flags |= SQLITE_OPEN_URI;
+  }
   sqlite3 *db = NULL;
-  int rc = sqlite3_open_v2(path, &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_FULLMUTEX, NULL);
+  int rc = sqlite3_open_v2(name, &db, flags, NULL);
   if (rc != SQLITE_OK) {
     char msg[512];
     snprintf(msg, sizeof msg, "sqlite: cannot open %s: %s", path, db ? sqlite3_errmsg(db) : sqlite3_errstr(rc));
@@ -44,7 +136,18 @@ static int l_open(lua_State *L) {
   }
   sqlite3_busy_timeout(db, busy);
   sqlite3_extended_result_codes(db, 1);
-  em_lua_push(L, DB_T, db);
+  if (ro) sqlite3_exec(db, "PRAGMA query_only = 1", NULL, NULL, NULL);
+  sqldb *h = em_alloc(sizeof *h);
+  h->db = db;
+  h->lock_fd = -1;
+  struct stat st;
+  if (stat(path, &st) == 0) {
+    h->dev = st.st_dev;
+    h->ino = st.st_ino;
+    h->have_id = 1;
+    refs_add(h->dev, h->ino, -1);
+  }
+  em_lua_push(L, DB_T, h);
   return 1;
 }
 
@@ -160,10 +263,74 @@ static int l_last_id(lua_State *L) {
   return 1;
 }
 
+static int set_lock(int fd, int mode, int wait) {
+  struct flock fl = {.l_type = mode == 2 ? F_WRLCK : mode == 1 ? F_RDLCK : F_UNLCK, .l_whence = SEEK_SET,
+                     .l_start = RUN_LOCK_BYTE, .l_len = 1};
+  int r;
+  while ((r = fcntl(fd, wait ? F_OFD_SETLKW : F_OFD_SETLK, &fl)) != 0 && errno == EINTR) {
+  }
+  return r;
+}
+
+static int l_lock(lua_State *L) {
+  sqldb *h = em_lua_check(L, 1, DB_T, "database");
+  static const char *const modes[] = {"none", "shared", "exclusive", NULL};
+  int mode = luaL_checkoption(L, 2, NULL, modes);
+  double wait_ms = luaL_optnumber(L, 3, 0);
+  char msg[600];
+  const char *file = sqlite3_db_filename(h->db, "main");
+  if (!file || !*file) return em_lua_fail(L, "sqlite: the run lock needs a database file");
+  if (h->lock_fd < 0) {
+    if (mode == 0) {
+      lua_pushboolean(L, 1);
+      return 1;
+    }
+    int fd = open(file, O_RDWR | O_CLOEXEC);
+    if (fd < 0 && mode == 1) fd = open(file, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+      snprintf(msg, sizeof msg, "sqlite: cannot open %s for the run lock: %s", file, strerror(errno));
+      return em_lua_fail(L, msg);
+    }
+    h->lock_fd = fd;
+    struct stat st;
+    if (!h->have_id && fstat(fd, &st) == 0) { /* the file did not exist when the handle was opened */
+      h->dev = st.st_dev;
+      h->ino = st.st_ino;
+      h->have_id = 1;
+      refs_add(h->dev, h->ino, -1);
+    }
+  }
+  /* waiting: polled, so that a wait has an end (F_OFD_SETLKW has none) */
+  struct timespec t0, t;
+  clock_gettime(CLOCK_MONOTONIC, &t0);
+  for (;;) {
+    if (set_lock(h->lock_fd, mode, 0) == 0) break;
+    if (errno != EAGAIN && errno != EACCES) {
+      snprintf(msg, sizeof msg, "sqlite: the run lock of %s: %s", file, strerror(errno));
+      return em_lua_fail(L, msg);
+    }
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    if ((double)(t.tv_sec - t0.tv_sec) * 1e3 + (double)(t.tv_nsec - t0.tv_nsec) * 1e-6 >= wait_ms) return em_lua_fail(L, "busy");
+    struct timespec nap = {0, 20 * 1000 * 1000};
+    nanosleep(&nap, NULL);
+  }
+  lua_pushboolean(L, 1);
+  return 1;
+}
+
 static int l_close(lua_State *L) {
   em_box *b = luaL_checkudata(L, 1, DB_T);
-  if (b->p) sqlite3_close_v2(b->p);
+  sqldb *h = b->p;
+  if (!h) return 0;
   b->p = NULL;
+  sqlite3_close_v2(h->db);
+  if (h->lock_fd >= 0) {
+    set_lock(h->lock_fd, 0, 0); /* releases this handle's run lock only; other handles' locks stay */
+    if (h->have_id) refs_add(h->dev, h->ino, h->lock_fd); /* parked until the file's last handle is closed */
+    else close(h->lock_fd);
+  }
+  if (h->have_id) refs_release(h->dev, h->ino);
+  free(h);
   return 0;
 }
 
@@ -175,7 +342,7 @@ static int l_tostring(lua_State *L) {
 
 int luaopen_emmy_sqlite(lua_State *L) {
   static const luaL_Reg methods[] = {
-      {"exec", l_exec}, {"run", l_run}, {"rows", l_rows}, {"last_id", l_last_id}, {NULL, NULL}};
+      {"exec", l_exec}, {"run", l_run}, {"rows", l_rows}, {"last_id", l_last_id}, {"lock", l_lock}, {NULL, NULL}};
   em_lua_class(L, DB_T, methods, l_close, l_tostring);
   lua_newtable(L);
   lua_pushcfunction(L, l_open);

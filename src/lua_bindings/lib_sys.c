@@ -1,5 +1,6 @@
 /* lib_sys.c — `emmy.sys`: what Lua's standard library lacks for a command-line host: build identity,
- * directory listing, mkdir -p, monotonic time, tty detection and the GPU/toolkit probes. */
+ * directory listing, mkdir -p, the one checked file writer (src/file.c), monotonic time, tty detection and the
+ * GPU/toolkit probes. */
 #include <dirent.h>
 #include <errno.h>
 #include <limits.h>
@@ -16,6 +17,7 @@
 
 #include "bindings.h"
 #include "dl.h"
+#include "file.h"
 
 static int l_version(lua_State *L) {
   lua_pushstring(L, em_version);
@@ -103,6 +105,60 @@ static int l_mkdir_p(lua_State *L) {
   }
   lua_pushboolean(L, 1);
   return 1;
+}
+
+/* sys.write_file(path, data [, {sync = true}]) -> true | nil, msg — data is a string or a list of strings,
+ * written through src/file.c (temp file, every write and the close checked, rename; sync = false skips the
+ * fsyncs, for files a crash may lose, such as a dump folder's). On failure path is as it was and msg is one
+ * line naming path and the OS error. */
+static int l_write_file(lua_State *L) {
+  const char *path = luaL_checkstring(L, 1);
+  int ty = lua_type(L, 2);
+  if (ty != LUA_TSTRING && ty != LUA_TTABLE) luaL_typerror(L, 2, "string or list of strings");
+  int flags = EM_FILE_SYNC;
+  if (lua_istable(L, 3)) {
+    lua_getfield(L, 3, "sync");
+    if (lua_isboolean(L, -1) && !lua_toboolean(L, -1)) flags &= ~EM_FILE_SYNC;
+    lua_pop(L, 1);
+  }
+  int nparts = ty == LUA_TTABLE ? (int)lua_objlen(L, 2) : 1;
+  if (ty == LUA_TTABLE)
+    for (int i = 1; i <= nparts; i++) { /* checked before anything is written: misuse raises, path untouched */
+      lua_rawgeti(L, 2, i);
+      if (lua_type(L, -1) != LUA_TSTRING) luaL_error(L, "sys.write_file: part %d of the data is not a string", i);
+      lua_pop(L, 1);
+    }
+  char err[EM_ERR_MAX];
+  em_file_out *f;
+  if (em_file_begin(&f, path, flags, err)) return em_lua_fail(L, err);
+  for (int i = 1; i <= nparts; i++) {
+    size_t n;
+    const char *s;
+    if (ty == LUA_TTABLE) {
+      lua_rawgeti(L, 2, i);
+      s = lua_tolstring(L, -1, &n);
+      lua_pop(L, 1); /* the string stays alive in the table */
+    } else {
+      s = lua_tolstring(L, 2, &n);
+    }
+    if (em_file_put(f, s, n, err)) break; /* the failure is kept; the commit reports it and removes the temp */
+  }
+  if (em_file_commit(f, err)) return em_lua_fail(L, err);
+  lua_pushboolean(L, 1);
+  return 1;
+}
+
+/* sys.writable(path) -> true | false, msg: may this process write path (access(2) W_OK; a read-only mount
+ * answers false also for root) */
+static int l_writable(lua_State *L) {
+  const char *path = luaL_checkstring(L, 1);
+  if (access(path, W_OK) == 0) {
+    lua_pushboolean(L, 1);
+    return 1;
+  }
+  lua_pushboolean(L, 0);
+  lua_pushfstring(L, "%s: %s", path, strerror(errno));
+  return 2;
 }
 
 static int l_realpath(lua_State *L) {
@@ -324,7 +380,7 @@ int luaopen_emmy_sys(lua_State *L) {
   em_lua_class(L, PROC_T, proc_methods, l_proc_close, l_proc_tostring);
   static const luaL_Reg fns[] = {{"version", l_version}, {"isatty", l_isatty},   {"nproc", l_nproc},
                                  {"clock", l_clock},     {"listdir", l_listdir}, {"stat", l_stat},
-                                 {"mkdir_p", l_mkdir_p}, {"realpath", l_realpath}, {"getpid", l_getpid},
+                                 {"mkdir_p", l_mkdir_p}, {"write_file", l_write_file}, {"writable", l_writable}, {"realpath", l_realpath}, {"getpid", l_getpid},
                                  {"cuda", l_cuda},       {"nvrtc", l_nvrtc},     {"fnv", l_fnv},         {"spawn", l_spawn},
                                  {NULL, NULL}};
   lua_newtable(L);

@@ -190,9 +190,14 @@ test("emmy eval: the four views print; --json; an empty DB, an unknown kernel, a
   one_line({ "eval", "failures", "--db", empty }, "has no measurements yet")
   local other = tmpdir() .. "/v9.db"
   local h = assert(require("emmy.sqlite").open(other))
-  assert(h:exec("PRAGMA user_version = 9"))
+  assert(h:exec(("PRAGMA application_id = %d; PRAGMA user_version = 9"):format(tunedb.APP_ID)))
   h:close()
-  one_line({ "eval", "knobs", "--db", other }, "schema version 9")
+  one_line({ "eval", "knobs", "--db", other }, "has schema version 9, written by a newer emmy")
+  local foreign = tmpdir() .. "/notes.db"
+  h = assert(require("emmy.sqlite").open(foreign))
+  assert(h:exec("CREATE TABLE notes (t TEXT)"))
+  h:close()
+  one_line({ "eval", "knobs", "--db", foreign }, "is a SQLite database of another program")
   one_line({ "eval", "sideways" }, "unknown view 'sideways'")
 end)
 

@@ -30,12 +30,13 @@ test("sqlite: bound parameters, rows, one statement per call, errors as nil, msg
   check(not pcall(db.rows, db, "SELECT 1"), "a closed database raises")
 end)
 
-test("open creates the folder, the schema (versioned) and WAL journaling", function()
+test("open creates the folder, the schema (versioned, emmy's application_id) and WAL journaling", function()
   local path = tmpdir() .. "/deep/er/tune.db"
   local db = assert(tunedb.open(path))
   db:close()
   local h = assert(sqlite.open(path))
   eq(h:rows("PRAGMA user_version")[1].user_version, tunedb.SCHEMA, "schema version")
+  eq(h:rows("PRAGMA application_id")[1].application_id, tunedb.APP_ID, "application_id")
   eq(h:rows("PRAGMA journal_mode")[1].journal_mode, "wal", "WAL")
   local names = {}
   for _, r in ipairs(h:rows("SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name")) do names[#names + 1] = r.name end
@@ -44,7 +45,7 @@ test("open creates the folder, the schema (versioned) and WAL journaling", funct
   assert(h:exec("PRAGMA user_version = 99"))
   h:close()
   local db2, err = tunedb.open(path)
-  check(not db2 and err:find("schema version 99 was written by a newer emmy", 1, true), err)
+  check(not db2 and err:find("has schema version 99, written by a newer emmy", 1, true), err)
 end)
 
 test("measurements persist per context; the latest is served, the best is the fastest ok row", function()
@@ -105,6 +106,41 @@ os.execute("kill -9 $PPID")
   local ctx = db:context { gpu = "g", cc = "9.0", driver = "d", nvrtc = "n", regime = "deploy" }
   eq(db:status_counts(ctx, "h").ok, 3, "all three committed rows survive the kill")
   db:close()
+end)
+
+test("the run lock: shared beside shared, exclusive alone, released by close; another handle's SQLite locks survive a close", function()
+  local path = tmpdir() .. "/tune.db"
+  assert(tunedb.open(path)):close()
+  local a, b = assert(sqlite.open(path)), assert(sqlite.open(path))
+  assert(a:lock("shared"))
+  assert(b:lock("shared"))
+  local ok, err = b:lock("exclusive")
+  check(not ok and err == "busy", "exclusive beside a shared lock: " .. tostring(err))
+  a:close()
+  assert(b:lock("exclusive"))
+  local c = assert(sqlite.open(path))
+  ok, err = c:lock("shared", 50)
+  check(not ok and err == "busy", "shared beside an exclusive lock, after a wait: " .. tostring(err))
+  assert(b:lock("shared")) -- a downgrade, at once
+  assert(c:lock("shared"))
+  b:close()
+  c:close()
+  -- closing a handle that took the lock must not drop the POSIX locks SQLite holds through another handle: a
+  -- WAL database's -wal stays while a connection of this process is open, even after another process came and went
+  local keep = assert(sqlite.open(path))
+  assert(keep:exec("CREATE TABLE IF NOT EXISTS t (a); INSERT INTO t VALUES (1)"))
+  local l = assert(sqlite.open(path))
+  assert(l:lock("shared"))
+  l:close()
+  local script = tmpdir() .. "/peek.lua"
+  write_file(script, ("local h = assert(require('emmy.sqlite').open(%q)) assert(h:rows('SELECT COUNT(*) FROM t')) h:close()"):format(path))
+  local code, out = sh(("%s %s"):format(shell_quote(BIN), shell_quote(script)))
+  eq(code, 0, out)
+  check(require("emmy.sys").stat(path .. "-wal"), "the -wal of an open connection was removed by another process")
+  eq(keep:rows("SELECT COUNT(*) AS n FROM t")[1].n, 1, "the open connection still reads")
+  keep:close()
+  check(not pcall(keep.lock, keep, "shared"), "a closed handle raises")
+  check(not pcall(a.lock, a, "sideways"), "an unknown mode raises")
 end)
 
 return T

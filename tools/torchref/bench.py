@@ -189,8 +189,11 @@ def ceilings(out):
          "copy_gbps": 2 * src.numel() * 2 / cp["median_us"] / 1e3, "matmul": mm, "copy": cp}
     text = json.dumps(r, indent=1)
     if out:
-        with open(out, "w") as f:
-            f.write(text)
+        try:
+            replay.write_file(out, text)
+        except Fail as e:
+            sys.stderr.write("bench: %s\n" % e)
+            return e.code
     print(text)
     return 0
 
@@ -232,8 +235,11 @@ def main(argv):
             if r != 0:
                 rc = 1
                 if job.get("json") and not os.path.exists(job["json"]):
-                    with open(job["json"], "w") as f:
-                        json.dump({"graph": job["graph"], "backends": {}, "error": "bench.py exit %d (see its log)" % r}, f)
+                    try:
+                        replay.write_file(job["json"], json.dumps(
+                            {"graph": job["graph"], "backends": {}, "error": "bench.py exit %d (see its log)" % r}))
+                    except Fail as e:
+                        sys.stderr.write("bench: %s\n" % e)
         return rc
     if not a.graph or not a.inputs:
         p.error("give GRAPH --inputs DIR, or --batch FILE")
@@ -305,8 +311,11 @@ def bench_one(graph, inputs_dir, json_out, a, quiet=False):
                 rc = 1
     text = json.dumps(result, indent=1)
     if json_out:
-        with open(json_out, "w") as f:
-            f.write(text)
+        try:
+            replay.write_file(json_out, text)
+        except Fail as e:
+            sys.stderr.write("bench: %s\n" % e)
+            return e.code
     if not quiet:
         print(text)
     return rc

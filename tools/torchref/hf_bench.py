@@ -83,8 +83,11 @@ def main(argv):
     r["transformers"] = tver
     text = json.dumps(r)
     if a.json:
-        with open(a.json, "w") as f:
-            f.write(text)
+        try:
+            bench.replay.write_file(a.json, text)
+        except bench.Fail as e:
+            sys.stderr.write("hf_bench: %s\n" % e)
+            return e.code
     print(text)
     return 0
 

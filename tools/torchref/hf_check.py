@@ -27,6 +27,9 @@ except ImportError as e:
     sys.stderr.write("hf_check: needs numpy and torch (%s)\n" % e)
     sys.exit(1)
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import replay  # noqa: E402  (write_file: the checked writer)
+
 RTOL, ATOL = 1.6e-2, 1e-2  # bf16 element-wise tolerance, as emmy's em_tolerance
 
 
@@ -175,7 +178,10 @@ def main():
         sys.stdout.flush()
     meta = {"torch": torch.__version__, "transformers": tver, "device": device,
             "gpu": torch.cuda.get_device_name(0) if device == "cuda" else None, "results": results}
-    json.dump(meta, open(os.path.join(d, "hf_check.json"), "w"), indent=1)
+    try:
+        replay.write_file(os.path.join(d, "hf_check.json"), json.dumps(meta, indent=1))
+    except replay.Fail as e:
+        fail(str(e), 1)
     print("torch %s, transformers %s, device %s" % (torch.__version__, tver, meta["gpu"] or device))
     sys.exit(0 if ok else 1)
 

@@ -39,6 +39,30 @@ class Fail(Exception):
         self.code = code
 
 
+def write_file(path, data, sync=False):
+    """Writes data (str or bytes, or a function of a binary file object) to path the way emmy's src/file.c does:
+    a temp file in the same folder, the writes and the close checked, fsync when sync, then a rename; on any
+    failure path is as it was, the temp removed, and Fail(one line naming path and the OS error, code 1)."""
+    d = os.path.dirname(path) or "."
+    tmp = os.path.join(d, "%s.tmp.%d" % (os.path.basename(path), os.getpid()))
+    try:
+        with open(tmp, "wb") as f:
+            if callable(data):
+                data(f)
+            else:
+                f.write(data.encode() if isinstance(data, str) else data)
+            f.flush()
+            if sync:
+                os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except OSError as e:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise Fail("cannot write %s: %s" % (path, e.strerror or e), 1)
+
+
 def first_line(e):
     """The first non-empty line of an exception's message (torch messages run over many lines)."""
     for line in str(e).splitlines():
@@ -500,7 +524,8 @@ def to_numpy(t):
 
 
 def save(out_dir, name, t):
-    np.save(os.path.join(out_dir, name + ".npy"), to_numpy(t))
+    a = to_numpy(t)
+    write_file(os.path.join(out_dir, name + ".npy"), lambda f: np.save(f, a))
 
 
 # ---------------------------------------------------------------------------------------------------------------
