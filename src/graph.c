@@ -97,6 +97,11 @@ int em_graph_add_input(em_graph *g, const char *name, em_vkind kind, const char 
     em_fail(err, EM_EINPUT, "input '%s': rank %d is over %d", name, shape->rank, EM_MAX_RANK);
     return -1;
   }
+  char e2[EM_ERR_MAX];
+  if (em_shape_check(&g->syms, shape, dt, e2)) {
+    em_fail(err, EM_EINPUT, "input '%s': %s", name, e2);
+    return -1;
+  }
   em_value v;
   memset(&v, 0, sizeof v);
   v.name = em_strdup(name);
@@ -121,7 +126,7 @@ int em_graph_add_node(em_graph *g, em_op op, em_arg *args, const char *name, con
   em_shape shape;
   char e2[EM_ERR_MAX];
   if (check_name(g, name, err)) goto fail;
-  if (em_infer(g, op, args, &dt, &shape, e2) != EM_OK) {
+  if (em_infer(g, op, args, &dt, &shape, e2) != EM_OK || em_shape_check(&g->syms, &shape, dt, e2) != EM_OK) {
     em_fail(err, EM_EINPUT, "node '%s' (%s): %s", name, em_op_name(op), e2);
     goto fail;
   }
@@ -261,10 +266,95 @@ int em_shape_eq(const em_shape *a, const em_shape *b) {
 
 int em_shape_numel(const em_shape *s, em_dim *out) {
   em_dim p = em_dim_const(1);
-  for (int i = 0; i < s->rank; i++)
-    if (em_dim_mul(&p, &s->d[i], &p)) return -1;
+  for (int i = 0; i < s->rank; i++) {
+    int rc = em_dim_mul(&p, &s->d[i], &p);
+    if (rc) return rc;
+  }
   *out = p;
   return 0;
+}
+
+em_status em_shape_check(const em_symtab *st, const em_shape *s, em_dtype dt, char *err) {
+  char b[512];
+  em_dim n;
+  for (int i = 0; i < s->rank; i++) {
+    int64_t c;
+    if (em_dim_is_const(&s->d[i], &c) && c < 0)
+      return em_fail(err, EM_EINPUT, "shape %s has a negative size at dim %d", em_shape_format(st, s, b, sizeof b), i);
+  }
+  int rc = em_shape_numel(s, &n);
+  if (rc == EM_DIM_EOVERFLOW)
+    return em_fail(err, EM_EINPUT, "shape %s has more than 2^63-1 elements", em_shape_format(st, s, b, sizeof b));
+  if (rc)
+    return em_fail(err, EM_EINPUT, "the element count of shape %s has more than %d terms (a simpler symbolic shape)",
+                   em_shape_format(st, s, b, sizeof b), EM_MAX_TERMS);
+  int64_t c, bytes;
+  if (em_dim_is_const(&n, &c) && c > 0 && __builtin_mul_overflow(c, (int64_t)em_dtype_bytes(dt), &bytes))
+    return em_fail(err, EM_EINPUT, "shape %s of %s is more than 2^63-1 bytes", em_shape_format(st, s, b, sizeof b),
+                   em_dtype_name(dt));
+  return EM_OK;
+}
+
+/* "seq_len=5, batch=2" (user symbols) into buf. */
+static char *fmt_binding(const em_graph *g, const int64_t *vals, char *buf, size_t n) {
+  size_t o = 0;
+  buf[0] = 0;
+  for (int i = 0; i < g->syms.n && o < n; i++)
+    if (!g->syms.s[i].derived)
+      o += (size_t)snprintf(buf + o, n - o, "%s%s=%lld", o ? ", " : "", g->syms.s[i].name, (long long)vals[i]);
+  if (!o) snprintf(buf, n, "no symbols");
+  return buf;
+}
+
+/* Checks one value's dims, element count and bytes at the binding. */
+static int value_fits(const em_graph *g, const em_value *v, const int64_t *vals) {
+  int64_t numel = 1, bytes;
+  for (int i = 0; i < v->shape.rank; i++) {
+    int64_t d;
+    if (em_dim_eval_checked(&g->syms, &v->shape.d[i], vals, &d)) return 0;
+    if (d > 0 && __builtin_mul_overflow(numel, d, &numel)) return 0;
+  }
+  return !__builtin_mul_overflow(numel, (int64_t)em_dtype_bytes(v->dtype), &bytes);
+}
+
+static int dim_fits(const em_graph *g, const em_dim *d, const int64_t *vals) {
+  int64_t x;
+  return em_dim_eval_checked(&g->syms, d, vals, &x) == 0;
+}
+
+em_status em_graph_check_binding(const em_graph *g, const int64_t *vals, char *err) {
+  char bb[256], sb[512];
+  for (int v = 0; v < g->values.n; v++) {
+    const em_value *x = &g->values.v[v];
+    if (!value_fits(g, x, vals))
+      return em_fail(err, EM_EINPUT, "at %s, value '%s' %s is more than 2^63-1 bytes: bind smaller sizes",
+                     fmt_binding(g, vals, bb, sizeof bb), x->name, em_shape_format(&g->syms, &x->shape, sb, sizeof sb));
+  }
+  for (int n = 0; n < g->nodes.n; n++) {
+    const em_node *nd = &g->nodes.v[n];
+    const em_opspec *sp = em_op_spec(nd->op);
+    for (int a = 0; a < sp->nargs; a++) {
+      const em_arg *x = &nd->args[a];
+      if (!x->present) continue;
+      int ok = 1;
+      switch (sp->args[a].kind) {
+      case EM_ARG_INT:
+      case EM_ARG_INTOPT: ok = dim_fits(g, &x->i, vals); break;
+      case EM_ARG_INTLIST:
+      case EM_ARG_INTLISTOPT:
+        for (int k = 0; k < x->n && ok; k++) ok = dim_fits(g, &x->ilist[k], vals);
+        break;
+      case EM_ARG_SCALAR:
+      case EM_ARG_TS: ok = x->is_tensor || x->is_float || dim_fits(g, &x->i, vals); break;
+      default: break;
+      }
+      if (!ok)
+        return em_fail(err, EM_EINPUT, "at %s, argument '%s' of node '%s' (%s) is beyond 64 bits: bind smaller sizes",
+                       fmt_binding(g, vals, bb, sizeof bb), sp->args[a].name, g->values.v[nd->out].name,
+                       em_op_name(nd->op));
+    }
+  }
+  return EM_OK;
 }
 
 int em_arg_set_default(const em_argspec *sp, em_arg *a) {

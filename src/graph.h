@@ -100,6 +100,13 @@ char *em_shape_format(const em_symtab *st, const em_shape *s, char *buf, int n);
 int em_shape_eq(const em_shape *a, const em_shape *b);
 /* Product of dims (may fail on term overflow: -1). */
 int em_shape_numel(const em_shape *s, em_dim *out);
+/* Checks that every dim of g fits 64 bits at the binding vals (one value per symbol, derived ones computed):
+ * each value's dims, element count and byte size, and each integral node argument. EM_OK, or EM_EINPUT
+ * with err naming the value, its shape and the binding. */
+em_status em_graph_check_binding(const em_graph *g, const int64_t *vals, char *err);
+/* Checks a shape as a value of dtype dt may have it: its element count (a polynomial) can be formed, and
+ * when it is constant, it and its byte size fit 63 bits. EM_OK, or EM_EINPUT with err describing it. */
+em_status em_shape_check(const em_symtab *st, const em_shape *s, em_dtype dt, char *err);
 /* Frees list storage held by an argument array. */
 void em_args_free(em_arg *args, int nargs);
 /* 1 when the argument equals its schema default (and so is omitted when written). */

@@ -20,9 +20,13 @@ end
 
 function M.is_error(e) return getmetatable(e) == Err end
 
--- Returns v, or raises a usage error with msg (for the nil, msg convention of the bindings).
+-- Returns v, or raises a usage error with msg (for the nil, msg convention of the bindings); a failure
+-- returned as nil, msg, 1 (a runtime failure, such as memory) raises with exit code 1 instead.
 function M.check(v, msg, ...)
-  if v == nil or v == false then M.usage("%s", tostring(msg)) end
+  if v == nil or v == false then
+    if select(1, ...) == 1 then M.fail("%s", tostring(msg)) end
+    M.usage("%s", tostring(msg))
+  end
   return v, msg, ...
 end
 

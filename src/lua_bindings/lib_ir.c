@@ -46,7 +46,13 @@ static int to_dim(lua_State *L, int idx, em_graph *g, em_dim *out, const char *w
   }
   if (lua_type(L, idx) == LUA_TSTRING) {
     char e2[EM_ERR_MAX];
-    if (em_dim_parse(&g->syms, lua_tostring(L, idx), out, e2)) {
+    size_t n;
+    const char *s = lua_tolstring(L, idx, &n);
+    if (strlen(s) != n) {
+      em_fail(err, EM_EINPUT, "%s: a dim expression with a NUL byte", what);
+      return -1;
+    }
+    if (em_dim_parse(&g->syms, s, out, e2)) {
       em_fail(err, EM_EINPUT, "%s: %s", what, e2);
       return -1;
     }
@@ -297,15 +303,25 @@ static void push_arg(lua_State *L, const em_graph *g, const em_argspec *sp, cons
 
 /* ir.new([name]) -> graph */
 static int l_new(lua_State *L) {
-  em_lua_push(L, GRAPH_T, em_graph_new(luaL_optstring(L, 1, "graph")));
+  const char *name = luaL_optstring(L, 1, "graph");
+  char err[EM_ERR_MAX];
+  if (!lua_isnoneornil(L, 1) && em_lua_checktext(L, 1, "graph name", err)) return em_lua_fail(L, err);
+  em_lua_push(L, GRAPH_T, em_graph_new(name));
   return 1;
 }
 
-static int64_t opt_int(lua_State *L, int t, const char *k, int64_t def) {
+/* Field k of the table at t as an integer (def when absent); -1 with err when it is not one. */
+static int opt_int(lua_State *L, int t, const char *k, int64_t def, int64_t *out, const char *sym, char *err) {
   lua_getfield(L, t, k);
-  int64_t v = lua_isnumber(L, -1) ? (int64_t)lua_tonumber(L, -1) : def;
+  *out = def;
+  int rc = 0;
+  if (!lua_isnil(L, -1) && em_lua_toint(L, -1, out)) {
+    em_fail(err, EM_EINPUT, "symbol '%s': \"%s\" must be an integer within ±2^53, got %s", sym, k,
+            lua_type(L, -1) == LUA_TNUMBER ? lua_tostring(L, -1) : luaL_typename(L, -1));
+    rc = -1;
+  }
   lua_pop(L, 1);
-  return v;
+  return rc;
 }
 
 /* g:symbol(name, {hint=, min=, max=}) -> index (0-based) | nil, msg */
@@ -313,12 +329,11 @@ static int g_symbol(lua_State *L) {
   em_graph *g = em_lua_checkgraph(L, 1);
   const char *name = luaL_checkstring(L, 2);
   int64_t hint = -1, mn = 1, mx = 2147483647;
-  if (lua_istable(L, 3)) {
-    hint = opt_int(L, 3, "hint", -1);
-    mn = opt_int(L, 3, "min", 1);
-    mx = opt_int(L, 3, "max", 2147483647);
-  }
   char err[EM_ERR_MAX];
+  if (em_lua_checktext(L, 2, "symbol name", err)) return em_lua_fail(L, err);
+  if (lua_istable(L, 3) && (opt_int(L, 3, "hint", -1, &hint, name, err) || opt_int(L, 3, "min", 1, &mn, name, err) ||
+                            opt_int(L, 3, "max", 2147483647, &mx, name, err)))
+    return em_lua_fail(L, err);
   int i = em_symtab_add(&g->syms, name, hint, mn, mx, err);
   if (i < 0) return em_lua_fail(L, err);
   lua_pushinteger(L, i);
@@ -581,31 +596,40 @@ static int g_counts(lua_State *L) {
 }
 
 /* g:bind({sym = n, …}) -> {sym = n, …} with hints filled in | nil, msg */
+int em_lua_binding(lua_State *L, int idx, const em_graph *g, int64_t *given, char *err) {
+  for (int i = 0; i < EM_MAX_SYMS; i++) given[i] = EM_SYM_UNBOUND;
+  if (lua_isnoneornil(L, idx)) return 0;
+  if (!lua_istable(L, idx)) {
+    em_fail(err, EM_EINPUT, "a binding must be a table {symbol = integer}, got %s", luaL_typename(L, idx));
+    return -1;
+  }
+  lua_pushnil(L);
+  while (lua_next(L, idx)) {
+    const char *k = lua_type(L, -2) == LUA_TSTRING ? lua_tostring(L, -2) : "?";
+    int i = em_symtab_find(&g->syms, k);
+    if (i < 0 || g->syms.s[i].derived) {
+      em_fail(err, EM_EINPUT, "graph '%s' has no symbol '%s'", g->name, k);
+      lua_pop(L, 2);
+      return -1;
+    }
+    if (em_lua_toint(L, -1, &given[i])) {
+      em_fail(err, EM_EINPUT, "symbol '%s' = %s is not an integer within ±2^53: give %lld <= %s <= %lld", k,
+              lua_type(L, -1) == LUA_TNUMBER || lua_type(L, -1) == LUA_TSTRING ? lua_tostring(L, -1)
+                                                                                : luaL_typename(L, -1),
+              (long long)g->syms.s[i].min, k, (long long)g->syms.s[i].max);
+      lua_pop(L, 2);
+      return -1;
+    }
+    lua_pop(L, 1);
+  }
+  return 0;
+}
+
 static int g_bind(lua_State *L) {
   em_graph *g = em_lua_checkgraph(L, 1);
   int64_t given[EM_MAX_SYMS], vals[EM_MAX_SYMS];
   char err[EM_ERR_MAX];
-  for (int i = 0; i < EM_MAX_SYMS; i++) given[i] = -1;
-  if (lua_istable(L, 2)) {
-    lua_pushnil(L);
-    while (lua_next(L, 2)) {
-      const char *k = lua_type(L, -2) == LUA_TSTRING ? lua_tostring(L, -2) : "?";
-      int i = em_symtab_find(&g->syms, k);
-      if (i < 0 || g->syms.s[i].derived) {
-        snprintf(err, sizeof err, "graph '%s' has no symbol '%s'", g->name, k);
-        lua_pop(L, 2);
-        return em_lua_fail(L, err);
-      }
-      if (!lua_isnumber(L, -1)) {
-        snprintf(err, sizeof err, "symbol '%s': value must be an integer", k);
-        lua_pop(L, 2);
-        return em_lua_fail(L, err);
-      }
-      given[i] = (int64_t)lua_tonumber(L, -1);
-      lua_pop(L, 1);
-    }
-  }
-  if (em_ref_bind(g, given, vals, err)) return em_lua_fail(L, err);
+  if (em_lua_binding(L, 2, g, given, err) || em_ref_bind(g, given, vals, err)) return em_lua_fail(L, err);
   lua_newtable(L);
   for (int i = 0; i < g->syms.n; i++) {
     if (g->syms.s[i].derived) continue;
@@ -621,16 +645,22 @@ static int g_eval(lua_State *L) {
   em_dim d;
   char err[EM_ERR_MAX];
   if (to_dim(L, 2, g, &d, "dim", err)) return em_lua_fail(L, err);
-  int64_t given[EM_MAX_SYMS], vals[EM_MAX_SYMS];
-  for (int i = 0; i < EM_MAX_SYMS; i++) given[i] = -1;
+  int64_t given[EM_MAX_SYMS], vals[EM_MAX_SYMS], v;
+  for (int i = 0; i < EM_MAX_SYMS; i++) given[i] = EM_SYM_UNBOUND;
   if (lua_istable(L, 3))
     for (int i = 0; i < g->syms.n; i++) {
+      if (g->syms.s[i].derived) continue; /* a bind table may carry them; they are recomputed */
       lua_getfield(L, 3, g->syms.s[i].name);
-      if (lua_isnumber(L, -1)) given[i] = (int64_t)lua_tonumber(L, -1);
+      int bad = !lua_isnil(L, -1) && em_lua_toint(L, -1, &given[i]);
       lua_pop(L, 1);
+      if (bad) {
+        snprintf(err, sizeof err, "symbol '%s': the value must be an integer within ±2^53", g->syms.s[i].name);
+        return em_lua_fail(L, err);
+      }
     }
   if (em_ref_bind(g, given, vals, err)) return em_lua_fail(L, err);
-  lua_pushnumber(L, (lua_Number)em_dim_eval(&g->syms, &d, vals));
+  if (em_dim_eval_checked(&g->syms, &d, vals, &v)) return em_lua_fail(L, "dim: beyond 64 bits at this binding");
+  lua_pushnumber(L, (lua_Number)v);
   return 1;
 }
 

@@ -51,10 +51,10 @@ static em_tensor *new_from_args(lua_State *L, int i) {
   int64_t shape[EM_TENSOR_MAX_RANK];
   for (int k = 0; k < rank; k++) {
     lua_rawgeti(L, i + 1, k + 1);
-    lua_Number v = lua_tonumber(L, -1);
+    int bad = em_lua_toint(L, -1, &shape[k]);
     lua_pop(L, 1);
-    if (v < 0) luaL_argerror(L, i + 1, "negative size");
-    shape[k] = (int64_t)v;
+    if (bad) luaL_argerror(L, i + 1, "sizes must be integers within ±2^53");
+    if (shape[k] < 0) luaL_argerror(L, i + 1, "negative size");
   }
   char err[EM_ERR_MAX];
   em_tensor *t = em_tensor_new((em_dtype)dt, rank, shape, err);
@@ -249,14 +249,15 @@ static int l_tolerance(lua_State *L) {
 }
 
 /* ref.run(graph, inputs {name = tensor}, {bind = {sym = n}, keep_all = bool, threads = n})
- *   -> values {name = tensor} (outputs, or every value with keep_all), binding {sym = n} | nil, msg
+ *   -> values {name = tensor} (outputs, or every value with keep_all), binding {sym = n}
+ *    | nil, msg, code (1 a runtime failure such as memory, 2 bad input: the exit code a command gives)
  * Input tensors are copied into the result table's ownership only by reference: they stay the caller's. */
 static int l_run(lua_State *L) {
   em_graph *g = em_lua_checkgraph(L, 1);
   luaL_checktype(L, 2, LUA_TTABLE);
   em_ref_opts opts = {0, 0};
   int64_t given[EM_MAX_SYMS], vals[EM_MAX_SYMS];
-  for (int i = 0; i < EM_MAX_SYMS; i++) given[i] = -1;
+  for (int i = 0; i < EM_MAX_SYMS; i++) given[i] = EM_SYM_UNBOUND;
   char err[EM_ERR_MAX];
   if (lua_istable(L, 3)) {
     lua_getfield(L, 3, "keep_all");
@@ -265,21 +266,9 @@ static int l_run(lua_State *L) {
     opts.nthreads = (int)luaL_optnumber(L, -1, 0);
     lua_pop(L, 2);
     lua_getfield(L, 3, "bind");
-    if (lua_istable(L, -1)) {
-      lua_pushnil(L);
-      while (lua_next(L, -2)) {
-        const char *k = lua_type(L, -2) == LUA_TSTRING ? lua_tostring(L, -2) : "?";
-        int i = em_symtab_find(&g->syms, k);
-        if (i < 0 || g->syms.s[i].derived) {
-          snprintf(err, sizeof err, "graph '%s' has no symbol '%s'", g->name, k);
-          lua_pop(L, 3);
-          return em_lua_fail(L, err);
-        }
-        given[i] = (int64_t)lua_tonumber(L, -1);
-        lua_pop(L, 1);
-      }
-    }
+    int bad = em_lua_binding(L, lua_gettop(L), g, given, err);
     lua_pop(L, 1);
+    if (bad) return em_lua_fail(L, err);
   }
   if (em_ref_bind(g, given, vals, err)) return em_lua_fail(L, err);
   em_tensor **ins = em_alloc(sizeof(em_tensor *) * (size_t)(g->inputs.n ? g->inputs.n : 1));
@@ -298,7 +287,11 @@ static int l_run(lua_State *L) {
   em_ref_result res;
   em_status st = em_ref_run(g, vals, ins, &opts, &res, err);
   free(ins);
-  if (st) return em_lua_fail(L, err);
+  if (st) {
+    em_lua_fail(L, err);
+    lua_pushinteger(L, st); /* 1: a runtime failure (memory); 2: the graph or its inputs */
+    return 3;
+  }
   lua_newtable(L);
   for (int v = 0; v < res.nvalues; v++) {
     if (!res.vals[v] || g->values.v[v].kind != EM_V_NODE) continue;
@@ -322,7 +315,8 @@ static int l_run(lua_State *L) {
 static int l_rope_tables(lua_State *L) {
   int dt = em_dtype_parse(luaL_checkstring(L, 1));
   if (dt < 0) luaL_argerror(L, 1, "unknown dtype");
-  int64_t P = (int64_t)luaL_checknumber(L, 2);
+  int64_t P;
+  if (em_lua_toint(L, 2, &P)) luaL_argerror(L, 2, "rows must be an integer within ±2^53");
   luaL_checktype(L, 3, LUA_TTABLE);
   double scaling = luaL_optnumber(L, 4, 1.0);
   int half = (int)lua_objlen(L, 3);

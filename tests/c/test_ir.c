@@ -74,6 +74,68 @@ TEST(dim_parse_errors) {
   CHECK(em_symtab_add(&st, "s", 8, 1, 64, err) < 0 && strstr(err, "twice"));
   CHECK(em_symtab_add(&st, "9x", 8, 1, 64, err) < 0);
   CHECK(em_symtab_add(&st, "t", 100, 1, 64, err) < 0 && strstr(err, "outside"));
+  CHECK(em_symtab_add(&st, "u", 8, -5, 64, err) < 0 && strstr(err, "min -5 is negative"));
+}
+
+/* issue 21: "9223372036854775807*9223372036854775807" parsed as 1 (the product wrapped); every constant,
+ * sum and product is checked, and a wrap is an error naming the expression. */
+TEST(dim_overflow_is_an_error) {
+  em_symtab st = {0};
+  char err[EM_ERR_MAX];
+  em_symtab_add(&st, "s", 8, 1, 64, err);
+  em_dim d;
+  const char *bad[] = {"9223372036854775807*9223372036854775807", "9223372036854775808", "99999999999999999999999",
+                       "9223372036854775807+1", "-9223372036854775807-2", "4611686018427387904*2",
+                       "3037000500*3037000500", "9223372036854775807*s+9223372036854775807*s",
+                       "(s+1)*9223372036854775807*2", "-(-9223372036854775807-1)", "cdiv(9223372036854775807*2,3)"};
+  for (int i = 0; i < (int)(sizeof bad / sizeof bad[0]); i++) {
+    err[0] = 0;
+    int rc = em_dim_parse(&st, bad[i], &d, err);
+    CHECK(rc == EM_EINPUT && (strstr(err, "beyond 64 bits") != NULL));
+    if (rc != EM_EINPUT) fprintf(stderr, "    '%s' parsed as %s\n", bad[i], F(&st, d));
+  }
+  /* the extremes that fit are kept exactly and printed without overflow */
+  CHECK(!strcmp(F(&st, P(&st, "9223372036854775807")), "9223372036854775807"));
+  CHECK(!strcmp(F(&st, P(&st, "-9223372036854775807-1")), "-9223372036854775808"));
+  CHECK(!strcmp(F(&st, P(&st, "3037000499*3037000499")), "9223372030926249001"));
+  em_dim a = em_dim_const(INT64_MAX), b = em_dim_const(2), o;
+  CHECK(em_dim_mul(&a, &b, &o) == EM_DIM_EOVERFLOW && em_dim_add(&a, &a, &o) == EM_DIM_EOVERFLOW);
+  em_dim mn = em_dim_const(INT64_MIN), m1 = em_dim_const(-1);
+  CHECK(em_dim_sub(&b, &mn, &o) == EM_DIM_EOVERFLOW && em_dim_divexact(&mn, &m1, &o) == EM_DIM_EOVERFLOW);
+  CHECK(em_dim_cdiv(&st, &a, 2, &o, err) == EM_OK && o.t[0].coef == INT64_MAX / 2 + 1); /* no v + c - 1 */
+  /* evaluation at a binding is checked: s^3 at s = 2^22 is 2^66 */
+  em_dim cube = P(&st, "s*s*s"), x;
+  int64_t vals[EM_MAX_SYMS] = {(int64_t)1 << 22}, v;
+  CHECK(em_dim_eval_checked(&st, &cube, vals, &v) == EM_DIM_EOVERFLOW);
+  vals[0] = 1 << 20;
+  CHECK(em_dim_eval_checked(&st, &cube, vals, &v) == 0 && v == (int64_t)1 << 60);
+  x = P(&st, "4*s*s*s+4*s*s*s");
+  CHECK(em_dim_eval_checked(&st, &x, vals, &v) == EM_DIM_EOVERFLOW);
+}
+
+/* issue 21: 10,000 nested parentheses overflowed the C stack; nesting is bounded by EM_DIM_MAX_DEPTH. */
+TEST(dim_parse_depth_limit) {
+  em_symtab st = {0};
+  char err[EM_ERR_MAX];
+  em_symtab_add(&st, "s", 8, 1, 64, err);
+  static char buf[90000]; /* 10,000 levels of "cdiv(" … ",1)" */
+  em_dim d;
+  const char *open[] = {"(", "-", "cdiv(", "-("};
+  for (int k = 0; k < 4; k++) {
+    for (int depth = EM_DIM_MAX_DEPTH - 2; depth <= 10000; depth = depth < 100 ? depth + 1 : depth * 10) {
+      size_t o = 0, lo = strlen(open[k]);
+      for (int i = 0; i < depth; i++, o += lo) memcpy(buf + o, open[k], lo);
+      buf[o++] = 's';
+      for (int i = 0; i < depth; i++) {
+        if (k == 2) buf[o++] = ',', buf[o++] = '1';
+        if (k != 1) buf[o++] = ')';
+      }
+      buf[o] = 0;
+      em_status rc = em_dim_parse(&st, buf, &d, err);
+      int deep = depth * (k == 3 ? 2 : 1) >= EM_DIM_MAX_DEPTH; /* "-(" opens two levels */
+      CHECK(deep ? rc == EM_EINPUT && strstr(err, "nesting deeper than") != NULL && strlen(err) < 300 : rc == EM_OK);
+    }
+  }
 }
 
 TEST(op_schemas_parse) {
