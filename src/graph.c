@@ -41,6 +41,7 @@ void em_graph_free(em_graph *g) {
   free(g->nodes.v);
   free(g->inputs.v);
   free(g->outputs.v);
+  free(g->name_ix);
   free(g->name);
   free(g);
 }
@@ -72,10 +73,36 @@ const char *em_graph_get_meta(const em_graph *g, const char *key) {
   return NULL;
 }
 
+static uint64_t name_hash(const char *name) { return em_fnv1a(EM_FNV_SEED, name, strlen(name)); }
+
 int em_graph_find(const em_graph *g, const char *name) {
-  for (int i = 0; i < g->values.n; i++)
-    if (!strcmp(g->values.v[i].name, name)) return i;
-  return -1;
+  if (!g->name_cap) return -1;
+  size_t mask = (size_t)g->name_cap - 1;
+  for (size_t i = (size_t)name_hash(name) & mask;; i = (i + 1) & mask) {
+    int id = g->name_ix[i] - 1;
+    if (id < 0) return -1;
+    if (!strcmp(g->values.v[id].name, name)) return id;
+  }
+}
+
+static void ix_put(int *ix, int cap, const em_graph *g, int id) {
+  size_t mask = (size_t)cap - 1, i = (size_t)name_hash(g->values.v[id].name) & mask;
+  while (ix[i]) i = (i + 1) & mask;
+  ix[i] = id + 1;
+}
+
+/* Indexes the value just pushed (the last one), doubling the index when it would pass half full. */
+static void index_last(em_graph *g) {
+  int id = g->values.n - 1;
+  if (2 * g->values.n > g->name_cap) {
+    int cap = g->name_cap ? 2 * g->name_cap : 64;
+    int *ix = em_alloc(sizeof(int) * (size_t)cap);
+    for (int v = 0; v < id; v++) ix_put(ix, cap, g, v);
+    free(g->name_ix);
+    g->name_ix = ix;
+    g->name_cap = cap;
+  }
+  ix_put(g->name_ix, g->name_cap, g, id);
 }
 
 static int check_name(em_graph *g, const char *name, char *err) {
@@ -111,6 +138,7 @@ int em_graph_add_input(em_graph *g, const char *name, em_vkind kind, const char 
   v.weight = em_strdup(kind == EM_V_PARAM ? (weight ? weight : name) : NULL);
   v.node = -1;
   EM_VEC_PUSH(g->values, v);
+  index_last(g);
   EM_VEC_PUSH(g->inputs, g->values.n - 1);
   return g->values.n - 1;
 }
@@ -146,6 +174,7 @@ int em_graph_add_node(em_graph *g, em_op op, em_arg *args, const char *name, con
   v.node = g->nodes.n;
   EM_VEC_PUSH(g->nodes, nd);
   EM_VEC_PUSH(g->values, v);
+  index_last(g);
   return g->values.n - 1;
 fail:
   em_args_free(args, EM_MAX_ARGS);
@@ -158,35 +187,33 @@ em_status em_graph_add_output(em_graph *g, int value, char *err) {
   return EM_OK;
 }
 
-/* Canonical position of a value: inputs by declaration order, then node results by node order, so that
- * interleaving input declarations with nodes (as builders do) does not change the hash. */
-static int32_t canon_id(const em_graph *g, int v) {
-  const em_value *x = &g->values.v[v];
-  if (x->kind == EM_V_NODE) return g->inputs.n + x->node;
-  for (int i = 0; i < g->inputs.n; i++)
-    if (g->inputs.v[i] == v) return i;
-  return -1;
+/* Canonical position of each value: inputs by declaration order, then node results by node order, so that
+ * interleaving input declarations with nodes (as builders do) does not change the hash. Computed once per
+ * hash into a table, so hashing is linear in the graph's size. */
+static int32_t *canon_ids(const em_graph *g) {
+  int32_t *c = em_alloc(sizeof(int32_t) * (size_t)(g->values.n ? g->values.n : 1));
+  for (int v = 0; v < g->values.n; v++)
+    c[v] = g->values.v[v].kind == EM_V_NODE ? g->inputs.n + g->values.v[v].node : -1;
+  for (int i = 0; i < g->inputs.n; i++) c[g->inputs.v[i]] = i;
+  return c;
 }
 
-static uint64_t hash_ref(uint64_t h, const em_graph *g, int v) {
-  int32_t c = canon_id(g, v);
-  return em_fnv1a(h, &c, sizeof c);
-}
+static uint64_t hash_ref(uint64_t h, const int32_t *canon, int v) { return em_fnv1a(h, &canon[v], sizeof canon[v]); }
 
-static uint64_t hash_arg(uint64_t h, const em_graph *g, const em_argspec *sp, const em_arg *a) {
+static uint64_t hash_arg(uint64_t h, const int32_t *canon, const em_argspec *sp, const em_arg *a) {
   h = em_fnv1a(h, &a->present, sizeof a->present);
   if (!a->present) return h;
   switch (sp->kind) {
   case EM_ARG_T:
-  case EM_ARG_TOPT: h = hash_ref(h, g, a->tensor); break;
+  case EM_ARG_TOPT: h = hash_ref(h, canon, a->tensor); break;
   case EM_ARG_TLIST:
     h = em_fnv1a(h, &a->n, sizeof a->n);
-    for (int i = 0; i < a->n; i++) h = hash_ref(h, g, a->tlist[i]);
+    for (int i = 0; i < a->n; i++) h = hash_ref(h, canon, a->tlist[i]);
     break;
   case EM_ARG_TS:
     h = em_fnv1a(h, &a->is_tensor, sizeof a->is_tensor);
     if (a->is_tensor) {
-      h = hash_ref(h, g, a->tensor);
+      h = hash_ref(h, canon, a->tensor);
       break;
     }
     __attribute__((fallthrough)); /* a scalar */
@@ -223,6 +250,7 @@ static uint64_t hash_value_type(uint64_t h, const em_value *v) {
  * width so the hash is the same on every machine of the same endianness (x86-64 and arm64). */
 uint64_t em_graph_hash(const em_graph *g) {
   uint64_t h = EM_FNV_SEED;
+  int32_t *canon = canon_ids(g);
   int nsyms = g->syms.n;
   h = em_fnv1a(h, &nsyms, sizeof nsyms);
   for (int i = 0; i < g->syms.n; i++) {
@@ -240,10 +268,11 @@ uint64_t em_graph_hash(const em_graph *g) {
     int op = (int)nd->op;
     h = em_fnv1a(h, &op, sizeof op);
     const em_opspec *sp = em_op_spec(nd->op);
-    for (int a = 0; a < sp->nargs; a++) h = hash_arg(h, g, &sp->args[a], &nd->args[a]);
+    for (int a = 0; a < sp->nargs; a++) h = hash_arg(h, canon, &sp->args[a], &nd->args[a]);
   }
   h = em_fnv1a(h, &g->outputs.n, sizeof g->outputs.n);
-  for (int i = 0; i < g->outputs.n; i++) h = hash_ref(h, g, g->outputs.v[i]);
+  for (int i = 0; i < g->outputs.n; i++) h = hash_ref(h, canon, g->outputs.v[i]);
+  free(canon);
   return h;
 }
 

@@ -62,6 +62,8 @@ typedef struct em_graph {
   EM_VEC(em_node) nodes;
   EM_VEC(int) inputs; /* value ids of inputs and params, in declaration order */
   EM_VEC(int) outputs;
+  int *name_ix;       /* values by name: open addressing, value id + 1 per slot (0 empty), at most half full */
+  int name_cap;       /* slots in name_ix, a power of two (0 before the first value) */
 } em_graph;
 
 em_graph *em_graph_new(const char *name);
@@ -79,7 +81,7 @@ em_status em_graph_add_output(em_graph *g, int value, char *err);
 /* Sets (val non-NULL) or removes a metadata entry; entries stay sorted by key. */
 void em_graph_set_meta(em_graph *g, const char *key, const char *val);
 const char *em_graph_get_meta(const em_graph *g, const char *key);
-/* Value id by name, or -1. */
+/* Value id by name, or -1; constant time (a hash index), so building a graph is linear in its size. */
 int em_graph_find(const em_graph *g, const char *name);
 /* Structural hash: ops, arguments, dtypes, shapes (symbols by index), input kinds, wiring and outputs.
  * Names, hints, weights' names and provenance are excluded. */

@@ -347,6 +347,7 @@ static int g_input(lua_State *L) {
   char err[EM_ERR_MAX], e2[EM_ERR_MAX];
   int dt;
   em_shape s;
+  if (em_lua_checktext(L, 2, "input name", err)) return em_lua_fail(L, err);
   if (to_dtype(L, 3, &dt, "dtype", e2) || to_shape(L, 4, g, &s, e2)) {
     snprintf(err, sizeof err, "input '%s': %s", name, e2);
     return em_lua_fail(L, err);
@@ -365,29 +366,78 @@ static int g_input(lua_State *L) {
     lua_pop(L, 1);
     lua_getfield(L, 5, "weight");
     weight = lua_tostring(L, -1); /* kept alive by the options table */
+    int bad = weight && em_lua_checktext(L, -1, "weight name", e2);
     lua_pop(L, 1);
+    if (bad) {
+      snprintf(err, sizeof err, "input '%s': %s", name, e2);
+      return em_lua_fail(L, err);
+    }
   }
   if (em_graph_add_input(g, name, kind, weight, (em_dtype)dt, &s, err) < 0) return em_lua_fail(L, err);
   lua_pushstring(L, name);
   return 1;
 }
 
-/* g:node(op, args [, {name=, module=, op=}]) -> value name | nil, msg */
+/* Checks the dtype and shape that the options table at opt declares (graph JSON's "dtype" and "shape", each
+ * optional) against inference, before the node is added; 0, or -1 with err "node 'x' (op): \"shape\" says …
+ * but inference gives …". Inference runs again when the node is added: it is deterministic, and a derived
+ * symbol it creates is found again, not created twice. */
+static int check_declared(lua_State *L, int opt, em_graph *g, em_op op, const em_arg *args, const char *name,
+                          const char *opname, char *err) {
+  lua_getfield(L, opt, "dtype");
+  lua_getfield(L, opt, "shape");
+  int rc = 0;
+  if (lua_isnil(L, -1) && lua_isnil(L, -2)) goto done;
+  em_dtype dt;
+  em_shape sh;
+  char e2[EM_ERR_MAX], b1[512], b2[512];
+  if (em_infer(g, op, args, &dt, &sh, e2) != EM_OK) goto done; /* em_graph_add_node reports it */
+  if (!lua_isnil(L, -2)) {
+    const char *want = lua_tostring(L, -2);
+    if (!want || em_dtype_parse(want) != (int)dt) {
+      em_fail(err, EM_EINPUT, "node '%s' (%s): \"dtype\" says %s but inference gives %s", name ? name : "(new)",
+              opname, want ? want : luaL_typename(L, -2), em_dtype_name(dt));
+      rc = -1;
+      goto done;
+    }
+  }
+  if (!lua_isnil(L, -1)) {
+    em_shape decl;
+    int same = to_shape(L, lua_gettop(L), g, &decl, e2) == 0 && em_shape_eq(&decl, &sh);
+    if (!same) {
+      /* the declared shape as written when it does not parse, so the message shows what the file says */
+      if (to_shape(L, lua_gettop(L), g, &decl, e2) == 0) em_shape_format(&g->syms, &decl, b1, sizeof b1);
+      else snprintf(b1, sizeof b1, "an unreadable shape (%s)", e2);
+      em_fail(err, EM_EINPUT, "node '%s' (%s): \"shape\" says %s but inference gives %s", name ? name : "(new)",
+              opname, b1, em_shape_format(&g->syms, &sh, b2, sizeof b2));
+      rc = -1;
+    }
+  }
+done:
+  lua_pop(L, 2);
+  return rc;
+}
+
+/* g:node(op, args [, {name=, module=, op=, dtype=, shape=}]) -> value name | nil, msg
+ * dtype and shape, when given, are what the caller expects inference to give; a difference is an error and
+ * the node is not added. */
 static int g_node(lua_State *L) {
   em_graph *g = em_lua_checkgraph(L, 1);
   const char *opname = luaL_checkstring(L, 2);
   luaL_checktype(L, 3, LUA_TTABLE);
   const char *name = NULL, *mod = NULL, *srcop = NULL;
-  if (lua_istable(L, 4)) {
-    lua_getfield(L, 4, "name");
-    name = lua_tostring(L, -1);
-    lua_getfield(L, 4, "module");
-    mod = lua_tostring(L, -1);
-    lua_getfield(L, 4, "op");
-    srcop = lua_tostring(L, -1);
-    lua_pop(L, 3); /* strings stay alive in the options table */
-  }
   char err[EM_ERR_MAX], e2[EM_ERR_MAX];
+  if (lua_istable(L, 4)) {
+    static const char *const keys[] = {"name", "module", "op"}, *const whats[] = {"node name", "node module", "node source op"};
+    const char **dst[] = {&name, &mod, &srcop};
+    for (int k = 0; k < 3; k++) {
+      lua_getfield(L, 4, keys[k]);
+      *dst[k] = lua_tostring(L, -1); /* strings stay alive in the options table */
+      int bad = *dst[k] && em_lua_checktext(L, -1, whats[k], err);
+      lua_pop(L, 1);
+      if (bad) return em_lua_fail(L, err);
+    }
+  }
   char label[96];
   snprintf(label, sizeof label, "node '%s'", name ? name : "(new)");
   int op = em_op_find(opname);
@@ -435,6 +485,10 @@ static int g_node(lua_State *L) {
       return em_lua_fail(L, err);
     }
   }
+  if (lua_istable(L, 4) && check_declared(L, 4, g, (em_op)op, args, name, opname, err)) {
+    em_args_free(args, EM_MAX_ARGS);
+    return em_lua_fail(L, err);
+  }
   int v = em_graph_add_node(g, (em_op)op, args, name, mod, srcop, err);
   if (v < 0) return em_lua_fail(L, err);
   lua_pushstring(L, g->values.v[v].name);
@@ -445,9 +499,10 @@ static int g_node(lua_State *L) {
 static int g_output(lua_State *L) {
   em_graph *g = em_lua_checkgraph(L, 1);
   const char *name = luaL_checkstring(L, 2);
+  char err[EM_ERR_MAX];
+  if (em_lua_checktext(L, 2, "output name", err)) return em_lua_fail(L, err);
   int v = em_graph_find(g, name);
   if (v < 0) {
-    char err[EM_ERR_MAX];
     snprintf(err, sizeof err, "output '%s' is not a value of the graph", name);
     return em_lua_fail(L, err);
   }
@@ -714,8 +769,13 @@ static int g_meta(lua_State *L) {
     else lua_pushnil(L);
     return 1;
   }
-  em_graph_set_meta(g, key, lua_isnil(L, 3) ? NULL : luaL_checkstring(L, 3));
-  return 0;
+  const char *val = lua_isnil(L, 3) ? NULL : luaL_checkstring(L, 3);
+  char err[EM_ERR_MAX];
+  if (em_lua_checktext(L, 2, "meta key", err) || (val && em_lua_checktext(L, 3, "meta value", err)))
+    return em_lua_fail(L, err);
+  em_graph_set_meta(g, key, val);
+  lua_pushboolean(L, 1);
+  return 1;
 }
 
 /* g:dim(x) -> the canonical form of a dim (number or expression string) | nil, msg */

@@ -73,13 +73,13 @@ int em_lua_checktext(lua_State *L, int idx, const char *what, char *err) {
   }
   const char *nul = memchr(s, 0, n);
   if (nul) {
-    snprintf(err, EM_ERR_MAX, "%s '%s' has a NUL byte at byte %d (names are text without NUL)", what,
+    snprintf(err, EM_ERR_MAX, "%s '%s' has a NUL byte at byte %d: a name or text in a graph cannot hold one", what,
              em_quote_bytes(s, n, q, sizeof q), (int)(nul - s));
     return -1;
   }
   size_t ok = em_utf8_valid_prefix(s, n);
   if (ok < n) {
-    snprintf(err, EM_ERR_MAX, "%s '%s' is not valid UTF-8 (byte %d): write it as UTF-8 text", what,
+    snprintf(err, EM_ERR_MAX, "%s '%s' is not valid UTF-8 (at byte %d): write it as UTF-8 text", what,
              em_quote_bytes(s, n, q, sizeof q), (int)ok);
     return -1;
   }

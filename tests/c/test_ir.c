@@ -247,3 +247,59 @@ TEST(hash_invariants) {
   CHECK(small_graph_hash("s", 8, 1) == h);    /* declaration interleaving excluded */
   CHECK(h != EM_FNV_SEED); /* the golden value of a full graph lives in tests/lua/test_ir.lua */
 }
+
+/* issue 21: an input of [2147483648]*3 compiled to a kernel whose total was 0 (the element count wrapped).
+ * Shapes whose element count or byte size passes 63 bits are refused where they enter the graph. */
+TEST(shape_overflow_refused) {
+  em_graph *g = em_graph_new("t");
+  char err[EM_ERR_MAX];
+  em_symtab_add(&g->syms, "s", 8, 1, (int64_t)1 << 40, err);
+  em_shape sh = {3};
+  for (int i = 0; i < 3; i++) sh.d[i] = em_dim_const((int64_t)1 << 31);
+  CHECK(em_graph_add_input(g, "x", EM_V_INPUT, NULL, EM_F32, &sh, err) < 0 &&
+        strstr(err, "input 'x': shape [2147483648, 2147483648, 2147483648] has more than 2^63-1 elements"));
+  sh.rank = 2; /* 2^62 elements fit; their 2^65 bytes as f64 do not */
+  CHECK(em_graph_add_input(g, "x", EM_V_INPUT, NULL, EM_F64, &sh, err) < 0 && strstr(err, "more than 2^63-1 bytes"));
+  sh.rank = 1;
+  sh.d[0] = em_dim_const(-3);
+  CHECK(em_graph_add_input(g, "x", EM_V_INPUT, NULL, EM_F32, &sh, err) < 0 && strstr(err, "negative size"));
+  /* a node whose result passes 63 bits: expand [1] to [2^62, 8] */
+  int one = add_in(g, "one", EM_F32, 1, (const char *[]){"1"});
+  em_arg a[EM_MAX_ARGS];
+  args_default(EM_OP_EXPAND, a);
+  a[0].present = 1, a[0].tensor = one;
+  a[1].present = 1, a[1].n = 2, a[1].ilist = em_alloc(2 * sizeof(em_dim));
+  a[1].ilist[0] = em_dim_const((int64_t)1 << 62), a[1].ilist[1] = em_dim_const(8);
+  CHECK(em_graph_add_node(g, EM_OP_EXPAND, a, "big", NULL, NULL, err) < 0 && strstr(err, "node 'big'") &&
+        strstr(err, "more than 2^63-1 elements"));
+  /* symbolic shapes are checked at each binding: [s, s, s] f32 is fine at s = 1024, not at s = 2^21 */
+  int x = add_in(g, "cube", EM_F32, 3, (const char *[]){"s", "s", "s"});
+  CHECK(x >= 0);
+  int64_t vals[EM_MAX_SYMS] = {1024};
+  CHECK(em_graph_check_binding(g, vals, err) == EM_OK);
+  vals[0] = (int64_t)1 << 21;
+  CHECK(em_graph_check_binding(g, vals, err) == EM_EINPUT &&
+        strstr(err, "at s=2097152, value 'cube' [s, s, s] is more than 2^63-1 bytes"));
+  em_graph_free(g);
+}
+
+/* issue 21: a 40,000-node chain took 26 s to load (each name lookup scanned every value). */
+TEST(graph_find_is_indexed) {
+  em_graph *g = em_graph_new("chain");
+  char err[EM_ERR_MAX], name[32];
+  int prev = add_in(g, "x", EM_F32, 1, (const char *[]){"4"});
+  for (int i = 0; i < 20000; i++) {
+    em_arg a[EM_MAX_ARGS];
+    args_default(EM_OP_NEG, a);
+    a[0].present = 1, a[0].tensor = prev;
+    snprintf(name, sizeof name, "v%d", i);
+    prev = em_graph_add_node(g, EM_OP_NEG, a, name, NULL, NULL, err);
+  }
+  CHECK(prev == 20000 && em_graph_find(g, "v19999") == 20000 && em_graph_find(g, "x") == 0);
+  CHECK(em_graph_find(g, "v20000") == -1 && em_graph_find(g, "") == -1);
+  em_arg a[EM_MAX_ARGS];
+  args_default(EM_OP_NEG, a);
+  a[0].present = 1, a[0].tensor = prev;
+  CHECK(em_graph_add_node(g, EM_OP_NEG, a, "v123", NULL, NULL, err) < 0 && strstr(err, "used twice"));
+  em_graph_free(g);
+}
