@@ -31,6 +31,10 @@ function M.decode(text, file)
     if type(doc.meta) ~= "table" or doc.meta[1] ~= nil then return fail(file, "\"meta\" must be an object") end
     for k, v in pairs(doc.meta) do
       if type(v) ~= "string" then return fail(file, "meta '%s' must be a string", tostring(k)) end
+      if k == "structural" then
+        local oks, serr = require("emmy.compiler").parse_structural(v)
+        if not oks then return fail(file, "%s", serr) end
+      end
       local okm, merr = g:meta(k, v)
       if not okm then return fail(file, "%s", merr) end
     end
