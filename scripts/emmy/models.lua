@@ -26,20 +26,48 @@ M.read_json = read_json
 local function is_file(p) return sys.stat(p) == "file" end
 local function is_dir(p) return sys.stat(p) == "dir" end
 
+-- Checks a shard name from an index's weight_map: a relative path of plain components inside dir, whose
+-- real path (symlinks resolved) is inside root (dir itself, or for a hub snapshot the models--ORG--NAME folder,
+-- whose snapshots link into its blobs/). Returns the path to open, or nil, msg naming the entry.
+local function shard_path(index, dir, root, tensor, f)
+  local function refuse(why)
+    return nil, ("%s: weight_map entry '%s' (tensor '%s') %s; an index names shard files inside the model folder")
+      :format(index, tostring(f):gsub("%z", "\\0"), tostring(tensor), why)
+  end
+  if type(f) ~= "string" or f == "" then return refuse("is not a file name") end
+  if f:find("%z") then return refuse("has a NUL byte") end
+  if f:sub(1, 1) == "/" then return refuse("is an absolute path") end
+  for part in f:gmatch("[^/]+") do
+    if part == ".." then return refuse("climbs out with '..'") end
+  end
+  local path = dir .. "/" .. f
+  if not is_file(path) then return nil, ("%s names %s, which is missing"):format(index, f) end
+  local real, rerr = sys.realpath(path)
+  local real_root = sys.realpath(root)
+  if not real or not real_root then return refuse("cannot be resolved (" .. tostring(rerr) .. ")") end
+  if real:sub(1, #real_root + 1) ~= real_root .. "/" then return refuse("is a link to " .. real .. ", outside " .. real_root) end
+  return path
+end
+
 -- The safetensors files of a folder: the shards an index names, else model.safetensors, else every
--- *.safetensors file. Returns a list (possibly empty), or nil, msg for a broken index.
-local function weight_files(dir)
+-- *.safetensors file. Returns a list (possibly empty), or nil, msg for a broken index. root: the folder the
+-- index's shards must resolve inside (dir unless given).
+local function weight_files(dir, root)
   local index = dir .. "/model.safetensors.index.json"
   if is_file(index) then
     local doc, err = read_json(index)
     if not doc then return nil, err end
     if type(doc.weight_map) ~= "table" then return nil, index .. ": no \"weight_map\"" end
-    local seen, files = {}, {}
-    for _, f in pairs(doc.weight_map) do
+    local seen, files, tensors = {}, {}, {}
+    for t in pairs(doc.weight_map) do tensors[#tensors + 1] = tostring(t) end
+    table.sort(tensors) -- the first bad entry in name order: the same message every run
+    for _, t in ipairs(tensors) do
+      local f = doc.weight_map[t]
       if not seen[f] then
+        local path, perr = shard_path(index, dir, root or dir, t, f)
+        if not path then return nil, perr end
         seen[f] = true
-        if not is_file(dir .. "/" .. f) then return nil, ("%s names %s, which is missing"):format(index, f) end
-        files[#files + 1] = dir .. "/" .. f
+        files[#files + 1] = path
       end
     end
     table.sort(files)
@@ -88,7 +116,9 @@ function M.resolve(name)
   local function found(dir, source)
     local cfg, err = read_json(dir .. "/config.json")
     if not cfg then return nil, err end
-    local files, werr = weight_files(dir)
+    -- a hub snapshot's files are links into the repository folder's blobs/
+    local root = source == "hub" and dir:match("^(.*)/snapshots/[^/]+$") or dir
+    local files, werr = weight_files(dir, root)
     if not files then return nil, werr end
     return { name = name, dir = dir, source = source, config = cfg, weights = files, slug = M.slug(name) }
   end
