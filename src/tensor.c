@@ -12,10 +12,28 @@
 
 static int stores_f32(em_dtype dt) { return dt == EM_BF16 || dt == EM_F16 || dt == EM_F32; }
 
-static int64_t phys_bytes(void) {
+/* The memory this process may use: physical memory, or less where a cgroup (v2 memory.max, v1
+ * memory.limit_in_bytes, as a container sees its own at /sys/fs/cgroup) limits it. Read once: a property
+ * of the machine, shared by every thread that allocates. */
+static int64_t mem_limit;
+static pthread_once_t mem_once = PTHREAD_ONCE_INIT;
+
+static void read_mem_limit(void) {
   long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
-  if (pages <= 0 || page <= 0) return INT64_MAX;
-  return (int64_t)pages * (int64_t)page;
+  mem_limit = pages > 0 && page > 0 ? (int64_t)pages * (int64_t)page : INT64_MAX;
+  static const char *const files[] = {"/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes"};
+  for (int i = 0; i < 2; i++) {
+    FILE *f = fopen(files[i], "r");
+    long long v;
+    if (!f) continue;
+    if (fscanf(f, "%lld", &v) == 1 && v > 0 && v < mem_limit) mem_limit = v; /* "max" reads as no number */
+    fclose(f);
+  }
+}
+
+static int64_t phys_bytes(void) {
+  pthread_once(&mem_once, read_mem_limit);
+  return mem_limit;
 }
 
 static char *fmt_shape(int rank, const int64_t *shape, char *buf, size_t n) {
@@ -28,7 +46,7 @@ static char *fmt_shape(int rank, const int64_t *shape, char *buf, size_t n) {
 void *em_tensor_alloc_bytes(int64_t bytes, const char *what, char *err) {
   int64_t phys = phys_bytes();
   if (bytes > phys) {
-    em_fail(err, EM_ERUN, "%s needs %.1f GiB but this machine has %.1f GiB of memory: use smaller sizes", what,
+    em_fail(err, EM_ERUN, "%s needs %.1f GiB, more than the %.1f GiB of memory this machine gives emmy: use smaller sizes", what,
             (double)bytes / (1 << 30), (double)phys / (1 << 30));
     return NULL;
   }

@@ -128,7 +128,8 @@ function M.parse_binds(list, flag)
   for _, s in ipairs(list or {}) do
     local k, v = s:match("^([%a_][%w_]*)=(%-?%d+)$")
     if not k then M.usage("%s '%s' needs NAME=INT", flag or "--bind", s) end
-    t[k] = tonumber(v)
+    if t[k] then M.usage("%s %s is given twice (%s and %s): give it once", flag or "--bind", k, t[k], v) end
+    t[k] = tonumber(v) -- range and integrality are checked against the symbol when bound (g:bind)
   end
   return t
 end

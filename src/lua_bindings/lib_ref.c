@@ -195,6 +195,39 @@ static int t_to_table(lua_State *L) {
   return 1;
 }
 
+/* t:stats() -> {mean, std, min, max, nonfinite} over the finite values (bool as 0/1), in one pass in C: a
+ * Lua table of a large tensor's values would cost gigabytes. */
+static int t_stats(lua_State *L) {
+  em_tensor *t = check_tensor(L, 1);
+  double sum = 0, sq = 0, mn = HUGE_VAL, mx = -HUGE_VAL;
+  int64_t bad = 0;
+  for (int64_t i = 0; i < t->numel; i++) {
+    double v = em_t_get(t, i);
+    if (!isfinite(v)) {
+      bad++;
+      continue;
+    }
+    sum += v;
+    sq += v * v;
+    if (v < mn) mn = v;
+    if (v > mx) mx = v;
+  }
+  int64_t k = t->numel - bad;
+  double mean = k > 0 ? sum / (double)k : 0, var = k > 0 ? sq / (double)k - mean * mean : 0;
+  lua_createtable(L, 0, 5);
+  lua_pushnumber(L, mean);
+  lua_setfield(L, -2, "mean");
+  lua_pushnumber(L, var > 0 ? sqrt(var) : 0);
+  lua_setfield(L, -2, "std");
+  lua_pushnumber(L, mn);
+  lua_setfield(L, -2, "min");
+  lua_pushnumber(L, mx);
+  lua_setfield(L, -2, "max");
+  lua_pushnumber(L, (lua_Number)bad);
+  lua_setfield(L, -2, "nonfinite");
+  return 1;
+}
+
 static void push_cmp(lua_State *L, const em_cmp *c) {
   lua_createtable(L, 0, 8);
   lua_pushboolean(L, c->shape_ok && c->mismatches == 0);
@@ -355,7 +388,7 @@ static int l_rope_tables(lua_State *L) {
 
 int luaopen_emmy_ref(lua_State *L) {
   static const luaL_Reg methods[] = {{"save", t_save},   {"shape", t_shape}, {"dtype", t_dtype},
-                                     {"numel", t_numel}, {"get", t_get},     {"set", t_set},     {"cast", t_cast},     {"to_table", t_to_table},
+                                     {"numel", t_numel}, {"get", t_get},     {"set", t_set},     {"cast", t_cast},     {"to_table", t_to_table}, {"stats", t_stats},
                                      {NULL, NULL}};
   em_lua_class(L, TENSOR_T, methods, t_gc, t_tostring);
   static const luaL_Reg fns[] = {{"tensor", l_tensor},   {"random", l_random},   {"full", l_full},

@@ -163,7 +163,7 @@ TEST(ref_tensor_new_limits) {
   char err[EM_ERR_MAX] = "";
   int64_t big[2] = {(int64_t)1 << 30, (int64_t)1 << 20};
   CHECK(em_tensor_new(EM_F32, 2, big, err) == NULL);
-  CHECK(strstr(err, "a f32 tensor [1073741824, 1048576] needs 4194304.0 GiB but this machine has") != NULL);
+  CHECK(strstr(err, "a f32 tensor [1073741824, 1048576] needs 4194304.0 GiB, more than the ") != NULL);
   int64_t huge[3] = {(int64_t)1 << 31, (int64_t)1 << 31, (int64_t)1 << 31}; /* 2^93 elements: wraps to 0 */
   CHECK(em_tensor_new(EM_F32, 3, huge, err) == NULL && strstr(err, "more than 2^63-1 elements") != NULL);
   int64_t bytes[2] = {(int64_t)1 << 31, (int64_t)1 << 31}; /* 2^62 elements fit, their 2^64 bytes do not */
