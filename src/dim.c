@@ -38,6 +38,9 @@ static int norm_terms(em_term *in, int n, em_dim *out) {
     int j = i + 1;
     while (j < n && same_mono(&in[j], &acc))
       if (__builtin_add_overflow(acc.coef, in[j++].coef, &acc.coef)) return EM_DIM_EOVERFLOW;
+    /* coefficients are kept in [-(2^63-1), 2^63-1]: every one can be negated and printed as a literal
+     * that parses back (2^63 itself is not a literal) */
+    if (acc.coef == INT64_MIN) return EM_DIM_EOVERFLOW;
     if (acc.coef != 0) {
       if (d.n == EM_MAX_TERMS) return EM_DIM_ETERMS;
       d.t[d.n++] = acc;
@@ -236,8 +239,17 @@ char *em_dim_format(const em_symtab *st, const em_dim *d, char *buf, int n) {
     for (int k = 0; k < EM_MAX_SYMS && o < n; k++)
       for (int p = 0; p < t->pow[k] && o < n; p++) {
         const char *nm = st && k < st->n ? st->s[k].name : "?";
-        o += snprintf(buf + o, (size_t)(n - o), "%s%s", first ? "" : "*", nm);
+        o += snprintf(buf + o, (size_t)(n - o), "%s", first ? "" : "*");
         first = 0;
+        if (o < n && st && k < st->n && st->s[k].derived) {
+          /* from its definition, not its name: the name is cut at EM_SYM_NAME_MAX, the text must parse back */
+          o += snprintf(buf + o, (size_t)(n - o), "cdiv(");
+          if (o < n) em_dim_format(st, &st->s[k].num, buf + o, n - o);
+          if (o < n) o += (int)strlen(buf + o);
+          if (o < n) o += snprintf(buf + o, (size_t)(n - o), ",%lld)", (long long)st->s[k].den);
+        } else if (o < n) {
+          o += snprintf(buf + o, (size_t)(n - o), "%s", nm);
+        }
       }
   }
   return buf;

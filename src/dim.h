@@ -42,7 +42,7 @@ em_dim em_dim_sym(int i);
 int em_dim_is_const(const em_dim *d, int64_t *c);
 int em_dim_eq(const em_dim *a, const em_dim *b);
 /* Arithmetic results: 0, or one of these (the caller reports it with the node it was inferring). Every
- * coefficient is checked: a result that does not fit 64 bits is an error, never a wrapped value. */
+ * coefficient is checked and kept within ±(2^63-1): a result beyond is an error, never a wrapped value. */
 #define EM_DIM_ETERMS (-1)    /* more than EM_MAX_TERMS terms, or a power over 255 */
 #define EM_DIM_EOVERFLOW (-2) /* a coefficient or value beyond 64 bits */
 /* "too many terms" / "a value beyond 64 bits" for a nonzero result of the arithmetic below. */

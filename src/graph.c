@@ -295,6 +295,11 @@ int em_shape_eq(const em_shape *a, const em_shape *b) {
 
 int em_shape_numel(const em_shape *s, em_dim *out) {
   em_dim p = em_dim_const(1);
+  for (int i = 0; i < s->rank; i++)
+    if (s->d[i].n == 0) { /* a size 0: no elements, however large the others */
+      *out = em_dim_const(0);
+      return 0;
+    }
   for (int i = 0; i < s->rank; i++) {
     int rc = em_dim_mul(&p, &s->d[i], &p);
     if (rc) return rc;
@@ -337,12 +342,13 @@ static char *fmt_binding(const em_graph *g, const int64_t *vals, char *buf, size
 
 /* Checks one value's dims, element count and bytes at the binding. */
 static int value_fits(const em_graph *g, const em_value *v, const int64_t *vals) {
-  int64_t numel = 1, bytes;
+  int64_t numel = 1, bytes, d[EM_MAX_RANK];
   for (int i = 0; i < v->shape.rank; i++) {
-    int64_t d;
-    if (em_dim_eval_checked(&g->syms, &v->shape.d[i], vals, &d)) return 0;
-    if (d > 0 && __builtin_mul_overflow(numel, d, &numel)) return 0;
+    if (em_dim_eval_checked(&g->syms, &v->shape.d[i], vals, &d[i])) return 0;
+    if (d[i] == 0) return 1; /* no elements */
   }
+  for (int i = 0; i < v->shape.rank; i++)
+    if (d[i] > 0 && __builtin_mul_overflow(numel, d[i], &numel)) return 0;
   return !__builtin_mul_overflow(numel, (int64_t)em_dtype_bytes(v->dtype), &bytes);
 }
 

@@ -74,6 +74,8 @@ em_tensor *em_tensor_new(em_dtype dt, int rank, const int64_t *shape, char *err)
       return NULL;
     }
   for (int i = 0; i < rank; i++)
+    if (shape[i] == 0) n = 0; /* no elements, however large the other sizes */
+  for (int i = 0; i < rank && n; i++)
     if (__builtin_mul_overflow(n, shape[i], &n)) {
       em_fail(err, EM_EINPUT, "tensor %s has more than 2^63-1 elements", fmt_shape(rank, shape, sb, sizeof sb));
       return NULL;

@@ -62,11 +62,13 @@ static int to_dim(lua_State *L, int idx, em_graph *g, em_dim *out, const char *w
   return -1;
 }
 
+/* A constant within ±2^53 as a number; any other dim as its canonical text, so that a constant a double
+ * cannot hold (up to 2^63-1) is written to graph JSON, and read back, exactly. */
 static void push_dim(lua_State *L, const em_graph *g, const em_dim *d) {
   int64_t c;
-  if (em_dim_is_const(d, &c)) lua_pushnumber(L, (lua_Number)c);
+  if (em_dim_is_const(d, &c) && c >= -((int64_t)1 << 53) && c <= (int64_t)1 << 53) lua_pushnumber(L, (lua_Number)c);
   else {
-    char buf[256];
+    char buf[4096];
     lua_pushstring(L, em_dim_format(&g->syms, d, buf, sizeof buf));
   }
 }
