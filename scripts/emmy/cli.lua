@@ -86,6 +86,8 @@ function M.parse(argv, spec, cmd)
         end
         if f.kind == "int" or f.kind == "number" then
           local n = tonumber(val)
+          -- finite, and an int within ±2^53 (a double holds each exactly; "inf", "nan" and 1e20 are refused)
+          if n and (n ~= n or math.abs(n) == math.huge or (f.kind == "int" and math.abs(n) > 2 ^ 53)) then n = nil end
           if not n or (f.kind == "int" and n ~= math.floor(n)) then
             M.usage("%s: option %s needs %s, got '%s'", cmd, name, f.kind == "int" and "an integer" or "a number", val)
           end
