@@ -31,6 +31,8 @@ if [ "$mode" != "--lua-only" ] && [ -x ./emmy-asan ]; then
   EMMY_BIN=./emmy-asan ./emmy-asan tests/lua/run.lua host/ > "$log/asan1" 2>&1; grep -v '^ok ' "$log/asan1"; tally "$log/asan1" asan-host
   EMMY_BIN=./emmy-asan ./emmy-asan tests/lua/run.lua json/ > "$log/asan2" 2>&1; grep -v '^ok ' "$log/asan2"; tally "$log/asan2" asan-json
   EMMY_BIN=./emmy-asan ./emmy-asan tests/lua/run.lua ir/ > "$log/asan3" 2>&1; grep -v '^ok ' "$log/asan3"; tally "$log/asan3" asan-ir
+  # the fuzz and fault cases of dims, sizes and input validation, in process and in the commands they spawn
+  EMMY_BIN=./emmy-asan ./emmy-asan tests/lua/run.lua fuzz_inputs/ > "$log/asan4" 2>&1; grep -v '^ok ' "$log/asan4"; tally "$log/asan4" asan-fuzz-inputs
 fi
 echo "== GPU tests"
 sh tests/gpu/run.sh --list-skip > "$log/gpu" 2>&1; cat "$log/gpu"; tally "$log/gpu" tests/gpu
