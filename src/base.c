@@ -49,3 +49,45 @@ uint64_t em_fnv1a(uint64_t h, const void *data, size_t n) {
   }
   return h;
 }
+
+size_t em_utf8_valid_prefix(const char *s, size_t n) {
+  const unsigned char *p = (const unsigned char *)s;
+  size_t i = 0;
+  while (i < n) {
+    unsigned c = p[i];
+    size_t len;
+    unsigned cp, min;
+    if (c < 0x80) {
+      i++;
+      continue;
+    } else if ((c & 0xe0) == 0xc0) len = 2, cp = c & 0x1f, min = 0x80;
+    else if ((c & 0xf0) == 0xe0) len = 3, cp = c & 0x0f, min = 0x800;
+    else if ((c & 0xf8) == 0xf0) len = 4, cp = c & 0x07, min = 0x10000;
+    else return i;
+    if (n - i < len) return i;
+    for (size_t k = 1; k < len; k++) {
+      if ((p[i + k] & 0xc0) != 0x80) return i;
+      cp = cp << 6 | (p[i + k] & 0x3f);
+    }
+    if (cp < min || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff)) return i;
+    i += len;
+  }
+  return n;
+}
+
+char *em_quote_bytes(const char *s, size_t n, char *buf, size_t bufn) {
+  size_t o = 0;
+  if (!bufn) return buf;
+  buf[0] = 0;
+  for (size_t i = 0; i < n && o + 8 < bufn; i++) {
+    unsigned char c = (unsigned char)s[i];
+    if (i >= 60) {
+      snprintf(buf + o, bufn - o, "…");
+      return buf;
+    }
+    if (c >= 0x20 && c < 0x7f && c != '\\') buf[o++] = (char)c;
+    else o += (size_t)snprintf(buf + o, bufn - o, "\\x%02x", c);
+    buf[o] = 0;
+  }
+  return buf;
+}

@@ -35,6 +35,14 @@ char *em_strdup(const char *s);           /* NULL stays NULL */
     (vec).v[(vec).n++] = (x);                                                                \
   } while (0)
 
+/* Length of the longest valid UTF-8 prefix of s[0..n) (n when all of it is valid): no overlong forms,
+ * surrogates or code points past U+10FFFF. NUL bytes are valid UTF-8; callers that need C strings check
+ * for them themselves. */
+size_t em_utf8_valid_prefix(const char *s, size_t n);
+/* Writes s[0..n) for a one-line message into buf (bufn bytes): printable ASCII as is, every other byte as
+ * \xHH, cut after about 60 bytes with "…". Returns buf. */
+char *em_quote_bytes(const char *s, size_t n, char *buf, size_t bufn);
+
 /* 64-bit FNV-1a, used for structural hashes; stable across processes and machines. */
 uint64_t em_fnv1a(uint64_t h, const void *data, size_t n);
 #define EM_FNV_SEED 0xcbf29ce484222325ULL

@@ -24,6 +24,10 @@ static int term_cmp(const void *pa, const void *pb) {
 
 static int same_mono(const em_term *a, const em_term *b) { return !memcmp(a->pow, b->pow, EM_MAX_SYMS); }
 
+const char *em_dim_strerror(int rc) {
+  return rc == EM_DIM_EOVERFLOW ? "a value beyond 64 bits" : "too many terms";
+}
+
 /* Merges like terms, drops zeros and sorts; in is a scratch list of up to cap terms. */
 static int norm_terms(em_term *in, int n, em_dim *out) {
   qsort(in, (size_t)n, sizeof *in, term_cmp);
@@ -32,9 +36,13 @@ static int norm_terms(em_term *in, int n, em_dim *out) {
   for (int i = 0; i < n;) {
     em_term acc = in[i];
     int j = i + 1;
-    while (j < n && same_mono(&in[j], &acc)) acc.coef += in[j++].coef;
+    while (j < n && same_mono(&in[j], &acc))
+      if (__builtin_add_overflow(acc.coef, in[j++].coef, &acc.coef)) return EM_DIM_EOVERFLOW;
+    /* coefficients are kept in [-(2^63-1), 2^63-1]: every one can be negated and printed as a literal
+     * that parses back (2^63 itself is not a literal) */
+    if (acc.coef == INT64_MIN) return EM_DIM_EOVERFLOW;
     if (acc.coef != 0) {
-      if (d.n == EM_MAX_TERMS) return -1;
+      if (d.n == EM_MAX_TERMS) return EM_DIM_ETERMS;
       d.t[d.n++] = acc;
     }
     i = j;
@@ -84,7 +92,8 @@ static int add_scaled(const em_dim *a, const em_dim *b, int64_t sb, em_dim *out)
   for (int i = 0; i < a->n; i++) buf[n++] = a->t[i];
   for (int i = 0; i < b->n; i++) {
     buf[n] = b->t[i];
-    buf[n++].coef *= sb;
+    if (__builtin_mul_overflow(b->t[i].coef, sb, &buf[n].coef)) return EM_DIM_EOVERFLOW;
+    n++;
   }
   return norm_terms(buf, n, out);
 }
@@ -98,10 +107,10 @@ int em_dim_mul(const em_dim *a, const em_dim *b, em_dim *out) {
   for (int i = 0; i < a->n; i++)
     for (int j = 0; j < b->n; j++) {
       em_term t;
-      t.coef = a->t[i].coef * b->t[j].coef;
+      if (__builtin_mul_overflow(a->t[i].coef, b->t[j].coef, &t.coef)) return EM_DIM_EOVERFLOW;
       for (int k = 0; k < EM_MAX_SYMS; k++) {
         int p = a->t[i].pow[k] + b->t[j].pow[k];
-        if (p > 255) return -1;
+        if (p > 255) return EM_DIM_ETERMS;
         t.pow[k] = (uint8_t)p;
       }
       buf[n++] = t;
@@ -114,6 +123,7 @@ int em_dim_divexact(const em_dim *a, const em_dim *b, em_dim *out) {
   const em_term *m = &b->t[0];
   em_term buf[EM_MAX_TERMS];
   for (int i = 0; i < a->n; i++) {
+    if (m->coef == -1 && a->t[i].coef == INT64_MIN) return EM_DIM_EOVERFLOW; /* the one quotient beyond 64 bits */
     if (a->t[i].coef % m->coef) return -1;
     buf[i].coef = a->t[i].coef / m->coef;
     for (int k = 0; k < EM_MAX_SYMS; k++) {
@@ -128,7 +138,10 @@ em_status em_dim_cdiv(em_symtab *st, const em_dim *a, int64_t c, em_dim *out, ch
   if (c <= 0) return em_fail(err, EM_EINPUT, "ceil-division by %lld", (long long)c);
   int64_t v;
   if (em_dim_is_const(a, &v)) {
-    *out = em_dim_const(v >= 0 ? (v + c - 1) / c : -((-v) / c));
+    /* ceil without forming v + c - 1, which can pass INT64_MAX */
+    int64_t q = v / c;
+    if (v % c > 0) q++;
+    *out = em_dim_const(q);
     return EM_OK;
   }
   em_dim cd = em_dim_const(c);
@@ -154,28 +167,54 @@ em_status em_dim_cdiv(em_symtab *st, const em_dim *a, int64_t c, em_dim *out, ch
   return EM_OK;
 }
 
-static int64_t ipow(int64_t b, int e) {
+/* Checked b^e. */
+static int ipow_checked(int64_t b, int e, int64_t *out) {
   int64_t r = 1;
-  while (e-- > 0) r *= b;
-  return r;
+  while (e-- > 0)
+    if (__builtin_mul_overflow(r, b, &r)) return EM_DIM_EOVERFLOW;
+  *out = r;
+  return 0;
 }
 
-int64_t em_dim_eval(const em_symtab *st, const em_dim *d, const int64_t *vals) {
+int em_dim_eval_checked(const em_symtab *st, const em_dim *d, const int64_t *vals, int64_t *out) {
   int64_t sum = 0;
   for (int i = 0; i < d->n; i++) {
     int64_t t = d->t[i].coef;
     for (int k = 0; k < EM_MAX_SYMS; k++) {
       if (!d->t[i].pow[k]) continue;
+      int64_t v = vals[k], p;
+      if (st && k < st->n && st->s[k].derived) {
+        int64_t num;
+        if (em_dim_eval_checked(st, &st->s[k].num, vals, &num)) return EM_DIM_EOVERFLOW;
+        v = num / st->s[k].den;
+        if (num % st->s[k].den > 0) v++;
+      }
+      if (ipow_checked(v, d->t[i].pow[k], &p) || __builtin_mul_overflow(t, p, &t)) return EM_DIM_EOVERFLOW;
+    }
+    if (__builtin_add_overflow(sum, t, &sum)) return EM_DIM_EOVERFLOW;
+  }
+  *out = sum;
+  return 0;
+}
+
+/* Unsigned arithmetic: wraps where the checked form would refuse, never undefined. */
+int64_t em_dim_eval(const em_symtab *st, const em_dim *d, const int64_t *vals) {
+  uint64_t sum = 0;
+  for (int i = 0; i < d->n; i++) {
+    uint64_t t = (uint64_t)d->t[i].coef;
+    for (int k = 0; k < EM_MAX_SYMS; k++) {
+      if (!d->t[i].pow[k]) continue;
       int64_t v = vals[k];
       if (st && k < st->n && st->s[k].derived) {
         int64_t num = em_dim_eval(st, &st->s[k].num, vals);
-        v = (num + st->s[k].den - 1) / st->s[k].den;
+        v = num / st->s[k].den;
+        if (num % st->s[k].den > 0) v++;
       }
-      t *= ipow(v, d->t[i].pow[k]);
+      for (int p = 0; p < d->t[i].pow[k]; p++) t *= (uint64_t)v;
     }
     sum += t;
   }
-  return sum;
+  return (int64_t)sum;
 }
 
 char *em_dim_format(const em_symtab *st, const em_dim *d, char *buf, int n) {
@@ -191,17 +230,26 @@ char *em_dim_format(const em_symtab *st, const em_dim *d, char *buf, int n) {
     int deg = term_degree(t);
     if (i > 0) o += snprintf(buf + o, (size_t)(n - o), c < 0 ? "-" : "+");
     else if (c < 0) o += snprintf(buf + o, (size_t)(n - o), "-");
-    int64_t ac = c < 0 ? -c : c;
+    uint64_t ac = c < 0 ? 0 - (uint64_t)c : (uint64_t)c; /* INT64_MIN has no signed magnitude */
     int first = 1;
     if (ac != 1 || deg == 0) {
-      o += snprintf(buf + o, (size_t)(n - o), "%lld", (long long)ac);
+      o += snprintf(buf + o, (size_t)(n - o), "%llu", (unsigned long long)ac);
       first = 0;
     }
     for (int k = 0; k < EM_MAX_SYMS && o < n; k++)
       for (int p = 0; p < t->pow[k] && o < n; p++) {
         const char *nm = st && k < st->n ? st->s[k].name : "?";
-        o += snprintf(buf + o, (size_t)(n - o), "%s%s", first ? "" : "*", nm);
+        o += snprintf(buf + o, (size_t)(n - o), "%s", first ? "" : "*");
         first = 0;
+        if (o < n && st && k < st->n && st->s[k].derived) {
+          /* from its definition, not its name: the name is cut at EM_SYM_NAME_MAX, the text must parse back */
+          o += snprintf(buf + o, (size_t)(n - o), "cdiv(");
+          if (o < n) em_dim_format(st, &st->s[k].num, buf + o, n - o);
+          if (o < n) o += (int)strlen(buf + o);
+          if (o < n) o += snprintf(buf + o, (size_t)(n - o), ",%lld)", (long long)st->s[k].den);
+        } else if (o < n) {
+          o += snprintf(buf + o, (size_t)(n - o), "%s", nm);
+        }
       }
   }
   return buf;
@@ -242,6 +290,10 @@ int em_symtab_add(em_symtab *st, const char *name, int64_t hint, int64_t min, in
     em_fail(err, EM_EINPUT, "more than %d symbols", EM_MAX_SYMS);
     return -1;
   }
+  if (min < 0) {
+    em_fail(err, EM_EINPUT, "symbol '%s': min %lld is negative (a size is at least 0)", name, (long long)min);
+    return -1;
+  }
   if (min > max || (hint >= 0 && (hint < min || hint > max))) {
     em_fail(err, EM_EINPUT, "symbol '%s': hint %lld outside [min %lld, max %lld]", name, (long long)hint,
             (long long)min, (long long)max);
@@ -264,6 +316,7 @@ typedef struct {
   const char *s, *p;
   char *err;
   em_status rc;
+  int depth; /* open parentheses, cdiv calls and unary minus signs around the current factor */
 } parser;
 
 static void skipws(parser *ps) {
@@ -271,22 +324,47 @@ static void skipws(parser *ps) {
 }
 
 static int perr(parser *ps, const char *what) {
-  if (ps->rc == EM_OK)
-    ps->rc = em_fail(ps->err, EM_EINPUT, "dim expression '%s': %s at offset %d", ps->s, what, (int)(ps->p - ps->s));
+  if (ps->rc == EM_OK) {
+    /* the expression is quoted up to 64 bytes: a line, not a page */
+    size_t len = strlen(ps->s);
+    ps->rc = em_fail(ps->err, EM_EINPUT, "dim expression '%.64s%s': %s at offset %d", ps->s, len > 64 ? "…" : "", what,
+                     (int)(ps->p - ps->s));
+  }
   return -1;
+}
+
+/* Reports a nonzero arithmetic result of the dim functions. */
+static int parith(parser *ps, int rc) {
+  return perr(ps, rc == EM_DIM_EOVERFLOW ? "a value beyond 64 bits (sizes must fit a signed 64-bit integer)"
+                                         : "too many terms");
 }
 
 static int parse_expr(parser *ps, em_dim *out);
 
+static int parse_factor_at(parser *ps, em_dim *out);
+
+/* Every recursion of the grammar passes here, so the C stack is bounded by EM_DIM_MAX_DEPTH frames. */
 static int parse_factor(parser *ps, em_dim *out) {
+  if (ps->depth >= EM_DIM_MAX_DEPTH) {
+    char m[96];
+    snprintf(m, sizeof m, "nesting deeper than %d levels", EM_DIM_MAX_DEPTH);
+    return perr(ps, m);
+  }
+  ps->depth++;
+  int rc = parse_factor_at(ps, out);
+  ps->depth--;
+  return rc;
+}
+
+static int parse_factor_at(parser *ps, em_dim *out) {
   skipws(ps);
   const char *p = ps->p;
   if (*p == '-') {
     ps->p++;
     em_dim f, m1 = em_dim_const(-1);
     if (parse_factor(ps, &f)) return -1;
-    if (em_dim_mul(&f, &m1, out)) return perr(ps, "too many terms");
-    return 0;
+    int rc = em_dim_mul(&f, &m1, out);
+    return rc ? parith(ps, rc) : 0;
   }
   if (*p == '(') {
     ps->p++;
@@ -297,9 +375,12 @@ static int parse_factor(parser *ps, em_dim *out) {
     return 0;
   }
   if (isdigit((unsigned char)*p)) {
-    char *end;
-    long long v = strtoll(p, &end, 10);
-    ps->p = end;
+    int64_t v = 0;
+    for (; isdigit((unsigned char)*ps->p); ps->p++)
+      if (__builtin_mul_overflow(v, 10, &v) || __builtin_add_overflow(v, *ps->p - '0', &v)) {
+        ps->p = p;
+        return perr(ps, "an integer beyond 64 bits (at most 9223372036854775807)");
+      }
     *out = em_dim_const(v);
     return 0;
   }
@@ -352,7 +433,8 @@ static int parse_term(parser *ps, em_dim *out) {
     ps->p++;
     em_dim f;
     if (parse_factor(ps, &f)) return -1;
-    if (em_dim_mul(out, &f, out)) return perr(ps, "too many terms");
+    int rc = em_dim_mul(out, &f, out);
+    if (rc) return parith(ps, rc);
   }
 }
 
@@ -365,12 +447,13 @@ static int parse_expr(parser *ps, em_dim *out) {
     ps->p++;
     em_dim t;
     if (parse_term(ps, &t)) return -1;
-    if ((c == '+' ? em_dim_add(out, &t, out) : em_dim_sub(out, &t, out))) return perr(ps, "too many terms");
+    int rc = c == '+' ? em_dim_add(out, &t, out) : em_dim_sub(out, &t, out);
+    if (rc) return parith(ps, rc);
   }
 }
 
 em_status em_dim_parse(em_symtab *st, const char *s, em_dim *out, char *err) {
-  parser ps = {st, s, s, err, EM_OK};
+  parser ps = {st, s, s, err, EM_OK, 0};
   if (parse_expr(&ps, out)) return ps.rc;
   skipws(&ps);
   if (*ps.p) {

@@ -41,21 +41,35 @@ em_dim em_dim_sym(int i);
 /* Returns 1 and sets *c when d has no symbols. */
 int em_dim_is_const(const em_dim *d, int64_t *c);
 int em_dim_eq(const em_dim *a, const em_dim *b);
-/* Arithmetic; each returns 0, or -1 when the result has more than EM_MAX_TERMS terms or a power
- * overflows (the caller reports it with the node it was inferring). */
+/* Arithmetic results: 0, or one of these (the caller reports it with the node it was inferring). Every
+ * coefficient is checked and kept within ±(2^63-1): a result beyond is an error, never a wrapped value. */
+#define EM_DIM_ETERMS (-1)    /* more than EM_MAX_TERMS terms, or a power over 255 */
+#define EM_DIM_EOVERFLOW (-2) /* a coefficient or value beyond 64 bits */
+/* "too many terms" / "a value beyond 64 bits" for a nonzero result of the arithmetic below. */
+const char *em_dim_strerror(int rc);
+/* Nesting depth of parentheses, cdiv and unary minus that em_dim_parse accepts. */
+#define EM_DIM_MAX_DEPTH 64
+/* A symbol value that is not given (em_ref_bind then takes the hint). */
+#define EM_SYM_UNBOUND INT64_MIN
+
 int em_dim_add(const em_dim *a, const em_dim *b, em_dim *out);
 int em_dim_sub(const em_dim *a, const em_dim *b, em_dim *out);
 int em_dim_mul(const em_dim *a, const em_dim *b, em_dim *out);
-/* a / b when b is a single monomial dividing every term of a exactly; else -1. */
+/* a / b when b is a single monomial dividing every term of a exactly; else -1 (EM_DIM_ETERMS). */
 int em_dim_divexact(const em_dim *a, const em_dim *b, em_dim *out);
 /* ceil(a / c), c > 0: a constant or an exact division when possible, else a derived symbol added to st. */
 em_status em_dim_cdiv(em_symtab *st, const em_dim *a, int64_t c, em_dim *out, char *err);
 
-/* Evaluates d with vals[i] the value of symbol i (derived symbols are computed from the others). */
+/* Evaluates d with vals[i] the value of symbol i (derived symbols are computed from the others). Wraps on
+ * overflow without undefined behaviour: callers evaluate dims at a binding that em_dim_eval_checked (through
+ * em_graph_check_binding) has accepted. */
 int64_t em_dim_eval(const em_symtab *st, const em_dim *d, const int64_t *vals);
+/* As em_dim_eval with every step checked: 0 and *out, or EM_DIM_EOVERFLOW. */
+int em_dim_eval_checked(const em_symtab *st, const em_dim *d, const int64_t *vals, int64_t *out);
 /* Writes the canonical text form ("16*seq_len+1", "cdiv(seq_len,64)"); returns buf. */
 char *em_dim_format(const em_symtab *st, const em_dim *d, char *buf, int n);
-/* Parses INT, NAME, + - *, parentheses and cdiv(expr,INT); names must be in st. */
+/* Parses INT, NAME, + - *, parentheses and cdiv(expr,INT); names must be in st. Constants and every
+ * intermediate result must fit 64 bits, and nesting is at most EM_DIM_MAX_DEPTH deep. */
 em_status em_dim_parse(em_symtab *st, const char *s, em_dim *out, char *err);
 /* Folds the dim into a structural hash (symbols by index, so names and hints never matter). */
 uint64_t em_dim_hash(uint64_t h, const em_dim *d);

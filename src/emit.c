@@ -333,8 +333,8 @@ static ivec view_back(ectx *c, const em_node *nd, const ivec *ix) {
     if (nd->args[2].present) {
       int64_t k;
       if (em_dim_is_const(&nd->args[2].i, &k) && k < 0) {
-        em_dim kd = em_dim_const(k), s;
-        em_dim_add(&in->d[d], &kd, &s);
+        em_dim kd = em_dim_const(k), s = em_dim_const(0);
+        if (em_dim_add(&in->d[d], &kd, &s)) ex_fail(c, "slice start: too many terms or beyond 64 bits");
         start = ex_dim_c(c, &s);
       } else start = ex_dim_c(c, &nd->args[2].i);
     }
@@ -347,8 +347,8 @@ static ivec view_back(ectx *c, const em_node *nd, const ivec *ix) {
     int64_t k;
     const char *at;
     if (em_dim_is_const(&nd->args[2].i, &k) && k < 0) {
-      em_dim kd = em_dim_const(k), s;
-      em_dim_add(&in->d[d], &kd, &s);
+      em_dim kd = em_dim_const(k), s = em_dim_const(0);
+      if (em_dim_add(&in->d[d], &kd, &s)) ex_fail(c, "select index: too many terms or beyond 64 bits");
       at = ex_dim_c(c, &s);
     } else at = ex_dim_c(c, &nd->args[2].i);
     for (int i = 0, j = 0; i < in->rank; i++) r.e[i] = i == d ? at : ix->e[j++];
@@ -680,16 +680,26 @@ ivec ex_domain_vars(ectx *c, const em_shape *s, const char *lin) {
   return r;
 }
 
+/* Graph building refuses a shape whose element count cannot be formed (em_shape_check), so the failure
+ * branches are for graphs built some other way; they fail the emission rather than loop over nothing. */
 const char *ex_numel_c(ectx *c, const em_shape *s) {
   em_dim n;
-  if (em_shape_numel(s, &n)) return "0LL";
+  int rc = em_shape_numel(s, &n);
+  if (rc) {
+    ex_fail(c, "the element count of a shape: %s", em_dim_strerror(rc));
+    return "0LL";
+  }
   return ex_dim_c(c, &n);
 }
 
 char *ex_numel_text(ectx *c, const em_shape *s) {
   em_dim n;
   char buf[256];
-  if (em_shape_numel(s, &n)) return ex_A(c, "0");
+  int rc = em_shape_numel(s, &n);
+  if (rc) {
+    ex_fail(c, "the element count of a shape: %s", em_dim_strerror(rc));
+    return ex_A(c, "0");
+  }
   return ex_A(c, "%s", em_dim_format(&c->g->syms, &n, buf, sizeof buf));
 }
 

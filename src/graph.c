@@ -41,6 +41,7 @@ void em_graph_free(em_graph *g) {
   free(g->nodes.v);
   free(g->inputs.v);
   free(g->outputs.v);
+  free(g->name_ix);
   free(g->name);
   free(g);
 }
@@ -72,10 +73,36 @@ const char *em_graph_get_meta(const em_graph *g, const char *key) {
   return NULL;
 }
 
+static uint64_t name_hash(const char *name) { return em_fnv1a(EM_FNV_SEED, name, strlen(name)); }
+
 int em_graph_find(const em_graph *g, const char *name) {
-  for (int i = 0; i < g->values.n; i++)
-    if (!strcmp(g->values.v[i].name, name)) return i;
-  return -1;
+  if (!g->name_cap) return -1;
+  size_t mask = (size_t)g->name_cap - 1;
+  for (size_t i = (size_t)name_hash(name) & mask;; i = (i + 1) & mask) {
+    int id = g->name_ix[i] - 1;
+    if (id < 0) return -1;
+    if (!strcmp(g->values.v[id].name, name)) return id;
+  }
+}
+
+static void ix_put(int *ix, int cap, const em_graph *g, int id) {
+  size_t mask = (size_t)cap - 1, i = (size_t)name_hash(g->values.v[id].name) & mask;
+  while (ix[i]) i = (i + 1) & mask;
+  ix[i] = id + 1;
+}
+
+/* Indexes the value just pushed (the last one), doubling the index when it would pass half full. */
+static void index_last(em_graph *g) {
+  int id = g->values.n - 1;
+  if (2 * g->values.n > g->name_cap) {
+    int cap = g->name_cap ? 2 * g->name_cap : 64;
+    int *ix = em_alloc(sizeof(int) * (size_t)cap);
+    for (int v = 0; v < id; v++) ix_put(ix, cap, g, v);
+    free(g->name_ix);
+    g->name_ix = ix;
+    g->name_cap = cap;
+  }
+  ix_put(g->name_ix, g->name_cap, g, id);
 }
 
 static int check_name(em_graph *g, const char *name, char *err) {
@@ -97,6 +124,11 @@ int em_graph_add_input(em_graph *g, const char *name, em_vkind kind, const char 
     em_fail(err, EM_EINPUT, "input '%s': rank %d is over %d", name, shape->rank, EM_MAX_RANK);
     return -1;
   }
+  char e2[EM_ERR_MAX];
+  if (em_shape_check(&g->syms, shape, dt, e2)) {
+    em_fail(err, EM_EINPUT, "input '%s': %s", name, e2);
+    return -1;
+  }
   em_value v;
   memset(&v, 0, sizeof v);
   v.name = em_strdup(name);
@@ -106,6 +138,7 @@ int em_graph_add_input(em_graph *g, const char *name, em_vkind kind, const char 
   v.weight = em_strdup(kind == EM_V_PARAM ? (weight ? weight : name) : NULL);
   v.node = -1;
   EM_VEC_PUSH(g->values, v);
+  index_last(g);
   EM_VEC_PUSH(g->inputs, g->values.n - 1);
   return g->values.n - 1;
 }
@@ -121,7 +154,7 @@ int em_graph_add_node(em_graph *g, em_op op, em_arg *args, const char *name, con
   em_shape shape;
   char e2[EM_ERR_MAX];
   if (check_name(g, name, err)) goto fail;
-  if (em_infer(g, op, args, &dt, &shape, e2) != EM_OK) {
+  if (em_infer(g, op, args, &dt, &shape, e2) != EM_OK || em_shape_check(&g->syms, &shape, dt, e2) != EM_OK) {
     em_fail(err, EM_EINPUT, "node '%s' (%s): %s", name, em_op_name(op), e2);
     goto fail;
   }
@@ -141,6 +174,7 @@ int em_graph_add_node(em_graph *g, em_op op, em_arg *args, const char *name, con
   v.node = g->nodes.n;
   EM_VEC_PUSH(g->nodes, nd);
   EM_VEC_PUSH(g->values, v);
+  index_last(g);
   return g->values.n - 1;
 fail:
   em_args_free(args, EM_MAX_ARGS);
@@ -153,35 +187,33 @@ em_status em_graph_add_output(em_graph *g, int value, char *err) {
   return EM_OK;
 }
 
-/* Canonical position of a value: inputs by declaration order, then node results by node order, so that
- * interleaving input declarations with nodes (as builders do) does not change the hash. */
-static int32_t canon_id(const em_graph *g, int v) {
-  const em_value *x = &g->values.v[v];
-  if (x->kind == EM_V_NODE) return g->inputs.n + x->node;
-  for (int i = 0; i < g->inputs.n; i++)
-    if (g->inputs.v[i] == v) return i;
-  return -1;
+/* Canonical position of each value: inputs by declaration order, then node results by node order, so that
+ * interleaving input declarations with nodes (as builders do) does not change the hash. Computed once per
+ * hash into a table, so hashing is linear in the graph's size. */
+static int32_t *canon_ids(const em_graph *g) {
+  int32_t *c = em_alloc(sizeof(int32_t) * (size_t)(g->values.n ? g->values.n : 1));
+  for (int v = 0; v < g->values.n; v++)
+    c[v] = g->values.v[v].kind == EM_V_NODE ? g->inputs.n + g->values.v[v].node : -1;
+  for (int i = 0; i < g->inputs.n; i++) c[g->inputs.v[i]] = i;
+  return c;
 }
 
-static uint64_t hash_ref(uint64_t h, const em_graph *g, int v) {
-  int32_t c = canon_id(g, v);
-  return em_fnv1a(h, &c, sizeof c);
-}
+static uint64_t hash_ref(uint64_t h, const int32_t *canon, int v) { return em_fnv1a(h, &canon[v], sizeof canon[v]); }
 
-static uint64_t hash_arg(uint64_t h, const em_graph *g, const em_argspec *sp, const em_arg *a) {
+static uint64_t hash_arg(uint64_t h, const int32_t *canon, const em_argspec *sp, const em_arg *a) {
   h = em_fnv1a(h, &a->present, sizeof a->present);
   if (!a->present) return h;
   switch (sp->kind) {
   case EM_ARG_T:
-  case EM_ARG_TOPT: h = hash_ref(h, g, a->tensor); break;
+  case EM_ARG_TOPT: h = hash_ref(h, canon, a->tensor); break;
   case EM_ARG_TLIST:
     h = em_fnv1a(h, &a->n, sizeof a->n);
-    for (int i = 0; i < a->n; i++) h = hash_ref(h, g, a->tlist[i]);
+    for (int i = 0; i < a->n; i++) h = hash_ref(h, canon, a->tlist[i]);
     break;
   case EM_ARG_TS:
     h = em_fnv1a(h, &a->is_tensor, sizeof a->is_tensor);
     if (a->is_tensor) {
-      h = hash_ref(h, g, a->tensor);
+      h = hash_ref(h, canon, a->tensor);
       break;
     }
     __attribute__((fallthrough)); /* a scalar */
@@ -218,6 +250,7 @@ static uint64_t hash_value_type(uint64_t h, const em_value *v) {
  * width so the hash is the same on every machine of the same endianness (x86-64 and arm64). */
 uint64_t em_graph_hash(const em_graph *g) {
   uint64_t h = EM_FNV_SEED;
+  int32_t *canon = canon_ids(g);
   int nsyms = g->syms.n;
   h = em_fnv1a(h, &nsyms, sizeof nsyms);
   for (int i = 0; i < g->syms.n; i++) {
@@ -235,10 +268,11 @@ uint64_t em_graph_hash(const em_graph *g) {
     int op = (int)nd->op;
     h = em_fnv1a(h, &op, sizeof op);
     const em_opspec *sp = em_op_spec(nd->op);
-    for (int a = 0; a < sp->nargs; a++) h = hash_arg(h, g, &sp->args[a], &nd->args[a]);
+    for (int a = 0; a < sp->nargs; a++) h = hash_arg(h, canon, &sp->args[a], &nd->args[a]);
   }
   h = em_fnv1a(h, &g->outputs.n, sizeof g->outputs.n);
-  for (int i = 0; i < g->outputs.n; i++) h = hash_ref(h, g, g->outputs.v[i]);
+  for (int i = 0; i < g->outputs.n; i++) h = hash_ref(h, canon, g->outputs.v[i]);
+  free(canon);
   return h;
 }
 
@@ -262,9 +296,100 @@ int em_shape_eq(const em_shape *a, const em_shape *b) {
 int em_shape_numel(const em_shape *s, em_dim *out) {
   em_dim p = em_dim_const(1);
   for (int i = 0; i < s->rank; i++)
-    if (em_dim_mul(&p, &s->d[i], &p)) return -1;
+    if (s->d[i].n == 0) { /* a size 0: no elements, however large the others */
+      *out = em_dim_const(0);
+      return 0;
+    }
+  for (int i = 0; i < s->rank; i++) {
+    int rc = em_dim_mul(&p, &s->d[i], &p);
+    if (rc) return rc;
+  }
   *out = p;
   return 0;
+}
+
+em_status em_shape_check(const em_symtab *st, const em_shape *s, em_dtype dt, char *err) {
+  char b[512];
+  em_dim n;
+  for (int i = 0; i < s->rank; i++) {
+    int64_t c;
+    if (em_dim_is_const(&s->d[i], &c) && c < 0)
+      return em_fail(err, EM_EINPUT, "shape %s has a negative size at dim %d", em_shape_format(st, s, b, sizeof b), i);
+  }
+  int rc = em_shape_numel(s, &n);
+  if (rc == EM_DIM_EOVERFLOW)
+    return em_fail(err, EM_EINPUT, "shape %s has more than 2^63-1 elements", em_shape_format(st, s, b, sizeof b));
+  if (rc)
+    return em_fail(err, EM_EINPUT, "the element count of shape %s has more than %d terms (a simpler symbolic shape)",
+                   em_shape_format(st, s, b, sizeof b), EM_MAX_TERMS);
+  int64_t c, bytes;
+  if (em_dim_is_const(&n, &c) && c > 0 && __builtin_mul_overflow(c, (int64_t)em_dtype_bytes(dt), &bytes))
+    return em_fail(err, EM_EINPUT, "shape %s of %s is more than 2^63-1 bytes", em_shape_format(st, s, b, sizeof b),
+                   em_dtype_name(dt));
+  return EM_OK;
+}
+
+/* "seq_len=5, batch=2" (user symbols) into buf. */
+static char *fmt_binding(const em_graph *g, const int64_t *vals, char *buf, size_t n) {
+  size_t o = 0;
+  buf[0] = 0;
+  for (int i = 0; i < g->syms.n && o < n; i++)
+    if (!g->syms.s[i].derived)
+      o += (size_t)snprintf(buf + o, n - o, "%s%s=%lld", o ? ", " : "", g->syms.s[i].name, (long long)vals[i]);
+  if (!o) snprintf(buf, n, "no symbols");
+  return buf;
+}
+
+/* Checks one value's dims, element count and bytes at the binding. */
+static int value_fits(const em_graph *g, const em_value *v, const int64_t *vals) {
+  int64_t numel = 1, bytes, d[EM_MAX_RANK];
+  for (int i = 0; i < v->shape.rank; i++) {
+    if (em_dim_eval_checked(&g->syms, &v->shape.d[i], vals, &d[i])) return 0;
+    if (d[i] == 0) return 1; /* no elements */
+  }
+  for (int i = 0; i < v->shape.rank; i++)
+    if (d[i] > 0 && __builtin_mul_overflow(numel, d[i], &numel)) return 0;
+  return !__builtin_mul_overflow(numel, (int64_t)em_dtype_bytes(v->dtype), &bytes);
+}
+
+static int dim_fits(const em_graph *g, const em_dim *d, const int64_t *vals) {
+  int64_t x;
+  return em_dim_eval_checked(&g->syms, d, vals, &x) == 0;
+}
+
+em_status em_graph_check_binding(const em_graph *g, const int64_t *vals, char *err) {
+  char bb[256], sb[512];
+  for (int v = 0; v < g->values.n; v++) {
+    const em_value *x = &g->values.v[v];
+    if (!value_fits(g, x, vals))
+      return em_fail(err, EM_EINPUT, "at %s, value '%s' %s is more than 2^63-1 bytes: bind smaller sizes",
+                     fmt_binding(g, vals, bb, sizeof bb), x->name, em_shape_format(&g->syms, &x->shape, sb, sizeof sb));
+  }
+  for (int n = 0; n < g->nodes.n; n++) {
+    const em_node *nd = &g->nodes.v[n];
+    const em_opspec *sp = em_op_spec(nd->op);
+    for (int a = 0; a < sp->nargs; a++) {
+      const em_arg *x = &nd->args[a];
+      if (!x->present) continue;
+      int ok = 1;
+      switch (sp->args[a].kind) {
+      case EM_ARG_INT:
+      case EM_ARG_INTOPT: ok = dim_fits(g, &x->i, vals); break;
+      case EM_ARG_INTLIST:
+      case EM_ARG_INTLISTOPT:
+        for (int k = 0; k < x->n && ok; k++) ok = dim_fits(g, &x->ilist[k], vals);
+        break;
+      case EM_ARG_SCALAR:
+      case EM_ARG_TS: ok = x->is_tensor || x->is_float || dim_fits(g, &x->i, vals); break;
+      default: break;
+      }
+      if (!ok)
+        return em_fail(err, EM_EINPUT, "at %s, argument '%s' of node '%s' (%s) is beyond 64 bits: bind smaller sizes",
+                       fmt_binding(g, vals, bb, sizeof bb), sp->args[a].name, g->values.v[nd->out].name,
+                       em_op_name(nd->op));
+    }
+  }
+  return EM_OK;
 }
 
 int em_arg_set_default(const em_argspec *sp, em_arg *a) {

@@ -62,6 +62,8 @@ typedef struct em_graph {
   EM_VEC(em_node) nodes;
   EM_VEC(int) inputs; /* value ids of inputs and params, in declaration order */
   EM_VEC(int) outputs;
+  int *name_ix;       /* values by name: open addressing, value id + 1 per slot (0 empty), at most half full */
+  int name_cap;       /* slots in name_ix, a power of two (0 before the first value) */
 } em_graph;
 
 em_graph *em_graph_new(const char *name);
@@ -79,7 +81,7 @@ em_status em_graph_add_output(em_graph *g, int value, char *err);
 /* Sets (val non-NULL) or removes a metadata entry; entries stay sorted by key. */
 void em_graph_set_meta(em_graph *g, const char *key, const char *val);
 const char *em_graph_get_meta(const em_graph *g, const char *key);
-/* Value id by name, or -1. */
+/* Value id by name, or -1; constant time (a hash index), so building a graph is linear in its size. */
 int em_graph_find(const em_graph *g, const char *name);
 /* Structural hash: ops, arguments, dtypes, shapes (symbols by index), input kinds, wiring and outputs.
  * Names, hints, weights' names and provenance are excluded. */
@@ -100,6 +102,13 @@ char *em_shape_format(const em_symtab *st, const em_shape *s, char *buf, int n);
 int em_shape_eq(const em_shape *a, const em_shape *b);
 /* Product of dims (may fail on term overflow: -1). */
 int em_shape_numel(const em_shape *s, em_dim *out);
+/* Checks that every dim of g fits 64 bits at the binding vals (one value per symbol, derived ones computed):
+ * each value's dims, element count and byte size, and each integral node argument. EM_OK, or EM_EINPUT
+ * with err naming the value, its shape and the binding. */
+em_status em_graph_check_binding(const em_graph *g, const int64_t *vals, char *err);
+/* Checks a shape as a value of dtype dt may have it: its element count (a polynomial) can be formed, and
+ * when it is constant, it and its byte size fit 63 bits. EM_OK, or EM_EINPUT with err describing it. */
+em_status em_shape_check(const em_symtab *st, const em_shape *s, em_dtype dt, char *err);
 /* Frees list storage held by an argument array. */
 void em_args_free(em_arg *args, int nargs);
 /* 1 when the argument equals its schema default (and so is omitted when written). */

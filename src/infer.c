@@ -109,7 +109,8 @@ static em_status same_dtype(const em_graph *g, int x, int y, const char *nx, con
 static em_status view_shape(em_graph *g, const em_shape *in, const em_arg *sz, em_shape *out, char *err) {
   if (sz->n > EM_MAX_RANK) return em_fail(err, EM_EINPUT, "rank %d is over %d", sz->n, EM_MAX_RANK);
   em_dim numel, known = em_dim_const(1);
-  if (em_shape_numel(in, &numel)) return em_fail(err, EM_EINPUT, "symbolic size too complex");
+  int rc = em_shape_numel(in, &numel);
+  if (rc) return em_fail(err, EM_EINPUT, "the input's element count: %s", em_dim_strerror(rc));
   int infer_at = -1;
   out->rank = sz->n;
   for (int i = 0; i < sz->n; i++) {
@@ -121,7 +122,7 @@ static em_status view_shape(em_graph *g, const em_shape *in, const em_arg *sz, e
     }
     if (em_dim_is_const(&sz->ilist[i], &c) && c < 0) return em_fail(err, EM_EINPUT, "size %lld is negative", (long long)c);
     out->d[i] = sz->ilist[i];
-    if (em_dim_mul(&known, &sz->ilist[i], &known)) return em_fail(err, EM_EINPUT, "symbolic size too complex");
+    if ((rc = em_dim_mul(&known, &sz->ilist[i], &known))) return em_fail(err, EM_EINPUT, "size: %s", em_dim_strerror(rc));
   }
   if (infer_at >= 0) {
     if (em_dim_divexact(&numel, &known, &out->d[infer_at]))
@@ -145,7 +146,7 @@ static em_status slice_len(em_graph *g, const em_dim *n, const em_arg *sa, const
   if (em_dim_is_const(&start, &c) && c < 0) {
     if (!nconst) {
       em_dim k = em_dim_const(c);
-      em_dim_add(n, &k, &start);
+      if (em_dim_add(n, &k, &start)) return em_fail(err, EM_EINPUT, "start: symbolic size too complex");
     } else start = em_dim_const(c + nc < 0 ? 0 : c + nc);
   }
   if (em_dim_is_const(&end, &c)) {
@@ -153,7 +154,7 @@ static em_status slice_len(em_graph *g, const em_dim *n, const em_arg *sa, const
       if (nconst) end = em_dim_const(c + nc < 0 ? 0 : c + nc);
       else {
         em_dim k = em_dim_const(c);
-        em_dim_add(n, &k, &end);
+        if (em_dim_add(n, &k, &end)) return em_fail(err, EM_EINPUT, "end: symbolic size too complex");
       }
     } else if (nconst && c > nc) end = em_dim_const(nc);
     else if (!nconst && c >= (int64_t)1 << 62) end = *n;
@@ -166,7 +167,8 @@ static em_status slice_len(em_graph *g, const em_dim *n, const em_arg *sa, const
                          FMT_DIM(&end), (long long)nc, (long long)g->syms.s[s].max);
   }
   em_dim len;
-  if (em_dim_sub(&end, &start, &len)) return em_fail(err, EM_EINPUT, "symbolic size too complex");
+  int rc = em_dim_sub(&end, &start, &len);
+  if (rc) return em_fail(err, EM_EINPUT, "end - start: %s", em_dim_strerror(rc));
   if (em_dim_is_const(&len, &c) && c < 0) len = em_dim_const(0);
   if (step == 1) *out = len;
   else if (em_dim_cdiv(&g->syms, &len, step, out, err)) return EM_EINPUT;
@@ -362,7 +364,8 @@ em_status em_infer(em_graph *g, em_op op, const em_arg *a, em_dtype *dt, em_shap
         if (i != ax && !em_dim_eq(&t->shape.d[i], &f->shape.d[i]))
           return em_fail(err, EM_EINPUT, "tensors[%d] %s does not match tensors[0] %s outside dim %d", k, FMT_SHAPE(&t->shape),
                          FMT_SHAPE(&f->shape), ax);
-      if (em_dim_add(&sh->d[ax], &t->shape.d[ax], &sh->d[ax])) return em_fail(err, EM_EINPUT, "symbolic size too complex");
+      int rc = em_dim_add(&sh->d[ax], &t->shape.d[ax], &sh->d[ax]);
+      if (rc) return em_fail(err, EM_EINPUT, "the concatenated size: %s", em_dim_strerror(rc));
       *dt = em_dtype_promote(*dt, t->dtype);
     }
     return EM_OK;
@@ -488,12 +491,15 @@ em_status em_infer(em_graph *g, em_op op, const em_arg *a, em_dtype *dt, em_shap
       if (st && !st->is_float) s = (double)c;
       if (!en->is_float && !em_dim_is_const(&en->i, &c)) return em_fail(err, EM_EINPUT, "symbolic end with a float start");
       e = en->is_float ? en->f : (double)c;
-      int64_t n = (int64_t)(e - s);
+      if (!(e - s < 9.2e18)) /* also NaN and infinity: the length must convert to a 64-bit integer */
+        return em_fail(err, EM_EINPUT, "arange from %g to %g is not a finite 64-bit length", s, e);
+      int64_t n = e - s > 0 ? (int64_t)(e - s) : 0;
       if ((double)n < e - s) n++;
       sh->d[0] = em_dim_const(n < 0 ? 0 : n);
     } else {
       em_dim len = en->i;
-      if (st && em_dim_sub(&en->i, &st->i, &len)) return em_fail(err, EM_EINPUT, "symbolic size too complex");
+      int rc = st ? em_dim_sub(&en->i, &st->i, &len) : 0;
+      if (rc) return em_fail(err, EM_EINPUT, "end - start: %s", em_dim_strerror(rc));
       sh->d[0] = len;
     }
     *dt = dta->present ? (em_dtype)dta->dtype : (isf ? EM_F32 : EM_I64);

@@ -67,19 +67,23 @@ em_status em_ref_bind(const em_graph *g, const int64_t *given, int64_t *out, cha
   for (int i = 0; i < st->n; i++) {
     const em_sym *s = &st->s[i];
     if (s->derived) continue;
-    int64_t v = given && given[i] >= 0 ? given[i] : s->hint;
-    if (v < 0) return em_fail(err, EM_EINPUT, "symbol '%s' is unbound: give it a value (--bind %s=N)", s->name, s->name);
+    int has = given && given[i] != EM_SYM_UNBOUND;
+    int64_t v = has ? given[i] : s->hint;
+    if (!has && v < 0)
+      return em_fail(err, EM_EINPUT, "symbol '%s' is unbound: give it a value (--bind %s=N)", s->name, s->name);
     if (v < s->min || v > s->max)
-      return em_fail(err, EM_EINPUT, "symbol '%s' = %lld is outside its range [%lld, %lld]", s->name, (long long)v,
-                     (long long)s->min, (long long)s->max);
+      return em_fail(err, EM_EINPUT, "symbol '%s' = %lld is outside its range [%lld, %lld]: give %lld <= %s <= %lld",
+                     s->name, (long long)v, (long long)s->min, (long long)s->max, (long long)s->min, s->name,
+                     (long long)s->max);
     out[i] = v;
   }
   for (int i = 0; i < st->n; i++)
     if (st->s[i].derived) {
       em_dim d = em_dim_sym(i);
-      out[i] = em_dim_eval(st, &d, out);
+      if (em_dim_eval_checked(st, &d, out, &out[i]))
+        return em_fail(err, EM_EINPUT, "symbol '%s' is beyond 64 bits at this binding: bind smaller sizes", st->s[i].name);
     }
-  return EM_OK;
+  return em_graph_check_binding(g, out, err);
 }
 
 /* Evaluates a graph value's shape at the binding; -1 when a dim is negative. */

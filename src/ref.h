@@ -19,9 +19,10 @@ typedef struct {
   int64_t symvals[EM_MAX_SYMS];
 } em_ref_result;
 
-/* Resolves each symbol's value from given[i] (>= 0; i below g->syms.n) or else its hint, checks [min, max]
- * and computes derived symbols; out has EM_MAX_SYMS entries. On failure err names the symbol
- * ("symbol 'seq_len' is unbound: …"). */
+/* Resolves each symbol's value from given[i] (i below g->syms.n; EM_SYM_UNBOUND when not given) or else its
+ * hint, checks [min, max], computes derived symbols and checks that every dim of the graph fits 64 bits at
+ * the binding (em_graph_check_binding); given may be NULL (all hints); out has EM_MAX_SYMS entries. On
+ * failure err names the symbol or value ("symbol 'seq_len' = -5 is outside its range …"). */
 em_status em_ref_bind(const em_graph *g, const int64_t *given, int64_t *out, char *err);
 
 /* Runs g. inputs[i] is the tensor for g->inputs.v[i] (borrowed; shapes and dtypes are checked against the

@@ -45,13 +45,25 @@ static void cstrides(int rank, const int64_t *shape, int64_t *st) {
   }
 }
 
+/* Scratch storage of n elements of es bytes (at least one element): NULL with err filled, one line, when
+ * it cannot be had (more than the machine's memory, or the allocation fails). Never aborts. */
+static void *scratch(int64_t n, size_t es, char *err) {
+  int64_t bytes;
+  if (n < 1) n = 1;
+  if (__builtin_mul_overflow(n, (int64_t)es, &bytes)) {
+    em_fail(err, EM_ERUN, "a scratch buffer of %lld elements is more than 2^63-1 bytes", (long long)n);
+    return NULL;
+  }
+  return em_tensor_alloc_bytes(bytes, "a scratch buffer", err);
+}
+
 /* A float tensor's values as doubles: the storage itself when it already is double, else a converted
- * copy returned in *owned (free it). */
-static const double *as_f64(const em_tensor *t, double **owned) {
+ * copy returned in *owned (free it); NULL with err filled when the copy cannot be allocated. */
+static const double *as_f64(const em_tensor *t, double **owned, char *err) {
   *owned = NULL;
   if (!t->is_f32) return t->data;
-  double *d = malloc(sizeof(double) * (size_t)(t->numel ? t->numel : 1));
-  if (!d) abort();
+  double *d = scratch(t->numel, sizeof(double), err);
+  if (!d) return NULL;
   const float *f = t->data;
   for (int64_t i = 0; i < t->numel; i++) d[i] = f[i];
   *owned = d;
@@ -395,8 +407,11 @@ static em_status op_reduce(rctx *c, const em_node *nd, em_dtype odt, em_tensor *
     goto cleanup;
   }
   /* offsets of the reduced elements relative to each output element's base */
-  roff = malloc(sizeof(int64_t) * (size_t)(nred ? nred : 1));
-  if (!roff) abort();
+  roff = scratch(nred, sizeof(int64_t), err);
+  if (!roff) {
+    st = EM_ERUN;
+    goto cleanup;
+  }
   if (nred > 0) {
     nd_coalesce(&red);
     int64_t idx[R] = {0}, off[3] = {0}, k = 0;
@@ -471,8 +486,12 @@ static em_status op_softmax(rctx *c, const em_node *nd, em_dtype odt, em_tensor 
   int64_t outer = 1, n = x->shape[ax], inner = 1;
   for (int i = 0; i < ax; i++) outer *= x->shape[i];
   for (int i = ax + 1; i < x->rank; i++) inner *= x->shape[i];
-  double *buf = malloc(sizeof(double) * (size_t)(n ? n : 1));
-  if (!buf) abort();
+  double *buf = scratch(n, sizeof(double), err);
+  if (!buf) {
+    em_tensor_free(o);
+    em_tensor_free(cast);
+    return EM_ERUN;
+  }
   for (int64_t p = 0; p < outer; p++)
     for (int64_t q = 0; q < inner; q++) {
       int64_t base = p * n * inner + q;
@@ -492,10 +511,11 @@ static em_status op_softmax(rctx *c, const em_node *nd, em_dtype odt, em_tensor 
 
 /* ---- contractions ------------------------------------------------------------------------------------ */
 
-/* Bt[b][n][k] = B[b][k][n] for nb batches of a K×N matrix, in double. */
-static double *transpose_f64(const em_tensor *b, int64_t nb, int64_t K, int64_t N) {
-  double *t = malloc(sizeof(double) * (size_t)(nb * K * N > 0 ? nb * K * N : 1));
-  if (!t) abort();
+/* Bt[b][n][k] = B[b][k][n] for nb batches of a K×N matrix, in double; NULL with err filled when it cannot
+ * be allocated. */
+static double *transpose_f64(const em_tensor *b, int64_t nb, int64_t K, int64_t N, char *err) {
+  double *t = scratch(nb * K * N, sizeof(double), err); /* the elements of b: no overflow */
+  if (!t) return NULL;
   for (int64_t q = 0; q < nb; q++) {
     double *tq = t + q * K * N;
     int64_t base = q * K * N;
@@ -563,17 +583,25 @@ static em_status op_matmul(rctx *c, const em_node *nd, em_dtype odt, em_tensor *
   o = new_t(odt, orank, oshape, err);
   if (!o) return EM_ERUN;
   if (o->numel == 0) goto done;
-  const double *ad = as_f64(a, &aown);
-  bt = transpose_f64(b, nbb, K, N);
-  cd = malloc(sizeof(double) * (size_t)(nbo * M * N));
-  if (!cd) abort();
+  const double *ad = as_f64(a, &aown, err);
+  if (!ad || !(bt = transpose_f64(b, nbb, K, N, err)) || !(cd = scratch(nbo * M * N, sizeof(double), err))) {
+    st = EM_ERUN;
+    em_tensor_free(o);
+    o = NULL;
+    goto done;
+  }
   if (nbb == 1 && nba == nbo) {
     /* one shared right operand: fold the batch into M */
     em_gemm_nt(nbo * M, N, K, ad, K, bt, K, cd, N, c->nthreads);
   } else {
-    aoff = malloc(sizeof(int64_t) * (size_t)nbo);
-    boff = malloc(sizeof(int64_t) * (size_t)nbo);
-    if (!aoff || !boff) abort();
+    aoff = scratch(nbo, sizeof(int64_t), err);
+    boff = aoff ? scratch(nbo, sizeof(int64_t), err) : NULL;
+    if (!boff) {
+      st = EM_ERUN;
+      em_tensor_free(o);
+      o = NULL;
+      goto done;
+    }
     int64_t idx[R] = {0}, ia = 0, ib = 0;
     for (int64_t q = 0; q < nbo; q++) {
       aoff[q] = ia * M * K;
@@ -595,7 +623,7 @@ static em_status op_matmul(rctx *c, const em_node *nd, em_dtype odt, em_tensor *
   }
   store_f64(o, 0, cd, o->numel);
 done:
-  *out = o;
+  *out = o; /* NULL on failure */
   free(aown);
   free(bt);
   free(cd);
@@ -622,10 +650,14 @@ static em_status op_linear(rctx *c, const em_node *nd, em_dtype odt, em_tensor *
     for (int i = 0; i < x->rank - 1; i++) m *= x->shape[i];
     M = m;
   }
-  double *xo, *wo;
-  const double *xd = as_f64(x, &xo), *wd = as_f64(w, &wo);
-  double *cd = malloc(sizeof(double) * (size_t)(M * N > 0 ? M * N : 1));
-  if (!cd) abort();
+  double *xo = NULL, *wo = NULL, *cd = NULL;
+  const double *xd = as_f64(x, &xo, err), *wd = xd ? as_f64(w, &wo, err) : NULL;
+  if (!wd || !(cd = scratch(M * N, sizeof(double), err))) { /* M * N: the output's elements */
+    free(xo);
+    free(wo);
+    em_tensor_free(o);
+    return EM_ERUN;
+  }
   em_gemm_nt(M, N, K, xd, K, wd, K, cd, N, c->nthreads);
   if (bias)
     for (int64_t i = 0; i < M; i++)
@@ -649,15 +681,23 @@ typedef struct {
   int64_t mst[R + 2];        /* mask strides over (batch dims, L, S), 0 where broadcast */
   double scale;
   int causal;
+  int failed; /* set (atomically) by a part that could not allocate its scratch */
+  char err[EM_ERR_MAX];
 } sdpa_job;
 
 static void sdpa_part(void *p, int64_t lo, int64_t hi) {
-  const sdpa_job *j = p;
-  int64_t L = j->L, S = j->S, E = j->E, Ev = j->Ev;
-  double *Q = malloc(sizeof(double) * (size_t)(L * E + 1)), *Kd = malloc(sizeof(double) * (size_t)(S * E + 1));
-  double *Vt = malloc(sizeof(double) * (size_t)(Ev * S + 1)), *P = malloc(sizeof(double) * (size_t)(L * S + 1));
-  double *O = malloc(sizeof(double) * (size_t)(L * Ev + 1));
-  if (!Q || !Kd || !Vt || !P || !O) abort();
+  sdpa_job *j = p;
+  int64_t L = j->L, S = j->S, E = j->E, Ev = j->Ev, ls;
+  char e2[EM_ERR_MAX] = "";
+  /* L * S is the one product that is not the size of a tensor the run holds */
+  if (__builtin_mul_overflow(L, S, &ls)) ls = INT64_MAX;
+  double *Q = scratch(L * E, sizeof(double), e2), *Kd = Q ? scratch(S * E, sizeof(double), e2) : NULL;
+  double *Vt = Kd ? scratch(Ev * S, sizeof(double), e2) : NULL, *P = Vt ? scratch(ls, sizeof(double), e2) : NULL;
+  double *O = P ? scratch(L * Ev, sizeof(double), e2) : NULL;
+  if (!O) {
+    if (!__atomic_exchange_n(&j->failed, 1, __ATOMIC_SEQ_CST)) memcpy(j->err, e2, sizeof e2);
+    lo = hi; /* computes nothing; the buffers that were allocated are freed below */
+  }
   for (int64_t h = lo; h < hi; h++) {
     /* decompose the query batch index; the kv batch index maps head dim (nbd-1) for GQA */
     int64_t rem = h, kvb = 0, mbase = 0, kvmul = 1, idx[R];
@@ -764,6 +804,10 @@ static em_status op_sdpa(rctx *c, const em_node *nd, em_dtype odt, em_tensor **o
   j.o = new_t(odt, r, oshape, err);
   if (!j.o) return EM_ERUN;
   if (j.o->numel > 0) par_for(c->nthreads, nq, sdpa_part, &j);
+  if (j.failed) {
+    em_tensor_free(j.o);
+    return em_fail(err, EM_ERUN, "attention: %s", j.err);
+  }
   *out = j.o;
   return EM_OK;
 }

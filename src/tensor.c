@@ -14,6 +14,51 @@
 
 static int stores_f32(em_dtype dt) { return dt == EM_BF16 || dt == EM_F16 || dt == EM_F32; }
 
+/* The memory this process may use: physical memory, or less where a cgroup (v2 memory.max, v1
+ * memory.limit_in_bytes, as a container sees its own at /sys/fs/cgroup) limits it. Read once: a property
+ * of the machine, shared by every thread that allocates. */
+static int64_t mem_limit;
+static pthread_once_t mem_once = PTHREAD_ONCE_INIT;
+
+static void read_mem_limit(void) {
+  long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+  mem_limit = pages > 0 && page > 0 ? (int64_t)pages * (int64_t)page : INT64_MAX;
+  static const char *const files[] = {"/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes"};
+  for (int i = 0; i < 2; i++) {
+    FILE *f = fopen(files[i], "r");
+    long long v;
+    if (!f) continue;
+    if (fscanf(f, "%lld", &v) == 1 && v > 0 && v < mem_limit) mem_limit = v; /* "max" reads as no number */
+    fclose(f);
+  }
+}
+
+static int64_t phys_bytes(void) {
+  pthread_once(&mem_once, read_mem_limit);
+  return mem_limit;
+}
+
+static char *fmt_shape(int rank, const int64_t *shape, char *buf, size_t n) {
+  size_t o = (size_t)snprintf(buf, n, "[");
+  for (int i = 0; i < rank && o < n; i++) o += (size_t)snprintf(buf + o, n - o, "%s%lld", i ? ", " : "", (long long)shape[i]);
+  if (o < n) snprintf(buf + o, n - o, "]");
+  return buf;
+}
+
+void *em_tensor_alloc_bytes(int64_t bytes, const char *what, char *err) {
+  int64_t phys = phys_bytes();
+  if (bytes > phys) {
+    em_fail(err, EM_ERUN, "%s needs %.1f GiB, more than the %.1f GiB of memory this machine gives emmy: use smaller sizes", what,
+            (double)bytes / (1 << 30), (double)phys / (1 << 30));
+    return NULL;
+  }
+  void *p = bytes > 0 && (uint64_t)bytes <= SIZE_MAX ? calloc(1, (size_t)bytes) : calloc(1, 1);
+  if (!p)
+    em_fail(err, EM_ERUN, "%s: cannot allocate %.1f GiB (out of memory): use smaller sizes or free memory", what,
+            (double)bytes / (1 << 30));
+  return p;
+}
+
 em_tensor *em_tensor_new(em_dtype dt, int rank, const int64_t *shape, char *err) {
   if ((unsigned)dt >= EM_NDTYPES) {
     em_fail(err, EM_EINPUT, "tensor dtype %d is unknown", (int)dt);
@@ -23,30 +68,35 @@ em_tensor *em_tensor_new(em_dtype dt, int rank, const int64_t *shape, char *err)
     em_fail(err, EM_EINPUT, "tensor rank %d is outside 0..%d", rank, EM_TENSOR_MAX_RANK);
     return NULL;
   }
-  int64_t n = 1;
-  for (int i = 0; i < rank; i++) {
+  char sb[160], what[200];
+  int64_t n = 1, bytes;
+  for (int i = 0; i < rank; i++)
     if (shape[i] < 0) {
-      em_fail(err, EM_EINPUT, "tensor dim %d has negative size %lld", i, (long long)shape[i]);
+      em_fail(err, EM_EINPUT, "tensor %s has a negative size at dim %d", fmt_shape(rank, shape, sb, sizeof sb), i);
       return NULL;
     }
-    if (shape[i] && n > ((int64_t)1 << 40) / shape[i]) {
-      em_fail(err, EM_ERUN, "tensor of more than 2^40 elements (dim %d = %lld)", i, (long long)shape[i]);
+  for (int i = 0; i < rank; i++)
+    if (shape[i] == 0) n = 0; /* no elements, however large the other sizes */
+  for (int i = 0; i < rank && n; i++)
+    if (__builtin_mul_overflow(n, shape[i], &n)) {
+      em_fail(err, EM_EINPUT, "tensor %s has more than 2^63-1 elements", fmt_shape(rank, shape, sb, sizeof sb));
       return NULL;
     }
-    n *= shape[i];
-  }
   int es = stores_f32(dt) ? 4 : 8;
-  if ((uint64_t)n * (uint64_t)es > ((uint64_t)1 << 40)) {
-    em_fail(err, EM_ERUN, "tensor of %lld elements needs more than 2^40 bytes", (long long)n);
+  if (__builtin_mul_overflow(n, (int64_t)es, &bytes)) {
+    em_fail(err, EM_EINPUT, "tensor %s is more than 2^63-1 bytes", fmt_shape(rank, shape, sb, sizeof sb));
     return NULL;
   }
+  snprintf(what, sizeof what, "a %s tensor %s", em_dtype_name(dt), fmt_shape(rank, shape, sb, sizeof sb));
+  void *data = em_tensor_alloc_bytes(bytes, what, err);
+  if (!data) return NULL;
   em_tensor *t = em_alloc(sizeof *t);
   t->dtype = dt;
   t->rank = rank;
   for (int i = 0; i < rank; i++) t->shape[i] = shape[i];
   t->numel = n;
   t->is_f32 = es == 4;
-  t->data = em_alloc((size_t)n * (size_t)es);
+  t->data = data;
   return t;
 }
 
@@ -56,13 +106,9 @@ void em_tensor_free(em_tensor *t) {
   free(t);
 }
 
-em_tensor *em_tensor_clone(const em_tensor *t) {
-  em_tensor *c = em_alloc(sizeof *c);
-  *c = *t;
-  c->borrowed = 0;
-  size_t bytes = (size_t)t->numel * (t->is_f32 ? 4 : 8);
-  c->data = em_alloc(bytes);
-  memcpy(c->data, t->data, bytes);
+em_tensor *em_tensor_clone(const em_tensor *t, char *err) {
+  em_tensor *c = em_tensor_new(t->dtype, t->rank, t->shape, err);
+  if (c) memcpy(c->data, t->data, (size_t)t->numel * (t->is_f32 ? 4 : 8));
   return c;
 }
 
@@ -270,7 +316,8 @@ em_status em_tensor_save_npy(const em_tensor *t, const char *path, char *err) {
   hl += pad + 1;
 
   int es = em_dtype_bytes(t->dtype == EM_BF16 ? EM_F32 : t->dtype);
-  buf = em_alloc((size_t)t->numel * (size_t)es);
+  buf = em_tensor_alloc_bytes(t->numel * es, path, err); /* numel * es <= the tensor's own bytes */
+  if (!buf) return EM_ERUN;
   for (int64_t i = 0; i < t->numel; i++) {
     double v = em_t_get(t, i);
     unsigned char *p = buf + (size_t)i * (size_t)es;
@@ -423,15 +470,34 @@ em_tensor *em_tensor_load_npy(const char *path, em_dtype dt, char *err) {
     p = end;
     while (*p == 'L') p++;
   }
+  /* the data must be there before anything its shape asks for is allocated */
+  size_t es = (size_t)known[k].bytes;
+  {
+    int64_t want = 1, have;
+    long here = ftell(f);
+    for (int i = 0; i < rank; i++)
+      if (__builtin_mul_overflow(want, shape[i], &want)) want = INT64_MAX;
+    if (__builtin_mul_overflow(want, (int64_t)es, &want)) want = INT64_MAX;
+    if (here >= 0 && fseek(f, 0, SEEK_END) == 0 && (have = ftell(f)) >= 0 && fseek(f, here, SEEK_SET) == 0 &&
+        have - here < want) {
+      em_fail(err, EM_EINPUT, "%s: data is shorter than its shape needs (%lld bytes for %lld)", path,
+              (long long)(have - here), (long long)want);
+      goto cleanup;
+    }
+  }
   t = em_tensor_new(dt, rank, shape, err);
   if (!t) {
     char e2[EM_ERR_MAX];
     snprintf(e2, sizeof e2, "%s", err ? err : "");
-    em_fail(err, EM_EINPUT, "%s: %s", path, e2);
+    em_fail(err, EM_ERUN, "%s: %s", path, e2);
     goto cleanup;
   }
-  size_t es = (size_t)known[k].bytes;
-  buf = em_alloc((size_t)t->numel * es);
+  buf = em_tensor_alloc_bytes((int64_t)((size_t)t->numel * es), path, err);
+  if (!buf) {
+    em_tensor_free(t);
+    t = NULL;
+    goto cleanup;
+  }
   if (fread(buf, es, (size_t)t->numel, f) != (size_t)t->numel) {
     em_fail(err, EM_EINPUT, "%s: data is shorter than its shape needs (%lld elements of %zu bytes)", path,
             (long long)t->numel, es);

@@ -21,10 +21,16 @@ typedef struct em_tensor {
   int borrowed;
 } em_tensor;
 
-/* Allocates a zero-filled tensor; NULL with err filled when the size is absurd (> 2^40 bytes). */
+/* Allocates a zero-filled tensor; NULL with err filled (one line naming the dtype and shape) when a size is
+ * negative, the element count or byte size passes 2^63-1 (EM_EINPUT), or the storage is more than this
+ * machine's physical memory or cannot be allocated (EM_ERUN). Never aborts. */
 em_tensor *em_tensor_new(em_dtype dt, int rank, const int64_t *shape, char *err);
 void em_tensor_free(em_tensor *t);
-em_tensor *em_tensor_clone(const em_tensor *t);
+/* A copy, or NULL with err filled as em_tensor_new does. */
+em_tensor *em_tensor_clone(const em_tensor *t, char *err);
+/* Zeroed storage of bytes for what ("a f32 tensor [2, 3]"): NULL with err filled when it is more than the
+ * machine's physical memory or the allocation fails. The caller frees it. */
+void *em_tensor_alloc_bytes(int64_t bytes, const char *what, char *err);
 
 static inline double em_t_get(const em_tensor *t, int64_t i) {
   return t->is_f32 ? (double)((const float *)t->data)[i] : ((const double *)t->data)[i];

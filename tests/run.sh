@@ -33,6 +33,8 @@ if [ "$mode" != "--lua-only" ] && [ -x ./emmy-asan ]; then
   EMMY_BIN=./emmy-asan ./emmy-asan tests/lua/run.lua ir/ > "$log/asan3" 2>&1; grep -v '^ok ' "$log/asan3"; tally "$log/asan3" asan-ir
   echo "== the fault-injection suite under AddressSanitizer + UBSan (docs/reliability.md)"
   EMMY_BIN=./emmy-asan ./emmy-asan tests/lua/run.lua faults/ > "$log/asan4" 2>&1; grep -v '^ok ' "$log/asan4"; tally "$log/asan4" asan-faults
+  # the fuzz and fault cases of dims, sizes and input validation, in process and in the commands they spawn
+  EMMY_BIN=./emmy-asan ./emmy-asan tests/lua/run.lua fuzz_inputs/ > "$log/asan5" 2>&1; grep -v '^ok ' "$log/asan5"; tally "$log/asan5" asan-fuzz-inputs
 fi
 echo "== GPU tests"
 sh tests/gpu/run.sh --list-skip > "$log/gpu" 2>&1; cat "$log/gpu"; tally "$log/gpu" tests/gpu

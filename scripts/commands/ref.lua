@@ -7,24 +7,6 @@ local sys = require "emmy.sys"
 local tbl = require "emmy.tbl"
 local show = require "emmy.show"
 
-local function stats(t)
-  local n, sum, sq, mn, mx, bad = t:numel(), 0, 0, math.huge, -math.huge, 0
-  local vals = t:to_table()
-  for i = 1, n do
-    local v = vals[i]
-    if type(v) == "boolean" then v = v and 1 or 0 end
-    if v ~= v or v == math.huge or v == -math.huge then bad = bad + 1 else
-      sum, sq = sum + v, sq + v * v
-      if v < mn then mn = v end
-      if v > mx then mx = v end
-    end
-  end
-  local k = n - bad
-  local mean = k > 0 and sum / k or 0
-  return { mean = mean, std = k > 0 and math.sqrt(math.max(sq / k - mean * mean, 0)) or 0, min = mn, max = mx,
-    nonfinite = bad }
-end
-
 return {
   summary = "run a graph on the CPU reference (seeded random inputs), print or save the outputs",
   usage = [[usage: emmy ref FILE.torch.json [--bind NAME=N]… [--seed S] [--inputs DIR] [--save DIR] [--all]
@@ -58,7 +40,7 @@ return {
     local rows, js = {}, {}
     for _, o in ipairs(g:outputs()) do
       local t = outs[o]
-      local s = stats(t)
+      local s = t:stats() -- in C: a Lua table of a large output's values would cost gigabytes
       rows[#rows + 1] = { o, t:dtype(), show.shape_str(t:shape()), ("%.4g"):format(s.mean), ("%.4g"):format(s.std),
         ("%.4g"):format(s.min), ("%.4g"):format(s.max), s.nonfinite }
       js[#js + 1] = { name = o, dtype = t:dtype(), shape = t:shape(), mean = s.mean, std = s.std, min = s.min,

@@ -20,9 +20,13 @@ end
 
 function M.is_error(e) return getmetatable(e) == Err end
 
--- Returns v, or raises a usage error with msg (for the nil, msg convention of the bindings).
+-- Returns v, or raises a usage error with msg (for the nil, msg convention of the bindings); a failure
+-- returned as nil, msg, 1 (a runtime failure, such as memory) raises with exit code 1 instead.
 function M.check(v, msg, ...)
-  if v == nil or v == false then M.usage("%s", tostring(msg)) end
+  if v == nil or v == false then
+    if select(1, ...) == 1 then M.fail("%s", tostring(msg)) end
+    M.usage("%s", tostring(msg))
+  end
   return v, msg, ...
 end
 
@@ -89,6 +93,8 @@ function M.parse(argv, spec, cmd)
         end
         if f.kind == "int" or f.kind == "number" then
           local n = tonumber(val)
+          -- finite, and an int within ±2^53 (a double holds each exactly; "inf", "nan" and 1e20 are refused)
+          if n and (n ~= n or math.abs(n) == math.huge or (f.kind == "int" and math.abs(n) > 2 ^ 53)) then n = nil end
           if not n or (f.kind == "int" and n ~= math.floor(n)) then
             M.usage("%s: option %s needs %s, got '%s'", cmd, name, f.kind == "int" and "an integer" or "a number", val)
           end
@@ -131,7 +137,8 @@ function M.parse_binds(list, flag)
   for _, s in ipairs(list or {}) do
     local k, v = s:match("^([%a_][%w_]*)=(%-?%d+)$")
     if not k then M.usage("%s '%s' needs NAME=INT", flag or "--bind", s) end
-    t[k] = tonumber(v)
+    if t[k] then M.usage("%s %s is given twice (%s and %s): give it once", flag or "--bind", k, t[k], v) end
+    t[k] = tonumber(v) -- range and integrality are checked against the symbol when bound (g:bind)
   end
   return t
 end

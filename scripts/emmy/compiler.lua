@@ -54,6 +54,34 @@ function M.structural_pins(env)
   return out, pinned
 end
 
+-- Parses a graph's meta "structural" ("KEY=V,KEY=V", as 030_name_kernels writes it) under the rules the
+-- EMMY_<KNOB> variables follow: each item KEY=V, KEY a structural knob, V 0 or 1, no key twice. Returns
+-- {KEY = V}, or nil and one line naming the item and what to write instead.
+function M.parse_structural(text)
+  local out = {}
+  if type(text) ~= "string" then return nil, "meta \"structural\" must be a string of KEY=V items" end
+  local names = {}
+  for key in pairs(M.STRUCTURAL) do names[#names + 1] = key end
+  table.sort(names)
+  for item in (text .. ","):gmatch("([^,]*),") do
+    local key, v = item:match("^%s*([%w_]+)=(%S*)%s*$")
+    if not key then
+      if item:match("^%s*$") and text:match("^%s*$") then break end -- "" records no knob
+      return nil, ("meta \"structural\" item '%s' needs KEY=0 or KEY=1, KEY one of %s"):format(item,
+        table.concat(names, ", "))
+    end
+    if M.STRUCTURAL[key] == nil then
+      return nil, ("meta \"structural\": %s is not a structural knob (%s)"):format(key, table.concat(names, ", "))
+    end
+    if v ~= "0" and v ~= "1" then
+      return nil, ("meta \"structural\": structural knob %s=%s must be 0 or 1"):format(key, v)
+    end
+    if out[key] ~= nil then return nil, ("meta \"structural\": %s is given twice"):format(key) end
+    out[key] = tonumber(v)
+  end
+  return out
+end
+
 -- A kernel reproducer records the structural knobs it was formed under (meta "structural", written by
 -- 030_name_kernels); re-forming it applies them where the environment does not pin the knob, so it re-forms as
 -- the one kernel it reproduces (a folded RMSNorm with SPLIT_CONE=0 stays folded). env: as for structural_pins.
@@ -61,8 +89,10 @@ function M.structural_knobs(g, env)
   local kn, pinned = M.structural_pins(env)
   local rec = g.meta and g:meta("structural")
   if rec then
-    for key, v in rec:gmatch("([%w_]+)=(%-?%d+)") do
-      if M.STRUCTURAL[key] ~= nil and not pinned[key] then kn[key] = tonumber(v) end
+    local vals, err = M.parse_structural(rec)
+    if not vals then error(err, 0) end
+    for key, v in pairs(vals) do
+      if not pinned[key] then kn[key] = v end
     end
   end
   return kn

@@ -116,18 +116,20 @@ function M.load(input, opts, allow_seq_len)
   local ok, g = pcall(decoder.build, m.cfg, { layer = opts.layer, prefix = prefix, seq_len = opts.seq_len,
     batch = opts.batch, dyn = dyn, pool = opts.pool, name = gname })
   if not ok then cli.usage("%s: %s", input, tostring(g)) end
-  g:meta("model", input)
-  g:meta("source", m.source)
-  g:meta("model_dir", m.dir)
-  if opts.layer then g:meta("layer", tostring(opts.layer)) end
-  g:meta("weights", #m.weights > 0 and "safetensors" or "random")
-  if opts.seed and opts.seed ~= 0 then g:meta("seed", tostring(opts.seed)) end
-  if opts.pool then g:meta("pool", opts.pool) end
-  if opts.dtype then g:meta("dtype", opts.dtype) end
+  -- meta is text a graph JSON holds: a path that is not UTF-8 is refused here, not dropped
+  local function meta(k, v) cli.check(g:meta(k, v)) end
+  meta("model", input)
+  meta("source", m.source)
+  meta("model_dir", m.dir)
+  if opts.layer then meta("layer", tostring(opts.layer)) end
+  meta("weights", #m.weights > 0 and "safetensors" or "random")
+  if opts.seed and opts.seed ~= 0 then meta("seed", tostring(opts.seed)) end
+  if opts.pool then meta("pool", opts.pool) end
+  if opts.dtype then meta("dtype", opts.dtype) end
   if static then
-    g:meta("static", ("seq_len=%d batch=%d"):format(opts.seq_len or 512, opts.batch or 1))
+    meta("static", ("seq_len=%d batch=%d"):format(opts.seq_len or 512, opts.batch or 1))
   else
-    g:meta("dynamic", join(opts.dynamic))
+    meta("dynamic", join(opts.dynamic))
   end
   local shape_note
   if static then

@@ -25,12 +25,18 @@ function M.decode(text, file)
   if doc.version ~= M.VERSION then
     return fail(file, "unsupported version %s (this emmy reads version %d)", tostring(doc.version), M.VERSION)
   end
-  local g = ir.new(type(doc.name) == "string" and doc.name or "graph")
+  local g, gerr = ir.new(type(doc.name) == "string" and doc.name or "graph")
+  if not g then return fail(file, "%s", gerr) end
   if doc.meta ~= nil then
     if type(doc.meta) ~= "table" or doc.meta[1] ~= nil then return fail(file, "\"meta\" must be an object") end
     for k, v in pairs(doc.meta) do
       if type(v) ~= "string" then return fail(file, "meta '%s' must be a string", tostring(k)) end
-      g:meta(k, v)
+      if k == "structural" then
+        local oks, serr = require("emmy.compiler").parse_structural(v)
+        if not oks then return fail(file, "%s", serr) end
+      end
+      local okm, merr = g:meta(k, v)
+      if not okm then return fail(file, "%s", merr) end
     end
   end
   for k, field in ipairs { "symbols", "inputs", "nodes", "outputs" } do
@@ -66,23 +72,14 @@ function M.decode(text, file)
       return fail(file, "node '%s': \"args\" must be an object", nd.name)
     end
     local from = type(nd.from) == "table" and nd.from or {}
-    local name, err = g:node(nd.op, args, { name = nd.name, module = from.module, op = from.op })
+    if nd.dtype ~= nil and type(nd.dtype) ~= "string" then
+      return fail(file, "node '%s': \"dtype\" must be a string", nd.name)
+    end
+    if nd.shape ~= nil and not is_list(nd.shape) then return fail(file, "node '%s': \"shape\" must be a list", nd.name) end
+    -- the declared dtype and shape are checked against inference in C, without a value table per node
+    local name, err = g:node(nd.op, args, { name = nd.name, module = from.module, op = from.op, dtype = nd.dtype,
+      shape = nd.shape })
     if not name then return fail(file, "%s", err) end
-    local v = g:value(name)
-    if nd.dtype ~= nil and nd.dtype ~= v.dtype then
-      return fail(file, "node '%s' (%s): \"dtype\" says %s but inference gives %s", name, nd.op, tostring(nd.dtype), v.dtype)
-    end
-    if nd.shape ~= nil then
-      local same = is_list(nd.shape) and #nd.shape == #v.shape
-      for k = 1, same and #v.shape or 0 do
-        local d = g:dim(nd.shape[k])
-        if d ~= v.shape[k] then same = false end
-      end
-      if not same then
-        return fail(file, "node '%s' (%s): \"shape\" says %s but inference gives %s", name, nd.op,
-          M.shape_str(nd.shape), M.shape_str(v.shape))
-      end
-    end
   end
   for i, o in ipairs(doc.outputs or {}) do
     local okk, err = g:output(tostring(o))

@@ -8,6 +8,14 @@ local sys = require "emmy.sys"
 
 local M = {}
 
+-- ref.random, ref.tensor: a tensor the machine cannot hold raises one line (emmy.ref); this returns it as
+-- nil, msg, 1 (a runtime failure: cli.check exits 1).
+local function new_tensor(name, fn, ...)
+  local ok, t = pcall(fn, ...)
+  if ok then return t end
+  return nil, ("input '%s': %s"):format(name, tostring(t)), 1
+end
+
 -- Concrete shape of a graph value at binding bind.
 function M.concrete_shape(g, shape, bind)
   local out = {}
@@ -54,20 +62,23 @@ function M.for_model(g, bind, seed)
   local wseed = tonumber(g:meta("seed") or "0")
   local w, err = weights.open(model, { seed = wseed })
   if not w then return nil, err end
-  local out = M.random(g, bind, seed, true)
+  local out, rerr, code = M.random(g, bind, seed, true)
+  if not out then return nil, rerr, code end
   for _, v in ipairs(g:inputs()) do
     local shape = M.concrete_shape(g, v.shape, bind)
     if v.kind == "param" then
-      local t, e2 = w:get(v.weight or v.name, v.dtype, shape)
-      if not t then return nil, e2 end
+      local t, e2, c2 = w:get(v.weight or v.name, v.dtype, shape)
+      if not t then return nil, e2, c2 end
       out[v.name] = t
     elseif v.name == "position_ids" then
-      local t = ref.tensor(v.dtype, shape)
+      local t, terr, code = new_tensor(v.name, ref.tensor, v.dtype, shape)
+      if not t then return nil, terr, code end
       local S = shape[#shape]
       for i = 1, t:numel() do t:set(i, (i - 1) % S) end
       out[v.name] = t
     elseif v.name == "attention_mask" and #shape == 4 then
-      local t = ref.tensor(v.dtype, shape)
+      local t, terr, code = new_tensor(v.name, ref.tensor, v.dtype, shape)
+      if not t then return nil, terr, code end
       local L, S = shape[3], shape[4]
       for i = 1, t:numel() do
         local k = (i - 1) % (L * S)
@@ -85,32 +96,35 @@ function M.for_graph(g, bind, seed)
   return M.random(g, bind, seed)
 end
 
--- Returns {name = tensor} for every graph input (every activation only, with no_params).
+-- Returns {name = tensor} for every graph input (every activation only, with no_params), or nil, msg
+-- when an input cannot be allocated (one line naming the input, its size and the machine's memory).
 function M.random(g, bind, seed, no_params)
   seed = seed or 0
   local hi, masks = int_ranges(g, bind)
   local out = {}
+  local function random(dt, shape, o) return new_tensor(o.name, ref.random, dt, shape, o) end
   for _, v in ipairs(g:inputs()) do
     local shape = M.concrete_shape(g, v.shape, bind)
     local s = (sys.fnv(v.name) + seed * 1000003) % 2 ^ 48
-    local t
+    local t, err, code
     if no_params and v.kind == "param" then
       -- filled by the caller
     elseif v.dtype == "bool" then
-      t = ref.random("bool", shape, { seed = s })
-      if masks[v.name] and #shape >= 1 then
+      t, err, code = random("bool", shape, { seed = s, name = v.name })
+      if t and masks[v.name] and #shape >= 1 then
         local S = shape[#shape]
         for i = 1, t:numel(), S do t:set(i, true) end
       end
     elseif v.dtype == "i32" or v.dtype == "i64" then
-      t = ref.random(v.dtype, shape, { seed = s, lo = 0, hi = hi[v.name] or 16 })
+      t, err, code = random(v.dtype, shape, { seed = s, lo = 0, hi = hi[v.name] or 16, name = v.name })
     elseif v.kind == "param" and #shape >= 2 then
-      t = ref.random(v.dtype, shape, { seed = s, std = 1 / math.sqrt(shape[#shape]) })
+      t, err, code = random(v.dtype, shape, { seed = s, std = 1 / math.sqrt(shape[#shape]), name = v.name })
     elseif v.kind == "param" then
-      t = ref.random(v.dtype, shape, { seed = s, mean = 1, std = 0.1 })
+      t, err, code = random(v.dtype, shape, { seed = s, mean = 1, std = 0.1, name = v.name })
     else
-      t = ref.random(v.dtype, shape, { seed = s })
+      t, err, code = random(v.dtype, shape, { seed = s, name = v.name })
     end
+    if err then return nil, err, code end
     if t then out[v.name] = t end
   end
   return out

@@ -63,10 +63,12 @@ function P:rope(dtype, rows)
   return self.rope_cache
 end
 
--- The tensor for weight `name` as dtype with the given concrete shape; nil, msg when absent or mismatched.
+-- The tensor for weight `name` as dtype with the given concrete shape; nil, msg when absent or mismatched,
+-- nil, msg, 1 when it cannot be allocated.
 function P:get(name, dtype, shape)
   if name == M.ROPE_COS or name == M.ROPE_SIN then
-    local rc, err = self:rope(dtype, shape[1])
+    local okr, rc, err = pcall(self.rope, self, dtype, shape[1])
+    if not okr then return nil, ("weight '%s': %s"):format(name, tostring(rc)), 1 end
     if not rc then return nil, err end
     return rc[name]
   end
@@ -81,12 +83,17 @@ function P:get(name, dtype, shape)
     return h:load(name, dtype)
   end
   local seed = (sys.fnv(name) + self.seed * 7919) % 2 ^ 48
-  if name:match("norm%.weight$") then return ref.full(dtype, shape, 1) end
-  if name:match("%.bias$") then return ref.full(dtype, shape, 0) end
-  -- drawn in the checkpoint's dtype, so a graph in another dtype sees the same (exactly converted) weights
-  local native = self.cfg.native_dtype or dtype
-  local t = ref.random(native, shape, { seed = seed, std = self.cfg.initializer_range })
-  if native ~= dtype then t = t:cast(dtype) end
+  -- emmy.ref raises one line for a tensor the machine cannot hold; it is returned as nil, msg
+  local ok, t = pcall(function()
+    if name:match("norm%.weight$") then return ref.full(dtype, shape, 1) end
+    if name:match("%.bias$") then return ref.full(dtype, shape, 0) end
+    -- drawn in the checkpoint's dtype, so a graph in another dtype sees the same (exactly converted) weights
+    local native = self.cfg.native_dtype or dtype
+    local r = ref.random(native, shape, { seed = seed, std = self.cfg.initializer_range })
+    if native ~= dtype then r = r:cast(dtype) end
+    return r
+  end)
+  if not ok then return nil, ("weight '%s': %s"):format(name, tostring(t)), 1 end
   return t
 end
 

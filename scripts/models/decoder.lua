@@ -138,10 +138,36 @@ function B:layer(c, h, Bt, S, p, mod, cos, sin, mask)
   return self:op("aten.add.Tensor", { self = h1, other = dn }, "residual_mlp")
 end
 
+local function finite(x) return type(x) == "number" and x == x and x ~= math.huge and x ~= -math.huge end
+
+-- The invariants the builder relies on, for a normalized config from any caller (emmy.models.decoder_config
+-- checks a config.json with messages naming its fields): raises one line naming the field and its value.
+local function check_config(c)
+  for _, k in ipairs { "hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads",
+    "num_key_value_heads", "head_dim", "vocab_size", "max_position_embeddings" } do
+    local v = c[k]
+    if not finite(v) or v < 1 or v ~= math.floor(v) or v > 2147483647 then
+      error(("model config: %s = %s must be a positive integer"):format(k, tostring(v)), 0)
+    end
+  end
+  if c.num_attention_heads % c.num_key_value_heads ~= 0 then
+    error(("model config: %d attention heads are not a multiple of %d kv heads"):format(c.num_attention_heads,
+      c.num_key_value_heads), 0)
+  end
+  if c.head_dim % 2 ~= 0 then error(("model config: head_dim %d must be even (RoPE)"):format(c.head_dim), 0) end
+  if not (finite(c.rope_theta) and c.rope_theta > 0) then
+    error(("model config: rope_theta = %s must be a number > 0"):format(tostring(c.rope_theta)), 0)
+  end
+  if not (finite(c.rms_norm_eps) and c.rms_norm_eps >= 0) then
+    error(("model config: rms_norm_eps = %s must be a number >= 0"):format(tostring(c.rms_norm_eps)), 0)
+  end
+end
+
 -- Builds the graph. opts: layer (N or nil for the whole model), prefix (checkpoint name prefix, "model." or
 -- ""), seq_len, batch (static sizes), dyn (emmy.dynamic.parse result or nil), pool ("last" or nil),
 -- name. Returns graph (or raises a one-line error string).
 function M.build(c, opts)
+  check_config(c)
   if c.sliding_window and c.sliding_window < c.max_position_embeddings then
     error(("sliding-window attention (window %d) is not supported"):format(c.sliding_window), 0)
   end

@@ -4,6 +4,8 @@
 #ifndef EM_BINDINGS_H
 #define EM_BINDINGS_H
 
+#include <stdint.h>
+
 #include "lauxlib.h"
 #include "lua.h"
 
@@ -39,5 +41,16 @@ em_box *em_lua_push(lua_State *L, const char *tname, void *p);
 void *em_lua_check(lua_State *L, int idx, const char *tname, const char *what);
 /* Pushes nil, msg and returns 2: the expected-failure return. */
 int em_lua_fail(lua_State *L, const char *msg);
+
+/* An integer from the Lua number at idx: 0 and *out when it is integral and within ±2^53 (a double holds
+ * every such integer exactly), else -1. Never casts an out-of-range double. */
+int em_lua_toint(lua_State *L, int idx, int64_t *out);
+/* Reads the binding table {symbol = integer} at idx (absent or nil: none) into given (EM_MAX_SYMS entries,
+ * EM_SYM_UNBOUND where a symbol is not given). 0, or -1 with err naming the key or value that is wrong. */
+struct em_graph;
+int em_lua_binding(lua_State *L, int idx, const struct em_graph *g, int64_t *given, char *err);
+/* 0 when the string at idx is valid UTF-8 without NUL bytes (a name JSON and C strings both hold exactly),
+ * else -1 with err "<what> ... " saying which. */
+int em_lua_checktext(lua_State *L, int idx, const char *what, char *err);
 
 #endif

@@ -46,7 +46,13 @@ static int to_dim(lua_State *L, int idx, em_graph *g, em_dim *out, const char *w
   }
   if (lua_type(L, idx) == LUA_TSTRING) {
     char e2[EM_ERR_MAX];
-    if (em_dim_parse(&g->syms, lua_tostring(L, idx), out, e2)) {
+    size_t n;
+    const char *s = lua_tolstring(L, idx, &n);
+    if (strlen(s) != n) {
+      em_fail(err, EM_EINPUT, "%s: a dim expression with a NUL byte", what);
+      return -1;
+    }
+    if (em_dim_parse(&g->syms, s, out, e2)) {
       em_fail(err, EM_EINPUT, "%s: %s", what, e2);
       return -1;
     }
@@ -56,11 +62,13 @@ static int to_dim(lua_State *L, int idx, em_graph *g, em_dim *out, const char *w
   return -1;
 }
 
+/* A constant within ±2^53 as a number; any other dim as its canonical text, so that a constant a double
+ * cannot hold (up to 2^63-1) is written to graph JSON, and read back, exactly. */
 static void push_dim(lua_State *L, const em_graph *g, const em_dim *d) {
   int64_t c;
-  if (em_dim_is_const(d, &c)) lua_pushnumber(L, (lua_Number)c);
+  if (em_dim_is_const(d, &c) && c >= -((int64_t)1 << 53) && c <= (int64_t)1 << 53) lua_pushnumber(L, (lua_Number)c);
   else {
-    char buf[256];
+    char buf[4096];
     lua_pushstring(L, em_dim_format(&g->syms, d, buf, sizeof buf));
   }
 }
@@ -297,15 +305,25 @@ static void push_arg(lua_State *L, const em_graph *g, const em_argspec *sp, cons
 
 /* ir.new([name]) -> graph */
 static int l_new(lua_State *L) {
-  em_lua_push(L, GRAPH_T, em_graph_new(luaL_optstring(L, 1, "graph")));
+  const char *name = luaL_optstring(L, 1, "graph");
+  char err[EM_ERR_MAX];
+  if (!lua_isnoneornil(L, 1) && em_lua_checktext(L, 1, "graph name", err)) return em_lua_fail(L, err);
+  em_lua_push(L, GRAPH_T, em_graph_new(name));
   return 1;
 }
 
-static int64_t opt_int(lua_State *L, int t, const char *k, int64_t def) {
+/* Field k of the table at t as an integer (def when absent); -1 with err when it is not one. */
+static int opt_int(lua_State *L, int t, const char *k, int64_t def, int64_t *out, const char *sym, char *err) {
   lua_getfield(L, t, k);
-  int64_t v = lua_isnumber(L, -1) ? (int64_t)lua_tonumber(L, -1) : def;
+  *out = def;
+  int rc = 0;
+  if (!lua_isnil(L, -1) && em_lua_toint(L, -1, out)) {
+    em_fail(err, EM_EINPUT, "symbol '%s': \"%s\" must be an integer within ±2^53, got %s", sym, k,
+            lua_type(L, -1) == LUA_TNUMBER ? lua_tostring(L, -1) : luaL_typename(L, -1));
+    rc = -1;
+  }
   lua_pop(L, 1);
-  return v;
+  return rc;
 }
 
 /* g:symbol(name, {hint=, min=, max=}) -> index (0-based) | nil, msg */
@@ -313,12 +331,11 @@ static int g_symbol(lua_State *L) {
   em_graph *g = em_lua_checkgraph(L, 1);
   const char *name = luaL_checkstring(L, 2);
   int64_t hint = -1, mn = 1, mx = 2147483647;
-  if (lua_istable(L, 3)) {
-    hint = opt_int(L, 3, "hint", -1);
-    mn = opt_int(L, 3, "min", 1);
-    mx = opt_int(L, 3, "max", 2147483647);
-  }
   char err[EM_ERR_MAX];
+  if (em_lua_checktext(L, 2, "symbol name", err)) return em_lua_fail(L, err);
+  if (lua_istable(L, 3) && (opt_int(L, 3, "hint", -1, &hint, name, err) || opt_int(L, 3, "min", 1, &mn, name, err) ||
+                            opt_int(L, 3, "max", 2147483647, &mx, name, err)))
+    return em_lua_fail(L, err);
   int i = em_symtab_add(&g->syms, name, hint, mn, mx, err);
   if (i < 0) return em_lua_fail(L, err);
   lua_pushinteger(L, i);
@@ -332,6 +349,7 @@ static int g_input(lua_State *L) {
   char err[EM_ERR_MAX], e2[EM_ERR_MAX];
   int dt;
   em_shape s;
+  if (em_lua_checktext(L, 2, "input name", err)) return em_lua_fail(L, err);
   if (to_dtype(L, 3, &dt, "dtype", e2) || to_shape(L, 4, g, &s, e2)) {
     snprintf(err, sizeof err, "input '%s': %s", name, e2);
     return em_lua_fail(L, err);
@@ -350,29 +368,78 @@ static int g_input(lua_State *L) {
     lua_pop(L, 1);
     lua_getfield(L, 5, "weight");
     weight = lua_tostring(L, -1); /* kept alive by the options table */
+    int bad = weight && em_lua_checktext(L, -1, "weight name", e2);
     lua_pop(L, 1);
+    if (bad) {
+      snprintf(err, sizeof err, "input '%s': %s", name, e2);
+      return em_lua_fail(L, err);
+    }
   }
   if (em_graph_add_input(g, name, kind, weight, (em_dtype)dt, &s, err) < 0) return em_lua_fail(L, err);
   lua_pushstring(L, name);
   return 1;
 }
 
-/* g:node(op, args [, {name=, module=, op=}]) -> value name | nil, msg */
+/* Checks the dtype and shape that the options table at opt declares (graph JSON's "dtype" and "shape", each
+ * optional) against inference, before the node is added; 0, or -1 with err "node 'x' (op): \"shape\" says …
+ * but inference gives …". Inference runs again when the node is added: it is deterministic, and a derived
+ * symbol it creates is found again, not created twice. */
+static int check_declared(lua_State *L, int opt, em_graph *g, em_op op, const em_arg *args, const char *name,
+                          const char *opname, char *err) {
+  lua_getfield(L, opt, "dtype");
+  lua_getfield(L, opt, "shape");
+  int rc = 0;
+  if (lua_isnil(L, -1) && lua_isnil(L, -2)) goto done;
+  em_dtype dt;
+  em_shape sh;
+  char e2[EM_ERR_MAX], b1[512], b2[512];
+  if (em_infer(g, op, args, &dt, &sh, e2) != EM_OK) goto done; /* em_graph_add_node reports it */
+  if (!lua_isnil(L, -2)) {
+    const char *want = lua_tostring(L, -2);
+    if (!want || em_dtype_parse(want) != (int)dt) {
+      em_fail(err, EM_EINPUT, "node '%s' (%s): \"dtype\" says %s but inference gives %s", name ? name : "(new)",
+              opname, want ? want : luaL_typename(L, -2), em_dtype_name(dt));
+      rc = -1;
+      goto done;
+    }
+  }
+  if (!lua_isnil(L, -1)) {
+    em_shape decl;
+    int same = to_shape(L, lua_gettop(L), g, &decl, e2) == 0 && em_shape_eq(&decl, &sh);
+    if (!same) {
+      /* the declared shape as written when it does not parse, so the message shows what the file says */
+      if (to_shape(L, lua_gettop(L), g, &decl, e2) == 0) em_shape_format(&g->syms, &decl, b1, sizeof b1);
+      else snprintf(b1, sizeof b1, "an unreadable shape (%s)", e2);
+      em_fail(err, EM_EINPUT, "node '%s' (%s): \"shape\" says %s but inference gives %s", name ? name : "(new)",
+              opname, b1, em_shape_format(&g->syms, &sh, b2, sizeof b2));
+      rc = -1;
+    }
+  }
+done:
+  lua_pop(L, 2);
+  return rc;
+}
+
+/* g:node(op, args [, {name=, module=, op=, dtype=, shape=}]) -> value name | nil, msg
+ * dtype and shape, when given, are what the caller expects inference to give; a difference is an error and
+ * the node is not added. */
 static int g_node(lua_State *L) {
   em_graph *g = em_lua_checkgraph(L, 1);
   const char *opname = luaL_checkstring(L, 2);
   luaL_checktype(L, 3, LUA_TTABLE);
   const char *name = NULL, *mod = NULL, *srcop = NULL;
-  if (lua_istable(L, 4)) {
-    lua_getfield(L, 4, "name");
-    name = lua_tostring(L, -1);
-    lua_getfield(L, 4, "module");
-    mod = lua_tostring(L, -1);
-    lua_getfield(L, 4, "op");
-    srcop = lua_tostring(L, -1);
-    lua_pop(L, 3); /* strings stay alive in the options table */
-  }
   char err[EM_ERR_MAX], e2[EM_ERR_MAX];
+  if (lua_istable(L, 4)) {
+    static const char *const keys[] = {"name", "module", "op"}, *const whats[] = {"node name", "node module", "node source op"};
+    const char **dst[] = {&name, &mod, &srcop};
+    for (int k = 0; k < 3; k++) {
+      lua_getfield(L, 4, keys[k]);
+      *dst[k] = lua_tostring(L, -1); /* strings stay alive in the options table */
+      int bad = *dst[k] && em_lua_checktext(L, -1, whats[k], err);
+      lua_pop(L, 1);
+      if (bad) return em_lua_fail(L, err);
+    }
+  }
   char label[96];
   snprintf(label, sizeof label, "node '%s'", name ? name : "(new)");
   int op = em_op_find(opname);
@@ -420,6 +487,10 @@ static int g_node(lua_State *L) {
       return em_lua_fail(L, err);
     }
   }
+  if (lua_istable(L, 4) && check_declared(L, 4, g, (em_op)op, args, name, opname, err)) {
+    em_args_free(args, EM_MAX_ARGS);
+    return em_lua_fail(L, err);
+  }
   int v = em_graph_add_node(g, (em_op)op, args, name, mod, srcop, err);
   if (v < 0) return em_lua_fail(L, err);
   lua_pushstring(L, g->values.v[v].name);
@@ -430,9 +501,10 @@ static int g_node(lua_State *L) {
 static int g_output(lua_State *L) {
   em_graph *g = em_lua_checkgraph(L, 1);
   const char *name = luaL_checkstring(L, 2);
+  char err[EM_ERR_MAX];
+  if (em_lua_checktext(L, 2, "output name", err)) return em_lua_fail(L, err);
   int v = em_graph_find(g, name);
   if (v < 0) {
-    char err[EM_ERR_MAX];
     snprintf(err, sizeof err, "output '%s' is not a value of the graph", name);
     return em_lua_fail(L, err);
   }
@@ -581,31 +653,40 @@ static int g_counts(lua_State *L) {
 }
 
 /* g:bind({sym = n, …}) -> {sym = n, …} with hints filled in | nil, msg */
+int em_lua_binding(lua_State *L, int idx, const em_graph *g, int64_t *given, char *err) {
+  for (int i = 0; i < EM_MAX_SYMS; i++) given[i] = EM_SYM_UNBOUND;
+  if (lua_isnoneornil(L, idx)) return 0;
+  if (!lua_istable(L, idx)) {
+    em_fail(err, EM_EINPUT, "a binding must be a table {symbol = integer}, got %s", luaL_typename(L, idx));
+    return -1;
+  }
+  lua_pushnil(L);
+  while (lua_next(L, idx)) {
+    const char *k = lua_type(L, -2) == LUA_TSTRING ? lua_tostring(L, -2) : "?";
+    int i = em_symtab_find(&g->syms, k);
+    if (i < 0 || g->syms.s[i].derived) {
+      em_fail(err, EM_EINPUT, "graph '%s' has no symbol '%s'", g->name, k);
+      lua_pop(L, 2);
+      return -1;
+    }
+    if (em_lua_toint(L, -1, &given[i])) {
+      em_fail(err, EM_EINPUT, "symbol '%s' = %s is not an integer within ±2^53: give %lld <= %s <= %lld", k,
+              lua_type(L, -1) == LUA_TNUMBER || lua_type(L, -1) == LUA_TSTRING ? lua_tostring(L, -1)
+                                                                                : luaL_typename(L, -1),
+              (long long)g->syms.s[i].min, k, (long long)g->syms.s[i].max);
+      lua_pop(L, 2);
+      return -1;
+    }
+    lua_pop(L, 1);
+  }
+  return 0;
+}
+
 static int g_bind(lua_State *L) {
   em_graph *g = em_lua_checkgraph(L, 1);
   int64_t given[EM_MAX_SYMS], vals[EM_MAX_SYMS];
   char err[EM_ERR_MAX];
-  for (int i = 0; i < EM_MAX_SYMS; i++) given[i] = -1;
-  if (lua_istable(L, 2)) {
-    lua_pushnil(L);
-    while (lua_next(L, 2)) {
-      const char *k = lua_type(L, -2) == LUA_TSTRING ? lua_tostring(L, -2) : "?";
-      int i = em_symtab_find(&g->syms, k);
-      if (i < 0 || g->syms.s[i].derived) {
-        snprintf(err, sizeof err, "graph '%s' has no symbol '%s'", g->name, k);
-        lua_pop(L, 2);
-        return em_lua_fail(L, err);
-      }
-      if (!lua_isnumber(L, -1)) {
-        snprintf(err, sizeof err, "symbol '%s': value must be an integer", k);
-        lua_pop(L, 2);
-        return em_lua_fail(L, err);
-      }
-      given[i] = (int64_t)lua_tonumber(L, -1);
-      lua_pop(L, 1);
-    }
-  }
-  if (em_ref_bind(g, given, vals, err)) return em_lua_fail(L, err);
+  if (em_lua_binding(L, 2, g, given, err) || em_ref_bind(g, given, vals, err)) return em_lua_fail(L, err);
   lua_newtable(L);
   for (int i = 0; i < g->syms.n; i++) {
     if (g->syms.s[i].derived) continue;
@@ -621,16 +702,22 @@ static int g_eval(lua_State *L) {
   em_dim d;
   char err[EM_ERR_MAX];
   if (to_dim(L, 2, g, &d, "dim", err)) return em_lua_fail(L, err);
-  int64_t given[EM_MAX_SYMS], vals[EM_MAX_SYMS];
-  for (int i = 0; i < EM_MAX_SYMS; i++) given[i] = -1;
+  int64_t given[EM_MAX_SYMS], vals[EM_MAX_SYMS], v;
+  for (int i = 0; i < EM_MAX_SYMS; i++) given[i] = EM_SYM_UNBOUND;
   if (lua_istable(L, 3))
     for (int i = 0; i < g->syms.n; i++) {
+      if (g->syms.s[i].derived) continue; /* a bind table may carry them; they are recomputed */
       lua_getfield(L, 3, g->syms.s[i].name);
-      if (lua_isnumber(L, -1)) given[i] = (int64_t)lua_tonumber(L, -1);
+      int bad = !lua_isnil(L, -1) && em_lua_toint(L, -1, &given[i]);
       lua_pop(L, 1);
+      if (bad) {
+        snprintf(err, sizeof err, "symbol '%s': the value must be an integer within ±2^53", g->syms.s[i].name);
+        return em_lua_fail(L, err);
+      }
     }
   if (em_ref_bind(g, given, vals, err)) return em_lua_fail(L, err);
-  lua_pushnumber(L, (lua_Number)em_dim_eval(&g->syms, &d, vals));
+  if (em_dim_eval_checked(&g->syms, &d, vals, &v)) return em_lua_fail(L, "dim: beyond 64 bits at this binding");
+  lua_pushnumber(L, (lua_Number)v);
   return 1;
 }
 
@@ -684,8 +771,13 @@ static int g_meta(lua_State *L) {
     else lua_pushnil(L);
     return 1;
   }
-  em_graph_set_meta(g, key, lua_isnil(L, 3) ? NULL : luaL_checkstring(L, 3));
-  return 0;
+  const char *val = lua_isnil(L, 3) ? NULL : luaL_checkstring(L, 3);
+  char err[EM_ERR_MAX];
+  if (em_lua_checktext(L, 2, "meta key", err) || (val && em_lua_checktext(L, 3, "meta value", err)))
+    return em_lua_fail(L, err);
+  em_graph_set_meta(g, key, val);
+  lua_pushboolean(L, 1);
+  return 1;
 }
 
 /* g:dim(x) -> the canonical form of a dim (number or expression string) | nil, msg */

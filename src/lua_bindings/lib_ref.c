@@ -51,10 +51,10 @@ static em_tensor *new_from_args(lua_State *L, int i) {
   int64_t shape[EM_TENSOR_MAX_RANK];
   for (int k = 0; k < rank; k++) {
     lua_rawgeti(L, i + 1, k + 1);
-    lua_Number v = lua_tonumber(L, -1);
+    int bad = em_lua_toint(L, -1, &shape[k]);
     lua_pop(L, 1);
-    if (v < 0) luaL_argerror(L, i + 1, "negative size");
-    shape[k] = (int64_t)v;
+    if (bad) luaL_argerror(L, i + 1, "sizes must be integers within ±2^53");
+    if (shape[k] < 0) luaL_argerror(L, i + 1, "negative size");
   }
   char err[EM_ERR_MAX];
   em_tensor *t = em_tensor_new((em_dtype)dt, rank, shape, err);
@@ -195,6 +195,39 @@ static int t_to_table(lua_State *L) {
   return 1;
 }
 
+/* t:stats() -> {mean, std, min, max, nonfinite} over the finite values (bool as 0/1), in one pass in C: a
+ * Lua table of a large tensor's values would cost gigabytes. */
+static int t_stats(lua_State *L) {
+  em_tensor *t = check_tensor(L, 1);
+  double sum = 0, sq = 0, mn = HUGE_VAL, mx = -HUGE_VAL;
+  int64_t bad = 0;
+  for (int64_t i = 0; i < t->numel; i++) {
+    double v = em_t_get(t, i);
+    if (!isfinite(v)) {
+      bad++;
+      continue;
+    }
+    sum += v;
+    sq += v * v;
+    if (v < mn) mn = v;
+    if (v > mx) mx = v;
+  }
+  int64_t k = t->numel - bad;
+  double mean = k > 0 ? sum / (double)k : 0, var = k > 0 ? sq / (double)k - mean * mean : 0;
+  lua_createtable(L, 0, 5);
+  lua_pushnumber(L, mean);
+  lua_setfield(L, -2, "mean");
+  lua_pushnumber(L, var > 0 ? sqrt(var) : 0);
+  lua_setfield(L, -2, "std");
+  lua_pushnumber(L, mn);
+  lua_setfield(L, -2, "min");
+  lua_pushnumber(L, mx);
+  lua_setfield(L, -2, "max");
+  lua_pushnumber(L, (lua_Number)bad);
+  lua_setfield(L, -2, "nonfinite");
+  return 1;
+}
+
 static void push_cmp(lua_State *L, const em_cmp *c) {
   lua_createtable(L, 0, 8);
   lua_pushboolean(L, c->shape_ok && c->mismatches == 0);
@@ -249,14 +282,15 @@ static int l_tolerance(lua_State *L) {
 }
 
 /* ref.run(graph, inputs {name = tensor}, {bind = {sym = n}, keep_all = bool, threads = n})
- *   -> values {name = tensor} (outputs, or every value with keep_all), binding {sym = n} | nil, msg
+ *   -> values {name = tensor} (outputs, or every value with keep_all), binding {sym = n}
+ *    | nil, msg, code (1 a runtime failure such as memory, 2 bad input: the exit code a command gives)
  * Input tensors are copied into the result table's ownership only by reference: they stay the caller's. */
 static int l_run(lua_State *L) {
   em_graph *g = em_lua_checkgraph(L, 1);
   luaL_checktype(L, 2, LUA_TTABLE);
   em_ref_opts opts = {0, 0};
   int64_t given[EM_MAX_SYMS], vals[EM_MAX_SYMS];
-  for (int i = 0; i < EM_MAX_SYMS; i++) given[i] = -1;
+  for (int i = 0; i < EM_MAX_SYMS; i++) given[i] = EM_SYM_UNBOUND;
   char err[EM_ERR_MAX];
   if (lua_istable(L, 3)) {
     lua_getfield(L, 3, "keep_all");
@@ -265,21 +299,9 @@ static int l_run(lua_State *L) {
     opts.nthreads = (int)luaL_optnumber(L, -1, 0);
     lua_pop(L, 2);
     lua_getfield(L, 3, "bind");
-    if (lua_istable(L, -1)) {
-      lua_pushnil(L);
-      while (lua_next(L, -2)) {
-        const char *k = lua_type(L, -2) == LUA_TSTRING ? lua_tostring(L, -2) : "?";
-        int i = em_symtab_find(&g->syms, k);
-        if (i < 0 || g->syms.s[i].derived) {
-          snprintf(err, sizeof err, "graph '%s' has no symbol '%s'", g->name, k);
-          lua_pop(L, 3);
-          return em_lua_fail(L, err);
-        }
-        given[i] = (int64_t)lua_tonumber(L, -1);
-        lua_pop(L, 1);
-      }
-    }
+    int bad = em_lua_binding(L, lua_gettop(L), g, given, err);
     lua_pop(L, 1);
+    if (bad) return em_lua_fail(L, err);
   }
   if (em_ref_bind(g, given, vals, err)) return em_lua_fail(L, err);
   em_tensor **ins = em_alloc(sizeof(em_tensor *) * (size_t)(g->inputs.n ? g->inputs.n : 1));
@@ -298,7 +320,11 @@ static int l_run(lua_State *L) {
   em_ref_result res;
   em_status st = em_ref_run(g, vals, ins, &opts, &res, err);
   free(ins);
-  if (st) return em_lua_fail(L, err);
+  if (st) {
+    em_lua_fail(L, err);
+    lua_pushinteger(L, st); /* 1: a runtime failure (memory); 2: the graph or its inputs */
+    return 3;
+  }
   lua_newtable(L);
   for (int v = 0; v < res.nvalues; v++) {
     if (!res.vals[v] || g->values.v[v].kind != EM_V_NODE) continue;
@@ -322,7 +348,8 @@ static int l_run(lua_State *L) {
 static int l_rope_tables(lua_State *L) {
   int dt = em_dtype_parse(luaL_checkstring(L, 1));
   if (dt < 0) luaL_argerror(L, 1, "unknown dtype");
-  int64_t P = (int64_t)luaL_checknumber(L, 2);
+  int64_t P;
+  if (em_lua_toint(L, 2, &P)) luaL_argerror(L, 2, "rows must be an integer within ±2^53");
   luaL_checktype(L, 3, LUA_TTABLE);
   double scaling = luaL_optnumber(L, 4, 1.0);
   int half = (int)lua_objlen(L, 3);
@@ -361,7 +388,7 @@ static int l_rope_tables(lua_State *L) {
 
 int luaopen_emmy_ref(lua_State *L) {
   static const luaL_Reg methods[] = {{"save", t_save},   {"shape", t_shape}, {"dtype", t_dtype},
-                                     {"numel", t_numel}, {"get", t_get},     {"set", t_set},     {"cast", t_cast},     {"to_table", t_to_table},
+                                     {"numel", t_numel}, {"get", t_get},     {"set", t_set},     {"cast", t_cast},     {"to_table", t_to_table}, {"stats", t_stats},
                                      {NULL, NULL}};
   em_lua_class(L, TENSOR_T, methods, t_gc, t_tostring);
   static const luaL_Reg fns[] = {{"tensor", l_tensor},   {"random", l_random},   {"full", l_full},

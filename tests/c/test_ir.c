@@ -74,6 +74,69 @@ TEST(dim_parse_errors) {
   CHECK(em_symtab_add(&st, "s", 8, 1, 64, err) < 0 && strstr(err, "twice"));
   CHECK(em_symtab_add(&st, "9x", 8, 1, 64, err) < 0);
   CHECK(em_symtab_add(&st, "t", 100, 1, 64, err) < 0 && strstr(err, "outside"));
+  CHECK(em_symtab_add(&st, "u", 8, -5, 64, err) < 0 && strstr(err, "min -5 is negative"));
+}
+
+/* issue 21: "9223372036854775807*9223372036854775807" parsed as 1 (the product wrapped); every constant,
+ * sum and product is checked, and a wrap is an error naming the expression. */
+TEST(dim_overflow_is_an_error) {
+  em_symtab st = {0};
+  char err[EM_ERR_MAX];
+  em_symtab_add(&st, "s", 8, 1, 64, err);
+  em_dim d;
+  const char *bad[] = {"9223372036854775807*9223372036854775807", "9223372036854775808", "99999999999999999999999",
+                       "9223372036854775807+1", "-9223372036854775807-2", "4611686018427387904*2",
+                       "3037000500*3037000500", "9223372036854775807*s+9223372036854775807*s",
+                       "(s+1)*9223372036854775807*2", "-(-9223372036854775807-1)", "cdiv(9223372036854775807*2,3)"};
+  for (int i = 0; i < (int)(sizeof bad / sizeof bad[0]); i++) {
+    err[0] = 0;
+    int rc = em_dim_parse(&st, bad[i], &d, err);
+    CHECK(rc == EM_EINPUT && (strstr(err, "beyond 64 bits") != NULL));
+    if (rc != EM_EINPUT) fprintf(stderr, "    '%s' parsed as %s\n", bad[i], F(&st, d));
+  }
+  /* the extremes that fit are kept exactly and printed without overflow */
+  CHECK(!strcmp(F(&st, P(&st, "9223372036854775807")), "9223372036854775807"));
+  CHECK(!strcmp(F(&st, P(&st, "-9223372036854775807")), "-9223372036854775807"));
+  CHECK(em_dim_parse(&st, "-9223372036854775807-1", &d, err) == EM_EINPUT); /* -2^63 could not print back */
+  CHECK(!strcmp(F(&st, P(&st, "3037000499*3037000499")), "9223372030926249001"));
+  em_dim a = em_dim_const(INT64_MAX), b = em_dim_const(2), o;
+  CHECK(em_dim_mul(&a, &b, &o) == EM_DIM_EOVERFLOW && em_dim_add(&a, &a, &o) == EM_DIM_EOVERFLOW);
+  em_dim mn = em_dim_const(INT64_MIN), m1 = em_dim_const(-1);
+  CHECK(em_dim_sub(&b, &mn, &o) == EM_DIM_EOVERFLOW && em_dim_divexact(&mn, &m1, &o) == EM_DIM_EOVERFLOW);
+  CHECK(em_dim_cdiv(&st, &a, 2, &o, err) == EM_OK && o.t[0].coef == INT64_MAX / 2 + 1); /* no v + c - 1 */
+  /* evaluation at a binding is checked: s^3 at s = 2^22 is 2^66 */
+  em_dim cube = P(&st, "s*s*s"), x;
+  int64_t vals[EM_MAX_SYMS] = {(int64_t)1 << 22}, v;
+  CHECK(em_dim_eval_checked(&st, &cube, vals, &v) == EM_DIM_EOVERFLOW);
+  vals[0] = 1 << 20;
+  CHECK(em_dim_eval_checked(&st, &cube, vals, &v) == 0 && v == (int64_t)1 << 60);
+  x = P(&st, "4*s*s*s+4*s*s*s");
+  CHECK(em_dim_eval_checked(&st, &x, vals, &v) == EM_DIM_EOVERFLOW);
+}
+
+/* issue 21: 10,000 nested parentheses overflowed the C stack; nesting is bounded by EM_DIM_MAX_DEPTH. */
+TEST(dim_parse_depth_limit) {
+  em_symtab st = {0};
+  char err[EM_ERR_MAX];
+  em_symtab_add(&st, "s", 8, 1, 64, err);
+  static char buf[90000]; /* 10,000 levels of "cdiv(" … ",1)" */
+  em_dim d;
+  const char *open[] = {"(", "-", "cdiv(", "-("};
+  for (int k = 0; k < 4; k++) {
+    for (int depth = EM_DIM_MAX_DEPTH - 2; depth <= 10000; depth = depth < 100 ? depth + 1 : depth * 10) {
+      size_t o = 0, lo = strlen(open[k]);
+      for (int i = 0; i < depth; i++, o += lo) memcpy(buf + o, open[k], lo);
+      buf[o++] = 's';
+      for (int i = 0; i < depth; i++) {
+        if (k == 2) buf[o++] = ',', buf[o++] = '1';
+        if (k != 1) buf[o++] = ')';
+      }
+      buf[o] = 0;
+      em_status rc = em_dim_parse(&st, buf, &d, err);
+      int deep = depth * (k == 3 ? 2 : 1) >= EM_DIM_MAX_DEPTH; /* "-(" opens two levels */
+      CHECK(deep ? rc == EM_EINPUT && strstr(err, "nesting deeper than") != NULL && strlen(err) < 300 : rc == EM_OK);
+    }
+  }
 }
 
 TEST(op_schemas_parse) {
@@ -184,4 +247,60 @@ TEST(hash_invariants) {
   CHECK(small_graph_hash("seq", 9, 0) == h); /* names and hints excluded */
   CHECK(small_graph_hash("s", 8, 1) == h);    /* declaration interleaving excluded */
   CHECK(h != EM_FNV_SEED); /* the golden value of a full graph lives in tests/lua/test_ir.lua */
+}
+
+/* issue 21: an input of [2147483648]*3 compiled to a kernel whose total was 0 (the element count wrapped).
+ * Shapes whose element count or byte size passes 63 bits are refused where they enter the graph. */
+TEST(shape_overflow_refused) {
+  em_graph *g = em_graph_new("t");
+  char err[EM_ERR_MAX];
+  em_symtab_add(&g->syms, "s", 8, 1, (int64_t)1 << 40, err);
+  em_shape sh = {3};
+  for (int i = 0; i < 3; i++) sh.d[i] = em_dim_const((int64_t)1 << 31);
+  CHECK(em_graph_add_input(g, "x", EM_V_INPUT, NULL, EM_F32, &sh, err) < 0 &&
+        strstr(err, "input 'x': shape [2147483648, 2147483648, 2147483648] has more than 2^63-1 elements"));
+  sh.rank = 2; /* 2^62 elements fit; their 2^65 bytes as f64 do not */
+  CHECK(em_graph_add_input(g, "x", EM_V_INPUT, NULL, EM_F64, &sh, err) < 0 && strstr(err, "more than 2^63-1 bytes"));
+  sh.rank = 1;
+  sh.d[0] = em_dim_const(-3);
+  CHECK(em_graph_add_input(g, "x", EM_V_INPUT, NULL, EM_F32, &sh, err) < 0 && strstr(err, "negative size"));
+  /* a node whose result passes 63 bits: expand [1] to [2^62, 8] */
+  int one = add_in(g, "one", EM_F32, 1, (const char *[]){"1"});
+  em_arg a[EM_MAX_ARGS];
+  args_default(EM_OP_EXPAND, a);
+  a[0].present = 1, a[0].tensor = one;
+  a[1].present = 1, a[1].n = 2, a[1].ilist = em_alloc(2 * sizeof(em_dim));
+  a[1].ilist[0] = em_dim_const((int64_t)1 << 62), a[1].ilist[1] = em_dim_const(8);
+  CHECK(em_graph_add_node(g, EM_OP_EXPAND, a, "big", NULL, NULL, err) < 0 && strstr(err, "node 'big'") &&
+        strstr(err, "more than 2^63-1 elements"));
+  /* symbolic shapes are checked at each binding: [s, s, s] f32 is fine at s = 1024, not at s = 2^21 */
+  int x = add_in(g, "cube", EM_F32, 3, (const char *[]){"s", "s", "s"});
+  CHECK(x >= 0);
+  int64_t vals[EM_MAX_SYMS] = {1024};
+  CHECK(em_graph_check_binding(g, vals, err) == EM_OK);
+  vals[0] = (int64_t)1 << 21;
+  CHECK(em_graph_check_binding(g, vals, err) == EM_EINPUT &&
+        strstr(err, "at s=2097152, value 'cube' [s, s, s] is more than 2^63-1 bytes"));
+  em_graph_free(g);
+}
+
+/* issue 21: a 40,000-node chain took 26 s to load (each name lookup scanned every value). */
+TEST(graph_find_is_indexed) {
+  em_graph *g = em_graph_new("chain");
+  char err[EM_ERR_MAX], name[32];
+  int prev = add_in(g, "x", EM_F32, 1, (const char *[]){"4"});
+  for (int i = 0; i < 20000; i++) {
+    em_arg a[EM_MAX_ARGS];
+    args_default(EM_OP_NEG, a);
+    a[0].present = 1, a[0].tensor = prev;
+    snprintf(name, sizeof name, "v%d", i);
+    prev = em_graph_add_node(g, EM_OP_NEG, a, name, NULL, NULL, err);
+  }
+  CHECK(prev == 20000 && em_graph_find(g, "v19999") == 20000 && em_graph_find(g, "x") == 0);
+  CHECK(em_graph_find(g, "v20000") == -1 && em_graph_find(g, "") == -1);
+  em_arg a[EM_MAX_ARGS];
+  args_default(EM_OP_NEG, a);
+  a[0].present = 1, a[0].tensor = prev;
+  CHECK(em_graph_add_node(g, EM_OP_NEG, a, "v123", NULL, NULL, err) < 0 && strstr(err, "used twice"));
+  em_graph_free(g);
 }

@@ -163,12 +163,16 @@ TEST(ref_tensor_new_limits) {
   char err[EM_ERR_MAX] = "";
   int64_t big[2] = {(int64_t)1 << 30, (int64_t)1 << 20};
   CHECK(em_tensor_new(EM_F32, 2, big, err) == NULL);
-  CHECK(strstr(err, "2^40") != NULL);
+  CHECK(strstr(err, "a f32 tensor [1073741824, 1048576] needs 4194304.0 GiB, more than the ") != NULL);
+  int64_t huge[3] = {(int64_t)1 << 31, (int64_t)1 << 31, (int64_t)1 << 31}; /* 2^93 elements: wraps to 0 */
+  CHECK(em_tensor_new(EM_F32, 3, huge, err) == NULL && strstr(err, "more than 2^63-1 elements") != NULL);
+  int64_t bytes[2] = {(int64_t)1 << 31, (int64_t)1 << 31}; /* 2^62 elements fit, their 2^64 bytes do not */
+  CHECK(em_tensor_new(EM_F64, 2, bytes, err) == NULL && strstr(err, "more than 2^63-1 bytes") != NULL);
   int64_t neg = -1;
   CHECK(em_tensor_new(EM_F32, 1, &neg, err) == NULL);
   em_tensor *s = em_tensor_new(EM_F64, 0, NULL, err);
   CHECK(s && s->numel == 1 && s->rank == 0);
-  em_tensor *c = em_tensor_clone(s);
+  em_tensor *c = em_tensor_clone(s, err);
   CHECK(c && c->data != s->data);
   em_tensor_free(s);
   em_tensor_free(c);
@@ -1087,7 +1091,7 @@ TEST(ref_bind) {
   em_dim sd = em_dim_sym(s), cd;
   CHECK(em_dim_cdiv(&g->syms, &sd, 64, &cd, err) == EM_OK); /* a derived symbol cdiv(seq_len, 64) */
   int64_t given[EM_MAX_SYMS], out[EM_MAX_SYMS];
-  for (int i = 0; i < EM_MAX_SYMS; i++) given[i] = -1;
+  for (int i = 0; i < EM_MAX_SYMS; i++) given[i] = EM_SYM_UNBOUND;
   CHECK(em_ref_bind(g, given, out, err) == EM_EINPUT);
   CHECK(strstr(err, "symbol 'batch' is unbound") != NULL && strstr(err, "--bind batch=N") != NULL);
   given[b] = 9;
@@ -1099,8 +1103,15 @@ TEST(ref_bind) {
   CHECK(out[s] == 100 && out[b] == 2);
   CHECK(em_dim_eval(&g->syms, &cd, out) == 2);
   if (g->syms.n == 3) CHECK(out[2] == 2);
-  given[s] = -1; /* the hint */
+  given[s] = EM_SYM_UNBOUND; /* the hint */
   CHECK(em_ref_bind(g, given, out, err) == EM_OK && out[s] == 512);
+  /* a given value is checked, never replaced by the hint: negative, 0 under min 1, over max */
+  int64_t bad[] = {-5, 0, 4097, INT64_MAX, INT64_MIN + 1};
+  for (int i = 0; i < (int)(sizeof bad / sizeof bad[0]); i++) {
+    given[s] = bad[i];
+    CHECK(em_ref_bind(g, given, out, err) == EM_EINPUT && strstr(err, "symbol 'seq_len' = ") != NULL &&
+          strstr(err, "outside its range [1, 4096]") != NULL);
+  }
   em_graph_free(g);
 }
 
@@ -1120,7 +1131,8 @@ TEST(ref_symbolic_run_and_input_checks) {
   defaults(EM_OP_SUM, a), aT(&a[0], sl), aIL(&a[1], 1, 0);
   int su = node(g, EM_OP_SUM, a);
   em_graph_add_output(g, su, NULL);
-  int64_t given[EM_MAX_SYMS] = {3, -1, -1, -1, -1, -1, -1, -1}, vals[EM_MAX_SYMS];
+  int64_t given[EM_MAX_SYMS] = {3, EM_SYM_UNBOUND, EM_SYM_UNBOUND, EM_SYM_UNBOUND, EM_SYM_UNBOUND, EM_SYM_UNBOUND,
+                                EM_SYM_UNBOUND, EM_SYM_UNBOUND}, vals[EM_MAX_SYMS];
   CHECK(em_ref_bind(g, given, vals, err) == EM_OK);
   em_tensor *in = tens(EM_BF16, 2, (int64_t[]){3, 2}, (double[]){1, 2, 3, 4, 5, 6});
   em_ref_result r;
