@@ -150,6 +150,9 @@ int main(int argc, char **argv) {
     fprintf(stderr, "emmy: cannot create the Lua state\n");
     return 1;
   }
+  /* the rule sandbox's memory ceiling (emmy.budget); it outlives the state */
+  em_budget budget;
+  em_budget_install(L, &budget);
   setup(L, argc, argv);
   lua_pushcfunction(L, traceback);
   int rc;

@@ -11,6 +11,7 @@
 
 /* X(module suffix) — require "emmy.<suffix>" opens luaopen_emmy_<suffix>. */
 #define EM_LUA_MODULES(X) \
+  X(budget)               \
   X(cuda)                 \
   X(ir)                   \
   X(knobs)                \
@@ -27,6 +28,19 @@ EM_LUA_MODULES(X)
 
 /* Registers every emmy module and cjson in package.preload. */
 void em_preload_modules(lua_State *L);
+
+/* The memory ceiling of the rule sandbox (lib_budget.c): the state's allocator, wrapped. Owned by the host. */
+typedef struct em_budget {
+  lua_Alloc inner;   /* LuaJIT's own allocator and its state */
+  void *inner_ud;
+  size_t used;       /* bytes the state holds now */
+  size_t ceiling;    /* 0: none; else the most bytes it may hold */
+  int refused;       /* an allocation was refused since the ceiling was set */
+} em_budget;
+
+/* Wraps L's allocator with b (caller-owned; it must outlive L) and registers b for `emmy.budget`. Call once,
+ * right after the state is created. */
+void em_budget_install(lua_State *L, em_budget *b);
 
 /* Userdata recipe: a box holding one pointer; NULL once closed. */
 typedef struct {
