@@ -1,9 +1,12 @@
 -- emmy.rules — runs the tiling rules of rules/tile/ (or $EMMY_RULES) on a kernel: every gate's verdict with
 -- its reason, the candidate knob assignments of the families whose gates passed (the leaves of the fork
 -- tree), the resource check of each candidate, and knob pins (EMMY_KNOBS, EMMY_<KNOB>).
--- Rule files run in a sandbox holding only the rule API: an unknown global is an error at once.
--- Every knob a rule declares or a fork returns, and every pinned knob, is checked against the knob table
--- (src/knobs.h, `require "emmy.knobs"`): a name it lacks or a value it does not take is an error naming the rule.
+-- Rule files run in emmy.sandbox (the rule API only, budgets per call, read-only facts); what they return is
+-- checked here: a malformed rule, gate verdict, fork option or knob value is one line naming the rule file and
+-- line, and so is a kernel the rules give no candidate. Every knob a rule declares or a fork returns, and every
+-- pinned knob, is checked against the knob table too (src/knobs.h, `require "emmy.knobs"`): a name it lacks or
+-- a value it does not take is an error naming the rule.
+local sandbox = require "emmy.sandbox"
 local sys = require "emmy.sys"
 local knobs = require "emmy.knobs"
 
@@ -14,69 +17,97 @@ local function usage(fmt, ...) require("emmy.cli").usage(fmt, ...) end
 
 function M.dir() return os.getenv("EMMY_RULES") or (EMMY_HOME .. "/rules/tile") end
 
-local SAFE = { "ipairs", "pairs", "tostring", "tonumber", "type", "select", "error", "assert", "unpack", "next" }
+-- Bounds on what rules return. A knob value is a C int of the emitter, and no knob is negative.
+M.KNOB_MIN, M.KNOB_MAX = 0, 2 ^ 31 - 1
+M.MAX_OPTIONS = 10000   -- option tables one fork call returns
+M.MAX_KNOB_NAME = 15    -- characters of a knob name
+M.MAX_KNOBS = #require("emmy.knobs").list() -- knobs one assignment holds (every knob of the table)
+M.MAX_LEAVES = 250000   -- leaves of one kernel's fork product (Qwen3's contractions have about 31,000)
+local FIELDS = { name = "string", family = "string", kinds = "table", knobs = "table", gate = "function", fork = "function" }
 
--- The rule sandbox over folder dir (rules/tile/, rules/prior/): the rule API only, `use "_name"` helpers.
-function M.sandbox(dir, cache)
-  local env = {}
-  for _, k in ipairs(SAFE) do env[k] = _G[k] end
-  env.math = { floor = math.floor, ceil = math.ceil, max = math.max, min = math.min, huge = math.huge, sqrt = math.sqrt,
-    log = math.log, abs = math.abs }
-  env.string = { format = string.format, rep = string.rep, sub = string.sub, find = string.find, match = string.match }
-  env.table = { insert = table.insert, concat = table.concat, sort = table.sort }
-  -- use "_atom": a helper file of the same folder, loaded once into the same sandbox
-  env.use = function(name)
-    if not name:match("^_[%w_]+$") then error("use: helper names start with '_' (got '" .. tostring(name) .. "')", 2) end
-    if cache[name] == nil then
-      local chunk, err = loadfile(dir .. "/" .. name .. ".lua")
-      if not chunk then error(err, 0) end
-      setfenv(chunk, env)
-      cache[name] = chunk()
+local function fail(fmt, ...) error(fmt:format(...), 0) end
+
+local function knob_name_ok(key)
+  return type(key) == "string" and key:match("^[A-Z][A-Z0-9_]*$") ~= nil and #key <= M.MAX_KNOB_NAME
+end
+
+local function knob_value_ok(v)
+  return type(v) == "number" and v == math.floor(v) and v >= M.KNOB_MIN and v <= M.KNOB_MAX
+end
+
+local function show(v)
+  if type(v) == "string" then return (("'%s'"):format(#v > 40 and (v:sub(1, 40) .. "...") or v):gsub("[%c]", "?")) end
+  return tostring(v)
+end
+
+-- A host copy of the rule r (a sandbox table) of file (at index i of its list), checked: unknown fields, names,
+-- kinds and declared knobs are errors naming the file and the rule's line.
+local function checked_rule(r, file, i)
+  if type(r) ~= "table" then fail("%s:1: rule %d is a %s, not a table {name = ..., family = ...}", file, i, type(r)) end
+  local line = sandbox.line_of(r.gate) > 0 and sandbox.line_of(r.gate) or sandbox.line_of(r.fork)
+  local at = ("%s:%d: rule %s"):format(file, line > 0 and line or 1, type(r.name) == "string" and show(r.name) or tostring(i))
+  for key, v in pairs(r) do
+    if not FIELDS[key] then
+      fail("%s: unknown field %s (a rule has name, family, kinds, knobs, gate, fork)", at, show(key))
     end
-    return cache[name]
+    if type(v) ~= FIELDS[key] then fail("%s: %s is a %s, not a %s", at, key, type(v), FIELDS[key]) end
   end
-  return setmetatable(env, {
-    __index = function(_, k) error(("unknown global '%s' (rules see only the rule API)"):format(tostring(k)), 2) end,
-    __newindex = function(_, k) error(("rules may not set globals ('%s')"):format(tostring(k)), 2) end,
-  })
+  if type(r.name) ~= "string" or type(r.family) ~= "string" then fail("%s: needs a name and a family", at) end
+  if not r.name:match("^[%w_.%-]+$") or #r.name > 64 then fail("%s: a name is letters, digits, _ . - (64 at most)", at) end
+  if not r.family:match("^[%w_]+$") or #r.family > 32 then fail("%s: family %s: letters, digits and _ (32 at most)", at, show(r.family)) end
+  local out = { name = r.name, family = r.family, gate = r.gate, fork = r.fork, file = file,
+    line = sandbox.line_of(r.gate), fork_line = sandbox.line_of(r.fork) }
+  if r.kinds then
+    out.kinds = {}
+    for j, x in pairs(r.kinds) do
+      if type(j) ~= "number" or type(x) ~= "string" then fail("%s: kinds is a list of kind names", at) end
+      out.kinds[#out.kinds + 1] = x
+    end
+  end
+  if r.knobs then
+    out.knobs = {}
+    for key, v in pairs(r.knobs) do
+      if not knob_name_ok(key) then
+        fail("%s: knob %s: a knob name is A-Z, 0-9, _ (%d characters at most)", at, show(key), M.MAX_KNOB_NAME)
+      end
+      if not knob_value_ok(v) then
+        fail("%s: knob %s's default %s is not an integer in %d..%d", at, key, show(v), M.KNOB_MIN, M.KNOB_MAX)
+      end
+      out.knobs[key] = v
+    end
+  end
+  return out
 end
 
--- Runs the rule-API file at path in sandbox env; returns the table it returns or raises one line naming the
--- file (`what` says what it must return).
-function M.run_file(env, path, what)
-  local chunk, err = loadfile(path)
-  if not chunk then error(err, 0) end
-  setfenv(chunk, env)
-  local ok, v = pcall(chunk)
-  if not ok then error(tostring(v), 0) end
-  if type(v) ~= "table" then error(("%s: %s"):format(path, what), 0) end
-  return v
-end
-
--- Loads every NNN_*.lua rule file; returns list of rules {name, family, kinds, gate, fork, knobs, file,
--- line} or raises one line naming the file.
+-- Loads every NNN_*.lua rule file; returns list of rules {name, family, kinds, knobs, gate, fork, file, line
+-- (the gate's), fork_line} or raises one line naming the file. A folder without rule files is an error.
 function M.load(dir)
   dir = dir or M.dir()
   local files = sys.listdir(dir)
+  local from_env = os.getenv("EMMY_RULES") == dir
   if not files then error(("rules folder %s does not exist (EMMY_RULES)"):format(dir), 0) end
-  local out, cache = {}, {}
-  local env = M.sandbox(dir, cache)
+  local display = sandbox.display(dir, EMMY_HOME .. "/rules/tile", "rules/tile")
+  local env = sandbox.env(dir, display)
+  local out = {}
   for _, f in ipairs(files) do
     if f:match("^%d+_.*%.lua$") then
-      local path = dir .. "/" .. f
-      local list = M.run_file(env, path, "a rule file must return a list of rules")
-      for i, r in ipairs(list) do
-        if type(r.name) ~= "string" or type(r.family) ~= "string" then
-          error(("%s: rule %d needs a name and a family"):format(path, i), 0)
+      local file = display .. "/" .. f
+      local list = sandbox.run_file(env, dir .. "/" .. f, file, "a rule file must return a list of rules")
+      local n = #list
+      for key in pairs(list) do
+        if type(key) ~= "number" or key < 1 or key > n or key % 1 ~= 0 then
+          fail("%s:1: a rule file returns a list of rules ({ { name = ..., family = ... }, ... }); it has the key %s", file, show(key))
         end
-        r.file = "rules/tile/" .. f
-        r.path = path
-        local info = r.gate and debug.getinfo(r.gate, "S")
-        r.line = info and info.linedefined or 0
-        M.check_declared(r)
-        out[#out + 1] = r
+      end
+      for i = 1, n do
+        local cr = checked_rule(list[i], file, i)
+        M.check_declared(cr)
+        out[#out + 1] = cr
       end
     end
+  end
+  if #out == 0 then
+    fail("rules folder %s%s holds no rules (files NNN_name.lua returning a list of rules)", dir, from_env and " (EMMY_RULES)" or "")
   end
   return out
 end
@@ -167,24 +198,94 @@ function M.leaves(fam_order, fam_opts)
   end
 end
 
+-- A verdict's reason on one line (it is printed in tables and recorded).
+local function reason_line(s)
+  s = s:gsub("[%c]+", " ")
+  if #s > 300 then s = s:sub(1, 300) .. "..." end
+  return s
+end
+
+-- Calls rule r's gate on (k, dev) in the sandbox; returns ok, reason or raises one line naming the rule.
+local function run_gate(r, k, dev)
+  local at = { file = r.file, line = r.line, what = "gate " .. r.name, views = { "k", "dev" } }
+  local r1 = sandbox.pack(sandbox.call(at, r.gate, k, dev))
+  local ok, reason = r1[1], r1[2]
+  if type(ok) ~= "boolean" or (reason ~= nil and type(reason) ~= "string") or r1.n > 2 then
+    local got = {}
+    for i = 1, r1.n do got[i] = type(r1[i]) end
+    fail("%s:%d: gate %s returned (%s); a gate returns ok (a boolean) and a reason (a string)", r.file, r.line, r.name,
+      table.concat(got, ", "))
+  end
+  return ok, reason and reason_line(reason)
+end
+
+-- Calls rule r's fork on (k, dev) in the sandbox; returns host copies of its option tables {KNOB = value} or
+-- raises one line naming the rule (a knob no rule declares is checked by the caller, once every rule is read).
+local function run_fork(r, k, dev)
+  local ir = require "emmy.ir"
+  local line = r.fork_line
+  local at = { file = r.file, line = line, what = "fork " .. r.name, views = { "k", "dev" } }
+  local r1 = sandbox.pack(sandbox.call(at, r.fork, k, dev))
+  local list = r1[1]
+  local where = ("%s:%d: fork %s"):format(r.file, line, r.name)
+  if type(list) ~= "table" or r1.n ~= 1 then
+    fail("%s returned %s; a fork returns one list of option tables", where, r1.n == 1 and ("a " .. type(list)) or (r1.n .. " values"))
+  end
+  if getmetatable(list) ~= nil then fail("%s returned one of the facts it was given, not a new list of options", where) end
+  local n = #list
+  if n > M.MAX_OPTIONS then fail("%s returned %d options; a fork call returns at most %d", where, n, M.MAX_OPTIONS) end
+  for key in pairs(list) do
+    if type(key) ~= "number" or key < 1 or key > n or key % 1 ~= 0 then
+      fail("%s returned a table with the key %s; a fork returns a list of option tables", where, show(key))
+    end
+  end
+  local out = {}
+  for i = 1, n do
+    local o = list[i]
+    if type(o) ~= "table" then fail("%s: option %d is a %s, not a table {KNOB = value}", where, i, type(o)) end
+    if getmetatable(o) ~= nil then fail("%s: option %d is one of the facts it was given, not a new option table", where, i) end
+    local c, nk = {}, 0
+    for key, v in pairs(o) do
+      nk = nk + 1
+      if nk > M.MAX_KNOBS then fail("%s: option %d sets more than %d knobs", where, i, M.MAX_KNOBS) end
+      if not knob_name_ok(key) then fail("%s: option %d: %s is not a knob name (A-Z, 0-9, _)", where, i, show(key)) end
+      if not knob_value_ok(v) then
+        fail("%s: option %d sets %s=%s; a knob value is an integer in %d..%d", where, i, key, show(v), M.KNOB_MIN, M.KNOB_MAX)
+      end
+      c[key] = v
+    end
+    out[i] = c
+  end
+  return out
+end
+
 -- Evaluates the rules on kernel facts k and device facts dev.
 -- Returns { verdicts = {{rule, family, file, line, ok, reason}}, declared = {KNOB = default},
---           family_of = {KNOB = FAMILY}, candidates = {{knobs, string}}, rejected = {{string, reason}} }.
+--           family_of = {KNOB = FAMILY}, set_by = {KNOB = "fork NAME (FILE:LINE)", the first fork setting it},
+--           candidates = {{knobs, string}}, rejected = {{string, reason}} }.
+-- Raises one line naming the rule file and line when a rule fails, overruns its budget or returns what a rule
+-- may not, when the fork product passes M.MAX_LEAVES, and when the kernel is left with no candidate.
 function M.evaluate(rules, k, dev)
-  local res = { verdicts = {}, declared = {}, family_of = {}, declared_by = {}, candidates = {}, rejected = {} }
-  local fam_opts, fam_order = {}, {}
+  local ir = require "emmy.ir"
+  local res = { verdicts = {}, declared = {}, family_of = {}, declared_by = {}, set_by = {}, candidates = {}, rejected = {} }
+  local fam_opts, fam_order, fam_rules = {}, {}, {}
+  local ndeclared, applied = 0, 0
   for _, r in ipairs(rules) do
     if applies(r, k) then
+      applied = applied + 1
       for key, def in pairs(r.knobs or {}) do
-        if res.declared[key] == nil then res.declared[key] = def end
+        if res.declared[key] == nil then
+          ndeclared = ndeclared + 1
+          if ndeclared > M.MAX_KNOBS then
+            fail("%s:%d: rule %s declares %s, knob %d of kind %s; a kernel has at most %d", r.file,
+              math.max(1, r.line), r.name, key, ndeclared, tostring(k.kind), M.MAX_KNOBS)
+          end
+          res.declared[key] = def
+        end
         res.family_of[key] = res.family_of[key] or r.family
       end
       local ok, reason = true, nil
-      if r.gate then
-        local okc, a, b = pcall(r.gate, k, dev)
-        if not okc then error(("%s:%d: gate %s: %s"):format(r.file, r.line, r.name, tostring(a)), 0) end
-        ok, reason = a and true or false, b
-      end
+      if r.gate then ok, reason = run_gate(r, k, dev) end
       res.verdicts[#res.verdicts + 1] = { rule = r.name, family = r.family, file = r.file, line = r.line, ok = ok,
         reason = reason or (ok and "ok" or "refused (no reason given)") }
       for key in pairs(r.knobs or {}) do
@@ -193,15 +294,46 @@ function M.evaluate(rules, k, dev)
         if not prev or (not prev.ok and ok) then res.declared_by[key] = res.verdicts[#res.verdicts] end
       end
       if ok and r.fork then
-        local okc, list = pcall(r.fork, k, dev)
-        if not okc then error(("%s: fork %s: %s"):format(r.file, r.name, tostring(list)), 0) end
-        if type(list) ~= "table" then error(("%s: fork %s must return a list of option tables"):format(r.file, r.name), 0) end
+        local list = run_fork(r, k, dev)
         check_options(r, list)
         if not fam_opts[r.family] then
           fam_opts[r.family] = {}
           fam_order[#fam_order + 1] = r.family
         end
-        for _, o in ipairs(list) do table.insert(fam_opts[r.family], o) end
+        for _, o in ipairs(list) do
+          local opts = fam_opts[r.family]
+          opts[#opts + 1] = o
+          fam_rules[o] = r
+          for key in pairs(o) do
+            res.set_by[key] = res.set_by[key] or ("fork %s (%s:%d)"):format(r.name, r.file, r.fork_line)
+          end
+        end
+      end
+    end
+  end
+  if applied == 0 then
+    fail("%s (%s): no rule applies to this kind of kernel (rules folder %s)", tostring(k.name), tostring(k.kind), M.dir())
+  end
+  -- every knob an option sets is declared by a rule of this kernel; the product of the families stays bounded
+  local product, parts = 1, {}
+  for _, fam in ipairs(fam_order) do
+    local opts = fam_opts[fam]
+    for i, o in ipairs(opts) do
+      for key in pairs(o) do
+        if res.declared[key] == nil then
+          local r = fam_rules[o]
+          fail("%s:%d: fork %s: option %d sets %s, a knob no rule declares for kind %s (declare it in knobs = {...})",
+            r.file, r.fork_line, r.name, i, key, tostring(k.kind))
+        end
+      end
+    end
+    if #opts > 0 then
+      product = product * #opts
+      parts[#parts + 1] = ("%s %d"):format(fam, #opts)
+      if product > M.MAX_LEAVES then
+        local r = fam_rules[opts[#opts]]
+        fail("%s:%d: fork %s: the fork product reaches %.0f leaves (%s), over the %d a kernel may have", r.file,
+          r.fork_line, r.name, product, table.concat(parts, " x "), M.MAX_LEAVES)
       end
     end
   end
@@ -217,6 +349,17 @@ function M.evaluate(rules, k, dev)
     if okr then res.candidates[#res.candidates + 1] = { knobs = c, string = s }
     else res.rejected[#res.rejected + 1] = { string = s, reason = why } end
     ::next_leaf::
+  end
+  if #res.candidates == 0 then
+    local refused = {}
+    for _, v in ipairs(res.verdicts) do
+      if not v.ok then refused[#refused + 1] = ("%s (%s:%d): %s"):format(v.rule, v.file, v.line, v.reason) end
+    end
+    fail("%s (%s): the rules leave no candidate: %d rejected by the resource check (first: %s: %s)%s",
+      tostring(k.name), tostring(k.kind), #res.rejected,
+      res.rejected[1] and (res.rejected[1].string ~= "" and res.rejected[1].string or "no knobs") or "-",
+      res.rejected[1] and tostring(res.rejected[1].reason) or "-",
+      #refused > 0 and ("; refused: " .. table.concat(refused, "; ")) or "")
   end
   return res
 end
