@@ -27,7 +27,7 @@ fi
 echo "== Lua tests ($BIN)"
 EMMY_PYTHON=$PY "$BIN" tests/lua/run.lua > "$log/lua" 2>&1; grep -v '^ok ' "$log/lua"; tally "$log/lua" tests/lua
 if [ "$mode" != "--lua-only" ] && [ -x ./emmy-asan ]; then
-  echo "== host, IR and JSON tests under AddressSanitizer + UBSan (./emmy-asan)"
+  echo "== host, IR, JSON and rule-sandbox tests under AddressSanitizer + UBSan (./emmy-asan)"
   EMMY_BIN=./emmy-asan ./emmy-asan tests/lua/run.lua host/ > "$log/asan1" 2>&1; grep -v '^ok ' "$log/asan1"; tally "$log/asan1" asan-host
   EMMY_BIN=./emmy-asan ./emmy-asan tests/lua/run.lua json/ > "$log/asan2" 2>&1; grep -v '^ok ' "$log/asan2"; tally "$log/asan2" asan-json
   EMMY_BIN=./emmy-asan ./emmy-asan tests/lua/run.lua ir/ > "$log/asan3" 2>&1; grep -v '^ok ' "$log/asan3"; tally "$log/asan3" asan-ir
@@ -35,6 +35,7 @@ if [ "$mode" != "--lua-only" ] && [ -x ./emmy-asan ]; then
   EMMY_BIN=./emmy-asan ./emmy-asan tests/lua/run.lua faults/ > "$log/asan4" 2>&1; grep -v '^ok ' "$log/asan4"; tally "$log/asan4" asan-faults
   # the fuzz and fault cases of dims, sizes and input validation, in process and in the commands they spawn
   EMMY_BIN=./emmy-asan ./emmy-asan tests/lua/run.lua fuzz_inputs/ > "$log/asan5" 2>&1; grep -v '^ok ' "$log/asan5"; tally "$log/asan5" asan-fuzz-inputs
+  EMMY_BIN=./emmy-asan ./emmy-asan tests/lua/run.lua rules_sandbox/ > "$log/asan6" 2>&1; grep -v '^ok ' "$log/asan6"; tally "$log/asan6" asan-rules
 fi
 echo "== GPU tests"
 sh tests/gpu/run.sh --list-skip > "$log/gpu" 2>&1; cat "$log/gpu"; tally "$log/gpu" tests/gpu
