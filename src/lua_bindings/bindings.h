@@ -38,8 +38,8 @@ typedef struct em_budget {
   int refused;       /* an allocation was refused since the ceiling was set */
 } em_budget;
 
-/* Wraps L's allocator with b (caller-owned; it must outlive L) and registers b for `emmy.budget`. Call once,
- * right after the state is created. */
+/* Wraps L's allocator with b (caller-owned; it must outlive L) and registers b for `emmy.budget`; does nothing
+ * where this LuaJIT takes no custom allocator (a non-GC64 build). Call once, right after the state is created. */
 void em_budget_install(lua_State *L, em_budget *b);
 
 /* Userdata recipe: a box holding one pointer; NULL once closed. */

@@ -2,6 +2,7 @@
  * (scripts/emmy/sandbox.lua). main.c wraps the state's allocator once (em_budget_install); while a ceiling is
  * set, an allocation that would pass it fails, which LuaJIT raises as "not enough memory" in the code that asked.
  * The ceiling lifts itself at that refusal, so the error unwinds and the host's own allocations succeed. */
+#include <stdlib.h>
 #include <time.h>
 
 #include "bindings.h"
@@ -21,7 +22,24 @@ static void *budget_alloc(void *ud, void *p, size_t osize, size_t nsize) {
   return q;
 }
 
+/* A plain allocator for the probe below. */
+static void *probe_alloc(void *ud, void *p, size_t osize, size_t nsize) {
+  (void)ud;
+  (void)osize;
+  if (nsize == 0) {
+    free(p);
+    return NULL;
+  }
+  return realloc(p, nsize);
+}
+
 void em_budget_install(lua_State *L, em_budget *b) {
+  /* LuaJIT takes a custom allocator only in GC64 builds (the x86-64 default since 2.1's 2020 sources; Debian's
+   * 2.1.0~beta3+git20220320 is one): elsewhere lua_newstate refuses one, and the wrapper is left out, so the
+   * sandbox keeps only its hook's check (budget.ceiling returns false) */
+  lua_State *probe = lua_newstate(probe_alloc, NULL);
+  if (!probe) return;
+  lua_close(probe);
   b->inner = lua_getallocf(L, &b->inner_ud);
   b->used = (size_t)lua_gc(L, LUA_GCCOUNT, 0) * 1024 + (size_t)lua_gc(L, LUA_GCCOUNTB, 0);
   b->ceiling = 0;
