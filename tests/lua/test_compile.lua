@@ -285,7 +285,7 @@ test("CLUSTER=2: 2-CTA clusters along N multicast the shared A tile; an empty ba
   check(not o1:find("em_cluster", 1, true) and not o1:find("__cluster_dims__", 1, true) and not o1:find("em_empty", 1, true),
     "no cluster code without CLUSTER=2")
   -- the resource check: two stages, split-K, or no WG_WAIT are refused with the reason
-  refused { "CLUSTER=2,STAGES=2", "CLUSTER=2,SPLIT_K=2", "CLUSTER=2,WG_WAIT=0" }
+  refused { "CLUSTER=2,STAGES=2,PERSIST=0", "CLUSTER=2,SPLIT_K=2", "CLUSTER=2,WG_WAIT=0" }
   nvrtc_compiles("EMMY_KNOBS=k_linear:CLUSTER=2")
 end)
 
@@ -299,7 +299,7 @@ test("PRODUCER=1: a producer warpgroup loads on empty barriers; the consumers on
   local loop = out:match("for %(int kt = 0; kt < nk; kt%+%+%) {%s+const int st.-em_wg_wait0%(%);")
   check(loop and not loop:find("__syncthreads", 1, true) and not loop:find("em_load", 1, true), tostring(loop))
   check(loop and loop:find("em_wg_wait1%(%);%s+if %(kt >= 1 && lane == 0%) asm volatile%(\"mbarrier%.arrive%.shared::cta%.b64"), tostring(loop))
-  refused { "PRODUCER=1,SPLIT_K=2", "PRODUCER=1,WG_WAIT=0", "PRODUCER=1,CLUSTER=2" }
+  refused { "PRODUCER=1,SPLIT_K=2", "PRODUCER=1,WG_WAIT=0", "PRODUCER=1,CLUSTER=2,PERSIST=0" }
   nvrtc_compiles("EMMY_KNOBS=k_linear:PRODUCER=1")
 end)
 

@@ -177,7 +177,8 @@ test("a rule that declares or returns a knob outside the table, or a value it do
   }
   for _, c in ipairs(cases) do
     local code, _, err = compile_with(nil, c[1], c[2]:gsub("%p", "%%%0"), c[3])
-    check(code ~= 0 and #lines_of(err) == 1 and err:find(c[4]), c[3] .. ": " .. err)
+    -- (the rule sandbox names a copied rules folder by its own path: match from the file name on)
+    check(code ~= 0 and #lines_of(err) == 1 and err:find((c[4]:gsub("^rules/tile/", ""))), c[3] .. ": " .. err)
   end
 end)
 
