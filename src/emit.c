@@ -790,7 +790,7 @@ em_status em_emit(const em_tile *t, char **src, em_launch *launch, char *err) {
   long long minb = EX_KNOB(&c, MINB);
   char cdims[64] = "";
   if (cl > 1) snprintf(cdims, sizeof cdims, "__cluster_dims__(%lld, 1, 1) ", cl);
-  if (minb > 1 || launch->persistent) /* (setmaxnreg needs the register cap of one block an SM) */
+  if (minb > 1 || launch->persistent || c.bounds_minb) /* (setmaxnreg needs the register cap of one block an SM) */
     ex_sb_add(&head, "\nextern \"C\" __global__ void %s__launch_bounds__(%d, %lld) %s(", cdims,
               launch->block[0] * launch->block[1] * launch->block[2], minb, t->name);
   else

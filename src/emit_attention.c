@@ -420,6 +420,10 @@ static void k_flash(ectx *c, em_launch *L) {
  * f32 accumulator in registers and runs an online softmax over the keys. KV_TILE > 0 stages KV_TILE keys and
  * values in shared memory, loaded by the whole block; causal blocks stop at their last row's diagonal. */
 void ex_k_attention(ectx *c, em_launch *L) {
+  if (EX_KNOB(c, FLASH) == 2) {
+    ex_k_flash_wgmma(c, L);
+    return;
+  }
   if (EX_KNOB(c, FLASH)) {
     k_flash(c, L);
     return;

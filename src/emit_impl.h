@@ -59,6 +59,8 @@ typedef struct {
   int *vlink;              /* 1 when a view's alignment was derived across it from its input's (or back) */
   char *dimc[EM_MAX_SYMS]; /* C expressions of the symbols */
   const char *extra_prelude; /* helpers only some kernels need (TMA), placed after ex_PRELUDE */
+  int bounds_minb;         /* 1: __launch_bounds__ names MINB even at 1 (a kernel that moves registers between its
+                            * warpgroups with setmaxnreg needs the one-block-an-SM cap) */
   int failed;
   char err[EM_ERR_MAX];
 } ectx;
@@ -115,6 +117,8 @@ void ex_k_row(ectx *c, em_launch *L);
 void ex_k_reduce(ectx *c, em_launch *L);
 void ex_k_contraction(ectx *c, em_launch *L);
 void ex_k_attention(ectx *c, em_launch *L);
+/* Flash attention on wgmma with a TMA producer (FLASH=2, emit_attention_wgmma.c). */
+void ex_k_flash_wgmma(ectx *c, em_launch *L);
 
 /* A contraction's facts, resolved once by ex_k_contraction and shared by its main loops and its epilogue. */
 typedef struct {

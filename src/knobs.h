@@ -118,16 +118,22 @@
     "ldmatrix every k-step, D/2 fewer registers per thread; 0 (default): fragments held in registers, the K/V "        \
     "stages overlay the Q rows")                                                                                       \
   X(QROWS, WORK, 64, "32..1024", "attention", "query rows (threads) per block of the scalar tier")                     \
-  X(FLASH, WORK, 0, "0,1", "attention", "1 (first): flash attention on mma.sync; 0: the scalar tier")                  \
+  X(FLASH, WORK, 0, "0,1,2", "attention",                                                                              \
+    "2: flash attention on Hopper tensor cores (src/emit_attention_wgmma.c): a TMA producer warpgroup streams K and V " \
+    "tiles through a KVST-deep ring, a consumer warpgroup per 64 query rows runs S = QKᵀ and O += PV on wgmma (P from " \
+    "registers) with the online softmax in registers; 1: flash attention on mma.sync; 0: the scalar tier")             \
   X(BQ, WORK, 64, "16,32,64,128,256", "attention (flash)", "query rows per block (a warp per 16)")                     \
   X(BKV, WORK, 32, "16,32,64,128", "attention (flash)", "keys per step staged in shared memory")                       \
   X(KVSPLIT, WORK, 1, "1,2", "attention (flash)",                                                                      \
     "2 (first where K/V are strided views): twice the warps per block, the two halves of each query row group "        \
     "taking alternate K/V tiles, their softmax states merged through shared memory before the epilogue (dynamic "      \
     "shared memory); 1: no split")                                                                                     \
-  X(KVST, WORK, 1, "1,2", "attention (flash)",                                                                         \
+  X(KVST, WORK, 1, "1..4", "attention (flash)",                                                                        \
     "K/V tile stages in shared memory: 2 double-buffers them with cp.async (keys and values that are strided views "   \
-    "of kernel inputs); 1: one stage")                                                                                 \
+    "of kernel inputs); 1: one stage. FLASH=2: the TMA ring's depth, 2 to 4")                                          \
+  X(QPACK, WORK, 0, "0,1", "attention (FLASH=2)",                                                                      \
+    "1: a CTA's consumer warpgroups take the same 64 query rows of consecutive query heads that share a KV head (GQA), " \
+    "so each K/V tile is loaded once for them; 0: consecutive 64-row slices of one head's query tile")                 \
   X(KV_TILE, WORK, 0, "0,8,16,32,64,128", "attention",                                                                 \
     "keys and values staged in shared memory per step of the scalar tier (0: none)")                                   \
   X(PLANT, PLANT, 0, "0..4", "any (test-only)",                                                                        \

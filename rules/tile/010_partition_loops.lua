@@ -238,6 +238,50 @@ return {
     gate = function(k, dev) return true, "one output element per thread" end,
     fork = function(k, dev) return { { BLOCK = 256 }, { BLOCK = 128 }, { BLOCK = 64 }, { BLOCK = 512 } } end },
 
+  -- Flash attention on Hopper tensor cores (FLASH=2, src/emit_attention_wgmma.c): a TMA producer warpgroup
+  -- streams K and V tiles of BKV keys through a KVST-deep ring; a consumer warpgroup per 64 query rows runs
+  -- S = QKᵀ and O += PV on wgmma (P from registers) with the online softmax in registers. BQ 64 (one consumer
+  -- warpgroup; MINB=2: two CTAs an SM, setmaxnreg 40/216) or 128 (two; QPACK=1: the same rows of two query
+  -- heads sharing a KV head, K/V loaded once for both). BQ=128 first where its tiles fill every SM at the hint,
+  -- else BQ=64 (twice the CTAs); BKV=64 with a 4-deep ring first. Measured on the H200 (docs/performance.md, tenth
+  -- session; Qwen3 layer 0 attention, `emmy run … --bench --ab`): b1 s512 14.7 us (BQ 64, BKV 64, KVST 4) against
+  -- 25.1 for the mma.sync tier's best; b8 s512 61.1 (BQ 128) against 131.6; s2048 73.5 (BQ 64, MINB 2) and 76.6
+  -- (BQ 128) against 183.5; TinyLlama (head dim 64) 13.0 against 19.1 for BQ 64 with BKV 128. First on sm_90.
+  { name = "flash_wgmma", family = "WORK", kinds = { "attention" },
+    knobs = { FLASH = 0, BQ = 64, BKV = 32, KVST = 1, KVSPLIT = 1, MINB = 1, QSMEM = 0, QPACK = 0 },
+    gate = function(k, dev)
+      if (dev.cc_major or 0) < 9 then return false, ("compute capability %s has no wgmma (needs 9.0)"):format(dev.cc) end
+      if not atom.is_half(k.dtype) then return false, ("dtype %s (wgmma needs bf16/f16)"):format(k.dtype) end
+      if k.E ~= k.Ev or (k.E ~= 64 and k.E ~= 128) then
+        return false, ("head dims %s/%s (FLASH=2 takes 64 or 128)"):format(tostring(k.E), tostring(k.Ev))
+      end
+      if not k.qkv_rows then return false, "Q, K or V is not a view of a kernel input with 16-byte rows (TMA)" end
+      return true, ("wgmma flash attention with a TMA producer, head dim %d%s"):format(k.E, k.causal and ", causal tiles skipped" or "")
+    end,
+    fork = function(k, dev)
+      local out = {}
+      local rows = (type(k.L) == "number" and k.L or 0) * (k.heads or 1) * (k.batch or 1)
+      local bqs = math.ceil(rows / 128) >= (dev.sm_count or 132) and { 128, 64 } or { 64, 128 }
+      local ratio = (k.kv_heads or 0) > 0 and (k.heads or 1) / k.kv_heads or 1
+      for _, bq in ipairs(bqs) do
+        for _, bkv in ipairs { 64, 128 } do
+          for _, st in ipairs { 4, 3, 2 } do
+            local smem = 1024 + bq * k.E * 2 + 2 * st * bkv * k.E * 2
+            for _, pack in ipairs { 0, 1 } do
+              for _, minb in ipairs { 1, 2 } do
+                local ok = smem * minb <= (dev.smem_optin or dev.smem_static)
+                  and (pack == 0 or (bq == 128 and k.gqa and ratio % 2 == 0)) and (minb == 1 or bq == 64)
+                if ok then
+                  out[#out + 1] = { FLASH = 2, BQ = bq, BKV = bkv, KVST = st, KVSPLIT = 1, MINB = minb, QSMEM = 0, QPACK = pack }
+                end
+              end
+            end
+          end
+        end
+      end
+      return out
+    end },
+
   -- Flash attention on the warp tier: BQ query rows per block (a warp per 16), BKV keys per step staged in
   -- shared memory, QKᵀ and PV on mma.sync, online softmax in f32 (base 2). Offered before the scalar options:
   -- measured 35.9 us against 877.5 us for the scalar default (Qwen3 layer 0, seq_len 512, H200, bench/run.sh).

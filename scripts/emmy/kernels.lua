@@ -149,6 +149,10 @@ function M.facts(k)
       return type(f.E) == "number" and f.E % 8 == 0 and type(sh[#sh]) == "number" and sh[#sh] % 8 == 0
     end
     f.kv_rows = rows_of(x.key) and rows_of(x.value)
+    f.qkv_rows = f.kv_rows and rows_of(x.query)
+    local b = 1
+    for i = 1, r - 3 do b = b * at_hint(g, q.shape[i], bind) end
+    f.batch = b
   else
     local o = g:value(g:outputs()[1])
     local n = 1

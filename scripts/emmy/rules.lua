@@ -460,6 +460,15 @@ function M.resource_check(k, c, dev)
   elseif k.kind == "row" then
     threads = (c.THREADS or 0) * (c.RPB or 1)
     if (c.THREADS or 0) % 32 ~= 0 then return false, "THREADS per row must be a multiple of 32" end
+  elseif k.kind == "attention" and c.FLASH == 2 then
+    -- a consumer warpgroup per 64 query rows and the producer's; the Q tile and the K/V ring are dynamic shared
+    -- memory (opt-in), MINB blocks of it an SM
+    threads = 128 * (math.floor((c.BQ or 0) / 64) + 1)
+    local bytes = 1024 + (c.BQ or 0) * (k.E or 0) * 2 + 2 * (c.KVST or 1) * (c.BKV or 0) * (k.E or 0) * 2
+    if bytes * (c.MINB or 1) > (dev.smem_optin or dev.smem_static) then
+      return false, ("%d B of dynamic shared memory x MINB=%d exceed %d B an SM"):format(bytes, c.MINB or 1, dev.smem_optin or dev.smem_static)
+    end
+    smem = 0
   elseif k.kind == "attention" and c.FLASH == 1 then
     threads = 32 * math.floor((c.BQ or 0) / 16) * (c.KVSPLIT or 1)
     local q, kv = c.BQ or 0, 2 * (c.BKV or 0) * (c.KVST or 1) * (c.KVSPLIT or 1)

@@ -1,0 +1,554 @@
+/* emit_attention_wgmma.c — flash attention on Hopper tensor cores (FLASH=2), as parts over one driver:
+ * the operand transport (Q, K and V rows by TMA from 2-d tensor maps over their kernel inputs, 128-byte
+ * swizzled), the producer (one lane of the last warpgroup loads the Q tile once and streams K and V tiles
+ * through a KVST-deep ring on full/empty mbarriers, K and V on barriers of their own), the consumers (a
+ * warpgroup per 64 query rows: S = QKᵀ by wgmma from shared memory, the online softmax in registers in base
+ * 2, P re-packed from the S accumulators as the A operand of O += PV by wgmma with P from registers and V
+ * N-major), and the epilogue (O / l through the kernel's fused ops to its outputs).
+ * A CTA's warpgroups take consecutive 64-row slices of one head's query tile (QPACK=0), or the same 64 rows
+ * of consecutive query heads that share one KV head (QPACK=1: GQA's K/V tiles loaded once for them). */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "emit_impl.h"
+
+typedef struct {
+  int a, q, k, v, mask;          /* the anchor, its operands, the attention mask (or -1) */
+  const em_shape *qs, *ks, *vs, *os;
+  int r;                         /* rank; batch dims 0..r-3 */
+  int64_t D;                     /* head dim (Q, K and V) */
+  int NWG, BKV, ST, pack, minb;  /* consumer warpgroups, keys a tile, ring depth, QPACK, MINB */
+  int causal, gqa;
+  double scale;
+  em_dtype dt;
+  const char *mt, *pk;           /* "bf16"/"f16"; the f32-pair to 16-bit-pair conversion */
+  int qb, kb, vb;                /* the kernel inputs Q, K and V are views of */
+  em_dim qst[MAXR], kst[MAXR], vst[MAXR];
+  int64_t qin, kin, vin;         /* their inputs' row lengths (the tensor maps' inner extent) */
+  em_shape bat;                  /* the output's batch dims */
+} fa_t;
+
+/* Registers a thread keeps after setmaxnreg: producer + consumers within what the block was given at launch
+ * (65536 / MINB registers: 40 x 128 + 232 x 256 for two consumer warpgroups, 40 x 128 + 216 x 128 for one
+ * at MINB=2) */
+#define FA_PRODUCER_REGS 40
+
+/* The consumers' registers after setmaxnreg, or 0 where the block runs without it (one consumer warpgroup, one
+ * block an SM: 255 registers a thread at launch already). */
+static int fa_consumer_regs(const fa_t *f) {
+  if (f->NWG == 1 && f->minb == 1) return 0;
+  int r = (65536 / f->minb - FA_PRODUCER_REGS * 128) / (128 * f->NWG) / 8 * 8;
+  return r > 240 ? 240 : r;
+}
+
+/* 1 when value v's rows can be loaded by TMA from a 2-d map over its kernel input ([numel/inner, inner]):
+ * a strided view with the head dim at stride 1, the row (sequence) stride the input's row length, and every
+ * batch stride either a multiple of it or (one head of a row) a constant within it. */
+static int fa_rows(ectx *c, int v, int *base, em_dim *st, int64_t D, int64_t *inner) {
+  const em_shape *s = ex_S(c, v);
+  int r = s->rank;
+  int64_t one, rs;
+  if (!ex_strided(c, v, base, st) || !em_dim_is_const(&st[r - 1], &one) || one != 1) return 0;
+  const em_shape *is = ex_S(c, *base);
+  if (!em_dim_is_const(&is->d[is->rank - 1], inner) || *inner % 8 || !em_dim_is_const(&st[r - 2], &rs) || rs != *inner) return 0;
+  for (int i = 0; i < r - 2; i++) {
+    int64_t bs, n;
+    if (ex_is_one(&s->d[i]) || ex_dim_multiple_of(&st[i], *inner)) continue;
+    if (!em_dim_is_const(&st[i], &bs) || !em_dim_is_const(&s->d[i], &n) || bs % 8 || bs * (n - 1) + D > *inner) return 0;
+  }
+  return 1;
+}
+
+/* The wgmma of one k16 step into accumulator acc (acc[j][q], n/8 x 4 f32): A from shared memory (adesc, a
+ * descriptor expression) or from registers (areg, four 32-bit registers' text), B by descriptor, N-major when
+ * tnsp; scale_d is the C expression whose non-zero value keeps the accumulator. */
+static void fa_wgmma(ectx *c, int n, const char *mt, const char *acc, const char *adesc, const char *areg, const char *bdesc,
+                     const char *scale_d, int tnsp) {
+  int nreg = n / 2;
+  sbuf regs = {0}, ops = {0};
+  for (int i = 0; i < nreg; i++) ex_sb_add(&regs, "%s%%%d", i ? ", " : "", i);
+  for (int i = 0; i < nreg; i++) ex_sb_add(&ops, "%s\"+f\"(%s[%d][%d])", i ? ", " : "", acc, i / 4, i % 4);
+  if (areg)
+    ex_line(c, "asm volatile(\"{ .reg .pred p; setp.ne.b32 p, %%%d, 0; wgmma.mma_async.sync.aligned.m64n%dk16.f32.%s.%s {%s}, "
+               "{%%%d, %%%d, %%%d, %%%d}, %%%d, p, 1, 1, %d; }\"",
+            nreg + 5, n, mt, mt, regs.s, nreg, nreg + 1, nreg + 2, nreg + 3, nreg + 4, tnsp);
+  else
+    ex_line(c, "asm volatile(\"{ .reg .pred p; setp.ne.b32 p, %%%d, 0; wgmma.mma_async.sync.aligned.m64n%dk16.f32.%s.%s {%s}, "
+               "%%%d, %%%d, p, 1, 1, 0, %d; }\"",
+            nreg + 2, n, mt, mt, regs.s, nreg, nreg + 1, tnsp);
+  ex_line(c, "             : %s", ops.s);
+  if (areg)
+    ex_line(c, "             : %s, \"l\"(%s), \"r\"(%s));", areg, bdesc, scale_d);
+  else
+    ex_line(c, "             : \"l\"(%s), \"l\"(%s), \"r\"(%s));", adesc, bdesc, scale_d);
+  free(regs.s);
+  free(ops.s);
+}
+
+/* Shared memory: the Q tile (D/64 column blocks of NWG x 64 rows), then ST stages of a K and a V tile (D/64
+ * column blocks of BKV rows each), every block 1024-byte aligned (the 128-byte swizzle's period). */
+static long long fa_qbytes(const fa_t *f) { return (long long)f->NWG * 64 * f->D * 2; }
+static long long fa_kvbytes(const fa_t *f) { return (long long)f->BKV * f->D * 2; }
+
+/* The element offset of (head index bh, row l, element 0) of operand x (Q: qi, K/V: through kv_index) in its
+ * kernel input, as a lambda em_<name>(bh, l) -> long long; the batch dims unravel from bh inside it. */
+static void fa_offset_fn(ectx *c, const fa_t *f, const char *name, int which) {
+  ex_line(c, "auto em_%s = [&](long long bh, long long l) -> long long {", name);
+  c->indent++;
+  int mark = c->memo.n; /* (values named inside the lambda stay inside it) */
+  ivec bi = ex_unravel(c, "bh", &f->bat);
+  ivec oi = {f->r};
+  for (int i = 0; i < f->r - 2; i++) {
+    oi.e[i] = ex_A(c, "x%d", i);
+    ex_line(c, "const long long x%d = %s;", i, bi.e[i]);
+  }
+  ivec ix = oi;
+  const em_shape *s = f->qs;
+  const em_dim *st = f->qst;
+  if (which > 0) {
+    int rr = f->r;
+    ivec full = oi;
+    full.e[rr - 2] = "l";
+    full.e[rr - 1] = "0LL";
+    ix = ex_bcast(c, &full, f->os, which == 1 ? f->ks : f->vs);
+    if (f->gqa && rr >= 3 && !em_dim_eq(&f->qs->d[rr - 3], &f->ks->d[rr - 3]))
+      ix.e[rr - 3] = ex_A(c, "(%s / (%s / %s))", oi.e[rr - 3], ex_dim_c(c, &f->qs->d[rr - 3]), ex_dim_c(c, &f->ks->d[rr - 3]));
+    s = which == 1 ? f->ks : f->vs;
+    st = which == 1 ? f->kst : f->vst;
+  }
+  ix.e[f->r - 2] = "l";
+  ix.e[f->r - 1] = "0LL";
+  ex_line(c, "return %s;", ex_strided_offset(c, &ix, s, st));
+  c->memo.n = mark;
+  c->indent--;
+  ex_line(c, "};");
+}
+
+/* The head index (blockIdx.y's batch-and-head) of warpgroup w, and its first query row. */
+static const char *fa_bh(ectx *c, const fa_t *f, const char *w) {
+  return f->pack ? ex_A(c, "((long long)blockIdx.y * %d + %s)", f->NWG, w) : "(long long)blockIdx.y";
+}
+static const char *fa_row0(ectx *c, const fa_t *f, const char *w) { return f->pack ? "q0" : ex_A(c, "(q0 + 64LL * %s)", w); }
+
+/* The producer: lane 0 of the last warpgroup loads each consumer warpgroup's 64 Q rows once (em_qbar), then
+ * every K and V tile of this CTA's key range, each stage once both its previous uses are released. */
+static void fa_producer(ectx *c, const fa_t *f) {
+  long long qb = fa_qbytes(f), kvb = fa_kvbytes(f);
+  int nd = (int)(f->D / 64);
+  ex_line(c, "if (wid >= %d) {", 4 * f->NWG);
+  c->indent++;
+  if (fa_consumer_regs(f)) ex_line(c, "asm volatile(\"setmaxnreg.dec.sync.aligned.u32 %d;\");", FA_PRODUCER_REGS);
+  ex_line(c, "if (wid == %d && lane == 0) {", 4 * f->NWG);
+  c->indent++;
+  ex_line(c, "em_mbar_expect(&em_qbar, %lldu);", qb);
+  for (int w = 0; w < f->NWG; w++) {
+    const char *ws = ex_A(c, "%d", w);
+    ex_line(c, "{");
+    ex_line(c, "  const long long o = em_qoff(%s, %s);", fa_bh(c, f, ws), fa_row0(c, f, ws));
+    ex_line(c, "  const int col = (int)(o %% %lldLL), row = (int)(o / %lldLL);", (long long)f->qin, (long long)f->qin);
+    for (int j = 0; j < nd; j++)
+      ex_line(c, "  em_tma_2d(em_sb + %lldu, &tm0, col + %d, row, &em_qbar);", (long long)j * f->NWG * 8192 + w * 8192LL, 64 * j);
+    ex_line(c, "}");
+  }
+  const char *bh0 = fa_bh(c, f, "0");
+  ex_line(c, "const long long ko = em_koff(%s, 0LL), vo = em_voff(%s, 0LL);", bh0, bh0);
+  ex_line(c, "const int kcol = (int)(ko %% %lldLL), krow = (int)(ko / %lldLL);", (long long)f->kin, (long long)f->kin);
+  ex_line(c, "const int vcol = (int)(vo %% %lldLL), vrow = (int)(vo / %lldLL);", (long long)f->vin, (long long)f->vin);
+  ex_line(c, "for (int it = 0; it < nt; it++) {");
+  c->indent++;
+  ex_line(c, "const int st = it %% %d;", f->ST);
+  ex_line(c, "em_mbar_wait(&em_empty[st], ((unsigned)(it / %d) & 1u) ^ 1u);", f->ST);
+  ex_line(c, "const unsigned kb = em_sb + %lldu + (unsigned)st * %lldu;", qb, 2 * kvb);
+  ex_line(c, "em_mbar_expect(&em_fk[st], %lldu);", kvb);
+  for (int j = 0; j < nd; j++)
+    ex_line(c, "em_tma_2d(kb + %lldu, &tm1, kcol + %d, krow + it * %d, &em_fk[st]);", (long long)j * f->BKV * 128, 64 * j, f->BKV);
+  ex_line(c, "em_mbar_expect(&em_fv[st], %lldu);", kvb);
+  for (int j = 0; j < nd; j++)
+    ex_line(c, "em_tma_2d(kb + %lldu, &tm2, vcol + %d, vrow + it * %d, &em_fv[st]);", kvb + (long long)j * f->BKV * 128, 64 * j,
+            f->BKV);
+  c->indent--;
+  ex_line(c, "}");
+  c->indent--;
+  ex_line(c, "}");
+  ex_line(c, "return;");
+  c->indent--;
+  ex_line(c, "}");
+}
+
+/* S = Q Kᵀ for this warpgroup's 64 rows and the stage's BKV keys: D/16 wgmma k16 steps from shared memory. */
+static void fa_qk(ectx *c, const fa_t *f, const char *acc, const char *kbase) {
+  ex_line(c, "em_wg_fence();");
+  ex_line(c, "#pragma unroll");
+  ex_line(c, "for (int kd = 0; kd < %d; kd++) {", (int)(f->D / 16));
+  c->indent++;
+  ex_line(c, "const unsigned qa = em_sb + (unsigned)(kd >> 2) * %du + (unsigned)wg * 8192u + (unsigned)(kd & 3) * 32u;", f->NWG * 8192);
+  ex_line(c, "const unsigned ka = %s + (unsigned)(kd >> 2) * %du + (unsigned)(kd & 3) * 32u;", kbase, f->BKV * 128);
+  fa_wgmma(c, f->BKV, f->mt, acc, "em_wg_desc(qa)", NULL, "em_wg_desc(ka)", "kd", 0);
+  c->indent--;
+  ex_line(c, "}");
+  ex_line(c, "em_wg_commit();");
+}
+
+/* The scores in base 2: an attention mask's values added (bool: -inf where false) and the keys past the end
+ * or (causal) after the row set to -inf, on the tiles that need it. Returns the factor the exponent still
+ * applies to a score (scale·log2 e, or 1 where the mask already scaled them). */
+static double fa_mask(ectx *c, const fa_t *f, const char *sc) {
+  int nj = f->BKV / 8, mark = c->memo.n;
+  double sl = f->scale * M_LOG2E;
+  if (f->mask >= 0) {
+    ivec full = {f->r};
+    for (int i = 0; i < f->r - 2; i++) full.e[i] = ex_A(c, "x%d", i);
+    full.e[f->r - 2] = "l";
+    full.e[f->r - 1] = "s";
+    ivec mi = ex_bcast(c, &full, f->os, ex_S(c, f->mask));
+    ex_line(c, "#pragma unroll");
+    ex_line(c, "for (int j = 0; j < %d; j++)", nj);
+    ex_line(c, "  #pragma unroll");
+    ex_line(c, "  for (int qd = 0; qd < 4; qd++) {");
+    c->indent += 2;
+    ex_line(c, "const long long s = s0 + j * 8 + (lane & 3) * 2 + (qd & 1), l = qd < 2 ? lr0 : lr1;");
+    ex_line(c, "float x = %s[j][qd] * %.17gf;", sc, f->scale);
+    ex_line(c, "if (s < S && l < Lq) {");
+    c->indent++;
+    const char *mv = ex_val(c, f->mask, &mi);
+    if (ex_V(c, f->mask)->dtype == EM_BOOL) ex_line(c, "if (!(%s)) x = -INFINITY;", mv);
+    else ex_line(c, "x += (float)%s;", mv);
+    c->memo.n = mark;
+    c->indent--;
+    ex_line(c, "}");
+    ex_line(c, "%s[j][qd] = x * %.17gf;", sc, M_LOG2E);
+    c->indent -= 2;
+    ex_line(c, "  }");
+    sl = 1.0;
+  }
+  /* the tiles with keys past the end or (causal) after this warpgroup's first row */
+  if (f->causal) ex_line(c, "if (s0 + %d > S || s0 + %d > ql0) {", f->BKV, f->BKV - 1);
+  else ex_line(c, "if (s0 + %d > S) {", f->BKV);
+  ex_line(c, "  #pragma unroll");
+  ex_line(c, "  for (int j = 0; j < %d; j++)", nj);
+  ex_line(c, "    #pragma unroll");
+  ex_line(c, "    for (int qd = 0; qd < 4; qd++) {");
+  ex_line(c, "      const long long s = s0 + j * 8 + (lane & 3) * 2 + (qd & 1);");
+  ex_line(c, "      if (s >= S%s) %s[j][qd] = -INFINITY;", f->causal ? " || s > (qd < 2 ? lr0 : lr1)" : "", sc);
+  ex_line(c, "    }");
+  ex_line(c, "}");
+  return sl;
+}
+
+/* The online softmax over one tile's scores sc: each row's running max (over the quad of threads holding it),
+ * the correction of the old sum (corr0/1, also O's, applied by fa_rescale), P = exp2(s·sl - max·sl) packed two
+ * to a register as PV's A fragments (p[k16 block][4], mma's A order), each thread's partial row sums (reduced
+ * over the quad at the end). */
+static void fa_softmax(ectx *c, const fa_t *f, double sl, const char *sc, const char *p) {
+  int nj = f->BKV / 8;
+  ex_line(c, "float mx0 = mrow[0], mx1 = mrow[1];");
+  ex_line(c, "#pragma unroll");
+  ex_line(c, "for (int j = 0; j < %d; j++) {", nj);
+  ex_line(c, "  mx0 = fmaxf(mx0, fmaxf(%s[j][0], %s[j][1]));", sc, sc);
+  ex_line(c, "  mx1 = fmaxf(mx1, fmaxf(%s[j][2], %s[j][3]));", sc, sc);
+  ex_line(c, "}");
+  ex_line(c, "mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 1));");
+  ex_line(c, "mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 2));");
+  ex_line(c, "mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 1));");
+  ex_line(c, "mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 2));");
+  ex_line(c, "const float mb0 = mx0 == -INFINITY ? 0.0f : mx0 * %.17gf, mb1 = mx1 == -INFINITY ? 0.0f : mx1 * %.17gf;", sl, sl);
+  ex_line(c, "corr0 = exp2f(mrow[0] * %.17gf - mb0);", sl);
+  ex_line(c, "corr1 = exp2f(mrow[1] * %.17gf - mb1);", sl);
+  ex_line(c, "mrow[0] = mx0;");
+  ex_line(c, "mrow[1] = mx1;");
+  ex_line(c, "float rs0 = 0.0f, rs1 = 0.0f;");
+  ex_line(c, "#pragma unroll");
+  ex_line(c, "for (int j = 0; j < %d; j++) {", nj);
+  ex_line(c, "  const float p0 = exp2f(fmaf(%s[j][0], %.17gf, -mb0)), p1 = exp2f(fmaf(%s[j][1], %.17gf, -mb0));", sc, sl, sc, sl);
+  ex_line(c, "  const float p2 = exp2f(fmaf(%s[j][2], %.17gf, -mb1)), p3 = exp2f(fmaf(%s[j][3], %.17gf, -mb1));", sc, sl, sc, sl);
+  ex_line(c, "  rs0 += p0 + p1;");
+  ex_line(c, "  rs1 += p2 + p3;");
+  ex_line(c, "  %s[j >> 1][(j & 1) * 2] = em_pk(p0, p1);", p);
+  ex_line(c, "  %s[j >> 1][(j & 1) * 2 + 1] = em_pk(p2, p3);", p);
+  ex_line(c, "}");
+  ex_line(c, "lrow[0] = lrow[0] * corr0 + rs0;");
+  ex_line(c, "lrow[1] = lrow[1] * corr1 + rs1;");
+}
+
+/* O *= the rows' corrections (once the PV group that accumulates into O has retired). */
+static void fa_rescale(ectx *c, const fa_t *f) {
+  ex_line(c, "#pragma unroll");
+  ex_line(c, "for (int j = 0; j < %d; j++) {", (int)(f->D / 8));
+  ex_line(c, "  o[j][0] *= corr0; o[j][1] *= corr0; o[j][2] *= corr1; o[j][3] *= corr1;");
+  ex_line(c, "}");
+}
+
+/* O += P V: BKV/16 wgmma k16 steps, P from registers, V's tile N-major (its D/64 column blocks BKV·128 bytes
+ * apart: the descriptor's leading offset; 8-key groups 1024 bytes apart: its stride offset). */
+static void fa_pv(ectx *c, const fa_t *f, const char *kbase, const char *p) {
+  ex_line(c, "em_wg_fence();");
+  ex_line(c, "#pragma unroll");
+  ex_line(c, "for (int kb2 = 0; kb2 < %d; kb2++) {", f->BKV / 16);
+  c->indent++;
+  ex_line(c, "const unsigned va = %s + %lldu + (unsigned)kb2 * 2048u;", kbase, fa_kvbytes(f));
+  ex_line(c, "const unsigned long long vd = (unsigned long long)((va & 0x3FFFFu) >> 4) | ((unsigned long long)%d << 16) | "
+             "((unsigned long long)(1024 >> 4) << 32) | (1ull << 62);",
+          f->BKV * 128 >> 4);
+  fa_wgmma(c, (int)f->D, f->mt, "o", NULL, ex_A(c, "\"r\"(%s[kb2][0]), \"r\"(%s[kb2][1]), \"r\"(%s[kb2][2]), \"r\"(%s[kb2][3])", p, p, p, p),
+           "vd", "1", 1);
+  c->indent--;
+  ex_line(c, "}");
+  ex_line(c, "em_wg_commit();");
+}
+
+/* The epilogue: each row's sum over its quad, then every accumulator element (row l, element d) divided by
+ * it through the fused ops to the outputs. */
+static void fa_epilogue(ectx *c, const fa_t *f) {
+  ex_line(c, "#pragma unroll");
+  ex_line(c, "for (int h = 0; h < 2; h++) {");
+  ex_line(c, "  lrow[h] += __shfl_xor_sync(0xffffffffu, lrow[h], 1);");
+  ex_line(c, "  lrow[h] += __shfl_xor_sync(0xffffffffu, lrow[h], 2);");
+  ex_line(c, "}");
+  ex_line(c, "#pragma unroll");
+  ex_line(c, "for (int j = 0; j < %d; j++) {", (int)(f->D / 8));
+  c->indent++;
+  ex_line(c, "#pragma unroll");
+  ex_line(c, "for (int qd = 0; qd < 4; qd++) {");
+  c->indent++;
+  ex_line(c, "const long long l = qd < 2 ? lr0 : lr1, d = j * 8 + (lane & 3) * 2 + (qd & 1);");
+  ex_line(c, "if (l >= Lq) continue;");
+  ex_line(c, "const float lsum = lrow[qd >> 1];");
+  ex_line(c, "const %s em_r = %s;", ex_ctype(f->dt), ex_round_to(c, f->dt, "(lsum > 0.0f ? o[j][qd] / lsum : 0.0f)"));
+  int mark = c->memo.n;
+  c->anchor_var = "em_r";
+  ivec di = {f->r};
+  for (int i = 0; i < f->r - 2; i++) di.e[i] = ex_A(c, "x%d", i);
+  di.e[f->r - 2] = "l";
+  di.e[f->r - 1] = "d";
+  ex_write_aligned(c, f->a, di, "an output of the attention kernel is not aligned with its result");
+  c->memo.n = mark;
+  c->indent--;
+  ex_line(c, "}");
+  c->indent--;
+  ex_line(c, "}");
+}
+
+/* Ring use u's stage base in shared memory and its full barriers' phase. */
+static void fa_stage(ectx *c, const fa_t *f, const char *var, const char *use) {
+  ex_line(c, "const int st%s = (%s) %% %d;", var, use, f->ST);
+  ex_line(c, "const unsigned ph%s = (unsigned)((%s) / %d) & 1u, kb%s = em_sb + %lldu + (unsigned)st%s * %lldu;", var, use, f->ST, var,
+          fa_qbytes(f), var, 2 * fa_kvbytes(f));
+}
+
+/* This warpgroup's release of ring use u (stage st<var>): one arrival of each warp's first lane. */
+static void fa_release(ectx *c, const char *var) {
+  ex_line(c, "if (lane == 0) asm volatile(\"mbarrier.arrive.shared::cta.b64 _, [%%0];\" :: \"r\"(em_smem(&em_empty[st%s])) : \"memory\");",
+          var);
+}
+
+/* One tile (ring use u) with a next one: the next tile's S = QKᵀ and this tile's O += PV (P in register set p)
+ * issued together, the next softmax (into register set pn) while PV runs on the tensor cores, O corrected once
+ * PV retired, the stage released. */
+static void fa_step(ectx *c, const fa_t *f, const char *u, const char *p, const char *pn) {
+  int nj = f->BKV / 8;
+  ex_line(c, "{");
+  c->indent++;
+  fa_stage(c, f, "", u);
+  fa_stage(c, f, "n", ex_A(c, "%s + 1", u));
+  ex_line(c, "const long long s0 = (long long)(%s + 1) * %d;", u, f->BKV);
+  ex_line(c, "float sn[%d][4];", nj);
+  ex_line(c, "em_mbar_wait(&em_fk[stn], phn);");
+  fa_qk(c, f, "sn", "kbn");
+  ex_line(c, "em_mbar_wait(&em_fv[st], ph);");
+  fa_pv(c, f, "kb", p);
+  ex_line(c, "em_wg_wait1();"); /* the next S is in registers; PV may still run */
+  fa_softmax(c, f, fa_mask(c, f, "sn"), "sn", pn);
+  ex_line(c, "em_wg_wait0();");
+  fa_release(c, "");
+  fa_rescale(c, f);
+  c->indent--;
+  ex_line(c, "}");
+}
+
+/* The consumer warpgroups: this warpgroup's head and rows and its key range (causal: up to its last row). Tile
+ * 0's S and softmax first; then for each tile with a next one, the next tile's S = QKᵀ and this tile's O += PV are
+ * issued together, the next softmax runs while PV is on the tensor cores, and O is corrected once PV retired; the
+ * last tile's PV; the ring uses past this warpgroup's range are only released (after their loads landed, so
+ * that each release counts toward its own use); the epilogue. */
+static void fa_consumers(ectx *c, const fa_t *f) {
+  int regs = fa_consumer_regs(f), nj = f->BKV / 8, kbk = f->BKV / 16;
+  if (regs) ex_line(c, "asm volatile(\"setmaxnreg.inc.sync.aligned.u32 %d;\");", regs);
+  ex_line(c, "const int wg = wid >> 2;");
+  ex_line(c, "const long long bh = %s;", fa_bh(c, f, "wg"));
+  ivec bi = ex_unravel(c, "bh", &f->bat);
+  for (int i = 0; i < f->r - 2; i++) ex_line(c, "const long long x%d = %s;", i, bi.e[i]);
+  ex_line(c, "const long long ql0 = %s;", fa_row0(c, f, "wg"));
+  ex_line(c, "const long long lr0 = ql0 + (wid & 3) * 16 + (lane >> 2), lr1 = lr0 + 8;");
+  if (f->causal) ex_line(c, "const int ntw = (int)(((ql0 + 64 < S ? ql0 + 64 : S) + %d) / %d);", f->BKV - 1, f->BKV);
+  else ex_line(c, "const int ntw = nt;");
+  ex_line(c, "float o[%d][4];", (int)(f->D / 8));
+  ex_line(c, "#pragma unroll");
+  ex_line(c, "for (int j = 0; j < %d; j++) o[j][0] = o[j][1] = o[j][2] = o[j][3] = 0.0f;", (int)(f->D / 8));
+  ex_line(c, "float mrow[2] = {-INFINITY, -INFINITY}, lrow[2] = {0.0f, 0.0f}, corr0, corr1;");
+  ex_line(c, "unsigned pa[%d][4], pb[%d][4];", kbk, kbk);
+  ex_line(c, "em_mbar_wait(&em_qbar, 0u);");
+  ex_line(c, "if (ntw > 0) {");
+  c->indent++;
+  ex_line(c, "const long long s0 = 0;");
+  fa_stage(c, f, "", "0");
+  ex_line(c, "float sc[%d][4];", nj);
+  ex_line(c, "em_mbar_wait(&em_fk[st], ph);");
+  fa_qk(c, f, "sc", "kb");
+  ex_line(c, "em_wg_wait0();");
+  fa_softmax(c, f, fa_mask(c, f, "sc"), "sc", "pa");
+  (void)nj;
+  c->indent--;
+  ex_line(c, "}");
+  /* two tiles an iteration, so that P alternates between two register sets (a copy from one to the other made
+   * ptxas serialize every wgmma: C7513) */
+  ex_line(c, "for (int it = 0; it + 1 < ntw; it += 2) {");
+  c->indent++;
+  fa_step(c, f, "it", "pa", "pb");
+  ex_line(c, "if (it + 2 >= ntw) break;");
+  fa_step(c, f, "it + 1", "pb", "pa");
+  c->indent--;
+  ex_line(c, "}");
+  ex_line(c, "if (ntw > 0) {");
+  c->indent++;
+  fa_stage(c, f, "", "ntw - 1");
+  ex_line(c, "em_mbar_wait(&em_fv[st], ph);");
+  ex_line(c, "if ((ntw - 1) & 1) {");
+  c->indent++;
+  fa_pv(c, f, "kb", "pb");
+  c->indent--;
+  ex_line(c, "} else {");
+  c->indent++;
+  fa_pv(c, f, "kb", "pa");
+  c->indent--;
+  ex_line(c, "}");
+  ex_line(c, "em_wg_wait0();");
+  fa_release(c, "");
+  c->indent--;
+  ex_line(c, "}");
+  ex_line(c, "for (int it = ntw; it < nt; it++) {");
+  c->indent++;
+  fa_stage(c, f, "", "it");
+  ex_line(c, "em_mbar_wait(&em_fv[st], ph);");
+  fa_release(c, "");
+  c->indent--;
+  ex_line(c, "}");
+  fa_epilogue(c, f);
+}
+
+/* The facts of FLASH=2, or an ex_fail naming what it needs. */
+static int fa_facts(ectx *c, fa_t *f) {
+  memset(f, 0, sizeof *f);
+  f->a = c->t->anchor;
+  const em_node *an = &c->g->nodes.v[ex_V(c, f->a)->node];
+  f->q = an->args[0].tensor;
+  f->k = an->args[1].tensor;
+  f->v = an->args[2].tensor;
+  f->mask = an->args[3].present ? an->args[3].tensor : -1;
+  f->qs = ex_S(c, f->q);
+  f->ks = ex_S(c, f->k);
+  f->vs = ex_S(c, f->v);
+  f->os = ex_S(c, f->a);
+  f->r = f->qs->rank;
+  f->dt = ex_V(c, f->a)->dtype;
+  f->causal = an->args[5].b;
+  f->gqa = an->args[7].b;
+  int BQ = EX_KNOB(c, BQ);
+  f->BKV = EX_KNOB(c, BKV);
+  f->ST = EX_KNOB(c, KVST);
+  f->pack = EX_KNOB(c, QPACK);
+  f->minb = EX_KNOB(c, MINB);
+  f->NWG = BQ / 64;
+  int64_t Dv;
+  if (!em_dim_is_const(&f->qs->d[f->r - 1], &f->D) || !em_dim_is_const(&f->vs->d[f->r - 1], &Dv) || f->D != Dv ||
+      (f->D != 64 && f->D != 128)) {
+    ex_fail(c, "FLASH=2 needs equal constant head dims of 64 or 128");
+    return 0;
+  }
+  f->scale = an->args[6].present ? an->args[6].f : 1.0 / sqrt((double)f->D);
+  if (f->dt != EM_BF16 && f->dt != EM_F16) {
+    ex_fail(c, "FLASH=2 needs bf16/f16, got %s", em_dtype_name(f->dt));
+    return 0;
+  }
+  f->mt = f->dt == EM_F16 ? "f16" : "bf16";
+  f->pk = f->dt == EM_F16 ? "f16x2" : "bf16x2";
+  if ((BQ != 64 && BQ != 128) || (f->BKV != 64 && f->BKV != 128) || f->ST < 2 || f->ST > 4 || (f->minb != 1 && f->minb != 2) ||
+      (f->minb == 2 && f->NWG != 1) || EX_KNOB(c, KVSPLIT) != 1) {
+    ex_fail(c, "FLASH=2 needs BQ 64 or 128 (a warpgroup per 64 rows), BKV 64 or 128, KVST 2..4, KVSPLIT=1, MINB 1 (2 with BQ=64)");
+    return 0;
+  }
+  long long smem = 1024 + fa_qbytes(f) + 2LL * f->ST * fa_kvbytes(f);
+  if (smem * f->minb > 232448) {
+    ex_fail(c, "FLASH=2: %lld B of shared memory a block x MINB=%d exceed 227 KB", smem, f->minb);
+    return 0;
+  }
+  if (!fa_rows(c, f->q, &f->qb, f->qst, f->D, &f->qin) || !fa_rows(c, f->k, &f->kb, f->kst, f->D, &f->kin) ||
+      !fa_rows(c, f->v, &f->vb, f->vst, f->D, &f->vin)) {
+    ex_fail(c, "FLASH=2 needs Q, K and V that are strided views of kernel inputs whose rows a 2-d tensor map loads (head "
+               "dim at stride 1, the sequence stride the input's row length)");
+    return 0;
+  }
+  f->bat = *f->os;
+  f->bat.rank = f->r - 2;
+  if (f->pack) {
+    /* QPACK=1: the NWG query heads of a CTA are consecutive in the innermost batch dim and share one KV head */
+    int64_t hq, hk;
+    if (f->r < 3 || !f->gqa || !em_dim_is_const(&f->qs->d[f->r - 3], &hq) || !em_dim_is_const(&f->ks->d[f->r - 3], &hk) || hk < 1 ||
+        hq % hk || (hq / hk) % f->NWG || f->NWG < 2) {
+      ex_fail(c, "QPACK=1 needs GQA with constant head counts, BQ=%d warpgroups' heads sharing a KV head", BQ);
+      return 0;
+    }
+  }
+  return 1;
+}
+
+void ex_k_flash_wgmma(ectx *c, em_launch *L) {
+  fa_t f;
+  if (!fa_facts(c, &f)) return;
+  int BQ = f.pack ? 64 : 64 * f.NWG;
+  L->block[0] = 128 * (f.NWG + 1);
+  L->smem = 1024 + fa_qbytes(&f) + 2LL * f.ST * fa_kvbytes(&f);
+  c->bounds_minb = 1;
+  snprintf(L->grid[0], sizeof L->grid[0], "cdiv(%s,%d)", em_dim_format(&c->g->syms, &f.os->d[f.r - 2], (char[128]){0}, 128), BQ);
+  const char *nbh = f.bat.rank ? ex_numel_text(c, &f.bat) : "1";
+  if (f.pack) snprintf(L->grid[1], sizeof L->grid[1], "cdiv(%s,%d)", nbh, f.NWG);
+  else snprintf(L->grid[1], sizeof L->grid[1], "%s", nbh);
+  L->ntmaps = 3;
+  int in[3] = {f.qb, f.kb, f.vb}, rows[3] = {64, f.BKV, f.BKV};
+  for (int i = 0; i < 3; i++) {
+    L->tmaps[i].input = ex_input_pos(c, in[i]);
+    L->tmaps[i].box[0] = 64;
+    L->tmaps[i].box[1] = rows[i];
+  }
+  c->extra_prelude = ex_TMA_PRELUDE;
+  ex_line(c, "extern __shared__ __align__(1024) unsigned char em_dsm[];");
+  ex_line(c, "__shared__ __align__(8) unsigned long long em_qbar, em_fk[%d], em_fv[%d], em_empty[%d];", f.ST, f.ST, f.ST);
+  ex_line(c, "const unsigned em_sb = (em_smem(em_dsm) + 1023u) & ~1023u;");
+  ex_line(c, "const long long Lq = %s, S = %s;", ex_dim_c(c, &f.os->d[f.r - 2]), ex_dim_c(c, &f.ks->d[f.r - 2]));
+  ex_line(c, "const int tid = threadIdx.x, lane = tid & 31, wid = tid >> 5;");
+  /* causal: the longest query tiles (the last rows) are launched first, so the short ones fill the tail */
+  ex_line(c, "const long long q0 = (long long)(%sblockIdx.x) * %d;", f.causal ? "gridDim.x - 1 - " : "", BQ);
+  ex_line(c, "const long long send = %s;", f.causal ? ex_A(c, "(q0 + %d < S ? q0 + %d : S)", BQ, BQ) : "S");
+  ex_line(c, "const int nt = (int)((send + %d) / %d);", f.BKV - 1, f.BKV);
+  ex_line(c, "auto em_pk = [](float lo, float hi) -> unsigned {");
+  ex_line(c, "  unsigned r;");
+  ex_line(c, "  asm(\"cvt.rn.%s.f32 %%0, %%1, %%2;\" : \"=r\"(r) : \"f\"(hi), \"f\"(lo));", f.pk);
+  ex_line(c, "  return r;");
+  ex_line(c, "};");
+  fa_offset_fn(c, &f, "qoff", 0);
+  fa_offset_fn(c, &f, "koff", 1);
+  fa_offset_fn(c, &f, "voff", 2);
+  ex_line(c, "if (tid == 0) {");
+  ex_line(c, "  em_mbar_init(&em_qbar, 1);");
+  ex_line(c, "  for (int s = 0; s < %d; s++) {", f.ST);
+  ex_line(c, "    em_mbar_init(&em_fk[s], 1);");
+  ex_line(c, "    em_mbar_init(&em_fv[s], 1);");
+  ex_line(c, "    em_mbar_init(&em_empty[s], %d);", 4 * f.NWG); /* each consumer warp's release */
+  ex_line(c, "  }");
+  ex_line(c, "  em_mbar_fence_init();");
+  ex_line(c, "}");
+  ex_line(c, "__syncthreads();");
+  fa_producer(c, &f);
+  fa_consumers(c, &f);
+}
