@@ -20,6 +20,7 @@ typedef struct {
   int r;                         /* rank; batch dims 0..r-3 */
   int64_t D;                     /* head dim (Q, K and V) */
   int NWG, BKV, ST, pack, minb;  /* consumer warpgroups, keys a tile, ring depth, QPACK, MINB */
+  int P, NQ;                     /* KVSPLIT (warpgroups splitting one row slice's tiles), Q slices (NWG / P) */
   int causal, gqa;
   double scale;
   em_dtype dt;
@@ -89,7 +90,9 @@ static void fa_wgmma(ectx *c, int n, const char *mt, const char *acc, const char
 
 /* Shared memory: the Q tile (D/64 column blocks of NWG x 64 rows), then ST stages of a K and a V tile (D/64
  * column blocks of BKV rows each), every block 1024-byte aligned (the 128-byte swizzle's period). */
-static long long fa_qbytes(const fa_t *f) { return (long long)f->NWG * 64 * f->D * 2; }
+static long long fa_qbytes(const fa_t *f) { return (long long)f->NQ * 64 * f->D * 2; }
+/* KVSPLIT=2's merge: the second warpgroup's O, max and sum per thread, [element][thread] (f32) */
+static long long fa_mergebytes(const fa_t *f) { return f->P > 1 ? (f->D / 2 + 4) * 128LL * 4 : 0; }
 static long long fa_kvbytes(const fa_t *f) { return (long long)f->BKV * f->D * 2; }
 
 /* The element offset of (head index bh, row l, element 0) of operand x (Q: qi, K/V: through kv_index) in its
@@ -128,7 +131,7 @@ static void fa_offset_fn(ectx *c, const fa_t *f, const char *name, int which) {
 
 /* The head index (blockIdx.y's batch-and-head) of warpgroup w, and its first query row. */
 static const char *fa_bh(ectx *c, const fa_t *f, const char *w) {
-  return f->pack ? ex_A(c, "((long long)blockIdx.y * %d + %s)", f->NWG, w) : "(long long)blockIdx.y";
+  return f->pack ? ex_A(c, "((long long)blockIdx.y * %d + %s)", f->NQ, w) : "(long long)blockIdx.y";
 }
 static const char *fa_row0(ectx *c, const fa_t *f, const char *w) { return f->pack ? "q0" : ex_A(c, "(q0 + 64LL * %s)", w); }
 
@@ -143,13 +146,13 @@ static void fa_producer(ectx *c, const fa_t *f) {
   ex_line(c, "if (wid == %d && lane == 0) {", 4 * f->NWG);
   c->indent++;
   ex_line(c, "em_mbar_expect(&em_qbar, %lldu);", qb);
-  for (int w = 0; w < f->NWG; w++) {
+  for (int w = 0; w < f->NQ; w++) {
     const char *ws = ex_A(c, "%d", w);
     ex_line(c, "{");
     ex_line(c, "  const long long o = em_qoff(%s, %s);", fa_bh(c, f, ws), fa_row0(c, f, ws));
     ex_line(c, "  const int col = (int)(o %% %lldLL), row = (int)(o / %lldLL);", (long long)f->qin, (long long)f->qin);
     for (int j = 0; j < nd; j++)
-      ex_line(c, "  em_tma_2d(em_sb + %lldu, &tm0, col + %d, row, &em_qbar);", (long long)j * f->NWG * 8192 + w * 8192LL, 64 * j);
+      ex_line(c, "  em_tma_2d(em_sb + %lldu, &tm0, col + %d, row, &em_qbar);", (long long)j * f->NQ * 8192 + w * 8192LL, 64 * j);
     ex_line(c, "}");
   }
   const char *bh0 = fa_bh(c, f, "0");
@@ -183,7 +186,7 @@ static void fa_qk(ectx *c, const fa_t *f, const char *acc, const char *kbase) {
   ex_line(c, "#pragma unroll");
   ex_line(c, "for (int kd = 0; kd < %d; kd++) {", (int)(f->D / 16));
   c->indent++;
-  ex_line(c, "const unsigned qa = em_sb + (unsigned)(kd >> 2) * %du + (unsigned)wg * 8192u + (unsigned)(kd & 3) * 32u;", f->NWG * 8192);
+  ex_line(c, "const unsigned qa = em_sb + (unsigned)(kd >> 2) * %du + (unsigned)wq * 8192u + (unsigned)(kd & 3) * 32u;", f->NQ * 8192);
   ex_line(c, "const unsigned ka = %s + (unsigned)(kd >> 2) * %du + (unsigned)(kd & 3) * 32u;", kbase, f->BKV * 128);
   fa_wgmma(c, f->BKV, f->mt, acc, "em_wg_desc(qa)", NULL, "em_wg_desc(ka)", "kd", 0);
   c->indent--;
@@ -254,15 +257,15 @@ static void fa_softmax(ectx *c, const fa_t *f, double sl, const char *sc, const 
   ex_line(c, "mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 1));");
   ex_line(c, "mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 2));");
   ex_line(c, "const float mb0 = mx0 == -INFINITY ? 0.0f : mx0 * %.17gf, mb1 = mx1 == -INFINITY ? 0.0f : mx1 * %.17gf;", sl, sl);
-  ex_line(c, "corr0 = exp2f(mrow[0] * %.17gf - mb0);", sl);
-  ex_line(c, "corr1 = exp2f(mrow[1] * %.17gf - mb1);", sl);
+  ex_line(c, "corr0 = em_ex2(mrow[0] * %.17gf - mb0);", sl);
+  ex_line(c, "corr1 = em_ex2(mrow[1] * %.17gf - mb1);", sl);
   ex_line(c, "mrow[0] = mx0;");
   ex_line(c, "mrow[1] = mx1;");
   ex_line(c, "float rs0 = 0.0f, rs1 = 0.0f;");
   ex_line(c, "#pragma unroll");
   ex_line(c, "for (int j = 0; j < %d; j++) {", nj);
-  ex_line(c, "  const float p0 = exp2f(fmaf(%s[j][0], %.17gf, -mb0)), p1 = exp2f(fmaf(%s[j][1], %.17gf, -mb0));", sc, sl, sc, sl);
-  ex_line(c, "  const float p2 = exp2f(fmaf(%s[j][2], %.17gf, -mb1)), p3 = exp2f(fmaf(%s[j][3], %.17gf, -mb1));", sc, sl, sc, sl);
+  ex_line(c, "  const float p0 = em_ex2(fmaf(%s[j][0], %.17gf, -mb0)), p1 = em_ex2(fmaf(%s[j][1], %.17gf, -mb0));", sc, sl, sc, sl);
+  ex_line(c, "  const float p2 = em_ex2(fmaf(%s[j][2], %.17gf, -mb1)), p3 = em_ex2(fmaf(%s[j][3], %.17gf, -mb1));", sc, sl, sc, sl);
   ex_line(c, "  rs0 += p0 + p1;");
   ex_line(c, "  rs1 += p2 + p3;");
   ex_line(c, "  %s[j >> 1][(j & 1) * 2] = em_pk(p0, p1);", p);
@@ -330,6 +333,36 @@ static void fa_epilogue(ectx *c, const fa_t *f) {
   ex_line(c, "}");
 }
 
+/* KVSPLIT=2: the second key part's warpgroup hands its O, row maxima and partial sums to the first through
+ * shared memory (a consumers-only named barrier), then leaves; the first rescales both to the common max. */
+static void fa_merge(ectx *c, const fa_t *f, double sl) {
+  int nd = (int)(f->D / 8), n = nd * 4 + 4;
+  ex_line(c, "float *const em_mg = reinterpret_cast<float *>(em_dsm + (em_sb - em_smem(em_dsm)) + %lldu) + (tid & 127);",
+          fa_qbytes(f) + 2LL * f->ST * fa_kvbytes(f));
+  ex_line(c, "if (kp == 1) {");
+  ex_line(c, "  #pragma unroll");
+  ex_line(c, "  for (int j = 0; j < %d; j++)", nd);
+  ex_line(c, "    for (int q = 0; q < 4; q++) em_mg[(j * 4 + q) * 128] = o[j][q];");
+  ex_line(c, "  em_mg[%d] = mrow[0]; em_mg[%d] = mrow[1]; em_mg[%d] = lrow[0]; em_mg[%d] = lrow[1];", (n - 4) * 128, (n - 3) * 128,
+          (n - 2) * 128, (n - 1) * 128);
+  ex_line(c, "}");
+  ex_line(c, "asm volatile(\"bar.sync 1, 256;\" ::: \"memory\");");
+  ex_line(c, "if (kp == 1) return;");
+  ex_line(c, "float em_c2[2];");
+  ex_line(c, "#pragma unroll");
+  ex_line(c, "for (int h = 0; h < 2; h++) {");
+  ex_line(c, "  const float m2 = em_mg[(%d + h) * 128], l2 = em_mg[(%d + h) * 128], mn = fmaxf(mrow[h], m2);", n - 4, n - 2);
+  ex_line(c, "  const float mb = mn == -INFINITY ? 0.0f : mn * %.17gf;", sl);
+  ex_line(c, "  const float c1 = em_ex2(mrow[h] * %.17gf - mb), c2 = em_ex2(m2 * %.17gf - mb);", sl, sl);
+  ex_line(c, "  lrow[h] = lrow[h] * c1 + l2 * c2;");
+  ex_line(c, "  em_c2[h] = c2;");
+  ex_line(c, "  if (h == 0) corr0 = c1; else corr1 = c1;");
+  ex_line(c, "}");
+  ex_line(c, "#pragma unroll");
+  ex_line(c, "for (int j = 0; j < %d; j++)", nd);
+  ex_line(c, "  for (int q = 0; q < 4; q++) o[j][q] = o[j][q] * (q < 2 ? corr0 : corr1) + em_mg[(j * 4 + q) * 128] * em_c2[q >> 1];");
+}
+
 /* Ring use u's stage base in shared memory and its full barriers' phase. */
 static void fa_stage(ectx *c, const fa_t *f, const char *var, const char *use) {
   ex_line(c, "const int st%s = (%s) %% %d;", var, use, f->ST);
@@ -351,8 +384,8 @@ static void fa_step(ectx *c, const fa_t *f, const char *u, const char *p, const 
   ex_line(c, "{");
   c->indent++;
   fa_stage(c, f, "", u);
-  fa_stage(c, f, "n", ex_A(c, "%s + 1", u));
-  ex_line(c, "const long long s0 = (long long)(%s + 1) * %d;", u, f->BKV);
+  fa_stage(c, f, "n", ex_A(c, "%s + %d", u, f->P));
+  ex_line(c, "const long long s0 = (long long)(%s + %d) * %d;", u, f->P, f->BKV);
   ex_line(c, "float sn[%d][4];", nj);
   ex_line(c, "em_mbar_wait(&em_fk[stn], phn);");
   fa_qk(c, f, "sn", "kbn");
@@ -375,11 +408,12 @@ static void fa_step(ectx *c, const fa_t *f, const char *u, const char *p, const 
 static void fa_consumers(ectx *c, const fa_t *f) {
   int regs = fa_consumer_regs(f), nj = f->BKV / 8, kbk = f->BKV / 16;
   if (regs) ex_line(c, "asm volatile(\"setmaxnreg.inc.sync.aligned.u32 %d;\");", regs);
-  ex_line(c, "const int wg = wid >> 2;");
-  ex_line(c, "const long long bh = %s;", fa_bh(c, f, "wg"));
+  /* warpgroup wg: Q slice wq, key part kp (KVSPLIT=2: the tiles kp, kp + 2, ...) */
+  ex_line(c, "const int wg = wid >> 2, wq = wg %% %d, kp = wg / %d;", f->NQ, f->NQ);
+  ex_line(c, "const long long bh = %s;", fa_bh(c, f, "wq"));
   ivec bi = ex_unravel(c, "bh", &f->bat);
   for (int i = 0; i < f->r - 2; i++) ex_line(c, "const long long x%d = %s;", i, bi.e[i]);
-  ex_line(c, "const long long ql0 = %s;", fa_row0(c, f, "wg"));
+  ex_line(c, "const long long ql0 = %s;", fa_row0(c, f, "wq"));
   ex_line(c, "const long long lr0 = ql0 + (wid & 3) * 16 + (lane >> 2), lr1 = lr0 + 8;");
   if (f->causal) ex_line(c, "const int ntw = (int)(((ql0 + 64 < S ? ql0 + 64 : S) + %d) / %d);", f->BKV - 1, f->BKV);
   else ex_line(c, "const int ntw = nt;");
@@ -389,10 +423,10 @@ static void fa_consumers(ectx *c, const fa_t *f) {
   ex_line(c, "float mrow[2] = {-INFINITY, -INFINITY}, lrow[2] = {0.0f, 0.0f}, corr0, corr1;");
   ex_line(c, "unsigned pa[%d][4], pb[%d][4];", kbk, kbk);
   ex_line(c, "em_mbar_wait(&em_qbar, 0u);");
-  ex_line(c, "if (ntw > 0) {");
+  ex_line(c, "if (kp < ntw) {");
   c->indent++;
-  ex_line(c, "const long long s0 = 0;");
-  fa_stage(c, f, "", "0");
+  ex_line(c, "const long long s0 = (long long)kp * %d;", f->BKV);
+  fa_stage(c, f, "", "kp");
   ex_line(c, "float sc[%d][4];", nj);
   ex_line(c, "em_mbar_wait(&em_fk[st], ph);");
   fa_qk(c, f, "sc", "kb");
@@ -403,18 +437,19 @@ static void fa_consumers(ectx *c, const fa_t *f) {
   ex_line(c, "}");
   /* two tiles an iteration, so that P alternates between two register sets (a copy from one to the other made
    * ptxas serialize every wgmma: C7513) */
-  ex_line(c, "for (int it = 0; it + 1 < ntw; it += 2) {");
+  ex_line(c, "for (int it = kp; it + %d < ntw; it += %d) {", f->P, 2 * f->P);
   c->indent++;
   fa_step(c, f, "it", "pa", "pb");
-  ex_line(c, "if (it + 2 >= ntw) break;");
-  fa_step(c, f, "it + 1", "pb", "pa");
+  ex_line(c, "if (it + %d >= ntw) break;", 2 * f->P);
+  fa_step(c, f, ex_A(c, "it + %d", f->P), "pb", "pa");
   c->indent--;
   ex_line(c, "}");
-  ex_line(c, "if (ntw > 0) {");
+  ex_line(c, "if (kp < ntw) {");
   c->indent++;
-  fa_stage(c, f, "", "ntw - 1");
+  ex_line(c, "const int em_n = (ntw - 1 - kp) / %d;", f->P); /* this part's last tile: kp + P·em_n */
+  fa_stage(c, f, "", ex_A(c, "kp + %d * em_n", f->P));
   ex_line(c, "em_mbar_wait(&em_fv[st], ph);");
-  ex_line(c, "if ((ntw - 1) & 1) {");
+  ex_line(c, "if (em_n & 1) {");
   c->indent++;
   fa_pv(c, f, "kb", "pb");
   c->indent--;
@@ -429,11 +464,13 @@ static void fa_consumers(ectx *c, const fa_t *f) {
   ex_line(c, "}");
   ex_line(c, "for (int it = ntw; it < nt; it++) {");
   c->indent++;
+  if (f->P > 1) ex_line(c, "if (it %% %d != kp) continue;", f->P);
   fa_stage(c, f, "", "it");
   ex_line(c, "em_mbar_wait(&em_fv[st], ph);");
   fa_release(c, "");
   c->indent--;
   ex_line(c, "}");
+  if (f->P > 1) fa_merge(c, f, f->mask >= 0 ? 1.0 : f->scale * M_LOG2E);
   fa_epilogue(c, f);
 }
 
@@ -459,7 +496,9 @@ static int fa_facts(ectx *c, fa_t *f) {
   f->ST = EX_KNOB(c, KVST);
   f->pack = EX_KNOB(c, QPACK);
   f->minb = EX_KNOB(c, MINB);
-  f->NWG = BQ / 64;
+  f->P = EX_KNOB(c, KVSPLIT);
+  f->NQ = BQ / 64;
+  f->NWG = f->NQ * f->P;
   int64_t Dv;
   if (!em_dim_is_const(&f->qs->d[f->r - 1], &f->D) || !em_dim_is_const(&f->vs->d[f->r - 1], &Dv) || f->D != Dv ||
       (f->D != 64 && f->D != 128)) {
@@ -474,11 +513,12 @@ static int fa_facts(ectx *c, fa_t *f) {
   f->mt = f->dt == EM_F16 ? "f16" : "bf16";
   f->pk = f->dt == EM_F16 ? "f16x2" : "bf16x2";
   if ((BQ != 64 && BQ != 128) || (f->BKV != 64 && f->BKV != 128) || f->ST < 2 || f->ST > 4 || (f->minb != 1 && f->minb != 2) ||
-      (f->minb == 2 && f->NWG != 1) || EX_KNOB(c, KVSPLIT) != 1) {
-    ex_fail(c, "FLASH=2 needs BQ 64 or 128 (a warpgroup per 64 rows), BKV 64 or 128, KVST 2..4, KVSPLIT=1, MINB 1 (2 with BQ=64)");
+      (f->minb == 2 && f->NWG != 1) || (f->P != 1 && f->P != 2) || (f->P == 2 && (BQ != 64 || f->pack || f->ST != 4))) {
+    ex_fail(c, "FLASH=2 needs BQ 64 or 128 (a warpgroup per 64 rows), BKV 64 or 128, KVST 2..4, MINB 1 (2 with one warpgroup), "
+               "KVSPLIT 1 or 2 (2: BQ=64, QPACK=0, KVST=4: each part's next tile loads while it reads this one)");
     return 0;
   }
-  long long smem = 1024 + fa_qbytes(f) + 2LL * f->ST * fa_kvbytes(f);
+  long long smem = 1024 + fa_qbytes(f) + 2LL * f->ST * fa_kvbytes(f) + fa_mergebytes(f);
   if (smem * f->minb > 232448) {
     ex_fail(c, "FLASH=2: %lld B of shared memory a block x MINB=%d exceed 227 KB", smem, f->minb);
     return 0;
@@ -506,13 +546,13 @@ static int fa_facts(ectx *c, fa_t *f) {
 void ex_k_flash_wgmma(ectx *c, em_launch *L) {
   fa_t f;
   if (!fa_facts(c, &f)) return;
-  int BQ = f.pack ? 64 : 64 * f.NWG;
+  int BQ = f.pack ? 64 : 64 * f.NQ;
   L->block[0] = 128 * (f.NWG + 1);
-  L->smem = 1024 + fa_qbytes(&f) + 2LL * f.ST * fa_kvbytes(&f);
+  L->smem = 1024 + fa_qbytes(&f) + 2LL * f.ST * fa_kvbytes(&f) + fa_mergebytes(&f);
   c->bounds_minb = 1;
   snprintf(L->grid[0], sizeof L->grid[0], "cdiv(%s,%d)", em_dim_format(&c->g->syms, &f.os->d[f.r - 2], (char[128]){0}, 128), BQ);
   const char *nbh = f.bat.rank ? ex_numel_text(c, &f.bat) : "1";
-  if (f.pack) snprintf(L->grid[1], sizeof L->grid[1], "cdiv(%s,%d)", nbh, f.NWG);
+  if (f.pack) snprintf(L->grid[1], sizeof L->grid[1], "cdiv(%s,%d)", nbh, f.NQ);
   else snprintf(L->grid[1], sizeof L->grid[1], "%s", nbh);
   L->ntmaps = 3;
   int in[3] = {f.qb, f.kb, f.vb}, rows[3] = {64, f.BKV, f.BKV};
@@ -531,6 +571,11 @@ void ex_k_flash_wgmma(ectx *c, em_launch *L) {
   ex_line(c, "const long long q0 = (long long)(%sblockIdx.x) * %d;", f.causal ? "gridDim.x - 1 - " : "", BQ);
   ex_line(c, "const long long send = %s;", f.causal ? ex_A(c, "(q0 + %d < S ? q0 + %d : S)", BQ, BQ) : "S");
   ex_line(c, "const int nt = (int)((send + %d) / %d);", f.BKV - 1, f.BKV);
+  ex_line(c, "auto em_ex2 = [](float x) -> float {"); /* exp2 on the MUFU (ex2.approx.ftz: -inf gives 0) */
+  ex_line(c, "  float y;");
+  ex_line(c, "  asm(\"ex2.approx.ftz.f32 %%0, %%1;\" : \"=f\"(y) : \"f\"(x));");
+  ex_line(c, "  return y;");
+  ex_line(c, "};");
   ex_line(c, "auto em_pk = [](float lo, float hi) -> unsigned {");
   ex_line(c, "  unsigned r;");
   ex_line(c, "  asm(\"cvt.rn.%s.f32 %%0, %%1, %%2;\" : \"=r\"(r) : \"f\"(hi), \"f\"(lo));", f.pk);
@@ -544,7 +589,7 @@ void ex_k_flash_wgmma(ectx *c, em_launch *L) {
   ex_line(c, "  for (int s = 0; s < %d; s++) {", f.ST);
   ex_line(c, "    em_mbar_init(&em_fk[s], 1);");
   ex_line(c, "    em_mbar_init(&em_fv[s], 1);");
-  ex_line(c, "    em_mbar_init(&em_empty[s], %d);", 4 * f.NWG); /* each consumer warp's release */
+  ex_line(c, "    em_mbar_init(&em_empty[s], %d);", 4 * f.NQ); /* each warp's release of the key part that reads it */
   ex_line(c, "  }");
   ex_line(c, "  em_mbar_fence_init();");
   ex_line(c, "}");

@@ -266,13 +266,20 @@ return {
       for _, bq in ipairs(bqs) do
         for _, bkv in ipairs { 64, 128 } do
           for _, st in ipairs { 4, 3, 2 } do
-            local smem = 1024 + bq * k.E * 2 + 2 * st * bkv * k.E * 2
-            for _, pack in ipairs { 0, 1 } do
-              for _, minb in ipairs { 1, 2 } do
-                local ok = smem * minb <= (dev.smem_optin or dev.smem_static)
-                  and (pack == 0 or (bq == 128 and k.gqa and ratio % 2 == 0)) and (minb == 1 or bq == 64)
-                if ok then
-                  out[#out + 1] = { FLASH = 2, BQ = bq, BKV = bkv, KVST = st, KVSPLIT = 1, MINB = minb, QSMEM = 0, QPACK = pack }
+            for _, split in ipairs { 1, 2 } do
+              -- KVSPLIT=2 (BQ 64): two consumer warpgroups on the same rows take alternate key tiles (a 4-deep
+              -- ring: two stages each, the next tile loading while this one is read), merged through shared
+              -- memory at the end
+              local merge = split == 2 and (k.E / 2 + 4) * 128 * 4 or 0
+              local smem = 1024 + bq * k.E * 2 + 2 * st * bkv * k.E * 2 + merge
+              for _, pack in ipairs { 0, 1 } do
+                for _, minb in ipairs { 1, 2 } do
+                  local ok = smem * minb <= (dev.smem_optin or dev.smem_static)
+                    and (pack == 0 or (bq == 128 and k.gqa and ratio % 2 == 0)) and (minb == 1 or (bq == 64 and split == 1))
+                    and (split == 1 or (bq == 64 and pack == 0 and st == 4))
+                  if ok then
+                    out[#out + 1] = { FLASH = 2, BQ = bq, BKV = bkv, KVST = st, KVSPLIT = split, MINB = minb, QSMEM = 0, QPACK = pack }
+                  end
                 end
               end
             end

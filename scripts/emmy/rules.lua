@@ -463,8 +463,9 @@ function M.resource_check(k, c, dev)
   elseif k.kind == "attention" and c.FLASH == 2 then
     -- a consumer warpgroup per 64 query rows and the producer's; the Q tile and the K/V ring are dynamic shared
     -- memory (opt-in), MINB blocks of it an SM
-    threads = 128 * (math.floor((c.BQ or 0) / 64) + 1)
+    threads = 128 * (math.floor((c.BQ or 0) / 64) * (c.KVSPLIT or 1) + 1)
     local bytes = 1024 + (c.BQ or 0) * (k.E or 0) * 2 + 2 * (c.KVST or 1) * (c.BKV or 0) * (k.E or 0) * 2
+    if (c.KVSPLIT or 1) > 1 then bytes = bytes + ((k.E or 0) / 2 + 4) * 128 * 4 end -- the key parts' merge
     if bytes * (c.MINB or 1) > (dev.smem_optin or dev.smem_static) then
       return false, ("%d B of dynamic shared memory x MINB=%d exceed %d B an SM"):format(bytes, c.MINB or 1, dev.smem_optin or dev.smem_static)
     end
