@@ -367,6 +367,11 @@ for _, c in ipairs(cases) do
       if s and s.median_us and (not tus or s.median_us < tus) then tus, tname = s.median_us, name end
     end
     if t.why then notes[#notes + 1] = ("torch on %s: %s"):format(c.label, t.why) end
+    local tm = tus and t[tname == "compile" and "tcompile" or TORCH[tname]].method
+    if tm and tm ~= "cuda-graph" then
+      notes[#notes + 1] = ("torch on %s: %s timed by %s, not CUDA-graph replay"):format(
+        c.label, tname, tm)
+    end
     print(("  chosen %s µs, best %s µs (%s), torch %s µs (%s), %d of %d variants timed"):format(fmt(chosen.us),
       fmt(best and best.us), best and best.knobs or "-", fmt(tus), tname or "-", timed, #a.list))
     rows[#rows + 1] = { c.label, check, ("%d/%d"):format(timed, #a.list),
