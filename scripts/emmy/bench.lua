@@ -123,18 +123,23 @@ function M.at(g, bind)
 end
 
 -- Times graphs in PyTorch in one tools/torchref/bench.py process (--batch: one Python start, one torch import for
--- all of them). jobs = {{graph, value_of = fn(name) -> tensor}}, bound by bind; o.backends: set with eager and/or
--- tcompile; o.device ("cuda" unless EMMY_TORCH_DEVICE says otherwise); o.kernels = N: also each backend's kernels
--- (bench.py --kernels N). Returns one result per job: {eager = stats|nil, tcompile = stats|nil, why = text|nil};
--- stats = {median_us, p20_us, p80_us, min_us, samples, method, batch, max_abs_vs_eager, kernels = {{name, us,
--- count}} with o.kernels}.
+-- all of them). jobs = {{graph, value_of = fn(name) -> tensor, out = DIR|nil}}, bound by bind; o.backends: set with
+-- eager and/or tcompile; o.more: a list of bench.py's other backends (sdpa_flash, …), each result keyed by its
+-- name; o.device ("cuda" unless EMMY_TORCH_DEVICE says otherwise); o.kernels = N: also each backend's kernels
+-- (bench.py --kernels N). A job's out: eager's outputs are written there as <output name>.npy (bench.py --out), even
+-- with no backend to time. Returns one result per job: {eager = stats|nil, tcompile = stats|nil, [more] = stats|nil,
+-- why = text|nil}; stats = {median_us, p20_us, p80_us, min_us, samples, method, batch, max_abs_vs_eager,
+-- kernels = {{name, us, count}} with o.kernels}.
 function M.torch_many(jobs, bind, o)
   o = o or {}
   local want = {}
   if not o.backends or o.backends.eager then want[#want + 1] = "eager" end
   if not o.backends or o.backends.tcompile then want[#want + 1] = "compile" end
+  for _, b in ipairs(o.more or {}) do want[#want + 1] = b end
+  local outs = false
+  for _, job in ipairs(jobs) do outs = outs or job.out ~= nil end
   local res = {}
-  if #want == 0 then
+  if #want == 0 and not outs then
     for i = 1, #jobs do res[i] = {} end
     return res
   end
@@ -145,8 +150,11 @@ function M.torch_many(jobs, bind, o)
   for i, job in ipairs(jobs) do
     local jd = ("%s/%d"):format(d, i)
     local ok, why = M.write_job(jd, job.graph, job.value_of)
-    if ok then batch[#batch + 1] = { graph = jd .. "/g.torch.json", inputs = jd .. "/in", json = jd .. "/b.json", i = i }
-    else res[i] = { why = why } end
+    if ok then
+      batch[#batch + 1] = { graph = jd .. "/g.torch.json", inputs = jd .. "/in", json = jd .. "/b.json", out = job.out, i = i }
+    else
+      res[i] = { why = why }
+    end
   end
   require("emmy.dump").write_file(d .. "/batch.json", cjson.encode(batch))
   local binds = {}
@@ -154,7 +162,8 @@ function M.torch_many(jobs, bind, o)
   table.sort(binds)
   os.execute(("%s %s/tools/torchref/bench.py --batch %s/batch.json %s --device %s --backends %s --reps %d --warmup %d%s > %s/log 2>&1")
     :format(python(), EMMY_HOME, d, table.concat(binds, " "), o.device or os.getenv("EMMY_TORCH_DEVICE") or "cuda",
-      table.concat(want, ","), o.reps or 100, o.warmup or 10, o.kernels and (" --kernels %d"):format(o.kernels) or "", d, d))
+      #want > 0 and table.concat(want, ",") or "none", o.reps or 100, o.warmup or 10,
+      o.kernels and (" --kernels %d"):format(o.kernels) or "", d, d))
   local last = last_line(d .. "/log")
   for _, b in ipairs(batch) do
     local jf = io.open(b.json)

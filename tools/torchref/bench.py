@@ -4,20 +4,27 @@ torch.compile on the same inputs, the way emmy times its kernels: warm-up, then 
 graph (plain CUDA events when capture fails, said in the result), median of many samples with p20/p80.
 
     python3 tools/torchref/bench.py GRAPH.torch.json --inputs DIR [--bind NAME=N] [--device cuda]
-                                    [--backends eager,compile] [--reps 100] [--warmup 10] [--json OUT]
-                                    [--nvtx-once]
+                                    [--backends eager,compile,sdpa_flash,…] [--reps 100] [--warmup 10]
+                                    [--json OUT]
+                                    [--out DIR] [--nvtx-once]
 
 Inputs are DIR/<input name>.npy as replay.py reads them (emmy writes them). The graph is replayed op by op with
 torch.ops.aten (replay.py's argument conversion); torch.compile compiles that same function. torch.compile's
-outputs are checked against eager (max abs difference in the result). Exit status: 0 ok, 2 bad input, 1 a
-backend failed (the others are still reported)."""
+outputs are checked against eager (max abs difference in the result). The backends sdpa_flash, sdpa_efficient,
+sdpa_cudnn and sdpa_math are eager with aten's scaled_dot_product_attention held to that one kernel
+(torch.nn.attention.sdpa_kernel, torch >= 2.3); one that refuses the inputs is an error naming torch's reasons.
+--out DIR writes eager's outputs as DIR/<output name>.npy (replay.py's format): a reference on the GPU for what
+emmy's CPU reference is too slow to compute. Exit status: 0 ok, 2 bad input, 1 a backend failed (the others are
+still reported)."""
 
 import argparse
 import json
 import os
+import re
 import statistics
 import sys
 import time
+import warnings
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import replay  # noqa: E402  (the op-by-op machinery)
@@ -41,6 +48,39 @@ def build(g, env, device):
     fxg.output([values[o] for o in g["outputs"]])
     gm = torch.fx.GraphModule(torch.nn.Module(), fxg)
     return gm, names
+
+
+# the backends that hold aten's scaled_dot_product_attention to one kernel, by torch.nn.attention.SDPBackend name
+SDPA_BACKENDS = {"sdpa_flash": "FLASH_ATTENTION", "sdpa_efficient": "EFFICIENT_ATTENTION",
+                 "sdpa_cudnn": "CUDNN_ATTENTION", "sdpa_math": "MATH"}
+
+
+def sdpa_only(backend, fn):
+    """fn with every call under torch.nn.attention.sdpa_kernel(<backend's SDPBackend>) (a fresh context a call: the
+    kernel is chosen at each call, and fixed in a captured CUDA graph), or None when this torch has no
+    sdpa_kernel or no such backend."""
+    try:
+        from torch.nn.attention import SDPBackend, sdpa_kernel
+        which = getattr(SDPBackend, SDPA_BACKENDS[backend])
+    except (ImportError, AttributeError):
+        return None
+
+    def call(inputs):
+        with sdpa_kernel(which):
+            return fn(inputs)
+    return call
+
+
+def refusal(caught):
+    """torch's reasons for a refused SDPA kernel, from the warnings it gave ("Flash attention requires …"), one
+    line; "" when none."""
+    out = []
+    for w in caught:
+        lines = str(w.message).strip().splitlines()
+        m = re.sub(r"\s*\(Triggered internally at .*$", "", lines[0]) if lines else ""
+        if m and not m.endswith(":") and m not in out:  # ("… kernel not used because:" heads the reasons)
+            out.append(m)
+    return "; ".join(out[:3])
 
 
 def graph_breaks():
@@ -209,14 +249,16 @@ def main(argv):
     p.add_argument("graph", nargs="?")
     p.add_argument("--inputs", metavar="DIR")
     p.add_argument("--batch", metavar="FILE",
-                   help="a JSON list of jobs {graph, inputs, json}: each graph benched in this one process (the other "
-                        "options apply to every job; one job's failure is its JSON's error, the others go on)")
+                   help="a JSON list of jobs {graph, inputs, json, out (optional)}: each graph benched in this one "
+                        "process (the other options apply to every job; one job's failure is its JSON's error, the "
+                        "others go on)")
     p.add_argument("--bind", action="append", default=[], metavar="NAME=N")
     p.add_argument("--device", choices=("cpu", "cuda"), default="cuda")
     p.add_argument("--backends", default="eager,compile")
     p.add_argument("--reps", type=int, default=100)
     p.add_argument("--warmup", type=int, default=10)
     p.add_argument("--json", metavar="OUT")
+    p.add_argument("--out", metavar="DIR", help="also eager's outputs, as DIR/<output name>.npy")
     p.add_argument("--kernels", type=int, default=0, metavar="N",
                    help="also each backend's kernels and their durations (torch.profiler over N plain calls; GPU only)")
     p.add_argument("--nvtx-once", action="store_true",
@@ -231,7 +273,7 @@ def main(argv):
             return 2
         rc = 0
         for job in jobs:
-            r = bench_one(job["graph"], job["inputs"], job.get("json"), a, quiet=True)
+            r = bench_one(job["graph"], job["inputs"], job.get("json"), a, quiet=True, out_dir=job.get("out"))
             if r != 0:
                 rc = 1
                 if job.get("json") and not os.path.exists(job["json"]):
@@ -243,11 +285,12 @@ def main(argv):
         return rc
     if not a.graph or not a.inputs:
         p.error("give GRAPH --inputs DIR, or --batch FILE")
-    return bench_one(a.graph, a.inputs, a.json, a)
+    return bench_one(a.graph, a.inputs, a.json, a, out_dir=a.out)
 
 
-def bench_one(graph, inputs_dir, json_out, a, quiet=False):
-    """Benches one graph with the options of a; writes json_out; returns the exit status."""
+def bench_one(graph, inputs_dir, json_out, a, quiet=False, out_dir=None):
+    """Benches one graph with the options of a; writes json_out (and eager's outputs into out_dir when given);
+    returns the exit status."""
     try:
         g = replay.load_graph(graph)
         env = replay.bind_symbols(g, replay.parse_binds(a.bind))
@@ -271,8 +314,18 @@ def bench_one(graph, inputs_dir, json_out, a, quiet=False):
               "torch": torch.__version__, "bind": env, "backends": {}}
     rc = 0
     with torch.no_grad():
-        ref = eager(inputs)
-        for backend in a.backends.split(","):
+        try:
+            ref = eager(inputs)
+            if out_dir:
+                os.makedirs(out_dir, exist_ok=True)
+                for name, t in zip(g["outputs"], ref):
+                    replay.save(out_dir, name, t)
+        except Exception as e:  # (a batch goes on to its next graph)
+            result["error"] = "eager: %s" % replay.first_line(e)
+            ref = None
+            rc = 1
+        backends = [b for b in a.backends.split(",") if b and b != "none"] if ref is not None else []
+        for backend in backends:
             try:
                 if backend == "eager":
                     fn = eager
@@ -282,9 +335,21 @@ def bench_one(graph, inputs_dir, json_out, a, quiet=False):
                         continue
                     breaks0 = graph_breaks()
                     fn = caller(torch.compile(gm, dynamic=False), names)
+                elif backend in SDPA_BACKENDS:
+                    fn = sdpa_only(backend, eager)
+                    if fn is None:
+                        result["backends"][backend] = {"skipped": "torch %s has no torch.nn.attention.sdpa_kernel "
+                                                       "with this backend" % torch.__version__}
+                        continue
                 else:
-                    raise Fail("unknown backend '%s' (eager, compile)" % backend)
-                out = fn(inputs)
+                    raise Fail("unknown backend '%s' (eager, compile, %s, none)" % (backend, ", ".join(SDPA_BACKENDS)))
+                with warnings.catch_warnings(record=True) as caught:
+                    warnings.simplefilter("always")
+                    try:
+                        out = fn(inputs)
+                    except Exception as e:
+                        why = refusal(caught)
+                        raise RuntimeError(replay.first_line(e) + (" (%s)" % why if why else "")) from e
                 diff = max(float((x.float() - y.float()).abs().max()) if x.numel() else 0.0 for x, y in zip(out, ref))
                 if a.nvtx_once:  # (NVTX ranges only on the GPU: a CPU build of torch has none)
                     if device.type == "cuda":

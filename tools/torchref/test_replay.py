@@ -203,6 +203,65 @@ def test_sdpa():
                  {"o": want}, rtol=1e-4, atol=1e-5, dtype=np.float32)
 
 
+def test_bench_sdpa():
+    """bench.py on an SDPA graph: --out writes eager's outputs (with --backends none, no timing), each sdpa_* backend
+    is timed (its max abs difference from eager small) or skipped where torch has no sdpa_kernel; an unknown
+    backend is that backend's error; a --batch job's out is written too."""
+    op = "aten.scaled_dot_product_attention.default"
+    L, E = 12, 16
+    q, k, v = bf16(randn(1, 4, L, E)), bf16(randn(1, 2, L, E)), bf16(randn(1, 2, L, E))
+    g = graph("sdpa_bench", [inp("q", "bf16", [1, 4, L, E]), inp("k", "bf16", [1, 2, L, E]),
+                             inp("v", "bf16", [1, 2, L, E])],
+              [node("a", op, {"query": "q", "key": "k", "value": "v", "is_causal": True, "enable_gqa": True},
+                    "bf16", [1, 4, L, E]),
+               node("t", "aten.transpose.int", {"self": "a", "dim0": 1, "dim1": 2}, "bf16", [1, L, 4, E]),
+               node("o", "aten.reshape.default", {"self": "t", "shape": [1, L, 4 * E]}, "bf16", [1, L, 4 * E])],
+              ["o"])
+    want = bf16(sdpa_ref(q, k, v, causal=True).astype(np.float32)).astype(np.float64)
+    want = want.transpose(0, 2, 1, 3).reshape(1, L, 4 * E)
+    bench = os.path.join(HERE, "bench.py")
+    for dev in devices():
+        with tempfile.TemporaryDirectory() as d:
+            gp, ind = os.path.join(d, "g.torch.json"), os.path.join(d, "in")
+            with open(gp, "w") as f:
+                json.dump(g, f)
+            os.makedirs(ind)
+            for name, a in (("q", q), ("k", k), ("v", v)):
+                np.save(os.path.join(ind, name + ".npy"), a)
+            outd, jp = os.path.join(d, "out"), os.path.join(d, "b.json")
+            p = subprocess.run([sys.executable, bench, gp, "--inputs", ind, "--device", dev, "--backends", "none",
+                                "--out", outd, "--json", jp], capture_output=True, text=True)
+            ok = p.returncode == 0 and os.path.exists(os.path.join(outd, "o.npy"))
+            check("bench.py --backends none --out %s" % dev, ok, "rc=%d %s" % (p.returncode, p.stderr[-300:]))
+            if ok:
+                got = np.load(os.path.join(outd, "o.npy")).astype(np.float64)
+                check("bench.py --out: eager's output %s" % dev,
+                      got.shape == want.shape and np.allclose(got, want, rtol=2e-2, atol=2e-2))
+                check("bench.py --backends none times nothing %s" % dev, json.load(open(jp))["backends"] == {})
+            p = subprocess.run([sys.executable, bench, gp, "--inputs", ind, "--device", dev, "--backends",
+                                "eager,sdpa_flash,sdpa_math,sdpa_nope", "--reps", "3", "--warmup", "1", "--json", jp],
+                               capture_output=True, text=True)
+            r = json.load(open(jp))["backends"] if os.path.exists(jp) else {}
+            check("bench.py sdpa backends %s: exit 1 for the unknown one" % dev, p.returncode == 1, p.stderr[-300:])
+            check("bench.py eager timed %s" % dev, r.get("eager", {}).get("median_us", 0) > 0, str(r.get("eager")))
+            for b in ("sdpa_flash", "sdpa_math"):
+                x = r.get(b, {})
+                timed = x.get("median_us", 0) > 0 and x.get("max_abs_vs_eager", 1) < 0.05
+                refused = "error" in x and "No available kernel" in x["error"]  # (a kernel this device lacks)
+                skipped = "sdpa_kernel" in x.get("skipped", "")
+                check("bench.py %s %s: timed, refused or skipped" % (b, dev), timed or refused or skipped, str(x))
+            check("bench.py unknown backend %s" % dev, "unknown backend 'sdpa_nope'" in r.get("sdpa_nope", {}).get(
+                "error", ""), str(r.get("sdpa_nope")))
+            jobs = os.path.join(d, "jobs.json")
+            with open(jobs, "w") as f:
+                json.dump([{"graph": gp, "inputs": ind, "json": os.path.join(d, "j1.json"),
+                            "out": os.path.join(d, "o1")}], f)
+            p = subprocess.run([sys.executable, bench, "--batch", jobs, "--device", dev, "--backends", "none"],
+                               capture_output=True, text=True)
+            check("bench.py --batch job out %s" % dev, p.returncode == 0 and os.path.exists(
+                os.path.join(d, "o1", "o.npy")), p.stderr[-300:])
+
+
 def symbolic_graph():
     sym = [{"name": "seq_len", "hint": 3, "min": 1, "max": 1024}]
     return graph("symbolic", [inp("x", "f32", [2, "seq_len", 4, 4])], [
@@ -302,7 +361,7 @@ def test_errors():
 
 
 def main():
-    for t in (test_rmsnorm, test_linear, test_sdpa, test_symbolic, test_f16, test_errors):
+    for t in (test_rmsnorm, test_linear, test_sdpa, test_bench_sdpa, test_symbolic, test_f16, test_errors):
         t()
     for s in RESULTS["skipped"][:1]:
         print("skipped: %s" % s)

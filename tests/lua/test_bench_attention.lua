@@ -1,0 +1,194 @@
+-- bench/attention.lua without a GPU: every case of issue 20's table compiles to one attention kernel (--dry-run,
+-- --graphs), the command line refuses what it cannot run with one line and exit 2, --match/--pins/--limit pick the
+-- variants, the GPU path end to end on the mock driver (every kernel a no-op: each variant is checked, found wrong
+-- and not timed), and torch's reference output (bench.py --out) against emmy's CPU reference.
+local cjson = require "cjson"
+local graphjson = require "emmy.graphjson"
+local ref = require "emmy.ref"
+
+local T = {}
+local function test(name, fn) T[#T + 1] = { name, fn } end
+
+local SCRIPT = ROOT .. "/bench/attention.lua"
+local function bench(list, o) return emmy(args(SCRIPT, list), o) end
+
+-- The case lines of a --dry-run: {label = {kernel, candidates, check, chosen, swept = {...}, pinned = {...}}}.
+local function dry_cases(out)
+  local cases, order, cur = {}, {}, nil
+  for _, l in ipairs(lines_of(out)) do
+    local label, nk, kname, ncand, chk = l:match("^(b%d+s%d+ d%d+ %d+/%d+ [%a-]+): (%d+) kernels?, attention (k_sdpa_%x+): (%d+) candidates, check ([%a ]-), ")
+    if label then
+      cur = { kernels = tonumber(nk), kernel = kname, candidates = tonumber(ncand), check = chk, swept = {}, pinned = {} }
+      cases[label], order[#order + 1] = cur, label
+    elseif cur then
+      local role, knobs = l:match("^  (%a+)%s+(%S+)")
+      if role == "chosen" then cur.chosen = knobs
+      elseif role == "swept" or role == "pinned" then table.insert(cur[role], l:match("^  %a+%s+(.*)$")) end
+    end
+  end
+  return cases, order
+end
+
+test("--dry-run: each case of issue 20's table is one attention kernel; b1s512 d128 16/8 causal is the Qwen3 layer's", function()
+  local d = tmpdir()
+  local code, out, err = bench({ "--dry-run", "--limit", "2", "--graphs", d })
+  eq(code, 0, "exit: " .. err)
+  check(out:find("16 cases on ", 1, true), out)
+  local cases, order = dry_cases(out)
+  eq(#order, 16, "4 shapes x 2 head layouts x causal and not: " .. out)
+  for _, label in ipairs(order) do
+    local c = cases[label]
+    eq(c.kernels, 1, label .. ": kernels")
+    eq(c.check, label:find("s8192", 1, true) and "torch" or "cpu ref", label .. ": the check")
+    check(c.chosen and c.chosen:find("FLASH=[1-9]"), label .. ": a flash tier chosen: " .. tostring(c.chosen))
+    eq(#c.swept, 2, label .. ": --limit 2")
+    for _, s in ipairs(c.swept) do check(s:find("FLASH=[1-9]") and not s:find("refused", 1, true), label .. ": " .. s) end
+  end
+  -- the case the model runs: the very kernel the Qwen3 layer forms (its structural hash names it)
+  local c2, o2, e2 = emmy { "compile", "Qwen/Qwen3-Embedding-0.6B", "--layer", "0", "--ir", "kernel" }
+  eq(c2, 0, e2)
+  local qwen = o2:match("(k_sdpa_%x+)%s+attention")
+  eq(cases["b1s512 d128 16/8 causal"].kernel, qwen, "the layer's sdpa kernel")
+  -- the graph files compile on their own, the output in the model's layout [B, S, HQ*D]
+  local c3, o3, e3 = emmy { "compile", d .. "/sdpa_b8s512_d64_h32kv4_full.torch.json", "--ir", "kernel" }
+  eq(c3, 0, e3)
+  check(o3:find("1 kernels (1 distinct)", 1, true) and o3:find("o bf16[8, 512, 2048]", 1, true), o3)
+  local g = assert(graphjson.read(d .. "/sdpa_b1s8192_d128_h16kv8_causal.torch.json"))
+  local n = g:nodes()[1]
+  eq(n.op, "aten.scaled_dot_product_attention.default")
+  local a = {}
+  for _, kv in ipairs(n.args) do a[kv[1]] = kv[2] end
+  check(a.is_causal == true and a.enable_gqa == true and math.abs(a.scale - 128 ^ -0.5) < 1e-18, cjson.encode(a))
+  eq(table.concat(g:value("k").shape, ","), "1,8,8192,128", "k [B, HKV, S, D]")
+  -- --layout bhsd: the SDPA's own result, no views after it
+  local c4, o4, e4 = bench({ "--dry-run", "--shapes", "b1s64", "--heads", "64:4:2", "--causal", "0", "--layout", "bhsd",
+    "--limit", "0", "--graphs", d })
+  eq(c4, 0, e4)
+  local gb = assert(graphjson.read(d .. "/sdpa_b1s64_d64_h4kv2_full_bhsd.torch.json"))
+  eq(#gb:nodes(), 1, "bhsd: the SDPA alone: " .. o4)
+  eq(table.concat(gb:value(gb:outputs()[1]).shape, ","), "1,4,64,64")
+end)
+
+test("bad flags: one line naming the flag and what it takes, exit 2", function()
+  for _, c in ipairs {
+    { { "--shapes", "b1x512" }, "--shapes item 'b1x512' needs bBATCHsSEQ" },
+    { { "--shapes", "b0s512" }, "batch and sequence must be at least 1" },
+    { { "--shapes", "," }, "--shapes ',' names nothing" },
+    { { "--heads", "128:16:5" }, "a multiple of the key/value heads" },
+    { { "--heads", "128:16" }, "needs HEAD_DIM:Q_HEADS:KV_HEADS" },
+    { { "--causal", "2" }, "--causal item '2' needs 1 (causal) or 0 (not)" },
+    { { "--ref", "gpu" }, "--ref 'gpu': auto" },
+    { { "--layout", "bshd" }, "--layout 'bshd': model" },
+    { { "--torch", "flashy" }, "--torch 'flashy': eager, flash, efficient, cudnn or math" },
+    { { "--torch", "eager,none" }, "--torch 'none'" },
+    { { "--match", "BQ=48" }, "BQ=48 is not a legal value of BQ" },
+    { { "--pins", "BQX=64" }, "'BQX' is not a knob" },
+    { { "--pins", "BQ" }, "--pins item 'BQ' needs KNOB=INT" },
+    { { "--pins", "BQ=64,BQ=32" }, "gives BQ twice" },
+    { { "--limit", "-1" }, "--limit needs an integer >= 0" },
+    { { "--bogus" }, "unknown option '--bogus'" },
+    { { "b1s512" }, "unexpected argument 'b1s512'" },
+  } do
+    local code, out, err = bench(args(c[1], "--dry-run"))
+    local what = table.concat(c[1], " ")
+    eq(code, 2, what .. ": exit (" .. err .. ")")
+    check(err:find("^emmy: bench/attention.lua: ") or err:find("^emmy: .*bench/attention.lua: "), what .. ": " .. err)
+    check(err:find(c[2], 1, true), what .. ": " .. err)
+    eq(#lines_of(err), 1, what .. ": one line: " .. err)
+    eq(out, "", what .. ": nothing on stdout")
+  end
+end)
+
+test("--match, --limit, --all and --pins pick the variants; a pin the kernel lacks or the emitter refuses is a row", function()
+  local base = { "--dry-run", "--shapes", "b1s512", "--heads", "128:16:8", "--causal", "1" }
+  local code, out, err = bench(args(base, "--match", "BQ=32;BKV=64,KVST=1"))
+  eq(code, 0, err)
+  local c = dry_cases(out)["b1s512 d128 16/8 causal"]
+  check(#c.swept > 2, out)
+  for _, s in ipairs(c.swept) do check(s:find("BQ=32,", 1, true) or (s:find("BKV=64,", 1, true) and s:find("KVST=1,", 1, true)), s) end
+  -- FLASH=0 (the scalar tier) only with --all
+  local _, o2 = bench(base)
+  check(not o2:find("swept%s+%S*FLASH=0"), "no scalar tier without --all")
+  local _, o3 = bench(args(base, "--all"))
+  check(o3:find("swept%s+%S*FLASH=0"), "the scalar tier with --all: " .. o3)
+  -- --limit 0: the chosen variant and the pins
+  local c4, o4, e4 = bench(args(base, "--limit", "0", "--pins", "BQ=128,KVSPLIT=1;BM=64;BKV=128,KVST=2;BQ=64"))
+  eq(c4, 0, e4)
+  local p = dry_cases(o4)["b1s512 d128 16/8 causal"]
+  eq(#p.swept, 0, "--limit 0")
+  eq(#p.pinned, 3, "BQ=64 is the chosen variant itself: one row: " .. o4)
+  check(p.pinned[1]:find("^BKV=32,BQ=128,FLASH=1,KVSPLIT=1,") and not p.pinned[1]:find("refused", 1, true), p.pinned[1])
+  check(p.pinned[2]:find("refused: BM: not a knob of k_sdpa_%x+ %(it has BKV"), p.pinned[2])
+  check(p.pinned[3]:find("refused: emit refused: ", 1, true), p.pinned[3])
+  check(o4:find("  2 to time, 2 refused", 1, true), o4)
+end)
+
+test("on the mock driver: every variant is built, launched and checked before timing; the table, the JSON, exit 1", function()
+  local d = tmpdir()
+  local so = d .. "/libcuda_mock.so"
+  local cc, cout = sh(("cc -shared -fPIC -O1 -o %s %s"):format(shell_quote(so), shell_quote(ROOT .. "/tests/fixtures/cuda_mock.c")))
+  if cc ~= 0 then skip("cannot build the mock driver: " .. cout:sub(1, 200)) end
+  local okn, nv = pcall(require, "emmy.nvrtc")
+  if not okn or not nv.version() then skip("NVRTC not found") end
+  local torch = sh(PY .. " -c 'import torch, numpy' 2>/dev/null") == 0
+  local env = ("EMMY_MOCK_ANY_KERNEL=1 EMMY_LIBCUDA=%s EMMY_CUBIN_CACHE=%s/cc EMMY_TORCH_DEVICE=cpu EMMY_PYTHON=%s"):format(
+    so, d, PY)
+  local small = { "--shapes", "b1s64", "--heads", "64:4:2", "--causal", "1" }
+  local code, out, err = bench(args(small, "--limit", "1", "--pins", "BQ=32;BM=64", "--torch", torch and "eager" or "none",
+    "--json", d .. "/a.json"), { env = env })
+  eq(code, 1, "the no-op kernels are wrong, so the chosen variant has no time: " .. err)
+  check(out:find("b1s64 d64 4/2 causal: reference (cpu ref)", 1, true), out)
+  check(out:find("b1s64 d64 4/2 causal%s+cpu ref%s+0/4%s+wrong"), "the table's row: " .. out)
+  local j = cjson.decode(read_file(d .. "/a.json"))
+  eq(j.format, "emmy.bench.attention")
+  eq(j.device, "Mock GPU")
+  local roles = {}
+  for _, v in ipairs(j.variants) do
+    roles[#roles + 1] = v.role
+    check(v.us == nil and v.error, v.knobs .. ": no time")
+    if v.knobs:find("BM=64", 1, true) then check(v.error:find("not a knob", 1, true), v.error)
+    else check(v.error:find("^wrong: o: "), v.knobs .. ": checked before timing: " .. v.error) end
+  end
+  eq(table.concat(roles, ","), "chosen,swept,pinned,pinned")
+  local c1 = j.cases[1]
+  eq(c1.check, "cpu ref")
+  eq(c1.flops, 4 * 1 * 4 * 64 * 64 * 64 / 2, "causal FLOPs")
+  if torch then
+    check(c1.torch.eager and c1.torch.eager.median_us > 0 and c1.torch.best == "eager", cjson.encode(c1.torch))
+  end
+  -- torch as the reference, and no torch at all: no reference, nothing timed, said so
+  local c2, o2, e2 = bench(args(small, "--limit", "0", "--ref", "torch", "--torch", "none"),
+    { env = env:gsub("EMMY_PYTHON=%S+", "EMMY_PYTHON=/bin/false") })
+  eq(c2, 1, e2)
+  check(o2:find("chosen BKV=%S+: no reference: torch gave no o %(tools/torchref/bench.py gave no result%)"), o2)
+  check(o2:find("b1s64 d64 4/2 causal%s+none%s+0/1%s+no reference"), o2)
+  if torch then
+    local c3, o3, e3 = bench(args(small, "--limit", "0", "--ref", "torch", "--torch", "none"), { env = env })
+    eq(c3, 1, e3)
+    check(o3:find("b1s64 d64 4/2 causal%s+torch eager%s+0/1%s+wrong"), "torch's output read as the reference: " .. o3)
+  end
+end)
+
+test("torch's reference (bench.py --out, --backends none) agrees with emmy's CPU reference", function()
+  if sh(PY .. " -c 'import torch, numpy' 2>/dev/null") ~= 0 then skip(PY .. " has no torch/numpy") end
+  local d = tmpdir()
+  local code, _, err = bench { "--dry-run", "--shapes", "b2s40", "--heads", "32:4:2", "--causal", "1", "--limit", "0",
+    "--graphs", d }
+  eq(code, 0, err)
+  local g = assert(graphjson.read(d .. "/sdpa_b2s40_d32_h4kv2_causal.torch.json"))
+  local bind = assert(g:bind({}))
+  local ins = assert(require("emmy.inputs").for_graph(g, bind, 0))
+  assert(require("emmy.sys").mkdir_p(d .. "/in"))
+  for name, t in pairs(ins) do assert(t:save(d .. "/in/" .. name .. ".npy")) end
+  local c2, o2 = sh(("%s %s/tools/torchref/bench.py %s --inputs %s --device cpu --backends none --out %s"):format(PY,
+    shell_quote(ROOT), shell_quote(d .. "/sdpa_b2s40_d32_h4kv2_causal.torch.json"), shell_quote(d .. "/in"),
+    shell_quote(d .. "/out")))
+  eq(c2, 0, o2)
+  local got = assert(ref.load(d .. "/out/o.npy", "bf16"))
+  local want = assert(ref.run(g, ins, { bind = bind }))
+  local cmp = ref.compare(got, want.o)
+  check(cmp.ok, ("max abs %g, %d of %d outside"):format(cmp.max_abs, cmp.mismatches, cmp.numel))
+  eq(table.concat(got:shape(), ","), "2,40,128", "o [B, S, HQ*D]")
+end)
+
+return T
