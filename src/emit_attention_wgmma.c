@@ -302,35 +302,74 @@ static void fa_pv(ectx *c, const fa_t *f, const char *kbase, const char *p) {
 }
 
 /* The epilogue: each row's sum over its quad, then every accumulator element (row l, element d) divided by
- * it through the fused ops to the outputs. */
+ * it through the fused ops to the outputs: from each thread's fragments (OSMEM=0), or staged in the warpgroup's
+ * Q slice (its wgmma reads are retired; each warp writes only its own 16 rows) in the TMA tiles' swizzled layout
+ * and stored by consecutive threads along the head dim behind a warpgroup barrier (OSMEM=1). */
 static void fa_epilogue(ectx *c, const fa_t *f) {
+  int nd = (int)(f->D / 8), staged = EX_KNOB(c, OSMEM) == 1;
   ex_line(c, "#pragma unroll");
   ex_line(c, "for (int h = 0; h < 2; h++) {");
   ex_line(c, "  lrow[h] += __shfl_xor_sync(0xffffffffu, lrow[h], 1);");
   ex_line(c, "  lrow[h] += __shfl_xor_sync(0xffffffffu, lrow[h], 2);");
   ex_line(c, "}");
-  ex_line(c, "#pragma unroll");
-  ex_line(c, "for (int j = 0; j < %d; j++) {", (int)(f->D / 8));
-  c->indent++;
-  ex_line(c, "#pragma unroll");
-  ex_line(c, "for (int qd = 0; qd < 4; qd++) {");
-  c->indent++;
-  ex_line(c, "const long long l = qd < 2 ? lr0 : lr1, d = j * 8 + (lane & 3) * 2 + (qd & 1);");
-  ex_line(c, "if (l >= Lq) continue;");
-  ex_line(c, "const float lsum = lrow[qd >> 1];");
-  ex_line(c, "const %s em_r = %s;", ex_ctype(f->dt), ex_round_to(c, f->dt, "(lsum > 0.0f ? o[j][qd] / lsum : 0.0f)"));
   int mark = c->memo.n;
-  c->anchor_var = "em_r";
   ivec di = {f->r};
   for (int i = 0; i < f->r - 2; i++) di.e[i] = ex_A(c, "x%d", i);
   di.e[f->r - 2] = "l";
   di.e[f->r - 1] = "d";
+  if (staged) {
+    const char *st = ex_stype(f->dt);
+    /* element (row r, head element d) of this warpgroup's slice: 64-column block d/64 (NQ slices of 8 KB a
+     * block), 128-byte rows, 16-byte chunks XOR the row */
+    ex_line(c, "unsigned char *const em_os = em_dsm + (em_sb - em_smem(em_dsm)) + wq * 8192;");
+    ex_line(c, "auto em_oa = [&](int r, int d) -> %s * {", st);
+    ex_line(c, "  return reinterpret_cast<%s *>(em_os + (d >> 6) * %d + r * 128 + ((((d & 63) >> 3) ^ (r & 7)) << 4) + (d & 7) * 2);", st,
+            f->NQ * 8192);
+    ex_line(c, "};");
+    ex_line(c, "#pragma unroll");
+    ex_line(c, "for (int j = 0; j < %d; j++) {", nd);
+    ex_line(c, "  #pragma unroll");
+    ex_line(c, "  for (int h = 0; h < 2; h++) {");
+    ex_line(c, "    const int r = (wid & 3) * 16 + (lane >> 2) + h * 8, d = j * 8 + (lane & 3) * 2;");
+    ex_line(c, "    const float ls = lrow[h], v0 = ls > 0.0f ? o[j][h * 2] / ls : 0.0f, v1 = ls > 0.0f ? o[j][h * 2 + 1] / ls : 0.0f;");
+    ex_line(c, "    %s *const p = em_oa(r, d);", st);
+    ex_line(c, "    p[0] = %s;", ex_store_conv(c, f->dt, "v0"));
+    ex_line(c, "    p[1] = %s;", ex_store_conv(c, f->dt, "v1"));
+    ex_line(c, "  }");
+    ex_line(c, "}");
+    /* (immediate barrier ids: a register id makes ptxas reserve all sixteen) */
+    if (f->NQ == 1) ex_line(c, "asm volatile(\"bar.sync 2, 128;\" ::: \"memory\");");
+    else ex_line(c, "if (wq == 0) asm volatile(\"bar.sync 2, 128;\" ::: \"memory\"); else asm volatile(\"bar.sync 3, 128;\" ::: \"memory\");");
+    /* 128 threads: D/… rows a pass, a thread a head element */
+    int rows = (int)(128 / f->D);
+    ex_line(c, "#pragma unroll 4");
+    ex_line(c, "for (int em_i = 0; em_i < %d; em_i++) {", 64 / rows);
+    c->indent++;
+    ex_line(c, "const int r = em_i * %d + (tid & 127) / %d, dd = (tid & 127) %% %d;", rows, (int)f->D, (int)f->D);
+    ex_line(c, "const long long l = ql0 + r, d = dd;");
+    ex_line(c, "if (l >= Lq) continue;");
+    ex_line(c, "const %s em_r = %s;", ex_ctype(f->dt), ex_load_conv(c, f->dt, "*em_oa(r, dd)"));
+  } else {
+    ex_line(c, "#pragma unroll");
+    ex_line(c, "for (int j = 0; j < %d; j++) {", nd);
+    c->indent++;
+    ex_line(c, "#pragma unroll");
+    ex_line(c, "for (int qd = 0; qd < 4; qd++) {");
+    c->indent++;
+    ex_line(c, "const long long l = qd < 2 ? lr0 : lr1, d = j * 8 + (lane & 3) * 2 + (qd & 1);");
+    ex_line(c, "if (l >= Lq) continue;");
+    ex_line(c, "const float lsum = lrow[qd >> 1];");
+    ex_line(c, "const %s em_r = %s;", ex_ctype(f->dt), ex_round_to(c, f->dt, "(lsum > 0.0f ? o[j][qd] / lsum : 0.0f)"));
+  }
+  c->anchor_var = "em_r";
   ex_write_aligned(c, f->a, di, "an output of the attention kernel is not aligned with its result");
   c->memo.n = mark;
   c->indent--;
   ex_line(c, "}");
-  c->indent--;
-  ex_line(c, "}");
+  if (!staged) {
+    c->indent--;
+    ex_line(c, "}");
+  }
 }
 
 /* KVSPLIT=2: the second key part's warpgroup hands its O, row maxima and partial sums to the first through

@@ -248,7 +248,7 @@ return {
   -- 25.1 for the mma.sync tier's best; b8 s512 61.1 (BQ 128) against 131.6; s2048 73.5 (BQ 64, MINB 2) and 76.6
   -- (BQ 128) against 183.5; TinyLlama (head dim 64) 13.0 against 19.1 for BQ 64 with BKV 128. First on sm_90.
   { name = "flash_wgmma", family = "WORK", kinds = { "attention" },
-    knobs = { FLASH = 0, BQ = 64, BKV = 32, KVST = 1, KVSPLIT = 1, MINB = 1, QSMEM = 0, QPACK = 0 },
+    knobs = { FLASH = 0, BQ = 64, BKV = 32, KVST = 1, KVSPLIT = 1, MINB = 1, QSMEM = 0, QPACK = 0, OSMEM = 0 },
     gate = function(k, dev)
       if (dev.cc_major or 0) < 9 then return false, ("compute capability %s has no wgmma (needs 9.0)"):format(dev.cc) end
       if not atom.is_half(k.dtype) then return false, ("dtype %s (wgmma needs bf16/f16)"):format(k.dtype) end
@@ -286,7 +286,8 @@ return {
           end
         end
       end
-      return out
+      -- OSMEM=1: the output staged in shared memory and stored along the head dim; offered after each option
+      return atom.also(out, "OSMEM", 1)
     end },
 
   -- Flash attention on the warp tier: BQ query rows per block (a warp per 16), BKV keys per step staged in
