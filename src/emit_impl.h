@@ -59,6 +59,8 @@ typedef struct {
   int *vlink;              /* 1 when a view's alignment was derived across it from its input's (or back) */
   char *dimc[EM_MAX_SYMS]; /* C expressions of the symbols */
   const char *extra_prelude; /* helpers only some kernels need (TMA), placed after ex_PRELUDE */
+  const char *more_prelude[4]; /* helpers only some variants need (ex_use_prelude: stamps, TMA stores), after those */
+  int nmore;
   int failed;
   char err[EM_ERR_MAX];
 } ectx;
@@ -70,6 +72,8 @@ void ex_sb_add(sbuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3
 char *ex_A(ectx *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void ex_line(ectx *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void ex_fail(ectx *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Adds prelude text (one of the ex_*_PRELUDE strings) after the kernel's other helpers, once. */
+void ex_use_prelude(ectx *c, const char *text);
 const char *ex_dim_c(ectx *c, const em_dim *d);
 const em_value *ex_V(ectx *c, int v);
 const em_shape *ex_S(ectx *c, int v);
@@ -150,5 +154,7 @@ void ex_k_contraction_ws(ectx *c, const ex_ctr *k, em_launch *L);
 extern const char ex_PRELUDE[];
 extern const char ex_TMA_PRELUDE[];
 extern const char ex_CLUSTER_PRELUDE[];
+extern const char ex_STAMP_PRELUDE[];
+extern const char ex_TMA_STORE_PRELUDE[];
 
 #endif
