@@ -8,6 +8,11 @@
 --                         [--all] [--limit N] [--json FILE]
 -- --all times every candidate of the wgmma tier (not only PERSIST=1); --limit caps the variants a kernel;
 -- --match "K=V,K=V;K=V" keeps the candidates whose knobs include every K=V of one of the ';'-separated sets.
+-- --stamp: each PERSIST=1 variant also as STAMP=1 (clock64 marks in its roles, src/emit_gemm_ws.c), checked and
+-- timed like the others, then launched once more on a zeroed record and its cycles printed: per k-step the
+-- consumers' full-barrier wait, wgmma issue to wait_group 1 and release, per tile their tail and epilogue, the
+-- producer's empty-barrier wait and load issue, averaged over the CTAs, and the SM clock from cycles and µs; it
+-- ends in a PASS/FAIL line (exit status 1 when a stamped variant was wrong or wrote no record).
 io.stdout:setvbuf("line")
 local cli = require "emmy.cli"
 local compiler = require "emmy.compiler"
@@ -17,12 +22,14 @@ local inputs = require "emmy.inputs"
 local kernels = require "emmy.kernels"
 local ref = require "emmy.ref"
 local tbl = require "emmy.tbl"
+local stamps_lib = require "emmy.stamps"
 local bench = require "emmy.bench"
 
 local opts = cli.parse(arg, { flags = { ["--cases"] = { kind = "string", default = "squares,qwen,llama" },
   ["--squares"] = { kind = "string", default = "4096,8192" }, ["--batches"] = { kind = "string", default = "1,8" },
   ["--torch"] = { kind = "bool" }, ["--compile"] = { kind = "bool" }, ["--ceilings"] = { kind = "bool" }, ["--all"] = { kind = "bool" },
-  ["--limit"] = { kind = "int", default = 200, min = 1 }, ["--match"] = { kind = "string" }, ["--json"] = { kind = "string" } } },
+  ["--limit"] = { kind = "int", default = 200, min = 1 }, ["--match"] = { kind = "string" }, ["--json"] = { kind = "string" },
+  ["--stamp"] = { kind = "bool" } } },
   "bench/gemm.lua")
 local function list_of(s)
   local out = {}
@@ -101,6 +108,26 @@ local function time_variant(case, p, it, e, vals, ins)
   return t and t.median_us, err
 end
 
+-- --stamp: a variant's knobs with STAMP=1
+local function with_stamp(knobs)
+  local out = {}
+  for key, v in pairs(knobs) do out[key] = v end
+  out.STAMP = 1
+  return out
+end
+
+-- Launches a STAMP=1 variant once more on its zeroed record; the summary of its CTAs' records (emmy.stamps) or
+-- nil, msg.
+local function stamp_run(p, e, kb, bind)
+  local buf = gpu.scratch(kb, p)
+  if not buf then return nil, "no stamp record (the variant has no scratch)" end
+  buf:fill(0)
+  local ok, err = gpu.launch(cu, p, e, kb, bind)
+  if ok then ok, err = cu:sync() end
+  if not ok then return nil, err end
+  return stamps_lib.read(buf)
+end
+
 local ceil
 if opts.ceilings then
   local tmpj = os.tmpname()
@@ -135,6 +162,15 @@ for _, case in ipairs(cases) do
           n = n + 1
         end
       end
+      -- --stamp: each PERSIST=1 variant again with STAMP=1, after it
+      if opts.stamp then
+        for i = #list, 1, -1 do
+          local it = list[i]
+          if it.plan == p and it.knobs.PERSIST == 1 then
+            table.insert(list, i + 1, { plan = p, knobs = with_stamp(it.knobs), label = it.label, role = "stamp", plain = it })
+          end
+        end
+      end
       jobs[#jobs + 1] = { graph = p.kernel.repro, value_of = function(name) return vals[name] or ins[name] end }
       at[#jobs] = p.kernel.name
     end
@@ -144,12 +180,26 @@ for _, case in ipairs(cases) do
   for i, it in ipairs(list) do
     local p = it.plan
     local us, err = time_variant(case, p, it, built[i], vals, ins)
+    it.us = us
     local flops = kernels.facts(p.kernel).flops
+    local stamps
+    if us and it.role == "stamp" then
+      stamps, err = stamp_run(p, built[i], kbs[p.kernel.name], case.bind)
+      if stamps then
+        print(("\nstamps: %s %s %s\n  STAMP=1 %.1f µs (unstamped %s)"):format(case.label, p.kernel.name, it.label, us,
+          it.plain.us and ("%.1f µs"):format(it.plain.us) or "not timed"))
+        print(stamps_lib.render(stamps, us, bench.sm_clock(cu)))
+      else
+        us = nil
+      end
+    end
     all[#all + 1] = { case = case.label, kernel = p.kernel.name, knobs = it.label, role = it.role, us = us, flops = flops,
-      error = not us and tostring(err) or nil }
+      error = not us and tostring(err) or nil, stamps = stamps }
+    if it.role == "stamp" then goto next_variant end
     if us and (not best[p.kernel.name] or us < best[p.kernel.name].us) then best[p.kernel.name] = { us = us, knobs = it.label } end
     if it.role == "chosen" then chosen[p.kernel.name] = { us = us, err = err, flops = flops } end
-    if not us then print(("  %s %s: %s"):format(p.kernel.name, it.label, tostring(err))) end
+    ::next_variant::
+    if not us then print(("  %s %s%s: %s"):format(p.kernel.name, it.label, it.role == "stamp" and " (STAMP=1)" or "", tostring(err))) end
   end
   local torch = {}
   if opts.torch then
@@ -182,4 +232,22 @@ if opts.json then
   local f = assert(io.open(opts.json, "w"))
   f:write(require("cjson").encode { device = info.name, ceiling_tflops = ceil, variants = all, rows = rows })
   f:close()
+end
+-- --stamp ends in a verdict (tests/gpu/run.sh's persist_stamp case reads it): every stamped variant checked and
+-- its records read, or exit status 1
+if opts.stamp then
+  local n, bad = 0, {}
+  for _, v in ipairs(all) do
+    if v.role == "stamp" then
+      n = n + 1
+      if not v.stamps or v.stamps[1].ctas == 0 then bad[#bad + 1] = ("%s %s: %s"):format(v.kernel, v.knobs, v.error or "no record") end
+    end
+  end
+  if n == 0 then bad[1] = "no PERSIST=1 variant was stamped" end
+  if #bad == 0 then
+    print(("PASS: %d stamped variants checked, their records read"):format(n))
+  else
+    print(("FAIL: %d of %d stamped variants: %s"):format(#bad, n, table.concat(bad, "; ")))
+    os.exit(1)
+  end
 end

@@ -65,6 +65,16 @@ void ex_fail(ectx *c, const char *fmt, ...) {
   va_end(ap);
 }
 
+void ex_use_prelude(ectx *c, const char *text) {
+  for (int i = 0; i < c->nmore; i++)
+    if (c->more_prelude[i] == text) return;
+  if (c->nmore == (int)(sizeof c->more_prelude / sizeof c->more_prelude[0])) {
+    ex_fail(c, "more prelude parts than the emitter holds");
+    return;
+  }
+  c->more_prelude[c->nmore++] = text;
+}
+
 /* ---- knobs ----------------------------------------------------------------------------------------- */
 
 em_status em_knob_set(em_knobs *k, const char *name, int64_t v, char *err) {
@@ -763,6 +773,9 @@ em_status em_emit(const em_tile *t, char **src, em_launch *launch, char *err) {
     }
   if (t->kind != EM_K_POINTWISE && (t->anchor < 0 || ex_V(&c, t->anchor)->kind != EM_V_NODE)) {
     ex_fail(&c, "a %s kernel needs an anchor node", em_kkind_name(t->kind));
+  } else if (EX_KNOB(&c, STAMP) && (t->kind != EM_K_CONTRACTION || !EX_KNOB(&c, PERSIST))) {
+    /* (emit_gemm_ws.c reads STAMP; elsewhere it would be a knob no emitter reads) */
+    ex_fail(&c, "STAMP=1 stamps the persistent pipeline's roles (a contraction with PERSIST=1)");
   } else {
     switch (t->kind) {
     case EM_K_POINTWISE: ex_k_pointwise(&c, launch); break;
@@ -781,8 +794,10 @@ em_status em_emit(const em_tile *t, char **src, em_launch *launch, char *err) {
   /* CLUSTER (the contraction's TMA multicast): the cluster shape is the kernel's own, so a plain launch forms
    * the clusters (the grid's x is a multiple of it: the emitter checked) */
   long long cl = t->kind == EM_K_CONTRACTION ? EX_KNOB(&c, CLUSTER) : 1;
-  ex_sb_add(&head, "%s%s%s\n// kernel %s: %s", ex_PRELUDE, c.extra_prelude ? c.extra_prelude : "",
-            cl > 1 && c.extra_prelude == ex_TMA_PRELUDE ? ex_CLUSTER_PRELUDE : "", t->name, em_kkind_name(t->kind));
+  ex_sb_add(&head, "%s%s%s", ex_PRELUDE, c.extra_prelude ? c.extra_prelude : "",
+            cl > 1 && c.extra_prelude == ex_TMA_PRELUDE ? ex_CLUSTER_PRELUDE : "");
+  for (int i = 0; i < c.nmore; i++) ex_sb_add(&head, "%s", c.more_prelude[i]);
+  ex_sb_add(&head, "\n// kernel %s: %s", t->name, em_kkind_name(t->kind));
   for (int i = 0; i < t->knobs.n; i++)
     ex_sb_add(&head, "%s%s=%lld", i ? "," : " ", em_knob_table[t->knobs.id[i]].name, (long long)t->knobs.val[i]);
   /* MINB (the flash tier): the blocks per SM the register allocation must allow (__launch_bounds__' second

@@ -35,11 +35,15 @@ typedef struct {
   char grid[3][160];
   int block[3];
   int64_t smem;      /* dynamic shared memory bytes */
-  int64_t scratch_per_tile; /* SPLIT_K > 1: bytes of zero-initialised scratch per (m, n) tile of the grid (an
-                              * argument after the outputs; the kernel leaves its counters at zero again) */
+  int64_t scratch_per_tile; /* bytes of zero-initialised scratch per block of the grid (an argument after the
+                              * outputs): SPLIT_K > 1, per (m, n) tile, the kernel leaving its counters at zero again;
+                              * STAMP=1, per CTA of a persistent grid, its stamp record (overwritten each launch) */
   int ntmaps;        /* TMA=1: tensor-map arguments after the outputs (encoded per launch, runtime shapes) */
   struct {
-    int input;       /* kernel input position: a row-major [rows, inner] tensor of 2-byte elements */
+    int input;       /* kernel input position (or output position, when output is 1): a row-major [rows, inner]
+                      * tensor of 2-byte elements */
+    int output;      /* 1: the map is of kernel output `input` (a TMA store) */
+    int64_t inner;   /* the row's elements, when not the tensor's last dim (a contiguous view of [rows, inner]); 0 */
     int box[2];      /* box: inner elements x rows */
   } tmaps[4];
   int persistent;    /* 0, or the cluster size (1, 2): grid[0] counts tiles and the launcher caps it at the SM count,

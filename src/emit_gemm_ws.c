@@ -1,9 +1,11 @@
 /* emit_gemm_ws.c — the persistent warp-specialized Hopper GEMM (PERSIST=1), a driver over three parts: the tile
  * scheduler (a persistent loop over output tiles in grouped order), the producer (one lane of the last warpgroup
  * streams every tile's k-slices through the TMA ring on full/empty mbarriers) and the consumers (BM/64
- * warpgroups issuing wgmma from the ring); each tile ends in the contraction's shared epilogue or a staged one
- * with coalesced stores. The producer
- * gives its registers to the consumers (setmaxnreg), so a 64 x 256 f32 accumulator a warpgroup fits. */
+ * warpgroups issuing wgmma from the ring); each tile ends in the contraction's shared epilogue, a staged one
+ * with coalesced stores, or one staged in halves (stored by the threads or by TMA). The producer
+ * gives its registers to the consumers (setmaxnreg), so a 64 x 256 f32 accumulator a warpgroup fits.
+ * STAMP=1 adds clock marks to both roles (ws_stamp) and nothing else. */
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -13,6 +15,27 @@
  * given at launch (setmaxnreg.inc waits for registers the block gave back: 64 + 224 hung on the H200). */
 #define WS_PRODUCER_REGS 40
 #define WS_CONSUMER_REGS 232
+
+/* STAMP=1: each role sums clock intervals in registers (32-bit %clock: an interval and a CTA's sum stay below
+ * 2^31 cycles, about a second) and its first thread writes them to the CTA's record in the launch scratch when
+ * its loop ends: WS_STAMP_FIELDS unsigned a role, roles 0 and 1 the consumer warpgroups (1 unused at BM 64), 2
+ * the producer lane. Consumer fields: tiles, k-steps, full-barrier wait, wgmma issue to wait_group 1, release,
+ * the tile's tail (wait_group 0 and the last release), epilogue, total (tile loop entry to exit); the producer's:
+ * 0, k-steps, empty-barrier wait, load issue, 0, 0, 0, total. bench/gemm.lua --stamp reads this layout. */
+#define WS_STAMP_FIELDS 8
+#define WS_STAMP_ROLES 3
+
+/* One line of stamp code, emitted only when st (STAMP=1) is set. */
+static void ws_stamp(ectx *c, int st, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static void ws_stamp(ectx *c, int st, const char *fmt, ...) {
+  if (!st) return;
+  char line[512];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(line, sizeof line, fmt, ap);
+  va_end(ap);
+  ex_line(c, "%s", line);
+}
 
 /* The scheduler: em_tm x em_tn tiles, CTA blockIdx.x taking every gridDim.x-th (the launcher caps the grid at
  * the SM count); tile em_t's (m0, n0) in groups of `raster` tile rows, so the tiles running at once share A rows
@@ -58,13 +81,15 @@ static void ws_cluster_load(ectx *c, const ex_ctr *k, int stages) {
 
 /* The producer: every k-slice of every tile of this CTA, each once its stage's previous use is released (the
  * empty barrier's phase of use it/S - 1; the first pass waits on the phase before the first, which is complete). */
-static void ws_producer(ectx *c, const ex_ctr *k, int stages, int raster, int cw, int cl) {
+static void ws_producer(ectx *c, const ex_ctr *k, int stages, int raster, int cw, int cl, int sp) {
   ex_line(c, "if (wid >= %d) {", cw);
   c->indent++;
   ex_line(c, "asm volatile(\"setmaxnreg.dec.sync.aligned.u32 %d;\");", WS_PRODUCER_REGS);
   ex_line(c, "if (wid == %d && lane == 0) {", cw);
   c->indent++;
   ex_line(c, "int em_it = 0;");
+  ws_stamp(c, sp, "unsigned em_sw = 0, em_si = 0; /* STAMP: empty-barrier waits, load issue */");
+  ws_stamp(c, sp, "const unsigned em_s0 = em_clock();");
   ws_tile_loop(c, cl);
   c->indent++;
   ws_tile_coords(c, k, raster, cl);
@@ -72,11 +97,21 @@ static void ws_producer(ectx *c, const ex_ctr *k, int stages, int raster, int cw
   else ex_ctr_tma_load(c, k, stages, 1, 1, "kt");
   ex_line(c, "for (int kt = 0; kt < nk; kt++, em_it++) {");
   ex_line(c, "  const int st = em_it %% %d;", stages);
+  ws_stamp(c, sp, "  const unsigned em_c0 = em_clock();");
   ex_line(c, "  em_mbar_wait(&em_empty[st], ((unsigned)(em_it / %d) & 1u) ^ 1u);", stages);
+  ws_stamp(c, sp, "  const unsigned em_c1 = em_clock();");
   ex_line(c, "  em_load(st, kt);");
+  ws_stamp(c, sp, "  em_sw += em_c1 - em_c0, em_si += em_clock() - em_c1;");
   ex_line(c, "}");
   c->indent--;
   ex_line(c, "}");
+  if (sp) {
+    ex_line(c, "{");
+    ex_line(c, "  unsigned *const em_w = em_st + %d;", 2 * WS_STAMP_FIELDS);
+    ex_line(c, "  em_w[0] = 0u, em_w[1] = (unsigned)em_it, em_w[2] = em_sw, em_w[3] = em_si;");
+    ex_line(c, "  em_w[4] = 0u, em_w[5] = 0u, em_w[6] = 0u, em_w[7] = em_clock() - em_s0;");
+    ex_line(c, "}");
+  }
   c->indent--;
   ex_line(c, "}");
   if (cl == 2) {
@@ -100,6 +135,9 @@ static void ws_release(ectx *c, const char *cond, const char *use, int stages, i
     ex_line(c, "if (%slane == 0) asm volatile(\"mbarrier.arrive.shared::cta.b64 _, [%%0];\" :: \"r\"(em_smem(&em_empty[(%s) %% %d])) : \"memory\");",
             cond, use, stages);
 }
+
+static void ws_staged_value(ectx *c, const ex_ctr *k, int s, const char *elem);
+static void ws_staged_outputs(ectx *c, const ex_ctr *k);
 
 /* The staged epilogue (EPI_SMEM=1, 2), a tile's results through shared memory so that the stores are coalesced: each consumer
  * thread writes its fragments' values (the linear's result: bias added, rounded to its dtype) into a padded
@@ -144,11 +182,89 @@ static void ws_epilogue(ectx *c, const ex_ctr *k, int cw, int staged) {
     ex_line(c, "const long long m = m0 + ml, n = n0 + nl;");
     ex_line(c, "if (m >= M || n >= N) continue;");
   }
-  const char *vars[2] = {"em_r", "em_r2"};
-  for (int s = 0; s < nst; s++) {
-    em_dtype dt = ex_V(c, k->sib[s])->dtype;
-    ex_line(c, "const %s %s = %s;", ex_ctype(dt), vars[s], ex_load_conv(c, dt, ex_A(c, "em_ep%d[ml * %d + nl]", s, ld)));
+  for (int s = 0; s < nst; s++) ws_staged_value(c, k, s, ex_A(c, "em_ep%d[ml * %d + nl]", s, ld));
+  ws_staged_outputs(c, k);
+  if (staged == 2) {
+    c->indent--;
+    ex_line(c, "}");
   }
+  c->indent--;
+  ex_line(c, "}");
+}
+
+/* The epilogue in halves (EPI_SMEM=3, 4): the tile's results staged half its columns at a time in one buffer of
+ * BM x BN/2 elements an accumulator (32 KB at 128 x 256, so a 4-stage ring fits beside it). The buffer holds
+ * 64-column panels, BM rows of 128 bytes each, in the 128-byte swizzle (16-byte chunk q of row r at q ^ r % 8):
+ * TMA's SWIZZLE_128B layout of a 64 x BM box (the buffer is 1024-aligned), and free of bank conflicts both for the
+ * fragment writes (a warp's eight rows fall on distinct chunks) and for reads along a row. Each thread writes its
+ * two adjacent columns as one 32-bit word. EPI_SMEM=3: consecutive threads take consecutive columns of the half
+ * through the fused ops (EPI_SMEM=2's unrolled loop). EPI_SMEM=4: the writers fence their writes for the async
+ * proxy and one consumer thread stores the half's panels by TMA to output map tm<tmo> (a bulk group); it waits
+ * until those stores have read the buffer (wait_group.read) before the buffer is written again, so the consumers
+ * never wait for global memory. */
+static void ws_epilogue_halves(ectx *c, const ex_ctr *k, int cw, int staged, int tmo) {
+  int threads = 32 * cw, nst = k->dual ? 2 : 1, half = k->BN / 2, panel = 128 * k->BM;
+  for (int h = 0; h < 2; h++) {
+    if (staged == 4) ex_line(c, "if (tid == 0) em_bulk_wait_read0(); /* the last stores have read the buffer */");
+    ex_line(c, "asm volatile(\"bar.sync 1, %d;\" ::: \"memory\");", threads);
+    ex_line(c, "#pragma unroll");
+    ex_line(c, "for (int j = %d; j < %d; j++) {", h * k->FN / 2, (h + 1) * k->FN / 2);
+    ex_line(c, "  #pragma unroll");
+    ex_line(c, "  for (int q = 0; q < 4; q += 2) {");
+    c->indent += 2;
+    ex_line(c, "const int ml = wm * 16 + (lane >> 2) + (q >> 1) * 8, nl = j * 8 + (lane & 3) * 2, nh = nl - %d;", h * half);
+    ex_line(c, "const long long n = n0 + nl;");
+    ex_line(c, "const unsigned em_o = em_swz((unsigned)(nh >> 6) * %du, ml, nh & 63) + (nh & 7) * 2;", panel);
+    for (int s = 0; s < nst; s++) {
+      int mark = c->memo.n;
+      em_dtype dt = ex_V(c, k->sib[s])->dtype;
+      const char *acc = s ? "acc2" : "acc";
+      const char *lo = ex_store_conv(c, dt, ex_ctr_result(c, k->sib[s], ex_A(c, "%s[0][j][q]", acc), "n"));
+      const char *hi = ex_store_conv(c, dt, ex_ctr_result(c, k->sib[s], ex_A(c, "%s[0][j][q + 1]", acc), "(n + 1)"));
+      ex_line(c, "*reinterpret_cast<unsigned *>(em_ep%d + em_o) = (unsigned)%s | ((unsigned)%s << 16);", s, lo, hi);
+      c->memo.n = mark;
+    }
+    c->indent -= 2;
+    ex_line(c, "  }");
+    ex_line(c, "}");
+    if (staged == 4) ex_line(c, "em_fence_async_smem();");
+    ex_line(c, "asm volatile(\"bar.sync 1, %d;\" ::: \"memory\");", threads);
+    if (staged == 4) {
+      ex_line(c, "if (tid == 0) {");
+      for (int p = 0; p < half / 64; p++)
+        ex_line(c, "  em_tma_store_2d(&tm%d, em_epa + %du, (int)n0 + %d, (int)m0);", tmo, p * panel, h * half + p * 64);
+      ex_line(c, "  em_bulk_commit();");
+      ex_line(c, "}");
+      continue;
+    }
+    int mark = c->memo.n; /* (values computed in this loop do not outlive it) */
+    ex_line(c, "#pragma unroll 8");
+    ex_line(c, "for (int em_i = 0; em_i < %d; em_i++) {", k->BM * half / threads);
+    c->indent++;
+    ex_line(c, "const int em_e = tid + em_i * %d, ml = em_e / %d, nh = em_e %% %d, nl = nh + %d;", threads, half, half, h * half);
+    ex_line(c, "const long long m = m0 + ml, n = n0 + nl;");
+    ex_line(c, "if (m < M && n < N) {");
+    c->indent++;
+    ex_line(c, "const unsigned em_o = em_swz((unsigned)(nh >> 6) * %du, ml, nh & 63) + (nh & 7) * 2;", panel);
+    for (int s = 0; s < nst; s++) ws_staged_value(c, k, s, ex_A(c, "*reinterpret_cast<const unsigned short *>(em_ep%d + em_o)", s));
+    ws_staged_outputs(c, k);
+    c->indent--;
+    ex_line(c, "}");
+    c->indent--;
+    ex_line(c, "}");
+    c->memo.n = mark;
+  }
+}
+
+/* A staged epilogue's value of accumulator s at (ml, nl) from the staged element text elem: em_r, em_r2. */
+static void ws_staged_value(ectx *c, const ex_ctr *k, int s, const char *elem) {
+  em_dtype dt = ex_V(c, k->sib[s])->dtype;
+  ex_line(c, "const %s %s = %s;", ex_ctype(dt), s ? "em_r2" : "em_r", ex_load_conv(c, dt, elem));
+}
+
+/* A staged epilogue's writes at (m, n): em_r (em_r2) anchor the linear's (the dual's) result at the domain index,
+ * and every output, aligned with it, is written through the fused ops. */
+static void ws_staged_outputs(ectx *c, const ex_ctr *k) {
   ivec mi = ex_unravel(c, "m", &k->mdims);
   ivec di = {k->r};
   for (int i = 0; i < k->bdims.rank; i++) di.e[i] = k->bz.e[i];
@@ -169,45 +285,101 @@ static void ws_epilogue(ectx *c, const ex_ctr *k, int cw, int staged) {
   int which[EX_MAX_OUTS] = {0}, n = ex_aligned_outputs(c, which);
   if (n != c->g->outputs.n) ex_fail(c, "an output of the contraction is not aligned with its result");
   ex_write_outputs(c, which, n);
-  if (staged == 2) {
-    c->indent--;
-    ex_line(c, "}");
-  }
-  c->indent--;
-  ex_line(c, "}");
 }
 
 /* The consumers: per tile, every k-slice's wgmma group on its full stage with one group in flight (the stage of
  * the step before is released once wait_group 1 retired it), then the last release and the epilogue. The first
- * k-slice's wgmma starts the accumulators at zero (scale-d = (kt | kk) != 0), so no tile clears them. */
-static void ws_consumers(ectx *c, const ex_ctr *k, em_launch *L, int stages, int raster, int staged, int cl) {
+ * k-slice's wgmma starts the accumulators at zero (scale-d = (kt | kk) != 0), so no tile clears them. tmo: the
+ * output's tensor map (EPI_SMEM=4); sp: STAMP=1. */
+static void ws_consumers(ectx *c, const ex_ctr *k, em_launch *L, int stages, int raster, int staged, int cl, int tmo, int sp) {
   long long abytes = 128LL * k->BM, bbytes = 128LL * k->BN;
   ex_line(c, "asm volatile(\"setmaxnreg.inc.sync.aligned.u32 %d;\");", WS_CONSUMER_REGS);
   ex_line(c, "const int wm = wid, wn = 0;");
   ex_line(c, "float acc[1][%d][4];", k->FN);
   if (k->dual) ex_line(c, "float acc2[1][%d][4];", k->FN);
   ex_line(c, "int em_it = 0;");
+  ws_stamp(c, sp, "unsigned em_sn = 0, em_sw = 0, em_sm = 0, em_sr = 0, em_stl = 0, em_se = 0; /* STAMP: see WS_STAMP_FIELDS */");
+  ws_stamp(c, sp, "const unsigned em_s0 = em_clock();");
   ws_tile_loop(c, cl);
   c->indent++;
   ws_tile_coords(c, k, raster, cl);
+  ws_stamp(c, sp, "em_sn++;");
   ex_line(c, "for (int kt = 0; kt < nk; kt++, em_it++) {");
   c->indent++;
   ex_line(c, "const int st = em_it %% %d;", stages);
+  ws_stamp(c, sp, "const unsigned em_c0 = em_clock();");
   ex_line(c, "em_mbar_wait(&em_bar[st], (unsigned)(em_it / %d) & 1u);", stages);
+  ws_stamp(c, sp, "const unsigned em_c1 = em_clock();");
   const char *aS = ex_A(c, "(em_sb + st * %lldu)", abytes);
   const char *bS = ex_A(c, "(em_sb + %lldu + st * %lldu)", stages * abytes, bbytes);
   const char *b2S = ex_A(c, "(em_sb + %lldu + st * %lldu)", stages * (abytes + bbytes), bbytes);
   ex_wgmma_step(c, aS, bS, b2S, k->BN, k->dual, k->mma_t, 0, "(kt | kk)");
   ex_line(c, "em_wg_wait1();");
+  ws_stamp(c, sp, "const unsigned em_c2 = em_clock();");
   ws_release(c, "kt >= 1 && ", "em_it - 1", stages, cl);
+  ws_stamp(c, sp, "em_sw += em_c1 - em_c0, em_sm += em_c2 - em_c1, em_sr += em_clock() - em_c2;");
   c->indent--;
   ex_line(c, "}");
+  ws_stamp(c, sp, "const unsigned em_c3 = em_clock();");
   ex_line(c, "em_wg_wait0();");
   ws_release(c, "nk >= 1 && ", "em_it - 1", stages, cl);
-  if (staged) ws_epilogue(c, k, k->BM / 16, staged);
+  ws_stamp(c, sp, "const unsigned em_c4 = em_clock();");
+  if (staged == 3 || staged == 4) ws_epilogue_halves(c, k, k->BM / 16, staged, tmo);
+  else if (staged) ws_epilogue(c, k, k->BM / 16, staged);
   else ex_ctr_epilogue(c, k, L); /* each thread's fragments, in place */
+  ws_stamp(c, sp, "em_stl += em_c4 - em_c3, em_se += em_clock() - em_c4;");
   c->indent--;
   ex_line(c, "}");
+  /* (the CTA may not leave while its last stores read shared memory) */
+  if (staged == 4) ex_line(c, "if (tid == 0) em_bulk_wait0();");
+  if (sp) {
+    ex_line(c, "if ((tid & 127) == 0) {");
+    ex_line(c, "  unsigned *const em_w = em_st + (tid >> 7) * %d;", WS_STAMP_FIELDS);
+    ex_line(c, "  em_w[0] = em_sn, em_w[1] = (unsigned)em_it, em_w[2] = em_sw, em_w[3] = em_sm;");
+    ex_line(c, "  em_w[4] = em_sr, em_w[5] = em_stl, em_w[6] = em_se, em_w[7] = em_clock() - em_s0;");
+    ex_line(c, "}");
+  }
+}
+
+/* EPI_SMEM=4's condition: the kernel's one output is the linear's result (one linear, no dual) or a contiguous view
+ * of it (view, reshape, squeeze, unsqueeze: the same row-major order), of 2-byte elements, with a constant N a
+ * multiple of 8 (16-byte rows for the tensor map). Returns the output's position and sets *n, or -1. */
+static int ws_tma_store_output(ectx *c, const ex_ctr *k, int64_t *n) {
+  if (k->dual || k->concat || c->g->outputs.n != 1 || !em_dim_is_const(&k->os->d[k->r - 1], n) || *n % 8) return -1;
+  em_dtype dt = ex_V(c, k->a)->dtype;
+  if (dt != EM_BF16 && dt != EM_F16) return -1;
+  int v = c->g->outputs.v[0];
+  while (v != k->a) {
+    const em_value *x = ex_V(c, v);
+    if (x->kind != EM_V_NODE) return -1;
+    const em_node *nd = &c->g->nodes.v[x->node];
+    if (nd->op != EM_OP_VIEW && nd->op != EM_OP_RESHAPE && nd->op != EM_OP_UNSAFE_VIEW && nd->op != EM_OP_UNSQUEEZE &&
+        nd->op != EM_OP_SQUEEZE)
+      return -1;
+    v = nd->args[0].tensor;
+  }
+  return 0;
+}
+
+/* The staging buffers after the ring (EPI_SMEM 1..4): declares em_ep<s> (typed and padded rows for 1, 2; bytes in
+ * 64-column swizzled panels for 3, 4, and em_epa, the buffer's shared address, for 4); returns their bytes. */
+static long long ws_staging(ectx *c, const ex_ctr *k, long long ring, int staged) {
+  int nst = k->dual ? 2 : 1;
+  if (staged == 1 || staged == 2) {
+    long long ep = 2LL * k->BM * (k->BN + 8);
+    for (int s = 0; s < nst; s++)
+      ex_line(c, "%s *const em_ep%d = reinterpret_cast<%s *>(em_dsm + (em_sb - em_smem(em_dsm)) + %lldu);",
+              ex_stype(ex_V(c, k->sib[s])->dtype), s, ex_stype(ex_V(c, k->sib[s])->dtype), ring + s * ep);
+    return nst * ep;
+  }
+  if (staged == 3 || staged == 4) {
+    long long ep = (long long)k->BM * k->BN; /* BM x BN/2 elements of 2 bytes */
+    for (int s = 0; s < nst; s++)
+      ex_line(c, "unsigned char *const em_ep%d = em_dsm + (em_sb - em_smem(em_dsm)) + %lldu;", s, ring + s * ep);
+    if (staged == 4) ex_line(c, "const unsigned em_epa = em_sb + %lldu;", ring);
+    return nst * ep;
+  }
+  return 0;
 }
 
 /* A folded RMSNorm prologue (a row reduction not reading the result) runs with every thread before the K loop;
@@ -225,14 +397,28 @@ static int ws_has_prologue(ectx *c, const ex_ctr *k) {
 void ex_k_contraction_ws(ectx *c, const ex_ctr *k, em_launch *L) {
   int stages = EX_KNOB(c, STAGES), raster = EX_KNOB(c, RASTER);
   int cw = k->BM / 16; /* consumer warps: a warpgroup per 64 rows */
-  int staged = EX_KNOB(c, EPI_SMEM), cl = EX_KNOB(c, CLUSTER);
+  int staged = EX_KNOB(c, EPI_SMEM), cl = EX_KNOB(c, CLUSTER), sp = EX_KNOB(c, STAMP);
   const char *sm = em_graph_get_meta(c->g, "stage");
   if (!k->tma || k->concat || (k->BM != 64 && k->BM != 128) || k->WM != k->BM / 16 || k->WN != 1 || k->SK != 1 || stages < 2 ||
       (sm && atoi(sm) > 0) || (cl != 1 && cl != 2) || EX_KNOB(c, PRODUCER) != 1 ||
-      EX_KNOB(c, WG_WAIT) != 1 || (staged < 0 || staged > 2) || ws_has_prologue(c, k)) {
-    ex_fail(c, "PERSIST=1: a persistent producer/consumer wgmma pipeline (TMA=1, WGMMA=1, WG_WAIT=1, PRODUCER=1, BM 64 or "
-               "128, STAGES >= 2, SPLIT_K=1, CLUSTER 1 or 2, EPI_SMEM 0..2, one linear or a dual pair, no prologue and no "
+      EX_KNOB(c, WG_WAIT) != 1 || (staged < 0 || staged > 4) || ws_has_prologue(c, k)) {
+    ex_fail(c, "PERSIST=1: a persistent producer/consumer pipeline (TMA=1, WGMMA=1, WG_WAIT=1, PRODUCER=1, BM 64 or "
+               "128, STAGES >= 2, SPLIT_K=1, CLUSTER 1 or 2, EPI_SMEM 0..4, one linear or a dual pair, no prologue and no "
                "head-local epilogue)");
+    return;
+  }
+  int two_byte = 1;
+  for (int s = 0; s < (k->dual ? 2 : 1); s++) two_byte &= ex_V(c, k->sib[s])->dtype == EM_BF16 || ex_V(c, k->sib[s])->dtype == EM_F16;
+  if ((staged == 3 || staged == 4) && (k->BN % 128 || !two_byte)) {
+    ex_fail(c, "EPI_SMEM=%d stages the tile in two halves of whole 64-column panels of 2-byte results (BN 128 or 256, "
+               "bf16/f16), got BN=%d", staged, k->BN);
+    return;
+  }
+  int64_t nout = 0;
+  int opos = staged == 4 ? ws_tma_store_output(c, k, &nout) : -1;
+  if (staged == 4 && opos < 0) {
+    ex_fail(c, "EPI_SMEM=4 stores the tile by TMA: one output, the linear's result or a contiguous view of it (no dual, "
+               "no fused op), bf16/f16, N a constant multiple of 8");
     return;
   }
   L->block[0] = 32 * cw + 128;
@@ -248,15 +434,29 @@ void ex_k_contraction_ws(ectx *c, const ex_ctr *k, em_launch *L) {
   }
   snprintf(L->grid[1], sizeof L->grid[1], "1");
   snprintf(L->grid[2], sizeof L->grid[2], "1");
+  int tmo = -1;
+  if (staged == 4) {
+    /* the output as rows x N (a contiguous view folds its dims), a 64-column box of BM rows in the 128-byte swizzle */
+    tmo = L->ntmaps++;
+    L->tmaps[tmo].input = opos;
+    L->tmaps[tmo].output = 1;
+    L->tmaps[tmo].inner = nout;
+    L->tmaps[tmo].box[0] = 64;
+    L->tmaps[tmo].box[1] = k->BM;
+    ex_use_prelude(c, ex_TMA_STORE_PRELUDE);
+  }
+  if (sp) {
+    L->scratch_per_tile = 4LL * WS_STAMP_FIELDS * WS_STAMP_ROLES; /* per CTA: the launcher's grid is one CTA a "tile" */
+    ex_use_prelude(c, ex_STAMP_PRELUDE);
+  }
   ex_line(c, "extern __shared__ __align__(1024) unsigned char em_dsm[];");
   ex_line(c, "__shared__ __align__(8) unsigned long long em_bar[%d], em_empty[%d];", stages, stages);
   ex_line(c, "const unsigned em_sb = (em_smem(em_dsm) + 1023u) & ~1023u;");
-  /* EPI_SMEM=1, 2: the staged epilogue's tiles after the ring */
-  long long ring = (long long)stages * 128 * (k->BM + k->BN * (k->dual ? 2 : 1)), ep = 2LL * k->BM * (k->BN + 8);
-  for (int s = 0; staged && s < (k->dual ? 2 : 1); s++)
-    ex_line(c, "%s *const em_ep%d = reinterpret_cast<%s *>(em_dsm + (em_sb - em_smem(em_dsm)) + %lldu);",
-            ex_stype(ex_V(c, k->sib[s])->dtype), s, ex_stype(ex_V(c, k->sib[s])->dtype), ring + s * ep);
-  L->smem = 1024 + ring + (staged ? (k->dual ? 2 : 1) * ep : 0);
+  long long ring = (long long)stages * 128 * (k->BM + k->BN * (k->dual ? 2 : 1));
+  L->smem = 1024 + ring + ws_staging(c, k, ring, staged);
+  if (sp)
+    ex_line(c, "unsigned *const em_st = reinterpret_cast<unsigned *>(em_scratch) + blockIdx.x * %d; /* STAMP: this CTA's record */",
+            WS_STAMP_FIELDS * WS_STAMP_ROLES);
   const em_shape *as = ex_S(c, k->A_);
   ex_line(c, "const long long M = %s, N = %s, K = %s;", ex_numel_c(c, &k->mdims),
           k->concat ? ex_A(c, "%lldLL", (long long)k->sibOff[k->nsib]) : ex_dim_c(c, &k->os->d[k->r - 1]),
@@ -273,8 +473,8 @@ void ex_k_contraction_ws(ectx *c, const ex_ctr *k, em_launch *L) {
   ex_line(c, "}");
   /* (a cluster: the peer's multicasts and arrivals may only reach barriers that are initialised) */
   ex_line(c, cl == 2 ? "em_cluster_sync();" : "__syncthreads();");
-  ws_producer(c, k, stages, raster, cw, cl);
-  ws_consumers(c, k, L, stages, raster, staged, cl);
+  ws_producer(c, k, stages, raster, cw, cl, sp);
+  ws_consumers(c, k, L, stages, raster, staged, cl, tmo, sp);
   if (cl == 2) {
     c->indent--;
     ex_line(c, "}");

@@ -61,6 +61,8 @@ typedef struct {
   const char *extra_prelude; /* helpers only some kernels need (TMA), placed after ex_PRELUDE */
   int bounds_minb;         /* 1: __launch_bounds__ names MINB even at 1 (a kernel that moves registers between its
                             * warpgroups with setmaxnreg needs the one-block-an-SM cap) */
+  const char *more_prelude[4]; /* helpers only some variants need (ex_use_prelude: stamps, TMA stores), after those */
+  int nmore;
   int failed;
   char err[EM_ERR_MAX];
 } ectx;
@@ -72,6 +74,8 @@ void ex_sb_add(sbuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3
 char *ex_A(ectx *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void ex_line(ectx *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void ex_fail(ectx *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Adds prelude text (one of the ex_*_PRELUDE strings) after the kernel's other helpers, once. */
+void ex_use_prelude(ectx *c, const char *text);
 const char *ex_dim_c(ectx *c, const em_dim *d);
 const em_value *ex_V(ectx *c, int v);
 const em_shape *ex_S(ectx *c, int v);
@@ -154,5 +158,7 @@ void ex_k_contraction_ws(ectx *c, const ex_ctr *k, em_launch *L);
 extern const char ex_PRELUDE[];
 extern const char ex_TMA_PRELUDE[];
 extern const char ex_CLUSTER_PRELUDE[];
+extern const char ex_STAMP_PRELUDE[];
+extern const char ex_TMA_STORE_PRELUDE[];
 
 #endif

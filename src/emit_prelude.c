@@ -1,6 +1,6 @@
 /* emit_prelude.c — the device helpers every emitted kernel starts with (conversions, ldmatrix, cp.async, mma.sync,
- * block reductions), and those only TMA / wgmma kernels carry (mbarriers, bulk tensor copies, the 128-byte
- * swizzle, wgmma descriptors). */
+ * block reductions), those only TMA / wgmma kernels carry (mbarriers, bulk tensor copies, the 128-byte
+ * swizzle, wgmma descriptors), and those of single variants (clusters, clock stamps, TMA stores). */
 #include "emit_impl.h"
 
 const char ex_PRELUDE[] =
@@ -120,3 +120,30 @@ const char ex_CLUSTER_PRELUDE[] =
     "  asm volatile(\"{ .reg .b32 ra; mapa.shared::cluster.u32 ra, %0, %1; mbarrier.arrive.shared::cluster.b64 _, [ra]; }\"\n"
     "               :: \"r\"(em_smem(b)), \"r\"(rank) : \"memory\");\n"
     "}\n";
+
+/* STAMP=1 (the persistent pipeline's clock marks): emitted only into kernels that record them. */
+const char ex_STAMP_PRELUDE[] =
+    "/* STAMP=1: the SM's cycle counter, its low 32 bits (an interval's difference is exact below 2^32 cycles); the\n"
+    " * memory clobber keeps the mark between the accesses around it */\n"
+    "static __device__ __forceinline__ unsigned em_clock() {\n"
+    "  unsigned t;\n"
+    "  asm volatile(\"mov.u32 %0, %%clock;\" : \"=r\"(t) :: \"memory\");\n"
+    "  return t;\n"
+    "}\n";
+
+/* TMA stores (EPI_SMEM=4: a staged result tile to global memory by cp.async.bulk.tensor, bulk-group completion):
+ * emitted only into kernels that use them. */
+const char ex_TMA_STORE_PRELUDE[] =
+    "/* EPI_SMEM=4: a 128-byte-swizzled box at shared address src to the tensor at (c0, c1); rows and columns past\n"
+    " * the tensor are not written */\n"
+    "static __device__ __forceinline__ void em_tma_store_2d(const em_tmap *m, unsigned src, int c0, int c1) {\n"
+    "  asm volatile(\"cp.async.bulk.tensor.2d.global.shared::cta.bulk_group [%0, {%2, %3}], [%1];\"\n"
+    "               :: \"l\"((unsigned long long)m), \"r\"(src), \"r\"(c0), \"r\"(c1) : \"memory\");\n"
+    "}\n"
+    "static __device__ __forceinline__ void em_bulk_commit() { asm volatile(\"cp.async.bulk.commit_group;\" ::: \"memory\"); }\n"
+    "/* this thread's bulk stores have read their shared memory (it may be written again) */\n"
+    "static __device__ __forceinline__ void em_bulk_wait_read0() { asm volatile(\"cp.async.bulk.wait_group.read 0;\" ::: \"memory\"); }\n"
+    "/* this thread's bulk stores are complete */\n"
+    "static __device__ __forceinline__ void em_bulk_wait0() { asm volatile(\"cp.async.bulk.wait_group 0;\" ::: \"memory\"); }\n"
+    "/* this thread's shared-memory writes are visible to the async proxy (a bulk store issued after a barrier) */\n"
+    "static __device__ __forceinline__ void em_fence_async_smem() { asm volatile(\"fence.proxy.async.shared::cta;\" ::: \"memory\"); }\n";

@@ -48,13 +48,17 @@
     "share the B tile, each multicasting its half (correct; 2-5% slower than unclustered, offered last). First where at least 8 rows of 128 × 128 "   \
     "tiles at the hint fill every SM (atom.persist_first); 4096³ 207.8 µs against 407.3 (H200, docs/performance.md, " \
     "ninth session)")                                                                                                  \
-  X(EPI_SMEM, TILE, 0, "0,1,2", "contraction (PERSIST=1)",                                                             \
+  X(EPI_SMEM, TILE, 0, "0,1,2,3,4", "contraction (PERSIST=1)",                                                             \
     "the persistent pipeline's epilogue. 0: each thread stores its own fragments; 1: each tile's results (bias "       \
     "added, rounded) are staged in a padded BM × (BN+8) shared tile behind a consumers-only named barrier and stored " \
     "by consecutive threads along N; 2: as 1 with the store loop unrolled eight deep (4096³ 202.6 µs against 207.8; "   \
     "no help to a residual: down 93.9 against 53.8 in fragments). 1 first for a plain result (q at 4096 tokens "       \
     "43.9 µs against 56.5), 0 first where the epilogue reads another tensor or two accumulators (down 53.3 against "   \
-    "92.2); 2 offered last")                                                                                           \
+    "92.2); 2 offered last. 3: staged in two column halves of BM × BN/2 in 128-byte-swizzled 64-column panels "     \
+    "(unpadded: 32 KB at 128 × 256, so 4 stages fit beside it), each half stored as 2 is; 4: as 3, each half "         \
+    "stored by TMA (`cp.async.bulk.tensor` shared → global, one consumer thread, no per-thread stores; a plain "       \
+    "result only: one output, the linear's result in its own row-major layout, N a multiple of 8). 3 and 4 need BN "   \
+    "a multiple of 128; offered after 2, not yet run on a GPU")                                                        \
   X(PAD_SMEM, TILE, 8, "0,8,16", "contraction (warp tier)",                                                            \
     "bf16 elements of padding per shared-memory tile row (8: conflict-free ldmatrix; 0: packed; TMA=1 sets 0: its "    \
     "tiles are swizzled)")                                                                                             \
@@ -140,6 +144,11 @@
     "so each K/V tile is loaded once for them; 0: consecutive 64-row slices of one head's query tile")                 \
   X(KV_TILE, WORK, 0, "0,8,16,32,64,128", "attention",                                                                 \
     "keys and values staged in shared memory per step of the scalar tier (0: none)")                                   \
+  X(STAMP, DEBUG, 0, "0,1", "contraction (PERSIST=1; bench/gemm.lua --stamp)",                                       \
+    "1: the persistent pipeline records clock intervals (lane 0 of each consumer warpgroup and the producer lane: "    \
+    "full-barrier waits, wgmma issue to wait_group 1, releases, each tile's tail and epilogue, empty-barrier waits "   \
+    "and load issue, totals) into a per-CTA scratch record (`launch.scratch_per_tile` bytes); bench/gemm.lua "         \
+    "--stamp prints them. Never chosen by a rule; 0: no stamps (the default text)")                                    \
   X(PLANT, PLANT, 0, "0..4", "any (test-only)",                                                                        \
     "a planted failure (tests/fixtures/plant/): 1 a trap, 2 a hang, 3 a wrong answer (the first block returns at "     \
     "once), 4 a compile error; 0: none")

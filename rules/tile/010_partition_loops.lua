@@ -77,7 +77,16 @@ return {
           local p = atom.with(atom.with(o, "PRODUCER", 1), "PERSIST", 1)
           -- (EPI_SMEM=2, the staged loop unrolled: 4096³ 202.6 µs against 207.8 for EPI_SMEM=1, no help where a residual
           -- is read — down at 4096 tokens 93.9 against 53.8 in fragments; H200, 2026-12-01 — offered after both)
-          for _, e in ipairs(plain and { 1, 0, 2 } or { 0, 1, 2 }) do
+          -- EPI_SMEM=3 stages the tile in two column halves (32 KB at 128 x 256, against 66 KB), so 128 x 256 fits a
+          -- 4-stage ring beside it: the ring's depth bounds 4096³ (2 stages 307.7 µs, 3 stages 207.8; docs/performance.md,
+          -- ninth session). EPI_SMEM=4 stores each half by TMA where the result is the kernel's one output
+          -- (k.tma_store), so the consumers issue no global stores. Neither has run on a GPU: offered last.
+          local epis = plain and { 1, 0, 2 } or { 0, 1, 2 }
+          if o.BN % 128 == 0 then
+            epis[#epis + 1] = 3
+            if k.tma_store then epis[#epis + 1] = 4 end
+          end
+          for _, e in ipairs(epis) do
             local q = atom.with(p, "EPI_SMEM", e)
             local first = o.BM == 128 and o.BN == (k.dual and 128 or 256) and e == (plain and 1 or 0)
             if first then lead[#lead + 1] = q else persist[#persist + 1] = q end

@@ -100,7 +100,8 @@ function M.launch(cu, plan, e, bufs, bind)
   local args = {}
   for _, v in ipairs(g:inputs()) do args[#args + 1] = M.buffer(cu, bufs, g, v.name, bind) end
   for _, o in ipairs(g:outputs()) do args[#args + 1] = M.buffer(cu, bufs, g, o, bind) end
-  -- SPLIT_K scratch: per (m, n) tile of the grid, zeroed once (the kernel leaves its counters at zero)
+  -- scratch per block of the grid, zeroed once: SPLIT_K's per (m, n) tile (the kernel leaves its counters at
+  -- zero), STAMP=1's record per CTA (M.scratch reads it back)
   local per = e.launch.scratch_per_tile or 0
   local grid = {}
   for i = 1, 3 do
@@ -124,11 +125,12 @@ function M.launch(cu, plan, e, bufs, bind)
     end
     args[#args + 1] = b
   end
-  -- TMA tensor maps, encoded at this launch's shapes: input [..., inner] as rows x inner (leading dims fold)
+  -- TMA tensor maps, encoded at this launch's shapes: input (or output) [..., inner] as rows x inner (leading
+  -- dims fold; t.inner: a row of that many elements, the tensor a contiguous view of rows x inner)
   for _, t in ipairs(e.launch.tmaps or {}) do
-    local v = g:inputs()[t.input]
+    local v = t.output and g:value(g:outputs()[t.output]) or g:inputs()[t.input]
     local shape = concrete(g, v.shape, bind)
-    local inner = shape[#shape]
+    local inner = t.inner or shape[#shape]
     local m, err = cu:tmap { ptr = M.buffer(cu, bufs, g, v.name, bind), dtype = v.dtype, inner = inner,
       outer = math.max(1, numel(shape) / inner), row_bytes = inner * BYTES[v.dtype], box = t.box }
     if not m then return nil, ("%s: %s"):format(k.name, err) end
@@ -137,6 +139,9 @@ function M.launch(cu, plan, e, bufs, bind)
   for _, s in ipairs(e.launch.syms) do args[#args + 1] = { i64 = bind[s] } end
   return cu:launch(e.fn, { grid = grid, block = e.launch.block, smem = e.launch.smem, args = args })
 end
+
+-- The scratch buffer gpu.launch passed to plan's kernel on bufs (SPLIT_K's partials, STAMP=1's records), or nil.
+function M.scratch(bufs, plan) return bufs["\0scratch:" .. plan.kernel.name] end
 
 -- Compares the device value name with the reference tensor; returns a comparison table (ref.compare) or
 -- nil, msg.

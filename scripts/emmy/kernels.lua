@@ -111,6 +111,19 @@ function M.facts(k)
         f.sibling_widths[#f.sibling_widths + 1] = at_hint(g, w[#w], bind)
       end
     end
+    -- a plain store (EPI_SMEM=4: the staged tile written by TMA; the emitter's ws_tma_store_output checks the same):
+    -- the kernel's one output is the linear's result or a contiguous view of it (the same row-major order), of 2-byte
+    -- elements, one linear (no dual, no merged siblings), N a constant multiple of 8 (16-byte rows)
+    local contiguous = { ["aten.view.default"] = true, ["aten.reshape.default"] = true, ["aten._unsafe_view.default"] = true,
+      ["aten.unsqueeze.default"] = true, ["aten.squeeze.dim"] = true }
+    local outs = g:outputs()
+    local v = #outs == 1 and outs[1] or nil
+    while v and v ~= k.anchor do
+      local m = nodes[v]
+      v = m and contiguous[m.op] and args_of(m).self or nil
+    end
+    f.tma_store = v ~= nil and not f.dual and f.siblings <= 1 and (f.dtype == "bf16" or f.dtype == "f16")
+      and type(out[#out]) == "number" and out[#out] % 8 == 0
     -- the multiply-adds of every weight the kernel applies to its operand (a dual or merged kernel: the sum of
     -- its siblings' widths, not the anchor's alone)
     local width = 0

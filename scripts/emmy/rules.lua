@@ -408,8 +408,16 @@ function M.resource_check(k, c, dev)
     end
     if (k.siblings or 0) > 1 and not k.dual then return false, "PERSIST=1: merged siblings are not in the persistent pipeline" end
   end
-  if k.kind == "contraction" and (c.EPI_SMEM or 0) ~= 0 and (c.EPI_SMEM < 0 or c.EPI_SMEM > 2 or c.PERSIST ~= 1) then
-    return false, "EPI_SMEM=1, 2 are the persistent pipeline's staged epilogues (PERSIST=1)"
+  if k.kind == "contraction" and (c.EPI_SMEM or 0) ~= 0 and (c.EPI_SMEM < 0 or c.EPI_SMEM > 4 or c.PERSIST ~= 1) then
+    return false, "EPI_SMEM=1..4 are the persistent pipeline's staged epilogues (PERSIST=1)"
+  end
+  if k.kind == "contraction" and (c.EPI_SMEM == 3 or c.EPI_SMEM == 4) and (c.BN or 0) % 128 ~= 0 then
+    return false, ("EPI_SMEM=%d stages the tile in two halves of whole 64-column panels: BN=%s is not a multiple of 128"):format(
+      c.EPI_SMEM, tostring(c.BN))
+  end
+  if k.kind == "contraction" and c.EPI_SMEM == 4 and not k.tma_store then
+    return false, "EPI_SMEM=4 stores the tile by TMA: one output, the linear's result or a contiguous view of it (no dual, "
+      .. "no fused op), bf16/f16, N a constant multiple of 8"
   end
   if k.kind == "contraction" and (c.STAGES or 1) > 4 and (c.TMA ~= 1 or c.WGMMA ~= 1) then
     return false, ("a ring of %d stages is the wgmma tier's on TMA tiles (WGMMA=1, TMA=1); the others stop at 4"):format(c.STAGES)
@@ -445,9 +453,11 @@ function M.resource_check(k, c, dev)
     threads = 32 * (c.WM or 0) * (c.WN or 0)
     smem = 1024 + 128 * (c.BM + c.BN * (k.dual and 2 or 1)) * (c.STAGES or 1)
     -- PERSIST=1: its 16 bytes of barriers a stage are static shared memory, counted against the same per-block
-    -- limit; EPI_SMEM=1 stages each tile's results (BM x (BN + 8) elements an accumulator) after the ring
+    -- limit; EPI_SMEM=1, 2 stage each tile's results (BM x (BN + 8) elements an accumulator) after the ring,
+    -- EPI_SMEM=3, 4 half of them at a time (BM x BN/2 elements, unpadded: 4 stages of 128 x 256 fit)
     if c.PERSIST == 1 then smem = smem + 16 * (c.STAGES or 1) end
-    if (c.EPI_SMEM or 0) > 0 then smem = smem + 2 * c.BM * (c.BN + 8) * (k.dual and 2 or 1) end
+    if c.EPI_SMEM == 1 or c.EPI_SMEM == 2 then smem = smem + 2 * c.BM * (c.BN + 8) * (k.dual and 2 or 1) end
+    if c.EPI_SMEM == 3 or c.EPI_SMEM == 4 then smem = smem + c.BM * c.BN * (k.dual and 2 or 1) end
   elseif k.kind == "contraction" and c.MMA == 1 then
     threads = 32 * (c.WM or 0) * (c.WN or 0)
     smem = 2 * (c.BM + c.BN * (k.dual and 2 or 1)) * (c.BK + (c.PAD_SMEM or 8)) * ((c.ASYNC == 1) and (c.STAGES or 1) or 1)

@@ -793,8 +793,9 @@ static int g_dim(lua_State *L) {
 /* ir.emit(graph, {kind=, anchor=name|nil, knobs={K=V}, name=}) -> source, launch | nil, msg
  * (a knob that is not in the knob table, or a value it does not take, is the message)
  * launch = {grid = {text, text, text}, block = {x, y, z}, smem = bytes, syms = {names of symbol args},
- *           tmaps = {{input = 1-based input position, box = {inner, rows}}, ...},
- *           scratch_per_tile = bytes (SPLIT_K > 1; 0 otherwise),
+ *           tmaps = {{input = 1-based input position | output = 1-based output position, inner = row elements
+ *                     (only where not the tensor's last dim), box = {inner, rows}}, ...},
+ *           scratch_per_tile = bytes per block (SPLIT_K > 1, STAMP=1; 0 otherwise),
  *           persistent = 0, or the cluster size (1, 2) when grid[1] counts tiles and the launcher caps it at the
  *           SM count (a multiple of the cluster size)} */
 static int l_emit(lua_State *L) {
@@ -871,7 +872,11 @@ static int l_emit(lua_State *L) {
   for (int i = 0; i < la.ntmaps; i++) {
     lua_createtable(L, 0, 2);
     lua_pushinteger(L, la.tmaps[i].input + 1);
-    lua_setfield(L, -2, "input");
+    lua_setfield(L, -2, la.tmaps[i].output ? "output" : "input");
+    if (la.tmaps[i].inner > 0) {
+      lua_pushnumber(L, (lua_Number)la.tmaps[i].inner);
+      lua_setfield(L, -2, "inner");
+    }
     lua_createtable(L, 2, 0);
     lua_pushinteger(L, la.tmaps[i].box[0]);
     lua_rawseti(L, -2, 1);

@@ -33,6 +33,13 @@ for _, e in ipairs(golden.manifest()) do
     local ok, cands = pcall(rules.apply_pins, k.name, ev, rules.pins(k.name, ev.declared, envf))
     if not ok then error(e.file .. ": " .. tostring(cands), 0) end
     local c = cands[1]
+    if e.add then -- a knob no rule offers (STAMP), set on the chosen variant
+      local knobs = {}
+      for key, v in pairs(c.knobs) do knobs[key] = v end
+      local key, v = e.add:match("^([%w_]+)=(%d+)$")
+      knobs[key] = tonumber(v)
+      c = { knobs = knobs, string = c.string .. " + " .. e.add }
+    end
     local src, err = kernels.emit({ kernel = k }, c.knobs)
     if not src then error(e.file .. ": " .. tostring(err), 0) end
     if by_src[src] then error(("%s and %s emit the same source: a pin changes nothing"):format(by_src[src], e.file), 0) end

@@ -12,8 +12,9 @@ M.DIR = EMMY_HOME .. "/tests/fixtures/cuda_golden"
 M.MANIFEST = M.DIR .. "/MANIFEST.lua"
 M.REGEN = "./emmy tests/lua/gen_golden.lua"
 
--- The manifest's entries: {file, src = {model | graph | case, layer, dynamic, dtype}, kernel, env}, in
--- order. Raises one line naming the entry for a malformed or repeated one.
+-- The manifest's entries: {file, src = {model | graph | case, layer, dynamic, dtype}, kernel, env, add}, in
+-- order (add: one "K=V" of a knob no rule offers, STAMP, set on the variant the pins choose). Raises one line naming
+-- the entry for a malformed or repeated one.
 function M.manifest()
   local chunk, err = loadfile(M.MANIFEST)
   if not chunk then error(err, 0) end
@@ -30,6 +31,9 @@ function M.manifest()
       error(where .. ": the file name must end in __" .. tostring(e.kernel) .. ".cu", 0)
     end
     if seen[e.file] then error(where .. ": the file is listed twice", 0) end
+    if e.add ~= nil and (type(e.add) ~= "string" or not e.add:match("^[%w_]+=%d+$")) then
+      error(where .. ": add must be one K=V", 0)
+    end
     seen[e.file] = true
     e.env = e.env or ""
   end
@@ -76,8 +80,8 @@ end
 -- The command that shows an entry's kernel the way a user would (the rules' first candidate under the pins).
 function M.command(e)
   if e.src.case then return src_args(e.src) .. ", kernel " .. e.kernel .. (e.env ~= "" and (", " .. e.env) or "") end
-  return ("%s./emmy compile %s --kernel %s --ir cuda -o /tmp/%s"):format(e.env ~= "" and ("env " .. e.env .. " ") or "",
-    src_args(e.src), e.kernel, e.file)
+  return ("%s./emmy compile %s --kernel %s --ir cuda -o /tmp/%s%s"):format(e.env ~= "" and ("env " .. e.env .. " ") or "",
+    src_args(e.src), e.kernel, e.file, e.add and (" (then " .. e.add .. ": no rule offers it, so no pin can)") or "")
 end
 
 -- A model's shipped config folder (models/ORG--NAME) when there is one, so that a Hugging Face cache on this

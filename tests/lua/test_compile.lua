@@ -356,6 +356,179 @@ test("PERSIST=1: a persistent producer/consumer pipeline — setmaxnreg roles, a
   nvrtc_compiles("EMMY_KNOBS=k_linear:PERSIST=1,k_linear:CLUSTER=2")
 end)
 
+-- Qwen3 layer 0's plans (in-process), by kernel-name prefix; and a copy of the knobs of plan p's first candidate with
+-- every K=V of want, plus extra.
+local qwen_plans
+local function qwen_plan(prefix)
+  if not qwen_plans then
+    local compiler, kernels = require "emmy.compiler", require "emmy.kernels"
+    local g = require("emmy.frontend").load("Qwen/Qwen3-Embedding-0.6B", { layer = 0, dynamic = { "seq_len@x:1" } }).graph
+    qwen_plans = kernels.plan(compiler.run(g))
+  end
+  for _, p in ipairs(qwen_plans) do if p.kernel.name:sub(1, #prefix) == prefix then return p end end
+  error("no kernel " .. prefix)
+end
+local function candidate(p, want, extra)
+  for _, c in ipairs(p.candidates) do
+    local ok = true
+    for key, v in pairs(want) do if c.knobs[key] ~= v then ok = false end end
+    if ok then
+      local kn = {}
+      for key, v in pairs(c.knobs) do kn[key] = v end
+      for key, v in pairs(extra or {}) do kn[key] = v end
+      return kn
+    end
+  end
+  error("no candidate of " .. p.kernel.name .. " has the knobs asked for")
+end
+
+test("EPI_SMEM=3, 4: the tile staged in two halves of swizzled 64-column panels (4 stages of 128 x 256 fit); 4 stores each half by TMA", function()
+  local code, out, err = down_cuda(down_pins("PERSIST=1,BM=128,WM=8,BN=128,STAGES=4,EPI_SMEM=3"))
+  eq(code, 0, "exit: " .. err)
+  -- each half: a barrier, this thread's fragments of its columns as 32-bit words at swizzled offsets, a barrier, the
+  -- half's elements through the fused ops (unrolled), each loop's values its own
+  check(out:find("for (int j = 0; j < 8; j++) {", 1, true) and out:find("for (int j = 8; j < 16; j++) {", 1, true), out)
+  check(out:find("const unsigned em_o = em_swz((unsigned)(nh >> 6) * 16384u, ml, nh & 63) + (nh & 7) * 2;", 1, true), out)
+  check(out:find("*reinterpret_cast<unsigned *>(em_ep0 + em_o) = (unsigned)em_f2bf(", 1, true), out)
+  check(out:find("const int em_e = tid + em_i * 256, ml = em_e / 64, nh = em_e % 64, nl = nh + 64;", 1, true), out)
+  local n = 0
+  for _ in out:gmatch("in2%[%(m%) %* 1024LL %+ n%]") do n = n + 1 end
+  eq(n, 2, "the residual is read in each half's loop")
+  n = 0
+  for _ in out:gmatch("bar%.sync 1, 256;") do n = n + 1 end
+  eq(n, 4, "two barriers a half")
+  check(not out:find("em_tma_store_2d", 1, true) and not out:find("em_clock", 1, true), "no TMA store, no stamps")
+  -- the resource check: 128 x 256 at 4 stages fits with the halves (32 KB), not with the whole tile (66 KB)
+  local rules, kernels = require "emmy.rules", require "emmy.kernels"
+  local dev = kernels.deploy_device()
+  local c = { MMA = 1, TMA = 1, ASYNC = 1, WGMMA = 1, WG_WAIT = 1, PERSIST = 1, PRODUCER = 1, BM = 128, BN = 256, BK = 64, WM = 8,
+    WN = 1, STAGES = 4, PAD_SMEM = 0 }
+  local function fits(k, epi, bn)
+    local x = {}
+    for key, v in pairs(c) do x[key] = v end
+    x.EPI_SMEM, x.BN = epi, bn or 256
+    return (rules.resource_check(k, x, dev))
+  end
+  local plain = { kind = "contraction", tma_store = true }
+  check(fits(plain, 3) and fits(plain, 4) and fits(plain, 0), "4 stages of 128 x 256 with the halves")
+  check(not fits(plain, 1) and not fits(plain, 2), "the whole staged tile does not fit beside 4 stages")
+  check(not fits(plain, 3, 64), "halves of whole 64-column panels: BN 128 or 256")
+  check(not fits({ kind = "contraction", tma_store = false }, 4), "EPI_SMEM=4 only for a plain store")
+  -- the facts: q (its result through a view) may be stored by TMA; down (a residual), gate/up (dual) may not
+  eq(kernels.facts(qwen_plan("k_linear_7363a2").kernel).tma_store, true, "q")
+  eq(kernels.facts(qwen_plan("k_linear_add_f97280").kernel).tma_store, false, "down")
+  eq(kernels.facts(qwen_plan("k_linear_silu_mul").kernel).tma_store, false, "gate/up")
+  refused { "PERSIST=1,EPI_SMEM=4", "PERSIST=1,BN=64,EPI_SMEM=3" }
+  -- the emitter refuses what the resource check refuses
+  local down = qwen_plan("k_linear_add_f97280")
+  local src, why = kernels.emit(down, candidate(down, { PERSIST = 1, EPI_SMEM = 0 }, { EPI_SMEM = 4 }))
+  check(not src and why:find("EPI_SMEM=4 stores the tile by TMA", 1, true), tostring(why))
+  -- EPI_SMEM=4 on q: each half's panels stored by one thread after the writers' proxy fence; the buffer written again
+  -- only once those stores have read it; no thread stores the output itself
+  local q = qwen_plan("k_linear_7363a2")
+  local src4, la = kernels.emit(q, candidate(q, { PERSIST = 1, BM = 128, BN = 256, STAGES = 4, EPI_SMEM = 4, CLUSTER = 1 }))
+  check(src4, tostring(la))
+  check(src4:find("em_fence_async_smem%(%);%s+asm volatile%(\"bar%.sync 1, 256;\" ::: \"memory\"%);%s+if %(tid == 0%) {%s+"
+    .. "em_tma_store_2d%(&tm2, em_epa %+ 0u, %(int%)n0 %+ 128, %(int%)m0%);%s+em_tma_store_2d%(&tm2, em_epa %+ 16384u, %(int%)n0 %+ 192, %(int%)m0%);%s+em_bulk_commit%(%);"), src4)
+  check(src4:find("if (tid == 0) em_bulk_wait_read0();", 1, true) and src4:find("if (tid == 0) em_bulk_wait0();", 1, true), src4)
+  check(not src4:find("out0[", 1, true), "no per-thread store of the output")
+  eq(#la.tmaps, 3, "A, B and the output")
+  eq(la.tmaps[3].output, 1, "the map of output 1")
+  eq(la.tmaps[3].inner, 2048, "rows of N elements (the output is a [1, seq_len, 16, 128] view)")
+  eq(la.tmaps[3].box[1], 64, "64-column panels")
+  eq(la.tmaps[3].box[2], 128, "BM rows")
+  eq(la.smem, 1024 + 4 * 128 * (128 + 256) + 128 * 256, "the ring and half the tile")
+  nvrtc_compiles("EMMY_KNOBS=k_linear:PERSIST=1,k_linear:EPI_SMEM=3")
+  nvrtc_compiles("EMMY_KNOBS=k_linear_7363a2:PERSIST=1,k_linear_7363a2:EPI_SMEM=4")
+end)
+
+test("STAMP=1: clock marks in both roles summed into a per-CTA record in the launch scratch; none at STAMP=0", function()
+  local kernels = require "emmy.kernels"
+  local q = qwen_plan("k_linear_7363a2")
+  local kn = candidate(q, { PERSIST = 1, BM = 128, BN = 256, EPI_SMEM = 1, CLUSTER = 1 })
+  local plain = assert(kernels.emit(q, kn))
+  check(not plain:find("em_clock", 1, true) and not plain:find("em_scratch", 1, true), "STAMP=0 adds nothing")
+  kn.STAMP = 1
+  local src, la = kernels.emit(q, kn)
+  check(src, tostring(la))
+  eq(la.scratch_per_tile, 96, "3 roles x 8 unsigned a CTA")
+  check(src:find("static __device__ __forceinline__ unsigned em_clock() {", 1, true), "the stamp prelude")
+  check(src:find("unsigned *const em_st = reinterpret_cast<unsigned *>(em_scratch) + blockIdx.x * 24;", 1, true), src)
+  -- the producer: its empty-barrier waits and load issue, written by its lane to role 2
+  check(src:find("const unsigned em_c0 = em_clock%(%);%s+em_mbar_wait%(&em_empty%[st%]"), src)
+  check(src:find("unsigned *const em_w = em_st + 16;", 1, true), src)
+  -- the consumers: full wait, wgmma issue to wait_group 1, release per k-step; tail and epilogue per tile; the first
+  -- thread of each warpgroup writes its role
+  check(src:find("const unsigned em_c0 = em_clock%(%);%s+em_mbar_wait%(&em_bar%[st%]"), src)
+  check(src:find("em_wg_wait1();\n      const unsigned em_c2 = em_clock();", 1, true), src)
+  check(src:find("em_sw += em_c1 - em_c0, em_sm += em_c2 - em_c1, em_sr += em_clock() - em_c2;", 1, true), src)
+  check(src:find("em_stl += em_c4 - em_c3, em_se += em_clock() - em_c4;", 1, true), src)
+  check(src:find("if ((tid & 127) == 0) {\n    unsigned *const em_w = em_st + (tid >> 7) * 8;", 1, true), src)
+  -- the kernel is otherwise the same: the STAMP=0 kernel's lines appear in order, and every other line is stamp code
+  local function body_lines(text)
+    local out = {}
+    for l in text:match("\n// kernel [^\n]*\n(.*)"):gmatch("[^\n]+") do out[#out + 1] = l end
+    return out
+  end
+  local want, got, i = body_lines(plain), body_lines(src), 1
+  for _, l in ipairs(got) do
+    if l == want[i] then
+      i = i + 1
+    else
+      local stamp = l:match("^%s*[{}]$") or l:find("if ((tid & 127) == 0) {", 1, true)
+      for _, id in ipairs { "em_clock", "em_scratch", "em_st", "em_w", "em_s0", "em_sn", "em_sw ", "em_si" } do
+        stamp = stamp or l:find(id, 1, true)
+      end
+      check(stamp, "a line STAMP=1 adds that is no stamp code: " .. l)
+    end
+  end
+  eq(i, #want + 1, "every line of the STAMP=0 kernel, in order")
+  -- refused off the persistent pipeline
+  local off = candidate(q, { PERSIST = 0 }, { STAMP = 1 })
+  local none, why = kernels.emit(q, off)
+  check(not none and why:find("STAMP=1 stamps the persistent pipeline", 1, true), tostring(why))
+  -- NVRTC compiles it (nothing to check where NVRTC is missing)
+  local ok, nv = pcall(require, "emmy.nvrtc")
+  if ok and nv.version() then
+    local r = nv.compile_many({ { source = src, arch = "sm_90a", name = "stamp.cu", options = { "-std=c++17" } } })[1]
+    eq(r.status, "ok", "NVRTC: " .. tostring(r.log))
+  end
+end)
+
+test("emmy.stamps: the CTAs' records summed per role, the SM clock from the slowest CTA, the printed table", function()
+  local stamps = require "emmy.stamps"
+  local F = stamps.FIELDS
+  -- two CTAs that ran (BM 128: two consumer warpgroups) and one record left at zero
+  local rec = {
+    { { 4, 256, 2560, 256000, 2560, 400, 40000, 350000 }, { 4, 256, 5120, 256000, 2560, 400, 40000, 349000 },
+      { 0, 256, 25600, 5120, 0, 0, 0, 348000 } },
+    { { 3, 192, 1920, 192000, 1920, 300, 30000, 262500 }, { 3, 192, 3840, 192000, 1920, 300, 30000, 262000 },
+      { 0, 192, 19200, 3840, 0, 0, 0, 261000 } },
+    { { 0, 0, 0, 0, 0, 0, 0, 0 }, { 0, 0, 0, 0, 0, 0, 0, 0 }, { 0, 0, 0, 0, 0, 0, 0, 0 } },
+  }
+  local v = {}
+  for _, cta in ipairs(rec) do for _, role in ipairs(cta) do for f = 1, F do v[#v + 1] = role[f] end end end
+  local r = stamps.summarize(v, #rec)
+  eq(r[1].ctas, 2, "consumer records")
+  eq(r[1].f[2], 448, "k-steps")
+  eq(r[1].max_total, 350000, "the slowest CTA")
+  eq(r[3].f[3], 44800, "producer empty waits")
+  local text = stamps.render(r, 200, 1755)
+  check(text:find("2 CTAs; a CTA 3.50 tiles, 224.0 k-steps; SM clock ≈ 1.75 GHz (the slowest CTA's 350000 cycles in 200.0 µs); "
+    .. "the clock probe after it: 1755 MHz", 1, true), text)
+  -- consumer wg0: 10 cycles of full wait, 1000 of wgmma, 10 of release a k-step; 100 of tail, 10000 of epilogue a tile
+  check(text:find("consumer wg0%s+10%.0%s+1000%.0%s+10%.0%s+100%.0%s+10000%.0%s+5%.7%s+306250%.0%s+350000"), text)
+  check(text:find("producer%s+100%.0%s+20%.0"), text)
+  -- a buffer read back: download as i32, as many records as it holds
+  local buf = { size = function() return 4 * F * 3 * #rec end,
+    download = function(_, dt, shape)
+      eq(dt, "i32")
+      eq(shape[1], #v)
+      return { to_table = function() return v end }
+    end }
+  eq(stamps.read(buf)[1].ctas, 2, "read")
+end)
+
 test("PERSIST=1 leads where a 128 x 128 tile grid fills every SM (batch 8), and stays last at batch 1", function()
   local _, o8 = emmy(args("compile", L0, "--batch", "8", "--ir", "tile", "--kernel", "k_linear_add"))
   check(o8:find("PERSIST=1", 1, true), o8)

@@ -1,0 +1,75 @@
+-- emmy.stamps — the clock records of a STAMP=1 persistent GEMM (src/emit_gemm_ws.c, WS_STAMP_FIELDS): reading them
+-- back from the launch scratch, summing them over the CTAs that ran, and the table bench/gemm.lua --stamp prints.
+-- A CTA's record is ROLES x FIELDS unsigned 32-bit counts: roles 1 and 2 the consumer warpgroups (2 is zero at
+-- BM 64), role 3 the producer lane. Consumer fields: tiles, k-steps, full-barrier wait, wgmma issue to
+-- wait_group 1, release, the tile's tail (wait_group 0 and the last release), epilogue, total; the producer's:
+-- 0, k-steps, empty-barrier wait, load issue, 0, 0, 0, total.
+local tbl = require "emmy.tbl"
+
+local M = { FIELDS = 8, ROLES = 3 }
+
+-- Sums the records in v (a flat list of n CTAs' records) over the roles that ran (a non-zero total): per role
+-- {ctas, f = {sum of each field}, max_total}.
+function M.summarize(v, n)
+  local roles = {}
+  for r = 1, M.ROLES do roles[r] = { ctas = 0, f = {}, max_total = 0 } end
+  for r = 1, M.ROLES do for f = 1, M.FIELDS do roles[r].f[f] = 0 end end
+  for cta = 0, n - 1 do
+    for r = 1, M.ROLES do
+      local base = (cta * M.ROLES + r - 1) * M.FIELDS
+      local total = v[base + M.FIELDS]
+      if total and total > 0 then
+        local s = roles[r]
+        s.ctas = s.ctas + 1
+        for f = 1, M.FIELDS do s.f[f] = s.f[f] + v[base + f] end
+        s.max_total = math.max(s.max_total, total)
+      end
+    end
+  end
+  return roles
+end
+
+-- Reads the records from the scratch buffer buf (every CTA's, as many as it holds): the summary, or nil, msg.
+function M.read(buf)
+  local n = math.floor(buf:size() / (4 * M.FIELDS * M.ROLES))
+  if n < 1 then return nil, ("a stamp record needs %d bytes; the scratch holds %d"):format(4 * M.FIELDS * M.ROLES, buf:size()) end
+  local t, err = buf:download("i32", { n * M.FIELDS * M.ROLES })
+  if not t then return nil, err end
+  return M.summarize(t:to_table(), n)
+end
+
+-- The printed summary of roles (from M.summarize) of a launch that took us µs: a line of counts and the SM clock
+-- (the slowest CTA's consumer cycles over us; probe_mhz, when given, a clock probe's reading beside it), a table of
+-- cycles per k-step and per tile, and a legend.
+function M.render(roles, us, probe_mhz)
+  local c0, pr = roles[1], roles[3]
+  if c0.ctas == 0 then return "  no consumer record was written" end
+  local ghz = c0.max_total / (us * 1e3)
+  local out = { ("  %d CTAs; a CTA %.2f tiles, %.1f k-steps; SM clock ≈ %.2f GHz (the slowest CTA's %d cycles in %.1f µs)"):format(
+    c0.ctas, c0.f[1] / c0.ctas, c0.f[2] / c0.ctas, ghz, c0.max_total, us)
+    .. (probe_mhz and ("; the clock probe after it: %.0f MHz"):format(probe_mhz) or "") }
+  local function per(x, n) return n > 0 and ("%.1f"):format(x / n) or "-" end
+  local rows = {}
+  for r = 1, 2 do
+    local s = roles[r]
+    if s.ctas > 0 then
+      local f, steps, tiles = s.f, s.f[2], s.f[1]
+      rows[#rows + 1] = { ("consumer wg%d"):format(r - 1), per(f[3], steps), per(f[4], steps), per(f[5], steps), per(f[6], tiles),
+        per(f[7], tiles), per(f[7] / (ghz * 1e3), tiles), per(f[8], s.ctas), s.max_total,
+        ("%.0f%%"):format(100 * (f[3] + f[4] + f[5]) / f[8]), ("%.0f%%"):format(100 * (f[6] + f[7]) / f[8]) }
+    end
+  end
+  if pr.ctas > 0 then
+    local f = pr.f
+    rows[#rows + 1] = { "producer", per(f[3], f[2]), per(f[4], f[2]), "-", "-", "-", "-", per(f[8], pr.ctas), pr.max_total,
+      ("%.0f%%"):format(100 * (f[3] + f[4]) / f[8]), "-" }
+  end
+  out[#out + 1] = tbl.render { header = { "role", "wait/k-step", "work/k-step", "release/k-step", "tail/tile", "epilogue/tile",
+    "epilogue µs/tile", "total (mean)", "total (max)", "k-loop", "tile ends" }, rows = rows, align = "lrrrrrrrrrr", indent = "  " }
+  out[#out + 1] = "  cycles. consumer: wait = full barrier, work = wgmma issue to wait_group 1 (which retires the step before),"
+    .. " tail = wait_group 0 and the last release; producer: wait = empty barrier, work = expect_tx and the TMA issue;"
+    .. " k-loop and tile ends: shares of the role's total"
+  return table.concat(out, "\n")
+end
+
+return M
