@@ -80,15 +80,22 @@ return {
           -- EPI_SMEM=3 stages the tile in two column halves (32 KB at 128 x 256, against 66 KB), so 128 x 256 fits a
           -- 4-stage ring beside it: the ring's depth bounds 4096³ (2 stages 307.7 µs, 3 stages 207.8; docs/performance.md,
           -- ninth session). EPI_SMEM=4 stores each half by TMA where the result is the kernel's one output
-          -- (k.tma_store), so the consumers issue no global stores. Neither has run on a GPU: offered last.
+          -- (k.tma_store), so the consumers issue no global stores: 4096³ 178.5 µs at 128 x 256 and 4 stages
+          -- against 203.1 for EPI_SMEM=2 at 3 and 208.1 for EPI_SMEM=3 at 4 (cuBLAS 175.9; the clock marks put
+          -- the epilogue at 2.5 µs a tile against 10.5; H200, docs/performance.md, tenth session): first where it
+          -- applies. EPI_SMEM=3 alone is no faster than EPI_SMEM=2: offered last.
           local epis = plain and { 1, 0, 2 } or { 0, 1, 2 }
+          local lead_epi = plain and 1 or 0
           if o.BN % 128 == 0 then
+            if k.tma_store then
+              table.insert(epis, 1, 4)
+              lead_epi = 4
+            end
             epis[#epis + 1] = 3
-            if k.tma_store then epis[#epis + 1] = 4 end
           end
           for _, e in ipairs(epis) do
             local q = atom.with(p, "EPI_SMEM", e)
-            local first = o.BM == 128 and o.BN == (k.dual and 128 or 256) and e == (plain and 1 or 0)
+            local first = o.BM == 128 and o.BN == (k.dual and 128 or 256) and e == lead_epi
             if first then lead[#lead + 1] = q else persist[#persist + 1] = q end
           end
         end
@@ -275,7 +282,8 @@ return {
       for _, bq in ipairs(bqs) do
         for _, bkv in ipairs { 64, 128 } do
           for _, st in ipairs { 4, 3, 2 } do
-            for _, split in ipairs { 1, 2 } do
+            -- KVSPLIT=2 first where BQ=64 leads (few query tiles): b1 s512 13.5 us against 14.7 (H200, tenth session)
+            for _, split in ipairs(bqs[1] == 64 and { 2, 1 } or { 1, 2 }) do
               -- KVSPLIT=2 (BQ 64): two consumer warpgroups on the same rows take alternate key tiles (a 4-deep
               -- ring: two stages each, the next tile loading while this one is read), merged through shared
               -- memory at the end
