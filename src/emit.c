@@ -4,6 +4,7 @@
  * Every string built here lives in an arena freed when em_emit returns. */
 #include "emit_impl.h"
 
+#include <ctype.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -740,6 +741,78 @@ void ex_write_aligned(ectx *c, int v, ivec ix, const char *what) {
 
 /* ---- kernel kinds ------------------------------------------------------------------------------------ */
 
+static int is_switch(int id) { return !strcmp(em_knob_table[id].values, "0,1"); }
+
+/* Marks in why[] the knobs of the fork this emission took that left knob id unread: the conditions its kernels
+ * text states ("contraction (PERSIST=1)") that the emission read at another value; else the 0/1 switches read
+ * before any other knob (the tier: FLASH, MMA). */
+static void fork_of(const ectx *c, em_knob_id id, unsigned char *why) {
+  const char *s = strchr(em_knob_table[id].kinds, '(');
+  int found = 0;
+  for (; s && *s; s++) {
+    if (!isupper((unsigned char)*s) || isalnum((unsigned char)s[-1]) || s[-1] == '_') continue;
+    size_t n = strspn(s, "ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_");
+    char name[32];
+    if (n < sizeof name && s[n] == '=' && isdigit((unsigned char)s[n + 1])) {
+      snprintf(name, sizeof name, "%.*s", (int)n, s);
+      int x = em_knob_find(name);
+      if (x >= 0 && c->kread[x] && c->kv[x] != strtoll(s + n + 1, NULL, 10)) why[x] = 1, found = 1;
+    }
+    s += n - 1;
+  }
+  if (found) return;
+  int first = c->nread + 1;
+  for (int x = 0; x < EM_NKNOBS; x++)
+    if (c->kread[x] && !is_switch(x) && c->kread[x] < first) first = c->kread[x];
+  for (int x = 0; x < EM_NKNOBS; x++)
+    if (c->kread[x] && is_switch(x) && c->kread[x] < first) why[x] = 1;
+}
+
+/* Knobs of the assignment that no code path of this emission read, at a value other than the table's default
+ * (structural knobs aside: the kernel former applied them), name a variant the emitted kernel is not: it is the
+ * default's. Fails c with one line naming each such knob and its value, the fork that left it unread when it is
+ * one of this kernel kind's knobs (fork_of), the kernels it is for, and what to do. Returns 1 when it failed c. */
+static int check_unread(ectx *c) {
+  const em_knobs *k = &c->t->knobs;
+  const char *kind = em_kkind_name(c->t->kind);
+  int dead[EM_NKNOBS], n = 0;
+  unsigned char why[EM_NKNOBS] = {0};
+  for (int i = 0; i < k->n; i++) {
+    em_knob_id id = k->id[i];
+    if (c->kread[id] || em_knob_structural(id) || k->val[i] == em_knob_table[id].def) continue;
+    dead[n++] = i;
+    if (em_knob_for_kind(id, kind)) fork_of(c, id, why);
+  }
+  if (n == 0) return 0;
+  sbuf m = {0};
+  for (int j = 0; j < n; j++)
+    ex_sb_add(&m, "%s%s=%lld", j ? ", " : "", em_knob_table[k->id[dead[j]]].name, (long long)k->val[dead[j]]);
+  ex_sb_add(&m, " %s not read by this kernel's emitter", n > 1 ? "are" : "is");
+  for (int x = 0, w = 0; x < EM_NKNOBS; x++)
+    if (why[x]) ex_sb_add(&m, "%s%s=%lld", w++ ? ", " : " with ", em_knob_table[x].name, (long long)c->kv[x]);
+  for (int j = 0; j < n; j++) {
+    em_knob_id id = k->id[dead[j]];
+    const char *ks = em_knob_table[id].kinds;
+    if (em_knob_for_kind(id, kind)) ex_sb_add(&m, "%s%s is for %s", j ? "; " : " (", em_knob_table[id].name, ks);
+    else { /* another kind's knob: its kinds without the conditions */
+      int kn = (int)strcspn(ks, "(");
+      while (kn > 0 && ks[kn - 1] == ' ') kn--;
+      ex_sb_add(&m, "%s%s is for %.*s kernels, not %s", j ? "; " : " (", em_knob_table[id].name, kn, ks, kind);
+    }
+  }
+  if (n == 1) ex_sb_add(&m, "): leave it at its default, %lld", (long long)em_knob_table[k->id[dead[0]]].def);
+  else {
+    ex_sb_add(&m, "): leave them at their defaults (");
+    for (int j = 0; j < n; j++)
+      ex_sb_add(&m, "%s%s=%lld", j ? ", " : "", em_knob_table[k->id[dead[j]]].name,
+                (long long)em_knob_table[k->id[dead[j]]].def);
+    ex_sb_add(&m, ")");
+  }
+  ex_fail(c, "%s", m.s);
+  free(m.s);
+  return 1;
+}
+
 em_status em_emit(const em_tile *t, char **src, em_launch *launch, char *err) {
   ectx c;
   memset(&c, 0, sizeof c);
@@ -837,6 +910,11 @@ em_status em_emit(const em_tile *t, char **src, em_launch *launch, char *err) {
                                        "#error \"PLANT=4: a planted compile error\"\n"};
   long long pl = EX_KNOB(&c, PLANT);
   ex_sb_add(&head, ") {\n%s%s}\n", pl >= 1 && pl <= 4 ? plant[pl] : "", body.s ? body.s : "");
+  /* every knob is read by now: the header's reads (CLUSTER, MINB, PLANT) come last */
+  if (check_unread(&c)) {
+    st = em_fail(err, EM_EINPUT, "%s (%s): %s", t->name, em_kkind_name(t->kind), c.err);
+    goto cleanup;
+  }
   *src = head.s;
   head.s = NULL;
 cleanup:

@@ -31,7 +31,11 @@ typedef struct {
 typedef struct {
   const em_tile *t;
   const em_graph *g;
-  int64_t kv[EM_NKNOBS];   /* the knob plan: every knob's value (the assignment's, else the table's default) */
+  int64_t kv[EM_NKNOBS];   /* the knob plan: every knob's value (the assignment's, else the table's default); read
+                            * only through EX_KNOB, which records the read */
+  int kread[EM_NKNOBS];     /* each knob this emission has read: its place in the order of first reads (1, 2, ...);
+                            * a knob of the assignment away from its default left at 0 fails the emission (em_emit) */
+  int nread;               /* knobs read so far */
   sbuf *out;
   int indent;
   int tmp;
@@ -67,8 +71,13 @@ typedef struct {
   char err[EM_ERR_MAX];
 } ectx;
 
-/* The value of knob NAME (a name of the knob table, knobs.h: another does not compile) in c's plan. */
-#define EX_KNOB(c, NAME) ((int)(c)->kv[EM_KNOB_##NAME])
+/* The value of knob NAME (a name of the knob table, knobs.h: another does not compile) in c's plan, recorded as
+ * read. Read a knob where the code path that honours it runs: a read marks the knob as realized by the kernel. */
+#define EX_KNOB(c, NAME) ex_knob((c), EM_KNOB_##NAME)
+static inline int ex_knob(ectx *c, em_knob_id id) {
+  if (!c->kread[id]) c->kread[id] = ++c->nread;
+  return (int)c->kv[id];
+}
 
 void ex_sb_add(sbuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 char *ex_A(ectx *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

@@ -1,5 +1,6 @@
 /* knobs.c — the knob table (knobs.h) as data, and the checks every consumer of a knob name or value shares:
  * lookup by name, legal values, and the one-line message for a name or value the table does not have. */
+#include <ctype.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -33,6 +34,29 @@ static int values_hold(const char *s, int64_t v) {
 
 int em_knob_legal(em_knob_id id, int64_t v) {
   return (unsigned)id < EM_NKNOBS && values_hold(em_knob_table[id].values, v);
+}
+
+int em_knob_structural(em_knob_id id) {
+  switch (id) {
+  case EM_KNOB_SPLIT_CONE:
+  case EM_KNOB_VIEW_OUT:
+  case EM_KNOB_ROPE_EPI:
+  case EM_KNOB_NORM_EPI:
+  case EM_KNOB_DUAL_GATE:
+  case EM_KNOB_MERGE_SIBLINGS: return 1;
+  default: return 0;
+  }
+}
+
+int em_knob_for_kind(em_knob_id id, const char *kind) {
+  if ((unsigned)id >= EM_NKNOBS || !kind || !*kind) return 0;
+  const char *s = em_knob_table[id].kinds;
+  if (!strncmp(s, "any", 3)) return 1;
+  size_t n = strcspn(s, "("), k = strlen(kind);
+  for (size_t i = 0; i + k <= n; i++)
+    if (!strncmp(s + i, kind, k) && (i == 0 || !isalpha((unsigned char)s[i - 1])) && !isalpha((unsigned char)s[i + k]))
+      return 1;
+  return 0;
 }
 
 /* Edit distance of a and b (both shorter than 64 bytes; longer ones count as far apart). */

@@ -179,4 +179,13 @@ em_status em_knob_check(const char *name, int64_t v, char *err);
 /* Whether v is among knob id's legal values. */
 int em_knob_legal(em_knob_id id, int64_t v);
 
+/* Whether knob id is structural: the kernel former reads it before kernels exist (scripts/passes/, through
+ * scripts/emmy/compiler.lua's STRUCTURAL, which is this list), the rules record it in a kernel's knob string, and
+ * no emitter reads it. */
+int em_knob_structural(em_knob_id id);
+
+/* Whether the table's kernels text of knob id names kernel kind kind ("pointwise", "attention", ...) before any
+ * parenthesis, or says "any". */
+int em_knob_for_kind(em_knob_id id, const char *kind);
+
 #endif

@@ -25,10 +25,11 @@ end
 -- (function(pass, ctx) after each pass). Returns ctx {graph, kernels}.
 -- Structural knobs change which kernels exist, so they are read before any kernel is formed: from
 -- EMMY_<KNOB>=V or a global EMMY_KNOBS item (no kernel prefix).
--- Their defaults are the knob table's (src/knobs.h).
+-- They and their defaults are the knob table's (src/knobs.h; em_knob_structural lists them): the emitter's check of
+-- unread knobs exempts the same set.
 M.STRUCTURAL = {}
-for _, key in ipairs { "SPLIT_CONE", "MERGE_SIBLINGS", "VIEW_OUT", "DUAL_GATE", "ROPE_EPI", "NORM_EPI" } do
-  M.STRUCTURAL[key] = require("emmy.knobs").info(key).default
+for _, info in ipairs(require("emmy.knobs").list()) do
+  if info.structural then M.STRUCTURAL[info.name] = info.default end
 end
 
 -- The structural knobs' values: the defaults, overridden by EMMY_<KNOB> and EMMY_KNOBS. Returns values, and the

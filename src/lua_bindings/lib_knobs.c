@@ -7,7 +7,7 @@
 
 static void push_info(lua_State *L, int id) {
   const em_knob_info *k = &em_knob_table[id];
-  lua_createtable(L, 0, 6);
+  lua_createtable(L, 0, 7);
   lua_pushstring(L, k->name);
   lua_setfield(L, -2, "name");
   lua_pushstring(L, k->family);
@@ -20,9 +20,11 @@ static void push_info(lua_State *L, int id) {
   lua_setfield(L, -2, "kinds");
   lua_pushstring(L, k->doc);
   lua_setfield(L, -2, "doc");
+  lua_pushboolean(L, em_knob_structural((em_knob_id)id));
+  lua_setfield(L, -2, "structural");
 }
 
-/* knobs.list() -> {{name, family, default, values, kinds, doc}, ...} in the table's order (a fresh table) */
+/* knobs.list() -> {{name, family, default, values, kinds, doc, structural}, ...} in the table's order (a fresh table) */
 static int l_list(lua_State *L) {
   lua_createtable(L, EM_NKNOBS, 0);
   for (int i = 0; i < EM_NKNOBS; i++) {
@@ -32,7 +34,8 @@ static int l_list(lua_State *L) {
   return 1;
 }
 
-/* knobs.info(name) -> {name, family, default, values, kinds, doc} | nil */
+/* knobs.info(name) -> {name, family, default, values, kinds, doc, structural} | nil (structural: the kernel former
+ * reads it, no emitter does) */
 static int l_info(lua_State *L) {
   int id = em_knob_find(luaL_checkstring(L, 1));
   if (id < 0) {

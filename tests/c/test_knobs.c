@@ -92,3 +92,25 @@ TEST(knobs_assignment_refuses_unknown_and_illegal) {
   CHECK(em_knob_value(&k, EM_KNOB_BM) == em_knob_table[EM_KNOB_BM].def);
   CHECK(em_knob_value(&k, EM_KNOB_BN) == 128);
 }
+
+TEST(knobs_structural_and_kinds) {
+  /* the kernel former's knobs, which the emitter's check of unread knobs exempts */
+  int n = 0;
+  for (int i = 0; i < EM_NKNOBS; i++) n += em_knob_structural((em_knob_id)i);
+  CHECK(n == 6 && em_knob_structural(EM_KNOB_DUAL_GATE) && em_knob_structural(EM_KNOB_SPLIT_CONE));
+  CHECK(!em_knob_structural(EM_KNOB_FLASH) && !em_knob_structural(EM_KNOB_MMA));
+  CHECK(em_knob_for_kind(EM_KNOB_BQ, "attention") && !em_knob_for_kind(EM_KNOB_BQ, "contraction"));
+  CHECK(em_knob_for_kind(EM_KNOB_BLOCK, "pointwise") && em_knob_for_kind(EM_KNOB_BLOCK, "reduce"));
+  CHECK(!em_knob_for_kind(EM_KNOB_BLOCK, "row") && em_knob_for_kind(EM_KNOB_PLANT, "row"));
+  /* the kinds text names a kind before its conditions: "(PERSIST=1)" names none */
+  CHECK(em_knob_for_kind(EM_KNOB_EPI_SMEM, "contraction") && !em_knob_for_kind(EM_KNOB_EPI_SMEM, "PERSIST"));
+  CHECK(!em_knob_for_kind(EM_KNOB_BM, "") && !em_knob_for_kind(EM_KNOB_BM, NULL));
+  /* every knob an emitter reads names the kernels it is for, so that an unread one can say whose it is */
+  static const char *const kinds[] = {"pointwise", "row", "reduce", "contraction", "attention"};
+  for (int i = 0; i < EM_NKNOBS; i++) {
+    int any = em_knob_structural((em_knob_id)i);
+    for (int j = 0; j < 5; j++) any |= em_knob_for_kind((em_knob_id)i, kinds[j]);
+    if (!any) fprintf(stderr, "    %s: kinds '%s' names no kernel kind\n", em_knob_table[i].name, em_knob_table[i].kinds);
+    CHECK(any);
+  }
+}
