@@ -741,7 +741,8 @@ void ex_write_aligned(ectx *c, int v, ivec ix, const char *what) {
 
 /* ---- kernel kinds ------------------------------------------------------------------------------------ */
 
-static int is_switch(int id) { return !strcmp(em_knob_table[id].values, "0,1"); }
+/* A tier switch: a knob whose legal values are a list from 0 ("0,1", FLASH's "0,1,2"), not a range or sizes. */
+static int is_switch(int id) { return !strncmp(em_knob_table[id].values, "0,", 2) && !strstr(em_knob_table[id].values, ".."); }
 
 /* Marks in why[] the knobs of the fork this emission took that left knob id unread: the conditions its kernels
  * text states ("contraction (PERSIST=1)") that the emission read at another value; else the 0/1 switches read
@@ -846,8 +847,9 @@ em_status em_emit(const em_tile *t, char **src, em_launch *launch, char *err) {
     }
   if (t->kind != EM_K_POINTWISE && (t->anchor < 0 || ex_V(&c, t->anchor)->kind != EM_V_NODE)) {
     ex_fail(&c, "a %s kernel needs an anchor node", em_kkind_name(t->kind));
-  } else if (EX_KNOB(&c, STAMP) && (t->kind != EM_K_CONTRACTION || !EX_KNOB(&c, PERSIST))) {
-    /* (emit_gemm_ws.c reads STAMP; elsewhere it would be a knob no emitter reads) */
+  } else if (c.kv[EM_KNOB_STAMP] && (t->kind != EM_K_CONTRACTION || !c.kv[EM_KNOB_PERSIST])) {
+    /* (emit_gemm_ws.c reads STAMP; elsewhere it would be a knob no emitter reads. A guard, not a read: kv[]
+     * directly, so that the unread-knob check does not count it) */
     ex_fail(&c, "STAMP=1 stamps the persistent pipeline's roles (a contraction with PERSIST=1)");
   } else {
     switch (t->kind) {
