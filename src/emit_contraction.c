@@ -553,11 +553,6 @@ static void ctr_fill_mainloop(ectx *c, const ex_ctr *k) {
   ex_line(c, "}");
 }
 
-/* Contractions. MMA=0: the scalar tier, a TM x TN register tile per thread over float tiles in shared
- * memory. MMA=1: the warp tier, WM x WN warps each computing a (BM/WM) x (BN/WN) tile with
- * mma.sync.m16n8k16 (bf16/f16 in, f32 accumulation) on fragments loaded by ldmatrix from bf16/f16 tiles.
- * Both fill the tiles element by element through the operand's expression (views, a folded RMSNorm,
- * merged siblings' weights), masked at M, N and K edges, and share one epilogue. */
 /* The value of linear sibling v at column nidx from its accumulator element acc: plus its bias (when it has one),
  * rounded to its dtype — what the epilogues and the staged tile start from. */
 const char *ex_ctr_result(ectx *c, int v, const char *acc, const char *nidx) {
@@ -569,61 +564,73 @@ const char *ex_ctr_result(ectx *c, int v, const char *acc, const char *nidx) {
   return ex_round_to(c, ex_V(c, v)->dtype, acc);
 }
 
-void ex_k_contraction(ectx *c, em_launch *L) {
-  int mma = EX_KNOB(c, MMA);
-  int BM = EX_KNOB(c, BM), BN = EX_KNOB(c, BN);
-  int BK = EX_KNOB(c, BK), TM = EX_KNOB(c, TM), TN = EX_KNOB(c, TN);
-  int WM = EX_KNOB(c, WM), WN = EX_KNOB(c, WN);
-  int async = EX_KNOB(c, ASYNC), stages = EX_KNOB(c, STAGES);
-  int wgt = EX_KNOB(c, WGMMA), wgw = EX_KNOB(c, WG_WAIT);
+/* The tier and its tile into k: MMA, BM, BN, BK, TM, TN, WM, WN, ASYNC, STAGES, WGMMA, WG_WAIT and PAD_SMEM (read
+ * in this order), the anchor and its operands' dtype, the block's threads and a warp's FM x FN fragments. Fails c
+ * and returns non-zero when the tile does not fit its tier. */
+static int ctr_tier(ectx *c, ex_ctr *k) {
+  k->mma = EX_KNOB(c, MMA);
+  k->BM = EX_KNOB(c, BM), k->BN = EX_KNOB(c, BN);
+  k->BK = EX_KNOB(c, BK), k->TM = EX_KNOB(c, TM), k->TN = EX_KNOB(c, TN);
+  k->WM = EX_KNOB(c, WM), k->WN = EX_KNOB(c, WN);
+  k->async = EX_KNOB(c, ASYNC), k->stages = EX_KNOB(c, STAGES);
+  k->wgt = EX_KNOB(c, WGMMA), k->wgw = EX_KNOB(c, WG_WAIT);
   /* PAD_SMEM: bf16 elements added to each tile row (8 keeps ldmatrix rows on distinct banks; 0 packs them) */
-  int pad = EX_KNOB(c, PAD_SMEM);
-  if (pad % 8 || pad < 0) {
-    ex_fail(c, "PAD_SMEM=%d must be a non-negative multiple of 8 (16-byte rows)", pad);
-    return;
+  k->pad = EX_KNOB(c, PAD_SMEM);
+  const int BM = k->BM, BN = k->BN, BK = k->BK, TM = k->TM, TN = k->TN, WM = k->WM, WN = k->WN;
+  if (k->pad % 8 || k->pad < 0) {
+    ex_fail(c, "PAD_SMEM=%d must be a non-negative multiple of 8 (16-byte rows)", k->pad);
+    return 1;
   }
-  int threads;
-  int a = c->t->anchor;
-  em_dtype opdt = ex_V(c, a)->dtype;
-  const char *mma_t = opdt == EM_F16 ? "f16" : "bf16";
-  if (mma) {
-    if (opdt != EM_BF16 && opdt != EM_F16) {
-      ex_fail(c, "MMA=1 needs bf16/f16 operands, got %s", em_dtype_name(opdt));
-      return;
+  k->a = c->t->anchor;
+  k->opdt = ex_V(c, k->a)->dtype;
+  k->mma_t = k->opdt == EM_F16 ? "f16" : "bf16";
+  if (k->mma) {
+    if (k->opdt != EM_BF16 && k->opdt != EM_F16) {
+      ex_fail(c, "MMA=1 needs bf16/f16 operands, got %s", em_dtype_name(k->opdt));
+      return 1;
     }
     if (BM % (16 * WM) || BN % (16 * WN) || BK % 16 || BK < 16) {
       ex_fail(c, "MMA=1 needs BM %% (16*WM) == 0, BN %% (16*WN) == 0, BK %% 16 == 0 (BM=%d BN=%d BK=%d WM=%d WN=%d)", BM, BN,
            BK, WM, WN);
-      return;
+      return 1;
     }
-    threads = 32 * WM * WN;
-    if (wgt && (WM != BM / 16 || WN != 1 || (BM != 64 && BM != 128) || BN % 16 || BN > 256)) {
+    k->threads = 32 * WM * WN;
+    if (k->wgt && (WM != BM / 16 || WN != 1 || (BM != 64 && BM != 128) || BN % 16 || BN > 256)) {
       ex_fail(c, "WGMMA=1 needs BM 64 or 128 with WM=BM/16, WN=1 (a warpgroup per 64 rows) and BN a multiple of 16 up to 256");
-      return;
+      return 1;
     }
   } else {
     if (BM % TM || BN % TN) {
       ex_fail(c, "BM=%d, BN=%d are not multiples of TM=%d, TN=%d", BM, BN, TM, TN);
-      return;
+      return 1;
     }
-    threads = (BM / TM) * (BN / TN);
+    k->threads = (BM / TM) * (BN / TN);
   }
-  if (threads > 1024 || threads < 32) {
-    ex_fail(c, "%d threads is outside 32..1024", threads);
-    return;
+  if (k->threads > 1024 || k->threads < 32) {
+    ex_fail(c, "%d threads is outside 32..1024", k->threads);
+    return 1;
   }
-  const em_node *an = &c->g->nodes.v[ex_V(c, a)->node];
-  const em_shape *os = ex_S(c, a);
-  int lin_op = an->op == EM_OP_LINEAR;
-  int A_ = an->args[0].tensor, B_ = an->args[1].tensor;
-  const em_shape *as = ex_S(c, A_), *bs = ex_S(c, B_);
+  k->FM = BM / WM / 16, k->FN = BN / WN / 8;
+  return 0;
+}
+
+/* The operands and the result's layout into k: the anchor's operands A and B (and K, A's last dim), the linears
+ * that share its tile (merged siblings side by side along N, or DUAL_GATE's pair with the second weight B2), and
+ * the result's M and batch dims. Fails c and returns non-zero for a shape no template covers. */
+static int ctr_operands(ectx *c, ex_ctr *k) {
+  const em_node *an = &c->g->nodes.v[ex_V(c, k->a)->node];
+  const em_shape *os = k->os = ex_S(c, k->a);
+  int lin_op = k->lin_op = an->op == EM_OP_LINEAR;
+  int A_ = k->A_ = an->args[0].tensor;
+  k->B_ = an->args[1].tensor;
+  const em_shape *as = ex_S(c, A_), *bs = ex_S(c, k->B_);
   if (!lin_op && (as->rank < 2 || bs->rank < 2)) {
     ex_fail(c, "matmul with a 1-d operand has no contraction emission");
-    return;
+    return 1;
   }
   /* merged siblings (MERGE_SIBLINGS=1): linears of the kernel reading the same operand, N side by side */
-  int sib[4], nsib = 0;
-  int64_t sibN[4], sibOff[5] = {0};
+  int *sib = k->sib, nsib = 0;
+  int64_t *sibN = k->sibN, *sibOff = k->sibOff;
   if (lin_op)
     for (int i = 0; i < c->g->nodes.n && nsib < 4; i++) {
       const em_node *sn = &c->g->nodes.v[i];
@@ -631,7 +638,7 @@ void ex_k_contraction(ectx *c, em_launch *L) {
         const em_shape *ws = ex_S(c, sn->args[1].tensor);
         if (!em_dim_is_const(&ws->d[0], &sibN[nsib])) {
           ex_fail(c, "merged siblings need constant output widths");
-          return;
+          return 1;
         }
         sib[nsib] = sn->out;
         sibOff[nsib + 1] = sibOff[nsib] + sibN[nsib];
@@ -639,65 +646,67 @@ void ex_k_contraction(ectx *c, em_launch *L) {
       }
     }
   if (nsib == 0) {
-    sib[0] = a;
+    sib[0] = k->a;
     nsib = 1;
   }
+  k->nsib = nsib;
   /* DUAL_GATE=1: two siblings of equal width share the (m, n) tile with two accumulators (Bs2, acc2), so
    * the epilogue may combine them; otherwise several siblings are concatenated along N */
   const char *dmeta = em_graph_get_meta(c->g, "dual");
-  int dual = dmeta && dmeta[0] == '1' && nsib == 2 && sibN[0] == sibN[1];
+  int dual = k->dual = dmeta && dmeta[0] == '1' && nsib == 2 && sibN[0] == sibN[1];
   if (dmeta && dmeta[0] == '1' && !dual) {
     ex_fail(c, "a dual kernel needs two linears of equal width on one operand");
-    return;
+    return 1;
   }
-  int concat = nsib > 1 && !dual;
-  int B2 = dual ? c->g->nodes.v[ex_V(c, sib[1])->node].args[1].tensor : -1;
+  k->concat = nsib > 1 && !dual;
+  k->B2 = dual ? c->g->nodes.v[ex_V(c, sib[1])->node].args[1].tensor : -1;
   /* out = [batch..., M-dims..., N]; linear folds all leading dims into M, the others keep batch dims */
-  int r = os->rank;
-  em_shape mdims = {0}, bdims = {0};
+  int r = k->r = os->rank;
   if (lin_op)
-    for (int i = 0; i < r - 1; i++) mdims.d[mdims.rank++] = os->d[i];
+    for (int i = 0; i < r - 1; i++) k->mdims.d[k->mdims.rank++] = os->d[i];
   else {
-    for (int i = 0; i < r - 2; i++) bdims.d[bdims.rank++] = os->d[i];
-    mdims.d[mdims.rank++] = os->d[r - 2];
+    for (int i = 0; i < r - 2; i++) k->bdims.d[k->bdims.rank++] = os->d[i];
+    k->mdims.d[k->mdims.rank++] = os->d[r - 2];
   }
-  const em_dim *Kd = &as->d[as->rank - 1];
-  L->block[0] = threads;
-  if (concat) snprintf(L->grid[0], sizeof L->grid[0], "cdiv(%lld,%d)", (long long)sibOff[nsib], BN);
-  else snprintf(L->grid[0], sizeof L->grid[0], "cdiv(%s,%d)", em_dim_format(&c->g->syms, &os->d[r - 1], (char[128]){0}, 128), BN);
-  snprintf(L->grid[1], sizeof L->grid[1], "cdiv(%s,%d)", ex_numel_text(c, &mdims), BM);
-  snprintf(L->grid[2], sizeof L->grid[2], "%s", bdims.rank ? ex_numel_text(c, &bdims) : "1");
-  /* ASYNC=1: operand rows copied 16 bytes at a time with cp.async into a STAGES-deep ring of tiles; needs
-   * the warp tier and operands that are kernel inputs with a contiguous K (a multiple of 8) */
-  int tma = EX_KNOB(c, TMA);
-  if (wgt && !tma) {
+  k->Kd = &as->d[as->rank - 1];
+  return 0;
+}
+
+/* The launch's shape: a block of k->threads, a grid of N tiles x M tiles x batch, and TMA and SPLIT_K into k.
+ * SPLIT_K=S: grid z splits the K tiles in S slices; each block writes its partial accumulators to scratch and the
+ * last block of an (m, n) tile (a counter) sums them in slice order, so the result is deterministic. Fails c and
+ * returns non-zero where WGMMA=1 lacks TMA=1 or SPLIT_K is out of reach. */
+static int ctr_launch_shape(ectx *c, ex_ctr *k, em_launch *L) {
+  const int BM = k->BM, BN = k->BN, r = k->r;
+  L->block[0] = k->threads;
+  if (k->concat) snprintf(L->grid[0], sizeof L->grid[0], "cdiv(%lld,%d)", (long long)k->sibOff[k->nsib], BN);
+  else snprintf(L->grid[0], sizeof L->grid[0], "cdiv(%s,%d)", em_dim_format(&c->g->syms, &k->os->d[r - 1], (char[128]){0}, 128), BN);
+  snprintf(L->grid[1], sizeof L->grid[1], "cdiv(%s,%d)", ex_numel_text(c, &k->mdims), BM);
+  snprintf(L->grid[2], sizeof L->grid[2], "%s", k->bdims.rank ? ex_numel_text(c, &k->bdims) : "1");
+  k->tma = EX_KNOB(c, TMA);
+  if (k->wgt && !k->tma) {
     ex_fail(c, "WGMMA=1 reads its operands from TMA-staged swizzled tiles (TMA=1)");
-    return;
+    return 1;
   }
-  if (wgt) c->extra_prelude = ex_TMA_PRELUDE;
-  /* SPLIT_K=S: grid z splits the K tiles in S slices; each block writes its partial accumulators to scratch and
-   * the last block of an (m, n) tile (a counter) sums them in slice order, so the result is deterministic */
-  int SK = EX_KNOB(c, SPLIT_K);
-  if (SK < 1 || SK > 16 || (SK > 1 && (!mma || !lin_op))) {
+  if (k->wgt) c->extra_prelude = ex_TMA_PRELUDE;
+  int SK = k->SK = EX_KNOB(c, SPLIT_K);
+  if (SK < 1 || SK > 16 || (SK > 1 && (!k->mma || !k->lin_op))) {
     ex_fail(c, "SPLIT_K=%d needs 1..16, and above 1 the warp tier on a linear", SK);
-    return;
+    return 1;
   }
   if (SK > 1) {
     snprintf(L->grid[2], sizeof L->grid[2], "%d", SK);
-    L->scratch_per_tile = 4LL * SK * (BM / WM / 16) * (BN / WN / 8) * 4 * (dual ? 2 : 1) * threads + 4;
+    L->scratch_per_tile = 4LL * SK * k->FM * k->FN * 4 * (k->dual ? 2 : 1) * k->threads + 4;
   }
-  int FM = BM / WM / 16, FN = BN / WN / 8;
-  ex_ctr K = {mma, BM, BN, WM, WN, TM, TN, FM, FN, threads, a, A_, B_, B2, lin_op, dual, concat, nsib, {0}, {0}, {0},
-              os, r, mdims, bdims, {0}, NULL, SK, tma, async, mma_t};
-  memcpy(K.sib, sib, sizeof sib);
-  memcpy(K.sibN, sibN, sizeof sibN);
-  memcpy(K.sibOff, sibOff, sizeof sibOff);
-  K.BK = BK, K.stages = stages, K.wgt = wgt, K.wgw = wgw, K.opdt = opdt;
-  /* which values read a linear's result (nodes are in order): a reduction among them is a head-local epilogue
-   * reduction over the staged tile (NORM_EPI), not a prologue */
+  return 0;
+}
+
+/* k->dep: which values read a linear's result (nodes are in order). A reduction among them is a head-local
+ * epilogue reduction over the staged tile (NORM_EPI), not a prologue. The array is freed with the arena. */
+static void ctr_epilogue_values(ectx *c, ex_ctr *k) {
   int *dep = em_alloc(sizeof(int) * (size_t)(c->g->values.n + 1));
   EM_VEC_PUSH(c->arena, (char *)dep); /* freed with the arena, on every way out */
-  K.dep = dep;
+  k->dep = dep;
   for (int i = 0; i < c->g->nodes.n; i++) {
     const em_node *nd = &c->g->nodes.v[i];
     const em_opspec *sp = em_op_spec(nd->op);
@@ -713,99 +722,140 @@ void ex_k_contraction(ectx *c, em_launch *L) {
     }
     dep[nd->out] = d;
   }
-  const char *ktx = SK > 1 ? "(kt0 + kt)" : "kt";
-  /* CLUSTER=2 (wgmma on TMA tiles): the two CTAs of a cluster are neighbours along N with the same m0, so they
-   * share the A tile; each loads half its rows and multicasts them into both CTAs' rings, halving A's L2 reads.
-   * A stage is refilled only when both CTAs have retired its wgmma groups (an "empty" mbarrier per stage, one
-   * arrival from each CTA), and neither leaves while the other may still signal its barriers. */
-  int CL = EX_KNOB(c, CLUSTER), persist = EX_KNOB(c, PERSIST);
+}
+
+/* CLUSTER, PERSIST and PRODUCER into k, with their legality outside the persistent pipeline and PRODUCER=1's
+ * extra warpgroup in the block. Fails c and returns non-zero on a combination no template covers.
+ * CLUSTER=2 (wgmma on TMA tiles): the two CTAs of a cluster are neighbours along N with the same m0, so they
+ * share the A tile; each loads half its rows and multicasts them into both CTAs' rings, halving A's L2 reads.
+ * A stage is refilled only when both CTAs have retired its wgmma groups (an "empty" mbarrier per stage, one
+ * arrival from each CTA), and neither leaves while the other may still signal its barriers.
+ * PRODUCER=1 (warp specialization, wgmma on TMA tiles): one more warpgroup whose first lane only issues the TMA
+ * loads — it waits on a stage's "empty" mbarrier (an arrival from every consumer warp once its wait_group has
+ * retired the stage's wgmma group) and refills it; the consumer warpgroups only wait for full stages and issue
+ * wgmma, with no block-wide barrier in the K loop. The producer leaves after its loop, so the epilogue may
+ * have no block-wide barrier (no staged epilogue) and split-K's reduction is not offered. */
+static int ctr_roles(ectx *c, ex_ctr *k, em_launch *L) {
+  const int BN = k->BN, tma = k->tma, wgt = k->wgt, wgw = k->wgw, stages = k->stages, SK = k->SK;
+  int CL = k->CL = EX_KNOB(c, CLUSTER), persist = k->persist = EX_KNOB(c, PERSIST);
   if (CL != 1 && !persist) { /* (PERSIST=1 pairs its CTAs along M: emit_gemm_ws.c checks them) */
     int64_t ncst = 0;
-    if (CL != 2 || !tma || !wgt || wgw != 1 || stages < 3 || SK != 1 || EX_KNOB(c, RASTER) != 1 || concat || !lin_op ||
-        !em_dim_is_const(&os->d[r - 1], &ncst) || ((ncst + BN - 1) / BN) % 2) {
+    if (CL != 2 || !tma || !wgt || wgw != 1 || stages < 3 || SK != 1 || EX_KNOB(c, RASTER) != 1 || k->concat || !k->lin_op ||
+        !em_dim_is_const(&k->os->d[k->r - 1], &ncst) || ((ncst + BN - 1) / BN) % 2) {
       ex_fail(c, "CLUSTER=%d: a cluster is 2 CTAs along N sharing the A tile (TMA=1, WGMMA=1, WG_WAIT=1, STAGES >= 3, "
                  "SPLIT_K=1, RASTER=1, one linear or a dual pair, an even number of N tiles)", CL);
-      return;
+      return 1;
     }
   }
-  /* PRODUCER=1 (warp specialization, wgmma on TMA tiles): one more warpgroup whose first lane only issues the TMA
-   * loads — it waits on a stage's "empty" mbarrier (an arrival from every consumer warp once its wait_group has
-   * retired the stage's wgmma group) and refills it; the consumer warpgroups only wait for full stages and issue
-   * wgmma, with no block-wide barrier in the K loop. The producer leaves after its loop, so the epilogue may
-   * have no block-wide barrier (no staged epilogue) and split-K's reduction is not offered. */
-  int WS = EX_KNOB(c, PRODUCER);
+  int WS = k->WS = EX_KNOB(c, PRODUCER);
   if (WS) {
     const char *sm = em_graph_get_meta(c->g, "stage");
     if (WS != 1 || !tma || !wgt || wgw != 1 || stages < 2 || SK != 1 || (CL != 1 && !persist) || (sm && atoi(sm) > 0) ||
-        threads + 128 > 1024) {
+        k->threads + 128 > 1024) {
       ex_fail(c, "PRODUCER=1: a producer warpgroup feeds wgmma consumers (TMA=1, WGMMA=1, WG_WAIT=1, STAGES >= 2, SPLIT_K=1, "
                  "CLUSTER=1, no staged epilogue)");
-      return;
+      return 1;
     }
-    L->block[0] = threads + 128;
+    L->block[0] = k->threads + 128;
   }
-  K.CL = CL, K.WS = WS;
-  if (tma) {
-    /* TMA=1: the ring's tiles come from cp.async.bulk.tensor (one thread issues them on the stage's mbarrier),
-     * BK=64 rows of 128 bytes in the 128-byte swizzle; rows past M or N and columns past K arrive as zeros */
-    int64_t kc = 0;
-    int a_in = ex_V(c, A_)->kind != EM_V_NODE;
-    int b_in = ex_V(c, B_)->kind != EM_V_NODE && (!dual || ex_V(c, B2)->kind != EM_V_NODE);
-    /* merged siblings: one tensor map per weight, each block's B tile from the weight its n0 falls in (BN divides
-     * every sibling's width, so a tile never straddles two) */
-    int sib_ok = 1;
-    for (int j = 0; concat && j < nsib; j++) {
-      b_in &= ex_V(c, c->g->nodes.v[ex_V(c, sib[j])->node].args[1].tensor)->kind != EM_V_NODE;
-      sib_ok &= sibN[j] % BN == 0;
-    }
-    if (concat && nsib > 3) sib_ok = 0;
-    if (!mma || !async || !lin_op || !sib_ok || !a_in || !b_in || !em_dim_is_const(Kd, &kc) || kc % 8 || BK != 64 || BM > 256 ||
-        BN > 256 || stages < 1 || stages > (wgt ? 8 : 4)) {
-      ex_fail(c, "TMA=1 needs MMA=1, ASYNC=1, a linear (or up to 3 merged siblings whose widths BN divides) whose operands "
-                 "are kernel inputs, K a multiple of 8, BK=64, BM and BN up to 256, STAGES 1..4 (1..8 with WGMMA=1)");
-      return;
-    }
-    long long abytes = 128LL * BM, bbytes = 128LL * BN;
-    L->smem = 1024 + stages * (abytes + bbytes * (dual ? 2 : 1));
-    c->extra_prelude = ex_TMA_PRELUDE;
-    L->ntmaps = concat ? 1 + nsib : dual ? 3 : 2;
-    L->tmaps[0].input = ex_input_pos(c, A_);
-    L->tmaps[0].box[0] = 64;
-    L->tmaps[0].box[1] = BM / CL; /* (CLUSTER=2: each CTA loads half the rows) */
-    L->tmaps[1].input = ex_input_pos(c, B_);
-    L->tmaps[1].box[0] = 64;
-    L->tmaps[1].box[1] = BN;
-    if (dual) {
-      L->tmaps[2].input = ex_input_pos(c, B2);
-      L->tmaps[2].box[0] = 64;
-      L->tmaps[2].box[1] = BN;
-    }
-    for (int j = 0; concat && j < nsib; j++) {
-      L->tmaps[1 + j].input = ex_input_pos(c, c->g->nodes.v[ex_V(c, sib[j])->node].args[1].tensor);
-      L->tmaps[1 + j].box[0] = 64;
-      L->tmaps[1 + j].box[1] = BN;
-    }
-    if (persist) {
-      ex_k_contraction_ws(c, &K, L);
-      return;
-    }
+  return 0;
+}
+
+/* TMA=1's launch: the ring's tiles come from cp.async.bulk.tensor (one thread issues them on the stage's
+ * mbarrier), BK=64 rows of 128 bytes in the 128-byte swizzle; rows past M or N and columns past K arrive as zeros.
+ * Sets the ring's dynamic shared memory (1024 bytes of alignment slack, then STAGES stages of A, B and B2 tiles),
+ * the TMA prelude and a tensor map per operand (merged siblings: one per weight). Fails c and returns non-zero
+ * where the operands or the tile do not fit. */
+static int ctr_tma_launch(ectx *c, const ex_ctr *k, em_launch *L) {
+  const int BM = k->BM, BN = k->BN, BK = k->BK, stages = k->stages, dual = k->dual, concat = k->concat, nsib = k->nsib;
+  const int *sib = k->sib;
+  int64_t kc = 0;
+  int a_in = ex_V(c, k->A_)->kind != EM_V_NODE;
+  int b_in = ex_V(c, k->B_)->kind != EM_V_NODE && (!dual || ex_V(c, k->B2)->kind != EM_V_NODE);
+  /* merged siblings: one tensor map per weight, each block's B tile from the weight its n0 falls in (BN divides
+   * every sibling's width, so a tile never straddles two) */
+  int sib_ok = 1;
+  for (int j = 0; concat && j < nsib; j++) {
+    b_in &= ex_V(c, c->g->nodes.v[ex_V(c, sib[j])->node].args[1].tensor)->kind != EM_V_NODE;
+    sib_ok &= k->sibN[j] % BN == 0;
+  }
+  if (concat && nsib > 3) sib_ok = 0;
+  if (!k->mma || !k->async || !k->lin_op || !sib_ok || !a_in || !b_in || !em_dim_is_const(k->Kd, &kc) || kc % 8 || BK != 64 ||
+      BM > 256 || BN > 256 || stages < 1 || stages > (k->wgt ? 8 : 4)) {
+    ex_fail(c, "TMA=1 needs MMA=1, ASYNC=1, a linear (or up to 3 merged siblings whose widths BN divides) whose operands "
+               "are kernel inputs, K a multiple of 8, BK=64, BM and BN up to 256, STAGES 1..4 (1..8 with WGMMA=1)");
+    return 1;
+  }
+  long long abytes = 128LL * BM, bbytes = 128LL * BN;
+  L->smem = 1024 + stages * (abytes + bbytes * (dual ? 2 : 1));
+  c->extra_prelude = ex_TMA_PRELUDE;
+  L->ntmaps = concat ? 1 + nsib : dual ? 3 : 2;
+  L->tmaps[0].input = ex_input_pos(c, k->A_);
+  L->tmaps[0].box[0] = 64;
+  L->tmaps[0].box[1] = BM / k->CL; /* (CLUSTER=2: each CTA loads half the rows) */
+  L->tmaps[1].input = ex_input_pos(c, k->B_);
+  L->tmaps[1].box[0] = 64;
+  L->tmaps[1].box[1] = BN;
+  if (dual) {
+    L->tmaps[2].input = ex_input_pos(c, k->B2);
+    L->tmaps[2].box[0] = 64;
+    L->tmaps[2].box[1] = BN;
+  }
+  for (int j = 0; concat && j < nsib; j++) {
+    L->tmaps[1 + j].input = ex_input_pos(c, c->g->nodes.v[ex_V(c, sib[j])->node].args[1].tensor);
+    L->tmaps[1 + j].box[0] = 64;
+    L->tmaps[1 + j].box[1] = BN;
+  }
+  return 0;
+}
+
+/* The bytes of one operand's cp.async ring (ASYNC=1 without TMA): STAGES tiles of rows x (BK + PAD_SMEM) bf16. */
+static long long ring_bytes(const ex_ctr *k, int rows) { return 2LL * k->stages * rows * (k->BK + k->pad); }
+
+/* ASYNC=1's launch (without TMA): operand rows are copied 16 bytes at a time with cp.async into a STAGES-deep
+ * ring of tiles in dynamic shared memory (beyond 48 KB the launcher opts the function in), which needs the warp
+ * tier and operands that are kernel inputs with a contiguous K (a multiple of 8). Sets the ring's bytes; fails c
+ * and returns non-zero otherwise. */
+static int ctr_async_launch(ectx *c, const ex_ctr *k, em_launch *L) {
+  int64_t kc = 0;
+  int a_in = ex_V(c, k->A_)->kind != EM_V_NODE;
+  int b_in = 1;
+  for (int j = 0; j < k->nsib; j++) b_in &= ex_V(c, c->g->nodes.v[ex_V(c, k->sib[j])->node].args[1].tensor)->kind != EM_V_NODE;
+  if (!k->mma || !k->lin_op || !a_in || !b_in || !em_dim_is_const(k->Kd, &kc) || kc % 8 || k->stages < 1 || k->stages > 4) {
+    ex_fail(c, "ASYNC=1 needs MMA=1, a linear whose operands are kernel inputs, K a multiple of 8, STAGES 1..4");
+    return 1;
+  }
+  L->smem = ring_bytes(k, k->BM) + ring_bytes(k, k->BN) * (k->dual ? 2 : 1);
+  return 0;
+}
+
+/* Contractions. MMA=0: the scalar tier, a TM x TN register tile per thread over float tiles in shared
+ * memory. MMA=1: the warp tier, WM x WN warps each computing a (BM/WM) x (BN/WN) tile with
+ * mma.sync.m16n8k16 (bf16/f16 in, f32 accumulation) on fragments loaded by ldmatrix from bf16/f16 tiles.
+ * Both fill the tiles element by element through the operand's expression (views, a folded RMSNorm,
+ * merged siblings' weights), masked at M, N and K edges, and share one epilogue. ASYNC=1 and TMA=1 stage the
+ * tiles in a ring instead; PERSIST=1 hands the resolved contraction to emit_gemm_ws.c. */
+void ex_k_contraction(ectx *c, em_launch *L) {
+  ex_ctr K = {0};
+  if (ctr_tier(c, &K) || ctr_operands(c, &K) || ctr_launch_shape(c, &K, L)) return;
+  ctr_epilogue_values(c, &K);
+  if (ctr_roles(c, &K, L)) return;
+  if (K.tma ? ctr_tma_launch(c, &K, L) : K.async ? ctr_async_launch(c, &K, L) : 0) return;
+  if (K.tma && K.persist) {
+    ex_k_contraction_ws(c, &K, L);
+    return;
+  }
+  const int mma = K.mma, BM = K.BM, BN = K.BN, BK = K.BK, TM = K.TM, TN = K.TN, WN = K.WN, FM = K.FM, FN = K.FN;
+  const int dual = K.dual, concat = K.concat, stages = K.stages, pad = K.pad, r = K.r;
+  const em_shape *os = K.os;
+  if (K.tma) {
     ex_line(c, "extern __shared__ __align__(1024) unsigned char em_dsm[];");
     ex_line(c, "__shared__ __align__(8) unsigned long long em_bar[%d];", stages);
-    if (CL > 1 || WS) ex_line(c, "__shared__ __align__(8) unsigned long long em_empty[%d];", stages);
+    if (K.CL > 1 || K.WS) ex_line(c, "__shared__ __align__(8) unsigned long long em_empty[%d];", stages);
     ex_line(c, "const unsigned em_sb = (em_smem(em_dsm) + 1023u) & ~1023u;");
-  } else if (async) {
-    int64_t kc = 0;
-    int a_in = ex_V(c, A_)->kind != EM_V_NODE;
-    int b_in = 1;
-    for (int j = 0; j < nsib; j++) b_in &= ex_V(c, c->g->nodes.v[ex_V(c, sib[j])->node].args[1].tensor)->kind != EM_V_NODE;
-    if (!mma || !lin_op || !a_in || !b_in || !em_dim_is_const(Kd, &kc) || kc % 8 || stages < 1 || stages > 4) {
-      ex_fail(c, "ASYNC=1 needs MMA=1, a linear whose operands are kernel inputs, K a multiple of 8, STAGES 1..4");
-      return;
-    }
-    /* the ring lives in dynamic shared memory (beyond 48 KB the launcher opts the function in) */
+  } else if (K.async) {
     int bkp = BK + pad;
-    long long abytes = 2LL * stages * BM * bkp, bbytes = 2LL * stages * BN * bkp;
-    L->smem = abytes + bbytes * (dual ? 2 : 1);
+    long long abytes = ring_bytes(&K, BM), bbytes = ring_bytes(&K, BN);
     ex_line(c, "extern __shared__ __align__(16) unsigned char em_dsm[];");
     ex_line(c, "unsigned short (*const As)[%d][%d] = reinterpret_cast<unsigned short (*)[%d][%d]>(em_dsm);", BM, bkp, BM, bkp);
     ex_line(c, "unsigned short (*const Bs)[%d][%d] = reinterpret_cast<unsigned short (*)[%d][%d]>(em_dsm + %lld);", BN, bkp, BN,
@@ -820,8 +870,8 @@ void ex_k_contraction(ectx *c, em_launch *L) {
     ex_line(c, "__shared__ float As[%d][%d], Bs[%d][%d];", BK, BM + 1, BK, BN + 1);
     if (dual) ex_line(c, "__shared__ float Bs2[%d][%d];", BK, BN + 1);
   }
-  ex_line(c, "const long long M = %s, N = %s, K = %s;", ex_numel_c(c, &mdims),
-       concat ? ex_A(c, "%lldLL", (long long)sibOff[nsib]) : ex_dim_c(c, &os->d[r - 1]), ex_dim_c(c, Kd));
+  ex_line(c, "const long long M = %s, N = %s, K = %s;", ex_numel_c(c, &K.mdims),
+       concat ? ex_A(c, "%lldLL", (long long)K.sibOff[K.nsib]) : ex_dim_c(c, &os->d[r - 1]), ex_dim_c(c, K.Kd));
   int raster = EX_KNOB(c, RASTER);
   if (raster > 1) {
     /* grouped order: RASTER consecutive blocks walk down RASTER tile rows before the next column, so the
@@ -858,11 +908,11 @@ void ex_k_contraction(ectx *c, em_launch *L) {
       ex_line(c, "  for (int j = 0; j < %d; j++) acc2[i][j] = 0.0f;", TN);
     }
   }
-  ivec bz = ex_unravel(c, "bz", &bdims);
-  K.bz = bz;
+  K.bz = ex_unravel(c, "bz", &K.bdims);
+  const char *ktx = K.SK > 1 ? "(kt0 + kt)" : "kt";
   ctr_prologue(c, &K);
-  if (tma) ctr_tma_mainloop(c, &K, ktx);
-  else if (async) ctr_async_mainloop(c, &K, ktx);
+  if (K.tma) ctr_tma_mainloop(c, &K, ktx);
+  else if (K.async) ctr_async_mainloop(c, &K, ktx);
   else ctr_fill_mainloop(c, &K);
   ex_ctr_epilogue(c, &K, L);
 }
