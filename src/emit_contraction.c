@@ -829,6 +829,86 @@ static int ctr_async_launch(ectx *c, const ex_ctr *k, em_launch *L) {
   return 0;
 }
 
+/* The block's shared tiles: TMA=1's 1024-aligned dynamic ring (em_dsm, its base em_sb) with a full mbarrier per
+ * stage (and an empty one under CLUSTER=2 or PRODUCER=1); ASYNC=1's cp.async ring As/Bs(/Bs2)[STAGES] of padded
+ * bf16 rows in dynamic shared memory; otherwise static As/Bs(/Bs2) tiles, padded bf16 [rows][BK] on the warp
+ * tier and float [BK][rows + 1] on the scalar tier. */
+static void ctr_shared_tiles(ectx *c, const ex_ctr *k) {
+  const int BM = k->BM, BN = k->BN, BK = k->BK, pad = k->pad, stages = k->stages, dual = k->dual;
+  if (k->tma) {
+    ex_line(c, "extern __shared__ __align__(1024) unsigned char em_dsm[];");
+    ex_line(c, "__shared__ __align__(8) unsigned long long em_bar[%d];", stages);
+    if (k->CL > 1 || k->WS) ex_line(c, "__shared__ __align__(8) unsigned long long em_empty[%d];", stages);
+    ex_line(c, "const unsigned em_sb = (em_smem(em_dsm) + 1023u) & ~1023u;");
+  } else if (k->async) {
+    int bkp = BK + pad;
+    long long abytes = ring_bytes(k, BM), bbytes = ring_bytes(k, BN);
+    ex_line(c, "extern __shared__ __align__(16) unsigned char em_dsm[];");
+    ex_line(c, "unsigned short (*const As)[%d][%d] = reinterpret_cast<unsigned short (*)[%d][%d]>(em_dsm);", BM, bkp, BM, bkp);
+    ex_line(c, "unsigned short (*const Bs)[%d][%d] = reinterpret_cast<unsigned short (*)[%d][%d]>(em_dsm + %lld);", BN, bkp, BN,
+            bkp, abytes);
+    if (dual)
+      ex_line(c, "unsigned short (*const Bs2)[%d][%d] = reinterpret_cast<unsigned short (*)[%d][%d]>(em_dsm + %lld);", BN, bkp,
+              BN, bkp, abytes + bbytes);
+  } else if (k->mma) {
+    ex_line(c, "__shared__ __align__(16) unsigned short As[%d][%d], Bs[%d][%d];", BM, BK + pad, BN, BK + pad);
+    if (dual) ex_line(c, "__shared__ __align__(16) unsigned short Bs2[%d][%d];", BN, BK + pad);
+  } else {
+    ex_line(c, "__shared__ float As[%d][%d], Bs[%d][%d];", BK, BM + 1, BK, BN + 1);
+    if (dual) ex_line(c, "__shared__ float Bs2[%d][%d];", BK, BN + 1);
+  }
+}
+
+/* The block's place: the extents M, N, K and the tile origin m0, n0 with the batch (or split-K slice) bz. RASTER=1
+ * takes the tile from blockIdx as it is; RASTER > 1 is the grouped order, where RASTER consecutive blocks walk down
+ * RASTER tile rows before the next column, so the A rows and B columns they share stay in L2. */
+static void ctr_tile_origin(ectx *c, const ex_ctr *k) {
+  const int BM = k->BM, BN = k->BN;
+  ex_line(c, "const long long M = %s, N = %s, K = %s;", ex_numel_c(c, &k->mdims),
+       k->concat ? ex_A(c, "%lldLL", (long long)k->sibOff[k->nsib]) : ex_dim_c(c, &k->os->d[k->r - 1]), ex_dim_c(c, k->Kd));
+  int raster = EX_KNOB(c, RASTER);
+  if (raster > 1) {
+    ex_line(c, "const int em_b = blockIdx.y * gridDim.x + blockIdx.x, em_first = em_b / (%d * gridDim.x) * %d;", raster, raster);
+    ex_line(c, "const int em_gs = min((int)gridDim.y - em_first, %d), em_in = em_b %% (%d * gridDim.x);", raster, raster);
+    ex_line(c, "const long long m0 = (long long)(em_first + em_in %% em_gs) * %d, n0 = (long long)(em_in / em_gs) * %d, bz = blockIdx.z;",
+            BM, BN);
+  } else {
+    ex_line(c, "const long long m0 = (long long)blockIdx.y * %d, n0 = (long long)blockIdx.x * %d, bz = blockIdx.z;", BM, BN);
+  }
+}
+
+/* The thread's place and its zeroed accumulators: on the warp tier its lane, warp and warp tile (wm, wn) and
+ * acc[FM][FN][4] in mma.sync's C-fragment order; on the scalar tier its register tile (tr, tc) and acc[TM][TN]; a
+ * dual pair has acc2 beside acc. */
+static void ctr_accumulators(ectx *c, const ex_ctr *k) {
+  const int FM = k->FM, FN = k->FN, TM = k->TM, TN = k->TN;
+  if (k->mma) {
+    ex_line(c, "const int tid = threadIdx.x, lane = tid & 31, wid = tid >> 5, wm = wid / %d, wn = wid %% %d;", k->WN, k->WN);
+    ex_line(c, "float acc[%d][%d][4];", FM, FN);
+    ex_line(c, "#pragma unroll");
+    ex_line(c, "for (int i = 0; i < %d; i++)", FM);
+    ex_line(c, "  for (int j = 0; j < %d; j++)", FN);
+    ex_line(c, "    for (int q = 0; q < 4; q++) acc[i][j][q] = 0.0f;");
+    if (k->dual) {
+      ex_line(c, "float acc2[%d][%d][4];", FM, FN);
+      ex_line(c, "for (int i = 0; i < %d; i++)", FM);
+      ex_line(c, "  for (int j = 0; j < %d; j++)", FN);
+      ex_line(c, "    for (int q = 0; q < 4; q++) acc2[i][j][q] = 0.0f;");
+    }
+  } else {
+    ex_line(c, "const int tid = threadIdx.x, tr = tid / %d, tc = tid %% %d;", k->BN / TN, k->BN / TN);
+    ex_line(c, "float acc[%d][%d];", TM, TN);
+    ex_line(c, "#pragma unroll");
+    ex_line(c, "for (int i = 0; i < %d; i++)", TM);
+    ex_line(c, "  for (int j = 0; j < %d; j++) acc[i][j] = 0.0f;", TN);
+    if (k->dual) {
+      ex_line(c, "float acc2[%d][%d];", TM, TN);
+      ex_line(c, "for (int i = 0; i < %d; i++)", TM);
+      ex_line(c, "  for (int j = 0; j < %d; j++) acc2[i][j] = 0.0f;", TN);
+    }
+  }
+}
+
 /* Contractions. MMA=0: the scalar tier, a TM x TN register tile per thread over float tiles in shared
  * memory. MMA=1: the warp tier, WM x WN warps each computing a (BM/WM) x (BN/WN) tile with
  * mma.sync.m16n8k16 (bf16/f16 in, f32 accumulation) on fragments loaded by ldmatrix from bf16/f16 tiles.
@@ -845,69 +925,9 @@ void ex_k_contraction(ectx *c, em_launch *L) {
     ex_k_contraction_ws(c, &K, L);
     return;
   }
-  const int mma = K.mma, BM = K.BM, BN = K.BN, BK = K.BK, TM = K.TM, TN = K.TN, WN = K.WN, FM = K.FM, FN = K.FN;
-  const int dual = K.dual, concat = K.concat, stages = K.stages, pad = K.pad, r = K.r;
-  const em_shape *os = K.os;
-  if (K.tma) {
-    ex_line(c, "extern __shared__ __align__(1024) unsigned char em_dsm[];");
-    ex_line(c, "__shared__ __align__(8) unsigned long long em_bar[%d];", stages);
-    if (K.CL > 1 || K.WS) ex_line(c, "__shared__ __align__(8) unsigned long long em_empty[%d];", stages);
-    ex_line(c, "const unsigned em_sb = (em_smem(em_dsm) + 1023u) & ~1023u;");
-  } else if (K.async) {
-    int bkp = BK + pad;
-    long long abytes = ring_bytes(&K, BM), bbytes = ring_bytes(&K, BN);
-    ex_line(c, "extern __shared__ __align__(16) unsigned char em_dsm[];");
-    ex_line(c, "unsigned short (*const As)[%d][%d] = reinterpret_cast<unsigned short (*)[%d][%d]>(em_dsm);", BM, bkp, BM, bkp);
-    ex_line(c, "unsigned short (*const Bs)[%d][%d] = reinterpret_cast<unsigned short (*)[%d][%d]>(em_dsm + %lld);", BN, bkp, BN,
-            bkp, abytes);
-    if (dual)
-      ex_line(c, "unsigned short (*const Bs2)[%d][%d] = reinterpret_cast<unsigned short (*)[%d][%d]>(em_dsm + %lld);", BN, bkp,
-              BN, bkp, abytes + bbytes);
-  } else if (mma) {
-    ex_line(c, "__shared__ __align__(16) unsigned short As[%d][%d], Bs[%d][%d];", BM, BK + pad, BN, BK + pad);
-    if (dual) ex_line(c, "__shared__ __align__(16) unsigned short Bs2[%d][%d];", BN, BK + pad);
-  } else {
-    ex_line(c, "__shared__ float As[%d][%d], Bs[%d][%d];", BK, BM + 1, BK, BN + 1);
-    if (dual) ex_line(c, "__shared__ float Bs2[%d][%d];", BK, BN + 1);
-  }
-  ex_line(c, "const long long M = %s, N = %s, K = %s;", ex_numel_c(c, &K.mdims),
-       concat ? ex_A(c, "%lldLL", (long long)K.sibOff[K.nsib]) : ex_dim_c(c, &os->d[r - 1]), ex_dim_c(c, K.Kd));
-  int raster = EX_KNOB(c, RASTER);
-  if (raster > 1) {
-    /* grouped order: RASTER consecutive blocks walk down RASTER tile rows before the next column, so the
-     * A rows and B columns they share stay in L2 */
-    ex_line(c, "const int em_b = blockIdx.y * gridDim.x + blockIdx.x, em_first = em_b / (%d * gridDim.x) * %d;", raster, raster);
-    ex_line(c, "const int em_gs = min((int)gridDim.y - em_first, %d), em_in = em_b %% (%d * gridDim.x);", raster, raster);
-    ex_line(c, "const long long m0 = (long long)(em_first + em_in %% em_gs) * %d, n0 = (long long)(em_in / em_gs) * %d, bz = blockIdx.z;",
-            BM, BN);
-  } else {
-    ex_line(c, "const long long m0 = (long long)blockIdx.y * %d, n0 = (long long)blockIdx.x * %d, bz = blockIdx.z;", BM, BN);
-  }
-  if (mma) {
-    ex_line(c, "const int tid = threadIdx.x, lane = tid & 31, wid = tid >> 5, wm = wid / %d, wn = wid %% %d;", WN, WN);
-    ex_line(c, "float acc[%d][%d][4];", FM, FN);
-    ex_line(c, "#pragma unroll");
-    ex_line(c, "for (int i = 0; i < %d; i++)", FM);
-    ex_line(c, "  for (int j = 0; j < %d; j++)", FN);
-    ex_line(c, "    for (int q = 0; q < 4; q++) acc[i][j][q] = 0.0f;");
-    if (dual) {
-      ex_line(c, "float acc2[%d][%d][4];", FM, FN);
-      ex_line(c, "for (int i = 0; i < %d; i++)", FM);
-      ex_line(c, "  for (int j = 0; j < %d; j++)", FN);
-      ex_line(c, "    for (int q = 0; q < 4; q++) acc2[i][j][q] = 0.0f;");
-    }
-  } else {
-    ex_line(c, "const int tid = threadIdx.x, tr = tid / %d, tc = tid %% %d;", BN / TN, BN / TN);
-    ex_line(c, "float acc[%d][%d];", TM, TN);
-    ex_line(c, "#pragma unroll");
-    ex_line(c, "for (int i = 0; i < %d; i++)", TM);
-    ex_line(c, "  for (int j = 0; j < %d; j++) acc[i][j] = 0.0f;", TN);
-    if (dual) {
-      ex_line(c, "float acc2[%d][%d];", TM, TN);
-      ex_line(c, "for (int i = 0; i < %d; i++)", TM);
-      ex_line(c, "  for (int j = 0; j < %d; j++) acc2[i][j] = 0.0f;", TN);
-    }
-  }
+  ctr_shared_tiles(c, &K);
+  ctr_tile_origin(c, &K);
+  ctr_accumulators(c, &K);
   K.bz = ex_unravel(c, "bz", &K.bdims);
   const char *ktx = K.SK > 1 ? "(kt0 + kt)" : "kt";
   ctr_prologue(c, &K);
