@@ -414,121 +414,107 @@ static void ctr_async_mainloop(ectx *c, const ex_ctr *k, const char *ktx) {
   ex_line(c, "em_cp_wait<0>();");
 }
 
-/* The element-fill main loop: every operand element of the tile through ex_val (views, a folded prologue), into
- * shared memory, then the scalar or mma.sync step. */
-static void ctr_fill_mainloop(ectx *c, const ex_ctr *k) {
-  const int BM = k->BM, BN = k->BN, BK = k->BK, WM = k->WM, WN = k->WN, TM = k->TM, TN = k->TN, FM = k->FM, FN = k->FN;
-  const int threads = k->threads, dual = k->dual, concat = k->concat, nsib = k->nsib, lin_op = k->lin_op, r = k->r;
-  const int SK = k->SK, stages = k->stages, CL = k->CL, WS = k->WS, wgt = k->wgt, wgw = k->wgw, mma = k->mma;
-  const int a = k->a, A_ = k->A_, B_ = k->B_, B2 = k->B2;
-  const int *sib = k->sib, *dep = k->dep;
-  const int64_t *sibOff = k->sibOff;
-  const em_shape *os = k->os, *as = ex_S(c, A_), *bs = ex_S(c, B_), mdims = k->mdims, bdims = k->bdims;
-  const ivec bz = k->bz;
-  const char *mma_t = k->mma_t;
-  const em_dtype opdt = k->opdt;
-  (void)BM, (void)BN, (void)BK, (void)WM, (void)WN, (void)TM, (void)TN, (void)FM, (void)FN, (void)threads, (void)dual;
-  (void)concat, (void)nsib, (void)lin_op, (void)r, (void)SK, (void)stages, (void)CL, (void)WS, (void)wgt, (void)wgw, (void)mma;
-  (void)a, (void)A_, (void)B_, (void)B2, (void)sib, (void)dep, (void)sibOff, (void)os, (void)as, (void)bs, (void)mdims;
-  (void)bdims, (void)bz, (void)mma_t, (void)opdt;
-  if (SK > 1) {
-    split_range(c, SK, BK);
-    ex_line(c, "for (long long k0 = (long long)kt0 * %d; k0 < K && k0 < (long long)(kt0 + nk) * %d; k0 += %d) {", BK, BK, BK);
-  } else {
-    ex_line(c, "for (long long k0 = 0; k0 < K; k0 += %d) {", BK);
-  }
-  c->indent++;
+/* The element fill of the A tile at k0: element (m, k) of the left operand through ex_val (a view, a folded
+ * prologue; on a matmul the batch index broadcast into A's shape), zero past M or K, into As[m][k] as bf16/f16 on
+ * the warp tier or As[k][m] as float on the scalar tier. */
+static void ctr_fill_a(ectx *c, const ex_ctr *k) {
+  const int BM = k->BM, BK = k->BK, r = k->r;
+  const em_shape *as = ex_S(c, k->A_);
   int mark = c->memo.n;
-  /* A tile: element (m, k) of the left operand */
-  ex_line(c, "for (int e = tid; e < %d; e += %d) {", BM * BK, threads);
+  ex_line(c, "for (int e = tid; e < %d; e += %d) {", BM * BK, k->threads);
   c->indent++;
   ex_line(c, "const int mm = e / %d, kk = e %% %d;", BK, BK);
   ex_line(c, "const long long m = m0 + mm, k = k0 + kk;");
   ex_line(c, "float av = 0.0f;");
   ex_line(c, "if (m < M && k < K) {");
   c->indent++;
-  {
-    ivec mi = ex_unravel(c, "m", &mdims), ai = {as->rank};
-    em_shape outm = *os;
-    if (lin_op) {
-      for (int i = 0; i < as->rank - 1; i++) ai.e[i] = mi.e[i];
-    } else {
-      ivec full = {r};
-      for (int i = 0; i < bdims.rank; i++) full.e[i] = bz.e[i];
-      full.e[r - 2] = "m";
-      full.e[r - 1] = "0LL";
-      ivec bb = ex_bcast(c, &full, &outm, as);
-      for (int i = 0; i < as->rank - 1; i++) ai.e[i] = bb.e[i];
-      ai.e[as->rank - 2] = "m";
-    }
-    ai.e[as->rank - 1] = "k";
-    ex_line(c, "av = (float)%s;", ex_val(c, A_, &ai));
+  ivec mi = ex_unravel(c, "m", &k->mdims), ai = {as->rank};
+  em_shape outm = *k->os;
+  if (k->lin_op) {
+    for (int i = 0; i < as->rank - 1; i++) ai.e[i] = mi.e[i];
+  } else {
+    ivec full = {r};
+    for (int i = 0; i < k->bdims.rank; i++) full.e[i] = k->bz.e[i];
+    full.e[r - 2] = "m";
+    full.e[r - 1] = "0LL";
+    ivec bb = ex_bcast(c, &full, &outm, as);
+    for (int i = 0; i < as->rank - 1; i++) ai.e[i] = bb.e[i];
+    ai.e[as->rank - 2] = "m";
   }
+  ai.e[as->rank - 1] = "k";
+  ex_line(c, "av = (float)%s;", ex_val(c, k->A_, &ai));
   c->memo.n = mark;
   c->indent--;
   ex_line(c, "}");
-  if (mma) ex_line(c, "As[mm][kk] = %s;", opdt == EM_F16 ? "em_f2h(av)" : "em_f2bf(av)");
+  if (k->mma) ex_line(c, "As[mm][kk] = %s;", k->opdt == EM_F16 ? "em_f2h(av)" : "em_f2bf(av)");
   else ex_line(c, "As[kk][mm] = av;");
   c->indent--;
   ex_line(c, "}");
-  /* B tile: element (n, k) of the right operand (weight [N, K] for linear, [.., K, N] otherwise) */
-  ex_line(c, "for (int e = tid; e < %d; e += %d) {", BN * BK, threads);
+}
+
+/* The element fill of the B tile at k0: element (n, k) of the right operand (weight [N, K] for a linear, each
+ * merged sibling's columns from its own weight; [.., K, N] with the batch index broadcast otherwise) and of the
+ * dual's second weight, zero past N or K, into Bs (Bs2) in the layout of As. */
+static void ctr_fill_b(ectx *c, const ex_ctr *k) {
+  const int BN = k->BN, BK = k->BK, r = k->r, dual = k->dual, lin_op = k->lin_op, concat = k->concat, mma = k->mma;
+  const em_shape *bs = ex_S(c, k->B_);
+  int mark = c->memo.n;
+  ex_line(c, "for (int e = tid; e < %d; e += %d) {", BN * BK, k->threads);
   c->indent++;
   ex_line(c, "const int nn = e / %d, kk = e %% %d;", BK, BK);
   ex_line(c, "const long long n = n0 + nn, k = k0 + kk;");
   ex_line(c, dual ? "float bv = 0.0f, bv2 = 0.0f;" : "float bv = 0.0f;");
   ex_line(c, "if (n < N && k < K) {");
   c->indent++;
-  {
-    ivec bi = {bs->rank};
-    if (dual) {
-      ivec b2 = {2, {"n", "k"}};
-      ex_line(c, "bv2 = (float)%s;", ex_val(c, B2, &b2));
-    }
-    if (lin_op && concat) {
-      for (int j = 0; j < nsib; j++) {
-        const em_node *sn = &c->g->nodes.v[ex_V(c, sib[j])->node];
-        if (j < nsib - 1) ex_line(c, "%sif (n < %lldLL) {", j ? "} else " : "", (long long)sibOff[j + 1]);
-        else ex_line(c, "} else {");
-        c->indent++;
-        int m2 = c->memo.n;
-        ivec bj = {2, {ex_A(c, "(n - %lldLL)", (long long)sibOff[j]), "k"}};
-        ex_line(c, "bv = (float)%s;", ex_val(c, sn->args[1].tensor, &bj));
-        c->memo.n = m2;
-        c->indent--;
-      }
-      ex_line(c, "}");
-    } else if (lin_op) {
-      bi.e[0] = "n";
-      bi.e[1] = "k";
-    } else {
-      ivec full = {r};
-      for (int i = 0; i < bdims.rank; i++) full.e[i] = bz.e[i];
-      full.e[r - 2] = "0LL";
-      full.e[r - 1] = "n";
-      ivec bb = ex_bcast(c, &full, os, bs);
-      for (int i = 0; i < bs->rank; i++) bi.e[i] = bb.e[i];
-      bi.e[bs->rank - 2] = "k";
-      bi.e[bs->rank - 1] = "n";
-    }
-    if (!(lin_op && concat)) ex_line(c, "bv = (float)%s;", ex_val(c, B_, &bi));
+  ivec bi = {bs->rank};
+  if (dual) {
+    ivec b2 = {2, {"n", "k"}};
+    ex_line(c, "bv2 = (float)%s;", ex_val(c, k->B2, &b2));
   }
+  if (lin_op && concat) {
+    for (int j = 0; j < k->nsib; j++) {
+      const em_node *sn = &c->g->nodes.v[ex_V(c, k->sib[j])->node];
+      if (j < k->nsib - 1) ex_line(c, "%sif (n < %lldLL) {", j ? "} else " : "", (long long)k->sibOff[j + 1]);
+      else ex_line(c, "} else {");
+      c->indent++;
+      int m2 = c->memo.n;
+      ivec bj = {2, {ex_A(c, "(n - %lldLL)", (long long)k->sibOff[j]), "k"}};
+      ex_line(c, "bv = (float)%s;", ex_val(c, sn->args[1].tensor, &bj));
+      c->memo.n = m2;
+      c->indent--;
+    }
+    ex_line(c, "}");
+  } else if (lin_op) {
+    bi.e[0] = "n";
+    bi.e[1] = "k";
+  } else {
+    ivec full = {r};
+    for (int i = 0; i < k->bdims.rank; i++) full.e[i] = k->bz.e[i];
+    full.e[r - 2] = "0LL";
+    full.e[r - 1] = "n";
+    ivec bb = ex_bcast(c, &full, k->os, bs);
+    for (int i = 0; i < bs->rank; i++) bi.e[i] = bb.e[i];
+    bi.e[bs->rank - 2] = "k";
+    bi.e[bs->rank - 1] = "n";
+  }
+  if (!(lin_op && concat)) ex_line(c, "bv = (float)%s;", ex_val(c, k->B_, &bi));
   c->memo.n = mark;
   c->indent--;
   ex_line(c, "}");
-  if (mma) ex_line(c, "Bs[nn][kk] = %s;", opdt == EM_F16 ? "em_f2h(bv)" : "em_f2bf(bv)");
+  if (mma) ex_line(c, "Bs[nn][kk] = %s;", k->opdt == EM_F16 ? "em_f2h(bv)" : "em_f2bf(bv)");
   else ex_line(c, "Bs[kk][nn] = bv;");
-  if (dual && mma) ex_line(c, "Bs2[nn][kk] = %s;", opdt == EM_F16 ? "em_f2h(bv2)" : "em_f2bf(bv2)");
+  if (dual && mma) ex_line(c, "Bs2[nn][kk] = %s;", k->opdt == EM_F16 ? "em_f2h(bv2)" : "em_f2bf(bv2)");
   else if (dual) ex_line(c, "Bs2[kk][nn] = bv2;");
   c->indent--;
   ex_line(c, "}");
-  ex_line(c, "__syncthreads();");
-  if (mma) {
-    tile_src ts = {0, "", NULL, NULL, NULL};
-    mma_tile_step(c, &ts, BK, FM, FN, BM / WM, BN / WN, dual, mma_t);
-  } else {
+}
+
+/* The scalar tier's step over a filled tile: per kk of BK, a column of TM A values and a row of TN B values in
+ * registers, their outer product added to acc (and, for a dual pair, Bs2's row to acc2). */
+static void ctr_scalar_step(ectx *c, const ex_ctr *k) {
+  const int TM = k->TM, TN = k->TN;
   ex_line(c, "#pragma unroll");
-  ex_line(c, "for (int kk = 0; kk < %d; kk++) {", BK);
+  ex_line(c, "for (int kk = 0; kk < %d; kk++) {", k->BK);
   ex_line(c, "  float ar[%d], br[%d];", TM, TN);
   ex_line(c, "  #pragma unroll");
   ex_line(c, "  for (int i = 0; i < %d; i++) ar[i] = As[kk][tr * %d + i];", TM, TM);
@@ -538,7 +524,7 @@ static void ctr_fill_mainloop(ectx *c, const ex_ctr *k) {
   ex_line(c, "  for (int i = 0; i < %d; i++)", TM);
   ex_line(c, "    #pragma unroll");
   ex_line(c, "    for (int j = 0; j < %d; j++) acc[i][j] += ar[i] * br[j];", TN);
-  if (dual) {
+  if (k->dual) {
     ex_line(c, "  #pragma unroll");
     ex_line(c, "  for (int j = 0; j < %d; j++) br[j] = Bs2[kk][tc * %d + j];", TN, TN);
     ex_line(c, "  #pragma unroll");
@@ -547,6 +533,28 @@ static void ctr_fill_mainloop(ectx *c, const ex_ctr *k) {
     ex_line(c, "    for (int j = 0; j < %d; j++) acc2[i][j] += ar[i] * br[j];", TN);
   }
   ex_line(c, "}");
+}
+
+/* The element-fill main loop: per BK-deep step k0 (split-K: within this block's slice of K tiles), the A and B
+ * tiles filled element by element through ex_val (views, a folded prologue) into shared memory, then the
+ * mma.sync step or the scalar step, between block barriers. */
+static void ctr_fill_mainloop(ectx *c, const ex_ctr *k) {
+  const int BK = k->BK;
+  if (k->SK > 1) {
+    split_range(c, k->SK, BK);
+    ex_line(c, "for (long long k0 = (long long)kt0 * %d; k0 < K && k0 < (long long)(kt0 + nk) * %d; k0 += %d) {", BK, BK, BK);
+  } else {
+    ex_line(c, "for (long long k0 = 0; k0 < K; k0 += %d) {", BK);
+  }
+  c->indent++;
+  ctr_fill_a(c, k);
+  ctr_fill_b(c, k);
+  ex_line(c, "__syncthreads();");
+  if (k->mma) {
+    tile_src ts = {0, "", NULL, NULL, NULL};
+    mma_tile_step(c, &ts, BK, k->FM, k->FN, k->BM / k->WM, k->BN / k->WN, k->dual, k->mma_t);
+  } else {
+    ctr_scalar_step(c, k);
   }
   ex_line(c, "__syncthreads();");
   c->indent--;
