@@ -945,37 +945,131 @@ void ex_k_contraction(ectx *c, em_launch *L) {
   ex_ctr_epilogue(c, &K, L);
 }
 
-/* A head-local epilogue's staged tile (kernel meta "stage" = D) and its per-head reductions (NORM_EPI); returns
+/* The staged tile's stores: every accumulator element (m, n) of this thread inside M and N, as its sibling's
+ * result (bias, rounding) in the tile's dtype, into em_stage0 (em_stage1 for a dual pair's second accumulator)
+ * at row ml, column nl of a row stride ld. */
+static void ctr_stage_store(ectx *c, const ex_ctr *k, em_dtype sdt, int ld, int nst) {
+  const int mma = k->mma;
+  if (mma) {
+    ex_line(c, "for (int i = 0; i < %d; i++)", k->FM);
+    ex_line(c, "  for (int j = 0; j < %d; j++)", k->FN);
+    ex_line(c, "    for (int q = 0; q < 4; q++) {");
+    c->indent += 3;
+    ex_line(c, "const int ml = wm * %d + i * 16 + (lane >> 2) + (q >> 1) * 8, nl = wn * %d + j * 8 + (lane & 3) * 2 + (q & 1);",
+            k->BM / k->WM, k->BN / k->WN);
+  } else {
+    ex_line(c, "for (int i = 0; i < %d; i++)", k->TM);
+    ex_line(c, "  for (int j = 0; j < %d; j++) {", k->TN);
+    c->indent += 2;
+    ex_line(c, "const int ml = tr * %d + i, nl = tc * %d + j;", k->TM, k->TN);
+  }
+  ex_line(c, "const long long n = n0 + nl;");
+  ex_line(c, "if (m0 + ml >= M || n >= N) continue;");
+  for (int j = 0; j < nst; j++) {
+    const char *accv = j ? (mma ? "acc2[i][j][q]" : "acc2[i][j]") : (mma ? "acc[i][j][q]" : "acc[i][j]");
+    int mark = c->memo.n;
+    ex_line(c, "em_stage%d[ml * %d + nl] = %s;", j, ld, ex_store_conv(c, sdt, ex_ctr_result(c, k->sib[j], accv, "n")));
+    c->memo.n = mark;
+  }
+  c->indent -= mma ? 3 : 2;
+  ex_line(c, "%s", mma ? "    }" : "  }");
+  ex_line(c, "__syncthreads();");
+}
+
+/* One head-local reduction rn (NORM_EPI: Qwen3's q_norm/k_norm over each D-wide head of the staged tile) into
+ * em_hred<j>[BM * BN/D]: a warp per (row, head) of the tile sums its D elements, the anchors' values read from
+ * the staged tiles (dtype sdt, row stride ld) and the reduction's input aligned with them; the epilogue reads
+ * the result of its own row and head. Fails c where rn is not over one D-wide last dim. */
+static void ctr_head_reduction(ectx *c, const ex_ctr *k, const em_node *rn, int stageD, em_dtype sdt, int ld) {
+  const int BM = k->BM, r = k->r, *sib = k->sib, S = k->BN / stageD;
+  const em_shape *xs = ex_S(c, rn->args[0].tensor);
+  int64_t R = 0;
+  if (!rn->args[1].present || rn->args[1].n != 1 || ex_axis_of_dim(&rn->args[1].ilist[0], xs->rank) != xs->rank - 1 ||
+      !em_dim_is_const(&xs->d[xs->rank - 1], &R) || R != stageD || c->nhred == 4) {
+    ex_fail(c, "a reduction in a contraction's epilogue must be over one %d-wide head (the last dim)", stageD);
+    return;
+  }
+  int j = c->nhred++;
+  c->hred_v[j] = rn->out;
+  c->hred_S = S;
+  c->hred_D = stageD;
+  ex_line(c, "__shared__ float em_hred%d[%d];", j, BM * S);
+  ex_line(c, "for (int em_p = threadIdx.x >> 5; em_p < %d; em_p += %d) {", BM * S, k->threads / 32);
+  c->indent++;
+  ex_line(c, "const int ml = em_p / %d, em_sg = em_p %% %d;", S, S);
+  ex_line(c, "const long long m = m0 + ml;");
+  ex_line(c, "float em_acc = 0.0f;");
+  ex_line(c, "if (m < M) {");
+  c->indent++;
+  ex_line(c, "for (int em_c = threadIdx.x & 31; em_c < %d; em_c += 32) {", stageD);
+  c->indent++;
+  ex_line(c, "const int nl = em_sg * %d + em_c;", stageD);
+  ex_line(c, "const long long n = n0 + nl;");
+  int mark = c->memo.n;
+  /* the anchors' values at (m, n) come from the staged tiles; the reduction's input is aligned with them */
+  ivec mi2 = ex_unravel(c, "m", &k->mdims);
+  ivec di = {r};
+  for (int q = 0; q < k->bdims.rank; q++) di.e[q] = ex_A(c, "0LL");
+  for (int q = 0; q < k->mdims.rank; q++) di.e[k->bdims.rank + q] = mi2.e[q];
+  di.e[r - 1] = "n";
+  ex_reset_alignment(c);
+  const char *sav = c->anchor_var, *savx = c->xanchor_var;
+  int sava = c->anchor, savxa = c->xanchor;
+  c->anchor = sib[0];
+  c->anchor_var = ex_load_conv(c, sdt, ex_A(c, "em_stage0[ml * %d + nl]", ld));
+  c->al[sib[0]] = di;
+  c->bij[sib[0]] = 1;
+  if (k->dual) {
+    c->xanchor = sib[1];
+    c->xanchor_var = ex_load_conv(c, sdt, ex_A(c, "em_stage1[ml * %d + nl]", ld));
+    c->al[sib[1]] = di;
+    c->bij[sib[1]] = 1;
+  }
+  ex_align(c);
+  int u = rn->args[0].tensor;
+  if (!c->bij[u]) {
+    ex_fail(c, "the head-local reduction's input is not aligned with the result tile");
+    return;
+  }
+  ex_line(c, "em_acc += (float)%s;", ex_val(c, u, &c->al[u]));
+  c->memo.n = mark;
+  c->anchor_var = sav;
+  c->xanchor_var = savx;
+  c->anchor = sava;
+  c->xanchor = savxa;
+  c->indent--;
+  ex_line(c, "}");
+  c->indent--;
+  ex_line(c, "}");
+  ex_line(c, "for (int o = 16; o > 0; o >>= 1) em_acc += __shfl_xor_sync(0xffffffffu, em_acc, o);");
+  ex_line(c, "if ((threadIdx.x & 31) == 0) em_hred%d[em_p] = %s;", j,
+          ex_round_to(c, ex_V(c, rn->out)->dtype, rn->op == EM_OP_MEAN ? ex_A(c, "em_acc / %d.0f", stageD) : "em_acc"));
+  c->indent--;
+  ex_line(c, "}");
+}
+
+/* A head-local epilogue (kernel meta "stage" = D: RoPE's rotate_half reads the result at other columns of the
+ * same D-wide head): the result tile, rounded to its dtype, goes to shared memory first (em_stage0, em_stage1),
+ * then each head-local reduction (NORM_EPI) over it, behind a block barrier. Nothing without the meta. Returns
  * non-zero when the emission failed. */
 static int ctr_stage_tile(ectx *c, const ex_ctr *k, em_launch *L) {
-  const int mma = k->mma, BM = k->BM, BN = k->BN, WM = k->WM, WN = k->WN, TM = k->TM, TN = k->TN, FM = k->FM, FN = k->FN;
-  const int threads = k->threads, a = k->a, lin_op = k->lin_op, dual = k->dual, concat = k->concat, nsib = k->nsib;
-  const int r = k->r, SK = k->SK, tma = k->tma, async = k->async;
-  const int *sib = k->sib, *dep = k->dep;
-  const int64_t *sibOff = k->sibOff;
-  const em_shape *os = k->os, mdims = k->mdims, bdims = k->bdims;
-  const ivec bz = k->bz;
-  (void)mma, (void)BM, (void)BN, (void)WM, (void)WN, (void)TM, (void)TN, (void)FM, (void)FN, (void)threads, (void)a;
-  (void)lin_op, (void)dual, (void)concat, (void)nsib, (void)r, (void)SK, (void)tma, (void)async, (void)sib, (void)dep;
-  (void)sibOff, (void)os, (void)mdims, (void)bdims, (void)bz;
-  /* a head-local epilogue (kernel meta "stage" = D: RoPE's rotate_half reads the result at other columns of
-   * the same D-wide head): the result tile, rounded to its dtype, goes to shared memory first */
+  const int BM = k->BM, BN = k->BN, a = k->a;
   const char *smeta = em_graph_get_meta(c->g, "stage");
   int stageD = smeta ? atoi(smeta) : 0;
   if (stageD > 0) {
     int64_t nc = 0;
-    if (!lin_op || concat || BN % stageD || !em_dim_is_const(&os->d[r - 1], &nc) || nc % stageD) {
+    if (!k->lin_op || k->concat || BN % stageD || !em_dim_is_const(&k->os->d[k->r - 1], &nc) || nc % stageD) {
       ex_fail(c, "a head-local epilogue (D=%d) needs a linear (not merged siblings), BN a multiple of D (BN=%d) and N a "
                  "multiple of D", stageD, BN);
       return 1;
     }
     em_dtype sdt = ex_V(c, a)->dtype;
-    int ld = BN + 8, nst = dual ? 2 : 1;
+    int ld = BN + 8, nst = k->dual ? 2 : 1;
     long long esz = em_dtype_bytes(sdt), sbytes = (long long)nst * esz * BM * ld;
-    if (tma || async) {
+    if (k->tma || k->async) {
       /* the tile overlays the operand ring, idle once the K loop is over (every copy landed, every wgmma
        * retired): a separate region would cost blocks per SM (TinyLlama q_proj: 28.0 us beside, measured) */
-      if (!tma) ex_line(c, "asm volatile(\"cp.async.wait_all;\" ::: \"memory\");");
+      if (!k->tma) ex_line(c, "asm volatile(\"cp.async.wait_all;\" ::: \"memory\");");
       ex_line(c, "__syncthreads();");
       if (sbytes > L->smem) L->smem = sbytes;
     } else {
@@ -987,102 +1081,13 @@ static int ctr_stage_tile(ectx *c, const ex_ctr *k, em_launch *L) {
       ex_line(c, "%s *const em_stage%d = reinterpret_cast<%s *>(em_dsm + %lld);", ex_stype(sdt), j, ex_stype(sdt),
               (long long)j * esz * BM * ld);
     }
-    c->stage_mdims = mdims;
+    c->stage_mdims = k->mdims;
     c->stage_ld = ld;
-    if (mma) {
-      ex_line(c, "for (int i = 0; i < %d; i++)", FM);
-      ex_line(c, "  for (int j = 0; j < %d; j++)", FN);
-      ex_line(c, "    for (int q = 0; q < 4; q++) {");
-      c->indent += 3;
-      ex_line(c, "const int ml = wm * %d + i * 16 + (lane >> 2) + (q >> 1) * 8, nl = wn * %d + j * 8 + (lane & 3) * 2 + (q & 1);",
-              BM / WM, BN / WN);
-    } else {
-      ex_line(c, "for (int i = 0; i < %d; i++)", TM);
-      ex_line(c, "  for (int j = 0; j < %d; j++) {", TN);
-      c->indent += 2;
-      ex_line(c, "const int ml = tr * %d + i, nl = tc * %d + j;", TM, TN);
-    }
-    ex_line(c, "const long long n = n0 + nl;");
-    ex_line(c, "if (m0 + ml >= M || n >= N) continue;");
-    for (int j = 0; j < nst; j++) {
-      const char *accv = j ? (mma ? "acc2[i][j][q]" : "acc2[i][j]") : (mma ? "acc[i][j][q]" : "acc[i][j]");
-      int mark = c->memo.n;
-      ex_line(c, "em_stage%d[ml * %d + nl] = %s;", j, ld, ex_store_conv(c, sdt, ex_ctr_result(c, sib[j], accv, "n")));
-      c->memo.n = mark;
-    }
-    c->indent -= mma ? 3 : 2;
-    ex_line(c, "%s", mma ? "    }" : "  }");
-    ex_line(c, "__syncthreads();");
-    /* head-local reductions (NORM_EPI: Qwen3's q_norm/k_norm over each D-wide head of the staged tile): a warp per
-     * (row, head) of the tile sums its D elements; the epilogue reads the result of its own row and head */
-    int S = BN / stageD;
+    ctr_stage_store(c, k, sdt, ld, nst);
     for (int i = 0; i < c->g->nodes.n && !c->failed; i++) {
       const em_node *rn = &c->g->nodes.v[i];
-      if (rn->out == a || !dep[rn->out] || !(rn->op == EM_OP_MEAN || rn->op == EM_OP_SUM)) continue;
-      const em_shape *xs = ex_S(c, rn->args[0].tensor);
-      int64_t R = 0;
-      if (!rn->args[1].present || rn->args[1].n != 1 || ex_axis_of_dim(&rn->args[1].ilist[0], xs->rank) != xs->rank - 1 ||
-          !em_dim_is_const(&xs->d[xs->rank - 1], &R) || R != stageD || c->nhred == 4) {
-        ex_fail(c, "a reduction in a contraction's epilogue must be over one %d-wide head (the last dim)", stageD);
-        break;
-      }
-      int j = c->nhred++;
-      c->hred_v[j] = rn->out;
-      c->hred_S = S;
-      c->hred_D = stageD;
-      ex_line(c, "__shared__ float em_hred%d[%d];", j, BM * S);
-      ex_line(c, "for (int em_p = threadIdx.x >> 5; em_p < %d; em_p += %d) {", BM * S, threads / 32);
-      c->indent++;
-      ex_line(c, "const int ml = em_p / %d, em_sg = em_p %% %d;", S, S);
-      ex_line(c, "const long long m = m0 + ml;");
-      ex_line(c, "float em_acc = 0.0f;");
-      ex_line(c, "if (m < M) {");
-      c->indent++;
-      ex_line(c, "for (int em_c = threadIdx.x & 31; em_c < %d; em_c += 32) {", stageD);
-      c->indent++;
-      ex_line(c, "const int nl = em_sg * %d + em_c;", stageD);
-      ex_line(c, "const long long n = n0 + nl;");
-      int mark = c->memo.n;
-      /* the anchors' values at (m, n) come from the staged tiles; the reduction's input is aligned with them */
-      ivec mi2 = ex_unravel(c, "m", &mdims);
-      ivec di = {r};
-      for (int q = 0; q < bdims.rank; q++) di.e[q] = ex_A(c, "0LL");
-      for (int q = 0; q < mdims.rank; q++) di.e[bdims.rank + q] = mi2.e[q];
-      di.e[r - 1] = "n";
-      ex_reset_alignment(c);
-      const char *sav = c->anchor_var, *savx = c->xanchor_var;
-      int sava = c->anchor, savxa = c->xanchor;
-      c->anchor = sib[0];
-      c->anchor_var = ex_load_conv(c, sdt, ex_A(c, "em_stage0[ml * %d + nl]", ld));
-      c->al[sib[0]] = di;
-      c->bij[sib[0]] = 1;
-      if (dual) {
-        c->xanchor = sib[1];
-        c->xanchor_var = ex_load_conv(c, sdt, ex_A(c, "em_stage1[ml * %d + nl]", ld));
-        c->al[sib[1]] = di;
-        c->bij[sib[1]] = 1;
-      }
-      ex_align(c);
-      int u = rn->args[0].tensor;
-      if (!c->bij[u]) {
-        ex_fail(c, "the head-local reduction's input is not aligned with the result tile");
-        break;
-      }
-      ex_line(c, "em_acc += (float)%s;", ex_val(c, u, &c->al[u]));
-      c->memo.n = mark;
-      c->anchor_var = sav;
-      c->xanchor_var = savx;
-      c->anchor = sava;
-      c->xanchor = savxa;
-      c->indent--;
-      ex_line(c, "}");
-      c->indent--;
-      ex_line(c, "}");
-      ex_line(c, "for (int o = 16; o > 0; o >>= 1) em_acc += __shfl_xor_sync(0xffffffffu, em_acc, o);");
-      ex_line(c, "if ((threadIdx.x & 31) == 0) em_hred%d[em_p] = %s;", j,
-              ex_round_to(c, ex_V(c, rn->out)->dtype, rn->op == EM_OP_MEAN ? ex_A(c, "em_acc / %d.0f", stageD) : "em_acc"));
-      c->indent--;
-      ex_line(c, "}");
+      if (rn->out == a || !k->dep[rn->out] || !(rn->op == EM_OP_MEAN || rn->op == EM_OP_SUM)) continue;
+      ctr_head_reduction(c, k, rn, stageD, sdt, ld);
     }
     if (c->nhred) ex_line(c, "__syncthreads();");
   }
