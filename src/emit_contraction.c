@@ -174,20 +174,7 @@ void ex_ctr_tma_load(ectx *c, const ex_ctr *k, int stages, int CL, int WS, const
 /* Prologue row reductions (a folded RMSNorm, SPLIT_CONE=0): one warp per row of the block before the K loop, each
  * row's result in shared memory (c->pre_v, c->pre_arr) for the operand fill. */
 static void ctr_prologue(ectx *c, const ex_ctr *k) {
-  const int BM = k->BM, BN = k->BN, BK = k->BK, WM = k->WM, WN = k->WN, TM = k->TM, TN = k->TN, FM = k->FM, FN = k->FN;
-  const int threads = k->threads, dual = k->dual, concat = k->concat, nsib = k->nsib, lin_op = k->lin_op, r = k->r;
-  const int SK = k->SK, stages = k->stages, CL = k->CL, WS = k->WS, wgt = k->wgt, wgw = k->wgw, mma = k->mma;
-  const int a = k->a, A_ = k->A_, B_ = k->B_, B2 = k->B2;
-  const int *sib = k->sib, *dep = k->dep;
-  const int64_t *sibOff = k->sibOff;
-  const em_shape *os = k->os, *as = ex_S(c, A_), *bs = ex_S(c, B_), mdims = k->mdims, bdims = k->bdims;
-  const ivec bz = k->bz;
-  const char *mma_t = k->mma_t;
-  const em_dtype opdt = k->opdt;
-  (void)BM, (void)BN, (void)BK, (void)WM, (void)WN, (void)TM, (void)TN, (void)FM, (void)FN, (void)threads, (void)dual;
-  (void)concat, (void)nsib, (void)lin_op, (void)r, (void)SK, (void)stages, (void)CL, (void)WS, (void)wgt, (void)wgw, (void)mma;
-  (void)a, (void)A_, (void)B_, (void)B2, (void)sib, (void)dep, (void)sibOff, (void)os, (void)as, (void)bs, (void)mdims;
-  (void)bdims, (void)bz, (void)mma_t, (void)opdt;
+  const int BM = k->BM, threads = k->threads, a = k->a, *dep = k->dep;
   /* prologue row reductions (a folded RMSNorm): one warp per row of the block, before the K loop */
   for (int i = 0; i < c->g->nodes.n && !c->failed; i++) {
     const em_node *rn = &c->g->nodes.v[i];
@@ -246,20 +233,10 @@ static void ctr_prologue(ectx *c, const ex_ctr *k) {
  * math (wgmma or mma.sync on the swizzled tile) and the refill — one role, PRODUCER=1's producer warpgroup, or
  * CLUSTER=2's pairs along N. */
 static void ctr_tma_mainloop(ectx *c, const ex_ctr *k, const char *ktx) {
-  const int BM = k->BM, BN = k->BN, BK = k->BK, WM = k->WM, WN = k->WN, TM = k->TM, TN = k->TN, FM = k->FM, FN = k->FN;
-  const int threads = k->threads, dual = k->dual, concat = k->concat, nsib = k->nsib, lin_op = k->lin_op, r = k->r;
-  const int SK = k->SK, stages = k->stages, CL = k->CL, WS = k->WS, wgt = k->wgt, wgw = k->wgw, mma = k->mma;
-  const int a = k->a, A_ = k->A_, B_ = k->B_, B2 = k->B2;
-  const int *sib = k->sib, *dep = k->dep;
-  const int64_t *sibOff = k->sibOff;
-  const em_shape *os = k->os, *as = ex_S(c, A_), *bs = ex_S(c, B_), mdims = k->mdims, bdims = k->bdims;
-  const ivec bz = k->bz;
+  const int BM = k->BM, BN = k->BN, WM = k->WM, WN = k->WN, FM = k->FM, FN = k->FN;
+  const int threads = k->threads, dual = k->dual;
+  const int SK = k->SK, stages = k->stages, CL = k->CL, WS = k->WS, wgt = k->wgt, wgw = k->wgw;
   const char *mma_t = k->mma_t;
-  const em_dtype opdt = k->opdt;
-  (void)BM, (void)BN, (void)BK, (void)WM, (void)WN, (void)TM, (void)TN, (void)FM, (void)FN, (void)threads, (void)dual;
-  (void)concat, (void)nsib, (void)lin_op, (void)r, (void)SK, (void)stages, (void)CL, (void)WS, (void)wgt, (void)wgw, (void)mma;
-  (void)a, (void)A_, (void)B_, (void)B2, (void)sib, (void)dep, (void)sibOff, (void)os, (void)as, (void)bs, (void)mdims;
-  (void)bdims, (void)bz, (void)mma_t, (void)opdt;
   long long abytes = 128LL * BM, bbytes = 128LL * BN;
   split_range(c, SK, 64);
   ex_line(c, "if (tid == 0) {");
@@ -339,20 +316,11 @@ static void ctr_tma_mainloop(ectx *c, const ex_ctr *k, const char *ktx) {
 
 /* The cp.async ring's main loop (ASYNC=1): STAGES-1 tiles in flight, one cp.async group a tile. */
 static void ctr_async_mainloop(ectx *c, const ex_ctr *k, const char *ktx) {
-  const int BM = k->BM, BN = k->BN, BK = k->BK, WM = k->WM, WN = k->WN, TM = k->TM, TN = k->TN, FM = k->FM, FN = k->FN;
-  const int threads = k->threads, dual = k->dual, concat = k->concat, nsib = k->nsib, lin_op = k->lin_op, r = k->r;
-  const int SK = k->SK, stages = k->stages, CL = k->CL, WS = k->WS, wgt = k->wgt, wgw = k->wgw, mma = k->mma;
-  const int a = k->a, A_ = k->A_, B_ = k->B_, B2 = k->B2;
-  const int *sib = k->sib, *dep = k->dep;
+  const int BM = k->BM, BN = k->BN, BK = k->BK, WM = k->WM, WN = k->WN, FM = k->FM, FN = k->FN;
+  const int threads = k->threads, dual = k->dual, nsib = k->nsib, SK = k->SK, stages = k->stages;
+  const int A_ = k->A_, B_ = k->B_, B2 = k->B2, *sib = k->sib;
   const int64_t *sibOff = k->sibOff;
-  const em_shape *os = k->os, *as = ex_S(c, A_), *bs = ex_S(c, B_), mdims = k->mdims, bdims = k->bdims;
-  const ivec bz = k->bz;
   const char *mma_t = k->mma_t;
-  const em_dtype opdt = k->opdt;
-  (void)BM, (void)BN, (void)BK, (void)WM, (void)WN, (void)TM, (void)TN, (void)FM, (void)FN, (void)threads, (void)dual;
-  (void)concat, (void)nsib, (void)lin_op, (void)r, (void)SK, (void)stages, (void)CL, (void)WS, (void)wgt, (void)wgw, (void)mma;
-  (void)a, (void)A_, (void)B_, (void)B2, (void)sib, (void)dep, (void)sibOff, (void)os, (void)as, (void)bs, (void)mdims;
-  (void)bdims, (void)bz, (void)mma_t, (void)opdt;
   int ap = ex_input_pos(c, A_);
   split_range(c, SK, BK);
   /* one tile into ring slot st: A rows m0.., B rows n0.. (each merged sibling from its own weight) */
@@ -1098,15 +1066,10 @@ static int ctr_stage_tile(ectx *c, const ex_ctr *k, em_launch *L) {
  * scalar tier) through the fused ops to the outputs. */
 static void ctr_fragment_outputs(ectx *c, const ex_ctr *k) {
   const int mma = k->mma, BM = k->BM, BN = k->BN, WM = k->WM, WN = k->WN, TM = k->TM, TN = k->TN, FM = k->FM, FN = k->FN;
-  const int threads = k->threads, a = k->a, lin_op = k->lin_op, dual = k->dual, concat = k->concat, nsib = k->nsib;
-  const int r = k->r, SK = k->SK, tma = k->tma, async = k->async;
-  const int *sib = k->sib, *dep = k->dep;
+  const int dual = k->dual, concat = k->concat, nsib = k->nsib, r = k->r, *sib = k->sib;
   const int64_t *sibOff = k->sibOff;
-  const em_shape *os = k->os, mdims = k->mdims, bdims = k->bdims;
+  const em_shape mdims = k->mdims, bdims = k->bdims;
   const ivec bz = k->bz;
-  (void)mma, (void)BM, (void)BN, (void)WM, (void)WN, (void)TM, (void)TN, (void)FM, (void)FN, (void)threads, (void)a;
-  (void)lin_op, (void)dual, (void)concat, (void)nsib, (void)r, (void)SK, (void)tma, (void)async, (void)sib, (void)dep;
-  (void)sibOff, (void)os, (void)mdims, (void)bdims, (void)bz;
   /* epilogue: every accumulator element (m, n) of this thread */
   const char *accel = mma ? "acc[i][j][q]" : "acc[i][j]";
   ex_line(c, "#pragma unroll");
