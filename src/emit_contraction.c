@@ -890,7 +890,7 @@ static void ctr_accumulators(ectx *c, const ex_ctr *k) {
  * mma.sync.m16n8k16 (bf16/f16 in, f32 accumulation) on fragments loaded by ldmatrix from bf16/f16 tiles.
  * Both fill the tiles element by element through the operand's expression (views, a folded RMSNorm,
  * merged siblings' weights), masked at M, N and K edges, and share one epilogue. ASYNC=1 and TMA=1 stage the
- * tiles in a ring instead; PERSIST=1 hands the resolved contraction to emit_gemm_ws.c. */
+ * tiles in a ring instead; with TMA=1, PERSIST=1 hands the resolved contraction to emit_gemm_ws.c. */
 void ex_k_contraction(ectx *c, em_launch *L) {
   ex_ctr K = {0};
   if (ctr_tier(c, &K) || ctr_operands(c, &K) || ctr_launch_shape(c, &K, L)) return;
