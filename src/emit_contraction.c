@@ -174,20 +174,7 @@ void ex_ctr_tma_load(ectx *c, const ex_ctr *k, int stages, int CL, int WS, const
 /* Prologue row reductions (a folded RMSNorm, SPLIT_CONE=0): one warp per row of the block before the K loop, each
  * row's result in shared memory (c->pre_v, c->pre_arr) for the operand fill. */
 static void ctr_prologue(ectx *c, const ex_ctr *k) {
-  const int BM = k->BM, BN = k->BN, BK = k->BK, WM = k->WM, WN = k->WN, TM = k->TM, TN = k->TN, FM = k->FM, FN = k->FN;
-  const int threads = k->threads, dual = k->dual, concat = k->concat, nsib = k->nsib, lin_op = k->lin_op, r = k->r;
-  const int SK = k->SK, stages = k->stages, CL = k->CL, WS = k->WS, wgt = k->wgt, wgw = k->wgw, mma = k->mma;
-  const int a = k->a, A_ = k->A_, B_ = k->B_, B2 = k->B2;
-  const int *sib = k->sib, *dep = k->dep;
-  const int64_t *sibOff = k->sibOff;
-  const em_shape *os = k->os, *as = ex_S(c, A_), *bs = ex_S(c, B_), mdims = k->mdims, bdims = k->bdims;
-  const ivec bz = k->bz;
-  const char *mma_t = k->mma_t;
-  const em_dtype opdt = k->opdt;
-  (void)BM, (void)BN, (void)BK, (void)WM, (void)WN, (void)TM, (void)TN, (void)FM, (void)FN, (void)threads, (void)dual;
-  (void)concat, (void)nsib, (void)lin_op, (void)r, (void)SK, (void)stages, (void)CL, (void)WS, (void)wgt, (void)wgw, (void)mma;
-  (void)a, (void)A_, (void)B_, (void)B2, (void)sib, (void)dep, (void)sibOff, (void)os, (void)as, (void)bs, (void)mdims;
-  (void)bdims, (void)bz, (void)mma_t, (void)opdt;
+  const int BM = k->BM, threads = k->threads, a = k->a, *dep = k->dep;
   /* prologue row reductions (a folded RMSNorm): one warp per row of the block, before the K loop */
   for (int i = 0; i < c->g->nodes.n && !c->failed; i++) {
     const em_node *rn = &c->g->nodes.v[i];
@@ -246,20 +233,10 @@ static void ctr_prologue(ectx *c, const ex_ctr *k) {
  * math (wgmma or mma.sync on the swizzled tile) and the refill — one role, PRODUCER=1's producer warpgroup, or
  * CLUSTER=2's pairs along N. */
 static void ctr_tma_mainloop(ectx *c, const ex_ctr *k, const char *ktx) {
-  const int BM = k->BM, BN = k->BN, BK = k->BK, WM = k->WM, WN = k->WN, TM = k->TM, TN = k->TN, FM = k->FM, FN = k->FN;
-  const int threads = k->threads, dual = k->dual, concat = k->concat, nsib = k->nsib, lin_op = k->lin_op, r = k->r;
-  const int SK = k->SK, stages = k->stages, CL = k->CL, WS = k->WS, wgt = k->wgt, wgw = k->wgw, mma = k->mma;
-  const int a = k->a, A_ = k->A_, B_ = k->B_, B2 = k->B2;
-  const int *sib = k->sib, *dep = k->dep;
-  const int64_t *sibOff = k->sibOff;
-  const em_shape *os = k->os, *as = ex_S(c, A_), *bs = ex_S(c, B_), mdims = k->mdims, bdims = k->bdims;
-  const ivec bz = k->bz;
+  const int BM = k->BM, BN = k->BN, WM = k->WM, WN = k->WN, FM = k->FM, FN = k->FN;
+  const int threads = k->threads, dual = k->dual;
+  const int SK = k->SK, stages = k->stages, CL = k->CL, WS = k->WS, wgt = k->wgt, wgw = k->wgw;
   const char *mma_t = k->mma_t;
-  const em_dtype opdt = k->opdt;
-  (void)BM, (void)BN, (void)BK, (void)WM, (void)WN, (void)TM, (void)TN, (void)FM, (void)FN, (void)threads, (void)dual;
-  (void)concat, (void)nsib, (void)lin_op, (void)r, (void)SK, (void)stages, (void)CL, (void)WS, (void)wgt, (void)wgw, (void)mma;
-  (void)a, (void)A_, (void)B_, (void)B2, (void)sib, (void)dep, (void)sibOff, (void)os, (void)as, (void)bs, (void)mdims;
-  (void)bdims, (void)bz, (void)mma_t, (void)opdt;
   long long abytes = 128LL * BM, bbytes = 128LL * BN;
   split_range(c, SK, 64);
   ex_line(c, "if (tid == 0) {");
@@ -339,20 +316,11 @@ static void ctr_tma_mainloop(ectx *c, const ex_ctr *k, const char *ktx) {
 
 /* The cp.async ring's main loop (ASYNC=1): STAGES-1 tiles in flight, one cp.async group a tile. */
 static void ctr_async_mainloop(ectx *c, const ex_ctr *k, const char *ktx) {
-  const int BM = k->BM, BN = k->BN, BK = k->BK, WM = k->WM, WN = k->WN, TM = k->TM, TN = k->TN, FM = k->FM, FN = k->FN;
-  const int threads = k->threads, dual = k->dual, concat = k->concat, nsib = k->nsib, lin_op = k->lin_op, r = k->r;
-  const int SK = k->SK, stages = k->stages, CL = k->CL, WS = k->WS, wgt = k->wgt, wgw = k->wgw, mma = k->mma;
-  const int a = k->a, A_ = k->A_, B_ = k->B_, B2 = k->B2;
-  const int *sib = k->sib, *dep = k->dep;
+  const int BM = k->BM, BN = k->BN, BK = k->BK, WM = k->WM, WN = k->WN, FM = k->FM, FN = k->FN;
+  const int threads = k->threads, dual = k->dual, nsib = k->nsib, SK = k->SK, stages = k->stages;
+  const int A_ = k->A_, B_ = k->B_, B2 = k->B2, *sib = k->sib;
   const int64_t *sibOff = k->sibOff;
-  const em_shape *os = k->os, *as = ex_S(c, A_), *bs = ex_S(c, B_), mdims = k->mdims, bdims = k->bdims;
-  const ivec bz = k->bz;
   const char *mma_t = k->mma_t;
-  const em_dtype opdt = k->opdt;
-  (void)BM, (void)BN, (void)BK, (void)WM, (void)WN, (void)TM, (void)TN, (void)FM, (void)FN, (void)threads, (void)dual;
-  (void)concat, (void)nsib, (void)lin_op, (void)r, (void)SK, (void)stages, (void)CL, (void)WS, (void)wgt, (void)wgw, (void)mma;
-  (void)a, (void)A_, (void)B_, (void)B2, (void)sib, (void)dep, (void)sibOff, (void)os, (void)as, (void)bs, (void)mdims;
-  (void)bdims, (void)bz, (void)mma_t, (void)opdt;
   int ap = ex_input_pos(c, A_);
   split_range(c, SK, BK);
   /* one tile into ring slot st: A rows m0.., B rows n0.. (each merged sibling from its own weight) */
@@ -414,121 +382,107 @@ static void ctr_async_mainloop(ectx *c, const ex_ctr *k, const char *ktx) {
   ex_line(c, "em_cp_wait<0>();");
 }
 
-/* The element-fill main loop: every operand element of the tile through ex_val (views, a folded prologue), into
- * shared memory, then the scalar or mma.sync step. */
-static void ctr_fill_mainloop(ectx *c, const ex_ctr *k) {
-  const int BM = k->BM, BN = k->BN, BK = k->BK, WM = k->WM, WN = k->WN, TM = k->TM, TN = k->TN, FM = k->FM, FN = k->FN;
-  const int threads = k->threads, dual = k->dual, concat = k->concat, nsib = k->nsib, lin_op = k->lin_op, r = k->r;
-  const int SK = k->SK, stages = k->stages, CL = k->CL, WS = k->WS, wgt = k->wgt, wgw = k->wgw, mma = k->mma;
-  const int a = k->a, A_ = k->A_, B_ = k->B_, B2 = k->B2;
-  const int *sib = k->sib, *dep = k->dep;
-  const int64_t *sibOff = k->sibOff;
-  const em_shape *os = k->os, *as = ex_S(c, A_), *bs = ex_S(c, B_), mdims = k->mdims, bdims = k->bdims;
-  const ivec bz = k->bz;
-  const char *mma_t = k->mma_t;
-  const em_dtype opdt = k->opdt;
-  (void)BM, (void)BN, (void)BK, (void)WM, (void)WN, (void)TM, (void)TN, (void)FM, (void)FN, (void)threads, (void)dual;
-  (void)concat, (void)nsib, (void)lin_op, (void)r, (void)SK, (void)stages, (void)CL, (void)WS, (void)wgt, (void)wgw, (void)mma;
-  (void)a, (void)A_, (void)B_, (void)B2, (void)sib, (void)dep, (void)sibOff, (void)os, (void)as, (void)bs, (void)mdims;
-  (void)bdims, (void)bz, (void)mma_t, (void)opdt;
-  if (SK > 1) {
-    split_range(c, SK, BK);
-    ex_line(c, "for (long long k0 = (long long)kt0 * %d; k0 < K && k0 < (long long)(kt0 + nk) * %d; k0 += %d) {", BK, BK, BK);
-  } else {
-    ex_line(c, "for (long long k0 = 0; k0 < K; k0 += %d) {", BK);
-  }
-  c->indent++;
+/* The element fill of the A tile at k0: element (m, k) of the left operand through ex_val (a view, a folded
+ * prologue; on a matmul the batch index broadcast into A's shape), zero past M or K, into As[m][k] as bf16/f16 on
+ * the warp tier or As[k][m] as float on the scalar tier. */
+static void ctr_fill_a(ectx *c, const ex_ctr *k) {
+  const int BM = k->BM, BK = k->BK, r = k->r;
+  const em_shape *as = ex_S(c, k->A_);
   int mark = c->memo.n;
-  /* A tile: element (m, k) of the left operand */
-  ex_line(c, "for (int e = tid; e < %d; e += %d) {", BM * BK, threads);
+  ex_line(c, "for (int e = tid; e < %d; e += %d) {", BM * BK, k->threads);
   c->indent++;
   ex_line(c, "const int mm = e / %d, kk = e %% %d;", BK, BK);
   ex_line(c, "const long long m = m0 + mm, k = k0 + kk;");
   ex_line(c, "float av = 0.0f;");
   ex_line(c, "if (m < M && k < K) {");
   c->indent++;
-  {
-    ivec mi = ex_unravel(c, "m", &mdims), ai = {as->rank};
-    em_shape outm = *os;
-    if (lin_op) {
-      for (int i = 0; i < as->rank - 1; i++) ai.e[i] = mi.e[i];
-    } else {
-      ivec full = {r};
-      for (int i = 0; i < bdims.rank; i++) full.e[i] = bz.e[i];
-      full.e[r - 2] = "m";
-      full.e[r - 1] = "0LL";
-      ivec bb = ex_bcast(c, &full, &outm, as);
-      for (int i = 0; i < as->rank - 1; i++) ai.e[i] = bb.e[i];
-      ai.e[as->rank - 2] = "m";
-    }
-    ai.e[as->rank - 1] = "k";
-    ex_line(c, "av = (float)%s;", ex_val(c, A_, &ai));
+  ivec mi = ex_unravel(c, "m", &k->mdims), ai = {as->rank};
+  em_shape outm = *k->os;
+  if (k->lin_op) {
+    for (int i = 0; i < as->rank - 1; i++) ai.e[i] = mi.e[i];
+  } else {
+    ivec full = {r};
+    for (int i = 0; i < k->bdims.rank; i++) full.e[i] = k->bz.e[i];
+    full.e[r - 2] = "m";
+    full.e[r - 1] = "0LL";
+    ivec bb = ex_bcast(c, &full, &outm, as);
+    for (int i = 0; i < as->rank - 1; i++) ai.e[i] = bb.e[i];
+    ai.e[as->rank - 2] = "m";
   }
+  ai.e[as->rank - 1] = "k";
+  ex_line(c, "av = (float)%s;", ex_val(c, k->A_, &ai));
   c->memo.n = mark;
   c->indent--;
   ex_line(c, "}");
-  if (mma) ex_line(c, "As[mm][kk] = %s;", opdt == EM_F16 ? "em_f2h(av)" : "em_f2bf(av)");
+  if (k->mma) ex_line(c, "As[mm][kk] = %s;", k->opdt == EM_F16 ? "em_f2h(av)" : "em_f2bf(av)");
   else ex_line(c, "As[kk][mm] = av;");
   c->indent--;
   ex_line(c, "}");
-  /* B tile: element (n, k) of the right operand (weight [N, K] for linear, [.., K, N] otherwise) */
-  ex_line(c, "for (int e = tid; e < %d; e += %d) {", BN * BK, threads);
+}
+
+/* The element fill of the B tile at k0: element (n, k) of the right operand (weight [N, K] for a linear, each
+ * merged sibling's columns from its own weight; [.., K, N] with the batch index broadcast otherwise) and of the
+ * dual's second weight, zero past N or K, into Bs (Bs2) in the layout of As. */
+static void ctr_fill_b(ectx *c, const ex_ctr *k) {
+  const int BN = k->BN, BK = k->BK, r = k->r, dual = k->dual, lin_op = k->lin_op, concat = k->concat, mma = k->mma;
+  const em_shape *bs = ex_S(c, k->B_);
+  int mark = c->memo.n;
+  ex_line(c, "for (int e = tid; e < %d; e += %d) {", BN * BK, k->threads);
   c->indent++;
   ex_line(c, "const int nn = e / %d, kk = e %% %d;", BK, BK);
   ex_line(c, "const long long n = n0 + nn, k = k0 + kk;");
   ex_line(c, dual ? "float bv = 0.0f, bv2 = 0.0f;" : "float bv = 0.0f;");
   ex_line(c, "if (n < N && k < K) {");
   c->indent++;
-  {
-    ivec bi = {bs->rank};
-    if (dual) {
-      ivec b2 = {2, {"n", "k"}};
-      ex_line(c, "bv2 = (float)%s;", ex_val(c, B2, &b2));
-    }
-    if (lin_op && concat) {
-      for (int j = 0; j < nsib; j++) {
-        const em_node *sn = &c->g->nodes.v[ex_V(c, sib[j])->node];
-        if (j < nsib - 1) ex_line(c, "%sif (n < %lldLL) {", j ? "} else " : "", (long long)sibOff[j + 1]);
-        else ex_line(c, "} else {");
-        c->indent++;
-        int m2 = c->memo.n;
-        ivec bj = {2, {ex_A(c, "(n - %lldLL)", (long long)sibOff[j]), "k"}};
-        ex_line(c, "bv = (float)%s;", ex_val(c, sn->args[1].tensor, &bj));
-        c->memo.n = m2;
-        c->indent--;
-      }
-      ex_line(c, "}");
-    } else if (lin_op) {
-      bi.e[0] = "n";
-      bi.e[1] = "k";
-    } else {
-      ivec full = {r};
-      for (int i = 0; i < bdims.rank; i++) full.e[i] = bz.e[i];
-      full.e[r - 2] = "0LL";
-      full.e[r - 1] = "n";
-      ivec bb = ex_bcast(c, &full, os, bs);
-      for (int i = 0; i < bs->rank; i++) bi.e[i] = bb.e[i];
-      bi.e[bs->rank - 2] = "k";
-      bi.e[bs->rank - 1] = "n";
-    }
-    if (!(lin_op && concat)) ex_line(c, "bv = (float)%s;", ex_val(c, B_, &bi));
+  ivec bi = {bs->rank};
+  if (dual) {
+    ivec b2 = {2, {"n", "k"}};
+    ex_line(c, "bv2 = (float)%s;", ex_val(c, k->B2, &b2));
   }
+  if (lin_op && concat) {
+    for (int j = 0; j < k->nsib; j++) {
+      const em_node *sn = &c->g->nodes.v[ex_V(c, k->sib[j])->node];
+      if (j < k->nsib - 1) ex_line(c, "%sif (n < %lldLL) {", j ? "} else " : "", (long long)k->sibOff[j + 1]);
+      else ex_line(c, "} else {");
+      c->indent++;
+      int m2 = c->memo.n;
+      ivec bj = {2, {ex_A(c, "(n - %lldLL)", (long long)k->sibOff[j]), "k"}};
+      ex_line(c, "bv = (float)%s;", ex_val(c, sn->args[1].tensor, &bj));
+      c->memo.n = m2;
+      c->indent--;
+    }
+    ex_line(c, "}");
+  } else if (lin_op) {
+    bi.e[0] = "n";
+    bi.e[1] = "k";
+  } else {
+    ivec full = {r};
+    for (int i = 0; i < k->bdims.rank; i++) full.e[i] = k->bz.e[i];
+    full.e[r - 2] = "0LL";
+    full.e[r - 1] = "n";
+    ivec bb = ex_bcast(c, &full, k->os, bs);
+    for (int i = 0; i < bs->rank; i++) bi.e[i] = bb.e[i];
+    bi.e[bs->rank - 2] = "k";
+    bi.e[bs->rank - 1] = "n";
+  }
+  if (!(lin_op && concat)) ex_line(c, "bv = (float)%s;", ex_val(c, k->B_, &bi));
   c->memo.n = mark;
   c->indent--;
   ex_line(c, "}");
-  if (mma) ex_line(c, "Bs[nn][kk] = %s;", opdt == EM_F16 ? "em_f2h(bv)" : "em_f2bf(bv)");
+  if (mma) ex_line(c, "Bs[nn][kk] = %s;", k->opdt == EM_F16 ? "em_f2h(bv)" : "em_f2bf(bv)");
   else ex_line(c, "Bs[kk][nn] = bv;");
-  if (dual && mma) ex_line(c, "Bs2[nn][kk] = %s;", opdt == EM_F16 ? "em_f2h(bv2)" : "em_f2bf(bv2)");
+  if (dual && mma) ex_line(c, "Bs2[nn][kk] = %s;", k->opdt == EM_F16 ? "em_f2h(bv2)" : "em_f2bf(bv2)");
   else if (dual) ex_line(c, "Bs2[kk][nn] = bv2;");
   c->indent--;
   ex_line(c, "}");
-  ex_line(c, "__syncthreads();");
-  if (mma) {
-    tile_src ts = {0, "", NULL, NULL, NULL};
-    mma_tile_step(c, &ts, BK, FM, FN, BM / WM, BN / WN, dual, mma_t);
-  } else {
+}
+
+/* The scalar tier's step over a filled tile: per kk of BK, a column of TM A values and a row of TN B values in
+ * registers, their outer product added to acc (and, for a dual pair, Bs2's row to acc2). */
+static void ctr_scalar_step(ectx *c, const ex_ctr *k) {
+  const int TM = k->TM, TN = k->TN;
   ex_line(c, "#pragma unroll");
-  ex_line(c, "for (int kk = 0; kk < %d; kk++) {", BK);
+  ex_line(c, "for (int kk = 0; kk < %d; kk++) {", k->BK);
   ex_line(c, "  float ar[%d], br[%d];", TM, TN);
   ex_line(c, "  #pragma unroll");
   ex_line(c, "  for (int i = 0; i < %d; i++) ar[i] = As[kk][tr * %d + i];", TM, TM);
@@ -538,7 +492,7 @@ static void ctr_fill_mainloop(ectx *c, const ex_ctr *k) {
   ex_line(c, "  for (int i = 0; i < %d; i++)", TM);
   ex_line(c, "    #pragma unroll");
   ex_line(c, "    for (int j = 0; j < %d; j++) acc[i][j] += ar[i] * br[j];", TN);
-  if (dual) {
+  if (k->dual) {
     ex_line(c, "  #pragma unroll");
     ex_line(c, "  for (int j = 0; j < %d; j++) br[j] = Bs2[kk][tc * %d + j];", TN, TN);
     ex_line(c, "  #pragma unroll");
@@ -547,17 +501,34 @@ static void ctr_fill_mainloop(ectx *c, const ex_ctr *k) {
     ex_line(c, "    for (int j = 0; j < %d; j++) acc2[i][j] += ar[i] * br[j];", TN);
   }
   ex_line(c, "}");
+}
+
+/* The element-fill main loop: per BK-deep step k0 (split-K: within this block's slice of K tiles), the A and B
+ * tiles filled element by element through ex_val (views, a folded prologue) into shared memory, then the
+ * mma.sync step or the scalar step, between block barriers. */
+static void ctr_fill_mainloop(ectx *c, const ex_ctr *k) {
+  const int BK = k->BK;
+  if (k->SK > 1) {
+    split_range(c, k->SK, BK);
+    ex_line(c, "for (long long k0 = (long long)kt0 * %d; k0 < K && k0 < (long long)(kt0 + nk) * %d; k0 += %d) {", BK, BK, BK);
+  } else {
+    ex_line(c, "for (long long k0 = 0; k0 < K; k0 += %d) {", BK);
+  }
+  c->indent++;
+  ctr_fill_a(c, k);
+  ctr_fill_b(c, k);
+  ex_line(c, "__syncthreads();");
+  if (k->mma) {
+    tile_src ts = {0, "", NULL, NULL, NULL};
+    mma_tile_step(c, &ts, BK, k->FM, k->FN, k->BM / k->WM, k->BN / k->WN, k->dual, k->mma_t);
+  } else {
+    ctr_scalar_step(c, k);
   }
   ex_line(c, "__syncthreads();");
   c->indent--;
   ex_line(c, "}");
 }
 
-/* Contractions. MMA=0: the scalar tier, a TM x TN register tile per thread over float tiles in shared
- * memory. MMA=1: the warp tier, WM x WN warps each computing a (BM/WM) x (BN/WN) tile with
- * mma.sync.m16n8k16 (bf16/f16 in, f32 accumulation) on fragments loaded by ldmatrix from bf16/f16 tiles.
- * Both fill the tiles element by element through the operand's expression (views, a folded RMSNorm,
- * merged siblings' weights), masked at M, N and K edges, and share one epilogue. */
 /* The value of linear sibling v at column nidx from its accumulator element acc: plus its bias (when it has one),
  * rounded to its dtype — what the epilogues and the staged tile start from. */
 const char *ex_ctr_result(ectx *c, int v, const char *acc, const char *nidx) {
@@ -569,61 +540,73 @@ const char *ex_ctr_result(ectx *c, int v, const char *acc, const char *nidx) {
   return ex_round_to(c, ex_V(c, v)->dtype, acc);
 }
 
-void ex_k_contraction(ectx *c, em_launch *L) {
-  int mma = EX_KNOB(c, MMA);
-  int BM = EX_KNOB(c, BM), BN = EX_KNOB(c, BN);
-  int BK = EX_KNOB(c, BK), TM = EX_KNOB(c, TM), TN = EX_KNOB(c, TN);
-  int WM = EX_KNOB(c, WM), WN = EX_KNOB(c, WN);
-  int async = EX_KNOB(c, ASYNC), stages = EX_KNOB(c, STAGES);
-  int wgt = EX_KNOB(c, WGMMA), wgw = EX_KNOB(c, WG_WAIT);
+/* The tier and its tile into k: MMA, BM, BN, BK, TM, TN, WM, WN, ASYNC, STAGES, WGMMA, WG_WAIT and PAD_SMEM (read
+ * in this order), the anchor and its operands' dtype, the block's threads and a warp's FM x FN fragments. Fails c
+ * and returns non-zero when the tile does not fit its tier. */
+static int ctr_tier(ectx *c, ex_ctr *k) {
+  k->mma = EX_KNOB(c, MMA);
+  k->BM = EX_KNOB(c, BM), k->BN = EX_KNOB(c, BN);
+  k->BK = EX_KNOB(c, BK), k->TM = EX_KNOB(c, TM), k->TN = EX_KNOB(c, TN);
+  k->WM = EX_KNOB(c, WM), k->WN = EX_KNOB(c, WN);
+  k->async = EX_KNOB(c, ASYNC), k->stages = EX_KNOB(c, STAGES);
+  k->wgt = EX_KNOB(c, WGMMA), k->wgw = EX_KNOB(c, WG_WAIT);
   /* PAD_SMEM: bf16 elements added to each tile row (8 keeps ldmatrix rows on distinct banks; 0 packs them) */
-  int pad = EX_KNOB(c, PAD_SMEM);
-  if (pad % 8 || pad < 0) {
-    ex_fail(c, "PAD_SMEM=%d must be a non-negative multiple of 8 (16-byte rows)", pad);
-    return;
+  k->pad = EX_KNOB(c, PAD_SMEM);
+  const int BM = k->BM, BN = k->BN, BK = k->BK, TM = k->TM, TN = k->TN, WM = k->WM, WN = k->WN;
+  if (k->pad % 8 || k->pad < 0) {
+    ex_fail(c, "PAD_SMEM=%d must be a non-negative multiple of 8 (16-byte rows)", k->pad);
+    return 1;
   }
-  int threads;
-  int a = c->t->anchor;
-  em_dtype opdt = ex_V(c, a)->dtype;
-  const char *mma_t = opdt == EM_F16 ? "f16" : "bf16";
-  if (mma) {
-    if (opdt != EM_BF16 && opdt != EM_F16) {
-      ex_fail(c, "MMA=1 needs bf16/f16 operands, got %s", em_dtype_name(opdt));
-      return;
+  k->a = c->t->anchor;
+  k->opdt = ex_V(c, k->a)->dtype;
+  k->mma_t = k->opdt == EM_F16 ? "f16" : "bf16";
+  if (k->mma) {
+    if (k->opdt != EM_BF16 && k->opdt != EM_F16) {
+      ex_fail(c, "MMA=1 needs bf16/f16 operands, got %s", em_dtype_name(k->opdt));
+      return 1;
     }
     if (BM % (16 * WM) || BN % (16 * WN) || BK % 16 || BK < 16) {
       ex_fail(c, "MMA=1 needs BM %% (16*WM) == 0, BN %% (16*WN) == 0, BK %% 16 == 0 (BM=%d BN=%d BK=%d WM=%d WN=%d)", BM, BN,
            BK, WM, WN);
-      return;
+      return 1;
     }
-    threads = 32 * WM * WN;
-    if (wgt && (WM != BM / 16 || WN != 1 || (BM != 64 && BM != 128) || BN % 16 || BN > 256)) {
+    k->threads = 32 * WM * WN;
+    if (k->wgt && (WM != BM / 16 || WN != 1 || (BM != 64 && BM != 128) || BN % 16 || BN > 256)) {
       ex_fail(c, "WGMMA=1 needs BM 64 or 128 with WM=BM/16, WN=1 (a warpgroup per 64 rows) and BN a multiple of 16 up to 256");
-      return;
+      return 1;
     }
   } else {
     if (BM % TM || BN % TN) {
       ex_fail(c, "BM=%d, BN=%d are not multiples of TM=%d, TN=%d", BM, BN, TM, TN);
-      return;
+      return 1;
     }
-    threads = (BM / TM) * (BN / TN);
+    k->threads = (BM / TM) * (BN / TN);
   }
-  if (threads > 1024 || threads < 32) {
-    ex_fail(c, "%d threads is outside 32..1024", threads);
-    return;
+  if (k->threads > 1024 || k->threads < 32) {
+    ex_fail(c, "%d threads is outside 32..1024", k->threads);
+    return 1;
   }
-  const em_node *an = &c->g->nodes.v[ex_V(c, a)->node];
-  const em_shape *os = ex_S(c, a);
-  int lin_op = an->op == EM_OP_LINEAR;
-  int A_ = an->args[0].tensor, B_ = an->args[1].tensor;
-  const em_shape *as = ex_S(c, A_), *bs = ex_S(c, B_);
+  k->FM = BM / WM / 16, k->FN = BN / WN / 8;
+  return 0;
+}
+
+/* The operands and the result's layout into k: the anchor's operands A and B (and K, A's last dim), the linears
+ * that share its tile (merged siblings side by side along N, or DUAL_GATE's pair with the second weight B2), and
+ * the result's M and batch dims. Fails c and returns non-zero for a shape no template covers. */
+static int ctr_operands(ectx *c, ex_ctr *k) {
+  const em_node *an = &c->g->nodes.v[ex_V(c, k->a)->node];
+  const em_shape *os = k->os = ex_S(c, k->a);
+  int lin_op = k->lin_op = an->op == EM_OP_LINEAR;
+  int A_ = k->A_ = an->args[0].tensor;
+  k->B_ = an->args[1].tensor;
+  const em_shape *as = ex_S(c, A_), *bs = ex_S(c, k->B_);
   if (!lin_op && (as->rank < 2 || bs->rank < 2)) {
     ex_fail(c, "matmul with a 1-d operand has no contraction emission");
-    return;
+    return 1;
   }
   /* merged siblings (MERGE_SIBLINGS=1): linears of the kernel reading the same operand, N side by side */
-  int sib[4], nsib = 0;
-  int64_t sibN[4], sibOff[5] = {0};
+  int *sib = k->sib, nsib = 0;
+  int64_t *sibN = k->sibN, *sibOff = k->sibOff;
   if (lin_op)
     for (int i = 0; i < c->g->nodes.n && nsib < 4; i++) {
       const em_node *sn = &c->g->nodes.v[i];
@@ -631,7 +614,7 @@ void ex_k_contraction(ectx *c, em_launch *L) {
         const em_shape *ws = ex_S(c, sn->args[1].tensor);
         if (!em_dim_is_const(&ws->d[0], &sibN[nsib])) {
           ex_fail(c, "merged siblings need constant output widths");
-          return;
+          return 1;
         }
         sib[nsib] = sn->out;
         sibOff[nsib + 1] = sibOff[nsib] + sibN[nsib];
@@ -639,65 +622,67 @@ void ex_k_contraction(ectx *c, em_launch *L) {
       }
     }
   if (nsib == 0) {
-    sib[0] = a;
+    sib[0] = k->a;
     nsib = 1;
   }
+  k->nsib = nsib;
   /* DUAL_GATE=1: two siblings of equal width share the (m, n) tile with two accumulators (Bs2, acc2), so
    * the epilogue may combine them; otherwise several siblings are concatenated along N */
   const char *dmeta = em_graph_get_meta(c->g, "dual");
-  int dual = dmeta && dmeta[0] == '1' && nsib == 2 && sibN[0] == sibN[1];
+  int dual = k->dual = dmeta && dmeta[0] == '1' && nsib == 2 && sibN[0] == sibN[1];
   if (dmeta && dmeta[0] == '1' && !dual) {
     ex_fail(c, "a dual kernel needs two linears of equal width on one operand");
-    return;
+    return 1;
   }
-  int concat = nsib > 1 && !dual;
-  int B2 = dual ? c->g->nodes.v[ex_V(c, sib[1])->node].args[1].tensor : -1;
+  k->concat = nsib > 1 && !dual;
+  k->B2 = dual ? c->g->nodes.v[ex_V(c, sib[1])->node].args[1].tensor : -1;
   /* out = [batch..., M-dims..., N]; linear folds all leading dims into M, the others keep batch dims */
-  int r = os->rank;
-  em_shape mdims = {0}, bdims = {0};
+  int r = k->r = os->rank;
   if (lin_op)
-    for (int i = 0; i < r - 1; i++) mdims.d[mdims.rank++] = os->d[i];
+    for (int i = 0; i < r - 1; i++) k->mdims.d[k->mdims.rank++] = os->d[i];
   else {
-    for (int i = 0; i < r - 2; i++) bdims.d[bdims.rank++] = os->d[i];
-    mdims.d[mdims.rank++] = os->d[r - 2];
+    for (int i = 0; i < r - 2; i++) k->bdims.d[k->bdims.rank++] = os->d[i];
+    k->mdims.d[k->mdims.rank++] = os->d[r - 2];
   }
-  const em_dim *Kd = &as->d[as->rank - 1];
-  L->block[0] = threads;
-  if (concat) snprintf(L->grid[0], sizeof L->grid[0], "cdiv(%lld,%d)", (long long)sibOff[nsib], BN);
-  else snprintf(L->grid[0], sizeof L->grid[0], "cdiv(%s,%d)", em_dim_format(&c->g->syms, &os->d[r - 1], (char[128]){0}, 128), BN);
-  snprintf(L->grid[1], sizeof L->grid[1], "cdiv(%s,%d)", ex_numel_text(c, &mdims), BM);
-  snprintf(L->grid[2], sizeof L->grid[2], "%s", bdims.rank ? ex_numel_text(c, &bdims) : "1");
-  /* ASYNC=1: operand rows copied 16 bytes at a time with cp.async into a STAGES-deep ring of tiles; needs
-   * the warp tier and operands that are kernel inputs with a contiguous K (a multiple of 8) */
-  int tma = EX_KNOB(c, TMA);
-  if (wgt && !tma) {
+  k->Kd = &as->d[as->rank - 1];
+  return 0;
+}
+
+/* The launch's shape: a block of k->threads, a grid of N tiles x M tiles x batch, and TMA and SPLIT_K into k.
+ * SPLIT_K=S: grid z splits the K tiles in S slices; each block writes its partial accumulators to scratch and the
+ * last block of an (m, n) tile (a counter) sums them in slice order, so the result is deterministic. Fails c and
+ * returns non-zero where WGMMA=1 lacks TMA=1 or SPLIT_K is out of reach. */
+static int ctr_launch_shape(ectx *c, ex_ctr *k, em_launch *L) {
+  const int BM = k->BM, BN = k->BN, r = k->r;
+  L->block[0] = k->threads;
+  if (k->concat) snprintf(L->grid[0], sizeof L->grid[0], "cdiv(%lld,%d)", (long long)k->sibOff[k->nsib], BN);
+  else snprintf(L->grid[0], sizeof L->grid[0], "cdiv(%s,%d)", em_dim_format(&c->g->syms, &k->os->d[r - 1], (char[128]){0}, 128), BN);
+  snprintf(L->grid[1], sizeof L->grid[1], "cdiv(%s,%d)", ex_numel_text(c, &k->mdims), BM);
+  snprintf(L->grid[2], sizeof L->grid[2], "%s", k->bdims.rank ? ex_numel_text(c, &k->bdims) : "1");
+  k->tma = EX_KNOB(c, TMA);
+  if (k->wgt && !k->tma) {
     ex_fail(c, "WGMMA=1 reads its operands from TMA-staged swizzled tiles (TMA=1)");
-    return;
+    return 1;
   }
-  if (wgt) c->extra_prelude = ex_TMA_PRELUDE;
-  /* SPLIT_K=S: grid z splits the K tiles in S slices; each block writes its partial accumulators to scratch and
-   * the last block of an (m, n) tile (a counter) sums them in slice order, so the result is deterministic */
-  int SK = EX_KNOB(c, SPLIT_K);
-  if (SK < 1 || SK > 16 || (SK > 1 && (!mma || !lin_op))) {
+  if (k->wgt) c->extra_prelude = ex_TMA_PRELUDE;
+  int SK = k->SK = EX_KNOB(c, SPLIT_K);
+  if (SK < 1 || SK > 16 || (SK > 1 && (!k->mma || !k->lin_op))) {
     ex_fail(c, "SPLIT_K=%d needs 1..16, and above 1 the warp tier on a linear", SK);
-    return;
+    return 1;
   }
   if (SK > 1) {
     snprintf(L->grid[2], sizeof L->grid[2], "%d", SK);
-    L->scratch_per_tile = 4LL * SK * (BM / WM / 16) * (BN / WN / 8) * 4 * (dual ? 2 : 1) * threads + 4;
+    L->scratch_per_tile = 4LL * SK * k->FM * k->FN * 4 * (k->dual ? 2 : 1) * k->threads + 4;
   }
-  int FM = BM / WM / 16, FN = BN / WN / 8;
-  ex_ctr K = {mma, BM, BN, WM, WN, TM, TN, FM, FN, threads, a, A_, B_, B2, lin_op, dual, concat, nsib, {0}, {0}, {0},
-              os, r, mdims, bdims, {0}, NULL, SK, tma, async, mma_t};
-  memcpy(K.sib, sib, sizeof sib);
-  memcpy(K.sibN, sibN, sizeof sibN);
-  memcpy(K.sibOff, sibOff, sizeof sibOff);
-  K.BK = BK, K.stages = stages, K.wgt = wgt, K.wgw = wgw, K.opdt = opdt;
-  /* which values read a linear's result (nodes are in order): a reduction among them is a head-local epilogue
-   * reduction over the staged tile (NORM_EPI), not a prologue */
+  return 0;
+}
+
+/* k->dep: which values read a linear's result (nodes are in order). A reduction among them is a head-local
+ * epilogue reduction over the staged tile (NORM_EPI), not a prologue. The array is freed with the arena. */
+static void ctr_epilogue_values(ectx *c, ex_ctr *k) {
   int *dep = em_alloc(sizeof(int) * (size_t)(c->g->values.n + 1));
   EM_VEC_PUSH(c->arena, (char *)dep); /* freed with the arena, on every way out */
-  K.dep = dep;
+  k->dep = dep;
   for (int i = 0; i < c->g->nodes.n; i++) {
     const em_node *nd = &c->g->nodes.v[i];
     const em_opspec *sp = em_op_spec(nd->op);
@@ -713,99 +698,127 @@ void ex_k_contraction(ectx *c, em_launch *L) {
     }
     dep[nd->out] = d;
   }
-  const char *ktx = SK > 1 ? "(kt0 + kt)" : "kt";
-  /* CLUSTER=2 (wgmma on TMA tiles): the two CTAs of a cluster are neighbours along N with the same m0, so they
-   * share the A tile; each loads half its rows and multicasts them into both CTAs' rings, halving A's L2 reads.
-   * A stage is refilled only when both CTAs have retired its wgmma groups (an "empty" mbarrier per stage, one
-   * arrival from each CTA), and neither leaves while the other may still signal its barriers. */
-  int CL = EX_KNOB(c, CLUSTER), persist = EX_KNOB(c, PERSIST);
+}
+
+/* CLUSTER, PERSIST and PRODUCER into k, with their legality outside the persistent pipeline and PRODUCER=1's
+ * extra warpgroup in the block. Fails c and returns non-zero on a combination no template covers.
+ * CLUSTER=2 (wgmma on TMA tiles): the two CTAs of a cluster are neighbours along N with the same m0, so they
+ * share the A tile; each loads half its rows and multicasts them into both CTAs' rings, halving A's L2 reads.
+ * A stage is refilled only when both CTAs have retired its wgmma groups (an "empty" mbarrier per stage, one
+ * arrival from each CTA), and neither leaves while the other may still signal its barriers.
+ * PRODUCER=1 (warp specialization, wgmma on TMA tiles): one more warpgroup whose first lane only issues the TMA
+ * loads — it waits on a stage's "empty" mbarrier (an arrival from every consumer warp once its wait_group has
+ * retired the stage's wgmma group) and refills it; the consumer warpgroups only wait for full stages and issue
+ * wgmma, with no block-wide barrier in the K loop. The producer leaves after its loop, so the epilogue may
+ * have no block-wide barrier (no staged epilogue) and split-K's reduction is not offered. */
+static int ctr_roles(ectx *c, ex_ctr *k, em_launch *L) {
+  const int BN = k->BN, tma = k->tma, wgt = k->wgt, wgw = k->wgw, stages = k->stages, SK = k->SK;
+  int CL = k->CL = EX_KNOB(c, CLUSTER), persist = k->persist = EX_KNOB(c, PERSIST);
   if (CL != 1 && !persist) { /* (PERSIST=1 pairs its CTAs along M: emit_gemm_ws.c checks them) */
     int64_t ncst = 0;
-    if (CL != 2 || !tma || !wgt || wgw != 1 || stages < 3 || SK != 1 || EX_KNOB(c, RASTER) != 1 || concat || !lin_op ||
-        !em_dim_is_const(&os->d[r - 1], &ncst) || ((ncst + BN - 1) / BN) % 2) {
+    if (CL != 2 || !tma || !wgt || wgw != 1 || stages < 3 || SK != 1 || EX_KNOB(c, RASTER) != 1 || k->concat || !k->lin_op ||
+        !em_dim_is_const(&k->os->d[k->r - 1], &ncst) || ((ncst + BN - 1) / BN) % 2) {
       ex_fail(c, "CLUSTER=%d: a cluster is 2 CTAs along N sharing the A tile (TMA=1, WGMMA=1, WG_WAIT=1, STAGES >= 3, "
                  "SPLIT_K=1, RASTER=1, one linear or a dual pair, an even number of N tiles)", CL);
-      return;
+      return 1;
     }
   }
-  /* PRODUCER=1 (warp specialization, wgmma on TMA tiles): one more warpgroup whose first lane only issues the TMA
-   * loads — it waits on a stage's "empty" mbarrier (an arrival from every consumer warp once its wait_group has
-   * retired the stage's wgmma group) and refills it; the consumer warpgroups only wait for full stages and issue
-   * wgmma, with no block-wide barrier in the K loop. The producer leaves after its loop, so the epilogue may
-   * have no block-wide barrier (no staged epilogue) and split-K's reduction is not offered. */
-  int WS = EX_KNOB(c, PRODUCER);
+  int WS = k->WS = EX_KNOB(c, PRODUCER);
   if (WS) {
     const char *sm = em_graph_get_meta(c->g, "stage");
     if (WS != 1 || !tma || !wgt || wgw != 1 || stages < 2 || SK != 1 || (CL != 1 && !persist) || (sm && atoi(sm) > 0) ||
-        threads + 128 > 1024) {
+        k->threads + 128 > 1024) {
       ex_fail(c, "PRODUCER=1: a producer warpgroup feeds wgmma consumers (TMA=1, WGMMA=1, WG_WAIT=1, STAGES >= 2, SPLIT_K=1, "
                  "CLUSTER=1, no staged epilogue)");
-      return;
+      return 1;
     }
-    L->block[0] = threads + 128;
+    L->block[0] = k->threads + 128;
   }
-  K.CL = CL, K.WS = WS;
-  if (tma) {
-    /* TMA=1: the ring's tiles come from cp.async.bulk.tensor (one thread issues them on the stage's mbarrier),
-     * BK=64 rows of 128 bytes in the 128-byte swizzle; rows past M or N and columns past K arrive as zeros */
-    int64_t kc = 0;
-    int a_in = ex_V(c, A_)->kind != EM_V_NODE;
-    int b_in = ex_V(c, B_)->kind != EM_V_NODE && (!dual || ex_V(c, B2)->kind != EM_V_NODE);
-    /* merged siblings: one tensor map per weight, each block's B tile from the weight its n0 falls in (BN divides
-     * every sibling's width, so a tile never straddles two) */
-    int sib_ok = 1;
-    for (int j = 0; concat && j < nsib; j++) {
-      b_in &= ex_V(c, c->g->nodes.v[ex_V(c, sib[j])->node].args[1].tensor)->kind != EM_V_NODE;
-      sib_ok &= sibN[j] % BN == 0;
-    }
-    if (concat && nsib > 3) sib_ok = 0;
-    if (!mma || !async || !lin_op || !sib_ok || !a_in || !b_in || !em_dim_is_const(Kd, &kc) || kc % 8 || BK != 64 || BM > 256 ||
-        BN > 256 || stages < 1 || stages > (wgt ? 8 : 4)) {
-      ex_fail(c, "TMA=1 needs MMA=1, ASYNC=1, a linear (or up to 3 merged siblings whose widths BN divides) whose operands "
-                 "are kernel inputs, K a multiple of 8, BK=64, BM and BN up to 256, STAGES 1..4 (1..8 with WGMMA=1)");
-      return;
-    }
-    long long abytes = 128LL * BM, bbytes = 128LL * BN;
-    L->smem = 1024 + stages * (abytes + bbytes * (dual ? 2 : 1));
-    c->extra_prelude = ex_TMA_PRELUDE;
-    L->ntmaps = concat ? 1 + nsib : dual ? 3 : 2;
-    L->tmaps[0].input = ex_input_pos(c, A_);
-    L->tmaps[0].box[0] = 64;
-    L->tmaps[0].box[1] = BM / CL; /* (CLUSTER=2: each CTA loads half the rows) */
-    L->tmaps[1].input = ex_input_pos(c, B_);
-    L->tmaps[1].box[0] = 64;
-    L->tmaps[1].box[1] = BN;
-    if (dual) {
-      L->tmaps[2].input = ex_input_pos(c, B2);
-      L->tmaps[2].box[0] = 64;
-      L->tmaps[2].box[1] = BN;
-    }
-    for (int j = 0; concat && j < nsib; j++) {
-      L->tmaps[1 + j].input = ex_input_pos(c, c->g->nodes.v[ex_V(c, sib[j])->node].args[1].tensor);
-      L->tmaps[1 + j].box[0] = 64;
-      L->tmaps[1 + j].box[1] = BN;
-    }
-    if (persist) {
-      ex_k_contraction_ws(c, &K, L);
-      return;
-    }
+  return 0;
+}
+
+/* TMA=1's launch: the ring's tiles come from cp.async.bulk.tensor (one thread issues them on the stage's
+ * mbarrier), BK=64 rows of 128 bytes in the 128-byte swizzle; rows past M or N and columns past K arrive as zeros.
+ * Sets the ring's dynamic shared memory (1024 bytes of alignment slack, then STAGES stages of A, B and B2 tiles),
+ * the TMA prelude and a tensor map per operand (merged siblings: one per weight). Fails c and returns non-zero
+ * where the operands or the tile do not fit. */
+static int ctr_tma_launch(ectx *c, const ex_ctr *k, em_launch *L) {
+  const int BM = k->BM, BN = k->BN, BK = k->BK, stages = k->stages, dual = k->dual, concat = k->concat, nsib = k->nsib;
+  const int *sib = k->sib;
+  int64_t kc = 0;
+  int a_in = ex_V(c, k->A_)->kind != EM_V_NODE;
+  int b_in = ex_V(c, k->B_)->kind != EM_V_NODE && (!dual || ex_V(c, k->B2)->kind != EM_V_NODE);
+  /* merged siblings: one tensor map per weight, each block's B tile from the weight its n0 falls in (BN divides
+   * every sibling's width, so a tile never straddles two) */
+  int sib_ok = 1;
+  for (int j = 0; concat && j < nsib; j++) {
+    b_in &= ex_V(c, c->g->nodes.v[ex_V(c, sib[j])->node].args[1].tensor)->kind != EM_V_NODE;
+    sib_ok &= k->sibN[j] % BN == 0;
+  }
+  if (concat && nsib > 3) sib_ok = 0;
+  if (!k->mma || !k->async || !k->lin_op || !sib_ok || !a_in || !b_in || !em_dim_is_const(k->Kd, &kc) || kc % 8 || BK != 64 ||
+      BM > 256 || BN > 256 || stages < 1 || stages > (k->wgt ? 8 : 4)) {
+    ex_fail(c, "TMA=1 needs MMA=1, ASYNC=1, a linear (or up to 3 merged siblings whose widths BN divides) whose operands "
+               "are kernel inputs, K a multiple of 8, BK=64, BM and BN up to 256, STAGES 1..4 (1..8 with WGMMA=1)");
+    return 1;
+  }
+  long long abytes = 128LL * BM, bbytes = 128LL * BN;
+  L->smem = 1024 + stages * (abytes + bbytes * (dual ? 2 : 1));
+  c->extra_prelude = ex_TMA_PRELUDE;
+  L->ntmaps = concat ? 1 + nsib : dual ? 3 : 2;
+  L->tmaps[0].input = ex_input_pos(c, k->A_);
+  L->tmaps[0].box[0] = 64;
+  L->tmaps[0].box[1] = BM / k->CL; /* (CLUSTER=2: each CTA loads half the rows) */
+  L->tmaps[1].input = ex_input_pos(c, k->B_);
+  L->tmaps[1].box[0] = 64;
+  L->tmaps[1].box[1] = BN;
+  if (dual) {
+    L->tmaps[2].input = ex_input_pos(c, k->B2);
+    L->tmaps[2].box[0] = 64;
+    L->tmaps[2].box[1] = BN;
+  }
+  for (int j = 0; concat && j < nsib; j++) {
+    L->tmaps[1 + j].input = ex_input_pos(c, c->g->nodes.v[ex_V(c, sib[j])->node].args[1].tensor);
+    L->tmaps[1 + j].box[0] = 64;
+    L->tmaps[1 + j].box[1] = BN;
+  }
+  return 0;
+}
+
+/* The bytes of one operand's cp.async ring (ASYNC=1 without TMA): STAGES tiles of rows x (BK + PAD_SMEM) bf16. */
+static long long ring_bytes(const ex_ctr *k, int rows) { return 2LL * k->stages * rows * (k->BK + k->pad); }
+
+/* ASYNC=1's launch (without TMA): operand rows are copied 16 bytes at a time with cp.async into a STAGES-deep
+ * ring of tiles in dynamic shared memory (beyond 48 KB the launcher opts the function in), which needs the warp
+ * tier and operands that are kernel inputs with a contiguous K (a multiple of 8). Sets the ring's bytes; fails c
+ * and returns non-zero otherwise. */
+static int ctr_async_launch(ectx *c, const ex_ctr *k, em_launch *L) {
+  int64_t kc = 0;
+  int a_in = ex_V(c, k->A_)->kind != EM_V_NODE;
+  int b_in = 1;
+  for (int j = 0; j < k->nsib; j++) b_in &= ex_V(c, c->g->nodes.v[ex_V(c, k->sib[j])->node].args[1].tensor)->kind != EM_V_NODE;
+  if (!k->mma || !k->lin_op || !a_in || !b_in || !em_dim_is_const(k->Kd, &kc) || kc % 8 || k->stages < 1 || k->stages > 4) {
+    ex_fail(c, "ASYNC=1 needs MMA=1, a linear whose operands are kernel inputs, K a multiple of 8, STAGES 1..4");
+    return 1;
+  }
+  L->smem = ring_bytes(k, k->BM) + ring_bytes(k, k->BN) * (k->dual ? 2 : 1);
+  return 0;
+}
+
+/* The block's shared tiles: TMA=1's 1024-aligned dynamic ring (em_dsm, its base em_sb) with a full mbarrier per
+ * stage (and an empty one under CLUSTER=2 or PRODUCER=1); ASYNC=1's cp.async ring As/Bs(/Bs2)[STAGES] of padded
+ * bf16 rows in dynamic shared memory; otherwise static As/Bs(/Bs2) tiles, padded bf16 [rows][BK] on the warp
+ * tier and float [BK][rows + 1] on the scalar tier. */
+static void ctr_shared_tiles(ectx *c, const ex_ctr *k) {
+  const int BM = k->BM, BN = k->BN, BK = k->BK, pad = k->pad, stages = k->stages, dual = k->dual;
+  if (k->tma) {
     ex_line(c, "extern __shared__ __align__(1024) unsigned char em_dsm[];");
     ex_line(c, "__shared__ __align__(8) unsigned long long em_bar[%d];", stages);
-    if (CL > 1 || WS) ex_line(c, "__shared__ __align__(8) unsigned long long em_empty[%d];", stages);
+    if (k->CL > 1 || k->WS) ex_line(c, "__shared__ __align__(8) unsigned long long em_empty[%d];", stages);
     ex_line(c, "const unsigned em_sb = (em_smem(em_dsm) + 1023u) & ~1023u;");
-  } else if (async) {
-    int64_t kc = 0;
-    int a_in = ex_V(c, A_)->kind != EM_V_NODE;
-    int b_in = 1;
-    for (int j = 0; j < nsib; j++) b_in &= ex_V(c, c->g->nodes.v[ex_V(c, sib[j])->node].args[1].tensor)->kind != EM_V_NODE;
-    if (!mma || !lin_op || !a_in || !b_in || !em_dim_is_const(Kd, &kc) || kc % 8 || stages < 1 || stages > 4) {
-      ex_fail(c, "ASYNC=1 needs MMA=1, a linear whose operands are kernel inputs, K a multiple of 8, STAGES 1..4");
-      return;
-    }
-    /* the ring lives in dynamic shared memory (beyond 48 KB the launcher opts the function in) */
+  } else if (k->async) {
     int bkp = BK + pad;
-    long long abytes = 2LL * stages * BM * bkp, bbytes = 2LL * stages * BN * bkp;
-    L->smem = abytes + bbytes * (dual ? 2 : 1);
+    long long abytes = ring_bytes(k, BM), bbytes = ring_bytes(k, BN);
     ex_line(c, "extern __shared__ __align__(16) unsigned char em_dsm[];");
     ex_line(c, "unsigned short (*const As)[%d][%d] = reinterpret_cast<unsigned short (*)[%d][%d]>(em_dsm);", BM, bkp, BM, bkp);
     ex_line(c, "unsigned short (*const Bs)[%d][%d] = reinterpret_cast<unsigned short (*)[%d][%d]>(em_dsm + %lld);", BN, bkp, BN,
@@ -813,19 +826,24 @@ void ex_k_contraction(ectx *c, em_launch *L) {
     if (dual)
       ex_line(c, "unsigned short (*const Bs2)[%d][%d] = reinterpret_cast<unsigned short (*)[%d][%d]>(em_dsm + %lld);", BN, bkp,
               BN, bkp, abytes + bbytes);
-  } else if (mma) {
+  } else if (k->mma) {
     ex_line(c, "__shared__ __align__(16) unsigned short As[%d][%d], Bs[%d][%d];", BM, BK + pad, BN, BK + pad);
     if (dual) ex_line(c, "__shared__ __align__(16) unsigned short Bs2[%d][%d];", BN, BK + pad);
   } else {
     ex_line(c, "__shared__ float As[%d][%d], Bs[%d][%d];", BK, BM + 1, BK, BN + 1);
     if (dual) ex_line(c, "__shared__ float Bs2[%d][%d];", BK, BN + 1);
   }
-  ex_line(c, "const long long M = %s, N = %s, K = %s;", ex_numel_c(c, &mdims),
-       concat ? ex_A(c, "%lldLL", (long long)sibOff[nsib]) : ex_dim_c(c, &os->d[r - 1]), ex_dim_c(c, Kd));
+}
+
+/* The block's place: the extents M, N, K and the tile origin m0, n0 with the batch (or split-K slice) bz. RASTER=1
+ * takes the tile from blockIdx as it is; RASTER > 1 is the grouped order, where RASTER consecutive blocks walk down
+ * RASTER tile rows before the next column, so the A rows and B columns they share stay in L2. */
+static void ctr_tile_origin(ectx *c, const ex_ctr *k) {
+  const int BM = k->BM, BN = k->BN;
+  ex_line(c, "const long long M = %s, N = %s, K = %s;", ex_numel_c(c, &k->mdims),
+       k->concat ? ex_A(c, "%lldLL", (long long)k->sibOff[k->nsib]) : ex_dim_c(c, &k->os->d[k->r - 1]), ex_dim_c(c, k->Kd));
   int raster = EX_KNOB(c, RASTER);
   if (raster > 1) {
-    /* grouped order: RASTER consecutive blocks walk down RASTER tile rows before the next column, so the
-     * A rows and B columns they share stay in L2 */
     ex_line(c, "const int em_b = blockIdx.y * gridDim.x + blockIdx.x, em_first = em_b / (%d * gridDim.x) * %d;", raster, raster);
     ex_line(c, "const int em_gs = min((int)gridDim.y - em_first, %d), em_in = em_b %% (%d * gridDim.x);", raster, raster);
     ex_line(c, "const long long m0 = (long long)(em_first + em_in %% em_gs) * %d, n0 = (long long)(em_in / em_gs) * %d, bz = blockIdx.z;",
@@ -833,71 +851,193 @@ void ex_k_contraction(ectx *c, em_launch *L) {
   } else {
     ex_line(c, "const long long m0 = (long long)blockIdx.y * %d, n0 = (long long)blockIdx.x * %d, bz = blockIdx.z;", BM, BN);
   }
-  if (mma) {
-    ex_line(c, "const int tid = threadIdx.x, lane = tid & 31, wid = tid >> 5, wm = wid / %d, wn = wid %% %d;", WN, WN);
+}
+
+/* The thread's place and its zeroed accumulators: on the warp tier its lane, warp and warp tile (wm, wn) and
+ * acc[FM][FN][4] in mma.sync's C-fragment order; on the scalar tier its register tile (tr, tc) and acc[TM][TN]; a
+ * dual pair has acc2 beside acc. */
+static void ctr_accumulators(ectx *c, const ex_ctr *k) {
+  const int FM = k->FM, FN = k->FN, TM = k->TM, TN = k->TN;
+  if (k->mma) {
+    ex_line(c, "const int tid = threadIdx.x, lane = tid & 31, wid = tid >> 5, wm = wid / %d, wn = wid %% %d;", k->WN, k->WN);
     ex_line(c, "float acc[%d][%d][4];", FM, FN);
     ex_line(c, "#pragma unroll");
     ex_line(c, "for (int i = 0; i < %d; i++)", FM);
     ex_line(c, "  for (int j = 0; j < %d; j++)", FN);
     ex_line(c, "    for (int q = 0; q < 4; q++) acc[i][j][q] = 0.0f;");
-    if (dual) {
+    if (k->dual) {
       ex_line(c, "float acc2[%d][%d][4];", FM, FN);
       ex_line(c, "for (int i = 0; i < %d; i++)", FM);
       ex_line(c, "  for (int j = 0; j < %d; j++)", FN);
       ex_line(c, "    for (int q = 0; q < 4; q++) acc2[i][j][q] = 0.0f;");
     }
   } else {
-    ex_line(c, "const int tid = threadIdx.x, tr = tid / %d, tc = tid %% %d;", BN / TN, BN / TN);
+    ex_line(c, "const int tid = threadIdx.x, tr = tid / %d, tc = tid %% %d;", k->BN / TN, k->BN / TN);
     ex_line(c, "float acc[%d][%d];", TM, TN);
     ex_line(c, "#pragma unroll");
     ex_line(c, "for (int i = 0; i < %d; i++)", TM);
     ex_line(c, "  for (int j = 0; j < %d; j++) acc[i][j] = 0.0f;", TN);
-    if (dual) {
+    if (k->dual) {
       ex_line(c, "float acc2[%d][%d];", TM, TN);
       ex_line(c, "for (int i = 0; i < %d; i++)", TM);
       ex_line(c, "  for (int j = 0; j < %d; j++) acc2[i][j] = 0.0f;", TN);
     }
   }
-  ivec bz = ex_unravel(c, "bz", &bdims);
-  K.bz = bz;
+}
+
+/* Contractions. MMA=0: the scalar tier, a TM x TN register tile per thread over float tiles in shared
+ * memory. MMA=1: the warp tier, WM x WN warps each computing a (BM/WM) x (BN/WN) tile with
+ * mma.sync.m16n8k16 (bf16/f16 in, f32 accumulation) on fragments loaded by ldmatrix from bf16/f16 tiles.
+ * Both fill the tiles element by element through the operand's expression (views, a folded RMSNorm,
+ * merged siblings' weights), masked at M, N and K edges, and share one epilogue. ASYNC=1 and TMA=1 stage the
+ * tiles in a ring instead; with TMA=1, PERSIST=1 hands the resolved contraction to emit_gemm_ws.c. */
+void ex_k_contraction(ectx *c, em_launch *L) {
+  ex_ctr K = {0};
+  if (ctr_tier(c, &K) || ctr_operands(c, &K) || ctr_launch_shape(c, &K, L)) return;
+  ctr_epilogue_values(c, &K);
+  if (ctr_roles(c, &K, L)) return;
+  if (K.tma ? ctr_tma_launch(c, &K, L) : K.async ? ctr_async_launch(c, &K, L) : 0) return;
+  if (K.tma && K.persist) {
+    ex_k_contraction_ws(c, &K, L);
+    return;
+  }
+  ctr_shared_tiles(c, &K);
+  ctr_tile_origin(c, &K);
+  ctr_accumulators(c, &K);
+  K.bz = ex_unravel(c, "bz", &K.bdims);
+  const char *ktx = K.SK > 1 ? "(kt0 + kt)" : "kt";
   ctr_prologue(c, &K);
-  if (tma) ctr_tma_mainloop(c, &K, ktx);
-  else if (async) ctr_async_mainloop(c, &K, ktx);
+  if (K.tma) ctr_tma_mainloop(c, &K, ktx);
+  else if (K.async) ctr_async_mainloop(c, &K, ktx);
   else ctr_fill_mainloop(c, &K);
   ex_ctr_epilogue(c, &K, L);
 }
 
-/* A head-local epilogue's staged tile (kernel meta "stage" = D) and its per-head reductions (NORM_EPI); returns
+/* The staged tile's stores: every accumulator element (m, n) of this thread inside M and N, as its sibling's
+ * result (bias, rounding) in the tile's dtype, into em_stage0 (em_stage1 for a dual pair's second accumulator)
+ * at row ml, column nl of a row stride ld. */
+static void ctr_stage_store(ectx *c, const ex_ctr *k, em_dtype sdt, int ld, int nst) {
+  const int mma = k->mma;
+  if (mma) {
+    ex_line(c, "for (int i = 0; i < %d; i++)", k->FM);
+    ex_line(c, "  for (int j = 0; j < %d; j++)", k->FN);
+    ex_line(c, "    for (int q = 0; q < 4; q++) {");
+    c->indent += 3;
+    ex_line(c, "const int ml = wm * %d + i * 16 + (lane >> 2) + (q >> 1) * 8, nl = wn * %d + j * 8 + (lane & 3) * 2 + (q & 1);",
+            k->BM / k->WM, k->BN / k->WN);
+  } else {
+    ex_line(c, "for (int i = 0; i < %d; i++)", k->TM);
+    ex_line(c, "  for (int j = 0; j < %d; j++) {", k->TN);
+    c->indent += 2;
+    ex_line(c, "const int ml = tr * %d + i, nl = tc * %d + j;", k->TM, k->TN);
+  }
+  ex_line(c, "const long long n = n0 + nl;");
+  ex_line(c, "if (m0 + ml >= M || n >= N) continue;");
+  for (int j = 0; j < nst; j++) {
+    const char *accv = j ? (mma ? "acc2[i][j][q]" : "acc2[i][j]") : (mma ? "acc[i][j][q]" : "acc[i][j]");
+    int mark = c->memo.n;
+    ex_line(c, "em_stage%d[ml * %d + nl] = %s;", j, ld, ex_store_conv(c, sdt, ex_ctr_result(c, k->sib[j], accv, "n")));
+    c->memo.n = mark;
+  }
+  c->indent -= mma ? 3 : 2;
+  ex_line(c, "%s", mma ? "    }" : "  }");
+  ex_line(c, "__syncthreads();");
+}
+
+/* One head-local reduction rn (NORM_EPI: Qwen3's q_norm/k_norm over each D-wide head of the staged tile) into
+ * em_hred<j>[BM * BN/D]: a warp per (row, head) of the tile sums its D elements, the anchors' values read from
+ * the staged tiles (dtype sdt, row stride ld) and the reduction's input aligned with them; the epilogue reads
+ * the result of its own row and head. Fails c where rn is not over one D-wide last dim. */
+static void ctr_head_reduction(ectx *c, const ex_ctr *k, const em_node *rn, int stageD, em_dtype sdt, int ld) {
+  const int BM = k->BM, r = k->r, *sib = k->sib, S = k->BN / stageD;
+  const em_shape *xs = ex_S(c, rn->args[0].tensor);
+  int64_t R = 0;
+  if (!rn->args[1].present || rn->args[1].n != 1 || ex_axis_of_dim(&rn->args[1].ilist[0], xs->rank) != xs->rank - 1 ||
+      !em_dim_is_const(&xs->d[xs->rank - 1], &R) || R != stageD || c->nhred == 4) {
+    ex_fail(c, "a reduction in a contraction's epilogue must be over one %d-wide head (the last dim)", stageD);
+    return;
+  }
+  int j = c->nhred++;
+  c->hred_v[j] = rn->out;
+  c->hred_S = S;
+  c->hred_D = stageD;
+  ex_line(c, "__shared__ float em_hred%d[%d];", j, BM * S);
+  ex_line(c, "for (int em_p = threadIdx.x >> 5; em_p < %d; em_p += %d) {", BM * S, k->threads / 32);
+  c->indent++;
+  ex_line(c, "const int ml = em_p / %d, em_sg = em_p %% %d;", S, S);
+  ex_line(c, "const long long m = m0 + ml;");
+  ex_line(c, "float em_acc = 0.0f;");
+  ex_line(c, "if (m < M) {");
+  c->indent++;
+  ex_line(c, "for (int em_c = threadIdx.x & 31; em_c < %d; em_c += 32) {", stageD);
+  c->indent++;
+  ex_line(c, "const int nl = em_sg * %d + em_c;", stageD);
+  ex_line(c, "const long long n = n0 + nl;");
+  int mark = c->memo.n;
+  /* the anchors' values at (m, n) come from the staged tiles; the reduction's input is aligned with them */
+  ivec mi2 = ex_unravel(c, "m", &k->mdims);
+  ivec di = {r};
+  for (int q = 0; q < k->bdims.rank; q++) di.e[q] = ex_A(c, "0LL");
+  for (int q = 0; q < k->mdims.rank; q++) di.e[k->bdims.rank + q] = mi2.e[q];
+  di.e[r - 1] = "n";
+  ex_reset_alignment(c);
+  const char *sav = c->anchor_var, *savx = c->xanchor_var;
+  int sava = c->anchor, savxa = c->xanchor;
+  c->anchor = sib[0];
+  c->anchor_var = ex_load_conv(c, sdt, ex_A(c, "em_stage0[ml * %d + nl]", ld));
+  c->al[sib[0]] = di;
+  c->bij[sib[0]] = 1;
+  if (k->dual) {
+    c->xanchor = sib[1];
+    c->xanchor_var = ex_load_conv(c, sdt, ex_A(c, "em_stage1[ml * %d + nl]", ld));
+    c->al[sib[1]] = di;
+    c->bij[sib[1]] = 1;
+  }
+  ex_align(c);
+  int u = rn->args[0].tensor;
+  if (!c->bij[u]) {
+    ex_fail(c, "the head-local reduction's input is not aligned with the result tile");
+    return;
+  }
+  ex_line(c, "em_acc += (float)%s;", ex_val(c, u, &c->al[u]));
+  c->memo.n = mark;
+  c->anchor_var = sav;
+  c->xanchor_var = savx;
+  c->anchor = sava;
+  c->xanchor = savxa;
+  c->indent--;
+  ex_line(c, "}");
+  c->indent--;
+  ex_line(c, "}");
+  ex_line(c, "for (int o = 16; o > 0; o >>= 1) em_acc += __shfl_xor_sync(0xffffffffu, em_acc, o);");
+  ex_line(c, "if ((threadIdx.x & 31) == 0) em_hred%d[em_p] = %s;", j,
+          ex_round_to(c, ex_V(c, rn->out)->dtype, rn->op == EM_OP_MEAN ? ex_A(c, "em_acc / %d.0f", stageD) : "em_acc"));
+  c->indent--;
+  ex_line(c, "}");
+}
+
+/* A head-local epilogue (kernel meta "stage" = D: RoPE's rotate_half reads the result at other columns of the
+ * same D-wide head): the result tile, rounded to its dtype, goes to shared memory first (em_stage0, em_stage1),
+ * then each head-local reduction (NORM_EPI) over it, behind a block barrier. Nothing without the meta. Returns
  * non-zero when the emission failed. */
 static int ctr_stage_tile(ectx *c, const ex_ctr *k, em_launch *L) {
-  const int mma = k->mma, BM = k->BM, BN = k->BN, WM = k->WM, WN = k->WN, TM = k->TM, TN = k->TN, FM = k->FM, FN = k->FN;
-  const int threads = k->threads, a = k->a, lin_op = k->lin_op, dual = k->dual, concat = k->concat, nsib = k->nsib;
-  const int r = k->r, SK = k->SK, tma = k->tma, async = k->async;
-  const int *sib = k->sib, *dep = k->dep;
-  const int64_t *sibOff = k->sibOff;
-  const em_shape *os = k->os, mdims = k->mdims, bdims = k->bdims;
-  const ivec bz = k->bz;
-  (void)mma, (void)BM, (void)BN, (void)WM, (void)WN, (void)TM, (void)TN, (void)FM, (void)FN, (void)threads, (void)a;
-  (void)lin_op, (void)dual, (void)concat, (void)nsib, (void)r, (void)SK, (void)tma, (void)async, (void)sib, (void)dep;
-  (void)sibOff, (void)os, (void)mdims, (void)bdims, (void)bz;
-  /* a head-local epilogue (kernel meta "stage" = D: RoPE's rotate_half reads the result at other columns of
-   * the same D-wide head): the result tile, rounded to its dtype, goes to shared memory first */
+  const int BM = k->BM, BN = k->BN, a = k->a;
   const char *smeta = em_graph_get_meta(c->g, "stage");
   int stageD = smeta ? atoi(smeta) : 0;
   if (stageD > 0) {
     int64_t nc = 0;
-    if (!lin_op || concat || BN % stageD || !em_dim_is_const(&os->d[r - 1], &nc) || nc % stageD) {
+    if (!k->lin_op || k->concat || BN % stageD || !em_dim_is_const(&k->os->d[k->r - 1], &nc) || nc % stageD) {
       ex_fail(c, "a head-local epilogue (D=%d) needs a linear (not merged siblings), BN a multiple of D (BN=%d) and N a "
                  "multiple of D", stageD, BN);
       return 1;
     }
     em_dtype sdt = ex_V(c, a)->dtype;
-    int ld = BN + 8, nst = dual ? 2 : 1;
+    int ld = BN + 8, nst = k->dual ? 2 : 1;
     long long esz = em_dtype_bytes(sdt), sbytes = (long long)nst * esz * BM * ld;
-    if (tma || async) {
+    if (k->tma || k->async) {
       /* the tile overlays the operand ring, idle once the K loop is over (every copy landed, every wgmma
        * retired): a separate region would cost blocks per SM (TinyLlama q_proj: 28.0 us beside, measured) */
-      if (!tma) ex_line(c, "asm volatile(\"cp.async.wait_all;\" ::: \"memory\");");
+      if (!k->tma) ex_line(c, "asm volatile(\"cp.async.wait_all;\" ::: \"memory\");");
       ex_line(c, "__syncthreads();");
       if (sbytes > L->smem) L->smem = sbytes;
     } else {
@@ -909,102 +1049,13 @@ static int ctr_stage_tile(ectx *c, const ex_ctr *k, em_launch *L) {
       ex_line(c, "%s *const em_stage%d = reinterpret_cast<%s *>(em_dsm + %lld);", ex_stype(sdt), j, ex_stype(sdt),
               (long long)j * esz * BM * ld);
     }
-    c->stage_mdims = mdims;
+    c->stage_mdims = k->mdims;
     c->stage_ld = ld;
-    if (mma) {
-      ex_line(c, "for (int i = 0; i < %d; i++)", FM);
-      ex_line(c, "  for (int j = 0; j < %d; j++)", FN);
-      ex_line(c, "    for (int q = 0; q < 4; q++) {");
-      c->indent += 3;
-      ex_line(c, "const int ml = wm * %d + i * 16 + (lane >> 2) + (q >> 1) * 8, nl = wn * %d + j * 8 + (lane & 3) * 2 + (q & 1);",
-              BM / WM, BN / WN);
-    } else {
-      ex_line(c, "for (int i = 0; i < %d; i++)", TM);
-      ex_line(c, "  for (int j = 0; j < %d; j++) {", TN);
-      c->indent += 2;
-      ex_line(c, "const int ml = tr * %d + i, nl = tc * %d + j;", TM, TN);
-    }
-    ex_line(c, "const long long n = n0 + nl;");
-    ex_line(c, "if (m0 + ml >= M || n >= N) continue;");
-    for (int j = 0; j < nst; j++) {
-      const char *accv = j ? (mma ? "acc2[i][j][q]" : "acc2[i][j]") : (mma ? "acc[i][j][q]" : "acc[i][j]");
-      int mark = c->memo.n;
-      ex_line(c, "em_stage%d[ml * %d + nl] = %s;", j, ld, ex_store_conv(c, sdt, ex_ctr_result(c, sib[j], accv, "n")));
-      c->memo.n = mark;
-    }
-    c->indent -= mma ? 3 : 2;
-    ex_line(c, "%s", mma ? "    }" : "  }");
-    ex_line(c, "__syncthreads();");
-    /* head-local reductions (NORM_EPI: Qwen3's q_norm/k_norm over each D-wide head of the staged tile): a warp per
-     * (row, head) of the tile sums its D elements; the epilogue reads the result of its own row and head */
-    int S = BN / stageD;
+    ctr_stage_store(c, k, sdt, ld, nst);
     for (int i = 0; i < c->g->nodes.n && !c->failed; i++) {
       const em_node *rn = &c->g->nodes.v[i];
-      if (rn->out == a || !dep[rn->out] || !(rn->op == EM_OP_MEAN || rn->op == EM_OP_SUM)) continue;
-      const em_shape *xs = ex_S(c, rn->args[0].tensor);
-      int64_t R = 0;
-      if (!rn->args[1].present || rn->args[1].n != 1 || ex_axis_of_dim(&rn->args[1].ilist[0], xs->rank) != xs->rank - 1 ||
-          !em_dim_is_const(&xs->d[xs->rank - 1], &R) || R != stageD || c->nhred == 4) {
-        ex_fail(c, "a reduction in a contraction's epilogue must be over one %d-wide head (the last dim)", stageD);
-        break;
-      }
-      int j = c->nhred++;
-      c->hred_v[j] = rn->out;
-      c->hred_S = S;
-      c->hred_D = stageD;
-      ex_line(c, "__shared__ float em_hred%d[%d];", j, BM * S);
-      ex_line(c, "for (int em_p = threadIdx.x >> 5; em_p < %d; em_p += %d) {", BM * S, threads / 32);
-      c->indent++;
-      ex_line(c, "const int ml = em_p / %d, em_sg = em_p %% %d;", S, S);
-      ex_line(c, "const long long m = m0 + ml;");
-      ex_line(c, "float em_acc = 0.0f;");
-      ex_line(c, "if (m < M) {");
-      c->indent++;
-      ex_line(c, "for (int em_c = threadIdx.x & 31; em_c < %d; em_c += 32) {", stageD);
-      c->indent++;
-      ex_line(c, "const int nl = em_sg * %d + em_c;", stageD);
-      ex_line(c, "const long long n = n0 + nl;");
-      int mark = c->memo.n;
-      /* the anchors' values at (m, n) come from the staged tiles; the reduction's input is aligned with them */
-      ivec mi2 = ex_unravel(c, "m", &mdims);
-      ivec di = {r};
-      for (int q = 0; q < bdims.rank; q++) di.e[q] = ex_A(c, "0LL");
-      for (int q = 0; q < mdims.rank; q++) di.e[bdims.rank + q] = mi2.e[q];
-      di.e[r - 1] = "n";
-      ex_reset_alignment(c);
-      const char *sav = c->anchor_var, *savx = c->xanchor_var;
-      int sava = c->anchor, savxa = c->xanchor;
-      c->anchor = sib[0];
-      c->anchor_var = ex_load_conv(c, sdt, ex_A(c, "em_stage0[ml * %d + nl]", ld));
-      c->al[sib[0]] = di;
-      c->bij[sib[0]] = 1;
-      if (dual) {
-        c->xanchor = sib[1];
-        c->xanchor_var = ex_load_conv(c, sdt, ex_A(c, "em_stage1[ml * %d + nl]", ld));
-        c->al[sib[1]] = di;
-        c->bij[sib[1]] = 1;
-      }
-      ex_align(c);
-      int u = rn->args[0].tensor;
-      if (!c->bij[u]) {
-        ex_fail(c, "the head-local reduction's input is not aligned with the result tile");
-        break;
-      }
-      ex_line(c, "em_acc += (float)%s;", ex_val(c, u, &c->al[u]));
-      c->memo.n = mark;
-      c->anchor_var = sav;
-      c->xanchor_var = savx;
-      c->anchor = sava;
-      c->xanchor = savxa;
-      c->indent--;
-      ex_line(c, "}");
-      c->indent--;
-      ex_line(c, "}");
-      ex_line(c, "for (int o = 16; o > 0; o >>= 1) em_acc += __shfl_xor_sync(0xffffffffu, em_acc, o);");
-      ex_line(c, "if ((threadIdx.x & 31) == 0) em_hred%d[em_p] = %s;", j,
-              ex_round_to(c, ex_V(c, rn->out)->dtype, rn->op == EM_OP_MEAN ? ex_A(c, "em_acc / %d.0f", stageD) : "em_acc"));
-      c->indent--;
-      ex_line(c, "}");
+      if (rn->out == a || !k->dep[rn->out] || !(rn->op == EM_OP_MEAN || rn->op == EM_OP_SUM)) continue;
+      ctr_head_reduction(c, k, rn, stageD, sdt, ld);
     }
     if (c->nhred) ex_line(c, "__syncthreads();");
   }
@@ -1015,15 +1066,10 @@ static int ctr_stage_tile(ectx *c, const ex_ctr *k, em_launch *L) {
  * scalar tier) through the fused ops to the outputs. */
 static void ctr_fragment_outputs(ectx *c, const ex_ctr *k) {
   const int mma = k->mma, BM = k->BM, BN = k->BN, WM = k->WM, WN = k->WN, TM = k->TM, TN = k->TN, FM = k->FM, FN = k->FN;
-  const int threads = k->threads, a = k->a, lin_op = k->lin_op, dual = k->dual, concat = k->concat, nsib = k->nsib;
-  const int r = k->r, SK = k->SK, tma = k->tma, async = k->async;
-  const int *sib = k->sib, *dep = k->dep;
+  const int dual = k->dual, concat = k->concat, nsib = k->nsib, r = k->r, *sib = k->sib;
   const int64_t *sibOff = k->sibOff;
-  const em_shape *os = k->os, mdims = k->mdims, bdims = k->bdims;
+  const em_shape mdims = k->mdims, bdims = k->bdims;
   const ivec bz = k->bz;
-  (void)mma, (void)BM, (void)BN, (void)WM, (void)WN, (void)TM, (void)TN, (void)FM, (void)FN, (void)threads, (void)a;
-  (void)lin_op, (void)dual, (void)concat, (void)nsib, (void)r, (void)SK, (void)tma, (void)async, (void)sib, (void)dep;
-  (void)sibOff, (void)os, (void)mdims, (void)bdims, (void)bz;
   /* epilogue: every accumulator element (m, n) of this thread */
   const char *accel = mma ? "acc[i][j][q]" : "acc[i][j]";
   ex_line(c, "#pragma unroll");

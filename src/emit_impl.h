@@ -148,6 +148,8 @@ typedef struct {
   const char *mma_t;        /* "bf16" or "f16" */
   int BK, stages, CL, WS, wgt, wgw; /* K depth, ring, cluster, producer warpgroup, wgmma and its wait */
   em_dtype opdt;            /* the operands' dtype */
+  int pad, persist;         /* PAD_SMEM (bf16 elements after each padded tile row), PERSIST */
+  const em_dim *Kd;         /* the contracted dim K (A's last) */
 } ex_ctr;
 
 /* The contraction epilogue: split-K's reduction, a staged head-local tile, then every accumulator element
