@@ -132,22 +132,52 @@ test("MERGE_SIBLINGS=1 merges q/k/v and gate/up into one kernel each; with SPLIT
 end)
 
 test("flash attention copies Q, K and V rows with cp.async, V through its transposed view (strided views)", function()
-  local code, out, err = emmy(args("compile", L0, "--ir", "cuda", "--kernel", "k_sdpa"), { env = "EMMY_VIEW_OUT=0" })
+  -- (FLASH=1 pinned: FLASH=2 leads on sm_90; its own test is below)
+  local code, out, err = emmy(args("compile", L0, "--ir", "cuda", "--kernel", "k_sdpa"), { env = "EMMY_VIEW_OUT=0 EMMY_KNOBS=k_sdpa:FLASH=1" })
   eq(code, 0, "exit: " .. err)
-  check(out:find("FLASH=1,KVSPLIT=2,KVST=2", 1, true), "flash with two K/V stages, split over two warp halves, is the default: " .. out)
+  check(out:find("FLASH=1,KVSPLIT=2,KVST=2", 1, true), "flash with two K/V stages, split over two warp halves, is FLASH=1's first: " .. out)
   -- V is transpose(view(v_proj output [1, seq_len, 1024])): row s of kv head h starts at h * 128 + s * 1024
   check(out:find("((x1 / (16LL / 8LL))) * 128LL + (s) * 1024LL + e", 1, true) and out:find("em_cp_async16(&Vd[ss][e]", 1, true), out)
   check(out:find("em_cp_async16(&Kd[ss][e]", 1, true) and out:find("em_cp_async16(&Qs[rr][e]", 1, true), out)
   check(not out:find("kv_k = ", 1, true), "no element-wise K/V fill: " .. out)
   check(out:find("exp2f(", 1, true) and not out:find("expf(", 1, true), "the softmax runs in base 2")
   -- at a hint whose query tiles fill the SMs (2048: 32 tiles x 16 heads) the K/V range is not split
-  local c2, o2, e2 = emmy(args("compile", L0, "--hint", "seq_len=2048", "--explain", "--kernel", "k_sdpa"))
+  local c2, o2, e2 = emmy(args("compile", L0, "--hint", "seq_len=2048", "--explain", "--kernel", "k_sdpa"), { env = "EMMY_KNOBS=k_sdpa:FLASH=1" })
   eq(c2, 0, "exit: " .. e2)
   check(o2:find("chosen: BKV=32,BQ=64,FLASH=1,KVSPLIT=1,KVST=2", 1, true), "KVSPLIT=1 first at 2048: " .. o2)
 end)
 
+test("FLASH=2: wgmma flash attention with a TMA producer leads on sm_90; its parts and its legality", function()
+  local code, out, err = emmy(args("compile", L0, "--ir", "cuda", "--kernel", "k_sdpa"))
+  eq(code, 0, "exit: " .. err)
+  check(out:find("FLASH=2,KVSPLIT=2,KVST=4", 1, true), "FLASH=2 with two key parts first at 512 tokens (few query tiles): " .. out)
+  check(out:find("wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16", 1, true), "S = QK^T on wgmma: " .. out)
+  check(out:find("m64n128k16.f32.bf16.bf16 {", 1, true) and out:find("p, 1, 1, 1; }", 1, true), "PV with P from registers, V N-major: " .. out)
+  check(out:find("em_tma_2d(kb + ", 1, true) and out:find("&tm1, kcol", 1, true), "K and V by TMA: " .. out)
+  check(out:find("setmaxnreg.inc.sync.aligned.u32 232", 1, true) and out:find("__launch_bounds__(384, 1)", 1, true), out)
+  check(out:find("bar.sync 1, 256;", 1, true) and out:find("if (kp == 1) return;", 1, true), "the key parts' merge: " .. out)
+  check(out:find("ex2.approx.ftz.f32", 1, true) and not out:find("exp2f(", 1, true), "exp2 on the MUFU")
+  -- one consumer warpgroup, two CTAs an SM: setmaxnreg within 65536 / 2 registers
+  local c1, o1, e1 = emmy(args("compile", L0, "--ir", "cuda", "--kernel", "k_sdpa"),
+    { env = "EMMY_KNOBS=k_sdpa:FLASH=2,k_sdpa:KVSPLIT=1,k_sdpa:BKV=64,k_sdpa:KVST=2,k_sdpa:MINB=2,k_sdpa:OSMEM=1" })
+  eq(c1, 0, "exit: " .. e1)
+  check(o1:find("__launch_bounds__(256, 2)", 1, true) and o1:find("setmaxnreg.inc.sync.aligned.u32 216", 1, true), o1)
+  check(o1:find("bar.sync 2, 128;", 1, true) and o1:find("em_oa(r, dd)", 1, true), "OSMEM=1 stages O: " .. o1)
+  -- the resource check counts the Q tile, the ring and the merge, MINB blocks an SM
+  local rules = require "emmy.rules"
+  local dev = { max_threads = 1024, smem_static = 49152, smem_optin = 232448, regs_per_block = 65536 }
+  local k = { kind = "attention", E = 128, Ev = 128 }
+  check(rules.resource_check(k, { FLASH = 2, BQ = 128, BKV = 128, KVST = 3, KVSPLIT = 1, MINB = 1 }, dev), "3 x 64 KB + 32 KB fit")
+  check(not rules.resource_check(k, { FLASH = 2, BQ = 128, BKV = 128, KVST = 4, KVSPLIT = 1, MINB = 1 }, dev), "4 x 64 KB do not")
+  check(not rules.resource_check(k, { FLASH = 2, BQ = 64, BKV = 64, KVST = 4, KVSPLIT = 1, MINB = 2 }, dev), "2 x 145 KB do not")
+  -- the emitter's own refusals: a ring too shallow for two key parts
+  local c3, _, e3 = emmy(args("compile", L0, "--ir", "cuda", "--kernel", "k_sdpa"),
+    { env = "EMMY_KNOBS=k_sdpa:FLASH=2,k_sdpa:KVSPLIT=2,k_sdpa:KVST=2" })
+  check(c3 ~= 0 and (e3:find("KVST=2", 1, true) or e3:find("match no candidate", 1, true)), "KVSPLIT=2 needs KVST=4: " .. e3)
+end)
+
 test("KVSPLIT=2: two warp halves take alternate K/V tiles and merge their softmax states", function()
-  local code, out, err = emmy(args("compile", L0, "--ir", "cuda", "--kernel", "k_sdpa"), { env = "EMMY_KNOBS=k_sdpa:KVSPLIT=2" })
+  local code, out, err = emmy(args("compile", L0, "--ir", "cuda", "--kernel", "k_sdpa"), { env = "EMMY_KNOBS=k_sdpa:FLASH=1,k_sdpa:KVSPLIT=2" })
   eq(code, 0, "exit: " .. err)
   check(out:find("__launch_bounds__(256)", 1, true), "8 warps for BQ=64: " .. out)
   check(out:find("extern __shared__ __align__(16) unsigned char em_smd[];", 1, true), out)
@@ -157,12 +187,12 @@ end)
 
 test("QSMEM=1 keeps Q in shared memory and reloads its fragments per k-step; MINB=2 bounds registers for two blocks per SM", function()
   local code, out, err = emmy(args("compile", L0, "--ir", "cuda", "--kernel", "k_sdpa"),
-    { env = "EMMY_KNOBS=k_sdpa:KVSPLIT=2,k_sdpa:QSMEM=1,k_sdpa:MINB=2" })
+    { env = "EMMY_KNOBS=k_sdpa:FLASH=1,k_sdpa:KVSPLIT=2,k_sdpa:QSMEM=1,k_sdpa:MINB=2" })
   eq(code, 0, "exit: " .. err)
   check(out:find("__launch_bounds__(256, 2)", 1, true), out)
   check(not out:find("unsigned qf[", 1, true) and out:find("em_ldsm_x4(qk, &Qs[wr * 16 + (lane & 15)][kd * 16 + (lane >> 4) * 8]);", 1, true), out)
   check(out:find("(*const em_kvb)[136] = em_sm + 64;", 1, true), "K/V stages after the Q rows: " .. out)
-  local c0, o0 = emmy(args("compile", L0, "--ir", "cuda", "--kernel", "k_sdpa"), { env = "EMMY_KNOBS=k_sdpa:KVSPLIT=2" })
+  local c0, o0 = emmy(args("compile", L0, "--ir", "cuda", "--kernel", "k_sdpa"), { env = "EMMY_KNOBS=k_sdpa:FLASH=1,k_sdpa:KVSPLIT=2" })
   check(c0 == 0 and o0:find("(*const em_kvb)[136] = em_sm + 0;", 1, true) and o0:find("__launch_bounds__(256)", 1, true), o0)
   -- the resource check adds the Q rows to the K/V stages
   local rules = require "emmy.rules"
