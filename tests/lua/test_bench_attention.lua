@@ -117,7 +117,7 @@ test("--match, --limit, --all and --pins pick the variants; a pin the kernel lac
   local p = dry_cases(o4)["b1s512 d128 16/8 causal"]
   eq(#p.swept, 0, "--limit 0")
   eq(#p.pinned, 3, "BQ=64 is the chosen variant itself: one row: " .. o4)
-  check(p.pinned[1]:find("^BKV=32,BQ=128,FLASH=1,KVSPLIT=1,") and not p.pinned[1]:find("refused", 1, true), p.pinned[1])
+  check(p.pinned[1]:find("^BKV=64,BQ=128,FLASH=2,KVSPLIT=1,") and not p.pinned[1]:find("refused", 1, true), p.pinned[1])
   check(p.pinned[2]:find("refused: BM: not a knob of k_sdpa_%x+ %(it has BKV"), p.pinned[2])
   check(p.pinned[3]:find("refused: emit refused: ", 1, true), p.pinned[3])
   check(o4:find("  2 to time, 2 refused", 1, true), o4)
@@ -134,7 +134,7 @@ test("on the mock driver: every variant is built, launched and checked before ti
   local env = ("EMMY_MOCK_ANY_KERNEL=1 EMMY_LIBCUDA=%s EMMY_CUBIN_CACHE=%s/cc EMMY_TORCH_DEVICE=cpu EMMY_PYTHON=%s"):format(
     so, d, PY)
   local small = { "--shapes", "b1s64", "--heads", "64:4:2", "--causal", "1" }
-  local code, out, err = bench(args(small, "--limit", "1", "--pins", "BQ=32;BM=64", "--torch", torch and "eager" or "none",
+  local code, out, err = bench(args(small, "--limit", "1", "--pins", "FLASH=1,BQ=32,KVSPLIT=1,KVST=2;BM=64", "--torch", torch and "eager" or "none",
     "--json", d .. "/a.json"), { env = env })
   eq(code, 1, "the no-op kernels are wrong, so the chosen variant has no time: " .. err)
   check(out:find("b1s64 d64 4/2 causal: reference (cpu ref)", 1, true), out)
