@@ -53,8 +53,19 @@ local function print_variants(res, ctx)
   end
 end
 
-local function print_failures(res)
+-- "failed rows: F of M measured (wrong 3, …) in C clusters over K of N kernels"
+local function totals_line(t, nclusters)
+  local st = {}
+  for status, n in pairs(t.by_status) do st[#st + 1] = ("%s %d"):format(status, n) end
+  table.sort(st)
+  return ("failed rows: %d of %d measured%s in %d cluster%s over %d of %d kernels"):format(t.failed, t.rows,
+    #st > 0 and (" (" .. table.concat(st, ", ") .. ")") or "", nclusters, nclusters == 1 and "" or "s", t.failing, t.kernels)
+end
+
+local function print_failures(res, totals)
+  print(totals_line(totals, #res))
   if #res == 0 then print("no failed rows") return end
+  print("")
   for i, c in ipairs(res) do
     if i > 1 then print("") end
     print(("%s  %s  x%d"):format(c.kernel, c.status, c.count))
@@ -169,7 +180,8 @@ return {
   variants   per kernel, its measured variants fastest first (--top N, default 10): the knobs that differ, tier,
              µs with p20-p80, registers, spills, shared memory; counts by status; each prior half's pick with its
              rank and ratio to the best ("<-- misses best"); "all rows scalar" with the tensor-core gate's reason
-  failures   failed rows clustered by kernel, status and error (numbers and names normalized): the count, the
+  failures   the totals first (failed rows of those measured, by status, clusters, kernels; --json: totals), then
+             failed rows clustered by kernel, status and error (numbers and names normalized): the count, the
              error, the knobs every failing row shares, and a compile-only repro command with them pinned
   knobs      per knob value, the regret of a kernel restricted to it (median and p90 over kernels), and the
              knob pairs that interact most
@@ -204,9 +216,11 @@ return {
       db:close()
       cli.usage("eval %s: no kernel of %s (context %d) has '%s' in its name", view, path, ctx.id, opts.kernel)
     end
-    local res
+    local res, totals
     if view == "variants" then res = views.variants(db, ctx, opts.kernel, opts.top)
-    elseif view == "failures" then res = views.failures(db, ctx, opts.kernel)
+    elseif view == "failures" then
+      res = views.failures(db, ctx, opts.kernel)
+      totals = views.failure_totals(db, ctx, opts.kernel)
     elseif view == "knobs" then res = views.knobs(db, ctx, opts.kernel)
     elseif opts.dataset == "nodes" then
       res = views.online_nodes(db, ctx, opts.kernel)
@@ -225,14 +239,14 @@ return {
           end
         end
       end
-      print(cjson.encode { view = view, db = path, context = ctx, result = res })
+      print(cjson.encode { view = view, db = path, context = ctx, result = res, totals = totals })
       return 0
     end
     print(("tune DB %s, context %d (%s, sm_%s, %s regime, %d rows)"):format(path, ctx.id, ctx.gpu, tostring(ctx.cc):gsub("%.", ""),
       ctx.regime, ctx.rows))
     print("")
     if view == "variants" then print_variants(res, ctx)
-    elseif view == "failures" then print_failures(res)
+    elseif view == "failures" then print_failures(res, totals)
     elseif view == "knobs" then print_knobs(res)
     elseif opts.dataset == "nodes" then print_nodes(res)
     else print_online(res) end

@@ -230,6 +230,26 @@ function M.failures(db, ctx, substr)
   return out
 end
 
+-- The totals behind the failures view: {rows = measured rows (the latest of each variant), failed, by_status =
+-- {status = n}, kernels = kernels measured, failing = kernels with a failed row}.
+function M.failure_totals(db, ctx, substr)
+  local t = { rows = 0, failed = 0, by_status = {}, kernels = 0, failing = 0 }
+  for _, k in ipairs(M.kernels(db, ctx, substr)) do
+    t.kernels = t.kernels + 1
+    local bad = false
+    for _, r in ipairs(k.rows) do
+      t.rows = t.rows + 1
+      if r.status ~= "ok" then
+        t.failed = t.failed + 1
+        t.by_status[r.status] = (t.by_status[r.status] or 0) + 1
+        bad = true
+      end
+    end
+    if bad then t.failing = t.failing + 1 end
+  end
+  return t
+end
+
 local function quantile(xs, q)
   if #xs == 0 then return nil end
   local s = { unpack(xs) }

@@ -171,13 +171,14 @@ test("emmy eval: the four views print; --json; an empty DB, an unknown kernel, a
   check(c2 == 0 and o2:find("all rows scalar: tensor-core tier never enumerated — gate:", 1, true), o2)
   local c3, o3 = emmy { "eval", "failures", "--db", path }
   check(c3 == 0 and o3:find("all 3 rows have BM=256", 1, true) and o3:find("repro: EMMY_KNOBS=", 1, true), o3)
+  check(o3:find("\nfailed rows: 4 of 12 measured (launch_fail 3, wrong 1) in 2 clusters over 1 of 3 kernels\n", 1, true), "the totals first: " .. o3)
   local c4, o4 = emmy { "eval", "knobs", "--db", path }
   check(c4 == 0 and o4:find("BM x BN", 1, true), o4)
   local c5, o5 = emmy { "eval", "online", "--db", path }
   check(c5 == 0 and o5:find("=== offline prior ===", 1, true) and o5:find("=== online prior ===", 1, true), o5)
   local c6, o6 = emmy { "eval", "failures", "--db", path, "--json" }
   local j = cjson.decode(o6)
-  check(c6 == 0 and j.view == "failures" and j.result[1].count == 3, o6)
+  check(c6 == 0 and j.view == "failures" and j.result[1].count == 3 and j.totals.failed == 4 and j.totals.rows == 12, o6)
   -- one line each
   local function one_line(args, want)
     local c, _, e = emmy(args)
