@@ -148,6 +148,7 @@ function M.facts(k)
     f.kv_heads = r >= 3 and at_hint(g, kk.shape[r - 2], bind) or 1
     f.causal = x.is_causal == true
     f.gqa = x.enable_gqa == true
+    f.masked = type(x.attn_mask) == "string"
     -- keys and values whose rows a copy engine can move: view ops only (no computed values) down to a kernel
     -- input with 16-byte rows; the emitter checks the strides exactly (emit.c: ex_strided)
     local strided = require("emmy.opclass").STRIDED_VIEW
