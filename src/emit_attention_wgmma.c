@@ -62,32 +62,6 @@ static int fa_rows(ectx *c, int v, int *base, em_dim *st, int64_t D, int64_t *in
   return 1;
 }
 
-/* The wgmma of one k16 step into accumulator acc (acc[j][q], n/8 x 4 f32): A from shared memory (adesc, a
- * descriptor expression) or from registers (areg, four 32-bit registers' text), B by descriptor, N-major when
- * tnsp; scale_d is the C expression whose non-zero value keeps the accumulator. */
-static void fa_wgmma(ectx *c, int n, const char *mt, const char *acc, const char *adesc, const char *areg, const char *bdesc,
-                     const char *scale_d, int tnsp) {
-  int nreg = n / 2;
-  sbuf regs = {0}, ops = {0};
-  for (int i = 0; i < nreg; i++) ex_sb_add(&regs, "%s%%%d", i ? ", " : "", i);
-  for (int i = 0; i < nreg; i++) ex_sb_add(&ops, "%s\"+f\"(%s[%d][%d])", i ? ", " : "", acc, i / 4, i % 4);
-  if (areg)
-    ex_line(c, "asm volatile(\"{ .reg .pred p; setp.ne.b32 p, %%%d, 0; wgmma.mma_async.sync.aligned.m64n%dk16.f32.%s.%s {%s}, "
-               "{%%%d, %%%d, %%%d, %%%d}, %%%d, p, 1, 1, %d; }\"",
-            nreg + 5, n, mt, mt, regs.s, nreg, nreg + 1, nreg + 2, nreg + 3, nreg + 4, tnsp);
-  else
-    ex_line(c, "asm volatile(\"{ .reg .pred p; setp.ne.b32 p, %%%d, 0; wgmma.mma_async.sync.aligned.m64n%dk16.f32.%s.%s {%s}, "
-               "%%%d, %%%d, p, 1, 1, 0, %d; }\"",
-            nreg + 2, n, mt, mt, regs.s, nreg, nreg + 1, tnsp);
-  ex_line(c, "             : %s", ops.s);
-  if (areg)
-    ex_line(c, "             : %s, \"l\"(%s), \"r\"(%s));", areg, bdesc, scale_d);
-  else
-    ex_line(c, "             : \"l\"(%s), \"l\"(%s), \"r\"(%s));", adesc, bdesc, scale_d);
-  free(regs.s);
-  free(ops.s);
-}
-
 /* Shared memory: the Q tile (D/64 column blocks of NWG x 64 rows), then ST stages of a K and a V tile (D/64
  * column blocks of BKV rows each), every block 1024-byte aligned (the 128-byte swizzle's period). */
 static long long fa_qbytes(const fa_t *f) { return (long long)f->NQ * 64 * f->D * 2; }
@@ -188,7 +162,7 @@ static void fa_qk(ectx *c, const fa_t *f, const char *acc, const char *kbase) {
   c->indent++;
   ex_line(c, "const unsigned qa = em_sb + (unsigned)(kd >> 2) * %du + (unsigned)wq * 8192u + (unsigned)(kd & 3) * 32u;", f->NQ * 8192);
   ex_line(c, "const unsigned ka = %s + (unsigned)(kd >> 2) * %du + (unsigned)(kd & 3) * 32u;", kbase, f->BKV * 128);
-  fa_wgmma(c, f->BKV, f->mt, acc, "em_wg_desc(qa)", NULL, "em_wg_desc(ka)", "kd", 0);
+  ex_wgmma_insn(c, f->BKV, f->mt, acc, "em_wg_desc(qa)", NULL, "em_wg_desc(ka)", "kd", 0);
   c->indent--;
   ex_line(c, "}");
   ex_line(c, "em_wg_commit();");
@@ -294,7 +268,7 @@ static void fa_pv(ectx *c, const fa_t *f, const char *kbase, const char *p) {
   ex_line(c, "const unsigned long long vd = (unsigned long long)((va & 0x3FFFFu) >> 4) | ((unsigned long long)%d << 16) | "
              "((unsigned long long)(1024 >> 4) << 32) | (1ull << 62);",
           f->BKV * 128 >> 4);
-  fa_wgmma(c, (int)f->D, f->mt, "o", NULL, ex_A(c, "\"r\"(%s[kb2][0]), \"r\"(%s[kb2][1]), \"r\"(%s[kb2][2]), \"r\"(%s[kb2][3])", p, p, p, p),
+  ex_wgmma_insn(c, (int)f->D, f->mt, "o", NULL, ex_A(c, "\"r\"(%s[kb2][0]), \"r\"(%s[kb2][1]), \"r\"(%s[kb2][2]), \"r\"(%s[kb2][3])", p, p, p, p),
            "vd", "1", 1);
   c->indent--;
   ex_line(c, "}");

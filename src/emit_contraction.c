@@ -51,6 +51,32 @@ static void mma_tile_step(ectx *c, const tile_src *s, int BK, int FM, int FN, in
   ex_line(c, "}");
 }
 
+/* The wgmma of one k16 step into accumulator acc (acc[j][q], n/8 x 4 f32): A from shared memory (adesc, a
+ * descriptor expression) or from registers (areg, four 32-bit registers' text), B by descriptor, N-major when
+ * tnsp; scale_d is the C expression whose non-zero value keeps the accumulator. */
+void ex_wgmma_insn(ectx *c, int n, const char *mt, const char *acc, const char *adesc, const char *areg, const char *bdesc,
+                     const char *scale_d, int tnsp) {
+  int nreg = n / 2;
+  sbuf regs = {0}, ops = {0};
+  for (int i = 0; i < nreg; i++) ex_sb_add(&regs, "%s%%%d", i ? ", " : "", i);
+  for (int i = 0; i < nreg; i++) ex_sb_add(&ops, "%s\"+f\"(%s[%d][%d])", i ? ", " : "", acc, i / 4, i % 4);
+  if (areg)
+    ex_line(c, "asm volatile(\"{ .reg .pred p; setp.ne.b32 p, %%%d, 0; wgmma.mma_async.sync.aligned.m64n%dk16.f32.%s.%s {%s}, "
+               "{%%%d, %%%d, %%%d, %%%d}, %%%d, p, 1, 1, %d; }\"",
+            nreg + 5, n, mt, mt, regs.s, nreg, nreg + 1, nreg + 2, nreg + 3, nreg + 4, tnsp);
+  else
+    ex_line(c, "asm volatile(\"{ .reg .pred p; setp.ne.b32 p, %%%d, 0; wgmma.mma_async.sync.aligned.m64n%dk16.f32.%s.%s {%s}, "
+               "%%%d, %%%d, p, 1, 1, 0, %d; }\"",
+            nreg + 2, n, mt, mt, regs.s, nreg, nreg + 1, tnsp);
+  ex_line(c, "             : %s", ops.s);
+  if (areg)
+    ex_line(c, "             : %s, \"l\"(%s), \"r\"(%s));", areg, bdesc, scale_d);
+  else
+    ex_line(c, "             : \"l\"(%s), \"l\"(%s), \"r\"(%s));", adesc, bdesc, scale_d);
+  free(regs.s);
+  free(ops.s);
+}
+
 /* The WGMMA tier's step over one TMA stage (BK=64): each warpgroup (4 warps, 64 rows of A) issues four
  * wgmma.mma_async m64nBNk16 (A and B from shared-memory descriptors of the 128-byte-swizzled K-major tiles,
  * advanced 32 bytes per k16) and commits them; with wait0 it waits for them (WG_WAIT=0), else the caller keeps
@@ -59,9 +85,6 @@ static void mma_tile_step(ectx *c, const tile_src *s, int BK, int FM, int FN, in
  * WN = 1) and the shared epilogue apply unchanged. */
 void ex_wgmma_step(ectx *c, const char *aS, const char *bS, const char *b2S, int BN, int dual, const char *mt, int wait0,
                    const char *scale_d) {
-  int nreg = BN / 2;
-  sbuf regs = {0}, ops = {0};
-  for (int i = 0; i < nreg; i++) ex_sb_add(&regs, "%s%%%d", i ? ", " : "", i);
   ex_line(c, "em_wg_fence();");
   ex_line(c, "{");
   c->indent++;
@@ -69,25 +92,15 @@ void ex_wgmma_step(ectx *c, const char *aS, const char *bS, const char *b2S, int
   ex_line(c, "#pragma unroll");
   ex_line(c, "for (int kk = 0; kk < 4; kk++) {");
   c->indent++;
-  for (int b = 0; b < (dual ? 2 : 1); b++) {
-    const char *acc = b ? "acc2" : "acc";
-    free(ops.s);
-    ops = (sbuf){0};
-    for (int i = 0; i < nreg; i++) ex_sb_add(&ops, "%s\"+f\"(%s[0][%d][%d])", i ? ", " : "", acc, i / 4, i % 4);
-    ex_line(c, "asm volatile(\"{ .reg .pred p; setp.ne.b32 p, %%%d, 0; wgmma.mma_async.sync.aligned.m64n%dk16.f32.%s.%s {%s}, %%%d, %%%d, p, 1, 1, 0, 0; }\"",
-            nreg + 2, BN, mt, mt, regs.s, nreg, nreg + 1);
-    ex_line(c, "             : %s", ops.s);
-    ex_line(c, "             : \"l\"(em_wg_desc(em_wa + kk * 32)), \"l\"(em_wg_desc(%s + kk * 32)), \"r\"(%s));", b ? b2S : bS,
-            scale_d);
-  }
+  for (int b = 0; b < (dual ? 2 : 1); b++)
+    ex_wgmma_insn(c, BN, mt, b ? "acc2[0]" : "acc[0]", "em_wg_desc(em_wa + kk * 32)", NULL,
+                  ex_A(c, "em_wg_desc(%s + kk * 32)", b ? b2S : bS), scale_d, 0);
   c->indent--;
   ex_line(c, "}");
   c->indent--;
   ex_line(c, "}");
   ex_line(c, "em_wg_commit();");
   if (wait0) ex_line(c, "em_wg_wait0();");
-  free(regs.s);
-  free(ops.s);
 }
 
 /* The K tiles of this block: all of them, or with SPLIT_K=S slice blockIdx.z of S (kt0.., nk of them). */

@@ -164,6 +164,11 @@ void ex_ctr_tma_load(ectx *c, const ex_ctr *k, int stages, int CL, int WS, const
  * expression whose non-zero value keeps the accumulators (0 starts them at zero). */
 void ex_wgmma_step(ectx *c, const char *aS, const char *bS, const char *b2S, int BN, int dual, const char *mt,
                    int wait0, const char *scale_d);
+/* One wgmma k16 step into accumulator acc (acc[j][q] per 8 columns: "acc[0]" for the contraction's): A by descriptor
+ * (adesc) or from four registers (areg, their constraint text), B by descriptor, N-major when tnsp; scale_d is the C
+ * expression whose non-zero value keeps the accumulator. Shared by the GEMM and flash attention on wgmma. */
+void ex_wgmma_insn(ectx *c, int n, const char *mt, const char *acc, const char *adesc, const char *areg, const char *bdesc,
+                   const char *scale_d, int tnsp);
 /* The persistent warp-specialized pipeline (PERSIST=1, emit_gemm_ws.c). */
 void ex_k_contraction_ws(ectx *c, const ex_ctr *k, em_launch *L);
 extern const char ex_PRELUDE[];
