@@ -139,6 +139,11 @@ return {
       print("GPU: " .. serr)
       failed = failed + 1
     end
+    for _, p in ipairs(plans) do
+      local e = by_name[p.kernel.name]
+      local line = sok and e and not e.error and gpu.scratch_summary(bufs, p, e)
+      if line then print(line) end
+    end
     -- Each kernel's output against the reference. Run in order, a kernel reads what the GPU computed
     -- before it, so in a deep bf16 graph one-ulp differences travel (as between any two bf16
     -- implementations); a kernel that differs in order is run again alone on the reference's inputs, and

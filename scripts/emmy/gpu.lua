@@ -38,12 +38,43 @@ function M.knobs_over(plan, knobs)
   return out
 end
 
+-- EMMY_SOURCE_OVERRIDE=DIR: a hand-edited kernel, DIR/<kernel name>.cu, compiled in place of every variant the
+-- emitter writes for that kernel (pin the variant with EMMY_KNOBS: the launch shape is still the emitter's), so
+-- an edit of `emmy compile --ir cuda` output is checked against the CPU reference and timed like any variant. A
+-- line "// emmy-launch smem=N scratch=B" in the file sets the dynamic shared memory and asks for B bytes of zeroed
+-- scratch per CTA, passed after the outputs (`unsigned *em_scratch`; emmy run prints its 32-bit words' mean and
+-- max over the CTAs after the check launch: M.scratch_summary). Returns src, launch (unchanged when there is no
+-- file); says so on stderr once a kernel.
+local overridden = {}
+function M.source_override(name, src, la, env)
+  local dir = (env or os.getenv)("EMMY_SOURCE_OVERRIDE")
+  if not dir or dir == "" then return src, la end
+  local path = dir .. "/" .. name .. ".cu"
+  local f = io.open(path, "rb")
+  if not f then return src, la end
+  local text = f:read("*a")
+  f:close()
+  local out = {}
+  for key, v in pairs(la) do out[key] = v end
+  local line = text:match("//%s*emmy%-launch([^\n]*)") or ""
+  local smem, scratch = line:match("smem=(%d+)"), line:match("scratch=(%d+)")
+  if smem then out.smem = tonumber(smem) end
+  if scratch then out.scratch_per_tile, out.scratch_dump = tonumber(scratch), true end
+  if not overridden[path] then
+    overridden[path] = true
+    io.stderr:write(("note: %s: CUDA source from %s (EMMY_SOURCE_OVERRIDE)%s\n"):format(name, path,
+      smem and (", dynamic shared memory " .. smem) or ""))
+  end
+  return text, out
+end
+
 -- The NVRTC job of one variant on a GPU (info: cu:info()): the source, arch and options the cubin cache is keyed
 -- by, so that a compile ahead (emmy tune) and the build that loads it (gpu.build, in the bench worker) meet in
 -- the cache. Returns job, launch | nil, msg (the emitter refused the variant).
 function M.job(plan, knobs, info)
   local src, la = kernels.emit(plan, knobs)
   if not src then return nil, la end
+  src, la = M.source_override(plan.kernel.name, src, la)
   -- in-process compiles: with the model's weights resident, forking per compile is slow (see nvrtc.h)
   return { source = src, arch = M.arch(info), name = plan.kernel.name .. ".cu", options = { "-std=c++17" } }, la
 end
@@ -142,6 +173,28 @@ end
 
 -- The scratch buffer gpu.launch passed to plan's kernel on bufs (SPLIT_K's partials, STAMP=1's records), or nil.
 function M.scratch(bufs, plan) return bufs["\0scratch:" .. plan.kernel.name] end
+
+-- One line for an overridden kernel's scratch (launch.scratch_dump): each 32-bit word of the per-CTA record, its
+-- mean and max over the CTAs ("w0 12.5/40 w1 …"), or nil when there is none.
+function M.scratch_summary(bufs, plan, e)
+  local per = e.launch.scratch_dump and e.launch.scratch_per_tile or 0
+  local b = per >= 4 and M.scratch(bufs, plan)
+  if not b then return nil end
+  local words, n = math.floor(per / 4), math.floor(b:size() / per)
+  local t = b:download("i32", { n * words })
+  if not t then return nil end
+  local v = t:to_table()
+  local parts = {}
+  for w = 1, words do
+    local sum, mx = 0, 0
+    for cta = 0, n - 1 do
+      local x = v[cta * words + w] % 4294967296
+      sum, mx = sum + x, math.max(mx, x)
+    end
+    parts[#parts + 1] = ("w%d %.1f/%d"):format(w - 1, sum / n, mx)
+  end
+  return ("scratch %s (%d CTAs, mean/max a word): %s"):format(plan.kernel.name, n, table.concat(parts, " "))
+end
 
 -- Compares the device value name with the reference tensor; returns a comparison table (ref.compare) or
 -- nil, msg.

@@ -864,4 +864,24 @@ test("emitted CUDA matches the committed corpus (regenerate: emmy tests/lua/gen_
   check(n >= 5, "corpus has the layer's kernels")
 end)
 
+test("EMMY_SOURCE_OVERRIDE: DIR/<kernel>.cu replaces the emitted source, its emmy-launch smem line the launch's", function()
+  local gpu = require "emmy.gpu"
+  local d = tmpdir()
+  local la = { smem = 1024, block = { 128, 1, 1 } }
+  local env = function(k) return k == "EMMY_SOURCE_OVERRIDE" and d or nil end
+  local src, l2 = gpu.source_override("k_x", "emitted", la, env)
+  eq(src, "emitted", "no file: the emitted source")
+  eq(l2, la, "no file: the same launch")
+  local f = assert(io.open(d .. "/k_x.cu", "w"))
+  f:write("// emmy-launch smem=4096\nextern \"C\" __global__ void k_x() {}\n")
+  f:close()
+  src, l2 = gpu.source_override("k_x", "emitted", la, env)
+  check(src:find("void k_x", 1, true), "the file's text")
+  eq(l2.smem, 4096, "smem from the emmy-launch line")
+  eq(l2.block[1], 128, "the rest of the launch kept")
+  eq(la.smem, 1024, "the emitter's launch untouched")
+  local _, l3 = gpu.source_override("k_x", "emitted", la, function() return nil end)
+  eq(l3, la, "unset: nothing changes")
+end)
+
 return T
