@@ -730,6 +730,21 @@ int ex_aligned_outputs(ectx *c, int *which) {
   return n;
 }
 
+/* The one output's linear index at domain index ix of value v (aligned as ex_write_aligned does), its value text in
+ * *val and its position in *pos; NULL when the kernel has more than one output or v's index does not reach it
+ * (the caller then writes through ex_write_aligned). Lines the index needs are emitted here. */
+const char *ex_output_index(ectx *c, int v, ivec ix, const char **val, int *pos) {
+  if (c->g->outputs.n != 1) return NULL;
+  c->al[v] = ix;
+  c->bij[v] = 1;
+  ex_align(c);
+  int o = c->g->outputs.v[0];
+  if (!c->bij[o]) return NULL;
+  *val = ex_val(c, o, &c->al[o]);
+  *pos = 0;
+  return ex_linearize(c, &c->al[o], &ex_V(c, o)->shape);
+}
+
 void ex_write_aligned(ectx *c, int v, ivec ix, const char *what) {
   c->al[v] = ix;
   c->bij[v] = 1;

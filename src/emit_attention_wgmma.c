@@ -105,7 +105,8 @@ static void fa_offset_fn(ectx *c, const fa_t *f, const char *name, int which) {
 
 /* The head index (blockIdx.y's batch-and-head) of warpgroup w, and its first query row. */
 static const char *fa_bh(ectx *c, const fa_t *f, const char *w) {
-  return f->pack ? ex_A(c, "((long long)blockIdx.y * %d + %s)", f->NQ, w) : "(long long)blockIdx.y";
+  const char *y = f->causal ? "em_bh" : "blockIdx.y";
+  return f->pack ? ex_A(c, "((long long)%s * %d + %s)", y, f->NQ, w) : ex_A(c, "(long long)%s", y);
 }
 static const char *fa_row0(ectx *c, const fa_t *f, const char *w) { return f->pack ? "q0" : ex_A(c, "(q0 + 64LL * %s)", w); }
 
@@ -279,18 +280,61 @@ static void fa_pv(ectx *c, const fa_t *f, const char *kbase, const char *p) {
  * it through the fused ops to the outputs: from each thread's fragments (OSMEM=0), or staged in the warpgroup's
  * Q slice (its wgmma reads are retired; each warp writes only its own 16 rows) in the TMA tiles' swizzled layout
  * and stored by consecutive threads along the head dim behind a warpgroup barrier (OSMEM=1). */
+/* The pair store: where the kernel's one output is the attention's result through views, in the compute dtype, a
+ * thread's two adjacent head elements of a row go out as one 32-bit store when the output index is contiguous
+ * along the head dim and even (checked where it runs; else the element loop). Returns 1 when it emitted the
+ * branch's opening (the caller closes it with "} else {" and the element loop). The index steps 1 from head
+ * element 0 to 1 and D-1 from 0 to D-1, which a view splitting the head dim would not give. */
+static int fa_pair_store(ectx *c, const fa_t *f, ivec di) {
+  if (f->dt != ex_V(c, f->a)->dtype || c->g->outputs.n != 1 || ex_V(c, c->g->outputs.v[0])->dtype != f->dt) return 0;
+  size_t n0 = c->out->n;
+  int mark = c->memo.n, pos = 0;
+  const char *val = NULL;
+  ex_line(c, "auto em_ix = [&](long long l, long long d) -> long long {");
+  c->indent++;
+  const char *ix = ex_output_index(c, f->a, di, &val, &pos);
+  int ok = ix && val && !strcmp(val, c->anchor_var) && !c->failed;
+  if (ok) ex_line(c, "return %s;", ix);
+  c->indent--;
+  c->memo.n = mark;
+  ex_reset_alignment(c);
+  if (!ok) {
+    c->out->n = n0;
+    c->out->s[n0] = 0;
+    return 0;
+  }
+  ex_line(c, "};");
+  ex_line(c, "if (em_ix(lr0, 1) - em_ix(lr0, 0) == 1 && em_ix(lr0, %d) - em_ix(lr0, 0) == %d && ((em_ix(lr0, 0) | em_ix(lr1, 0)) & 1) == 0) {",
+          (int)f->D - 1, (int)f->D - 1);
+  ex_line(c, "  %s *const em_p0 = out%d + em_ix(lr0, (lane & 3) * 2), *const em_p1 = out%d + em_ix(lr1, (lane & 3) * 2);",
+          ex_stype(f->dt), pos, pos);
+  ex_line(c, "  #pragma unroll");
+  ex_line(c, "  for (int j = 0; j < %d; j++) {", (int)(f->D / 8));
+  ex_line(c, "    if (lr0 < Lq) *reinterpret_cast<unsigned *>(em_p0 + j * 8) = em_pk(o[j][0] * em_il[0], o[j][1] * em_il[0]);");
+  ex_line(c, "    if (lr1 < Lq) *reinterpret_cast<unsigned *>(em_p1 + j * 8) = em_pk(o[j][2] * em_il[1], o[j][3] * em_il[1]);");
+  ex_line(c, "  }");
+  ex_line(c, "} else {");
+  return 1;
+}
+
+/* The epilogue: O over the row sums (their reciprocals, once a row), each output element through the output's
+ * index (fused views), two adjacent elements a 32-bit store where the output allows it (fa_pair_store); OSMEM=1:
+ * staged in this warpgroup's Q slice (free once its last S is done), stored along the head dim. */
 static void fa_epilogue(ectx *c, const fa_t *f) {
   int nd = (int)(f->D / 8), staged = EX_KNOB(c, OSMEM) == 1;
+  ex_line(c, "float em_il[2];");
   ex_line(c, "#pragma unroll");
   ex_line(c, "for (int h = 0; h < 2; h++) {");
   ex_line(c, "  lrow[h] += __shfl_xor_sync(0xffffffffu, lrow[h], 1);");
   ex_line(c, "  lrow[h] += __shfl_xor_sync(0xffffffffu, lrow[h], 2);");
+  ex_line(c, "  em_il[h] = lrow[h] > 0.0f ? 1.0f / lrow[h] : 0.0f;");
   ex_line(c, "}");
   int mark = c->memo.n;
   ivec di = {f->r};
   for (int i = 0; i < f->r - 2; i++) di.e[i] = ex_A(c, "x%d", i);
   di.e[f->r - 2] = "l";
   di.e[f->r - 1] = "d";
+  int pair = 0;
   if (staged) {
     const char *st = ex_stype(f->dt);
     /* element (row r, head element d) of this warpgroup's slice: 64-column block d/64 (NQ slices of 8 KB a
@@ -305,7 +349,7 @@ static void fa_epilogue(ectx *c, const fa_t *f) {
     ex_line(c, "  #pragma unroll");
     ex_line(c, "  for (int h = 0; h < 2; h++) {");
     ex_line(c, "    const int r = (wid & 3) * 16 + (lane >> 2) + h * 8, d = j * 8 + (lane & 3) * 2;");
-    ex_line(c, "    const float ls = lrow[h], v0 = ls > 0.0f ? o[j][h * 2] / ls : 0.0f, v1 = ls > 0.0f ? o[j][h * 2 + 1] / ls : 0.0f;");
+    ex_line(c, "    const float v0 = o[j][h * 2] * em_il[h], v1 = o[j][h * 2 + 1] * em_il[h];");
     ex_line(c, "    %s *const p = em_oa(r, d);", st);
     ex_line(c, "    p[0] = %s;", ex_store_conv(c, f->dt, "v0"));
     ex_line(c, "    p[1] = %s;", ex_store_conv(c, f->dt, "v1"));
@@ -324,6 +368,9 @@ static void fa_epilogue(ectx *c, const fa_t *f) {
     ex_line(c, "if (l >= Lq) continue;");
     ex_line(c, "const %s em_r = %s;", ex_ctype(f->dt), ex_load_conv(c, f->dt, "*em_oa(r, dd)"));
   } else {
+    c->anchor_var = "em_r";
+    pair = fa_pair_store(c, f, di);
+    if (pair) c->indent++;
     ex_line(c, "#pragma unroll");
     ex_line(c, "for (int j = 0; j < %d; j++) {", nd);
     c->indent++;
@@ -332,8 +379,7 @@ static void fa_epilogue(ectx *c, const fa_t *f) {
     c->indent++;
     ex_line(c, "const long long l = qd < 2 ? lr0 : lr1, d = j * 8 + (lane & 3) * 2 + (qd & 1);");
     ex_line(c, "if (l >= Lq) continue;");
-    ex_line(c, "const float lsum = lrow[qd >> 1];");
-    ex_line(c, "const %s em_r = %s;", ex_ctype(f->dt), ex_round_to(c, f->dt, "(lsum > 0.0f ? o[j][qd] / lsum : 0.0f)"));
+    ex_line(c, "const %s em_r = %s;", ex_ctype(f->dt), ex_round_to(c, f->dt, "o[j][qd] * em_il[qd >> 1]"));
   }
   c->anchor_var = "em_r";
   ex_write_aligned(c, f->a, di, "an output of the attention kernel is not aligned with its result");
@@ -341,6 +387,10 @@ static void fa_epilogue(ectx *c, const fa_t *f) {
   c->indent--;
   ex_line(c, "}");
   if (!staged) {
+    c->indent--;
+    ex_line(c, "}");
+  }
+  if (pair) {
     c->indent--;
     ex_line(c, "}");
   }
@@ -580,8 +630,14 @@ void ex_k_flash_wgmma(ectx *c, em_launch *L) {
   ex_line(c, "const unsigned em_sb = (em_smem(em_dsm) + 1023u) & ~1023u;");
   ex_line(c, "const long long Lq = %s, S = %s;", ex_dim_c(c, &f.os->d[f.r - 2]), ex_dim_c(c, &f.ks->d[f.r - 2]));
   ex_line(c, "const int tid = threadIdx.x, lane = tid & 31, wid = tid >> 5;");
-  /* causal: the longest query tiles (the last rows) are launched first, so the short ones fill the tail */
-  ex_line(c, "const long long q0 = (long long)(%sblockIdx.x) * %d;", f.causal ? "gridDim.x - 1 - " : "", BQ);
+  if (f.causal) {
+    /* causal: the longest query tiles (the last rows) of every head are launched first, the CTAs in launch order
+     * (x fastest) taking query tiles longest first across all heads, so the short ones fill the tail */
+    ex_line(c, "const unsigned em_lin = blockIdx.y * gridDim.x + blockIdx.x, em_bh = em_lin %% gridDim.y;");
+    ex_line(c, "const long long q0 = (long long)(gridDim.x - 1 - em_lin / gridDim.y) * %d;", BQ);
+  } else {
+    ex_line(c, "const long long q0 = (long long)blockIdx.x * %d;", BQ);
+  }
   ex_line(c, "const long long send = %s;", f.causal ? ex_A(c, "(q0 + %d < S ? q0 + %d : S)", BQ, BQ) : "S");
   ex_line(c, "const int nt = (int)((send + %d) / %d);", f.BKV - 1, f.BKV);
   ex_line(c, "auto em_ex2 = [](float x) -> float {"); /* exp2 on the MUFU (ex2.approx.ftz: -inf gives 0) */

@@ -115,6 +115,7 @@ void ex_reset_alignment(ectx *c);
 int ex_aligned_outputs(ectx *c, int *which);
 /* Places v at index ix, aligns, and writes every kernel output; `what` is the error when one is not aligned. */
 void ex_write_aligned(ectx *c, int v, ivec ix, const char *what);
+const char *ex_output_index(ectx *c, int v, ivec ix, const char **val, int *pos);
 
 /* Strided views: 1 when value v is a chain of views (view, reshape, transpose, permute, expand, unsqueeze,
  * squeeze) of kernel input *base whose elements sit at strides st (elements; 0 for broadcast dims) from the
