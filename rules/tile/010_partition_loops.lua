@@ -307,7 +307,18 @@ return {
         end
       end
       -- OSMEM=1: the output staged in shared memory and stored along the head dim; offered after each option
-      return atom.also(out, "OSMEM", 1)
+      atom.also(out, "OSMEM", 1)
+      -- the lead, from a sweep of 25 candidates a case (H200, eleventh session, bench/attention.lua --layout bhsd
+      -- --limit 24; docs/performance.md): head dim 64, 128-key tiles two CTAs an SM (b1 s512 causal 9.0 us against
+      -- 10.9 for the order above, s2048 54.2 against 66.2, b8 47.3 against 57.9); head dim 128 with query tiles
+      -- for every SM, 128-key tiles and the staged output (b1 s2048 non-causal 64.5 against 74.8, causal 43.7
+      -- against 45.2, b8 non-causal 53.0 against 55.9); with few query tiles (b1 s512) the order above leads
+      if k.E == 64 then
+        atom.lead(out, { BQ = 64, BKV = 128, KVST = 3, KVSPLIT = 1, MINB = 2, QPACK = 0 })
+      elseif bqs[1] == 128 then
+        atom.lead(out, { BQ = 128, BKV = 128, KVST = 3, KVSPLIT = 1, MINB = 1, QPACK = 0, OSMEM = 1 })
+      end
+      return out
     end },
 
   -- Flash attention on the warp tier: BQ query rows per block (a warp per 16), BKV keys per step staged in

@@ -55,6 +55,21 @@ function A.also(out, key, v)
   return out
 end
 
+-- Moves the first option of out whose knobs include every key = value of want to the front (the rest keep their
+-- order); out unchanged when none does. Returns out.
+function A.lead(out, want)
+  for i, o in ipairs(out) do
+    local all = true
+    for key, v in pairs(want) do if o[key] ~= v then all = false break end end
+    if all then
+      for j = i, 2, -1 do out[j] = out[j - 1] end
+      out[1] = o
+      return out
+    end
+  end
+  return out
+end
+
 -- A copy of the option table o with key = v.
 function A.with(o, key, v)
   local x = {}
