@@ -31,7 +31,7 @@ end
 
 test("--dry-run: each case of issue 20's table is one attention kernel; b1s512 d128 16/8 causal is the Qwen3 layer's", function()
   local d = tmpdir()
-  local code, out, err = bench({ "--dry-run", "--limit", "2", "--graphs", d })
+  local code, out, err = bench({ "--dry-run", "--limit", "2", "--graphs", d, "--layout", "model" })
   eq(code, 0, "exit: " .. err)
   check(out:find("16 cases on ", 1, true), out)
   local cases, order = dry_cases(out)
@@ -78,7 +78,7 @@ test("bad flags: one line naming the flag and what it takes, exit 2", function()
     { { "--heads", "128:16" }, "needs HEAD_DIM:Q_HEADS:KV_HEADS" },
     { { "--causal", "2" }, "--causal item '2' needs 1 (causal) or 0 (not)" },
     { { "--ref", "gpu" }, "--ref 'gpu': auto" },
-    { { "--layout", "bshd" }, "--layout 'bshd': model" },
+    { { "--layout", "bshd" }, "--layout 'bshd': bhsd" },
     { { "--torch", "flashy" }, "--torch 'flashy': eager, flash, efficient, cudnn or math" },
     { { "--torch", "eager,none" }, "--torch 'none'" },
     { { "--match", "BQ=48" }, "BQ=48 is not a legal value of BQ" },
@@ -133,7 +133,7 @@ test("on the mock driver: every variant is built, launched and checked before ti
   local torch = sh(PY .. " -c 'import torch, numpy' 2>/dev/null") == 0
   local env = ("EMMY_MOCK_ANY_KERNEL=1 EMMY_LIBCUDA=%s EMMY_CUBIN_CACHE=%s/cc EMMY_TORCH_DEVICE=cpu EMMY_PYTHON=%s"):format(
     so, d, PY)
-  local small = { "--shapes", "b1s64", "--heads", "64:4:2", "--causal", "1" }
+  local small = { "--shapes", "b1s64", "--heads", "64:4:2", "--causal", "1", "--layout", "model" }
   local code, out, err = bench(args(small, "--limit", "1", "--pins", "FLASH=1,BQ=32,BKV=32,KVSPLIT=1,KVST=2;BM=64", "--torch", torch and "eager" or "none",
     "--json", d .. "/a.json"), { env = env })
   eq(code, 1, "the no-op kernels are wrong, so the chosen variant has no time: " .. err)
@@ -173,7 +173,7 @@ test("torch's reference (bench.py --out, --backends none) agrees with emmy's CPU
   if sh(PY .. " -c 'import torch, numpy' 2>/dev/null") ~= 0 then skip(PY .. " has no torch/numpy") end
   local d = tmpdir()
   local code, _, err = bench { "--dry-run", "--shapes", "b2s40", "--heads", "32:4:2", "--causal", "1", "--limit", "0",
-    "--graphs", d }
+    "--graphs", d, "--layout", "model" }
   eq(code, 0, err)
   local g = assert(graphjson.read(d .. "/sdpa_b2s40_d32_h4kv2_causal.torch.json"))
   local bind = assert(g:bind({}))
