@@ -276,10 +276,6 @@ static void fa_pv(ectx *c, const fa_t *f, const char *kbase, const char *p) {
   ex_line(c, "em_wg_commit();");
 }
 
-/* The epilogue: each row's sum over its quad, then every accumulator element (row l, element d) divided by
- * it through the fused ops to the outputs: from each thread's fragments (OSMEM=0), or staged in the warpgroup's
- * Q slice (its wgmma reads are retired; each warp writes only its own 16 rows) in the TMA tiles' swizzled layout
- * and stored by consecutive threads along the head dim behind a warpgroup barrier (OSMEM=1). */
 /* The pair store: where the kernel's one output is the attention's result through views, in the compute dtype, a
  * thread's two adjacent head elements of a row go out as one 32-bit store when the output index is contiguous
  * along the head dim and even (checked where it runs; else the element loop). Returns 1 when it emitted the
