@@ -380,111 +380,151 @@ static const char *npy_key(const char *h, const char *key) {
   return p;
 }
 
-em_tensor *em_tensor_load_npy(const char *path, em_dtype dt, char *err) {
-  FILE *f = NULL;
-  char *header = NULL;
-  unsigned char *buf = NULL;
-  em_tensor *t = NULL;
-  f = fopen(path, "rb");
-  if (!f) {
-    em_fail(err, EM_ERUN, "%s: cannot open", path);
-    goto cleanup;
-  }
+/* The element types a .npy file may hold, by its header's descr (kind: 0 float, 1 int, 2 bool). */
+static const struct {
+  const char *d;
+  int bytes, kind;
+} npy_known[] = {{"<f2", 2, 0}, {"<f4", 4, 0}, {"<f8", 8, 0}, {"<i4", 4, 1}, {"<i8", 8, 1}, {"|b1", 1, 2}};
+
+/* The header of the .npy file f (magic, version and length read here), NUL-terminated and allocated; NULL and err
+ * on a bad magic, an unknown version, a truncated or implausibly long header. */
+static char *npy_read_header(FILE *f, const char *path, char *err) {
   unsigned char pre[12];
   if (fread(pre, 1, 10, f) != 10 || memcmp(pre, "\x93NUMPY", 6)) {
     em_fail(err, EM_EINPUT, "%s: not a .npy file (bad magic)", path);
-    goto cleanup;
+    return NULL;
   }
   size_t hl;
   if (pre[6] == 1) hl = (size_t)pre[8] | (size_t)pre[9] << 8;
   else if (pre[6] == 2 || pre[6] == 3) {
     if (fread(pre + 10, 1, 2, f) != 2) {
       em_fail(err, EM_EINPUT, "%s: truncated header", path);
-      goto cleanup;
+      return NULL;
     }
     hl = (size_t)pre[8] | (size_t)pre[9] << 8 | (size_t)pre[10] << 16 | (size_t)pre[11] << 24;
   } else {
     em_fail(err, EM_EINPUT, "%s: unsupported .npy version %d.%d", path, pre[6], pre[7]);
-    goto cleanup;
+    return NULL;
   }
   if (hl > 1 << 20) {
     em_fail(err, EM_EINPUT, "%s: header of %zu bytes is implausible", path, hl);
-    goto cleanup;
+    return NULL;
   }
-  header = em_alloc(hl + 1);
+  char *header = em_alloc(hl + 1);
   if (fread(header, 1, hl, f) != hl) {
     em_fail(err, EM_EINPUT, "%s: truncated header", path);
-    goto cleanup;
+    free(header);
+    return NULL;
   }
   header[hl] = 0;
+  return header;
+}
 
+/* The shape in header ("(2, 3)", "(4,)", "()") into shape[*rank]; 0, or -1 and err. */
+static int npy_parse_shape(const char *header, const char *path, int64_t *shape, int *rank, char *err) {
+  const char *p = npy_key(header, "shape");
+  if (!p || *p != '(') return em_fail(err, EM_EINPUT, "%s: header has no 'shape'", path), -1;
+  p++;
+  *rank = 0;
+  for (;;) {
+    while (*p == ' ' || *p == ',') p++;
+    if (*p == ')') return 0;
+    char *end;
+    long long v = strtoll(p, &end, 10);
+    if (end == p || v < 0) return em_fail(err, EM_EINPUT, "%s: malformed shape in header", path), -1;
+    if (*rank == EM_TENSOR_MAX_RANK) return em_fail(err, EM_EINPUT, "%s: rank is over %d", path, EM_TENSOR_MAX_RANK), -1;
+    shape[(*rank)++] = v;
+    p = end;
+    while (*p == 'L') p++;
+  }
+}
+
+/* header's element type (its index in npy_known), C order and shape; the index, or -1 and err. */
+static int npy_parse_header(const char *header, const char *path, int64_t *shape, int *rank, char *err) {
   const char *p = npy_key(header, "descr");
   char descr[16] = {0};
-  if (!p || (*p != '\'' && *p != '"')) {
-    em_fail(err, EM_EINPUT, "%s: header has no 'descr'", path);
-    goto cleanup;
-  }
-  {
-    char q = *p++;
-    int n = 0;
-    while (*p && *p != q && n < 15) descr[n++] = *p++;
-  }
-  static const struct {
-    const char *d;
-    int bytes, kind; /* kind: 0 float, 1 int, 2 bool */
-  } known[] = {{"<f2", 2, 0}, {"<f4", 4, 0}, {"<f8", 8, 0}, {"<i4", 4, 1}, {"<i8", 8, 1}, {"|b1", 1, 2}};
+  if (!p || (*p != '\'' && *p != '"')) return em_fail(err, EM_EINPUT, "%s: header has no 'descr'", path), -1;
+  char q = *p++;
+  for (int n = 0; *p && *p != q && n < 15;) descr[n++] = *p++;
   int k = -1;
-  for (int i = 0; i < (int)(sizeof known / sizeof known[0]); i++)
-    if (!strcmp(descr, known[i].d)) k = i;
+  for (int i = 0; i < (int)(sizeof npy_known / sizeof npy_known[0]); i++)
+    if (!strcmp(descr, npy_known[i].d)) k = i;
   if (k < 0) {
     em_fail(err, EM_EINPUT, "%s: numpy dtype '%s' is not supported (use <f2, <f4, <f8, <i4, <i8 or |b1)", path, descr);
-    goto cleanup;
+    return -1;
   }
   p = npy_key(header, "fortran_order");
   if (!p || strncmp(p, "False", 5)) {
     em_fail(err, EM_EINPUT, "%s: only C-order arrays are supported (save with np.ascontiguousarray)", path);
-    goto cleanup;
+    return -1;
   }
-  p = npy_key(header, "shape");
-  if (!p || *p != '(') {
-    em_fail(err, EM_EINPUT, "%s: header has no 'shape'", path);
-    goto cleanup;
+  return npy_parse_shape(header, path, shape, rank, err) ? -1 : k;
+}
+
+/* The data must be there before anything its shape asks for is allocated: 0 when f holds at least the shape's
+ * elements of es bytes after its position, else -1 and err. */
+static int npy_check_length(FILE *f, const char *path, const int64_t *shape, int rank, size_t es, char *err) {
+  int64_t want = 1, have;
+  long here = ftell(f);
+  for (int i = 0; i < rank; i++)
+    if (__builtin_mul_overflow(want, shape[i], &want)) want = INT64_MAX;
+  if (__builtin_mul_overflow(want, (int64_t)es, &want)) want = INT64_MAX;
+  if (here >= 0 && fseek(f, 0, SEEK_END) == 0 && (have = ftell(f)) >= 0 && fseek(f, here, SEEK_SET) == 0 &&
+      have - here < want) {
+    em_fail(err, EM_EINPUT, "%s: data is shorter than its shape needs (%lld bytes for %lld)", path, (long long)(have - here),
+            (long long)want);
+    return -1;
   }
-  p++;
+  return 0;
+}
+
+/* One element of type npy_known[k] at q as a double. */
+static double npy_elem(const unsigned char *q, int k) {
+  switch (k) {
+  case 0: {
+    uint16_t h;
+    memcpy(&h, q, 2);
+    return em_f16_bits_to_f32(h);
+  }
+  case 1: {
+    float x;
+    memcpy(&x, q, 4);
+    return x;
+  }
+  case 2: {
+    double v;
+    memcpy(&v, q, 8);
+    return v;
+  }
+  case 3: {
+    int32_t x;
+    memcpy(&x, q, 4);
+    return x;
+  }
+  case 4: {
+    int64_t x;
+    memcpy(&x, q, 8);
+    return (double)x;
+  }
+  default: return *q != 0;
+  }
+}
+
+em_tensor *em_tensor_load_npy(const char *path, em_dtype dt, char *err) {
+  char *header = NULL;
+  unsigned char *buf = NULL;
+  em_tensor *t = NULL;
   int64_t shape[EM_TENSOR_MAX_RANK];
-  int rank = 0;
-  for (;;) {
-    while (*p == ' ' || *p == ',') p++;
-    if (*p == ')') break;
-    char *end;
-    long long v = strtoll(p, &end, 10);
-    if (end == p || v < 0) {
-      em_fail(err, EM_EINPUT, "%s: malformed shape in header", path);
-      goto cleanup;
-    }
-    if (rank == EM_TENSOR_MAX_RANK) {
-      em_fail(err, EM_EINPUT, "%s: rank is over %d", path, EM_TENSOR_MAX_RANK);
-      goto cleanup;
-    }
-    shape[rank++] = v;
-    p = end;
-    while (*p == 'L') p++;
+  int rank = 0, k;
+  FILE *f = fopen(path, "rb");
+  if (!f) {
+    em_fail(err, EM_ERUN, "%s: cannot open", path);
+    return NULL;
   }
-  /* the data must be there before anything its shape asks for is allocated */
-  size_t es = (size_t)known[k].bytes;
-  {
-    int64_t want = 1, have;
-    long here = ftell(f);
-    for (int i = 0; i < rank; i++)
-      if (__builtin_mul_overflow(want, shape[i], &want)) want = INT64_MAX;
-    if (__builtin_mul_overflow(want, (int64_t)es, &want)) want = INT64_MAX;
-    if (here >= 0 && fseek(f, 0, SEEK_END) == 0 && (have = ftell(f)) >= 0 && fseek(f, here, SEEK_SET) == 0 &&
-        have - here < want) {
-      em_fail(err, EM_EINPUT, "%s: data is shorter than its shape needs (%lld bytes for %lld)", path,
-              (long long)(have - here), (long long)want);
-      goto cleanup;
-    }
-  }
+  header = npy_read_header(f, path, err);
+  if (!header || (k = npy_parse_header(header, path, shape, &rank, err)) < 0) goto cleanup;
+  size_t es = (size_t)npy_known[k].bytes;
+  if (npy_check_length(f, path, shape, rank, es, err)) goto cleanup;
   t = em_tensor_new(dt, rank, shape, err);
   if (!t) {
     char e2[EM_ERR_MAX];
@@ -493,53 +533,16 @@ em_tensor *em_tensor_load_npy(const char *path, em_dtype dt, char *err) {
     goto cleanup;
   }
   buf = em_tensor_alloc_bytes((int64_t)((size_t)t->numel * es), path, err);
-  if (!buf) {
-    em_tensor_free(t);
-    t = NULL;
+  if (buf && fread(buf, es, (size_t)t->numel, f) != (size_t)t->numel)
+    em_fail(err, EM_EINPUT, "%s: data is shorter than its shape needs (%lld elements of %zu bytes)", path, (long long)t->numel, es);
+  else if (buf) {
+    for (int64_t i = 0; i < t->numel; i++) em_t_set(t, i, npy_elem(buf + (size_t)i * es, k));
     goto cleanup;
   }
-  if (fread(buf, es, (size_t)t->numel, f) != (size_t)t->numel) {
-    em_fail(err, EM_EINPUT, "%s: data is shorter than its shape needs (%lld elements of %zu bytes)", path,
-            (long long)t->numel, es);
-    em_tensor_free(t);
-    t = NULL;
-    goto cleanup;
-  }
-  for (int64_t i = 0; i < t->numel; i++) {
-    const unsigned char *q = buf + (size_t)i * es;
-    double v = 0;
-    switch (k) {
-    case 0: {
-      uint16_t h;
-      memcpy(&h, q, 2);
-      v = em_f16_bits_to_f32(h);
-      break;
-    }
-    case 1: {
-      float x;
-      memcpy(&x, q, 4);
-      v = x;
-      break;
-    }
-    case 2: memcpy(&v, q, 8); break;
-    case 3: {
-      int32_t x;
-      memcpy(&x, q, 4);
-      v = x;
-      break;
-    }
-    case 4: {
-      int64_t x;
-      memcpy(&x, q, 8);
-      v = (double)x;
-      break;
-    }
-    case 5: v = *q != 0; break;
-    }
-    em_t_set(t, i, v);
-  }
+  em_tensor_free(t);
+  t = NULL;
 cleanup:
-  if (f) fclose(f);
+  fclose(f);
   free(header);
   free(buf);
   return t;
