@@ -733,11 +733,16 @@ int ex_aligned_outputs(ectx *c, int *which) {
 /* The one output's linear index at domain index ix of value v (aligned as ex_write_aligned does), its value text in
  * *val and its position in *pos; NULL when the kernel has more than one output or v's index does not reach it
  * (the caller then writes through ex_write_aligned). Lines the index needs are emitted here. */
-const char *ex_output_index(ectx *c, int v, ivec ix, const char **val, int *pos) {
-  if (c->g->outputs.n != 1) return NULL;
+/* Value v indexed by ix, and every value that index reaches through views and same-index pointwise ops. */
+static void align_from(ectx *c, int v, ivec ix) {
   c->al[v] = ix;
   c->bij[v] = 1;
   ex_align(c);
+}
+
+const char *ex_output_index(ectx *c, int v, ivec ix, const char **val, int *pos) {
+  if (c->g->outputs.n != 1) return NULL;
+  align_from(c, v, ix);
   int o = c->g->outputs.v[0];
   if (!c->bij[o]) return NULL;
   *val = ex_val(c, o, &c->al[o]);
@@ -746,9 +751,7 @@ const char *ex_output_index(ectx *c, int v, ivec ix, const char **val, int *pos)
 }
 
 void ex_write_aligned(ectx *c, int v, ivec ix, const char *what) {
-  c->al[v] = ix;
-  c->bij[v] = 1;
-  ex_align(c);
+  align_from(c, v, ix);
   int which[EX_MAX_OUTS] = {0}, n = ex_aligned_outputs(c, which);
   if (n != c->g->outputs.n) ex_fail(c, "%s", what);
   ex_write_outputs(c, which, n);
