@@ -739,10 +739,10 @@ static int ctr_roles(ectx *c, ex_ctr *k, em_launch *L) {
   int WS = k->WS = EX_KNOB(c, PRODUCER);
   if (WS) {
     const char *sm = em_graph_get_meta(c->g, "stage");
-    if (WS != 1 || !tma || !wgt || wgw != 1 || stages < 2 || SK != 1 || (CL != 1 && !persist) || (sm && atoi(sm) > 0) ||
-        k->threads + 128 > 1024) {
-      ex_fail(c, "PRODUCER=1: a producer warpgroup feeds wgmma consumers (TMA=1, WGMMA=1, WG_WAIT=1, STAGES >= 2, SPLIT_K=1, "
-                 "CLUSTER=1, no staged epilogue)");
+    if (WS != 1 || !tma || !wgt || wgw != 1 || stages < 2 || (SK != 1 && !(persist && SK == 2)) || (CL != 1 && !persist) ||
+        (sm && atoi(sm) > 0) || k->threads + 128 > 1024) {
+      ex_fail(c, "PRODUCER=1: a producer warpgroup feeds wgmma consumers (TMA=1, WGMMA=1, WG_WAIT=1, STAGES >= 2, SPLIT_K=1 "
+                 "(2 with PERSIST=1), CLUSTER=1, no staged epilogue)");
       return 1;
     }
     L->block[0] = k->threads + 128;

@@ -48,10 +48,20 @@ static void ws_tile_count(ectx *c, const ex_ctr *k, int cl) {
   if (cl == 2) ex_line(c, "const int em_tp = (em_tm + 1) / 2, em_pairs = em_tp * em_tn;");
 }
 
-/* This CTA's tile loop: every gridDim.x-th tile, or (CLUSTER=2) every (gridDim.x / 2)-th pair of its cluster. */
-static void ws_tile_loop(ectx *c, int cl) {
+/* This CTA's tile loop: every gridDim.x-th tile, (CLUSTER=2) every (gridDim.x / 2)-th pair of its cluster, or
+ * (SPLIT_K=2) every (gridDim.x / 2)-th tile, the cluster's two CTAs on its two K halves. */
+static void ws_tile_loop(ectx *c, int cl, int sk) {
   if (cl == 2) ex_line(c, "for (int em_t = blockIdx.x / 2; em_t < em_pairs; em_t += gridDim.x / 2) {");
+  else if (sk == 2) ex_line(c, "for (int em_t = blockIdx.x / 2; em_t < em_tiles; em_t += gridDim.x / 2) {");
   else ex_line(c, "for (int em_t = blockIdx.x; em_t < em_tiles; em_t += gridDim.x) {");
+}
+
+/* SPLIT_K=2: this CTA's K tiles of the tile, kt0.. (nkc of them): rank 0 the first half (rounded up), rank 1 the
+ * rest. Returns the loop bound's name. */
+static const char *ws_k_range(ectx *c, int sk) {
+  if (sk != 2) return "nk";
+  ex_line(c, "const int em_kh = (nk + 1) / 2, kt0 = (int)em_cr * em_kh, nkc = max(0, min(nk, kt0 + em_kh) - kt0);");
+  return "nkc";
 }
 
 static void ws_tile_coords(ectx *c, const ex_ctr *k, int raster, int cl) {
@@ -81,7 +91,7 @@ static void ws_cluster_load(ectx *c, const ex_ctr *k, int stages) {
 
 /* The producer: every k-slice of every tile of this CTA, each once its stage's previous use is released (the
  * empty barrier's phase of use it/S - 1; the first pass waits on the phase before the first, which is complete). */
-static void ws_producer(ectx *c, const ex_ctr *k, int stages, int raster, int cw, int cl, int sp) {
+static void ws_producer(ectx *c, const ex_ctr *k, int stages, int raster, int cw, int cl, int sk, int sp) {
   ex_line(c, "if (wid >= %d) {", cw);
   c->indent++;
   ex_line(c, "asm volatile(\"setmaxnreg.dec.sync.aligned.u32 %d;\");", WS_PRODUCER_REGS);
@@ -90,17 +100,18 @@ static void ws_producer(ectx *c, const ex_ctr *k, int stages, int raster, int cw
   ex_line(c, "int em_it = 0;");
   ws_stamp(c, sp, "unsigned em_sw = 0, em_si = 0; /* STAMP: empty-barrier waits, load issue */");
   ws_stamp(c, sp, "const unsigned em_s0 = em_clock();");
-  ws_tile_loop(c, cl);
+  ws_tile_loop(c, cl, sk);
   c->indent++;
   ws_tile_coords(c, k, raster, cl);
+  const char *nkv = ws_k_range(c, sk);
   if (cl == 2) ws_cluster_load(c, k, stages);
   else ex_ctr_tma_load(c, k, stages, 1, 1, "kt");
-  ex_line(c, "for (int kt = 0; kt < nk; kt++, em_it++) {");
+  ex_line(c, "for (int kt = 0; kt < %s; kt++, em_it++) {", nkv);
   ex_line(c, "  const int st = em_it %% %d;", stages);
   ws_stamp(c, sp, "  const unsigned em_c0 = em_clock();");
   ex_line(c, "  em_mbar_wait(&em_empty[st], ((unsigned)(em_it / %d) & 1u) ^ 1u);", stages);
   ws_stamp(c, sp, "  const unsigned em_c1 = em_clock();");
-  ex_line(c, "  em_load(st, kt);");
+  ex_line(c, sk == 2 ? "  em_load(st, kt0 + kt);" : "  em_load(st, kt);");
   ws_stamp(c, sp, "  em_sw += em_c1 - em_c0, em_si += em_clock() - em_c1;");
   ex_line(c, "}");
   c->indent--;
@@ -114,7 +125,7 @@ static void ws_producer(ectx *c, const ex_ctr *k, int stages, int raster, int cw
   }
   c->indent--;
   ex_line(c, "}");
-  if (cl == 2) {
+  if (cl == 2 || sk == 2) {
     /* (no return: every thread of both CTAs meets at the closing cluster barrier) */
     c->indent--;
     ex_line(c, "} else {");
@@ -287,11 +298,58 @@ static void ws_staged_outputs(ectx *c, const ex_ctr *k) {
   ex_write_outputs(c, which, n);
 }
 
+/* SPLIT_K=2's hand-over, after both CTAs' K halves retired: rank 1 waits until rank 0 has read its last
+ * partials (em_rempty, in rank 1), writes this tile's accumulators into rank 0's buffer em_rb (float4 j of
+ * consumer thread t at (j * threads + t) * 16: each store a warp's 512 contiguous bytes) and arrives on rank 0's
+ * em_rfull; rank 0 waits for them, adds them to its own (rank 0's half + rank 1's: the same sum every run),
+ * releases the buffer and goes on to the epilogue (emitted by the caller inside the else this opens). A rank
+ * with no K tiles (nk == 1) hands over zeros. */
+static void ws_split_handover(ectx *c, const ex_ctr *k, int cw) {
+  int threads = 32 * cw, nst = k->dual ? 2 : 1;
+  ex_line(c, "if (nkc == 0) {");
+  ex_line(c, "  #pragma unroll");
+  ex_line(c, "  for (int j = 0; j < %d; j++) {", k->FN);
+  for (int s = 0; s < nst; s++)
+    ex_line(c, "    %s[0][j][0] = %s[0][j][1] = %s[0][j][2] = %s[0][j][3] = 0.0f;", s ? "acc2" : "acc", s ? "acc2" : "acc",
+            s ? "acc2" : "acc", s ? "acc2" : "acc");
+  ex_line(c, "  }");
+  ex_line(c, "}");
+  ex_line(c, "if (em_cr != 0) {");
+  c->indent++;
+  ex_line(c, "em_mbar_wait_acquire(&em_rempty, (em_n & 1u) ^ 1u);");
+  ex_line(c, "const unsigned em_ra = em_mapa(em_rb, 0u) + (unsigned)tid * 16u;");
+  ex_line(c, "#pragma unroll");
+  ex_line(c, "for (int j = 0; j < %d; j++) {", k->FN);
+  for (int s = 0; s < nst; s++) {
+    const char *a = s ? "acc2" : "acc";
+    ex_line(c, "  em_st_cluster4(em_ra + (unsigned)(j + %d) * %du, %s[0][j][0], %s[0][j][1], %s[0][j][2], %s[0][j][3]);", s * k->FN,
+            threads * 16, a, a, a, a);
+  }
+  ex_line(c, "}");
+  ex_line(c, "em_mbar_arrive_release(&em_rfull, 0u);");
+  c->indent--;
+  ex_line(c, "} else {");
+  c->indent++;
+  ex_line(c, "em_mbar_wait_acquire(&em_rfull, em_n & 1u);");
+  ex_line(c, "const float4 *const em_rv = reinterpret_cast<const float4 *>(em_dsm + (em_rb - em_smem(em_dsm))) + tid;");
+  ex_line(c, "#pragma unroll");
+  ex_line(c, "for (int j = 0; j < %d; j++) {", k->FN);
+  for (int s = 0; s < nst; s++) {
+    const char *a = s ? "acc2" : "acc";
+    ex_line(c, "  const float4 em_x%d = em_rv[(j + %d) * %d];", s, s * k->FN, threads);
+    ex_line(c, "  %s[0][j][0] += em_x%d.x, %s[0][j][1] += em_x%d.y, %s[0][j][2] += em_x%d.z, %s[0][j][3] += em_x%d.w;", a, s, a, s, a, s,
+            a, s);
+  }
+  ex_line(c, "}");
+  ex_line(c, "em_mbar_arrive_release(&em_rempty, 1u);");
+}
+
 /* The consumers: per tile, every k-slice's wgmma group on its full stage with one group in flight (the stage of
  * the step before is released once wait_group 1 retired it), then the last release and the epilogue. The first
  * k-slice's wgmma starts the accumulators at zero (scale-d = (kt | kk) != 0), so no tile clears them. tmo: the
  * output's tensor map (EPI_SMEM=4); sp: STAMP=1. */
-static void ws_consumers(ectx *c, const ex_ctr *k, em_launch *L, int stages, int raster, int staged, int cl, int tmo, int sp) {
+static void ws_consumers(ectx *c, const ex_ctr *k, em_launch *L, int stages, int raster, int staged, int cl, int sk, int tmo,
+                         int sp) {
   long long abytes = 128LL * k->BM, bbytes = 128LL * k->BN;
   ex_line(c, "asm volatile(\"setmaxnreg.inc.sync.aligned.u32 %d;\");", WS_CONSUMER_REGS);
   ex_line(c, "const int wm = wid, wn = 0;");
@@ -300,11 +358,13 @@ static void ws_consumers(ectx *c, const ex_ctr *k, em_launch *L, int stages, int
   ex_line(c, "int em_it = 0;");
   ws_stamp(c, sp, "unsigned em_sn = 0, em_sw = 0, em_sm = 0, em_sr = 0, em_stl = 0, em_se = 0; /* STAMP: see WS_STAMP_FIELDS */");
   ws_stamp(c, sp, "const unsigned em_s0 = em_clock();");
-  ws_tile_loop(c, cl);
+  if (sk == 2) ex_line(c, "unsigned em_n = 0; /* SPLIT_K=2: the tiles handed over, the parity of em_rfull / em_rempty */");
+  ws_tile_loop(c, cl, sk);
   c->indent++;
   ws_tile_coords(c, k, raster, cl);
+  const char *nkv = ws_k_range(c, sk);
   ws_stamp(c, sp, "em_sn++;");
-  ex_line(c, "for (int kt = 0; kt < nk; kt++, em_it++) {");
+  ex_line(c, "for (int kt = 0; kt < %s; kt++, em_it++) {", nkv);
   c->indent++;
   ex_line(c, "const int st = em_it %% %d;", stages);
   ws_stamp(c, sp, "const unsigned em_c0 = em_clock();");
@@ -322,11 +382,19 @@ static void ws_consumers(ectx *c, const ex_ctr *k, em_launch *L, int stages, int
   ex_line(c, "}");
   ws_stamp(c, sp, "const unsigned em_c3 = em_clock();");
   ex_line(c, "em_wg_wait0();");
-  ws_release(c, "nk >= 1 && ", "em_it - 1", stages, cl);
+  ws_release(c, sk == 2 ? "nkc >= 1 && " : "nk >= 1 && ", "em_it - 1", stages, cl);
   ws_stamp(c, sp, "const unsigned em_c4 = em_clock();");
+  if (sk == 2) ws_split_handover(c, k, k->BM / 16);
+  ex_ctr k1 = *k;
+  k1.SK = 1; /* (the hand-over above is the split's whole reduction) */
   if (staged == 3 || staged == 4) ws_epilogue_halves(c, k, k->BM / 16, staged, tmo);
   else if (staged) ws_epilogue(c, k, k->BM / 16, staged);
-  else ex_ctr_epilogue(c, k, L); /* each thread's fragments, in place */
+  else ex_ctr_epilogue(c, &k1, L); /* each thread's fragments, in place */
+  if (sk == 2) {
+    c->indent--;
+    ex_line(c, "}");
+    ex_line(c, "em_n++;");
+  }
   ws_stamp(c, sp, "em_stl += em_c4 - em_c3, em_se += em_clock() - em_c4;");
   c->indent--;
   ex_line(c, "}");
@@ -397,13 +465,14 @@ static int ws_has_prologue(ectx *c, const ex_ctr *k) {
 void ex_k_contraction_ws(ectx *c, const ex_ctr *k, em_launch *L) {
   int stages = EX_KNOB(c, STAGES), raster = EX_KNOB(c, RASTER);
   int cw = k->BM / 16; /* consumer warps: a warpgroup per 64 rows */
-  int staged = EX_KNOB(c, EPI_SMEM), cl = EX_KNOB(c, CLUSTER), sp = EX_KNOB(c, STAMP);
+  int staged = EX_KNOB(c, EPI_SMEM), cl = EX_KNOB(c, CLUSTER), sp = EX_KNOB(c, STAMP), sk = k->SK;
   const char *sm = em_graph_get_meta(c->g, "stage");
-  if (!k->tma || k->concat || (k->BM != 64 && k->BM != 128) || k->WM != k->BM / 16 || k->WN != 1 || k->SK != 1 || stages < 2 ||
+  if (!k->tma || k->concat || (k->BM != 64 && k->BM != 128) || k->WM != k->BM / 16 || k->WN != 1 ||
+      (sk != 1 && !(sk == 2 && cl == 1)) || stages < 2 ||
       (sm && atoi(sm) > 0) || (cl != 1 && cl != 2) || EX_KNOB(c, PRODUCER) != 1 ||
       EX_KNOB(c, WG_WAIT) != 1 || (staged < 0 || staged > 4) || ws_has_prologue(c, k)) {
     ex_fail(c, "PERSIST=1: a persistent producer/consumer pipeline (TMA=1, WGMMA=1, WG_WAIT=1, PRODUCER=1, BM 64 or "
-               "128, STAGES >= 2, SPLIT_K=1, CLUSTER 1 or 2, EPI_SMEM 0..4, one linear or a dual pair, no prologue and no "
+               "128, STAGES >= 2, SPLIT_K 1 or 2 (2: CLUSTER=1), CLUSTER 1 or 2, EPI_SMEM 0..4, one linear or a dual pair, no prologue and no "
                "head-local epilogue)");
     return;
   }
@@ -422,7 +491,9 @@ void ex_k_contraction_ws(ectx *c, const ex_ctr *k, em_launch *L) {
     return;
   }
   L->block[0] = 32 * cw + 128;
-  L->persistent = cl; /* (the launcher's cap keeps the grid a multiple of the cluster) */
+  /* (the launcher's cap keeps the grid a multiple of the cluster) */
+  L->persistent = cl == 2 || sk == 2 ? 2 : 1;
+  L->scratch_per_tile = 0; /* (SPLIT_K=2 reduces in shared memory, not in the launch scratch of the other tiers) */
   const char *ntext = em_dim_format(&c->g->syms, &k->os->d[k->r - 1], (char[128]){0}, 128);
   if (cl == 2) {
     /* pairs of tile rows, two CTAs a pair; B's tensor map loads half a tile (each CTA its half, multicast) */
@@ -430,7 +501,8 @@ void ex_k_contraction_ws(ectx *c, const ex_ctr *k, em_launch *L) {
     L->tmaps[0].box[1] = k->BM;
     for (int b = 1; b <= (k->dual ? 2 : 1); b++) L->tmaps[b].box[1] = k->BN / 2;
   } else {
-    snprintf(L->grid[0], sizeof L->grid[0], "cdiv(%s,%d)*cdiv(%s,%d)", ex_numel_text(c, &k->mdims), k->BM, ntext, k->BN);
+    snprintf(L->grid[0], sizeof L->grid[0], "cdiv(%s,%d)*cdiv(%s,%d)%s", ex_numel_text(c, &k->mdims), k->BM, ntext, k->BN,
+             sk == 2 ? "*2" : "");
   }
   snprintf(L->grid[1], sizeof L->grid[1], "1");
   snprintf(L->grid[2], sizeof L->grid[2], "1");
@@ -454,6 +526,13 @@ void ex_k_contraction_ws(ectx *c, const ex_ctr *k, em_launch *L) {
   ex_line(c, "const unsigned em_sb = (em_smem(em_dsm) + 1023u) & ~1023u;");
   long long ring = (long long)stages * 128 * (k->BM + k->BN * (k->dual ? 2 : 1));
   L->smem = 1024 + ring + ws_staging(c, k, ring, staged);
+  if (sk == 2) {
+    /* rank 1's partial accumulators, in rank 0 (f32, BM x BN an accumulator) */
+    ex_use_prelude(c, ex_SPLIT_PRELUDE);
+    ex_line(c, "__shared__ __align__(8) unsigned long long em_rfull, em_rempty;");
+    ex_line(c, "const unsigned em_rb = em_sb + %lldu;", (long long)L->smem - 1024);
+    L->smem += 4LL * k->BM * k->BN * (k->dual ? 2 : 1);
+  }
   if (sp)
     ex_line(c, "unsigned *const em_st = reinterpret_cast<unsigned *>(em_scratch) + blockIdx.x * %d; /* STAMP: this CTA's record */",
             WS_STAMP_FIELDS * WS_STAMP_ROLES);
@@ -464,18 +543,19 @@ void ex_k_contraction_ws(ectx *c, const ex_ctr *k, em_launch *L) {
   ex_line(c, "const int tid = threadIdx.x, lane = tid & 31, wid = tid >> 5;");
   ex_line(c, "const int nk = (int)((K + 63) / 64);");
   ws_tile_count(c, k, cl);
-  if (cl == 2) ex_line(c, "const unsigned em_cr = em_cluster_rank();");
+  if (cl == 2 || sk == 2) ex_line(c, "const unsigned em_cr = em_cluster_rank();");
   ex_line(c, "if (tid == 0) {");
   ex_line(c, "  for (int s = 0; s < %d; s++) em_mbar_init(&em_bar[s], 1);", stages);
   /* the empty barriers' arrivals: each consumer warp (of both CTAs: CLUSTER=2) */
   ex_line(c, "  for (int s = 0; s < %d; s++) em_mbar_init(&em_empty[s], %d);", stages, cw * cl);
+  if (sk == 2) ex_line(c, "  em_mbar_init(&em_rfull, %d), em_mbar_init(&em_rempty, %d);", 32 * cw, 32 * cw);
   ex_line(c, "  em_mbar_fence_init();");
   ex_line(c, "}");
   /* (a cluster: the peer's multicasts and arrivals may only reach barriers that are initialised) */
-  ex_line(c, cl == 2 ? "em_cluster_sync();" : "__syncthreads();");
-  ws_producer(c, k, stages, raster, cw, cl, sp);
-  ws_consumers(c, k, L, stages, raster, staged, cl, tmo, sp);
-  if (cl == 2) {
+  ex_line(c, cl == 2 || sk == 2 ? "em_cluster_sync();" : "__syncthreads();");
+  ws_producer(c, k, stages, raster, cw, cl, sk, sp);
+  ws_consumers(c, k, L, stages, raster, staged, cl, sk, tmo, sp);
+  if (cl == 2 || sk == 2) {
     c->indent--;
     ex_line(c, "}");
     ex_line(c, "em_cluster_sync(); /* no multicast or arrival may reach a CTA that has left */");

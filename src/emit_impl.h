@@ -177,5 +177,6 @@ extern const char ex_TMA_PRELUDE[];
 extern const char ex_CLUSTER_PRELUDE[];
 extern const char ex_STAMP_PRELUDE[];
 extern const char ex_TMA_STORE_PRELUDE[];
+extern const char ex_SPLIT_PRELUDE[];
 
 #endif

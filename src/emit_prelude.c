@@ -147,3 +147,29 @@ const char ex_TMA_STORE_PRELUDE[] =
     "static __device__ __forceinline__ void em_bulk_wait0() { asm volatile(\"cp.async.bulk.wait_group 0;\" ::: \"memory\"); }\n"
     "/* this thread's shared-memory writes are visible to the async proxy (a bulk store issued after a barrier) */\n"
     "static __device__ __forceinline__ void em_fence_async_smem() { asm volatile(\"fence.proxy.async.shared::cta;\" ::: \"memory\"); }\n";
+
+/* SPLIT_K=2 with PERSIST=1 (the two CTAs of a cluster take the K halves of one tile; rank 1 hands its partial
+ * accumulators to rank 0 through distributed shared memory): emitted only into kernels that split. */
+const char ex_SPLIT_PRELUDE[] =
+    "/* this CTA's shared address a as the address of the same offset in the cluster's CTA rank */\n"
+    "static __device__ __forceinline__ unsigned em_mapa(unsigned a, unsigned rank) {\n"
+    "  unsigned r;\n"
+    "  asm volatile(\"mapa.shared::cluster.u32 %0, %1, %2;\" : \"=r\"(r) : \"r\"(a), \"r\"(rank));\n"
+    "  return r;\n"
+    "}\n"
+    "static __device__ __forceinline__ void em_st_cluster4(unsigned a, float x, float y, float z, float w) {\n"
+    "  asm volatile(\"st.shared::cluster.v4.f32 [%0], {%1, %2, %3, %4};\" :: \"r\"(a), \"f\"(x), \"f\"(y), \"f\"(z), \"f\"(w) : \"memory\");\n"
+    "}\n"
+    "/* one arrival on the mbarrier at b's offset in CTA rank, releasing this thread's writes to the cluster */\n"
+    "static __device__ __forceinline__ void em_mbar_arrive_release(unsigned long long *b, unsigned rank) {\n"
+    "  asm volatile(\"{ .reg .b32 ra; mapa.shared::cluster.u32 ra, %0, %1; mbarrier.arrive.release.cluster.shared::cluster.b64 _, [ra]; }\"\n"
+    "               :: \"r\"(em_smem(b)), \"r\"(rank) : \"memory\");\n"
+    "}\n"
+    "/* this CTA's mbarrier b completed the phase of parity, acquiring what the arrivals released in the cluster */\n"
+    "static __device__ __forceinline__ void em_mbar_wait_acquire(unsigned long long *b, unsigned parity) {\n"
+    "  unsigned done;\n"
+    "  do {\n"
+    "    asm volatile(\"{ .reg .pred p; mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 p, [%1], %2; selp.b32 %0, 1, 0, p; }\"\n"
+    "                 : \"=r\"(done) : \"r\"(em_smem(b)), \"r\"(parity) : \"memory\");\n"
+    "  } while (!done);\n"
+    "}\n";

@@ -191,6 +191,11 @@ return {
   -- Split-K: SPLIT_K slices of the K tiles on grid z, partial sums in scratch, the last block of each (m, n)
   -- tile adds them in slice order (deterministic) and runs the epilogue. For short sequences, where the
   -- (m, n) tiles alone leave most SMs idle. Written without a GPU run (2026-11-30): offered after SPLIT_K=1.
+  -- With PERSIST=1, SPLIT_K=2 is a 2-CTA cluster on one tile's K halves, rank 1's partials handed to rank 0 through
+  -- distributed shared memory (src/emit_gemm_ws.c). Correct on the H200 and slower than SPLIT_K=1 on every Qwen3
+  -- projection at 512 tokens (bench/gemm.lua, 2026-12-02, docs/performance.md twelfth session: q at 128 x 128 with
+  -- the TMA store 11.1 us against 9.8; its clock marks put the hand-over and the one-sided epilogue at ~3,300 of
+  -- rank 0's 13,900 cycles): offered after SPLIT_K=1, as before.
   { name = "split_k", family = "SPLIT", kinds = { "contraction" }, knobs = { SPLIT_K = 1 },
     gate = function(k, dev)
       if not k.linear then return false, "a batched matmul's grid z is its batch" end

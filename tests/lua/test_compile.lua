@@ -329,7 +329,7 @@ test("PRODUCER=1: a producer warpgroup loads on empty barriers; the consumers on
   local loop = out:match("for %(int kt = 0; kt < nk; kt%+%+%) {%s+const int st.-em_wg_wait0%(%);")
   check(loop and not loop:find("__syncthreads", 1, true) and not loop:find("em_load", 1, true), tostring(loop))
   check(loop and loop:find("em_wg_wait1%(%);%s+if %(kt >= 1 && lane == 0%) asm volatile%(\"mbarrier%.arrive%.shared::cta%.b64"), tostring(loop))
-  refused { "PRODUCER=1,SPLIT_K=2", "PRODUCER=1,WG_WAIT=0", "PRODUCER=1,CLUSTER=2,PERSIST=0" }
+  refused { "PRODUCER=1,SPLIT_K=2,PERSIST=0", "PRODUCER=1,SPLIT_K=4", "PRODUCER=1,WG_WAIT=0", "PRODUCER=1,CLUSTER=2,PERSIST=0" }
   nvrtc_compiles("EMMY_KNOBS=k_linear:PRODUCER=1")
 end)
 
@@ -369,7 +369,7 @@ test("PERSIST=1: a persistent producer/consumer pipeline — setmaxnreg roles, a
     { env = down_pins("PERSIST=1,BM=128,WM=8,BN=128,STAGES=4,EPI_SMEM=1") })
   eq(c3, 0, "exit: " .. e3)
   check(o3:find("cdiv(seq_len,128)*cdiv(1024,128)", 1, true), o3)
-  refused { "PERSIST=1,PRODUCER=0", "PERSIST=1,SPLIT_K=2", "EPI_SMEM=1,PERSIST=0",
+  refused { "PERSIST=1,PRODUCER=0", "PERSIST=1,SPLIT_K=4", "PERSIST=1,SPLIT_K=2,CLUSTER=2", "EPI_SMEM=1,PERSIST=0",
     "PERSIST=1,BM=128,WM=8,BN=256,STAGES=4,EPI_SMEM=1" }
   nvrtc_compiles("EMMY_KNOBS=k_linear:PERSIST=1")
   nvrtc_compiles("EMMY_KNOBS=k_linear:PERSIST=1,k_linear:EPI_SMEM=1")
@@ -470,6 +470,31 @@ test("EPI_SMEM=3, 4: the tile staged in two halves of swizzled 64-column panels 
   eq(la.smem, 1024 + 4 * 128 * (128 + 256) + 128 * 256, "the ring and half the tile")
   nvrtc_compiles("EMMY_KNOBS=k_linear:PERSIST=1,k_linear:EPI_SMEM=3")
   nvrtc_compiles("EMMY_KNOBS=k_linear_7363a2:PERSIST=1,k_linear_7363a2:EPI_SMEM=4")
+end)
+
+test("PERSIST=1, SPLIT_K=2: a cluster pair on one tile's K halves, rank 1's accumulators handed to rank 0 in shared memory", function()
+  local kernels, rules = require "emmy.kernels", require "emmy.rules"
+  local q = qwen_plan("k_linear_7363a2")
+  local src, la = kernels.emit(q, candidate(q, { PERSIST = 1, BM = 128, BN = 128, STAGES = 4, EPI_SMEM = 4, CLUSTER = 1, SPLIT_K = 2 }))
+  check(src, tostring(la))
+  check(src:find("__cluster_dims__(2, 1, 1)", 1, true), "a 2-CTA cluster")
+  check(src:find("for (int em_t = blockIdx.x / 2; em_t < em_tiles; em_t += gridDim.x / 2) {", 1, true), "a tile a cluster")
+  check(src:find("kt0 = (int)em_cr * em_kh", 1, true) and src:find("em_load(st, kt0 + kt);", 1, true), "each rank its K half")
+  check(src:find("em_st_cluster4(em_ra", 1, true) and src:find("em_mbar_wait_acquire(&em_rfull, em_n & 1u);", 1, true),
+    "rank 1 stores into rank 0's buffer, rank 0 waits for it")
+  eq(la.persistent, 2, "the launcher keeps whole clusters")
+  eq(la.smem, 1024 + 4 * 128 * (128 + 128) + 128 * 128 + 4 * 128 * 128, "the ring, half the tile, rank 1's f32 partials")
+  eq(la.scratch_per_tile or 0, 0, "no launch scratch (the other tiers' split-K reduces in global memory)")
+  -- SPLIT_K=2 pairs CTAs itself: not with CLUSTER=2 (the emitter and the resource check agree)
+  local src2, why = kernels.emit(q, candidate(q, { PERSIST = 1, BM = 128, BN = 128, CLUSTER = 1, SPLIT_K = 1 }, { SPLIT_K = 2, CLUSTER = 2 }))
+  check(not src2 and why:find("SPLIT_K 1 or 2 (2: CLUSTER=1)", 1, true), tostring(why))
+  local dev = kernels.deploy_device()
+  local c = { MMA = 1, TMA = 1, ASYNC = 1, WGMMA = 1, WG_WAIT = 1, PERSIST = 1, PRODUCER = 1, BM = 128, BN = 128, BK = 64, WM = 8,
+    WN = 1, STAGES = 4, PAD_SMEM = 0, EPI_SMEM = 4, SPLIT_K = 2, CLUSTER = 2 }
+  check(not rules.resource_check({ kind = "contraction", tma_store = true }, c, dev), "SPLIT_K=2 with CLUSTER=2 refused")
+  c.CLUSTER = 1
+  check(rules.resource_check({ kind = "contraction", tma_store = true }, c, dev), "SPLIT_K=2 with CLUSTER=1 fits")
+  nvrtc_compiles("EMMY_KNOBS=k_linear:PERSIST=1,k_linear:SPLIT_K=2")
 end)
 
 test("STAMP=1: clock marks in both roles summed into a per-CTA record in the launch scratch; none at STAMP=0", function()
