@@ -678,6 +678,16 @@ void ex_write_outputs(ectx *c, const int *which, int nwhich) {
     int o = c->g->outputs.v[j];
     const em_value *x = ex_V(c, o);
     const char *v = ex_val(c, o, &c->al[o]);
+    if (c->cap) {
+      if (c->cap->n == EX_MAX_OUTS) {
+        ex_fail(c, "more than %d stores recorded", EX_MAX_OUTS);
+        return;
+      }
+      c->cap->pos[c->cap->n] = j;
+      c->cap->ix[c->cap->n] = ex_linearize(c, &c->al[o], &x->shape);
+      c->cap->val[c->cap->n++] = ex_store_conv(c, x->dtype, v);
+      continue;
+    }
     ex_line(c, "out%d[%s] = %s;", j, ex_linearize(c, &c->al[o], &x->shape), ex_store_conv(c, x->dtype, v));
   }
 }

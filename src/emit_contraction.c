@@ -1077,6 +1077,89 @@ static int ctr_stage_tile(ectx *c, const ex_ctr *k, em_launch *L) {
 
 /* Every accumulator element (m, n) of this thread (acc[i][j][q] in mma.sync's C-fragment order; acc[i][j] on the
  * scalar tier) through the fused ops to the outputs. */
+/* One element of an accumulator pair (e = 0: column n, 1: n + 1): the anchors' values (em_r/em_r2, em_s/em_s2),
+ * aligned at the domain index, every aligned output's store recorded in cap. Returns the outputs recorded. */
+static int ctr_pair_element(ectx *c, const ex_ctr *k, const ivec *mi, int e, ex_cap *cap) {
+  const char *nv = e ? "n1" : "n", *acc[2] = {e ? "acc[i][j][q + 1]" : "acc[i][j][q]", e ? "acc2[i][j][q + 1]" : "acc2[i][j][q]"};
+  const char *vars[2] = {e ? "em_s" : "em_r", e ? "em_s2" : "em_r2"};
+  int na = k->dual ? 2 : 1;
+  for (int s = 0; s < na; s++)
+    ex_line(c, "const %s %s = %s;", ex_ctype(ex_V(c, k->sib[s])->dtype), vars[s], ex_ctr_result(c, k->sib[s], acc[s], nv));
+  c->anchor = k->sib[0];
+  c->anchor_var = vars[0];
+  if (k->dual) {
+    c->xanchor = k->sib[1];
+    c->xanchor_var = vars[1];
+  }
+  ivec di = {k->r};
+  for (int i = 0; i < k->bdims.rank; i++) di.e[i] = k->bz.e[i];
+  for (int i = 0; i < k->mdims.rank; i++) di.e[k->bdims.rank + i] = mi->e[i];
+  di.e[k->r - 1] = nv;
+  ex_reset_alignment(c);
+  for (int s = 0; s < na; s++) {
+    c->al[k->sib[s]] = di;
+    c->bij[k->sib[s]] = 1;
+  }
+  ex_align(c);
+  int which[EX_MAX_OUTS] = {0}, n = ex_aligned_outputs(c, which);
+  c->cap = cap;
+  ex_write_outputs(c, which, n);
+  c->cap = NULL;
+  return n;
+}
+
+/* The pair stores: each output's two elements (index a and b, columns n and n + 1) as one store of twice the
+ * width where b == a + 1 and a is even (checked where it runs: a view may split the columns), else two. */
+static void ctr_pair_stores(ectx *c, const ex_cap *a, const ex_cap *b) {
+  for (int t = 0; t < a->n; t++) {
+    int p = a->pos[t];
+    em_dtype dt = ex_V(c, c->g->outputs.v[p])->dtype;
+    const char *two = em_dtype_bytes(dt) == 2 ? ex_A(c, "*reinterpret_cast<unsigned *>(out%d + (%s)) = (unsigned)%s | ((unsigned)%s << 16);", p,
+                                                   a->ix[t], a->val[t], b->val[t])
+                      : dt == EM_F32   ? ex_A(c, "*reinterpret_cast<float2 *>(out%d + (%s)) = make_float2(%s, %s);", p, a->ix[t],
+                                              a->val[t], b->val[t])
+                                       : NULL;
+    if (two) {
+      ex_line(c, "if ((%s) == (%s) + 1 && ((%s) & 1) == 0) %s", b->ix[t], a->ix[t], a->ix[t], two);
+      ex_line(c, "else out%d[%s] = %s, out%d[%s] = %s;", p, a->ix[t], a->val[t], p, b->ix[t], b->val[t]);
+    } else {
+      ex_line(c, "out%d[%s] = %s, out%d[%s] = %s;", p, a->ix[t], a->val[t], p, b->ix[t], b->val[t]);
+    }
+  }
+}
+
+/* The tensor-core fragment epilogue in pairs: each thread's accumulator elements q and q + 1 are columns n and
+ * n + 1 of one row, so both go through the fused ops and each output gets one store of both where its index
+ * allows (the element loop's 2-byte stores touched eight rows a warp instruction, twice as many). One linear or a
+ * dual pair with a constant even N (n + 1 < N wherever n < N). Returns 0 where it does not apply. */
+static int ctr_fragment_pairs(ectx *c, const ex_ctr *k) {
+  int64_t nc = 0;
+  if (!k->mma || k->concat || (!k->dual && k->nsib != 1) || !em_dim_is_const(&k->os->d[k->r - 1], &nc) || nc % 2) return 0;
+  ex_line(c, "#pragma unroll");
+  ex_line(c, "for (int i = 0; i < %d; i++) {", k->FM);
+  ex_line(c, "  #pragma unroll");
+  ex_line(c, "  for (int j = 0; j < %d; j++) {", k->FN);
+  ex_line(c, "    #pragma unroll");
+  ex_line(c, "    for (int q = 0; q < 4; q += 2) {");
+  c->indent += 3;
+  ex_line(c, "const long long m = m0 + wm * %d + i * 16 + (lane >> 2) + (q >> 1) * 8, n = n0 + wn * %d + j * 8 + (lane & 3) * 2;",
+          k->BM / k->WM, k->BN / k->WN);
+  ex_line(c, "if (m >= M || n >= N) continue;");
+  ex_line(c, "const long long n1 = n + 1;");
+  ivec mi = ex_unravel(c, "m", &k->mdims);
+  ex_cap a = {0}, b = {0};
+  int na = ctr_pair_element(c, k, &mi, 0, &a), nb = ctr_pair_element(c, k, &mi, 1, &b);
+  if (na != c->g->outputs.n || nb != na) ex_fail(c, "an output of the contraction is not aligned with its result");
+  for (int t = 0; t < a.n && !c->failed; t++)
+    if (a.pos[t] != b.pos[t]) ex_fail(c, "the pair's stores differ in their outputs");
+  if (!c->failed) ctr_pair_stores(c, &a, &b);
+  c->indent -= 3;
+  ex_line(c, "    }");
+  ex_line(c, "  }");
+  ex_line(c, "}");
+  return 1;
+}
+
 static void ctr_fragment_outputs(ectx *c, const ex_ctr *k) {
   const int mma = k->mma, BM = k->BM, BN = k->BN, WM = k->WM, WN = k->WN, TM = k->TM, TN = k->TN, FM = k->FM, FN = k->FN;
   const int dual = k->dual, concat = k->concat, nsib = k->nsib, r = k->r, *sib = k->sib;
@@ -1173,5 +1256,6 @@ static void ctr_fragment_outputs(ectx *c, const ex_ctr *k) {
 void ex_ctr_epilogue(ectx *c, const ex_ctr *k, em_launch *L) {
   if (k->SK > 1) split_reduce(c, k->SK, k->FM, k->FN, k->threads, k->dual);
   if (ctr_stage_tile(c, k, L)) return;
+  if (ctr_fragment_pairs(c, k)) return;
   ctr_fragment_outputs(c, k);
 }

@@ -67,6 +67,7 @@ typedef struct {
                             * warpgroups with setmaxnreg needs the one-block-an-SM cap) */
   const char *more_prelude[4]; /* helpers only some variants need (ex_use_prelude: stamps, TMA stores), after those */
   int nmore;
+  struct ex_cap *cap;      /* non-NULL: ex_write_outputs records each store here instead of emitting it */
   int failed;
   char err[EM_ERR_MAX];
 } ectx;
@@ -112,6 +113,14 @@ char *ex_numel_text(ectx *c, const em_shape *s);
 void ex_reset_alignment(ectx *c);
 /* The positions of the kernel outputs aligned with the domain (at most EX_MAX_OUTS; more fail the emission). */
 #define EX_MAX_OUTS 64
+
+/* The stores ex_write_outputs would emit (output position, index text, converted value text), recorded while
+ * c->cap points here: the caller emits them itself (two adjacent elements as one store). */
+typedef struct ex_cap {
+  int n;
+  int pos[EX_MAX_OUTS];
+  const char *ix[EX_MAX_OUTS], *val[EX_MAX_OUTS];
+} ex_cap;
 int ex_aligned_outputs(ectx *c, int *which);
 /* Places v at index ix, aligns, and writes every kernel output; `what` is the error when one is not aligned. */
 void ex_write_aligned(ectx *c, int v, ivec ix, const char *what);

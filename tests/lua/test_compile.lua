@@ -669,7 +669,9 @@ test("ROPE_EPI=1: a Llama q/k projection takes RoPE's rotate_half as its epilogu
   local c1, src, e1 = emmy(args("compile", LL, "--ir", "cuda", "--kernel", "k_linear_rope"))
   eq(c1, 0, "cuda: " .. e1)
   check(src:find("em_stage0[ml * 72 + nl] = ", 1, true) and src:find("/* v19, staged */", 1, true), src)
-  check(select(2, src:gsub("/%* v%d+, staged %*/", "")) == 4, "two staged partner reads (the two halves) in each kernel")
+  -- (two kernels, each element's partner in the other half: two reads an element, the fragment epilogue takes
+  -- its elements in adjacent pairs)
+  check(select(2, src:gsub("/%* v%d+, staged %*/", "")) == 8, "two staged partner reads (the two halves) for each of a pair, in each kernel")
   -- BN must hold whole heads (64 columns): the rule refuses BN=32 with the head width in its reason
   local rules = require "emmy.rules"
   local ok, why = rules.resource_check({ kind = "contraction", stage = 64 }, { BM = 64, BN = 32, MMA = 0, TM = 4, TN = 4, BK = 16 },
