@@ -216,16 +216,52 @@ static const char *unravel_undo(ectx *c, const char *q, const char *r, const cha
   return NULL;
 }
 
+/* ex_linearize records each step it could not undo, (a) * d + b with a constant d and b an index of a dim of d
+ * (0 <= b < d), as a memo entry with v == -3 (scoped like index names): its text (and its name) -> "a\x1fd\x1fb".
+ * ex_unravel splits such a text by a constant dim k dividing d without a division of the whole: its remainder
+ * is (b) % k and its quotient (a) * (d / k) + (b) / k, or a itself where k == d. So an output written through a
+ * view that splits the columns (heads) divides the column index by constants, and the row index m by the
+ * sequence length once, not the flat index per element. */
+static void linear_record(ectx *c, const char *e, const char *a, int64_t d, const char *b) {
+  memo_ent m = {-3, (char *)ex_A(c, "%s", e), ex_A(c, "%s\x1f%lld\x1f%s", a, (long long)d, b)};
+  EM_VEC_PUSH(c->memo, m);
+}
+
+/* The recorded (a, d, b) of text e, or 0. */
+static int linear_parts(ectx *c, const char *e, const char **a, int64_t *d, const char **b) {
+  for (int i = c->memo.n - 1; i >= 0; i--) {
+    if (c->memo.v[i].v != -3 || strcmp(c->memo.v[i].key, e)) continue;
+    const char *v = c->memo.v[i].var, *s1 = strchr(v, '\x1f'), *s2 = s1 ? strchr(s1 + 1, '\x1f') : NULL;
+    if (!s2) return 0;
+    *a = ex_A(c, "%.*s", (int)(s1 - v), v);
+    *d = strtoll(s1 + 1, NULL, 10);
+    *b = s2 + 1;
+    return 1;
+  }
+  return 0;
+}
+
 const char *ex_linearize(ectx *c, const ivec *ix, const em_shape *s) {
   if (s->rank == 0) return "0LL";
-  const char *e = ix->e[0];
+  const char *e = ix->e[0], *a = NULL, *b = NULL;
+  int64_t k = 0;
   for (int i = 1; i < s->rank; i++) {
     const char *dm = ex_dim_c(c, &s->d[i]), *u;
     if (ex_is_one(&s->d[i]) && !strcmp(ix->e[i], "0LL")) continue;
-    if ((u = unravel_undo(c, e, ix->e[i], dm))) e = u;
-    else e = ex_A(c, "(%s) * %s + %s", e, dm, ix->e[i]);
+    if ((u = unravel_undo(c, e, ix->e[i], dm))) {
+      e = u;
+      a = NULL;
+    } else {
+      a = e;
+      b = ix->e[i];
+      e = ex_A(c, "(%s) * %s + %s", e, dm, ix->e[i]);
+      if (em_dim_is_const(&s->d[i], &k) && k > 0) linear_record(c, e, a, k, b);
+      else a = NULL;
+    }
   }
-  return ex_idx_name(c, e);
+  const char *name = ex_idx_name(c, e);
+  if (a && name != e) linear_record(c, name, a, k, b);
+  return name;
 }
 
 ivec ex_unravel(ectx *c, const char *lin, const em_shape *s) {
@@ -236,9 +272,21 @@ ivec ex_unravel(ectx *c, const char *lin, const em_shape *s) {
     if (i == 0) r.e[i] = rest;
     else if (em_dim_is_const(&s->d[i], &k) && k == 1) r.e[i] = "0LL";
     else {
-      const char *dm = ex_dim_c(c, &s->d[i]), *whole = rest;
-      r.e[i] = ex_idx_name(c, ex_A(c, "(%s) %% %s", rest, dm));
-      rest = ex_idx_name(c, ex_A(c, "(%s) / %s", rest, dm));
+      const char *dm = ex_dim_c(c, &s->d[i]), *whole = rest, *a, *b;
+      int64_t d;
+      if (em_dim_is_const(&s->d[i], &k) && k > 0 && linear_parts(c, rest, &a, &d, &b) && d % k == 0) {
+        /* (a) * d + b split by k, a divisor of d (linear_record) */
+        r.e[i] = d == k ? b : ex_idx_name(c, ex_A(c, "(%s) %% %s", b, dm));
+        if (d == k) rest = a;
+        else {
+          const char *bq = ex_idx_name(c, ex_A(c, "(%s) / %s", b, dm));
+          rest = ex_A(c, "(%s) * %lldLL + %s", a, (long long)(d / k), bq);
+          linear_record(c, rest, a, d / k, bq);
+        }
+      } else {
+        r.e[i] = ex_idx_name(c, ex_A(c, "(%s) %% %s", rest, dm));
+        rest = ex_idx_name(c, ex_A(c, "(%s) / %s", rest, dm));
+      }
       memo_ent m = {-2, (char *)unravel_key(c, rest, r.e[i], dm), whole};
       EM_VEC_PUSH(c->memo, m);
     }
