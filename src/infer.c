@@ -175,9 +175,11 @@ static em_status slice_len(em_graph *g, const em_dim *n, const em_arg *sa, const
   return EM_OK;
 }
 
-em_status em_infer(em_graph *g, em_op op, const em_arg *a, em_dtype *dt, em_shape *sh, char *err) {
-  const em_opspec *sp = em_op_spec(op);
-  /* Generic checks: tensor references exist and required arguments are present. */
+/* An op group's answer: not an op of this group (em_infer asks the next). */
+#define INFER_PASS ((em_status)-1)
+
+/* The checks every op shares: tensor references exist and required arguments are present. */
+static em_status infer_args(em_graph *g, const em_opspec *sp, const em_arg *a, char *err) {
   for (int i = 0; i < sp->nargs; i++) {
     const em_argspec *as = &sp->args[i];
     const em_arg *x = &a[i];
@@ -194,8 +196,12 @@ em_status em_infer(em_graph *g, em_op op, const em_arg *a, em_dtype *dt, em_shap
         if (x->tlist[k] < 0 || x->tlist[k] >= g->values.n)
           return em_fail(err, EM_EINPUT, "argument '%s'[%d] refers to an unknown value", as->name, k);
   }
-  const em_value *s0 = (sp->args[0].kind == EM_ARG_T) ? tv(g, a[0].tensor) : NULL;
-  int ax;
+  return EM_OK;
+}
+
+/* Embedding lookups and the matrix products: operand ranks, contracted dims, dtypes.
+ * Returns INFER_PASS for an op of another group. */
+static em_status infer_matmuls(em_graph *g, em_op op, const em_arg *a, const em_value *s0, em_dtype *dt, em_shape *sh, char *err) {
   switch (op) {
   case EM_OP_EMBEDDING: {
     const em_value *w = s0, *ix = tv(g, a[1].tensor);
@@ -242,6 +248,14 @@ em_status em_infer(em_graph *g, em_op op, const em_arg *a, em_dtype *dt, em_shap
     *dt = s0->dtype;
     return EM_OK;
   }
+  default: return INFER_PASS;
+  }
+}
+
+/* Elementwise ops and dtype conversion: broadcasting, PyTorch's type promotion with scalars.
+ * Returns INFER_PASS for an op of another group. */
+static em_status infer_pointwise(em_graph *g, em_op op, const em_arg *a, const em_value *s0, em_dtype *dt, em_shape *sh, char *err) {
+  switch (op) {
   case EM_OP_ADD:
   case EM_OP_SUB:
   case EM_OP_MUL:
@@ -284,6 +298,19 @@ em_status em_infer(em_graph *g, em_op op, const em_arg *a, em_dtype *dt, em_shap
     *sh = s0->shape;
     *dt = float_of(s0->dtype);
     return EM_OK;
+  case EM_OP_TO_COPY:
+    *sh = s0->shape;
+    *dt = a[1].present ? (em_dtype)a[1].dtype : s0->dtype;
+    return EM_OK;
+  default: return INFER_PASS;
+  }
+}
+
+/* Reductions, softmax and attention: reduced dims, accumulation dtypes, SDPA's head and mask shapes.
+ * Returns INFER_PASS for an op of another group. */
+static em_status infer_reductions(em_graph *g, em_op op, const em_arg *a, const em_value *s0, em_dtype *dt, em_shape *sh, char *err) {
+  int ax;
+  switch (op) {
   case EM_OP_MEAN:
   case EM_OP_SUM:
     if (reduce_dims(g, &s0->shape, &a[1], a[2].b, sh, err)) return EM_EINPUT;
@@ -351,6 +378,15 @@ em_status em_infer(em_graph *g, em_op op, const em_arg *a, em_dtype *dt, em_shap
     *dt = s0->dtype;
     return EM_OK;
   }
+  default: return INFER_PASS;
+  }
+}
+
+/* Concatenation, slicing, indexing, views and dim permutations.
+ * Returns INFER_PASS for an op of another group. */
+static em_status infer_layout(em_graph *g, em_op op, const em_arg *a, const em_value *s0, em_dtype *dt, em_shape *sh, char *err) {
+  int ax;
+  switch (op) {
   case EM_OP_CAT: {
     if (a[0].n == 0) return em_fail(err, EM_EINPUT, "tensors is empty");
     const em_value *f = tv(g, a[0].tlist[0]);
@@ -432,6 +468,15 @@ em_status em_infer(em_graph *g, em_op op, const em_arg *a, em_dtype *dt, em_shap
     *dt = s0->dtype;
     return EM_OK;
   }
+  default: return INFER_PASS;
+  }
+}
+
+/* Broadcast views, unit dims and ranges.
+ * Returns INFER_PASS for an op of another group. */
+static em_status infer_shape_ops(em_graph *g, em_op op, const em_arg *a, const em_value *s0, em_dtype *dt, em_shape *sh, char *err) {
+  int ax;
+  switch (op) {
   case EM_OP_EXPAND: {
     int r = a[1].n, off = r - s0->shape.rank;
     if (off < 0 || r > EM_MAX_RANK) return em_fail(err, EM_EINPUT, "size has %d entries for rank %d", r, s0->shape.rank);
@@ -474,10 +519,6 @@ em_status em_infer(em_graph *g, em_op op, const em_arg *a, em_dtype *dt, em_shap
       sh->rank--;
     }
     return EM_OK;
-  case EM_OP_TO_COPY:
-    *sh = s0->shape;
-    *dt = a[1].present ? (em_dtype)a[1].dtype : s0->dtype;
-    return EM_OK;
   case EM_OP_ARANGE:
   case EM_OP_ARANGE_START: {
     const em_arg *st = op == EM_OP_ARANGE ? NULL : &a[0], *en = op == EM_OP_ARANGE ? &a[0] : &a[1];
@@ -505,7 +546,19 @@ em_status em_infer(em_graph *g, em_op op, const em_arg *a, em_dtype *dt, em_shap
     *dt = dta->present ? (em_dtype)dta->dtype : (isf ? EM_F32 : EM_I64);
     return EM_OK;
   }
-  case EM_NOPS: break;
+  default: return INFER_PASS;
+  }
+}
+
+em_status em_infer(em_graph *g, em_op op, const em_arg *a, em_dtype *dt, em_shape *sh, char *err) {
+  const em_opspec *sp = em_op_spec(op);
+  if (infer_args(g, sp, a, err)) return EM_EINPUT;
+  const em_value *s0 = (sp->args[0].kind == EM_ARG_T) ? tv(g, a[0].tensor) : NULL;
+  static em_status (*const groups[])(em_graph *, em_op, const em_arg *, const em_value *, em_dtype *, em_shape *, char *) = {
+      infer_matmuls, infer_pointwise, infer_reductions, infer_layout, infer_shape_ops};
+  for (size_t i = 0; i < sizeof groups / sizeof groups[0]; i++) {
+    em_status st = groups[i](g, op, a, s0, dt, sh, err);
+    if (st != INFER_PASS) return st;
   }
   return em_fail(err, EM_EINPUT, "no inference rule");
 }
