@@ -516,202 +516,197 @@ static em_status parse_entry(const char *path, const jparser *js, const jnode *v
   return EM_OK;
 }
 
-em_st_file *em_st_open(const char *path, char *err) {
-  em_st_file *f = NULL;
-  int fd = -1;
-  unsigned char *map = NULL;
-  size_t size = 0;
-  jparser js;
-  memset(&js, 0, sizeof js);
-  uint64_t *dims = NULL;
-  int ndims = 0, capdims = 0;
-  char *arena = NULL;
-  st_entry *e = NULL;
-  int ne = 0, nmeta = 0;
-  const char **mk = NULL, **mv = NULL;
-  em_status st = EM_OK;
-
-  fd = open(path, O_RDONLY | O_CLOEXEC);
-  if (fd < 0) {
-    st = st_fail(err, EM_EINPUT, path, "cannot open: %s", strerror(errno));
-    goto cleanup;
-  }
-  struct stat sb;
-  if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
-    st = st_fail(err, EM_EINPUT, path, "not a regular file");
-    goto cleanup;
-  }
-  size = (size_t)sb.st_size;
-  if (size < 8) {
-    st = st_fail(err, EM_EINPUT, path, "file is %zu bytes; a safetensors file has at least 8 (the header length)",
-                 size);
-    goto cleanup;
-  }
-  map = mmap(NULL, size, PROT_READ, MAP_PRIVATE, fd, 0);
-  if (map == MAP_FAILED) {
-    map = NULL;
-    st = st_fail(err, EM_ERUN, path, "cannot mmap %zu bytes: %s", size, strerror(errno));
-    goto cleanup;
-  }
-  close(fd);
-  fd = -1;
-
+/* em_st_open's state, owned until the file takes it: the mapping, the parsed header, the entries, the metadata. */
+typedef struct {
+  const char *path;
+  int fd;
+  unsigned char *map;
+  size_t size;
   uint64_t hlen;
-  memcpy(&hlen, map, 8);
-  if (hlen > EM_ST_MAX_HEADER) {
-    st = st_fail(err, EM_EINPUT, path, "header length %llu exceeds the limit of %llu bytes", (unsigned long long)hlen,
-                 (unsigned long long)EM_ST_MAX_HEADER);
-    goto cleanup;
-  }
-  if (8 + hlen > size) {
-    st = st_fail(err, EM_EINPUT, path, "header length %llu runs past the end of the file (%zu bytes)",
-                 (unsigned long long)hlen, size);
-    goto cleanup;
-  }
-  const char *h = (const char *)map + 8;
-  size_t bad = utf8_check((const unsigned char *)h, (size_t)hlen);
-  if (bad < hlen) {
-    st = st_fail(err, EM_EINPUT, path, "header is not valid UTF-8 (byte %zu)", bad);
-    goto cleanup;
-  }
+  jparser js;
+  uint64_t *dims;
+  int ndims, capdims;
+  char *arena;
+  st_entry *e;
+  int ne, nmeta;
+  const char **mk, **mv;
+} st_open_t;
 
-  /* JSON */
-  arena = em_alloc((size_t)hlen + 1);
-  js.p = js.base = h;
-  js.end = h + hlen;
-  js.arena = arena;
-  int root = j_value(&js);
-  if (root >= 0) {
-    j_ws(&js);
-    if (js.p < js.end) root = j_error(&js, js.p, "unexpected text after the header object");
+/* The file mapped read-only (at least the 8 bytes of the header length). */
+static em_status st_map(st_open_t *o, char *err) {
+  o->fd = open(o->path, O_RDONLY | O_CLOEXEC);
+  if (o->fd < 0) return st_fail(err, EM_EINPUT, o->path, "cannot open: %s", strerror(errno));
+  struct stat sb;
+  if (fstat(o->fd, &sb) != 0 || !S_ISREG(sb.st_mode)) return st_fail(err, EM_EINPUT, o->path, "not a regular file");
+  o->size = (size_t)sb.st_size;
+  if (o->size < 8)
+    return st_fail(err, EM_EINPUT, o->path, "file is %zu bytes; a safetensors file has at least 8 (the header length)",
+                   o->size);
+  o->map = mmap(NULL, o->size, PROT_READ, MAP_PRIVATE, o->fd, 0);
+  if (o->map == MAP_FAILED) {
+    o->map = NULL;
+    return st_fail(err, EM_ERUN, o->path, "cannot mmap %zu bytes: %s", o->size, strerror(errno));
   }
-  if (root < 0) {
-    st = st_fail(err, EM_EINPUT, path, "header is not valid JSON: %s at byte %zu", js.msg, js.err_at);
-    goto cleanup;
-  }
-  const jnode *r = &js.nodes.v[root];
-  if (r->type != J_OBJ) {
-    st = st_fail(err, EM_EINPUT, path, "header is %s, not a JSON object", j_kind[r->type]);
-    goto cleanup;
-  }
+  close(o->fd);
+  o->fd = -1;
+  return EM_OK;
+}
 
-  /* entries and metadata */
-  e = em_alloc(sizeof *e * (size_t)(r->n ? r->n : 1));
+/* The header: its length within the limit and the file, UTF-8, one JSON object; returns its root node. */
+static em_status st_header(st_open_t *o, const jnode **root, char *err) {
+  memcpy(&o->hlen, o->map, 8);
+  if (o->hlen > EM_ST_MAX_HEADER)
+    return st_fail(err, EM_EINPUT, o->path, "header length %llu exceeds the limit of %llu bytes", (unsigned long long)o->hlen,
+                   (unsigned long long)EM_ST_MAX_HEADER);
+  if (8 + o->hlen > o->size)
+    return st_fail(err, EM_EINPUT, o->path, "header length %llu runs past the end of the file (%zu bytes)",
+                   (unsigned long long)o->hlen, o->size);
+  const char *h = (const char *)o->map + 8;
+  size_t bad = utf8_check((const unsigned char *)h, (size_t)o->hlen);
+  if (bad < o->hlen) return st_fail(err, EM_EINPUT, o->path, "header is not valid UTF-8 (byte %zu)", bad);
+  o->arena = em_alloc((size_t)o->hlen + 1);
+  o->js.p = o->js.base = h;
+  o->js.end = h + o->hlen;
+  o->js.arena = o->arena;
+  int r = j_value(&o->js);
+  if (r >= 0) {
+    j_ws(&o->js);
+    if (o->js.p < o->js.end) r = j_error(&o->js, o->js.p, "unexpected text after the header object");
+  }
+  if (r < 0) return st_fail(err, EM_EINPUT, o->path, "header is not valid JSON: %s at byte %zu", o->js.msg, o->js.err_at);
+  *root = &o->js.nodes.v[r];
+  if ((*root)->type != J_OBJ) return st_fail(err, EM_EINPUT, o->path, "header is %s, not a JSON object", j_kind[(*root)->type]);
+  return EM_OK;
+}
+
+/* The __metadata__ object v: string values only. */
+static em_status st_metadata(st_open_t *o, const jnode *v, char *err) {
+  if (v->type == J_NULL) return EM_OK; /* the reference crate reads null as no metadata */
+  if (v->type != J_OBJ) return st_fail(err, EM_EINPUT, o->path, "__metadata__ is %s, not an object of strings", j_kind[v->type]);
+  o->mk = em_alloc(sizeof *o->mk * (size_t)(v->n ? v->n : 1));
+  o->mv = em_alloc(sizeof *o->mv * (size_t)(v->n ? v->n : 1));
+  for (int m = v->child; m >= 0; m = o->js.nodes.v[m].next) {
+    const jnode *x = &o->js.nodes.v[m];
+    if (x->type != J_STR)
+      return st_fail(err, EM_EINPUT, o->path, "__metadata__ value for key '%s' is %s, not a string", label(x->key).s,
+                     j_kind[x->type]);
+    o->mk[o->nmeta] = x->key;
+    o->mv[o->nmeta++] = x->s;
+  }
+  return EM_OK;
+}
+
+/* The metadata's keys in order (after every entry was read, as the errors were always ordered), each once. */
+static em_status st_metadata_keys(st_open_t *o, char *err) {
+  if (!o->nmeta) return EM_OK;
+  /* Sorting key pointers keeps pairs intact by sorting pairs together. */
+  const char **pairs = em_alloc(sizeof *pairs * 2 * (size_t)o->nmeta);
+  for (int i = 0; i < o->nmeta; i++) pairs[2 * i] = o->mk[i], pairs[2 * i + 1] = o->mv[i];
+  qsort(pairs, (size_t)o->nmeta, 2 * sizeof *pairs, cmp_str_ptr);
+  for (int i = 0; i < o->nmeta; i++) o->mk[i] = pairs[2 * i], o->mv[i] = pairs[2 * i + 1];
+  free(pairs);
+  for (int i = 1; i < o->nmeta; i++)
+    if (!strcmp(o->mk[i], o->mk[i - 1]))
+      return st_fail(err, EM_EINPUT, o->path, "__metadata__ key '%s' appears twice", label(o->mk[i]).s);
+  return EM_OK;
+}
+
+/* Every member of the header object r: a tensor entry (parse_entry) or the one __metadata__; names unique. */
+static em_status st_entries(st_open_t *o, const jnode *r, char *err) {
+  em_status st;
+  o->e = em_alloc(sizeof *o->e * (size_t)(r->n ? r->n : 1));
   int seen_meta = 0;
-  for (int c = r->child; c >= 0; c = js.nodes.v[c].next) {
-    const jnode *v = &js.nodes.v[c];
+  for (int c = r->child; c >= 0; c = o->js.nodes.v[c].next) {
+    const jnode *v = &o->js.nodes.v[c];
     if (strcmp(v->key, "__metadata__")) {
-      e[ne].name = v->key;
-      if ((st = parse_entry(path, &js, v, &e[ne], &dims, &ndims, &capdims, err))) goto cleanup;
-      ne++;
+      o->e[o->ne].name = v->key;
+      if ((st = parse_entry(o->path, &o->js, v, &o->e[o->ne], &o->dims, &o->ndims, &o->capdims, err))) return st;
+      o->ne++;
       continue;
     }
-    if (seen_meta++) {
-      st = st_fail(err, EM_EINPUT, path, "\"__metadata__\" appears twice in the header");
-      goto cleanup;
-    }
-    if (v->type == J_NULL) continue; /* the reference crate reads null as no metadata */
-    if (v->type != J_OBJ) {
-      st = st_fail(err, EM_EINPUT, path, "__metadata__ is %s, not an object of strings", j_kind[v->type]);
-      goto cleanup;
-    }
-    mk = em_alloc(sizeof *mk * (size_t)(v->n ? v->n : 1));
-    mv = em_alloc(sizeof *mv * (size_t)(v->n ? v->n : 1));
-    for (int m = v->child; m >= 0; m = js.nodes.v[m].next) {
-      const jnode *x = &js.nodes.v[m];
-      if (x->type != J_STR) {
-        st = st_fail(err, EM_EINPUT, path, "__metadata__ value for key '%s' is %s, not a string", label(x->key).s,
-                     j_kind[x->type]);
-        goto cleanup;
-      }
-      mk[nmeta] = x->key;
-      mv[nmeta++] = x->s;
-    }
+    if (seen_meta++) return st_fail(err, EM_EINPUT, o->path, "\"__metadata__\" appears twice in the header");
+    if ((st = st_metadata(o, v, err))) return st;
   }
-  /* Sorting key pointers keeps pairs intact by sorting pairs together. */
-  if (nmeta) {
-    const char **pairs = em_alloc(sizeof *pairs * 2 * (size_t)nmeta);
-    for (int i = 0; i < nmeta; i++) pairs[2 * i] = mk[i], pairs[2 * i + 1] = mv[i];
-    qsort(pairs, (size_t)nmeta, 2 * sizeof *pairs, cmp_str_ptr);
-    for (int i = 0; i < nmeta; i++) mk[i] = pairs[2 * i], mv[i] = pairs[2 * i + 1];
-    free(pairs);
-    for (int i = 1; i < nmeta; i++)
-      if (!strcmp(mk[i], mk[i - 1])) {
-        st = st_fail(err, EM_EINPUT, path, "__metadata__ key '%s' appears twice", label(mk[i]).s);
-        goto cleanup;
-      }
-  }
+  if ((st = st_metadata_keys(o, err))) return st;
+  qsort(o->e, (size_t)o->ne, sizeof *o->e, cmp_entry_name);
+  for (int i = 1; i < o->ne; i++)
+    if (!strcmp(o->e[i].name, o->e[i - 1].name))
+      return st_fail(err, EM_EINPUT, o->path, "tensor name '%s' appears twice in the header", label(o->e[i].name).s);
+  return EM_OK;
+}
 
-  qsort(e, (size_t)ne, sizeof *e, cmp_entry_name);
-  for (int i = 1; i < ne; i++)
-    if (!strcmp(e[i].name, e[i - 1].name)) {
-      st = st_fail(err, EM_EINPUT, path, "tensor name '%s' appears twice in the header", label(e[i].name).s);
-      goto cleanup;
-    }
-
-  /* The data section: sorted by offsets, the entries must tile [0, size - 8 - hlen) exactly. */
-  qsort(e, (size_t)ne, sizeof *e, cmp_entry_offsets);
-  uint64_t data_size = (uint64_t)size - 8 - hlen, pos = 0;
-  for (int i = 0; i < ne; i++) {
+/* The data section: sorted by offsets, the entries must tile [0, size - 8 - hlen) exactly. */
+static em_status st_tiling(st_open_t *o, char *err) {
+  st_entry *e = o->e;
+  const char *path = o->path;
+  qsort(e, (size_t)o->ne, sizeof *e, cmp_entry_offsets);
+  uint64_t data_size = (uint64_t)o->size - 8 - o->hlen, pos = 0;
+  for (int i = 0; i < o->ne; i++) {
     if (e[i].begin == pos) {
       pos = e[i].end;
       continue;
     }
     if (i == 0)
-      st = st_fail(err, EM_EINPUT, path, "tensor '%s' is first in the data but begins at byte %llu, not 0",
-                   label(e[i].name).s, (unsigned long long)e[i].begin);
-    else if (e[i].begin > pos)
-      st = st_fail(err, EM_EINPUT, path,
-                   "gap of %llu bytes between tensor '%s' (ends at %llu) and tensor '%s' (begins at %llu)",
-                   (unsigned long long)(e[i].begin - pos), label(e[i - 1].name).s, (unsigned long long)pos,
-                   label(e[i].name).s, (unsigned long long)e[i].begin);
-    else
-      st = st_fail(err, EM_EINPUT, path, "tensor '%s' (bytes %llu..%llu) overlaps tensor '%s' (ends at %llu)",
+      return st_fail(err, EM_EINPUT, path, "tensor '%s' is first in the data but begins at byte %llu, not 0",
+                     label(e[i].name).s, (unsigned long long)e[i].begin);
+    if (e[i].begin > pos)
+      return st_fail(err, EM_EINPUT, path,
+                     "gap of %llu bytes between tensor '%s' (ends at %llu) and tensor '%s' (begins at %llu)",
+                     (unsigned long long)(e[i].begin - pos), label(e[i - 1].name).s, (unsigned long long)pos,
+                     label(e[i].name).s, (unsigned long long)e[i].begin);
+    return st_fail(err, EM_EINPUT, path, "tensor '%s' (bytes %llu..%llu) overlaps tensor '%s' (ends at %llu)",
                    label(e[i].name).s, (unsigned long long)e[i].begin, (unsigned long long)e[i].end,
                    label(e[i - 1].name).s, (unsigned long long)pos);
-    goto cleanup;
   }
-  if (pos < data_size) {
-    st = st_fail(err, EM_EINPUT, path,
-                 "%llu trailing bytes after the last tensor (the tensors end at byte %llu of a %llu-byte data section)",
-                 (unsigned long long)(data_size - pos), (unsigned long long)pos, (unsigned long long)data_size);
-    goto cleanup;
-  }
-  if (pos > data_size) {
-    st = st_fail(err, EM_EINPUT, path,
-                 "%llu bytes missing: the tensors end at byte %llu but the data section has %llu (truncated file?)",
-                 (unsigned long long)(pos - data_size), (unsigned long long)pos, (unsigned long long)data_size);
-    goto cleanup;
-  }
+  if (pos < data_size)
+    return st_fail(err, EM_EINPUT, path,
+                   "%llu trailing bytes after the last tensor (the tensors end at byte %llu of a %llu-byte data section)",
+                   (unsigned long long)(data_size - pos), (unsigned long long)pos, (unsigned long long)data_size);
+  if (pos > data_size)
+    return st_fail(err, EM_EINPUT, path,
+                   "%llu bytes missing: the tensors end at byte %llu but the data section has %llu (truncated file?)",
+                   (unsigned long long)(pos - data_size), (unsigned long long)pos, (unsigned long long)data_size);
+  return EM_OK;
+}
 
-  f = em_alloc(sizeof *f);
-  f->path = em_strdup(path);
-  f->map = map;
-  f->size = size;
-  f->data_off = 8 + (size_t)hlen;
-  f->arena = arena;
-  f->n = ne;
-  f->e = e;
-  f->dims = em_alloc(sizeof(int64_t) * (size_t)(ndims ? ndims : 1));
-  for (int i = 0; i < ndims; i++) f->dims[i] = (int64_t)dims[i];
-  f->by_name = em_alloc(sizeof(int) * (size_t)(ne ? ne : 1));
-  for (int i = 0; i < ne; i++) f->by_name[i] = i;
-  qsort_r(f->by_name, (size_t)ne, sizeof(int), cmp_index_name, e);
-  f->nmeta = nmeta;
-  f->meta_k = mk;
-  f->meta_v = mv;
-  map = NULL, arena = NULL, e = NULL, mk = mv = NULL; /* now f's */
+/* The open file from a checked state, which it takes over. */
+static em_st_file *st_file(st_open_t *o) {
+  em_st_file *f = em_alloc(sizeof *f);
+  f->path = em_strdup(o->path);
+  f->map = o->map;
+  f->size = o->size;
+  f->data_off = 8 + (size_t)o->hlen;
+  f->arena = o->arena;
+  f->n = o->ne;
+  f->e = o->e;
+  f->dims = em_alloc(sizeof(int64_t) * (size_t)(o->ndims ? o->ndims : 1));
+  for (int i = 0; i < o->ndims; i++) f->dims[i] = (int64_t)o->dims[i];
+  f->by_name = em_alloc(sizeof(int) * (size_t)(o->ne ? o->ne : 1));
+  for (int i = 0; i < o->ne; i++) f->by_name[i] = i;
+  qsort_r(f->by_name, (size_t)o->ne, sizeof(int), cmp_index_name, o->e);
+  f->nmeta = o->nmeta;
+  f->meta_k = o->mk;
+  f->meta_v = o->mv;
+  o->map = NULL, o->arena = NULL, o->e = NULL, o->mk = o->mv = NULL; /* now f's */
+  return f;
+}
 
-cleanup:
-  if (fd >= 0) close(fd);
-  if (map) munmap(map, size);
-  free(js.nodes.v);
-  free(dims);
-  free(arena);
-  free(e);
-  free(mk);
-  free(mv);
-  (void)st;
+em_st_file *em_st_open(const char *path, char *err) {
+  st_open_t o;
+  memset(&o, 0, sizeof o);
+  o.path = path;
+  o.fd = -1;
+  const jnode *root = NULL;
+  em_st_file *f = NULL;
+  if (!st_map(&o, err) && !st_header(&o, &root, err) && !st_entries(&o, root, err) && !st_tiling(&o, err)) f = st_file(&o);
+  if (o.fd >= 0) close(o.fd);
+  if (o.map) munmap(o.map, o.size);
+  free(o.js.nodes.v);
+  free(o.dims);
+  free(o.arena);
+  free(o.e);
+  free(o.mk);
+  free(o.mv);
   return f;
 }
 
