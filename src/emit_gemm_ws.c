@@ -214,12 +214,13 @@ static void ws_epilogue(ectx *c, const ex_ctr *k, int cw, int staged) {
  * until those stores have read the buffer (wait_group.read) before the buffer is written again, so the consumers
  * never wait for global memory. */
 static void ws_epilogue_halves(ectx *c, const ex_ctr *k, int cw, int staged, int tmo) {
-  int threads = 32 * cw, nst = k->dual ? 2 : 1, half = k->BN / 2, panel = 128 * k->BM;
-  for (int h = 0; h < 2; h++) {
+  /* (BN = 64: one part, the whole tile's single panel) */
+  int threads = 32 * cw, nst = k->dual ? 2 : 1, parts = k->BN >= 128 ? 2 : 1, half = k->BN / parts, panel = 128 * k->BM;
+  for (int h = 0; h < parts; h++) {
     if (staged == 4) ex_line(c, "if (tid == 0) em_bulk_wait_read0(); /* the last stores have read the buffer */");
     ex_line(c, "asm volatile(\"bar.sync 1, %d;\" ::: \"memory\");", threads);
     ex_line(c, "#pragma unroll");
-    ex_line(c, "for (int j = %d; j < %d; j++) {", h * k->FN / 2, (h + 1) * k->FN / 2);
+    ex_line(c, "for (int j = %d; j < %d; j++) {", h * k->FN / parts, (h + 1) * k->FN / parts);
     ex_line(c, "  #pragma unroll");
     ex_line(c, "  for (int q = 0; q < 4; q += 2) {");
     c->indent += 2;
@@ -441,7 +442,7 @@ static long long ws_staging(ectx *c, const ex_ctr *k, long long ring, int staged
     return nst * ep;
   }
   if (staged == 3 || staged == 4) {
-    long long ep = (long long)k->BM * k->BN; /* BM x BN/2 elements of 2 bytes */
+    long long ep = (long long)k->BM * k->BN * (k->BN >= 128 ? 1 : 2); /* BM x BN/2 elements of 2 bytes (BN = 64: BM x 64) */
     for (int s = 0; s < nst; s++)
       ex_line(c, "unsigned char *const em_ep%d = em_dsm + (em_sb - em_smem(em_dsm)) + %lldu;", s, ring + s * ep);
     if (staged == 4) ex_line(c, "const unsigned em_epa = em_sb + %lldu;", ring);
@@ -478,9 +479,9 @@ void ex_k_contraction_ws(ectx *c, const ex_ctr *k, em_launch *L) {
   }
   int two_byte = 1;
   for (int s = 0; s < (k->dual ? 2 : 1); s++) two_byte &= ex_V(c, k->sib[s])->dtype == EM_BF16 || ex_V(c, k->sib[s])->dtype == EM_F16;
-  if ((staged == 3 || staged == 4) && (k->BN % 128 || !two_byte)) {
-    ex_fail(c, "EPI_SMEM=%d stages the tile in two halves of whole 64-column panels of 2-byte results (BN 128 or 256, "
-               "bf16/f16), got BN=%d", staged, k->BN);
+  if ((staged == 3 || staged == 4) && (k->BN % 64 || !two_byte)) {
+    ex_fail(c, "EPI_SMEM=%d stages the tile in two halves of whole 64-column panels of 2-byte results (BN 128 or 256; "
+               "BN 64 in one part; bf16/f16), got BN=%d", staged, k->BN);
     return;
   }
   int64_t nout = 0;

@@ -92,6 +92,11 @@ return {
               lead_epi = 4
             end
             epis[#epis + 1] = 3
+          elseif o.BN == 64 then
+            -- (BN = 64: the tile's one panel staged whole; written without a GPU run, 2026-12-02: offered last. The
+            -- clock marks put q's 128 x 64 fragment epilogue at 6,600 of 16,700 cycles a CTA at 512 tokens)
+            if k.tma_store then epis[#epis + 1] = 4 end
+            epis[#epis + 1] = 3
           end
           for _, e in ipairs(epis) do
             local q = atom.with(p, "EPI_SMEM", e)

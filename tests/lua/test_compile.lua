@@ -442,13 +442,14 @@ test("EPI_SMEM=3, 4: the tile staged in two halves of swizzled 64-column panels 
   local plain = { kind = "contraction", tma_store = true }
   check(fits(plain, 3) and fits(plain, 4) and fits(plain, 0), "4 stages of 128 x 256 with the halves")
   check(not fits(plain, 1) and not fits(plain, 2), "the whole staged tile does not fit beside 4 stages")
-  check(not fits(plain, 3, 64), "halves of whole 64-column panels: BN 128 or 256")
+  check(fits(plain, 3, 64) and fits(plain, 4, 64), "BN 64: the one panel staged whole")
+  check(not fits(plain, 3, 32), "whole 64-column panels: BN 64, 128 or 256")
   check(not fits({ kind = "contraction", tma_store = false }, 4), "EPI_SMEM=4 only for a plain store")
   -- the facts: q (its result through a view) may be stored by TMA; down (a residual), gate/up (dual) may not
   eq(kernels.facts(qwen_plan("k_linear_7363a2").kernel).tma_store, true, "q")
   eq(kernels.facts(qwen_plan("k_linear_add_f97280").kernel).tma_store, false, "down")
   eq(kernels.facts(qwen_plan("k_linear_silu_mul").kernel).tma_store, false, "gate/up")
-  refused { "PERSIST=1,EPI_SMEM=4", "PERSIST=1,BN=64,EPI_SMEM=3" }
+  refused { "PERSIST=1,EPI_SMEM=4", "PERSIST=1,BN=32,EPI_SMEM=3" }
   -- the emitter refuses what the resource check refuses
   local down = qwen_plan("k_linear_add_f97280")
   local src, why = kernels.emit(down, candidate(down, { PERSIST = 1, EPI_SMEM = 0 }, { EPI_SMEM = 4 }))
