@@ -1,0 +1,396 @@
+/* emit_ctr_epilogue.c — the contraction's epilogue parts, after the K loop of any tier: SPLIT_K's reduction over
+ * the launch scratch, a linear's result (bias, rounding), the staged head-local tile (RoPE, NORM_EPI), and each
+ * thread's accumulator elements through the fused ops to the outputs (in adjacent pairs on the tensor-core tiers).
+ * The accumulator layout (mma.sync's C fragment repeated over BN/8 column blocks) is shared by every tier, so one
+ * epilogue serves them all; emit_contraction.c drives the main loops, emit_gemm_ws.c the persistent pipeline. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "emit_impl.h"
+
+/* SPLIT_K: this block's partial accumulators to scratch ([slice][element][thread] per tile, coalesced), a
+ * counter per tile; the block that arrives last sums the slices in order 0..S-1 (the same sum whichever block
+ * is last), resets the counter for the next launch and runs the epilogue; the others leave. */
+static void split_reduce(ectx *c, int SK, int FM, int FN, int threads, int dual) {
+  int nacc = FM * FN * 4 * (dual ? 2 : 1);
+  ex_line(c, "{");
+  c->indent++;
+  ex_line(c, "const long long em_tile = (long long)blockIdx.y * gridDim.x + blockIdx.x, em_tiles = (long long)gridDim.x * gridDim.y;");
+  ex_line(c, "float *const em_ws = em_scratch + em_tile * %lldLL;", (long long)SK * nacc * threads);
+  ex_line(c, "unsigned *const em_cnt = (unsigned *)(em_scratch + em_tiles * %lldLL) + em_tile;", (long long)SK * nacc * threads);
+  ex_line(c, "__shared__ int em_last;");
+  for (int b = 0; b < (dual ? 2 : 1); b++) {
+    ex_line(c, "#pragma unroll");
+    ex_line(c, "for (int i = 0; i < %d; i++)", FM);
+    ex_line(c, "  for (int j = 0; j < %d; j++)", FN);
+    ex_line(c, "    for (int q = 0; q < 4; q++)");
+    ex_line(c, "      em_ws[((int)blockIdx.z * %d + %d + (i * %d + j) * 4 + q) * %d + tid] = %s[i][j][q];", nacc, b * FM * FN * 4, FN,
+            threads, b ? "acc2" : "acc");
+  }
+  ex_line(c, "__threadfence();");
+  ex_line(c, "__syncthreads();");
+  ex_line(c, "if (tid == 0) em_last = atomicAdd(em_cnt, 1u) == %du;", SK - 1);
+  ex_line(c, "__syncthreads();");
+  ex_line(c, "if (!em_last) return;");
+  ex_line(c, "__threadfence();");
+  for (int b = 0; b < (dual ? 2 : 1); b++) {
+    ex_line(c, "#pragma unroll");
+    ex_line(c, "for (int i = 0; i < %d; i++)", FM);
+    ex_line(c, "  for (int j = 0; j < %d; j++)", FN);
+    ex_line(c, "    for (int q = 0; q < 4; q++) {");
+    ex_line(c, "      float em_s = 0.0f;");
+    ex_line(c, "      for (int z = 0; z < %d; z++) em_s += __ldcg(&em_ws[(z * %d + %d + (i * %d + j) * 4 + q) * %d + tid]);", SK, nacc,
+            b * FM * FN * 4, FN, threads);
+    ex_line(c, "      %s[i][j][q] = em_s;", b ? "acc2" : "acc");
+    ex_line(c, "    }");
+  }
+  ex_line(c, "if (tid == 0) *em_cnt = 0u;");
+  c->indent--;
+  ex_line(c, "}");
+}
+
+/* The value of linear sibling v at column nidx from its accumulator element acc: plus its bias (when it has one),
+ * rounded to its dtype — what the epilogues and the staged tile start from. */
+const char *ex_ctr_result(ectx *c, int v, const char *acc, const char *nidx) {
+  const em_node *sn = &c->g->nodes.v[ex_V(c, v)->node];
+  if (sn->op == EM_OP_LINEAR && sn->args[2].present) {
+    ivec bi = {1, {nidx}};
+    acc = ex_A(c, "(%s + (float)%s)", acc, ex_val(c, sn->args[2].tensor, &bi));
+  }
+  return ex_round_to(c, ex_V(c, v)->dtype, acc);
+}
+
+/* The staged tile's stores: every accumulator element (m, n) of this thread inside M and N, as its sibling's
+ * result (bias, rounding) in the tile's dtype, into em_stage0 (em_stage1 for a dual pair's second accumulator)
+ * at row ml, column nl of a row stride ld. */
+static void ctr_stage_store(ectx *c, const ex_ctr *k, em_dtype sdt, int ld, int nst) {
+  const int mma = k->mma;
+  if (mma) {
+    ex_line(c, "for (int i = 0; i < %d; i++)", k->FM);
+    ex_line(c, "  for (int j = 0; j < %d; j++)", k->FN);
+    ex_line(c, "    for (int q = 0; q < 4; q++) {");
+    c->indent += 3;
+    ex_line(c, "const int ml = wm * %d + i * 16 + (lane >> 2) + (q >> 1) * 8, nl = wn * %d + j * 8 + (lane & 3) * 2 + (q & 1);",
+            k->BM / k->WM, k->BN / k->WN);
+  } else {
+    ex_line(c, "for (int i = 0; i < %d; i++)", k->TM);
+    ex_line(c, "  for (int j = 0; j < %d; j++) {", k->TN);
+    c->indent += 2;
+    ex_line(c, "const int ml = tr * %d + i, nl = tc * %d + j;", k->TM, k->TN);
+  }
+  ex_line(c, "const long long n = n0 + nl;");
+  ex_line(c, "if (m0 + ml >= M || n >= N) continue;");
+  for (int j = 0; j < nst; j++) {
+    const char *accv = j ? (mma ? "acc2[i][j][q]" : "acc2[i][j]") : (mma ? "acc[i][j][q]" : "acc[i][j]");
+    int mark = c->memo.n;
+    ex_line(c, "em_stage%d[ml * %d + nl] = %s;", j, ld, ex_store_conv(c, sdt, ex_ctr_result(c, k->sib[j], accv, "n")));
+    c->memo.n = mark;
+  }
+  c->indent -= mma ? 3 : 2;
+  ex_line(c, "%s", mma ? "    }" : "  }");
+  ex_line(c, "__syncthreads();");
+}
+
+/* One head-local reduction rn (NORM_EPI: Qwen3's q_norm/k_norm over each D-wide head of the staged tile) into
+ * em_hred<j>[BM * BN/D]: a warp per (row, head) of the tile sums its D elements, the anchors' values read from
+ * the staged tiles (dtype sdt, row stride ld) and the reduction's input aligned with them; the epilogue reads
+ * the result of its own row and head. Fails c where rn is not over one D-wide last dim. */
+static void ctr_head_reduction(ectx *c, const ex_ctr *k, const em_node *rn, int stageD, em_dtype sdt, int ld) {
+  const int BM = k->BM, r = k->r, *sib = k->sib, S = k->BN / stageD;
+  const em_shape *xs = ex_S(c, rn->args[0].tensor);
+  int64_t R = 0;
+  if (!rn->args[1].present || rn->args[1].n != 1 || ex_axis_of_dim(&rn->args[1].ilist[0], xs->rank) != xs->rank - 1 ||
+      !em_dim_is_const(&xs->d[xs->rank - 1], &R) || R != stageD || c->nhred == 4) {
+    ex_fail(c, "a reduction in a contraction's epilogue must be over one %d-wide head (the last dim)", stageD);
+    return;
+  }
+  int j = c->nhred++;
+  c->hred_v[j] = rn->out;
+  c->hred_S = S;
+  c->hred_D = stageD;
+  ex_line(c, "__shared__ float em_hred%d[%d];", j, BM * S);
+  ex_line(c, "for (int em_p = threadIdx.x >> 5; em_p < %d; em_p += %d) {", BM * S, k->threads / 32);
+  c->indent++;
+  ex_line(c, "const int ml = em_p / %d, em_sg = em_p %% %d;", S, S);
+  ex_line(c, "const long long m = m0 + ml;");
+  ex_line(c, "float em_acc = 0.0f;");
+  ex_line(c, "if (m < M) {");
+  c->indent++;
+  ex_line(c, "for (int em_c = threadIdx.x & 31; em_c < %d; em_c += 32) {", stageD);
+  c->indent++;
+  ex_line(c, "const int nl = em_sg * %d + em_c;", stageD);
+  ex_line(c, "const long long n = n0 + nl;");
+  int mark = c->memo.n;
+  /* the anchors' values at (m, n) come from the staged tiles; the reduction's input is aligned with them */
+  ivec mi2 = ex_unravel(c, "m", &k->mdims);
+  ivec di = {r};
+  for (int q = 0; q < k->bdims.rank; q++) di.e[q] = ex_A(c, "0LL");
+  for (int q = 0; q < k->mdims.rank; q++) di.e[k->bdims.rank + q] = mi2.e[q];
+  di.e[r - 1] = "n";
+  ex_reset_alignment(c);
+  const char *sav = c->anchor_var, *savx = c->xanchor_var;
+  int sava = c->anchor, savxa = c->xanchor;
+  c->anchor = sib[0];
+  c->anchor_var = ex_load_conv(c, sdt, ex_A(c, "em_stage0[ml * %d + nl]", ld));
+  c->al[sib[0]] = di;
+  c->bij[sib[0]] = 1;
+  if (k->dual) {
+    c->xanchor = sib[1];
+    c->xanchor_var = ex_load_conv(c, sdt, ex_A(c, "em_stage1[ml * %d + nl]", ld));
+    c->al[sib[1]] = di;
+    c->bij[sib[1]] = 1;
+  }
+  ex_align(c);
+  int u = rn->args[0].tensor;
+  if (!c->bij[u]) {
+    ex_fail(c, "the head-local reduction's input is not aligned with the result tile");
+    return;
+  }
+  ex_line(c, "em_acc += (float)%s;", ex_val(c, u, &c->al[u]));
+  c->memo.n = mark;
+  c->anchor_var = sav;
+  c->xanchor_var = savx;
+  c->anchor = sava;
+  c->xanchor = savxa;
+  c->indent--;
+  ex_line(c, "}");
+  c->indent--;
+  ex_line(c, "}");
+  ex_line(c, "for (int o = 16; o > 0; o >>= 1) em_acc += __shfl_xor_sync(0xffffffffu, em_acc, o);");
+  ex_line(c, "if ((threadIdx.x & 31) == 0) em_hred%d[em_p] = %s;", j,
+          ex_round_to(c, ex_V(c, rn->out)->dtype, rn->op == EM_OP_MEAN ? ex_A(c, "em_acc / %d.0f", stageD) : "em_acc"));
+  c->indent--;
+  ex_line(c, "}");
+}
+
+/* A head-local epilogue (kernel meta "stage" = D: RoPE's rotate_half reads the result at other columns of the
+ * same D-wide head): the result tile, rounded to its dtype, goes to shared memory first (em_stage0, em_stage1),
+ * then each head-local reduction (NORM_EPI) over it, behind a block barrier. Nothing without the meta. Returns
+ * non-zero when the emission failed. */
+static int ctr_stage_tile(ectx *c, const ex_ctr *k, em_launch *L) {
+  const int BM = k->BM, BN = k->BN, a = k->a;
+  const char *smeta = em_graph_get_meta(c->g, "stage");
+  int stageD = smeta ? atoi(smeta) : 0;
+  if (stageD > 0) {
+    int64_t nc = 0;
+    if (!k->lin_op || k->concat || BN % stageD || !em_dim_is_const(&k->os->d[k->r - 1], &nc) || nc % stageD) {
+      ex_fail(c, "a head-local epilogue (D=%d) needs a linear (not merged siblings), BN a multiple of D (BN=%d) and N a "
+                 "multiple of D", stageD, BN);
+      return 1;
+    }
+    em_dtype sdt = ex_V(c, a)->dtype;
+    int ld = BN + 8, nst = k->dual ? 2 : 1;
+    long long esz = em_dtype_bytes(sdt), sbytes = (long long)nst * esz * BM * ld;
+    if (k->tma || k->async) {
+      /* the tile overlays the operand ring, idle once the K loop is over (every copy landed, every wgmma
+       * retired): a separate region would cost blocks per SM (TinyLlama q_proj: 28.0 us beside, measured) */
+      if (!k->tma) ex_line(c, "asm volatile(\"cp.async.wait_all;\" ::: \"memory\");");
+      ex_line(c, "__syncthreads();");
+      if (sbytes > L->smem) L->smem = sbytes;
+    } else {
+      ex_line(c, "extern __shared__ __align__(16) unsigned char em_dsm[];");
+      L->smem = sbytes;
+    }
+    for (int j = 0; j < nst; j++) {
+      c->stage_arr[j] = ex_A(c, "em_stage%d", j);
+      ex_line(c, "%s *const em_stage%d = reinterpret_cast<%s *>(em_dsm + %lld);", ex_stype(sdt), j, ex_stype(sdt),
+              (long long)j * esz * BM * ld);
+    }
+    c->stage_mdims = k->mdims;
+    c->stage_ld = ld;
+    ctr_stage_store(c, k, sdt, ld, nst);
+    for (int i = 0; i < c->g->nodes.n && !c->failed; i++) {
+      const em_node *rn = &c->g->nodes.v[i];
+      if (rn->out == a || !k->dep[rn->out] || !(rn->op == EM_OP_MEAN || rn->op == EM_OP_SUM)) continue;
+      ctr_head_reduction(c, k, rn, stageD, sdt, ld);
+    }
+    if (c->nhred) ex_line(c, "__syncthreads();");
+  }
+  return c->failed;
+}
+
+/* Every accumulator element (m, n) of this thread (acc[i][j][q] in mma.sync's C-fragment order; acc[i][j] on the
+ * scalar tier) through the fused ops to the outputs. */
+/* One element of an accumulator pair (e = 0: column n, 1: n + 1): the anchors' values (em_r/em_r2, em_s/em_s2),
+ * aligned at the domain index, every aligned output's store recorded in cap. Returns the outputs recorded. */
+static int ctr_pair_element(ectx *c, const ex_ctr *k, const ivec *mi, int e, ex_cap *cap) {
+  const char *nv = e ? "n1" : "n", *acc[2] = {e ? "acc[i][j][q + 1]" : "acc[i][j][q]", e ? "acc2[i][j][q + 1]" : "acc2[i][j][q]"};
+  const char *vars[2] = {e ? "em_s" : "em_r", e ? "em_s2" : "em_r2"};
+  int na = k->dual ? 2 : 1;
+  for (int s = 0; s < na; s++)
+    ex_line(c, "const %s %s = %s;", ex_ctype(ex_V(c, k->sib[s])->dtype), vars[s], ex_ctr_result(c, k->sib[s], acc[s], nv));
+  c->anchor = k->sib[0];
+  c->anchor_var = vars[0];
+  if (k->dual) {
+    c->xanchor = k->sib[1];
+    c->xanchor_var = vars[1];
+  }
+  ivec di = {k->r};
+  for (int i = 0; i < k->bdims.rank; i++) di.e[i] = k->bz.e[i];
+  for (int i = 0; i < k->mdims.rank; i++) di.e[k->bdims.rank + i] = mi->e[i];
+  di.e[k->r - 1] = nv;
+  ex_reset_alignment(c);
+  for (int s = 0; s < na; s++) {
+    c->al[k->sib[s]] = di;
+    c->bij[k->sib[s]] = 1;
+  }
+  ex_align(c);
+  int which[EX_MAX_OUTS] = {0}, n = ex_aligned_outputs(c, which);
+  c->cap = cap;
+  ex_write_outputs(c, which, n);
+  c->cap = NULL;
+  return n;
+}
+
+/* The pair stores: each output's two elements (index a and b, columns n and n + 1) as one store of twice the
+ * width where b == a + 1 and a is even (checked where it runs: a view may split the columns), else two. */
+static void ctr_pair_stores(ectx *c, const ex_cap *a, const ex_cap *b) {
+  for (int t = 0; t < a->n; t++) {
+    int p = a->pos[t];
+    em_dtype dt = ex_V(c, c->g->outputs.v[p])->dtype;
+    const char *two = em_dtype_bytes(dt) == 2 ? ex_A(c, "*reinterpret_cast<unsigned *>(out%d + (%s)) = (unsigned)%s | ((unsigned)%s << 16);", p,
+                                                   a->ix[t], a->val[t], b->val[t])
+                      : dt == EM_F32   ? ex_A(c, "*reinterpret_cast<float2 *>(out%d + (%s)) = make_float2(%s, %s);", p, a->ix[t],
+                                              a->val[t], b->val[t])
+                                       : NULL;
+    if (two) {
+      ex_line(c, "if ((%s) == (%s) + 1 && ((%s) & 1) == 0) %s", b->ix[t], a->ix[t], a->ix[t], two);
+      ex_line(c, "else out%d[%s] = %s, out%d[%s] = %s;", p, a->ix[t], a->val[t], p, b->ix[t], b->val[t]);
+    } else {
+      ex_line(c, "out%d[%s] = %s, out%d[%s] = %s;", p, a->ix[t], a->val[t], p, b->ix[t], b->val[t]);
+    }
+  }
+}
+
+/* The tensor-core fragment epilogue in pairs: each thread's accumulator elements q and q + 1 are columns n and
+ * n + 1 of one row, so both go through the fused ops and each output gets one store of both where its index
+ * allows (the element loop's 2-byte stores touched eight rows a warp instruction, twice as many). One linear or a
+ * dual pair with a constant even N (n + 1 < N wherever n < N). Returns 0 where it does not apply. */
+static int ctr_fragment_pairs(ectx *c, const ex_ctr *k) {
+  int64_t nc = 0;
+  if (!k->mma || k->concat || (!k->dual && k->nsib != 1) || !em_dim_is_const(&k->os->d[k->r - 1], &nc) || nc % 2) return 0;
+  ex_line(c, "#pragma unroll");
+  ex_line(c, "for (int i = 0; i < %d; i++) {", k->FM);
+  ex_line(c, "  #pragma unroll");
+  ex_line(c, "  for (int j = 0; j < %d; j++) {", k->FN);
+  ex_line(c, "    #pragma unroll");
+  ex_line(c, "    for (int q = 0; q < 4; q += 2) {");
+  c->indent += 3;
+  ex_line(c, "const long long m = m0 + wm * %d + i * 16 + (lane >> 2) + (q >> 1) * 8, n = n0 + wn * %d + j * 8 + (lane & 3) * 2;",
+          k->BM / k->WM, k->BN / k->WN);
+  ex_line(c, "if (m >= M || n >= N) continue;");
+  ex_line(c, "const long long n1 = n + 1;");
+  ivec mi = ex_unravel(c, "m", &k->mdims);
+  ex_cap a = {0}, b = {0};
+  int na = ctr_pair_element(c, k, &mi, 0, &a), nb = ctr_pair_element(c, k, &mi, 1, &b);
+  if (na != c->g->outputs.n || nb != na) ex_fail(c, "an output of the contraction is not aligned with its result");
+  for (int t = 0; t < a.n && !c->failed; t++)
+    if (a.pos[t] != b.pos[t]) ex_fail(c, "the pair's stores differ in their outputs");
+  if (!c->failed) ctr_pair_stores(c, &a, &b);
+  c->indent -= 3;
+  ex_line(c, "    }");
+  ex_line(c, "  }");
+  ex_line(c, "}");
+  return 1;
+}
+
+static void ctr_fragment_outputs(ectx *c, const ex_ctr *k) {
+  const int mma = k->mma, BM = k->BM, BN = k->BN, WM = k->WM, WN = k->WN, TM = k->TM, TN = k->TN, FM = k->FM, FN = k->FN;
+  const int dual = k->dual, concat = k->concat, nsib = k->nsib, r = k->r, *sib = k->sib;
+  const int64_t *sibOff = k->sibOff;
+  const em_shape mdims = k->mdims, bdims = k->bdims;
+  const ivec bz = k->bz;
+  /* epilogue: every accumulator element (m, n) of this thread */
+  const char *accel = mma ? "acc[i][j][q]" : "acc[i][j]";
+  ex_line(c, "#pragma unroll");
+  ex_line(c, "for (int i = 0; i < %d; i++) {", mma ? FM : TM);
+  c->indent++;
+  ex_line(c, "#pragma unroll");
+  ex_line(c, "for (int j = 0; j < %d; j++) {", mma ? FN : TN);
+  c->indent++;
+  if (mma) {
+    ex_line(c, "#pragma unroll");
+    ex_line(c, "for (int q = 0; q < 4; q++) {");
+    c->indent++;
+    ex_line(c, "const long long m = m0 + wm * %d + i * 16 + (lane >> 2) + (q >> 1) * 8, n = n0 + wn * %d + j * 8 + (lane & 3) * 2 + (q & 1);",
+         BM / WM, BN / WN);
+  } else {
+    ex_line(c, "const long long m = m0 + tr * %d + i, n = n0 + tc * %d + j;", TM, TN);
+  }
+  ex_line(c, "if (m >= M || n >= N) continue;");
+  ivec mi = ex_unravel(c, "m", &mdims);
+  int written[EX_MAX_OUTS] = {0}, nwritten = 0;
+  if (dual) {
+    /* both accumulators at (m, n): the anchors' values, then every output aligned with them */
+    const char *accel2 = mma ? "acc2[i][j][q]" : "acc2[i][j]";
+    const char *vals2[2] = {accel, accel2};
+    const char *vars[2] = {"em_r", "em_r2"};
+    for (int j = 0; j < 2; j++)
+      ex_line(c, "const %s %s = %s;", ex_ctype(ex_V(c, sib[j])->dtype), vars[j], ex_ctr_result(c, sib[j], vals2[j], "n"));
+    c->anchor = sib[0];
+    c->anchor_var = "em_r";
+    c->xanchor = sib[1];
+    c->xanchor_var = "em_r2";
+    ivec di = {r};
+    for (int i = 0; i < bdims.rank; i++) di.e[i] = bz.e[i];
+    for (int i = 0; i < mdims.rank; i++) di.e[bdims.rank + i] = mi.e[i];
+    di.e[r - 1] = "n";
+    ex_reset_alignment(c);
+    c->al[sib[0]] = c->al[sib[1]] = di;
+    c->bij[sib[0]] = c->bij[sib[1]] = 1;
+    ex_align(c);
+    int which[EX_MAX_OUTS] = {0}, n = ex_aligned_outputs(c, which);
+    for (int q = 0; q < n; q++) written[which[q]] = 1;
+    nwritten = n;
+    ex_write_outputs(c, which, n);
+  }
+  for (int j = 0; j < nsib && !c->failed && !dual; j++) {
+    const char *nl = "n";
+    if (concat) {
+      ex_line(c, "%sif (n < %lldLL) {", j ? "} else " : "", (long long)sibOff[j + 1]);
+      c->indent++;
+      ex_line(c, "const long long nl = n - %lldLL;", (long long)sibOff[j]);
+      nl = "nl";
+    }
+    int m2 = c->memo.n;
+    ex_line(c, "const %s em_r = %s;", ex_ctype(ex_V(c, sib[j])->dtype), ex_ctr_result(c, sib[j], accel, nl));
+    c->anchor = sib[j];
+    c->anchor_var = "em_r";
+    ivec di = {r};
+    for (int i = 0; i < bdims.rank; i++) di.e[i] = bz.e[i];
+    for (int i = 0; i < mdims.rank; i++) di.e[bdims.rank + i] = mi.e[i];
+    di.e[r - 1] = nl;
+    ex_reset_alignment(c);
+    c->al[sib[j]] = di;
+    c->bij[sib[j]] = 1;
+    ex_align(c);
+    int which[EX_MAX_OUTS] = {0}, n = 0;
+    for (int q = 0; q < c->g->outputs.n && q < EX_MAX_OUTS; q++)
+      if (!written[q] && c->bij[c->g->outputs.v[q]]) {
+        which[n++] = q;
+        written[q] = 1;
+      }
+    nwritten += n;
+    ex_write_outputs(c, which, n);
+    c->memo.n = m2;
+    if (concat) c->indent--;
+  }
+  if (concat) ex_line(c, "}");
+  if (nwritten != c->g->outputs.n) ex_fail(c, "an output of the contraction is not aligned with its result");
+  if (mma) {
+    c->indent--;
+    ex_line(c, "}");
+  }
+  c->indent--;
+  ex_line(c, "}");
+  c->indent--;
+  ex_line(c, "}");
+}
+
+void ex_ctr_epilogue(ectx *c, const ex_ctr *k, em_launch *L) {
+  if (k->SK > 1) split_reduce(c, k->SK, k->FM, k->FN, k->threads, k->dual);
+  if (ctr_stage_tile(c, k, L)) return;
+  if (ctr_fragment_pairs(c, k)) return;
+  ctr_fragment_outputs(c, k);
+}
