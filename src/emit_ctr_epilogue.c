@@ -212,6 +212,27 @@ static int ctr_stage_tile(ectx *c, const ex_ctr *k, em_launch *L) {
 
 /* Every accumulator element (m, n) of this thread (acc[i][j][q] in mma.sync's C-fragment order; acc[i][j] on the
  * scalar tier) through the fused ops to the outputs. */
+/* Anchors sibling s's result (value text var; a dual pair's second accumulator, sibling 1, at var2 when given) at
+ * the domain index (the batch index bz, the row index mi, column nv) and aligns every value of the kernel with it. */
+void ex_ctr_anchor(ectx *c, const ex_ctr *k, int s, const char *var, const char *var2, const ivec *mi, const char *nv) {
+  c->anchor = k->sib[s];
+  c->anchor_var = var;
+  ivec di = {k->r};
+  for (int i = 0; i < k->bdims.rank; i++) di.e[i] = k->bz.e[i];
+  for (int i = 0; i < k->mdims.rank; i++) di.e[k->bdims.rank + i] = mi->e[i];
+  di.e[k->r - 1] = nv;
+  ex_reset_alignment(c);
+  c->al[k->sib[s]] = di;
+  c->bij[k->sib[s]] = 1;
+  if (var2) {
+    c->xanchor = k->sib[1];
+    c->xanchor_var = var2;
+    c->al[k->sib[1]] = di;
+    c->bij[k->sib[1]] = 1;
+  }
+  ex_align(c);
+}
+
 /* One element of an accumulator pair (e = 0: column n, 1: n + 1): the anchors' values (em_r/em_r2, em_s/em_s2),
  * aligned at the domain index, every aligned output's store recorded in cap. Returns the outputs recorded. */
 static int ctr_pair_element(ectx *c, const ex_ctr *k, const ivec *mi, int e, ex_cap *cap) {
@@ -220,22 +241,7 @@ static int ctr_pair_element(ectx *c, const ex_ctr *k, const ivec *mi, int e, ex_
   int na = k->dual ? 2 : 1;
   for (int s = 0; s < na; s++)
     ex_line(c, "const %s %s = %s;", ex_ctype(ex_V(c, k->sib[s])->dtype), vars[s], ex_ctr_result(c, k->sib[s], acc[s], nv));
-  c->anchor = k->sib[0];
-  c->anchor_var = vars[0];
-  if (k->dual) {
-    c->xanchor = k->sib[1];
-    c->xanchor_var = vars[1];
-  }
-  ivec di = {k->r};
-  for (int i = 0; i < k->bdims.rank; i++) di.e[i] = k->bz.e[i];
-  for (int i = 0; i < k->mdims.rank; i++) di.e[k->bdims.rank + i] = mi->e[i];
-  di.e[k->r - 1] = nv;
-  ex_reset_alignment(c);
-  for (int s = 0; s < na; s++) {
-    c->al[k->sib[s]] = di;
-    c->bij[k->sib[s]] = 1;
-  }
-  ex_align(c);
+  ex_ctr_anchor(c, k, 0, vars[0], k->dual ? vars[1] : NULL, mi, nv);
   int which[EX_MAX_OUTS] = {0}, n = ex_aligned_outputs(c, which);
   c->cap = cap;
   ex_write_outputs(c, which, n);
@@ -297,10 +303,9 @@ static int ctr_fragment_pairs(ectx *c, const ex_ctr *k) {
 
 static void ctr_fragment_outputs(ectx *c, const ex_ctr *k) {
   const int mma = k->mma, BM = k->BM, BN = k->BN, WM = k->WM, WN = k->WN, TM = k->TM, TN = k->TN, FM = k->FM, FN = k->FN;
-  const int dual = k->dual, concat = k->concat, nsib = k->nsib, r = k->r, *sib = k->sib;
+  const int dual = k->dual, concat = k->concat, nsib = k->nsib, *sib = k->sib;
   const int64_t *sibOff = k->sibOff;
-  const em_shape mdims = k->mdims, bdims = k->bdims;
-  const ivec bz = k->bz;
+  const em_shape mdims = k->mdims;
   /* epilogue: every accumulator element (m, n) of this thread */
   const char *accel = mma ? "acc[i][j][q]" : "acc[i][j]";
   ex_line(c, "#pragma unroll");
@@ -328,18 +333,7 @@ static void ctr_fragment_outputs(ectx *c, const ex_ctr *k) {
     const char *vars[2] = {"em_r", "em_r2"};
     for (int j = 0; j < 2; j++)
       ex_line(c, "const %s %s = %s;", ex_ctype(ex_V(c, sib[j])->dtype), vars[j], ex_ctr_result(c, sib[j], vals2[j], "n"));
-    c->anchor = sib[0];
-    c->anchor_var = "em_r";
-    c->xanchor = sib[1];
-    c->xanchor_var = "em_r2";
-    ivec di = {r};
-    for (int i = 0; i < bdims.rank; i++) di.e[i] = bz.e[i];
-    for (int i = 0; i < mdims.rank; i++) di.e[bdims.rank + i] = mi.e[i];
-    di.e[r - 1] = "n";
-    ex_reset_alignment(c);
-    c->al[sib[0]] = c->al[sib[1]] = di;
-    c->bij[sib[0]] = c->bij[sib[1]] = 1;
-    ex_align(c);
+    ex_ctr_anchor(c, k, 0, "em_r", "em_r2", &mi, "n");
     int which[EX_MAX_OUTS] = {0}, n = ex_aligned_outputs(c, which);
     for (int q = 0; q < n; q++) written[which[q]] = 1;
     nwritten = n;
@@ -355,16 +349,7 @@ static void ctr_fragment_outputs(ectx *c, const ex_ctr *k) {
     }
     int m2 = c->memo.n;
     ex_line(c, "const %s em_r = %s;", ex_ctype(ex_V(c, sib[j])->dtype), ex_ctr_result(c, sib[j], accel, nl));
-    c->anchor = sib[j];
-    c->anchor_var = "em_r";
-    ivec di = {r};
-    for (int i = 0; i < bdims.rank; i++) di.e[i] = bz.e[i];
-    for (int i = 0; i < mdims.rank; i++) di.e[bdims.rank + i] = mi.e[i];
-    di.e[r - 1] = nl;
-    ex_reset_alignment(c);
-    c->al[sib[j]] = di;
-    c->bij[sib[j]] = 1;
-    ex_align(c);
+    ex_ctr_anchor(c, k, j, "em_r", NULL, &mi, nl);
     int which[EX_MAX_OUTS] = {0}, n = 0;
     for (int q = 0; q < c->g->outputs.n && q < EX_MAX_OUTS; q++)
       if (!written[q] && c->bij[c->g->outputs.v[q]]) {

@@ -278,22 +278,7 @@ static void ws_staged_value(ectx *c, const ex_ctr *k, int s, const char *elem) {
  * and every output, aligned with it, is written through the fused ops. */
 static void ws_staged_outputs(ectx *c, const ex_ctr *k) {
   ivec mi = ex_unravel(c, "m", &k->mdims);
-  ivec di = {k->r};
-  for (int i = 0; i < k->bdims.rank; i++) di.e[i] = k->bz.e[i];
-  for (int i = 0; i < k->mdims.rank; i++) di.e[k->bdims.rank + i] = mi.e[i];
-  di.e[k->r - 1] = "n";
-  c->anchor = k->sib[0];
-  c->anchor_var = "em_r";
-  ex_reset_alignment(c);
-  c->al[k->sib[0]] = di;
-  c->bij[k->sib[0]] = 1;
-  if (k->dual) {
-    c->xanchor = k->sib[1];
-    c->xanchor_var = "em_r2";
-    c->al[k->sib[1]] = di;
-    c->bij[k->sib[1]] = 1;
-  }
-  ex_align(c);
+  ex_ctr_anchor(c, k, 0, "em_r", k->dual ? "em_r2" : NULL, &mi, "n");
   int which[EX_MAX_OUTS] = {0}, n = ex_aligned_outputs(c, which);
   if (n != c->g->outputs.n) ex_fail(c, "an output of the contraction is not aligned with its result");
   ex_write_outputs(c, which, n);

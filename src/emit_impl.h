@@ -168,6 +168,9 @@ void ex_ctr_epilogue(ectx *c, const ex_ctr *k, em_launch *L);
 /* Linear sibling v's value at column nidx from its accumulator element acc: plus its bias (when it has one),
  * rounded to its dtype — what the epilogues and the staged tiles start from. */
 const char *ex_ctr_result(ectx *c, int v, const char *acc, const char *nidx);
+/* Anchors sibling s's result (text var; a dual's sibling 1 at var2 when given) at the domain index (bz, mi, nv)
+ * and aligns the kernel's values with it (ex_align). */
+void ex_ctr_anchor(ectx *c, const ex_ctr *k, int s, const char *var, const char *var2, const ivec *mi, const char *nv);
 /* The TMA ring's load of one stage (lambda em_load(st, kt)): A rows m0.., B rows n0.. (B2, siblings). */
 void ex_ctr_tma_load(ectx *c, const ex_ctr *k, int stages, int CL, int WS, const char *ktx);
 /* One TMA stage of wgmma (BK=64): four m64nBNk16 on each warpgroup's 64 rows, committed; scale_d is the C
