@@ -164,12 +164,13 @@ typedef struct {
   int reps;              /* samples, 1 to 100000 */
   int warmup;            /* untimed runs first, 0 to 100000 */
   int graph;             /* 1: capture body once and time graph replays */
-  double min_sample_us;  /* a sample repeats the work until it lasts this long (<= 0: 20); not with flush_bytes */
+  double min_sample_us;  /* a sample repeats the work until it lasts this long (<= 0: 20, with graph 200 as torch's
+                          * timer); not with flush_bytes */
   double warmup_ms;      /* after the warmup runs, more runs until this much GPU time has passed (0: none) */
   size_t flush_bytes;    /* > 0: a memset of this many bytes (more than the L2) before each sample, untimed; one
                           * run per sample */
 } em_cu_time_opts;
-#define EM_CU_TIME_DEFAULTS {50, 5, 0, 20.0, 0, 0}
+#define EM_CU_TIME_DEFAULTS {50, 5, 0, 0, 0, 0}
 
 typedef struct {
   double median_us, min_us, p20_us, p80_us, mean_us; /* per run of the body (or replay) */
@@ -178,7 +179,8 @@ typedef struct {
 } em_cu_timing;
 
 /* Times body with events on the context's stream: warmup runs (then more for warmup_ms of GPU time), and either
- * a calibration that picks batch (runs per sample so that a sample lasts min_sample_us) and reps chained samples
+ * a calibration that picks batch (runs per sample so that a sample lasts min_sample_us; with graph, the batch is
+ * captured into one graph, up to 1024 runs a replay, as torch's timer does) and reps chained samples
  * with no sync between them, or (flush_bytes > 0) reps single-run samples each after an untimed L2-flushing memset. */
 em_status em_cu_time(em_cu_ctx *c, em_cu_body body, void *ud, const em_cu_time_opts *o, em_cu_timing *out, char *err);
 void em_cu_timing_free(em_cu_timing *t);

@@ -334,7 +334,7 @@ static em_status call_body(void *ud, char *err) {
   return EM_OK;
 }
 
-/* ctx:time(fn, {reps = 50, warmup = 5, graph = false, min_sample_us = 20, warmup_ms = 0, flush_bytes = 0})
+/* ctx:time(fn, {reps = 50, warmup = 5, graph = false, min_sample_us = 20 (graph: 200), warmup_ms = 0, flush_bytes = 0})
  *   -> {median_us, min_us, p20_us, p80_us, mean_us, samples, batch, graph, flushed, all_us = {...}} | nil, msg
  * fn enqueues work (ctx:launch ...) and returns nothing, or nil, msg on failure. With graph = true its launches
  * are captured once into a CUDA graph and replays are timed. Times are per run of fn (per replay). */
