@@ -326,6 +326,12 @@ static const char *memo_key(ectx *c, int v, const ivec *ix) {
 }
 
 
+/* Serves value v at index ix from var: the next ex_val of v there returns var (a value loaded ahead). */
+void ex_memo_seed(ectx *c, int v, const ivec *ix, const char *var) {
+  memo_ent m = {v, (char *)memo_key(c, v, ix), var};
+  EM_VEC_PUSH(c->memo, m);
+}
+
 int ex_input_pos(ectx *c, int v) {
   for (int i = 0; i < c->g->inputs.n; i++)
     if (c->g->inputs.v[i] == v) return i;

@@ -688,10 +688,10 @@ static int ctr_roles(ectx *c, ex_ctr *k, em_launch *L) {
   int WS = k->WS = EX_KNOB(c, PRODUCER);
   if (WS) {
     const char *sm = em_graph_get_meta(c->g, "stage");
-    if (WS != 1 || !tma || !wgt || wgw != 1 || stages < 2 || (SK != 1 && !(persist && SK == 2)) || (CL != 1 && !persist) ||
+    if (WS != 1 || !tma || !wgt || wgw != 1 || stages < 2 || (SK != 1 && !(persist && (SK == 2 || SK == 4))) || (CL != 1 && !persist) ||
         (sm && atoi(sm) > 0) || k->threads + 128 > 1024) {
       ex_fail(c, "PRODUCER=1: a producer warpgroup feeds wgmma consumers (TMA=1, WGMMA=1, WG_WAIT=1, STAGES >= 2, SPLIT_K=1 "
-                 "(2 with PERSIST=1), CLUSTER=1, no staged epilogue)");
+                 "(2 or 4 with PERSIST=1), CLUSTER=1, no staged epilogue)");
       return 1;
     }
     L->block[0] = k->threads + 128;
@@ -719,9 +719,9 @@ static int ctr_tma_launch(ectx *c, const ex_ctr *k, em_launch *L) {
   }
   if (concat && nsib > 3) sib_ok = 0;
   if (!k->mma || !k->async || !k->lin_op || !sib_ok || !a_in || !b_in || !em_dim_is_const(k->Kd, &kc) || kc % 8 || BK != 64 ||
-      BM > 256 || BN > 256 || stages < 1 || stages > (k->wgt ? 8 : 4)) {
+      BM > 256 || BN > 256 || stages < 1 || stages > (k->wgt ? 12 : 4)) {
     ex_fail(c, "TMA=1 needs MMA=1, ASYNC=1, a linear (or up to 3 merged siblings whose widths BN divides) whose operands "
-               "are kernel inputs, K a multiple of 8, BK=64, BM and BN up to 256, STAGES 1..4 (1..8 with WGMMA=1)");
+               "are kernel inputs, K a multiple of 8, BK=64, BM and BN up to 256, STAGES 1..4 (1..12 with WGMMA=1)");
     return 1;
   }
   long long abytes = 128LL * BM, bbytes = 128LL * BN;
@@ -855,6 +855,7 @@ static void ctr_accumulators(ectx *c, const ex_ctr *k) {
  * tiles in a ring instead; with TMA=1, PERSIST=1 hands the resolved contraction to emit_gemm_ws.c. */
 void ex_k_contraction(ectx *c, em_launch *L) {
   ex_ctr K = {0};
+  K.rpf = -1;
   if (ctr_tier(c, &K) || ctr_operands(c, &K) || ctr_launch_shape(c, &K, L)) return;
   ctr_epilogue_values(c, &K);
   if (ctr_roles(c, &K, L)) return;

@@ -233,6 +233,65 @@ void ex_ctr_anchor(ectx *c, const ex_ctr *k, int s, const char *var, const char 
   ex_align(c);
 }
 
+/* 1 when value v's shape is the result's (same rank, the same dims). */
+static int same_shape(ectx *c, const ex_ctr *k, int v) {
+  const em_shape *s = ex_S(c, v);
+  if (s->rank != k->os->rank) return 0;
+  for (int i = 0; i < s->rank; i++)
+    if (!em_dim_eq(&s->d[i], &k->os->d[i])) return 0;
+  return 1;
+}
+
+int ex_ctr_residual(ectx *c, const ex_ctr *k) {
+  int64_t nc = 0;
+  if (!k->mma || k->dual || k->concat || k->nsib != 1 || !em_dim_is_const(&k->os->d[k->r - 1], &nc) || nc % 2) return -1;
+  for (int i = 0; i < c->g->nodes.n; i++) {
+    const em_node *nd = &c->g->nodes.v[i];
+    const em_opspec *sp = em_op_spec(nd->op);
+    if (nd->op != EM_OP_ADD || !same_shape(c, k, nd->out)) continue;
+    if (!(sp->args[0].kind == EM_ARG_T || nd->args[0].is_tensor) || !(sp->args[1].kind == EM_ARG_T || nd->args[1].is_tensor)) continue;
+    for (int a = 0; a < 2; a++) {
+      int v = nd->args[a].tensor, o = nd->args[1 - a].tensor;
+      em_dtype dt = ex_V(c, v)->dtype;
+      if (ex_V(c, v)->kind != EM_V_NODE && v != k->A_ && v != k->B_ && (o == k->a || k->dep[o]) && same_shape(c, k, v) &&
+          same_shape(c, k, o) && (dt == EM_BF16 || dt == EM_F16) && ex_input_pos(c, v) >= 0)
+        return v;
+    }
+  }
+  return -1;
+}
+
+void ex_ctr_residual_load(ectx *c, const ex_ctr *k) {
+  int v = k->rpf, mark = c->memo.n;
+  ex_line(c, "#pragma unroll");
+  ex_line(c, "for (int j = 0; j < %d; j++) {", k->FN);
+  if (k->jkeep) ex_line(c, "  if (!(%s)) continue;", k->jkeep);
+  ex_line(c, "  #pragma unroll");
+  ex_line(c, "  for (int q = 0; q < 4; q += 2) {");
+  c->indent += 2;
+  ex_line(c, "const long long m = m0 + wm * %d + (lane >> 2) + (q >> 1) * 8, n = n0 + wn * %d + j * 8 + (lane & 3) * 2;", k->BM / k->WM,
+          k->BN / k->WN);
+  ivec mi = ex_unravel(c, "m", &k->mdims);
+  ex_ctr_anchor(c, k, 0, "0.0f", NULL, &mi, "n");
+  const char *ix = ex_linearize(c, &c->al[v], ex_S(c, v));
+  ex_line(c, "em_pf[j][q >> 1] = m < M && n < N ? *reinterpret_cast<const unsigned *>(in%d + (%s)) : 0u;", ex_input_pos(c, v), ix);
+  c->indent -= 2;
+  ex_line(c, "  }");
+  ex_line(c, "}");
+  c->memo.n = mark;
+}
+
+/* The residual loaded ahead at this pair element (e = 0: the low half of em_pf[j][q / 2]), where the alignment reads
+ * it at the result's own index (else the epilogue loads it itself). */
+static void residual_seed(ectx *c, const ex_ctr *k, int e) {
+  int v = k->rpf, a = k->sib[0];
+  if (v < 0 || !c->bij[v] || c->al[v].rank != c->al[a].rank) return;
+  for (int i = 0; i < c->al[v].rank; i++)
+    if (strcmp(c->al[v].e[i], c->al[a].e[i])) return;
+  const char *half = e ? "(unsigned short)(em_pf[j][q >> 1] >> 16)" : "(unsigned short)em_pf[j][q >> 1]";
+  ex_memo_seed(c, v, &c->al[v], ex_load_conv(c, ex_V(c, v)->dtype, half));
+}
+
 /* One element of an accumulator pair (e = 0: column n, 1: n + 1): the anchors' values (em_r/em_r2, em_s/em_s2),
  * aligned at the domain index, every aligned output's store recorded in cap. Returns the outputs recorded. */
 static int ctr_pair_element(ectx *c, const ex_ctr *k, const ivec *mi, int e, ex_cap *cap) {
@@ -242,6 +301,7 @@ static int ctr_pair_element(ectx *c, const ex_ctr *k, const ivec *mi, int e, ex_
   for (int s = 0; s < na; s++)
     ex_line(c, "const %s %s = %s;", ex_ctype(ex_V(c, k->sib[s])->dtype), vars[s], ex_ctr_result(c, k->sib[s], acc[s], nv));
   ex_ctr_anchor(c, k, 0, vars[0], k->dual ? vars[1] : NULL, mi, nv);
+  residual_seed(c, k, e);
   int which[EX_MAX_OUTS] = {0}, n = ex_aligned_outputs(c, which);
   c->cap = cap;
   ex_write_outputs(c, which, n);
@@ -280,6 +340,7 @@ static int ctr_fragment_pairs(ectx *c, const ex_ctr *k) {
   ex_line(c, "for (int i = 0; i < %d; i++) {", k->FM);
   ex_line(c, "  #pragma unroll");
   ex_line(c, "  for (int j = 0; j < %d; j++) {", k->FN);
+  if (k->jkeep) ex_line(c, "    if (!(%s)) continue;", k->jkeep);
   ex_line(c, "    #pragma unroll");
   ex_line(c, "    for (int q = 0; q < 4; q += 2) {");
   c->indent += 3;
@@ -314,6 +375,7 @@ static void ctr_fragment_outputs(ectx *c, const ex_ctr *k) {
   ex_line(c, "#pragma unroll");
   ex_line(c, "for (int j = 0; j < %d; j++) {", mma ? FN : TN);
   c->indent++;
+  if (k->jkeep) ex_line(c, "if (!(%s)) continue;", k->jkeep);
   if (mma) {
     ex_line(c, "#pragma unroll");
     ex_line(c, "for (int q = 0; q < 4; q++) {");

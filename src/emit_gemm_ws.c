@@ -49,18 +49,18 @@ static void ws_tile_count(ectx *c, const ex_ctr *k, int cl) {
 }
 
 /* This CTA's tile loop: every gridDim.x-th tile, (CLUSTER=2) every (gridDim.x / 2)-th pair of its cluster, or
- * (SPLIT_K=2) every (gridDim.x / 2)-th tile, the cluster's two CTAs on its two K halves. */
+ * (SPLIT_K=2, 4) every (gridDim.x / SPLIT_K)-th tile, the cluster's CTAs on its K parts. */
 static void ws_tile_loop(ectx *c, int cl, int sk) {
   if (cl == 2) ex_line(c, "for (int em_t = blockIdx.x / 2; em_t < em_pairs; em_t += gridDim.x / 2) {");
-  else if (sk == 2) ex_line(c, "for (int em_t = blockIdx.x / 2; em_t < em_tiles; em_t += gridDim.x / 2) {");
+  else if (sk >= 2) ex_line(c, "for (int em_t = blockIdx.x / %d; em_t < em_tiles; em_t += gridDim.x / %d) {", sk, sk);
   else ex_line(c, "for (int em_t = blockIdx.x; em_t < em_tiles; em_t += gridDim.x) {");
 }
 
-/* SPLIT_K=2: this CTA's K tiles of the tile, kt0.. (nkc of them): rank 0 the first half (rounded up), rank 1 the
- * rest. Returns the loop bound's name. */
+/* SPLIT_K=2, 4: this CTA's K tiles of the tile, kt0.. (nkc of them): rank r the r-th part of nk / SPLIT_K (rounded
+ * up; the last parts may be short or empty). Returns the loop bound's name. */
 static const char *ws_k_range(ectx *c, int sk) {
-  if (sk != 2) return "nk";
-  ex_line(c, "const int em_kh = (nk + 1) / 2, kt0 = (int)em_cr * em_kh, nkc = max(0, min(nk, kt0 + em_kh) - kt0);");
+  if (sk < 2) return "nk";
+  ex_line(c, "const int em_kh = (nk + %d) / %d, kt0 = (int)em_cr * em_kh, nkc = max(0, min(nk, kt0 + em_kh) - kt0);", sk - 1, sk);
   return "nkc";
 }
 
@@ -111,7 +111,7 @@ static void ws_producer(ectx *c, const ex_ctr *k, int stages, int raster, int cw
   ws_stamp(c, sp, "  const unsigned em_c0 = em_clock();");
   ex_line(c, "  em_mbar_wait(&em_empty[st], ((unsigned)(em_it / %d) & 1u) ^ 1u);", stages);
   ws_stamp(c, sp, "  const unsigned em_c1 = em_clock();");
-  ex_line(c, sk == 2 ? "  em_load(st, kt0 + kt);" : "  em_load(st, kt);");
+  ex_line(c, sk >= 2 ? "  em_load(st, kt0 + kt);" : "  em_load(st, kt);");
   ws_stamp(c, sp, "  em_sw += em_c1 - em_c0, em_si += em_clock() - em_c1;");
   ex_line(c, "}");
   c->indent--;
@@ -125,8 +125,8 @@ static void ws_producer(ectx *c, const ex_ctr *k, int stages, int raster, int cw
   }
   c->indent--;
   ex_line(c, "}");
-  if (cl == 2 || sk == 2) {
-    /* (no return: every thread of both CTAs meets at the closing cluster barrier) */
+  if (cl == 2 || sk >= 2) {
+    /* (no return: every thread of the cluster's CTAs meets at the closing cluster barrier) */
     c->indent--;
     ex_line(c, "} else {");
     c->indent++;
@@ -284,6 +284,18 @@ static void ws_staged_outputs(ectx *c, const ex_ctr *k) {
   ex_write_outputs(c, which, n);
 }
 
+/* A rank with no K tiles of the tile (nk < SPLIT_K) contributes zeros. */
+static void ws_split_zero(ectx *c, const ex_ctr *k) {
+  ex_line(c, "if (nkc == 0) {");
+  ex_line(c, "  #pragma unroll");
+  ex_line(c, "  for (int j = 0; j < %d; j++) {", k->FN);
+  for (int s = 0; s < (k->dual ? 2 : 1); s++)
+    ex_line(c, "    %s[0][j][0] = %s[0][j][1] = %s[0][j][2] = %s[0][j][3] = 0.0f;", s ? "acc2" : "acc", s ? "acc2" : "acc",
+            s ? "acc2" : "acc", s ? "acc2" : "acc");
+  ex_line(c, "  }");
+  ex_line(c, "}");
+}
+
 /* SPLIT_K=2's hand-over, after both CTAs' K halves retired: rank 1 waits until rank 0 has read its last
  * partials (em_rempty, in rank 1), writes this tile's accumulators into rank 0's buffer em_rb (float4 j of
  * consumer thread t at (j * threads + t) * 16: each store a warp's 512 contiguous bytes) and arrives on rank 0's
@@ -292,14 +304,7 @@ static void ws_staged_outputs(ectx *c, const ex_ctr *k) {
  * with no K tiles (nk == 1) hands over zeros. */
 static void ws_split_handover(ectx *c, const ex_ctr *k, int cw) {
   int threads = 32 * cw, nst = k->dual ? 2 : 1;
-  ex_line(c, "if (nkc == 0) {");
-  ex_line(c, "  #pragma unroll");
-  ex_line(c, "  for (int j = 0; j < %d; j++) {", k->FN);
-  for (int s = 0; s < nst; s++)
-    ex_line(c, "    %s[0][j][0] = %s[0][j][1] = %s[0][j][2] = %s[0][j][3] = 0.0f;", s ? "acc2" : "acc", s ? "acc2" : "acc",
-            s ? "acc2" : "acc", s ? "acc2" : "acc");
-  ex_line(c, "  }");
-  ex_line(c, "}");
+  ws_split_zero(c, k);
   ex_line(c, "if (em_cr != 0) {");
   c->indent++;
   ex_line(c, "em_mbar_wait_acquire(&em_rempty, (em_n & 1u) ^ 1u);");
@@ -330,6 +335,54 @@ static void ws_split_handover(ectx *c, const ex_ctr *k, int cw) {
   ex_line(c, "em_mbar_arrive_release(&em_rempty, 1u);");
 }
 
+/* SPLIT_K=2, 4 with the fragment epilogue (EPI_SMEM=0): a reduce-scatter of the tile's partial sums across the
+ * cluster. Rank r owns the column groups j with j / (FN / SPLIT_K) == r of every consumer thread's fragments: each
+ * thread stores its other groups into their owners' buffers em_rb (distributed shared memory; slot p = the sender's
+ * distance past the owner less one, float4 ((p * nacc + s) * FN/SPLIT_K + j % (FN/SPLIT_K)) * threads + tid, so a
+ * warp's store is 512 contiguous bytes) and arrives on their em_rfull; then it waits for its own, adds the peers'
+ * parts in slot order (the same sum every run), and releases them (em_rempty, in each sender). Every rank then runs
+ * the epilogue on its share (k->jkeep), so the tile's epilogue is split SPLIT_K ways. */
+static void ws_split_reduce(ectx *c, const ex_ctr *k, int cw, int sk) {
+  int threads = 32 * cw, nst = k->dual ? 2 : 1, fs = k->FN / sk;
+  ws_split_zero(c, k);
+  ex_line(c, "em_mbar_wait_acquire(&em_rempty, (em_n & 1u) ^ 1u); /* the owners have read this CTA's last parts */");
+  ex_line(c, "#pragma unroll");
+  ex_line(c, "for (int j = 0; j < %d; j++) {", k->FN);
+  c->indent++;
+  ex_line(c, "const unsigned em_o = (unsigned)(j / %d);", fs);
+  ex_line(c, "if (em_o == em_cr) continue;");
+  ex_line(c, "const unsigned em_p = (em_cr + %du - em_o) %% %du;", sk - 1, sk);
+  ex_line(c, "const unsigned em_ra = em_mapa(em_rb, em_o) + ((em_p * %du + (unsigned)(j %% %d)) * %du + (unsigned)tid) * 16u;", nst * fs, fs,
+          threads);
+  for (int s = 0; s < nst; s++) {
+    const char *a = s ? "acc2" : "acc";
+    ex_line(c, "em_st_cluster4(em_ra + %du, %s[0][j][0], %s[0][j][1], %s[0][j][2], %s[0][j][3]);", s * fs * threads * 16, a, a, a, a);
+  }
+  c->indent--;
+  ex_line(c, "}");
+  ex_line(c, "for (unsigned em_q = 1; em_q < %du; em_q++) em_mbar_arrive_release(&em_rfull, (em_cr + em_q) %% %du);", sk, sk);
+  ex_line(c, "em_mbar_wait_acquire(&em_rfull, em_n & 1u);");
+  ex_line(c, "{");
+  c->indent++;
+  ex_line(c, "const float4 *const em_rv = reinterpret_cast<const float4 *>(em_dsm + (em_rb - em_smem(em_dsm))) + tid;");
+  ex_line(c, "#pragma unroll");
+  ex_line(c, "for (int j = 0; j < %d; j++) {", k->FN);
+  ex_line(c, "  if (j / %d != (int)em_cr) continue;", fs);
+  ex_line(c, "  #pragma unroll");
+  ex_line(c, "  for (int em_p = 0; em_p < %d; em_p++) {", sk - 1);
+  for (int s = 0; s < nst; s++) {
+    const char *a = s ? "acc2" : "acc";
+    ex_line(c, "    const float4 em_x%d = em_rv[((em_p * %d + %d) * %d + j %% %d) * %d];", s, nst, s, fs, fs, threads);
+    ex_line(c, "    %s[0][j][0] += em_x%d.x, %s[0][j][1] += em_x%d.y, %s[0][j][2] += em_x%d.z, %s[0][j][3] += em_x%d.w;", a, s, a, s, a,
+            s, a, s);
+  }
+  ex_line(c, "  }");
+  ex_line(c, "}");
+  c->indent--;
+  ex_line(c, "}");
+  ex_line(c, "for (unsigned em_q = 1; em_q < %du; em_q++) em_mbar_arrive_release(&em_rempty, (em_cr + em_q) %% %du);", sk, sk);
+}
+
 /* The consumers: per tile, every k-slice's wgmma group on its full stage with one group in flight (the stage of
  * the step before is released once wait_group 1 retired it), then the last release and the epilogue. The first
  * k-slice's wgmma starts the accumulators at zero (scale-d = (kt | kk) != 0), so no tile clears them. tmo: the
@@ -342,14 +395,24 @@ static void ws_consumers(ectx *c, const ex_ctr *k, em_launch *L, int stages, int
   ex_line(c, "float acc[1][%d][4];", k->FN);
   if (k->dual) ex_line(c, "float acc2[1][%d][4];", k->FN);
   ex_line(c, "int em_it = 0;");
+  /* the fragment epilogue's view of the tile: the split's reduction is done here (SPLIT_K: each rank its share of
+   * the columns), and a residual it adds is loaded into registers before the tile's K loop */
+  ex_ctr k1 = *k;
+  k1.SK = 1;
+  if (sk >= 2 && !staged) k1.jkeep = ex_A(c, "j / %d == (int)em_cr", k->FN / sk);
+  k1.rpf = staged ? -1 : ex_ctr_residual(c, k);
+  if (k1.rpf >= 0) ex_line(c, "unsigned em_pf[%d][2]; /* the residual's column pairs, loaded ahead */", k->FN);
   ws_stamp(c, sp, "unsigned em_sn = 0, em_sw = 0, em_sm = 0, em_sr = 0, em_stl = 0, em_se = 0; /* STAMP: see WS_STAMP_FIELDS */");
   ws_stamp(c, sp, "const unsigned em_s0 = em_clock();");
-  if (sk == 2) ex_line(c, "unsigned em_n = 0; /* SPLIT_K=2: the tiles handed over, the parity of em_rfull / em_rempty */");
+  if (sk >= 2)
+    ex_line(c, staged ? "unsigned em_n = 0; /* SPLIT_K=2: the tiles handed over, the parity of em_rfull / em_rempty */"
+                      : "unsigned em_n = 0; /* SPLIT_K: the tiles reduced, the parity of em_rfull / em_rempty */");
   ws_tile_loop(c, cl, sk);
   c->indent++;
   ws_tile_coords(c, k, raster, cl);
   const char *nkv = ws_k_range(c, sk);
   ws_stamp(c, sp, "em_sn++;");
+  if (k1.rpf >= 0) ex_ctr_residual_load(c, &k1);
   ex_line(c, "for (int kt = 0; kt < %s; kt++, em_it++) {", nkv);
   c->indent++;
   ex_line(c, "const int st = em_it %% %d;", stages);
@@ -368,19 +431,21 @@ static void ws_consumers(ectx *c, const ex_ctr *k, em_launch *L, int stages, int
   ex_line(c, "}");
   ws_stamp(c, sp, "const unsigned em_c3 = em_clock();");
   ex_line(c, "em_wg_wait0();");
-  ws_release(c, sk == 2 ? "nkc >= 1 && " : "nk >= 1 && ", "em_it - 1", stages, cl);
+  ws_release(c, sk >= 2 ? "nkc >= 1 && " : "nk >= 1 && ", "em_it - 1", stages, cl);
   ws_stamp(c, sp, "const unsigned em_c4 = em_clock();");
-  if (sk == 2) ws_split_handover(c, k, k->BM / 16);
-  ex_ctr k1 = *k;
-  k1.SK = 1; /* (the hand-over above is the split's whole reduction) */
+  if (sk >= 2 && !staged) {
+    ws_split_reduce(c, k, k->BM / 16, sk);
+  } else if (sk == 2) {
+    ws_split_handover(c, k, k->BM / 16);
+  }
   if (staged == 3 || staged == 4) ws_epilogue_halves(c, k, k->BM / 16, staged, tmo);
   else if (staged) ws_epilogue(c, k, k->BM / 16, staged);
   else ex_ctr_epilogue(c, &k1, L); /* each thread's fragments, in place */
-  if (sk == 2) {
+  if (sk == 2 && staged) {
     c->indent--;
     ex_line(c, "}");
-    ex_line(c, "em_n++;");
   }
+  if (sk >= 2) ex_line(c, "em_n++;");
   ws_stamp(c, sp, "em_stl += em_c4 - em_c3, em_se += em_clock() - em_c4;");
   c->indent--;
   ex_line(c, "}");
@@ -454,11 +519,11 @@ void ex_k_contraction_ws(ectx *c, const ex_ctr *k, em_launch *L) {
   int staged = EX_KNOB(c, EPI_SMEM), cl = EX_KNOB(c, CLUSTER), sp = EX_KNOB(c, STAMP), sk = k->SK;
   const char *sm = em_graph_get_meta(c->g, "stage");
   if (!k->tma || k->concat || (k->BM != 64 && k->BM != 128) || k->WM != k->BM / 16 || k->WN != 1 ||
-      (sk != 1 && !(sk == 2 && cl == 1)) || stages < 2 ||
+      (sk != 1 && !((sk == 2 || (sk == 4 && !staged)) && cl == 1)) || stages < 2 ||
       (sm && atoi(sm) > 0) || (cl != 1 && cl != 2) || EX_KNOB(c, PRODUCER) != 1 ||
       EX_KNOB(c, WG_WAIT) != 1 || (staged < 0 || staged > 4) || ws_has_prologue(c, k)) {
     ex_fail(c, "PERSIST=1: a persistent producer/consumer pipeline (TMA=1, WGMMA=1, WG_WAIT=1, PRODUCER=1, BM 64 or "
-               "128, STAGES >= 2, SPLIT_K 1 or 2 (2: CLUSTER=1), CLUSTER 1 or 2, EPI_SMEM 0..4, one linear or a dual pair, no prologue and no "
+               "128, STAGES >= 2, SPLIT_K 1, 2 or 4 (2, 4: CLUSTER=1; 4: EPI_SMEM=0), CLUSTER 1 or 2, EPI_SMEM 0..4, one linear or a dual pair, no prologue and no "
                "head-local epilogue)");
     return;
   }
@@ -478,8 +543,8 @@ void ex_k_contraction_ws(ectx *c, const ex_ctr *k, em_launch *L) {
   }
   L->block[0] = 32 * cw + 128;
   /* (the launcher's cap keeps the grid a multiple of the cluster) */
-  L->persistent = cl == 2 || sk == 2 ? 2 : 1;
-  L->scratch_per_tile = 0; /* (SPLIT_K=2 reduces in shared memory, not in the launch scratch of the other tiers) */
+  L->persistent = cl == 2 ? 2 : sk >= 2 ? sk : 1;
+  L->scratch_per_tile = 0; /* (SPLIT_K reduces in shared memory, not in the launch scratch of the other tiers) */
   const char *ntext = em_dim_format(&c->g->syms, &k->os->d[k->r - 1], (char[128]){0}, 128);
   if (cl == 2) {
     /* pairs of tile rows, two CTAs a pair; B's tensor map loads half a tile (each CTA its half, multicast) */
@@ -488,7 +553,7 @@ void ex_k_contraction_ws(ectx *c, const ex_ctr *k, em_launch *L) {
     for (int b = 1; b <= (k->dual ? 2 : 1); b++) L->tmaps[b].box[1] = k->BN / 2;
   } else {
     snprintf(L->grid[0], sizeof L->grid[0], "cdiv(%s,%d)*cdiv(%s,%d)%s", ex_numel_text(c, &k->mdims), k->BM, ntext, k->BN,
-             sk == 2 ? "*2" : "");
+             sk == 2 ? "*2" : sk == 4 ? "*4" : "");
   }
   snprintf(L->grid[1], sizeof L->grid[1], "1");
   snprintf(L->grid[2], sizeof L->grid[2], "1");
@@ -512,12 +577,13 @@ void ex_k_contraction_ws(ectx *c, const ex_ctr *k, em_launch *L) {
   ex_line(c, "const unsigned em_sb = (em_smem(em_dsm) + 1023u) & ~1023u;");
   long long ring = (long long)stages * 128 * (k->BM + k->BN * (k->dual ? 2 : 1));
   L->smem = 1024 + ring + ws_staging(c, k, ring, staged);
-  if (sk == 2) {
-    /* rank 1's partial accumulators, in rank 0 (f32, BM x BN an accumulator) */
+  if (sk >= 2) {
+    /* the peers' partial accumulators (f32): EPI_SMEM=0, the parts of this rank's columns, SPLIT_K - 1 slots of
+     * BM x BN / SPLIT_K; a staged epilogue (SPLIT_K=2), rank 1's whole tile in rank 0 */
     ex_use_prelude(c, ex_SPLIT_PRELUDE);
     ex_line(c, "__shared__ __align__(8) unsigned long long em_rfull, em_rempty;");
     ex_line(c, "const unsigned em_rb = em_sb + %lldu;", (long long)L->smem - 1024);
-    L->smem += 4LL * k->BM * k->BN * (k->dual ? 2 : 1);
+    L->smem += (staged ? 4LL : 4LL * (sk - 1) / sk) * k->BM * k->BN * (k->dual ? 2 : 1);
   }
   if (sp)
     ex_line(c, "unsigned *const em_st = reinterpret_cast<unsigned *>(em_scratch) + blockIdx.x * %d; /* STAMP: this CTA's record */",
@@ -529,19 +595,21 @@ void ex_k_contraction_ws(ectx *c, const ex_ctr *k, em_launch *L) {
   ex_line(c, "const int tid = threadIdx.x, lane = tid & 31, wid = tid >> 5;");
   ex_line(c, "const int nk = (int)((K + 63) / 64);");
   ws_tile_count(c, k, cl);
-  if (cl == 2 || sk == 2) ex_line(c, "const unsigned em_cr = em_cluster_rank();");
+  if (cl == 2 || sk >= 2) ex_line(c, "const unsigned em_cr = em_cluster_rank();");
   ex_line(c, "if (tid == 0) {");
   ex_line(c, "  for (int s = 0; s < %d; s++) em_mbar_init(&em_bar[s], 1);", stages);
   /* the empty barriers' arrivals: each consumer warp (of both CTAs: CLUSTER=2) */
   ex_line(c, "  for (int s = 0; s < %d; s++) em_mbar_init(&em_empty[s], %d);", stages, cw * cl);
-  if (sk == 2) ex_line(c, "  em_mbar_init(&em_rfull, %d), em_mbar_init(&em_rempty, %d);", 32 * cw, 32 * cw);
+  /* (the reduce-scatter's barriers take an arrival of every consumer thread of each peer) */
+  if (sk >= 2) ex_line(c, "  em_mbar_init(&em_rfull, %d), em_mbar_init(&em_rempty, %d);", 32 * cw * (staged ? 1 : sk - 1),
+                       32 * cw * (staged ? 1 : sk - 1));
   ex_line(c, "  em_mbar_fence_init();");
   ex_line(c, "}");
   /* (a cluster: the peer's multicasts and arrivals may only reach barriers that are initialised) */
-  ex_line(c, cl == 2 || sk == 2 ? "em_cluster_sync();" : "__syncthreads();");
+  ex_line(c, cl == 2 || sk >= 2 ? "em_cluster_sync();" : "__syncthreads();");
   ws_producer(c, k, stages, raster, cw, cl, sk, sp);
   ws_consumers(c, k, L, stages, raster, staged, cl, sk, tmo, sp);
-  if (cl == 2 || sk == 2) {
+  if (cl == 2 || sk >= 2) {
     c->indent--;
     ex_line(c, "}");
     ex_line(c, "em_cluster_sync(); /* no multicast or arrival may reach a CTA that has left */");

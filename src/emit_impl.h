@@ -111,6 +111,8 @@ ivec ex_domain_vars(ectx *c, const em_shape *s, const char *lin);
 const char *ex_numel_c(ectx *c, const em_shape *s);
 char *ex_numel_text(ectx *c, const em_shape *s);
 void ex_reset_alignment(ectx *c);
+/* Serves value v at index ix from var: the next ex_val of v there returns var (a value loaded ahead). */
+void ex_memo_seed(ectx *c, int v, const ivec *ix, const char *var);
 /* The positions of the kernel outputs aligned with the domain (at most EX_MAX_OUTS; more fail the emission). */
 #define EX_MAX_OUTS 64
 
@@ -160,11 +162,20 @@ typedef struct {
   em_dtype opdt;            /* the operands' dtype */
   int pad, persist;         /* PAD_SMEM (bf16 elements after each padded tile row), PERSIST */
   const em_dim *Kd;         /* the contracted dim K (A's last) */
+  int rpf;                  /* a residual loaded ahead (ex_ctr_residual): the kernel input read at the result's
+                             * own index, its column pairs in registers em_pf[j][q / 2] before the K loop; -1: none */
+  const char *jkeep;        /* the fragment epilogue's condition on column group j (NULL: every j): PERSIST=1's
+                             * SPLIT_K reduce-scatter leaves each rank its share of the tile's columns */
 } ex_ctr;
 
 /* The contraction epilogue: split-K's reduction, a staged head-local tile, then every accumulator element
  * (m, n) of this thread (acc[i][j][q] in mma.sync's C-fragment order) through the fused ops to the outputs. */
 void ex_ctr_epilogue(ectx *c, const ex_ctr *k, em_launch *L);
+/* The residual of the fragment pairs epilogue, loadable ahead: a 2-byte kernel input the epilogue reads at the
+ * result's own index with the result's shape (contiguous rows of N, N even), or -1. ex_ctr_residual_load emits
+ * the loads of this thread's pairs into em_pf[j][q / 2] (declared by the caller). */
+int ex_ctr_residual(ectx *c, const ex_ctr *k);
+void ex_ctr_residual_load(ectx *c, const ex_ctr *k);
 /* Linear sibling v's value at column nidx from its accumulator element acc: plus its bias (when it has one),
  * rounded to its dtype — what the epilogues and the staged tiles start from. */
 const char *ex_ctr_result(ectx *c, int v, const char *acc, const char *nidx);

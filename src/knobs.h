@@ -69,7 +69,11 @@
   X(SPLIT_K, SPLIT, 1, "1..16", "contraction (linear, warp tier)",                                                     \
     "S > 1: grid z splits the K tiles in S slices; partial accumulators go to a per-launch scratch buffer "            \
     "(`launch.scratch_per_tile` bytes per (m, n) tile, zeroed once) and the last block of each tile sums them in "     \
-    "slice order (deterministic) before the epilogue; 1: no split. Not yet run on a GPU")                              \
+    "slice order (deterministic) before the epilogue; 1: no split. With PERSIST=1 (2 or 4, CLUSTER=1): a cluster "    \
+    "of S CTAs on one tile's K parts; EPI_SMEM=0 reduce-scatters the partials through distributed shared memory "     \
+    "(each rank sums and stores its 1/S of the columns), a staged epilogue (S=2) hands rank 1's tile to rank 0. "     \
+    "Correct on the H200; 4 is slow where the SMs cannot hold every 4-CTA cluster at once (docs/performance.md, "   \
+    "thirteenth session)")                                                                                            \
   X(BM, TILE, 64, "16,32,64,128,256", "contraction", "block tile rows")                                                \
   X(BN, TILE, 64, "16,32,64,128,256", "contraction", "block tile columns")                                             \
   X(BK, TILE, 16, "8,16,32,64", "contraction", "K depth of a block tile step staged through shared memory")            \
@@ -78,8 +82,8 @@
   X(ASYNC, COPY, 0, "0,1", "contraction",                                                                              \
     "1: a STAGES-deep ring of operand tiles in dynamic shared memory (warp tier, operands that are kernel inputs), "   \
     "filled by 16-byte cp.async copies or by TMA; 0: element-wise tile fills")                                         \
-  X(STAGES, COPY, 1, "1..8", "contraction",                                                                            \
-    "depth of the ASYNC=1 ring: 1–4; 6 and 8 for the wgmma tier on TMA tiles only (after the others: no default "      \
+  X(STAGES, COPY, 1, "1..12", "contraction",                                                                           \
+    "depth of the ASYNC=1 ring: 1–4; 6, 8 and 12 for the wgmma tier on TMA tiles only (after the others: no default "  \
     "uses them; the tune picks 6 for q, o and down, 1–2% at best: docs/performance.md, seventh session). 4 first; 3 "  \
     "first for a dual kernel of more than two waves (`atom.dual_waves`)")                                              \
   X(TMA, STAGE, 0, "0,1", "contraction",                                                                               \

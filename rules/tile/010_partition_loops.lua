@@ -98,9 +98,14 @@ return {
             if k.tma_store then epis[#epis + 1] = 4 end
             epis[#epis + 1] = 3
           end
+          local small = atom.persist_small(k, dev)
           for _, e in ipairs(epis) do
             local q = atom.with(p, "EPI_SMEM", e)
             local first = o.BM == 128 and o.BN == (k.dual and 128 or 256) and e == lead_epi
+            -- (atom.persist_small: its tile, the TMA store or the fragment epilogue)
+            if small then
+              first = o.BM == small.BM and o.BN == small.BN and o.WM == small.BM / 16 and o.WN == 1 and e == (k.tma_store and 4 or 0)
+            end
             if first then lead[#lead + 1] = q else persist[#persist + 1] = q end
           end
         end
@@ -112,7 +117,7 @@ return {
       local clustered = {}
       for _, q in ipairs(lead) do clustered[#clustered + 1] = atom.with(q, "CLUSTER", 2) end
       for _, q in ipairs(persist) do clustered[#clustered + 1] = atom.with(q, "CLUSTER", 2) end
-      if atom.persist_first(k, dev) then
+      if atom.persist_first(k, dev) or atom.persist_small(k, dev) then
         local rest = out
         out = lead
         for _, q in ipairs(persist) do out[#out + 1] = q end

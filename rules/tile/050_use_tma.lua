@@ -16,10 +16,18 @@ return {
       -- 2026-11-30, docs/performance.md "Sixth session"); not yet measured in emmy.
       if atom.tma(k, dev) then
         local o = { { ASYNC = 1, STAGES = 4 }, { ASYNC = 1, STAGES = 3 }, { ASYNC = 1, STAGES = 2 }, { ASYNC = 0, STAGES = 1 },
-          { ASYNC = 1, STAGES = 1 }, { ASYNC = 1, STAGES = 6 }, { ASYNC = 1, STAGES = 8 } }
+          { ASYNC = 1, STAGES = 1 }, { ASYNC = 1, STAGES = 6 }, { ASYNC = 1, STAGES = 8 }, { ASYNC = 1, STAGES = 12 } }
         -- A dual kernel of more than two waves (atom.dual_waves: gate/up) takes 3 stages first: three blocks an SM
         -- against two (18.0 us against 25.7 at RASTER=8, seq_len 512, H200, 2026-11-30).
         if atom.dual_waves(k, dev) then o[1], o[2] = o[2], o[1] end
+        -- The persistent lead of a one-wave grid (atom.persist_small) takes 8 stages first: in the program its
+        -- weights stream from HBM, and the deeper ring was 1-4 µs faster there (Qwen3 layer 0, 512 tokens: q 7.4
+        -- against 8.4, o 9.2 against 12.0, down 11.8 against 16.1; H200, 2026-12-02)
+        if atom.persist_small(k, dev) then
+          local s8 = o[7]
+          for i = 7, 2, -1 do o[i] = o[i - 1] end
+          o[1] = s8
+        end
         return o
       end
       -- three stages first: measured 24.2 us against 107.5 us for element-wise fills (q_proj, seq_len 512, H200).

@@ -98,6 +98,26 @@ function A.persist_first(k, dev)
   return rows >= 8 and rows * math.ceil(k.N / 128) >= (dev.sm_count or 132)
 end
 
+-- A single linear (no dual, no RoPE stage) with fewer than 8 rows of 128 at the hint (so not persist_first) whose
+-- 128 x 64 tiles, else 64 x 64 tiles, make one wave of 90-100% of the SMs: the persistent pipeline's lead tile
+-- ({BM, BN}; the TMA store where the result is the one output, else the fragment epilogue with the residual
+-- loaded ahead) on an 8-stage ring (050_use_tma). Measured against the 64 x 64 default (bench/gemm.lua --batches 1,
+-- alone; `emmy run --bench`, in the Qwen3 layer, where the weights stream from HBM and the ring's depth decides;
+-- H200, 2026-12-02, docs/performance.md "Thirteenth session"): Qwen3 q_proj 128 x 64 alone 6.2 against 7.5 µs, in
+-- the layer 7.4 (8 stages) and 8.4 (4) against 9.9; o_proj 64 x 64 in the layer 9.2 (8) and 12.0 (4) against
+-- 13.1, down_proj 11.8 (8) and 16.1 (4) against 17.2; TinyLlama o_proj 128 x 64 alone 11.3 against 14.3, down_proj
+-- 29.9 against 31.5 (4 stages).
+function A.persist_small(k, dev)
+  if not k.M or not k.N or k.dual or k.stage or (k.siblings or 0) > 1 then return nil end
+  local sms, rows = dev.sm_count or 132, math.ceil(k.M / 128)
+  if rows >= 8 then return nil end
+  for _, t in ipairs { { BM = 128, BN = 64 }, { BM = 64, BN = 64 } } do
+    local tiles = math.ceil(k.M / t.BM) * math.ceil(k.N / t.BN)
+    if tiles >= 0.9 * sms and tiles <= sms then return t end
+  end
+  return nil
+end
+
 -- A contraction whose epilogue reads nothing but its own accumulator (no residual or other input, one
 -- accumulator): the staged epilogue (EPI_SMEM=1) was the faster one there.
 function A.plain_epilogue(k)

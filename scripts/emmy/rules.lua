@@ -395,12 +395,14 @@ function M.resource_check(k, c, dev)
     end
   end
   if k.kind == "contraction" and (c.PRODUCER or 0) ~= 0 then
-    -- (PERSIST=1 with SPLIT_K=2: the two CTAs of a cluster take one tile's K halves, CLUSTER=1)
-    local split_ok = (c.SPLIT_K or 1) == 1 or (c.SPLIT_K == 2 and c.PERSIST == 1 and (c.CLUSTER or 1) == 1)
+    -- (PERSIST=1 with SPLIT_K=2 or 4: the CTAs of a cluster take one tile's K parts, CLUSTER=1; 4 reduces for the
+    -- fragment epilogue only, EPI_SMEM=0)
+    local sk = c.SPLIT_K or 1
+    local split_ok = sk == 1 or (c.PERSIST == 1 and (c.CLUSTER or 1) == 1 and (sk == 2 or (sk == 4 and (c.EPI_SMEM or 0) == 0)))
     if c.PRODUCER ~= 1 or c.WGMMA ~= 1 or c.TMA ~= 1 or c.WG_WAIT ~= 1 or (c.STAGES or 1) < 2 or not split_ok
       or ((c.CLUSTER or 1) ~= 1 and c.PERSIST ~= 1) then
       return false, "PRODUCER=1 feeds wgmma consumers from a producer warpgroup (WGMMA=1, TMA=1, WG_WAIT=1, STAGES >= 2,"
-        .. " SPLIT_K=1 (2 with PERSIST=1 and CLUSTER=1), CLUSTER=1 unless PERSIST=1)"
+        .. " SPLIT_K=1 (2 with PERSIST=1 and CLUSTER=1, 4 also with EPI_SMEM=0), CLUSTER=1 unless PERSIST=1)"
     end
     if k.stage then return false, "PRODUCER=1: the producer leaves after its loop, so no staged (block-barrier) epilogue" end
   end
@@ -460,8 +462,12 @@ function M.resource_check(k, c, dev)
     if c.PERSIST == 1 then smem = smem + 16 * (c.STAGES or 1) end
     if c.EPI_SMEM == 1 or c.EPI_SMEM == 2 then smem = smem + 2 * c.BM * (c.BN + 8) * (k.dual and 2 or 1) end
     if c.EPI_SMEM == 3 or c.EPI_SMEM == 4 then smem = smem + c.BM * c.BN * (c.BN >= 128 and 1 or 2) * (k.dual and 2 or 1) end
-    -- SPLIT_K=2 (PERSIST=1): rank 0 receives rank 1's f32 accumulators (BM x BN each), two more barriers
-    if c.PERSIST == 1 and c.SPLIT_K == 2 then smem = smem + 4 * c.BM * c.BN * (k.dual and 2 or 1) + 16 end
+    -- SPLIT_K (PERSIST=1): the peers' f32 partials, two more barriers. EPI_SMEM=0: each rank receives its share of
+    -- the columns from SPLIT_K - 1 peers; a staged epilogue (SPLIT_K=2): rank 0 receives rank 1's whole tile
+    if c.PERSIST == 1 and (c.SPLIT_K or 1) >= 2 then
+      local part = (c.EPI_SMEM or 0) == 0 and (c.SPLIT_K - 1) / c.SPLIT_K or 1
+      smem = smem + 4 * part * c.BM * c.BN * (k.dual and 2 or 1) + 16
+    end
   elseif k.kind == "contraction" and c.MMA == 1 then
     threads = 32 * (c.WM or 0) * (c.WN or 0)
     smem = 2 * (c.BM + c.BN * (k.dual and 2 or 1)) * (c.BK + (c.PAD_SMEM or 8)) * ((c.ASYNC == 1) and (c.STAGES or 1) or 1)

@@ -230,12 +230,12 @@ test("TMA=1: tensor maps are launch arguments described by launch.tmaps; the til
 end)
 
 test("SPLIT_K=4: grid z slices K, partials in scratch, the last block sums them in slice order", function()
-  local code, out, err = emmy(args("compile", L0, "--ir", "cuda", "--kernel", "k_linear_add"), { env = "EMMY_KNOBS=SPLIT_K=4" })
+  local code, out, err = emmy(args("compile", L0, "--ir", "cuda", "--kernel", "k_linear_add"), { env = "EMMY_KNOBS=SPLIT_K=4,PERSIST=0" })
   eq(code, 0, "exit: " .. err)
   check(out:find("float *__restrict__ em_scratch,", 1, true), out)
   check(out:find("kt0 = (int)blockIdx.z * em_per", 1, true) and out:find("(kt0 + kt) * 64", 1, true), out)
   check(out:find("for (int z = 0; z < 4; z++) em_s += __ldcg(", 1, true) and out:find("*em_cnt = 0u;", 1, true), out)
-  local _, tile = emmy(args("compile", L0, "--ir", "tile", "--kernel", "k_linear_add"), { env = "EMMY_KNOBS=SPLIT_K=4" })
+  local _, tile = emmy(args("compile", L0, "--ir", "tile", "--kernel", "k_linear_add"), { env = "EMMY_KNOBS=SPLIT_K=4,PERSIST=0" })
   check(tile:find("x cdiv(seq_len,64) x 4", 1, true), "grid z is the split: " .. tile)
   -- the scalar tier has no split
   local c2, o2 = emmy(args("compile", L0, "--ir", "tile", "--kernel", "k_linear_add"), { env = "EMMY_KNOBS=SPLIT_K=2,MMA=0" })
@@ -243,7 +243,7 @@ test("SPLIT_K=4: grid z slices K, partials in scratch, the last block sums them 
 end)
 
 test("WGMMA=1: wgmma.mma_async from shared-memory descriptors of the TMA tiles, a warpgroup per 64 rows", function()
-  local code, out, err = emmy(args("compile", L0, "--ir", "cuda", "--kernel", "k_linear_add"), { env = "EMMY_KNOBS=WGMMA=1,BM=128,BN=128" })
+  local code, out, err = emmy(args("compile", L0, "--ir", "cuda", "--kernel", "k_linear_add"), { env = "EMMY_KNOBS=WGMMA=1,BM=128,BN=128,PERSIST=0" })
   eq(code, 0, "exit: " .. err)
   check(out:find("wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 {%0,", 1, true), out)
   check(out:find("(unsigned)(wid >> 2) * 8192u", 1, true), "the second warpgroup reads rows 64..127: " .. out)
@@ -253,7 +253,7 @@ test("WGMMA=1: wgmma.mma_async from shared-memory descriptors of the TMA tiles, 
 end)
 
 test("WG_WAIT=1: one wgmma group in flight, the previous step's stage refilled after wait_group 1", function()
-  local code, out, err = emmy(args("compile", L0, "--ir", "cuda", "--kernel", "k_linear_add"), { env = "EMMY_KNOBS=WG_WAIT=1,STAGES=3" })
+  local code, out, err = emmy(args("compile", L0, "--ir", "cuda", "--kernel", "k_linear_add"), { env = "EMMY_KNOBS=WG_WAIT=1,STAGES=3,PERSIST=0" })
   eq(code, 0, "exit: " .. err)
   -- inside the loop: commit, wait for the group before, barrier, then the load into the freed stage
   check(out:find("em_wg_commit%(%);%s+em_wg_wait1%(%);%s+__syncthreads%(%);%s+if %(kt %+ 2 < nk%) em_load%(%(kt %+ 2%) %% 3, kt %+ 2%);%s+}%s+em_wg_wait0%(%);"),
@@ -294,7 +294,7 @@ local function nvrtc_compiles(env)
 end
 
 test("CLUSTER=2: 2-CTA clusters along N multicast the shared A tile; an empty barrier per stage; refusals name why", function()
-  local code, out, err = down_cuda("EMMY_KNOBS=CLUSTER=2,STAGES=4")
+  local code, out, err = down_cuda("EMMY_KNOBS=CLUSTER=2,STAGES=4,PERSIST=0")
   eq(code, 0, "exit: " .. err)
   check(out:find("__global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(128)", 1, true), out)
   check(out:find(".multicast::cluster", 1, true) and out:find("em_mbar_init(&em_empty[s], 2);", 1, true), "multicast, empty barriers")
@@ -310,7 +310,7 @@ test("CLUSTER=2: 2-CTA clusters along N multicast the shared A tile; an empty ba
     out:find("if (kt >= 2 && kt + 2 < nk) em_load((kt - 2) % 4, kt + 2);", 1, true), out)
   check(out:find("em_wg_wait0%(%);%s+em_cluster_sync%(%);"), out)
   -- unclustered kernels carry none of it
-  local c1, o1 = down_cuda("EMMY_KNOBS=CLUSTER=1")
+  local c1, o1 = down_cuda("EMMY_KNOBS=CLUSTER=1,PERSIST=0")
   eq(c1, 0)
   check(not o1:find("em_cluster", 1, true) and not o1:find("__cluster_dims__", 1, true) and not o1:find("em_empty", 1, true),
     "no cluster code without CLUSTER=2")
@@ -320,7 +320,7 @@ test("CLUSTER=2: 2-CTA clusters along N multicast the shared A tile; an empty ba
 end)
 
 test("PRODUCER=1: a producer warpgroup loads on empty barriers; the consumers only wait for full stages and wgmma", function()
-  local code, out, err = down_cuda("EMMY_KNOBS=PRODUCER=1,STAGES=4")
+  local code, out, err = down_cuda("EMMY_KNOBS=PRODUCER=1,STAGES=4,PERSIST=0")
   eq(code, 0, "exit: " .. err)
   check(out:find("__launch_bounds__(256)", 1, true), "one warpgroup more than the consumers: " .. out)
   check(out:find("em_mbar_init(&em_empty[s], 4);", 1, true), "an arrival from each consumer warp")
@@ -329,7 +329,7 @@ test("PRODUCER=1: a producer warpgroup loads on empty barriers; the consumers on
   local loop = out:match("for %(int kt = 0; kt < nk; kt%+%+%) {%s+const int st.-em_wg_wait0%(%);")
   check(loop and not loop:find("__syncthreads", 1, true) and not loop:find("em_load", 1, true), tostring(loop))
   check(loop and loop:find("em_wg_wait1%(%);%s+if %(kt >= 1 && lane == 0%) asm volatile%(\"mbarrier%.arrive%.shared::cta%.b64"), tostring(loop))
-  refused { "PRODUCER=1,SPLIT_K=2,PERSIST=0", "PRODUCER=1,SPLIT_K=4", "PRODUCER=1,WG_WAIT=0", "PRODUCER=1,CLUSTER=2,PERSIST=0" }
+  refused { "PRODUCER=1,SPLIT_K=2,PERSIST=0", "PRODUCER=1,SPLIT_K=4,PERSIST=0", "PRODUCER=1,WG_WAIT=0", "PRODUCER=1,CLUSTER=2,PERSIST=0" }
   nvrtc_compiles("EMMY_KNOBS=k_linear:PRODUCER=1")
 end)
 
@@ -369,7 +369,7 @@ test("PERSIST=1: a persistent producer/consumer pipeline — setmaxnreg roles, a
     { env = down_pins("PERSIST=1,BM=128,WM=8,BN=128,STAGES=4,EPI_SMEM=1") })
   eq(c3, 0, "exit: " .. e3)
   check(o3:find("cdiv(seq_len,128)*cdiv(1024,128)", 1, true), o3)
-  refused { "PERSIST=1,PRODUCER=0", "PERSIST=1,SPLIT_K=4", "PERSIST=1,SPLIT_K=2,CLUSTER=2", "EPI_SMEM=1,PERSIST=0",
+  refused { "PERSIST=1,PRODUCER=0", "PERSIST=1,SPLIT_K=4,EPI_SMEM=1", "PERSIST=1,SPLIT_K=2,CLUSTER=2", "EPI_SMEM=1,PERSIST=0",
     "PERSIST=1,BM=128,WM=8,BN=256,STAGES=4,EPI_SMEM=1" }
   nvrtc_compiles("EMMY_KNOBS=k_linear:PERSIST=1")
   nvrtc_compiles("EMMY_KNOBS=k_linear:PERSIST=1,k_linear:EPI_SMEM=1")
@@ -488,7 +488,7 @@ test("PERSIST=1, SPLIT_K=2: a cluster pair on one tile's K halves, rank 1's accu
   eq(la.scratch_per_tile or 0, 0, "no launch scratch (the other tiers' split-K reduces in global memory)")
   -- SPLIT_K=2 pairs CTAs itself: not with CLUSTER=2 (the emitter and the resource check agree)
   local src2, why = kernels.emit(q, candidate(q, { PERSIST = 1, BM = 128, BN = 128, CLUSTER = 1, SPLIT_K = 1 }, { SPLIT_K = 2, CLUSTER = 2 }))
-  check(not src2 and why:find("SPLIT_K 1 or 2 (2: CLUSTER=1)", 1, true), tostring(why))
+  check(not src2 and why:find("SPLIT_K 1, 2 or 4 (2, 4: CLUSTER=1; 4: EPI_SMEM=0)", 1, true), tostring(why))
   local dev = kernels.deploy_device()
   local c = { MMA = 1, TMA = 1, ASYNC = 1, WGMMA = 1, WG_WAIT = 1, PERSIST = 1, PRODUCER = 1, BM = 128, BN = 128, BK = 64, WM = 8,
     WN = 1, STAGES = 4, PAD_SMEM = 0, EPI_SMEM = 4, SPLIT_K = 2, CLUSTER = 2 }
@@ -496,6 +496,20 @@ test("PERSIST=1, SPLIT_K=2: a cluster pair on one tile's K halves, rank 1's accu
   c.CLUSTER = 1
   check(rules.resource_check({ kind = "contraction", tma_store = true }, c, dev), "SPLIT_K=2 with CLUSTER=1 fits")
   nvrtc_compiles("EMMY_KNOBS=k_linear:PERSIST=1,k_linear:SPLIT_K=2")
+  -- SPLIT_K=4 with the fragment epilogue: a 4-CTA cluster, the partials reduce-scattered (each rank a quarter of the
+  -- columns: every other quarter stored into its owner, the owner's own summed with its three peers' in slot order)
+  local d = qwen_plan("k_linear_add_f97280")
+  local s4, l4 = kernels.emit(d, candidate(d, { PERSIST = 1, BM = 128, BN = 128, STAGES = 4, EPI_SMEM = 0, CLUSTER = 1, SPLIT_K = 4 }))
+  check(s4, tostring(l4))
+  check(s4:find("__cluster_dims__(4, 1, 1)", 1, true) and s4:find("em_t += gridDim.x / 4) {", 1, true), "a 4-CTA cluster a tile")
+  check(s4:find("const int em_kh = (nk + 3) / 4, kt0 = (int)em_cr * em_kh", 1, true), "each rank a K quarter")
+  check(s4:find("em_mbar_init(&em_rfull, 768), em_mbar_init(&em_rempty, 768);", 1, true), "three peers' 256 threads arrive")
+  check(s4:find("const unsigned em_p = (em_cr + 3u - em_o) % 4u;", 1, true) and s4:find("for (int em_p = 0; em_p < 3; em_p++) {", 1, true), s4)
+  check(s4:find("if (!(j / 4 == (int)em_cr)) continue;", 1, true), "the epilogue on this rank's quarter of the columns")
+  eq(l4.persistent, 4, "whole 4-CTA clusters")
+  eq(l4.smem, 1024 + 4 * 128 * (128 + 128) + 3 * 128 * 128, "the ring and three peers' quarters (f32)")
+  local s5, why5 = kernels.emit(d, candidate(d, { PERSIST = 1, BM = 128, BN = 128, STAGES = 4, EPI_SMEM = 1, CLUSTER = 1, SPLIT_K = 1 }, { SPLIT_K = 4 }))
+  check(not s5 and why5:find("4: EPI_SMEM=0", 1, true), tostring(why5))
 end)
 
 test("STAMP=1: clock marks in both roles summed into a per-CTA record in the launch scratch; none at STAMP=0", function()
@@ -585,11 +599,23 @@ test("emmy.stamps: the CTAs' records summed per role, the SM clock from the slow
   eq(stamps.read(buf)[1].ctas, 2, "read")
 end)
 
-test("PERSIST=1 leads where a 128 x 128 tile grid fills every SM (batch 8), and stays last at batch 1", function()
+test("PERSIST=1 leads where a 128 x 128 tile grid fills every SM (batch 8), and at batch 1 where its tiles make one wave", function()
   local _, o8 = emmy(args("compile", L0, "--batch", "8", "--ir", "tile", "--kernel", "k_linear_add"))
   check(o8:find("PERSIST=1", 1, true), o8)
-  local _, o1 = emmy(args("compile", L0, "--ir", "tile", "--kernel", "k_linear_add"))
-  check(not o1:find("PERSIST=1", 1, true), o1)
+  -- batch 1, 512 tokens (atom.persist_small): q_proj at 128 x 64 with the TMA store, o and down at 64 x 64, 8 stages;
+  -- the dual kernels (k+v, gate/up) keep the 64 x 64 default
+  local _, o1 = emmy(args("compile", L0, "--ir", "cuda"))
+  local function knobs_of(name) return o1:match("// kernel " .. name .. "[^\n]*") or "" end
+  local q, o, d = knobs_of("k_linear_7363a2"), knobs_of("k_linear_add_67d546"), knobs_of("k_linear_add_f97280")
+  check(q:find("BM=128,BN=64,", 1, true) and q:find("EPI_SMEM=4,", 1, true) and q:find("PERSIST=1,", 1, true) and q:find("STAGES=8,", 1, true), q)
+  for _, k in ipairs { o, d } do
+    check(k:find("BM=64,BN=64,", 1, true) and k:find("EPI_SMEM=0,", 1, true) and k:find("PERSIST=1,", 1, true) and k:find("STAGES=8,", 1, true), k)
+  end
+  check(knobs_of("k_linear_ad15f3"):find("PERSIST=0,", 1, true) and knobs_of("k_linear_silu_mul_b9e1e1"):find("PERSIST=0,", 1, true), o1)
+  -- the residual is loaded ahead of the K loop, one 32-bit load a column pair, and the epilogue loads nothing
+  local body = o1:match("// kernel k_linear_add_f97280.-\n}\n") or ""
+  check(body:find("em_pf[j][q >> 1] = m < M && n < N ? *reinterpret_cast<const unsigned *>(in2 + ", 1, true), body)
+  check(not body:find("em_bf2f(in2[", 1, true) and body:find("em_bf2f((unsigned short)em_pf[j][q >> 1])", 1, true), body)
 end)
 
 test("VIEW_OUT=1 writes attention in o_proj's layout, so o_proj's operand is a plain input (cp.async)", function()
