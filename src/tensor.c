@@ -561,6 +561,31 @@ void em_tolerance(em_dtype dt, double *rtol, double *atol) {
 }
 
 em_cmp em_tensor_compare(const em_tensor *a, const em_tensor *b, double rtol, double atol) {
+  return em_tensor_compare_terms(a, b, NULL, 0, rtol, atol);
+}
+
+/* Element i of b's shape read from t, which broadcasts to it (right-aligned; size-1 dims repeat). */
+static double broadcast_get(const em_tensor *t, const em_tensor *b, int64_t i) {
+  int64_t off = 0, stride = 1;
+  for (int d = b->rank - 1, e = t->rank - 1; d >= 0 && e >= 0; d--, e--) {
+    int64_t ix = i % b->shape[d];
+    i /= b->shape[d];
+    if (t->shape[e] != 1) off += ix * stride;
+    stride *= t->shape[e];
+  }
+  return em_t_get(t, off);
+}
+
+/* 1 when t broadcasts to b's shape. */
+static int broadcasts_to(const em_tensor *t, const em_tensor *b) {
+  if (t->rank > b->rank) return 0;
+  for (int d = b->rank - 1, e = t->rank - 1; e >= 0; d--, e--)
+    if (t->shape[e] != 1 && t->shape[e] != b->shape[d]) return 0;
+  return 1;
+}
+
+em_cmp em_tensor_compare_terms(const em_tensor *a, const em_tensor *b, const em_tensor *const *terms, int nterms, double rtol,
+                               double atol) {
   em_cmp c;
   memset(&c, 0, sizeof c);
   c.rtol = rtol;
@@ -569,6 +594,8 @@ em_cmp em_tensor_compare(const em_tensor *a, const em_tensor *b, double rtol, do
   for (int i = 0; c.shape_ok && i < a->rank; i++)
     if (a->shape[i] != b->shape[i]) c.shape_ok = 0;
   c.numel = b->numel;
+  for (int t = 0; t < nterms; t++)
+    if (!broadcasts_to(terms[t], b)) nterms = 0; /* (a term of another shape: the plain comparison) */
   if (!c.shape_ok) {
     c.mismatches = a->numel > b->numel ? a->numel : b->numel;
     return c;
@@ -582,7 +609,12 @@ em_cmp em_tensor_compare(const em_tensor *a, const em_tensor *b, double rtol, do
     double d = x == y ? 0.0 : fabs(x - y); /* equal infinities match */
     if (d > c.max_abs) c.max_abs = d;
     if (y != 0 && d / fabs(y) > c.max_rel) c.max_rel = d / fabs(y);
-    if (!(d <= atol + rtol * fabs(y))) c.mismatches++;
+    double s = fabs(y);
+    for (int t = 0; t < nterms; t++) {
+      double u = fabs(broadcast_get(terms[t], b, i));
+      if (u > s && !isinf(u)) s = u;
+    }
+    if (!(d <= atol + rtol * s)) c.mismatches++;
   }
   return c;
 }

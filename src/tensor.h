@@ -58,5 +58,11 @@ typedef struct {
 } em_cmp;
 void em_tolerance(em_dtype dt, double *rtol, double *atol);
 em_cmp em_tensor_compare(const em_tensor *a, const em_tensor *b, double rtol, double atol);
+/* The same, where b (the reference) is a sum or difference of terms (tensors that broadcast to b's shape): an element
+ * is within tolerance at atol + rtol * max(|b|, |each term|) there, since each term was rounded at its own magnitude
+ * before they cancelled (a residual add: the result rounded, plus the residual, one ulp of the result apart in two
+ * summation orders). A term of another shape is ignored. */
+em_cmp em_tensor_compare_terms(const em_tensor *a, const em_tensor *b, const em_tensor *const *terms, int nterms, double rtol,
+                               double atol);
 
 #endif

@@ -248,7 +248,8 @@ static void push_cmp(lua_State *L, const em_cmp *c) {
   lua_setfield(L, -2, "atol");
 }
 
-/* ref.compare(got, want [, {rtol=, atol=}]) -> {ok, max_abs, max_rel, mismatches, numel, rtol, atol} */
+/* ref.compare(got, want [, {rtol=, atol=, terms = {tensor, ...}}]) -> {ok, max_abs, max_rel, mismatches, numel, rtol, atol}
+ * terms: want is their sum or difference (em_tensor_compare_terms: the tolerance at the terms' magnitude) */
 static int l_compare(lua_State *L) {
   em_tensor *a = check_tensor(L, 1), *b = check_tensor(L, 2);
   double rtol, atol;
@@ -265,7 +266,19 @@ static int l_compare(lua_State *L) {
     atol = luaL_optnumber(L, -1, atol);
     lua_pop(L, 2);
   }
-  em_cmp c = em_tensor_compare(a, b, rtol, atol);
+  const em_tensor *terms[4];
+  int nterms = 0;
+  if (lua_istable(L, 3)) {
+    lua_getfield(L, 3, "terms");
+    if (lua_istable(L, -1))
+      for (int i = 1; i <= 4; i++) {
+        lua_rawgeti(L, -1, i);
+        if (!lua_isnil(L, -1)) terms[nterms++] = check_tensor(L, lua_gettop(L));
+        lua_pop(L, 1);
+      }
+    lua_pop(L, 1);
+  }
+  em_cmp c = em_tensor_compare_terms(a, b, terms, nterms, rtol, atol);
   push_cmp(L, &c);
   return 1;
 }

@@ -27,6 +27,25 @@ test("tensor basics and npy round trip", function()
   check(not bad and err:find("nope.npy"), tostring(err))
 end)
 
+test("a residual add's cancellation is compared at its terms' magnitude (one ulp of the rounded result apart)", function()
+  -- z = round(round(acc) + r): two correct summation orders may round acc to neighbouring bf16 values (8 and
+  -- 8.0625); where r cancels it, z is 0 against 0.0625, outside |z|'s tolerance and within the terms'
+  local y = ref.tensor("bf16", { 2, 2 }, { 8, 1, -2, 4 })
+  local r = ref.tensor("bf16", { 2 }, { -8.0625, 0.5 })
+  local want = ref.tensor("bf16", { 2, 2 }, { -0.0625, 1.5, -10.0625, 4.5 })
+  local got = ref.tensor("bf16", { 2, 2 }, { 0, 1.5, -10.0625, 4.5 })
+  local plain = ref.compare(got, want)
+  check(not plain.ok and plain.mismatches == 1, "without terms: one mismatch")
+  local c = ref.compare(got, want, { terms = { y, r } })
+  check(c.ok and c.mismatches == 0, "with the terms (r broadcast over rows): within tolerance")
+  eq(c.max_rel, plain.max_rel, "the errors reported are the same")
+  -- a real error at the same place stays one
+  local bad = ref.tensor("bf16", { 2, 2 }, { 0.5, 1.5, -10.0625, 4.5 })
+  check(not ref.compare(bad, want, { terms = { y, r } }).ok, "an error of several ulps of the terms is still one")
+  -- a term that does not broadcast is ignored
+  check(not ref.compare(got, want, { terms = { ref.tensor("bf16", { 3 }, { 9, 9, 9 }) } }).ok, "a term of another shape")
+end)
+
 test("seeded inputs are deterministic and non-degenerate", function()
   local g = graphs.block()
   local a = inputs.random(g, { seq_len = 8 }, 3)
