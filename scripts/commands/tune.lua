@@ -59,8 +59,8 @@ return {
   --bench              after the tune, bench the chosen fork with each kernel's pick against torch eager and
                        torch.compile, as a whole and kernel by kernel (as emmy run --bench; at the hints)
   --bench-backends L   the backends to bench (default eager,tcompile,emmy)
-  Search: every leaf of a kernel's fork tree (rules/tile/) is scored by the prior; the first batch is the prior's
-  best; after each batch the online trees are refit on the kernel's rows and the next batch is ordered by
+  Search: every leaf of a kernel's fork tree (rules/tile/) is scored by the prior; the rules' default is measured
+  first (the floor: a tuned kernel is never slower than its default), then the prior's best; after each batch the online trees are refit on the kernel's rows and the next batch is ordered by
   expected improvement over the best so far (a quarter of each batch is drawn at random, seeded).
   Measured at the symbols' hints (deploy regime: CUDA-graph replay, median); rows already in the DB for this
   GPU, driver, NVRTC and regime are served from it. After the searches, each kernel also measures the picks of
@@ -247,7 +247,7 @@ return {
         return row
       end
       local res = search.run { out_of_time = deadline and function() return sys.clock() > deadline end, candidates = p.candidates, patience = opts.patience, max_candidates = opts.max_candidates,
-        seed = 1, score = function(c) return score(f, c) end, before_batch = compile_ahead, measure = measure }
+        seed = 1, score = function(c) return score(f, c) end, before_batch = compile_ahead, measure = measure, default_first = true }
       rows[i] = { k.name, tostring(#p.candidates), tostring(res.measured), res.stopped,
         res.best and ("%.1f"):format(res.best.median_us) or "-", res.best_candidate and res.best_candidate.string or "no correct variant" }
       picks[i] = { name = k.name, hash = hash, kind = k.kind, candidates = #p.candidates, measured = res.measured,

@@ -35,7 +35,9 @@ end
 -- batch (default 8); explore (share of each batch, default 0.25); seed; online = false keeps the prior's order
 -- (no refit); features = fn(c) -> feature table (emmy.prior.features), extra columns for the online model;
 -- params = the online hyper-parameters (default rules/prior/online.lua's; the refit reads params.search);
--- before_batch = fn({c, ...}) called with each batch's candidates before the first of them is measured.
+-- before_batch = fn({c, ...}) called with each batch's candidates before the first of them is measured;
+-- default_first = true measures candidates[1] (the rules' default) first, whatever the prior says, so a search's best
+-- is never slower than the default when the default is correct (the floor a tuned kernel keeps).
 -- Returns {best = row|nil, best_candidate, rows = {{candidate, row, order, explored}}, measured = n,
 -- stopped = "patience"|"max_candidates"|"time"|"exhausted"}. out_of_time = fn() -> true once the kernel's time
 -- is up: the search stops before its next measurement (after at least one).
@@ -58,6 +60,15 @@ function M.run(opts)
     return a.i < b.i
   end
   table.sort(scored, by_prediction)
+  if opts.default_first then
+    for j, e in ipairs(scored) do
+      if e.i == 1 then
+        table.remove(scored, j)
+        table.insert(scored, 1, e)
+        break
+      end
+    end
+  end
   local done, rows = {}, {}
   -- patience counts correct rows without a new best; once a best exists a failed row (a fault, a hang, a wrong
   -- answer) does not count, so planted or broken variants cannot end a search early — unless failures alone

@@ -533,4 +533,25 @@ test("search: once a best exists, failed rows do not spend patience (up to 4 x p
   eq(r5.measured, 1, "at least one measurement even with no time")
 end)
 
+test("search: default_first measures the rules' default first, so the best is never slower than it", function()
+  local search = require "emmy.search"
+  local cands = {}
+  for i = 1, 40 do cands[i] = { string = tostring(i), knobs = { i = i } } end
+  -- the prior ranks candidate 1 (the default) last; it is the fastest; patience 3 ends the search long before the
+  -- prior's order reaches it
+  local function run(first)
+    local order = {}
+    local r = search.run { candidates = cands, patience = 3, batch = 4, explore = 0, online = false, seed = 1,
+      score = function(c) return -c.knobs.i end, default_first = first,
+      measure = function(c) order[#order + 1] = c.knobs.i return { status = "ok", median_us = c.knobs.i == 1 and 5 or 100 - c.knobs.i } end }
+    return r, order
+  end
+  local r0 = run(false)
+  check(r0.best_candidate.knobs.i ~= 1, "without it the search never meets the default")
+  local r1, order = run(true)
+  eq(order[1], 1, "the default first")
+  eq(r1.best_candidate.knobs.i, 1, "the default kept as the floor")
+  eq(order[2], 40, "then the prior's order")
+end)
+
 return T
