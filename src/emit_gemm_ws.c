@@ -21,9 +21,12 @@
  * its loop ends: WS_STAMP_FIELDS unsigned a role, roles 0 and 1 the consumer warpgroups (1 unused at BM 64), 2
  * the producer lane. Consumer fields: tiles, k-steps, full-barrier wait, wgmma issue to wait_group 1, release,
  * the tile's tail (wait_group 0 and the last release), epilogue, total (tile loop entry to exit); the producer's:
- * 0, k-steps, empty-barrier wait, load issue, 0, 0, 0, total. bench/gemm.lua --stamp reads this layout. */
+ * 0, k-steps, empty-barrier wait, load issue, 0, 0, 0, total. Role 3 is the CTA's timeline, written by thread 0 as it
+ * leaves: %globaltimer (ns) at the CTA's entry (low, high word) and as it leaves (low, high), the cycles from entry
+ * to the consumers' loop (the prologue: barrier init, the block or cluster barrier, setmaxnreg), 0, 0, 1. bench/gemm.lua
+ * --stamp reads this layout (scripts/emmy/stamps.lua). */
 #define WS_STAMP_FIELDS 8
-#define WS_STAMP_ROLES 3
+#define WS_STAMP_ROLES 4
 
 /* One line of stamp code, emitted only when st (STAMP=1) is set. */
 static void ws_stamp(ectx *c, int st, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
@@ -457,6 +460,12 @@ static void ws_consumers(ectx *c, const ex_ctr *k, em_launch *L, int stages, int
     ex_line(c, "  em_w[0] = em_sn, em_w[1] = (unsigned)em_it, em_w[2] = em_sw, em_w[3] = em_sm;");
     ex_line(c, "  em_w[4] = em_sr, em_w[5] = em_stl, em_w[6] = em_se, em_w[7] = em_clock() - em_s0;");
     ex_line(c, "}");
+    ex_line(c, "if (tid == 0) {");
+    ex_line(c, "  unsigned *const em_w = em_st + %d;", 3 * WS_STAMP_FIELDS);
+    ex_line(c, "  const unsigned long long em_g1 = em_gtime();");
+    ex_line(c, "  em_w[0] = (unsigned)em_g0, em_w[1] = (unsigned)(em_g0 >> 32), em_w[2] = (unsigned)em_g1, em_w[3] = (unsigned)(em_g1 >> 32);");
+    ex_line(c, "  em_w[4] = em_s0 - em_e0, em_w[5] = 0u, em_w[6] = 0u, em_w[7] = 1u;");
+    ex_line(c, "}");
   }
 }
 
@@ -585,9 +594,11 @@ void ex_k_contraction_ws(ectx *c, const ex_ctr *k, em_launch *L) {
     ex_line(c, "const unsigned em_rb = em_sb + %lldu;", (long long)L->smem - 1024);
     L->smem += (staged ? 4LL : 4LL * (sk - 1) / sk) * k->BM * k->BN * (k->dual ? 2 : 1);
   }
-  if (sp)
+  if (sp) {
     ex_line(c, "unsigned *const em_st = reinterpret_cast<unsigned *>(em_scratch) + blockIdx.x * %d; /* STAMP: this CTA's record */",
             WS_STAMP_FIELDS * WS_STAMP_ROLES);
+    ex_line(c, "const unsigned long long em_g0 = em_gtime(); const unsigned em_e0 = em_clock(); /* STAMP: the CTA's entry */");
+  }
   const em_shape *as = ex_S(c, k->A_);
   ex_line(c, "const long long M = %s, N = %s, K = %s;", ex_numel_c(c, &k->mdims),
           k->concat ? ex_A(c, "%lldLL", (long long)k->sibOff[k->nsib]) : ex_dim_c(c, &k->os->d[k->r - 1]),

@@ -129,6 +129,12 @@ const char ex_STAMP_PRELUDE[] =
     "  unsigned t;\n"
     "  asm volatile(\"mov.u32 %0, %%clock;\" : \"=r\"(t) :: \"memory\");\n"
     "  return t;\n"
+    "}\n"
+    "/* the GPU's global timer in ns (one time base for every SM: the CTAs' entries and exits on one line) */\n"
+    "static __device__ __forceinline__ unsigned long long em_gtime() {\n"
+    "  unsigned long long t;\n"
+    "  asm volatile(\"mov.u64 %0, %%globaltimer;\" : \"=l\"(t) :: \"memory\");\n"
+    "  return t;\n"
     "}\n";
 
 /* TMA stores (EPI_SMEM=4: a staged result tile to global memory by cp.async.bulk.tensor, bulk-group completion):

@@ -3,19 +3,45 @@
 -- A CTA's record is ROLES x FIELDS unsigned 32-bit counts: roles 1 and 2 the consumer warpgroups (2 is zero at
 -- BM 64), role 3 the producer lane. Consumer fields: tiles, k-steps, full-barrier wait, wgmma issue to
 -- wait_group 1, release, the tile's tail (wait_group 0 and the last release), epilogue, total; the producer's:
--- 0, k-steps, empty-barrier wait, load issue, 0, 0, 0, total.
+-- 0, k-steps, empty-barrier wait, load issue, 0, 0, 0, total. Role 4 is the CTA's timeline: %globaltimer (ns) at
+-- its entry (low, high word) and exit (low, high), the cycles from entry to the consumers' loop, 0, 0, 1.
 local tbl = require "emmy.tbl"
 
-local M = { FIELDS = 8, ROLES = 3 }
+local M = { FIELDS = 8, ROLES = 4 }
+
+local function u32(x) return x % 4294967296 end
+
+-- The CTAs' timeline from role 4 of the records: {ctas, first_in, last_in, first_out, last_out (ns on the GPU's
+-- global timer), prologue (mean cycles)}, or nil when no CTA wrote one.
+local function timeline(v, n)
+  local t = { ctas = 0, prologue = 0 }
+  for cta = 0, n - 1 do
+    local b = (cta * M.ROLES + 3) * M.FIELDS
+    if v[b + M.FIELDS] and v[b + M.FIELDS] ~= 0 then
+      local tin = u32(v[b + 2]) * 4294967296 + u32(v[b + 1])
+      local tout = u32(v[b + 4]) * 4294967296 + u32(v[b + 3])
+      t.ctas = t.ctas + 1
+      t.first_in = math.min(t.first_in or tin, tin)
+      t.last_in = math.max(t.last_in or tin, tin)
+      t.first_out = math.min(t.first_out or tout, tout)
+      t.last_out = math.max(t.last_out or tout, tout)
+      t.prologue = t.prologue + u32(v[b + 5])
+    end
+  end
+  if t.ctas == 0 then return nil end
+  t.prologue = t.prologue / t.ctas
+  return t
+end
 
 -- Sums the records in v (a flat list of n CTAs' records) over the roles that ran (a non-zero total): per role
--- {ctas, f = {sum of each field}, max_total}.
+-- {ctas, f = {sum of each field}, max_total}; roles.timeline from role 4.
 function M.summarize(v, n)
   local roles = {}
-  for r = 1, M.ROLES do roles[r] = { ctas = 0, f = {}, max_total = 0 } end
-  for r = 1, M.ROLES do for f = 1, M.FIELDS do roles[r].f[f] = 0 end end
+  for r = 1, 3 do roles[r] = { ctas = 0, f = {}, max_total = 0 } end
+  for r = 1, 3 do for f = 1, M.FIELDS do roles[r].f[f] = 0 end end
+  roles.timeline = timeline(v, n)
   for cta = 0, n - 1 do
-    for r = 1, M.ROLES do
+    for r = 1, 3 do
       local base = (cta * M.ROLES + r - 1) * M.FIELDS
       local total = v[base + M.FIELDS]
       if total and total > 0 then
@@ -66,6 +92,12 @@ function M.render(roles, us, probe_mhz)
   end
   out[#out + 1] = tbl.render { header = { "role", "wait/k-step", "work/k-step", "release/k-step", "tail/tile", "epilogue/tile",
     "epilogue µs/tile", "total (mean)", "total (max)", "k-loop", "tile ends" }, rows = rows, align = "lrrrrrrrrrr", indent = "  " }
+  local tl = roles.timeline
+  if tl then
+    out[#out + 1] = ("  timeline (the GPU's global timer): the CTAs entered over %.2f µs and left over %.2f µs; first entry to last exit"
+      .. " %.2f µs of the launch's %.1f µs; the prologue (entry to the consumers' loop) %.0f cycles a CTA"):format(
+      (tl.last_in - tl.first_in) / 1e3, (tl.last_out - tl.first_out) / 1e3, (tl.last_out - tl.first_in) / 1e3, us, tl.prologue)
+  end
   out[#out + 1] = "  cycles. consumer: wait = full barrier, work = wgmma issue to wait_group 1 (which retires the step before),"
     .. " tail = wait_group 0 and the last release; producer: wait = empty barrier, work = expect_tx and the TMA issue;"
     .. " k-loop and tile ends: shares of the role's total"

@@ -521,9 +521,10 @@ test("STAMP=1: clock marks in both roles summed into a per-CTA record in the lau
   kn.STAMP = 1
   local src, la = kernels.emit(q, kn)
   check(src, tostring(la))
-  eq(la.scratch_per_tile, 96, "3 roles x 8 unsigned a CTA")
+  eq(la.scratch_per_tile, 128, "4 roles x 8 unsigned a CTA")
   check(src:find("static __device__ __forceinline__ unsigned em_clock() {", 1, true), "the stamp prelude")
-  check(src:find("unsigned *const em_st = reinterpret_cast<unsigned *>(em_scratch) + blockIdx.x * 24;", 1, true), src)
+  check(src:find("unsigned *const em_st = reinterpret_cast<unsigned *>(em_scratch) + blockIdx.x * 32;", 1, true), src)
+  check(src:find("const unsigned long long em_g0 = em_gtime(); const unsigned em_e0 = em_clock();", 1, true), "the CTA's entry")
   -- the producer: its empty-barrier waits and load issue, written by its lane to role 2
   check(src:find("const unsigned em_c0 = em_clock%(%);%s+em_mbar_wait%(&em_empty%[st%]"), src)
   check(src:find("unsigned *const em_w = em_st + 16;", 1, true), src)
@@ -545,8 +546,8 @@ test("STAMP=1: clock marks in both roles summed into a per-CTA record in the lau
     if l == want[i] then
       i = i + 1
     else
-      local stamp = l:match("^%s*[{}]$") or l:find("if ((tid & 127) == 0) {", 1, true)
-      for _, id in ipairs { "em_clock", "em_scratch", "em_st", "em_w", "em_s0", "em_sn", "em_sw ", "em_si" } do
+      local stamp = l:match("^%s*[{}]$") or l:find("if ((tid & 127) == 0) {", 1, true) or l:find("if (tid == 0) {", 1, true)
+      for _, id in ipairs { "em_clock", "em_scratch", "em_st", "em_w", "em_s0", "em_sn", "em_sw ", "em_si", "em_gtime", "em_g1" } do
         stamp = stamp or l:find(id, 1, true)
       end
       check(stamp, "a line STAMP=1 adds that is no stamp code: " .. l)
@@ -571,10 +572,10 @@ test("emmy.stamps: the CTAs' records summed per role, the SM clock from the slow
   -- two CTAs that ran (BM 128: two consumer warpgroups) and one record left at zero
   local rec = {
     { { 4, 256, 2560, 256000, 2560, 400, 40000, 350000 }, { 4, 256, 5120, 256000, 2560, 400, 40000, 349000 },
-      { 0, 256, 25600, 5120, 0, 0, 0, 348000 } },
+      { 0, 256, 25600, 5120, 0, 0, 0, 348000 }, { -1000, 1, -800, 1, 3000, 0, 0, 1 } },
     { { 3, 192, 1920, 192000, 1920, 300, 30000, 262500 }, { 3, 192, 3840, 192000, 1920, 300, 30000, 262000 },
-      { 0, 192, 19200, 3840, 0, 0, 0, 261000 } },
-    { { 0, 0, 0, 0, 0, 0, 0, 0 }, { 0, 0, 0, 0, 0, 0, 0, 0 }, { 0, 0, 0, 0, 0, 0, 0, 0 } },
+      { 0, 192, 19200, 3840, 0, 0, 0, 261000 }, { -500, 1, -700, 1, 1000, 0, 0, 1 } },
+    { { 0, 0, 0, 0, 0, 0, 0, 0 }, { 0, 0, 0, 0, 0, 0, 0, 0 }, { 0, 0, 0, 0, 0, 0, 0, 0 }, { 0, 0, 0, 0, 0, 0, 0, 0 } },
   }
   local v = {}
   for _, cta in ipairs(rec) do for _, role in ipairs(cta) do for f = 1, F do v[#v + 1] = role[f] end end end
@@ -589,8 +590,12 @@ test("emmy.stamps: the CTAs' records summed per role, the SM clock from the slow
   -- consumer wg0: 10 cycles of full wait, 1000 of wgmma, 10 of release a k-step; 100 of tail, 10000 of epilogue a tile
   check(text:find("consumer wg0%s+10%.0%s+1000%.0%s+10%.0%s+100%.0%s+10000%.0%s+5%.7%s+306250%.0%s+350000"), text)
   check(text:find("producer%s+100%.0%s+20%.0"), text)
+  -- the timeline (role 4, the global timer's words as i32 read them: -1000 is 2^32 - 1000 ns): entries 0.50 µs
+  -- apart, exits 0.10, first entry to last exit 0.30 µs; the prologue 2000 cycles on average
+  check(text:find("the CTAs entered over 0.50 µs and left over 0.10 µs; first entry to last exit 0.30 µs of the launch's "
+    .. "200.0 µs; the prologue (entry to the consumers' loop) 2000 cycles a CTA", 1, true), text)
   -- a buffer read back: download as i32, as many records as it holds
-  local buf = { size = function() return 4 * F * 3 * #rec end,
+  local buf = { size = function() return 4 * F * 4 * #rec end,
     download = function(_, dt, shape)
       eq(dt, "i32")
       eq(shape[1], #v)
