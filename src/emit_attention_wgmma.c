@@ -281,14 +281,17 @@ static void fa_pv(ectx *c, const fa_t *f, const char *kbase, const char *p) {
  * along the head dim and even (checked where it runs; else the element loop). Returns 1 when it emitted the
  * branch's opening (the caller closes it with "} else {" and the element loop). The index steps 1 from head
  * element 0 to 1 and D-1 from 0 to D-1, which a view splitting the head dim would not give. */
-static int fa_pair_store(ectx *c, const fa_t *f, ivec di) {
+/* The lambda em_ix(l, d): the output's index of row l, head element d, where the kernel's one output is the
+ * attention's result through views (no fused op), in the compute dtype; returns 1 and sets *pos (the output's
+ * position), else emits nothing and returns 0. */
+static int fa_index_fn(ectx *c, const fa_t *f, ivec di, int *pos) {
   if (f->dt != ex_V(c, f->a)->dtype || c->g->outputs.n != 1 || ex_V(c, c->g->outputs.v[0])->dtype != f->dt) return 0;
   size_t n0 = c->out->n;
-  int mark = c->memo.n, pos = 0;
+  int mark = c->memo.n;
   const char *val = NULL;
   ex_line(c, "auto em_ix = [&](long long l, long long d) -> long long {");
   c->indent++;
-  const char *ix = ex_output_index(c, f->a, di, &val, &pos);
+  const char *ix = ex_output_index(c, f->a, di, &val, pos);
   int ok = ix && val && !strcmp(val, c->anchor_var) && !c->failed;
   if (ok) ex_line(c, "return %s;", ix);
   c->indent--;
@@ -300,6 +303,12 @@ static int fa_pair_store(ectx *c, const fa_t *f, ivec di) {
     return 0;
   }
   ex_line(c, "};");
+  return 1;
+}
+
+static int fa_pair_store(ectx *c, const fa_t *f, ivec di) {
+  int pos = 0;
+  if (!fa_index_fn(c, f, di, &pos)) return 0;
   ex_line(c, "if (em_ix(lr0, 1) - em_ix(lr0, 0) == 1 && em_ix(lr0, %d) - em_ix(lr0, 0) == %d && ((em_ix(lr0, 0) | em_ix(lr1, 0)) & 1) == 0) {",
           (int)f->D - 1, (int)f->D - 1);
   ex_line(c, "  %s *const em_p0 = out%d + em_ix(lr0, (lane & 3) * 2), *const em_p1 = out%d + em_ix(lr1, (lane & 3) * 2);",
@@ -313,11 +322,33 @@ static int fa_pair_store(ectx *c, const fa_t *f, ivec di) {
   return 1;
 }
 
+/* OSMEM=2's store of the staged slice: a thread a 16-byte chunk (eight head elements of a row) from shared memory
+ * to the output, one 16-byte store where the output's index steps 1 and 7 over the chunk from a multiple of 8 (a
+ * contiguous head dim; checked where it runs), else eight element stores. Only where the output is the result
+ * through views (fa_index_fn); returns 0 (nothing emitted) elsewhere, and the caller's element loop runs. */
+static int fa_chunk_store(ectx *c, const fa_t *f, ivec di) {
+  int pos = 0, cpr = (int)(f->D / 8);
+  if (em_dtype_bytes(f->dt) != 2 || f->D % 8 || !fa_index_fn(c, f, di, &pos)) return 0;
+  ex_line(c, "#pragma unroll 4");
+  ex_line(c, "for (int em_i = 0; em_i < %d; em_i++) {", 64 * cpr / 128);
+  c->indent++;
+  ex_line(c, "const int em_e = em_i * 128 + (tid & 127), r = em_e / %d, dc = (em_e %% %d) * 8;", cpr, cpr);
+  ex_line(c, "const long long l = ql0 + r;");
+  ex_line(c, "if (l >= Lq) continue;");
+  ex_line(c, "const long long i0 = em_ix(l, dc), i1 = em_ix(l, dc + 1), i7 = em_ix(l, dc + 7);");
+  ex_line(c, "if (i1 == i0 + 1 && i7 == i0 + 7 && (i0 & 7) == 0) *reinterpret_cast<uint4 *>(out%d + i0) = *reinterpret_cast<const uint4 *>(em_oa(r, dc));",
+          pos);
+  ex_line(c, "else for (int e = 0; e < 8; e++) out%d[em_ix(l, dc + e)] = *em_oa(r, dc + e);", pos);
+  c->indent--;
+  ex_line(c, "}");
+  return 1;
+}
+
 /* The epilogue: O over the row sums (their reciprocals, once a row), each output element through the output's
  * index (fused views), two adjacent elements a 32-bit store where the output allows it (fa_pair_store); OSMEM=1:
  * staged in this warpgroup's Q slice (free once its last S is done), stored along the head dim. */
 static void fa_epilogue(ectx *c, const fa_t *f) {
-  int nd = (int)(f->D / 8), staged = EX_KNOB(c, OSMEM) == 1;
+  int nd = (int)(f->D / 8), osmem = (int)EX_KNOB(c, OSMEM), staged = osmem >= 1;
   ex_line(c, "float em_il[2];");
   ex_line(c, "#pragma unroll");
   ex_line(c, "for (int h = 0; h < 2; h++) {");
@@ -354,6 +385,11 @@ static void fa_epilogue(ectx *c, const fa_t *f) {
     /* (immediate barrier ids: a register id makes ptxas reserve all sixteen) */
     if (f->NQ == 1) ex_line(c, "asm volatile(\"bar.sync 2, 128;\" ::: \"memory\");");
     else ex_line(c, "if (wq == 0) asm volatile(\"bar.sync 2, 128;\" ::: \"memory\"); else asm volatile(\"bar.sync 3, 128;\" ::: \"memory\");");
+    c->anchor_var = "em_r";
+    if (osmem == 2 && fa_chunk_store(c, f, di)) {
+      c->memo.n = mark;
+      return;
+    }
     /* 128 threads: D/… rows a pass, a thread a head element */
     int rows = (int)(128 / f->D);
     ex_line(c, "#pragma unroll 4");

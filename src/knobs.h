@@ -139,10 +139,11 @@
   X(KVST, WORK, 1, "1..4", "attention (flash)",                                                                        \
     "K/V tile stages in shared memory: 2 double-buffers them with cp.async (keys and values that are strided views "   \
     "of kernel inputs); 1: one stage. FLASH=2: the TMA ring's depth, 2 to 4")                                          \
-  X(OSMEM, WORK, 0, "0,1", "attention (FLASH=2)",                                                                      \
+  X(OSMEM, WORK, 0, "0,1,2", "attention (FLASH=2)",                                                                    \
     "1: each warpgroup stages O / l (rounded) in its Q slice of shared memory (128-byte swizzled, conflict-free) and " \
-    "consecutive threads store consecutive head elements; 0: each thread stores its own fragments (eight rows an "     \
-    "instruction)")                                                                                                    \
+    "consecutive threads store consecutive head elements; 2: the same, a thread a 16-byte chunk of eight head "        \
+    "elements (one store where the output's head dim is contiguous; written without a GPU run, offered last); 0: "   \
+    "each thread stores its own fragments (eight rows an instruction)")                                              \
   X(QPACK, WORK, 0, "0,1", "attention (FLASH=2)",                                                                      \
     "1: a CTA's consumer warpgroups take the same 64 query rows of consecutive query heads that share a KV head (GQA), " \
     "so each K/V tile is loaded once for them; 0: consecutive 64-row slices of one head's query tile")                 \

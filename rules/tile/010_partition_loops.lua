@@ -323,6 +323,12 @@ return {
       end
       -- OSMEM=1: the output staged in shared memory and stored along the head dim; offered after each option
       atom.also(out, "OSMEM", 1)
+      -- OSMEM=2: the same, stored a 16-byte chunk a thread (the element loop's 64 two-byte stores a thread became
+      -- 8); written without a GPU run (2026-12-02): offered last, after every other option
+      do
+        local n = #out
+        for i = 1, n do if out[i].OSMEM == 1 then out[#out + 1] = atom.with(out[i], "OSMEM", 2) end end
+      end
       -- the lead, from a sweep of 25 candidates a case (H200, eleventh session, bench/attention.lua --layout bhsd
       -- --limit 24; docs/performance.md): head dim 64, 128-key tiles two CTAs an SM (b1 s512 causal 9.0 us against
       -- 10.9 for the order above, s2048 54.2 against 66.2, b8 47.3 against 57.9); head dim 128 with query tiles

@@ -175,7 +175,8 @@ end
 function M.scratch(bufs, plan) return bufs["\0scratch:" .. plan.kernel.name] end
 
 -- One line for an overridden kernel's scratch (launch.scratch_dump): each 32-bit word of the per-CTA record, its
--- mean and max over the CTAs ("w0 12.5/40 w1 …"), or nil when there is none.
+-- mean, min and max over the CTAs ("w0 12.5/3/40 w1 …"; the min and max place timestamps such as %globaltimer's low
+-- word: the first CTA in, the last one out), or nil when there is none.
 function M.scratch_summary(bufs, plan, e)
   local per = e.launch.scratch_dump and e.launch.scratch_per_tile or 0
   local b = per >= 4 and M.scratch(bufs, plan)
@@ -186,14 +187,14 @@ function M.scratch_summary(bufs, plan, e)
   local v = t:to_table()
   local parts = {}
   for w = 1, words do
-    local sum, mx = 0, 0
+    local sum, mn, mx = 0, math.huge, 0
     for cta = 0, n - 1 do
       local x = v[cta * words + w] % 4294967296
-      sum, mx = sum + x, math.max(mx, x)
+      sum, mn, mx = sum + x, math.min(mn, x), math.max(mx, x)
     end
-    parts[#parts + 1] = ("w%d %.1f/%d"):format(w - 1, sum / n, mx)
+    parts[#parts + 1] = ("w%d %.1f/%d/%d"):format(w - 1, sum / n, mn, mx)
   end
-  return ("scratch %s (%d CTAs, mean/max a word): %s"):format(plan.kernel.name, n, table.concat(parts, " "))
+  return ("scratch %s (%d CTAs, mean/min/max a word): %s"):format(plan.kernel.name, n, table.concat(parts, " "))
 end
 
 -- Compares the device value name with the reference tensor; returns a comparison table (ref.compare) or
