@@ -248,12 +248,18 @@ test("eval online --blame and --ablate on a real projection's facts: the feature
       p20_us = us, p80_us = us, samples = 50, prior_offline = prior.offline(p.facts, c.knobs, dev), search_order = order }
   end
   row("h1", L, 20, 1) row("h1", O, 10, 2)     -- the offline pick L is 2x the best O
-  row("h2", L, 20, 1) row("h2", Lr, 10, 2)    -- L and Lr look the same to the prior: BLIND
+  row("h2", L, 20, 1) row("h2", Lr, 10, 2)    -- L and Lr differ in RASTER alone: a feature now (raster), not BLIND
+  -- L and Ls differ in a knob the featurizer does not see (STAMP, never offered by a rule): BLIND
+  local Ls = { string = L.string .. ",STAMP=1", knobs = {} }
+  for key, v in pairs(L.knobs) do Ls.knobs[key] = v end
+  Ls.knobs.STAMP = 1
+  db:kernel { hash = "h3", name = "k_linear_blind01", ops = "contraction", features = p.facts }
+  row("h3", L, 20, 1) row("h3", Ls, 10, 2)
   db:end_run(run)
   db:close()
   local vdb, vctx = assert(views.open(path))
   local bl = views.blame(vdb, vctx)
-  eq(#bl, 2)
+  eq(#bl, 3)
   local by = {}
   for _, b in ipairs(bl) do by[b.name] = b end
   local b1 = by.k_linear_7363a2
@@ -274,9 +280,10 @@ test("eval online --blame and --ablate on a real projection's facts: the feature
   end
   eq(b1.pushes[1].feature, wkey)
   check(math.abs(b1.pushes[1].push_us - want) < 1e-9, ("push %.4f, by hand %.4f"):format(b1.pushes[1].push_us, want))
-  check(by.k_linear_blind00.blind, "identical features: BLIND")
+  check(not by.k_linear_blind00.blind and by.k_linear_blind00.pushes[1].feature == "raster", "RASTER alone: the raster feature")
+  check(by.k_linear_blind01.blind, "identical features: BLIND")
   local ab = views.ablate(vdb, vctx)
-  eq(ab.kernels, 2)
+  eq(ab.kernels, 3)
   eq(ab.base_regret, 2, "both offline picks are 2x")
   for _, f in ipairs(ab.features) do check(math.abs(f.delta - (f.regret - 2)) < 1e-12, f.feature) end
   -- nodes: L and Lr differ only in RASTER (family ORDER) and the prior cannot tell them apart: the option it
@@ -290,7 +297,7 @@ test("eval online --blame and --ablate on a real projection's facts: the feature
   vdb:close()
   local code, out, err = emmy { "eval", "online", "--db", path, "--blame", "--ablate" }
   eq(code, 0, err)
-  check(out:find("BLIND: the pick's and the best's features are identical", 1, true) and out:find("ablation (offline half, 2 kernels)", 1, true), out)
+  check(out:find("BLIND: the pick's and the best's features are identical", 1, true) and out:find("ablation (offline half, 3 kernels)", 1, true), out)
   local c2, o2, e2 = emmy { "eval", "online", "--db", path, "--dataset", "nodes" }
   eq(c2, 0, e2)
   check(o2:find("ORDER%s+1%s+2%.000x%s+2%.00x%s+1%s+steered the search wrong most"), o2)
