@@ -703,6 +703,48 @@ em_status em_cu_tmap_encode_2d(void *out128, uint64_t ptr, int bf16, uint64_t in
 
 #define EM_CU_MAX_ARGS 256
 
+/* cuLaunchKernelEx's configuration, as the CUDA 13 headers lay it out (cuda.h CUlaunchConfig, CUlaunchAttribute:
+ * the attribute's id padded to 8 bytes, then a 64-byte value union) */
+typedef struct {
+  int id;
+  char pad[4];
+  union {
+    char bytes[64];
+    int i;
+  } value;
+} cu_launch_attr;
+typedef struct {
+  unsigned grid[3], block[3], smem;
+  CUstream stream;
+  cu_launch_attr *attrs;
+  unsigned nattrs;
+} cu_launch_config;
+enum { CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION = 6 };
+_Static_assert(sizeof(cu_launch_attr) == 72 && sizeof(cu_launch_config) == 56, "cuLaunchKernelEx's layout (cuda.h)");
+
+typedef CUresult (*launch_ex_fn)(const void *, CUfunction, void **, void **);
+
+/* The launch itself: cuLaunchKernel, or with cfg->pdl cuLaunchKernelEx (looked up on first use, like the tensor-map
+ * encoder: a driver without it fails that launch, not the start) allowing programmatic stream serialization. */
+static CUresult launch_raw(em_cu_fn *f, const em_cu_launch_cfg *cfg, CUstream s, void **params) {
+  static launch_ex_fn ex;
+  if (!cfg->pdl)
+    return cu.LaunchKernel(f->f, cfg->grid[0], cfg->grid[1], cfg->grid[2], cfg->block[0], cfg->block[1], cfg->block[2],
+                           cfg->smem, s, params, NULL);
+  if (!ex) {
+    char err[EM_ERR_MAX];
+    void *sym = em_dl_sym(EM_LIB_CUDA, "cuLaunchKernelEx", err);
+    if (!sym) return (CUresult)801; /* CUDA_ERROR_NOT_SUPPORTED */
+    memcpy(&ex, &sym, sizeof sym);
+  }
+  cu_launch_attr a;
+  memset(&a, 0, sizeof a);
+  a.id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
+  a.value.i = 1;
+  cu_launch_config lc = {{cfg->grid[0], cfg->grid[1], cfg->grid[2]}, {cfg->block[0], cfg->block[1], cfg->block[2]}, cfg->smem, s, &a, 1};
+  return ex(&lc, f->f, params, NULL);
+}
+
 em_status em_cu_launch(em_cu_fn *f, const em_cu_launch_cfg *cfg, const em_cu_arg *args, int nargs, char *err) {
   em_cu_ctx *c = f->m->ctx;
   if (nargs < 0 || nargs > EM_CU_MAX_ARGS)
@@ -733,8 +775,7 @@ em_status em_cu_launch(em_cu_fn *f, const em_cu_launch_cfg *cfg, const em_cu_arg
     }
   }
   CUstream s = cfg->stream ? cfg->stream->s : c->stream;
-  CUresult rc = cu.LaunchKernel(f->f, cfg->grid[0], cfg->grid[1], cfg->grid[2], cfg->block[0], cfg->block[1],
-                                cfg->block[2], cfg->smem, s, nargs ? params : NULL, NULL);
+  CUresult rc = launch_raw(f, cfg, s, nargs ? params : NULL);
   if (rc) {
     char msg[EM_ERR_MAX];
     fail_cu(c, rc, "cuLaunchKernel", f->name, msg);

@@ -131,6 +131,9 @@ typedef struct {
   unsigned grid[3], block[3];
   unsigned smem;         /* dynamic shared memory, bytes */
   em_cu_stream *stream;  /* NULL: the context's stream */
+  int pdl;               /* 1: programmatic dependent launch (cuLaunchKernelEx with programmatic stream
+                          * serialization): the kernel may start before the previous one in the stream ends, so it
+                          * must wait for it (griddepcontrol.wait) before it touches global memory */
 } em_cu_launch_cfg;
 
 /* Enqueues f. Errors the launch itself detects come back here; faults inside the kernel come back from the next

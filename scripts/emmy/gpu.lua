@@ -168,7 +168,7 @@ function M.launch(cu, plan, e, bufs, bind)
     args[#args + 1] = { tmap = m }
   end
   for _, s in ipairs(e.launch.syms) do args[#args + 1] = { i64 = bind[s] } end
-  return cu:launch(e.fn, { grid = grid, block = e.launch.block, smem = e.launch.smem, args = args })
+  return cu:launch(e.fn, { grid = grid, block = e.launch.block, smem = e.launch.smem, args = args, pdl = e.launch.pdl })
 end
 
 -- The scratch buffer gpu.launch passed to plan's kernel on bufs (SPLIT_K's partials, STAMP=1's records), or nil.

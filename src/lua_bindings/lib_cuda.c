@@ -280,7 +280,7 @@ static int ctx_launch(lua_State *L) {
   em_cu_fn *f = check_fn(L, 2);
   luaL_checktype(L, 3, LUA_TTABLE);
   if (em_cu_fn_ctx(f) != c) luaL_argerror(L, 2, "the function belongs to another CUDA context");
-  em_cu_launch_cfg cfg = {{1, 1, 1}, {1, 1, 1}, 0, NULL};
+  em_cu_launch_cfg cfg = {{1, 1, 1}, {1, 1, 1}, 0, NULL, 0};
   read_dim3(L, 3, "grid", cfg.grid);
   read_dim3(L, 3, "block", cfg.block);
   lua_getfield(L, 3, "smem");
@@ -288,6 +288,9 @@ static int ctx_launch(lua_State *L) {
   lua_pop(L, 1);
   if (smem < 0 || smem > 4294967295.0) luaL_error(L, "launch: smem = %f is out of range", smem);
   cfg.smem = (unsigned)smem;
+  lua_getfield(L, 3, "pdl");
+  cfg.pdl = lua_toboolean(L, -1);
+  lua_pop(L, 1);
   em_cu_arg args[256];
   int nargs = 0;
   lua_getfield(L, 3, "args");

@@ -868,6 +868,8 @@ static int l_emit(lua_State *L) {
   lua_setfield(L, -2, "scratch_per_tile");
   lua_pushinteger(L, la.persistent);
   lua_setfield(L, -2, "persistent");
+  lua_pushboolean(L, la.pdl);
+  lua_setfield(L, -2, "pdl");
   lua_createtable(L, la.ntmaps, 0);
   for (int i = 0; i < la.ntmaps; i++) {
     lua_createtable(L, 0, 2);
