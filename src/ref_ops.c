@@ -224,16 +224,6 @@ static em_tensor *reshaped(const em_tensor *src, int rank, const int64_t *shape,
 
 /* ---- elementwise ------------------------------------------------------------------------------------- */
 
-/* Right-aligned broadcast of a's shape to out's rank: stride 0 where a has no dim or a dim of 1. */
-static void bcast_strides(const em_tensor *a, int rank, int64_t *st) {
-  int64_t ast[R];
-  cstrides(a->rank, a->shape, ast);
-  for (int i = 0; i < rank; i++) {
-    int ia = i - (rank - a->rank);
-    st[i] = (ia >= 0 && a->shape[ia] != 1) ? ast[ia] : 0;
-  }
-}
-
 static em_status bcast_shape(const em_tensor *a, const em_tensor *b, int *rank, int64_t *shape, char *err) {
   int r = a->rank > b->rank ? a->rank : b->rank;
   for (int i = 0; i < r; i++) {
@@ -275,8 +265,8 @@ static em_status op_binary(rctx *c, const em_node *nd, em_dtype odt, em_tensor *
   nditer it = {.rank = rank, .nops = 3};
   memcpy(it.n, shape, sizeof shape);
   cstrides(rank, shape, it.st[0]);
-  bcast_strides(x, rank, it.st[1]);
-  if (y) bcast_strides(y, rank, it.st[2]);
+  em_tensor_bcast_strides(x, rank, it.st[1]);
+  if (y) em_tensor_bcast_strides(y, rank, it.st[2]);
   else memset(it.st[2], 0, sizeof it.st[2]);
   nd_coalesce(&it);
   int64_t idx[R] = {0}, off[3] = {0, 0, 0};

@@ -564,16 +564,13 @@ em_cmp em_tensor_compare(const em_tensor *a, const em_tensor *b, double rtol, do
   return em_tensor_compare_terms(a, b, NULL, 0, rtol, atol);
 }
 
-/* Element i of b's shape read from t, which broadcasts to it (right-aligned; size-1 dims repeat). */
-static double broadcast_get(const em_tensor *t, const em_tensor *b, int64_t i) {
-  int64_t off = 0, stride = 1;
-  for (int d = b->rank - 1, e = t->rank - 1; d >= 0 && e >= 0; d--, e--) {
-    int64_t ix = i % b->shape[d];
-    i /= b->shape[d];
-    if (t->shape[e] != 1) off += ix * stride;
-    stride *= t->shape[e];
+void em_tensor_bcast_strides(const em_tensor *a, int rank, int64_t *st) {
+  int64_t s = 1;
+  for (int i = rank - 1; i >= 0; i--) {
+    int ia = i - (rank - a->rank);
+    st[i] = (ia >= 0 && a->shape[ia] != 1) ? s : 0;
+    if (ia >= 0) s *= a->shape[ia];
   }
-  return em_t_get(t, off);
 }
 
 /* 1 when t broadcasts to b's shape. */
@@ -594,8 +591,11 @@ em_cmp em_tensor_compare_terms(const em_tensor *a, const em_tensor *b, const em_
   for (int i = 0; c.shape_ok && i < a->rank; i++)
     if (a->shape[i] != b->shape[i]) c.shape_ok = 0;
   c.numel = b->numel;
+  int64_t tst[4][EM_TENSOR_MAX_RANK];
+  if (nterms > 4) nterms = 4;
   for (int t = 0; t < nterms; t++)
     if (!broadcasts_to(terms[t], b)) nterms = 0; /* (a term of another shape: the plain comparison) */
+  for (int t = 0; t < nterms; t++) em_tensor_bcast_strides(terms[t], b->rank, tst[t]);
   if (!c.shape_ok) {
     c.mismatches = a->numel > b->numel ? a->numel : b->numel;
     return c;
@@ -611,7 +611,9 @@ em_cmp em_tensor_compare_terms(const em_tensor *a, const em_tensor *b, const em_
     if (y != 0 && d / fabs(y) > c.max_rel) c.max_rel = d / fabs(y);
     double s = fabs(y);
     for (int t = 0; t < nterms; t++) {
-      double u = fabs(broadcast_get(terms[t], b, i));
+      int64_t off = 0, r = i;
+      for (int dd = b->rank - 1; dd >= 0; dd--) off += r % b->shape[dd] * tst[t][dd], r /= b->shape[dd];
+      double u = fabs(em_t_get(terms[t], off));
       if (u > s && !isinf(u)) s = u;
     }
     if (!(d <= atol + rtol * s)) c.mismatches++;

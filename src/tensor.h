@@ -58,6 +58,9 @@ typedef struct {
 } em_cmp;
 void em_tolerance(em_dtype dt, double *rtol, double *atol);
 em_cmp em_tensor_compare(const em_tensor *a, const em_tensor *b, double rtol, double atol);
+/* Row-major element strides of a right-aligned to rank dims (rank >= a's): 0 where a has no dim or a dim of 1, so
+ * a broadcast operand is read at out-index . st (NumPy's rule). */
+void em_tensor_bcast_strides(const em_tensor *a, int rank, int64_t *st);
 /* The same, where b (the reference) is a sum or difference of terms (tensors that broadcast to b's shape): an element
  * is within tolerance at atol + rtol * max(|b|, |each term|) there, since each term was rounded at its own magnitude
  * before they cancelled (a residual add: the result rounded, plus the residual, one ulp of the result apart in two
