@@ -233,14 +233,8 @@ void ex_ctr_anchor(ectx *c, const ex_ctr *k, int s, const char *var, const char 
   ex_align(c);
 }
 
-/* 1 when value v's shape is the result's (same rank, the same dims). */
-static int same_shape(ectx *c, const ex_ctr *k, int v) {
-  const em_shape *s = ex_S(c, v);
-  if (s->rank != k->os->rank) return 0;
-  for (int i = 0; i < s->rank; i++)
-    if (!em_dim_eq(&s->d[i], &k->os->d[i])) return 0;
-  return 1;
-}
+/* 1 when value v's shape is the result's. */
+static int same_shape(ectx *c, const ex_ctr *k, int v) { return em_shape_eq(ex_S(c, v), k->os); }
 
 int ex_ctr_residual(ectx *c, const ex_ctr *k) {
   int64_t nc = 0;
