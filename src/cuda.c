@@ -724,19 +724,21 @@ _Static_assert(sizeof(cu_launch_attr) == 72 && sizeof(cu_launch_config) == 56, "
 
 typedef CUresult (*launch_ex_fn)(const void *, CUfunction, void **, void **);
 
-/* The launch itself: cuLaunchKernel, or with cfg->pdl cuLaunchKernelEx (looked up on first use, like the tensor-map
- * encoder: a driver without it fails that launch, not the start) allowing programmatic stream serialization. */
+/* The launch itself: cuLaunchKernel, or with cfg->pdl on compute capability 9+ cuLaunchKernelEx (looked up on first
+ * use; a driver without it launches plainly: the kernel's griddepcontrol.wait then has nothing to wait for) allowing
+ * programmatic stream serialization. */
 static CUresult launch_raw(em_cu_fn *f, const em_cu_launch_cfg *cfg, CUstream s, void **params) {
   static launch_ex_fn ex;
-  if (!cfg->pdl)
-    return cu.LaunchKernel(f->f, cfg->grid[0], cfg->grid[1], cfg->grid[2], cfg->block[0], cfg->block[1], cfg->block[2],
-                           cfg->smem, s, params, NULL);
-  if (!ex) {
+  static int looked;
+  if (cfg->pdl && f->m->ctx->info.cc_major >= 9 && !looked) {
     char err[EM_ERR_MAX];
     void *sym = em_dl_sym(EM_LIB_CUDA, "cuLaunchKernelEx", err);
-    if (!sym) return (CUresult)801; /* CUDA_ERROR_NOT_SUPPORTED */
-    memcpy(&ex, &sym, sizeof sym);
+    if (sym) memcpy(&ex, &sym, sizeof sym);
+    looked = 1;
   }
+  if (!cfg->pdl || f->m->ctx->info.cc_major < 9 || !ex)
+    return cu.LaunchKernel(f->f, cfg->grid[0], cfg->grid[1], cfg->grid[2], cfg->block[0], cfg->block[1], cfg->block[2],
+                           cfg->smem, s, params, NULL);
   cu_launch_attr a;
   memset(&a, 0, sizeof a);
   a.id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;

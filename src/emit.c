@@ -994,16 +994,16 @@ em_status em_emit(const em_tile *t, char **src, em_launch *launch, char *err) {
                                        "  if (blockIdx.x == 0 && blockIdx.y == 0 && blockIdx.z == 0) return;\n",
                                        "#error \"PLANT=4: a planted compile error\"\n"};
   long long pl = EX_KNOB(&c, PLANT);
-  /* EMMY_PDL=1 (an experiment, docs/formats.md): every CTA lets the next kernel in the stream launch once all of
-   * this grid's CTAs have started, and waits for the previous kernel's completion (and its memory) before it
-   * touches anything; the launcher then allows the overlap (cuLaunchKernelEx, programmatic stream serialization) */
+  /* Programmatic dependent launch (docs/formats.md): by default every kernel first waits for the previous grid in
+   * the stream (griddepcontrol.wait: its completion and memory), so that the launcher may let this launch begin as
+   * that grid's CTAs exit. EMMY_PDL=0: no wait, a plain launch; EMMY_PDL=1 (an experiment, slower): each CTA also
+   * lets the next kernel launch as soon as all of this grid's CTAs have started. Hopper and later (guarded). */
   const char *pdl = getenv("EMMY_PDL");
-  launch->pdl = pdl && !strcmp(pdl, "1");
-  ex_sb_add(&head, ") {\n%s%s%s}\n", pl >= 1 && pl <= 4 ? plant[pl] : "",
-            launch->pdl ? "  asm volatile(\"griddepcontrol.launch_dependents;\" ::: \"memory\");\n"
-                          "  asm volatile(\"griddepcontrol.wait;\" ::: \"memory\");\n"
-                        : "",
-            body.s ? body.s : "");
+  int pdl_mode = !pdl || !*pdl ? 2 : !strcmp(pdl, "0") ? 0 : !strcmp(pdl, "1") ? 1 : 2;
+  launch->pdl = pdl_mode > 0;
+  ex_sb_add(&head, ") {\n%s%s%s%s%s}\n", pl >= 1 && pl <= 4 ? plant[pl] : "", pdl_mode ? "#if __CUDA_ARCH__ >= 900\n" : "",
+            pdl_mode == 1 ? "  asm volatile(\"griddepcontrol.launch_dependents;\" ::: \"memory\");\n" : "",
+            pdl_mode ? "  asm volatile(\"griddepcontrol.wait;\" ::: \"memory\");\n#endif\n" : "", body.s ? body.s : "");
   /* every knob is read by now: the header's reads (CLUSTER, MINB, PLANT) come last */
   if (check_unread(&c)) {
     st = em_fail(err, EM_EINPUT, "%s (%s): %s", t->name, em_kkind_name(t->kind), c.err);
