@@ -44,9 +44,34 @@ void ex_k_pointwise(ectx *c, em_launch *L) {
 
 static const char *red_init(em_op op) { return op == EM_OP_AMAX ? "-INFINITY" : "0.0f"; }
 
+/* A row's column loop: each thread's columns threadIdx.x + i·THREADS of the live row. unroll (UNROLL=1, a constant
+ * row of Lk elements): the ceil(Lk/THREADS) trips unrolled, so the thread's loads issue together. Closed by
+ * row_loop_close. */
+static void row_loop_open(ectx *c, int unroll, int threads, int64_t Lk) {
+  if (!unroll) {
+    ex_line(c, "for (long long col = threadIdx.x; live && col < L; col += blockDim.x) {");
+    c->indent++;
+    return;
+  }
+  ex_line(c, "if (live) {");
+  c->indent++;
+  ex_line(c, "#pragma unroll");
+  ex_line(c, "for (int em_i = 0; em_i < %lld; em_i++) {", (long long)((Lk + threads - 1) / threads));
+  c->indent++;
+  ex_line(c, "const long long col = threadIdx.x + em_i * %dLL;", threads);
+  if (Lk % threads) ex_line(c, "if (col >= L) break;");
+}
+
+static void row_loop_close(ectx *c, int unroll) {
+  for (int i = 0; i < (unroll ? 2 : 1); i++) {
+    c->indent--;
+    ex_line(c, "}");
+  }
+}
+
 void ex_k_row(ectx *c, em_launch *L) {
   int threads = EX_KNOB(c, THREADS), rpb = EX_KNOB(c, RPB);
-  int cache = EX_KNOB(c, CACHE);
+  int cache = EX_KNOB(c, CACHE), unroll = EX_KNOB(c, UNROLL);
   if (threads % 32 || rpb < 1 || threads * rpb > 1024) {
     ex_fail(c, "THREADS=%d x RPB=%d: threads per row must be a multiple of 32, at most 1024 per block", threads, rpb);
     return;
@@ -66,6 +91,10 @@ void ex_k_row(ectx *c, em_launch *L) {
   /* RPB rows per block, THREADS threads (x) per row; every thread runs the same loop trips so the
    * block-wide barriers of the reductions stay uniform, and 'live' guards the work of rows past the end */
   int64_t Lk = 0;
+  if (unroll && (!em_dim_is_const(&xs->d[r - 1], &Lk) || Lk > 64LL * threads)) {
+    ex_fail(c, "UNROLL=1 needs a constant row of at most 64·THREADS elements");
+    return;
+  }
   if (cache) {
     if (!em_dim_is_const(&xs->d[r - 1], &Lk) || Lk * rpb * 4 > 49152) {
       ex_fail(c, "CACHE=1 needs a constant row of at most %d floats per block", 49152 / 4 / rpb);
@@ -91,26 +120,21 @@ void ex_k_row(ectx *c, em_launch *L) {
   const char *red = "em_r";
   if (softmax) {
     ex_line(c, "float em_mx = -INFINITY, em_sum = 0.0f;");
-    ex_line(c, "for (long long col = threadIdx.x; live && col < L; col += blockDim.x) {");
-    c->indent++;
+    row_loop_open(c, unroll, threads, Lk);
     ex_line(c, "em_mx = fmaxf(em_mx, (float)%s);", ex_val(c, xin, &xi));
     c->memo.n = mark;
-    c->indent--;
-    ex_line(c, "}");
+    row_loop_close(c, unroll);
     ex_line(c, "em_mx = em_block_max(em_mx, em_red);");
-    ex_line(c, "for (long long col = threadIdx.x; live && col < L; col += blockDim.x) {");
-    c->indent++;
+    row_loop_open(c, unroll, threads, Lk);
     ex_line(c, "em_sum += expf((float)%s - em_mx);", ex_val(c, xin, &xi));
     c->memo.n = mark;
-    c->indent--;
-    ex_line(c, "}");
+    row_loop_close(c, unroll);
     ex_line(c, "em_sum = em_block_sum(em_sum, em_red);");
     c->softmax_mx = "em_mx";
     c->softmax_sum = "em_sum";
   } else {
     ex_line(c, "float em_acc = %s;", red_init(an->op));
-    ex_line(c, "for (long long col = threadIdx.x; live && col < L; col += blockDim.x) {");
-    c->indent++;
+    row_loop_open(c, unroll, threads, Lk);
     c->cache_mode = cache ? 1 : 0;
     const char *x = ex_val(c, xin, &xi);
     c->cache_mode = 0;
@@ -118,8 +142,7 @@ void ex_k_row(ectx *c, em_launch *L) {
     else if (an->op == EM_OP_VECTOR_NORM) ex_line(c, "em_acc += (float)%s * (float)%s;", x, x);
     else ex_line(c, "em_acc += (float)%s;", x);
     c->memo.n = mark;
-    c->indent--;
-    ex_line(c, "}");
+    row_loop_close(c, unroll);
     ex_line(c, "em_acc = %s(em_acc, em_red);", an->op == EM_OP_AMAX ? "em_block_max" : "em_block_sum");
     const char *fin = an->op == EM_OP_MEAN ? "em_acc / (float)L" : an->op == EM_OP_VECTOR_NORM ? "sqrtf(em_acc)" : "em_acc";
     ex_line(c, "const %s %s = %s;", ex_ctype(ex_V(c, a)->dtype), red, ex_round_to(c, ex_V(c, a)->dtype, fin));
@@ -127,8 +150,7 @@ void ex_k_row(ectx *c, em_launch *L) {
   }
   /* full-row outputs: aligned with the reduction input (CACHE=1: the row's input from shared memory; each
    * thread reads back only the columns it stored, so no barrier is needed) */
-  ex_line(c, "for (long long col = threadIdx.x; live && col < L; col += blockDim.x) {");
-  c->indent++;
+  row_loop_open(c, unroll, threads, Lk);
   c->cache_mode = cache && !softmax ? 2 : 0;
   ex_reset_alignment(c);
   c->al[xin] = xi;
@@ -142,8 +164,7 @@ void ex_k_row(ectx *c, em_launch *L) {
   ex_write_outputs(c, which, n);
   c->cache_mode = 0;
   c->memo.n = mark;
-  c->indent--;
-  ex_line(c, "}");
+  row_loop_close(c, unroll);
   /* per-row outputs (e.g. a kept reduction) aligned with the anchor */
   int done = n;
   if (!softmax && done < c->g->outputs.n) {

@@ -95,6 +95,9 @@
   X(RPB, REDUCE, 1, "1,2,4,8", "row", "rows per block")                                                                \
   X(CACHE, REDUCE, 0, "0,1", "row",                                                                                    \
     "1: one pass, the row's input kept in shared memory for the epilogue; 0: two passes over memory")                  \
+  X(UNROLL, REDUCE, 0, "0,1", "row",                                                                                   \
+    "1: a constant row's column loops unrolled (each thread issues its L/THREADS loads together, not one a loop "      \
+    "trip); 0: loops striding by blockDim.x. Offered last (not yet timed)")                                            \
   X(BLOCK, WORK, 256, "32..1024", "pointwise, reduce", "threads per block of the grid-stride loop")                    \
   X(VEC, WORK, 1, "1,2,4,8", "pointwise", "consecutive elements per thread")                                           \
   X(EPT, WORK, 1, "1,2,4,8", "pointwise", "trips of the grid-stride loop per thread")                                  \

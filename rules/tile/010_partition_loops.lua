@@ -226,7 +226,10 @@ return {
   -- Row reduction (RMSNorm, softmax, a norm over the last dim): RPB rows per block, THREADS threads striding
   -- over each row; CACHE=0 two passes over memory (the epilogue recomputes its prologue from the inputs),
   -- CACHE=1 one pass (the row's input kept in shared memory for the epilogue).
-  { name = "row_reduction", family = "REDUCE", kinds = { "row" }, knobs = { THREADS = 256, RPB = 1, CACHE = 0 },
+  -- UNROLL=1 (a constant row): the column loops unrolled, so that a thread's L/THREADS loads issue together instead
+  -- of one a loop trip (the loops stride by blockDim.x, unknown to the compiler: ptxas keeps one load a trip);
+  -- offered last, for the first two options and the lead's CACHE=1 twin, until timed.
+  { name = "row_reduction", family = "REDUCE", kinds = { "row" }, knobs = { THREADS = 256, RPB = 1, CACHE = 0, UNROLL = 0 },
     gate = function(k, dev) return true, ("rows of %s elements"):format(tostring(k.L)) end,
     fork = function(k, dev)
       local cap = atom.warps_for(k.L or 1024)
@@ -247,6 +250,12 @@ return {
             end
           end
         end
+      end
+      local n, lead = #out, out[1]
+      for i = 1, n do
+        local o = out[i]
+        local twin = i <= 2 or (lead and o.THREADS == lead.THREADS and o.RPB == lead.RPB)
+        if twin and type(k.L) == "number" and k.L <= 64 * o.THREADS then out[#out + 1] = atom.with(o, "UNROLL", 1) end
       end
       return out
     end },
