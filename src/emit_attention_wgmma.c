@@ -22,6 +22,7 @@ typedef struct {
   int NWG, BKV, ST, pack, minb;  /* consumer warpgroups, keys a tile, ring depth, QPACK, MINB */
   int P, NQ;                     /* KVSPLIT (warpgroups splitting one row slice's tiles), Q slices (NWG / P) */
   int causal, gqa;
+  int pp;                        /* PINGPONG: the two Q slices' warpgroups take turns issuing a tile's wgmma */
   double scale;
   em_dtype dt;
   const char *mt, *pk;           /* "bf16"/"f16"; the f32-pair to 16-bit-pair conversion */
@@ -483,9 +484,13 @@ static void fa_step(ectx *c, const fa_t *f, const char *u, const char *p, const 
   ex_line(c, "const long long s0 = (long long)(%s + %d) * %d;", u, f->P, f->BKV);
   ex_line(c, "float sn[%d][4];", nj);
   ex_line(c, "em_mbar_wait(&em_fk[stn], phn);");
+  /* PINGPONG: this warpgroup's turn (named barrier 4 + wq) before its wgmma, the other's turn after them, so one
+   * warpgroup's softmax runs while the other's matrix products hold the tensor cores */
+  if (f->pp) ex_line(c, "asm volatile(\"bar.sync %%0, 256;\" :: \"r\"(4 + wq) : \"memory\");");
   fa_qk(c, f, "sn", "kbn");
   ex_line(c, "em_mbar_wait(&em_fv[st], ph);");
   fa_pv(c, f, "kb", p);
+  if (f->pp) ex_line(c, "asm volatile(\"bar.arrive %%0, 256;\" :: \"r\"(5 - wq) : \"memory\");");
   ex_line(c, "em_wg_wait1();"); /* the next S is in registers; PV may still run */
   fa_softmax(c, f, fa_mask(c, f, "sn"), "sn", pn);
   ex_line(c, "em_wg_wait0();");
@@ -517,6 +522,8 @@ static void fa_consumers(ectx *c, const fa_t *f) {
   ex_line(c, "for (int j = 0; j < %d; j++) o[j][0] = o[j][1] = o[j][2] = o[j][3] = 0.0f;", (int)(f->D / 8));
   ex_line(c, "float mrow[2] = {-INFINITY, -INFINITY}, lrow[2] = {0.0f, 0.0f}, corr0, corr1;");
   ex_line(c, "unsigned pa[%d][4], pb[%d][4];", kbk, kbk);
+  /* PINGPONG: the first turn is the first warpgroup's */
+  if (f->pp) ex_line(c, "if (wq == 1) asm volatile(\"bar.arrive 4, 256;\" ::: \"memory\");");
   ex_line(c, "em_mbar_wait(&em_qbar, 0u);");
   ex_line(c, "if (kp < ntw) {");
   c->indent++;
@@ -539,6 +546,8 @@ static void fa_consumers(ectx *c, const fa_t *f) {
   fa_step(c, f, ex_A(c, "it + %d", f->P), "pb", "pa");
   c->indent--;
   ex_line(c, "}");
+  /* PINGPONG: the second warpgroup's last turn handed back is taken, so that no arrival outlives the loop */
+  if (f->pp) ex_line(c, "if (wq == 0) asm volatile(\"bar.sync 4, 256;\" ::: \"memory\");");
   ex_line(c, "if (kp < ntw) {");
   c->indent++;
   ex_line(c, "const int em_n = (ntw - 1 - kp) / %d;", f->P); /* this part's last tile: kp + P·em_n */
@@ -594,6 +603,12 @@ static int fa_facts(ectx *c, fa_t *f) {
   f->P = EX_KNOB(c, KVSPLIT);
   f->NQ = BQ / 64;
   f->NWG = f->NQ * f->P;
+  f->pp = EX_KNOB(c, PINGPONG);
+  if (f->pp && (f->NQ != 2 || f->P != 1 || f->causal)) {
+    /* (the turns pair the two warpgroups' steps one for one: equal key ranges, so no causal tile skipping) */
+    ex_fail(c, "PINGPONG=1 needs two Q slices' warpgroups (BQ=128, KVSPLIT=1) over the same keys (not causal)");
+    return 0;
+  }
   int64_t Dv;
   if (!em_dim_is_const(&f->qs->d[f->r - 1], &f->D) || !em_dim_is_const(&f->vs->d[f->r - 1], &Dv) || f->D != Dv ||
       (f->D != 64 && f->D != 128)) {

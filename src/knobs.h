@@ -142,6 +142,10 @@
   X(KVST, WORK, 1, "1..4", "attention (flash)",                                                                        \
     "K/V tile stages in shared memory: 2 double-buffers them with cp.async (keys and values that are strided views "   \
     "of kernel inputs); 1: one stage. FLASH=2: the TMA ring's depth, 2 to 4")                                          \
+  X(PINGPONG, WORK, 0, "0,1", "attention (FLASH=2)",                                                                   \
+    "1: the two Q slices' warpgroups (BQ=128, KVSPLIT=1, not causal) take turns issuing a key tile's wgmma (named "   \
+    "barriers 4 and 5), so one's softmax overlaps the other's matrix products (FlashAttention-3's ping-pong); "        \
+    "written without a GPU run, offered last")                                                                         \
   X(OSMEM, WORK, 0, "0,1,2", "attention (FLASH=2)",                                                                    \
     "1: each warpgroup stages O / l (rounded) in its Q slice of shared memory (128-byte swizzled, conflict-free) and " \
     "consecutive threads store consecutive head elements; 2: the same, a thread a 16-byte chunk of eight head "        \

@@ -288,7 +288,7 @@ return {
   -- 25.1 for the mma.sync tier's best; b8 s512 61.1 (BQ 128) against 131.6; s2048 73.5 (BQ 64, MINB 2) and 76.6
   -- (BQ 128) against 183.5; TinyLlama (head dim 64) 13.0 against 19.1 for BQ 64 with BKV 128. First on sm_90.
   { name = "flash_wgmma", family = "WORK", kinds = { "attention" },
-    knobs = { FLASH = 0, BQ = 64, BKV = 32, KVST = 1, KVSPLIT = 1, MINB = 1, QSMEM = 0, QPACK = 0, OSMEM = 0 },
+    knobs = { FLASH = 0, BQ = 64, BKV = 32, KVST = 1, KVSPLIT = 1, MINB = 1, QSMEM = 0, QPACK = 0, OSMEM = 0, PINGPONG = 0 },
     gate = function(k, dev)
       if (dev.cc_major or 0) < 9 then return false, ("compute capability %s has no wgmma (needs 9.0)"):format(dev.cc) end
       if not atom.is_half(k.dtype) then return false, ("dtype %s (wgmma needs bf16/f16)"):format(k.dtype) end
@@ -337,6 +337,16 @@ return {
       do
         local n = #out
         for i = 1, n do if out[i].OSMEM == 1 then out[#out + 1] = atom.with(out[i], "OSMEM", 2) end end
+      end
+      -- PINGPONG=1 (two Q slices over the same keys: BQ=128, KVSPLIT=1, not causal): the warpgroups take turns
+      -- issuing their wgmma, one's softmax under the other's products (FlashAttention-3); written without a GPU
+      -- run (2026-12-02): offered last, on the 16-byte-store options
+      if not k.causal then
+        local n = #out
+        for i = 1, n do
+          local o = out[i]
+          if o.BQ == 128 and o.KVSPLIT == 1 and o.OSMEM == 2 then out[#out + 1] = atom.with(o, "PINGPONG", 1) end
+        end
       end
       -- the lead, from a sweep of 25 candidates a case (H200, eleventh session, bench/attention.lua --layout bhsd
       -- --limit 24; docs/performance.md): head dim 64, 128-key tiles two CTAs an SM (b1 s512 causal 9.0 us against
