@@ -60,6 +60,9 @@ function M.source_override(name, src, la, env)
   local smem, scratch = line:match("smem=(%d+)"), line:match("scratch=(%d+)")
   if smem then out.smem = tonumber(smem) end
   if scratch then out.scratch_per_tile, out.scratch_dump = tonumber(scratch), true end
+  -- a hand-edited kernel that does not wait for the previous grid (griddepcontrol.wait: a file written before PDL
+  -- was the default, or EMMY_PDL=0's source) is launched plainly, or it could read what that grid still writes
+  if out.pdl and not text:find("griddepcontrol.wait", 1, true) then out.pdl = false end
   if not overridden[path] then
     overridden[path] = true
     io.stderr:write(("note: %s: CUDA source from %s (EMMY_SOURCE_OVERRIDE)%s\n"):format(name, path,

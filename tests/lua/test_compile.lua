@@ -941,6 +941,13 @@ test("EMMY_SOURCE_OVERRIDE: DIR/<kernel>.cu replaces the emitted source, its emm
   eq(la.smem, 1024, "the emitter's launch untouched")
   local _, l3 = gpu.source_override("k_x", "emitted", la, function() return nil end)
   eq(l3, la, "unset: nothing changes")
+  -- a file without the PDL wait is launched plainly; one with it keeps the emitter's programmatic launch
+  local lp = { smem = 0, block = { 128, 1, 1 }, pdl = true }
+  eq(select(2, gpu.source_override("k_x", "emitted", lp, env)).pdl, false, "no griddepcontrol.wait: no pdl")
+  f = assert(io.open(d .. "/k_x.cu", "w"))
+  f:write("extern \"C\" __global__ void k_x() {\n  asm volatile(\"griddepcontrol.wait;\" ::: \"memory\");\n}\n")
+  f:close()
+  eq(select(2, gpu.source_override("k_x", "emitted", lp, env)).pdl, true, "the wait: pdl kept")
 end)
 
 return T
