@@ -294,6 +294,12 @@ ivec ex_unravel(ectx *c, const char *lin, const em_shape *s) {
   return r;
 }
 
+int ex_pdl_mode(void) {
+  const char *p = getenv("EMMY_PDL");
+  if (!p || !*p) return 2;
+  return !strcmp(p, "0") ? 0 : !strcmp(p, "1") ? 1 : !strcmp(p, "3") ? 3 : 2;
+}
+
 int ex_is_one(const em_dim *d) {
   int64_t k;
   return em_dim_is_const(d, &k) && k == 1;
@@ -994,12 +1000,11 @@ em_status em_emit(const em_tile *t, char **src, em_launch *launch, char *err) {
                                        "  if (blockIdx.x == 0 && blockIdx.y == 0 && blockIdx.z == 0) return;\n",
                                        "#error \"PLANT=4: a planted compile error\"\n"};
   long long pl = EX_KNOB(&c, PLANT);
-  /* Programmatic dependent launch (docs/formats.md): by default every kernel first waits for the previous grid in
+  /* Programmatic dependent launch (docs/formats.md; ex_pdl_mode): by default every kernel first waits for the previous grid in
    * the stream (griddepcontrol.wait: its completion and memory), so that the launcher may let this launch begin as
    * that grid's CTAs exit. EMMY_PDL=0: no wait, a plain launch; EMMY_PDL=1 (an experiment, slower): each CTA also
    * lets the next kernel launch as soon as all of this grid's CTAs have started. Hopper and later (guarded). */
-  const char *pdl = getenv("EMMY_PDL");
-  int pdl_mode = !pdl || !*pdl ? 2 : !strcmp(pdl, "0") ? 0 : !strcmp(pdl, "1") ? 1 : 2;
+  int pdl_mode = ex_pdl_mode();
   launch->pdl = pdl_mode > 0;
   ex_sb_add(&head, ") {\n%s%s%s%s%s}\n", pl >= 1 && pl <= 4 ? plant[pl] : "", pdl_mode ? "#if __CUDA_ARCH__ >= 900\n" : "",
             pdl_mode == 1 ? "  asm volatile(\"griddepcontrol.launch_dependents;\" ::: \"memory\");\n" : "",

@@ -435,6 +435,11 @@ static void ws_consumers(ectx *c, const ex_ctr *k, em_launch *L, int stages, int
   ws_stamp(c, sp, "const unsigned em_c3 = em_clock();");
   ex_line(c, "em_wg_wait0();");
   ws_release(c, sk >= 2 ? "nkc >= 1 && " : "nk >= 1 && ", "em_it - 1", stages, cl);
+  /* EMMY_PDL=3 (an experiment): the next kernel may launch once every CTA's consumers are past their last tile's K
+   * loop, so its launch and prologue overlap this grid's last epilogues */
+  if (ex_pdl_mode() == 3)
+    ex_line(c, "if (em_t + gridDim.x / %d >= %s) asm volatile(\"griddepcontrol.launch_dependents;\" ::: \"memory\");",
+            cl == 2 ? 2 : sk >= 2 ? sk : 1, cl == 2 ? "em_pairs" : "em_tiles");
   ws_stamp(c, sp, "const unsigned em_c4 = em_clock();");
   if (sk >= 2 && !staged) {
     ws_split_reduce(c, k, k->BM / 16, sk);

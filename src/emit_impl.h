@@ -98,6 +98,9 @@ const char *ex_idx_name(ectx *c, const char *e);
 const char *ex_linearize(ectx *c, const ivec *ix, const em_shape *s);
 ivec ex_unravel(ectx *c, const char *lin, const em_shape *s);
 int ex_is_one(const em_dim *d);
+/* EMMY_PDL (docs/formats.md): 0 plain launches; 1 trigger at each CTA's top; 2 (unset: the default) the wait alone;
+ * 3 the wait, and the persistent GEMM's consumers trigger after their last tile's K loop */
+int ex_pdl_mode(void);
 ivec ex_bcast(ectx *c, const ivec *ix, const em_shape *out, const em_shape *u);
 int ex_axis_of_dim(const em_dim *d, int rank);
 int ex_axis_of(const em_arg *a, int rank);
