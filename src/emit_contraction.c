@@ -687,11 +687,12 @@ static int ctr_roles(ectx *c, ex_ctr *k, em_launch *L) {
   }
   int WS = k->WS = EX_KNOB(c, PRODUCER);
   if (WS) {
+    /* (a head-local epilogue: only the persistent pipeline's staged tile, which emit_gemm_ws.c checks) */
     const char *sm = em_graph_get_meta(c->g, "stage");
     if (WS != 1 || !tma || !wgt || wgw != 1 || stages < 2 || (SK != 1 && !(persist && (SK == 2 || SK == 4))) || (CL != 1 && !persist) ||
-        (sm && atoi(sm) > 0) || k->threads + 128 > 1024) {
+        (sm && atoi(sm) > 0 && !persist) || k->threads + 128 > 1024) {
       ex_fail(c, "PRODUCER=1: a producer warpgroup feeds wgmma consumers (TMA=1, WGMMA=1, WG_WAIT=1, STAGES >= 2, SPLIT_K=1 "
-                 "(2 or 4 with PERSIST=1), CLUSTER=1, no staged epilogue)");
+                 "(2 or 4 with PERSIST=1), CLUSTER=1, no staged epilogue unless PERSIST=1)");
       return 1;
     }
     L->block[0] = k->threads + 128;

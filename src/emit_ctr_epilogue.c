@@ -168,17 +168,33 @@ static void ctr_head_reduction(ectx *c, const ex_ctr *k, const em_node *rn, int 
  * same D-wide head): the result tile, rounded to its dtype, goes to shared memory first (em_stage0, em_stage1),
  * then each head-local reduction (NORM_EPI) over it, behind a block barrier. Nothing without the meta. Returns
  * non-zero when the emission failed. */
-static int ctr_stage_tile(ectx *c, const ex_ctr *k, em_launch *L) {
-  const int BM = k->BM, BN = k->BN, a = k->a;
+int ex_ctr_stage_width(ectx *c, const ex_ctr *k) {
   const char *smeta = em_graph_get_meta(c->g, "stage");
   int stageD = smeta ? atoi(smeta) : 0;
+  int64_t nc = 0;
+  if (stageD <= 0) return 0;
+  if (!k->lin_op || k->concat || k->BN % stageD || !em_dim_is_const(&k->os->d[k->r - 1], &nc) || nc % stageD) {
+    ex_fail(c, "a head-local epilogue (D=%d) needs a linear (not merged siblings), BN a multiple of D (BN=%d) and N a "
+               "multiple of D", stageD, k->BN);
+    return -1;
+  }
+  return stageD;
+}
+
+int ex_ctr_head_reductions(ectx *c, const ex_ctr *k) {
+  int n = 0;
+  for (int i = 0; i < c->g->nodes.n; i++) {
+    const em_node *rn = &c->g->nodes.v[i];
+    n += rn->out != k->a && k->dep[rn->out] && (rn->op == EM_OP_MEAN || rn->op == EM_OP_SUM);
+  }
+  return n;
+}
+
+static int ctr_stage_tile(ectx *c, const ex_ctr *k, em_launch *L) {
+  const int BM = k->BM, BN = k->BN, a = k->a;
+  int stageD = ex_ctr_stage_width(c, k);
+  if (stageD < 0) return 1;
   if (stageD > 0) {
-    int64_t nc = 0;
-    if (!k->lin_op || k->concat || BN % stageD || !em_dim_is_const(&k->os->d[k->r - 1], &nc) || nc % stageD) {
-      ex_fail(c, "a head-local epilogue (D=%d) needs a linear (not merged siblings), BN a multiple of D (BN=%d) and N a "
-                 "multiple of D", stageD, BN);
-      return 1;
-    }
     em_dtype sdt = ex_V(c, a)->dtype;
     int ld = BN + 8, nst = k->dual ? 2 : 1;
     long long esz = em_dtype_bytes(sdt), sbytes = (long long)nst * esz * BM * ld;

@@ -158,7 +158,7 @@ static void ws_staged_outputs(ectx *c, const ex_ctr *k);
  * BM x (BN + 8) tile (two for a dual kernel), then consecutive threads take consecutive columns through the fused
  * ops to the outputs. The fragment order's stores touched eight rows with 2-byte elements an instruction.
  * A named barrier of the consumer warps (1; the producer never joins) fences the tile on both sides. */
-static void ws_epilogue(ectx *c, const ex_ctr *k, int cw, int staged) {
+static void ws_epilogue(ectx *c, const ex_ctr *k, int cw, int staged, int stageD) {
   int ld = k->BN + 8, nst = k->dual ? 2 : 1, threads = 32 * cw;
   ex_line(c, "asm volatile(\"bar.sync 1, %d;\" ::: \"memory\");", threads);
   ex_line(c, "#pragma unroll");
@@ -179,6 +179,12 @@ static void ws_epilogue(ectx *c, const ex_ctr *k, int cw, int staged) {
   ex_line(c, "  }");
   ex_line(c, "}");
   ex_line(c, "asm volatile(\"bar.sync 1, %d;\" ::: \"memory\");", threads);
+  /* a head-local epilogue (RoPE) reads the result at other columns of its head from the staged tile */
+  if (stageD > 0) {
+    for (int s = 0; s < nst; s++) c->stage_arr[s] = ex_A(c, "em_ep%d", s);
+    c->stage_mdims = k->mdims;
+    c->stage_ld = ld;
+  }
   if (staged == 2) {
     /* EPI_SMEM=2: a constant trip count unrolled eight deep with the guard inside, so the loads of eight elements'
      * other inputs (a residual) are in flight together; EPI_SMEM=1's loop waits for each in turn */
@@ -198,6 +204,7 @@ static void ws_epilogue(ectx *c, const ex_ctr *k, int cw, int staged) {
   }
   for (int s = 0; s < nst; s++) ws_staged_value(c, k, s, ex_A(c, "em_ep%d[ml * %d + nl]", s, ld));
   ws_staged_outputs(c, k);
+  c->stage_arr[0] = c->stage_arr[1] = NULL;
   if (staged == 2) {
     c->indent--;
     ex_line(c, "}");
@@ -447,7 +454,7 @@ static void ws_consumers(ectx *c, const ex_ctr *k, em_launch *L, int stages, int
     ws_split_handover(c, k, k->BM / 16);
   }
   if (staged == 3 || staged == 4) ws_epilogue_halves(c, k, k->BM / 16, staged, tmo);
-  else if (staged) ws_epilogue(c, k, k->BM / 16, staged);
+  else if (staged) ws_epilogue(c, k, k->BM / 16, staged, ex_ctr_stage_width(c, k));
   else ex_ctr_epilogue(c, &k1, L); /* each thread's fragments, in place */
   if (sk == 2 && staged) {
     c->indent--;
@@ -531,14 +538,16 @@ void ex_k_contraction_ws(ectx *c, const ex_ctr *k, em_launch *L) {
   int stages = EX_KNOB(c, STAGES), raster = EX_KNOB(c, RASTER);
   int cw = k->BM / 16; /* consumer warps: a warpgroup per 64 rows */
   int staged = EX_KNOB(c, EPI_SMEM), cl = EX_KNOB(c, CLUSTER), sp = EX_KNOB(c, STAMP), sk = k->SK;
-  const char *sm = em_graph_get_meta(c->g, "stage");
+  /* a head-local epilogue (RoPE) reads the tile staged whole: EPI_SMEM 1, 2, no head-local reduction */
+  int stageD = ex_ctr_stage_width(c, k);
+  if (stageD < 0) return;
   if (!k->tma || k->concat || (k->BM != 64 && k->BM != 128) || k->WM != k->BM / 16 || k->WN != 1 ||
       (sk != 1 && !((sk == 2 || (sk == 4 && !staged)) && cl == 1)) || stages < 2 ||
-      (sm && atoi(sm) > 0) || (cl != 1 && cl != 2) || EX_KNOB(c, PRODUCER) != 1 ||
+      (stageD > 0 && (staged < 1 || staged > 2 || ex_ctr_head_reductions(c, k))) || (cl != 1 && cl != 2) || EX_KNOB(c, PRODUCER) != 1 ||
       EX_KNOB(c, WG_WAIT) != 1 || (staged < 0 || staged > 4) || ws_has_prologue(c, k)) {
     ex_fail(c, "PERSIST=1: a persistent producer/consumer pipeline (TMA=1, WGMMA=1, WG_WAIT=1, PRODUCER=1, BM 64 or "
-               "128, STAGES >= 2, SPLIT_K 1, 2 or 4 (2, 4: CLUSTER=1; 4: EPI_SMEM=0), CLUSTER 1 or 2, EPI_SMEM 0..4, one linear or a dual pair, no prologue and no "
-               "head-local epilogue)");
+               "128, STAGES >= 2, SPLIT_K 1, 2 or 4 (2, 4: CLUSTER=1; 4: EPI_SMEM=0), CLUSTER 1 or 2, EPI_SMEM 0..4, one linear or a dual pair, no prologue; a head-local "
+               "epilogue (RoPE) with EPI_SMEM 1 or 2 and no head-local reduction)");
     return;
   }
   int two_byte = 1;

@@ -174,6 +174,11 @@ typedef struct {
 /* The contraction epilogue: split-K's reduction, a staged head-local tile, then every accumulator element
  * (m, n) of this thread (acc[i][j][q] in mma.sync's C-fragment order) through the fused ops to the outputs. */
 void ex_ctr_epilogue(ectx *c, const ex_ctr *k, em_launch *L);
+/* A head-local epilogue's head width D (graph meta "stage": RoPE reads the result at other columns of its head), 0
+ * without one, -1 (c failed) where the tile cannot hold whole heads: one place for that rule, both pipelines.
+ * ex_ctr_head_reductions: how many head-local reductions (NORM_EPI's MEAN/SUM over a head) read the result. */
+int ex_ctr_stage_width(ectx *c, const ex_ctr *k);
+int ex_ctr_head_reductions(ectx *c, const ex_ctr *k);
 /* The residual of the fragment pairs epilogue, loadable ahead: a 2-byte kernel input the epilogue reads at the
  * result's own index with the result's shape (contiguous rows of N, N even), or -1. ex_ctr_residual_load emits
  * the loads of this thread's pairs into em_pf[j][q / 2] (declared by the caller). */

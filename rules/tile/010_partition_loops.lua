@@ -73,7 +73,7 @@ return {
       local persist, lead = {}, {}
       for i = 1, n do
         local o = out[i]
-        if o.WG_WAIT == 1 and not k.stage and ((k.siblings or 0) <= 1 or k.dual) then
+        if o.WG_WAIT == 1 and ((k.siblings or 0) <= 1 or k.dual) and not (k.stage and (k.epilogue_reductions or 0) > 0) then
           local p = atom.with(atom.with(o, "PRODUCER", 1), "PERSIST", 1)
           -- (EPI_SMEM=2, the staged loop unrolled: 4096³ 202.6 µs against 207.8 for EPI_SMEM=1, no help where a residual
           -- is read — down at 4096 tokens 93.9 against 53.8 in fragments; H200, 2026-12-01 — offered after both)
@@ -86,7 +86,13 @@ return {
           -- applies. EPI_SMEM=3 alone is no faster than EPI_SMEM=2: offered last.
           local epis = plain and { 1, 0, 2 } or { 0, 1, 2 }
           local lead_epi = plain and 1 or 0
-          if o.BN % 128 == 0 then
+          if k.stage then
+            -- a head-local epilogue (RoPE on a Llama q/k projection) reads the tile staged whole: EPI_SMEM 1, 2.
+            -- Correct on the H200 (tests/gpu/run.sh persist_rope_*) and slower than the 64 x 64 default in the
+            -- TinyLlama layer at 512 tokens (q 128 x 64, 8 stages: 26.0 us against 18.6; k+v 64 x 64: 24.7 against
+            -- 17.9, with SPLIT_K=2 24.0; 2026-12-02): one tile a CTA, so nothing hides the epilogue. Offered last.
+            epis, lead_epi = { 1, 2 }, 1
+          elseif o.BN % 128 == 0 then
             if k.tma_store then
               table.insert(epis, 1, 4)
               lead_epi = 4
@@ -104,7 +110,8 @@ return {
             local first = o.BM == 128 and o.BN == (k.dual and 128 or 256) and e == lead_epi
             -- (atom.persist_small: its tile, the TMA store or the fragment epilogue)
             if small then
-              first = o.BM == small.BM and o.BN == small.BN and o.WM == small.BM / 16 and o.WN == 1 and e == (k.tma_store and 4 or 0)
+              first = o.BM == small.BM and o.BN == small.BN and o.WM == small.BM / 16 and o.WN == 1 and
+                e == (k.stage and 1 or k.tma_store and 4 or 0)
             end
             if first then lead[#lead + 1] = q else persist[#persist + 1] = q end
           end

@@ -404,7 +404,12 @@ function M.resource_check(k, c, dev)
       return false, "PRODUCER=1 feeds wgmma consumers from a producer warpgroup (WGMMA=1, TMA=1, WG_WAIT=1, STAGES >= 2,"
         .. " SPLIT_K=1 (2 with PERSIST=1 and CLUSTER=1, 4 also with EPI_SMEM=0), CLUSTER=1 unless PERSIST=1)"
     end
-    if k.stage then return false, "PRODUCER=1: the producer leaves after its loop, so no staged (block-barrier) epilogue" end
+    -- (a head-local epilogue, RoPE: only the persistent pipeline's staged tile, EPI_SMEM 1 or 2, fenced by the
+    -- consumers' named barrier; no head-local reduction, NORM_EPI)
+    if k.stage and not (c.PERSIST == 1 and (c.EPI_SMEM == 1 or c.EPI_SMEM == 2) and (k.epilogue_reductions or 0) == 0) then
+      return false, "PRODUCER=1 with a head-local (RoPE) epilogue: PERSIST=1 with EPI_SMEM 1 or 2 and no head-local reduction"
+        .. " (the producer leaves after its loop, so no block-barrier epilogue)"
+    end
   end
   if k.kind == "contraction" and (c.PERSIST or 0) ~= 0 then
     if c.PERSIST ~= 1 or c.PRODUCER ~= 1 or (c.BM ~= 64 and c.BM ~= 128) then
