@@ -354,8 +354,9 @@ return {
         for i = 1, n do if out[i].OSMEM == 1 then out[#out + 1] = atom.with(out[i], "OSMEM", 2) end end
       end
       -- PINGPONG=1 (two Q slices over the same keys: BQ=128, KVSPLIT=1, not causal): the warpgroups take turns
-      -- issuing their wgmma, one's softmax under the other's products (FlashAttention-3); written without a GPU
-      -- run (2026-12-02): offered last, on the 16-byte-store options
+      -- issuing their wgmma, one's softmax under the other's products (FlashAttention-3): offered last, on the
+      -- 16-byte-store options, and in the head-dim-128 lead below (head dim 64 gained at s8192 only: 1257.1 ->
+      -- 1202.9 us with BQ 128 against the BQ 64 lead; b8 s512 and s2048 kept the lead)
       if not k.causal then
         local n = #out
         for i = 1, n do
@@ -374,7 +375,11 @@ return {
       if k.E == 64 then
         atom.lead(out, { BQ = 64, BKV = 128, KVST = 3, KVSPLIT = 1, MINB = 2, QPACK = 0, OSMEM = 2 })
       elseif bqs[1] == 128 then
-        atom.lead(out, { BQ = 128, BKV = 128, KVST = 3, KVSPLIT = 1, MINB = 1, QPACK = 0, OSMEM = 2 })
+        -- (not causal: with PINGPONG=1, which beat it on every such bhsd case of a sweep, H200, fifteenth session:
+        -- b8 s512 46.5 -> 43.6 us, b1 s2048 58.7 -> 56.6, b1 s8192 870.8 -> 822.0)
+        local want = { BQ = 128, BKV = 128, KVST = 3, KVSPLIT = 1, MINB = 1, QPACK = 0, OSMEM = 2 }
+        if not k.causal then want.PINGPONG = 1 end
+        atom.lead(out, want)
       end
       return out
     end },
