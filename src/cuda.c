@@ -667,6 +667,38 @@ em_status em_cu_fn_set_max_dynamic_smem(em_cu_fn *f, int bytes, char *err) {
   return EM_OK;
 }
 
+typedef CUresult (*max_clusters_fn)(int *, CUfunction, const void *);
+
+em_status em_cu_fn_max_clusters(em_cu_fn *f, const unsigned grid[3], const unsigned block[3], unsigned smem, int *n,
+                                char *err) {
+  static max_clusters_fn q;
+  static int looked;
+  *n = -1;
+  if (!looked) {
+    char e2[EM_ERR_MAX];
+    void *sym = em_dl_sym(EM_LIB_CUDA, "cuOccupancyMaxActiveClusters", e2);
+    if (sym) memcpy(&q, &sym, sizeof sym);
+    looked = 1;
+  }
+  if (!q || f->m->ctx->info.cc_major < 9) return EM_OK;
+  if (smem > 48 * 1024 && (int)smem > f->dyn_smem) {
+    em_status st = em_cu_fn_set_max_dynamic_smem(f, (int)smem, err);
+    if (st) return st;
+  }
+  if (enter(f->m->ctx, "cuOccupancyMaxActiveClusters", err)) return EM_ERUN;
+  /* (the cluster shape is the kernel's own, __cluster_dims__: the configuration names none) */
+  struct {
+    unsigned grid[3], block[3], smem;
+    CUstream stream;
+    void *attrs;
+    unsigned nattrs;
+  } lc = {{grid[0], grid[1], grid[2]}, {block[0], block[1], block[2]}, smem, f->m->ctx->stream, NULL, 0};
+  _Static_assert(sizeof lc == 56, "CUlaunchConfig's layout (cuda.h)");
+  CUresult rc = q(n, f->f, &lc);
+  if (rc) return fail_cu(f->m->ctx, rc, "cuOccupancyMaxActiveClusters", f->name, err);
+  return EM_OK;
+}
+
 /* ---- tensor maps (TMA) ---- */
 
 typedef CUresult (*tmap_encode_fn)(void *, int, unsigned, void *, const unsigned long long *, const unsigned long long *,

@@ -93,6 +93,11 @@ em_status em_cu_fn_attrs_get(em_cu_fn *f, em_cu_fn_attrs *a, char *err);
 /* Allows up to bytes of dynamic shared memory (CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES); launches do
  * this themselves when they ask for more than 48 KB. */
 em_status em_cu_fn_set_max_dynamic_smem(em_cu_fn *f, int bytes, char *err);
+/* How many clusters of the kernel's compiled cluster shape fit on the device at once with this launch's block and
+ * dynamic shared memory (cuOccupancyMaxActiveClusters; a persistent clustered grid larger than that runs a second
+ * wave). *n = -1 where the driver has no such query or the device is older than compute capability 9. */
+em_status em_cu_fn_max_clusters(em_cu_fn *f, const unsigned grid[3], const unsigned block[3], unsigned smem, int *n,
+                                char *err);
 
 /* X(ENUM, Lua tag) — kinds of kernel arguments. */
 #define EM_CU_ARG_KINDS(X) \

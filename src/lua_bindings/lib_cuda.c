@@ -544,6 +544,29 @@ static int fn_set_max_dynamic_smem(lua_State *L) {
   return ok_or_fail(L, em_cu_fn_set_max_dynamic_smem(f, (int)n, err), err);
 }
 
+/* fn:max_clusters(grid, block, smem) -> n (-1: unknown) | nil, msg: clusters of the kernel's shape resident at once */
+static int fn_max_clusters(lua_State *L) {
+  em_cu_fn *f = check_fn(L, 1);
+  unsigned g[3] = {1, 1, 1}, b[3] = {1, 1, 1};
+  for (int a = 2; a <= 3; a++) {
+    luaL_checktype(L, a, LUA_TTABLE);
+    for (int i = 0; i < 3; i++) {
+      lua_rawgeti(L, a, i + 1);
+      lua_Integer v = lua_isnil(L, -1) ? 1 : luaL_checkinteger(L, -1);
+      if (v < 1 || v > 0x7fffffff) luaL_argerror(L, a, "dims of 1 or more");
+      (a == 2 ? g : b)[i] = (unsigned)v;
+      lua_pop(L, 1);
+    }
+  }
+  lua_Integer smem = luaL_optinteger(L, 4, 0);
+  if (smem < 0 || smem > 0x7fffffff) luaL_argerror(L, 4, "a byte count");
+  char err[EM_ERR_MAX];
+  int n = -1;
+  if (em_cu_fn_max_clusters(f, g, b, (unsigned)smem, &n, err) != EM_OK) return em_lua_fail(L, err);
+  lua_pushinteger(L, n);
+  return 1;
+}
+
 /* cuda.records_start() -> true | nil, msg: CUPTI kernel activity records from now on. */
 static int l_records_start(lua_State *L) {
   char err[EM_ERR_MAX];
@@ -598,7 +621,8 @@ int luaopen_emmy_cuda(lua_State *L) {
   static const luaL_Reg mod_methods[] = {{"fn", mod_fn}, {NULL, NULL}};
   em_lua_class(L, MOD_T, mod_methods, mod_gc, mod_tostring);
   static const luaL_Reg fn_methods[] = {
-      {"name", fn_name}, {"attrs", fn_attrs}, {"set_max_dynamic_smem", fn_set_max_dynamic_smem}, {NULL, NULL}};
+      {"name", fn_name}, {"attrs", fn_attrs}, {"set_max_dynamic_smem", fn_set_max_dynamic_smem},
+      {"max_clusters", fn_max_clusters}, {NULL, NULL}};
   em_lua_class(L, FN_T, fn_methods, fn_gc, fn_tostring);
   static const luaL_Reg fns[] = {{"open", l_open},
                                  {"has_symbol", l_has_symbol},

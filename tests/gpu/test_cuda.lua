@@ -39,6 +39,10 @@ extern "C" __global__ void k_copy(const float4 *__restrict__ src, float4 *__rest
 }
 
 extern "C" __global__ void k_null_write(float *p) { p[threadIdx.x] = 1.0f; }
+
+#if __CUDA_ARCH__ >= 900 || !defined(__CUDA_ARCH__)
+extern "C" __global__ void __cluster_dims__(2, 1, 1) k_pair(float *p) { p[blockIdx.x] = 1.0f; }
+#endif
 ]]
 
 local tests, S = {}, {}
@@ -119,6 +123,7 @@ test("build and load kernels (nvcc -cubin)", function()
   for _, name in ipairs { "k_add_bf16", "k_args", "k_smem_sum", "k_copy", "k_null_write" } do
     S[name] = check(mod:fn(name))
   end
+  if S.ctx:info().cc_major >= 9 then S.k_pair = check(mod:fn("k_pair")) end
   local a = S.k_add_bf16:attrs()
   say("nvcc %.1fs, cubin %d bytes; k_add_bf16: %d regs, %d local B, max %d threads, binary sm_%d",
     sys.clock() - t0, #image, a.regs, a.local_bytes, a.max_threads, a.binary_version)
@@ -186,6 +191,18 @@ test("dynamic shared memory above 48 KB, and errors that leave the context usabl
   check(not huge and one_line(m4):find("cuMemAlloc_v2") and m4:find("OUT_OF_MEMORY"), tostring(m4))
   check(S.ctx:lost() == nil, "context still usable")
   check(S.ctx:sync())
+end)
+
+test("max_clusters: how many clusters of a kernel's compiled shape fit at once", function()
+  if not S.k_pair then
+    say("compute capability %s: no clusters", S.ctx:info().cc)
+    return
+  end
+  local n, msg = S.k_pair:max_clusters({ 2, 1, 1 }, { 128, 1, 1 }, 100 * 1024)
+  check(n, msg)
+  local sms = S.ctx:info().sm_count
+  say("k_pair (2-CTA clusters, 100 KB each): %d clusters of %d SMs' pairs", n, sms)
+  check(n == -1 or (n >= 1 and 2 * n <= sms), "at most one 100 KB CTA an SM: " .. n)
 end)
 
 test("timing: 64 MB copy with events and with graph replay", function()
