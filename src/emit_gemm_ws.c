@@ -47,8 +47,10 @@ static void ws_tile_count(ectx *c, const ex_ctr *k, int cl) {
   ex_line(c, "const int em_tm = (int)((M + %d - 1) / %d), em_tn = (int)((N + %d - 1) / %d), em_tiles = em_tm * em_tn;", k->BM,
           k->BM, k->BN, k->BN);
   /* CLUSTER=2: the two CTAs of a cluster take a pair of tiles on neighbouring tile rows (rank r the row 2p + r)
-   * with the same columns, so they share the B tile; em_tp pair rows, em_pairs pairs */
-  if (cl == 2) ex_line(c, "const int em_tp = (em_tm + 1) / 2, em_pairs = em_tp * em_tn;");
+   * with the same columns, so they share the B tile; em_tp pair rows, em_pairs pairs. PAIR_A=1: neighbouring tile
+   * columns (rank r the column 2p + r) of the same rows, sharing the A tile; em_tp pair columns */
+  if (cl == 2 && EX_KNOB(c, PAIR_A)) ex_line(c, "const int em_tp = (em_tn + 1) / 2, em_pairs = em_tm * em_tp;");
+  else if (cl == 2) ex_line(c, "const int em_tp = (em_tm + 1) / 2, em_pairs = em_tp * em_tn;");
 }
 
 /* This CTA's tile loop: every gridDim.x-th tile, (CLUSTER=2) every (gridDim.x / 2)-th pair of its cluster, or
@@ -68,10 +70,14 @@ static const char *ws_k_range(ectx *c, int sk) {
 }
 
 static void ws_tile_coords(ectx *c, const ex_ctr *k, int raster, int cl) {
-  const char *rows = cl == 2 ? "em_tp" : "em_tm";
-  ex_line(c, "const int em_grp = %d * em_tn, em_first = em_t / em_grp * %d;", raster, raster);
+  const int pa = cl == 2 && EX_KNOB(c, PAIR_A);
+  const char *rows = cl == 2 && !pa ? "em_tp" : "em_tm";
+  ex_line(c, "const int em_grp = %d * %s, em_first = em_t / em_grp * %d;", raster, pa ? "em_tp" : "em_tn", raster);
   ex_line(c, "const int em_gs = min(%s - em_first, %d), em_in = em_t %% em_grp;", rows, raster);
-  if (cl == 2)
+  if (pa)
+    ex_line(c, "const long long m0 = (long long)(em_first + em_in %% em_gs) * %d, n0 = ((long long)(em_in / em_gs) * 2 + em_cr) * %d;",
+            k->BM, k->BN);
+  else if (cl == 2)
     ex_line(c, "const long long m0 = ((long long)(em_first + em_in %% em_gs) * 2 + em_cr) * %d, n0 = (long long)(em_in / em_gs) * %d;",
             k->BM, k->BN);
   else
@@ -80,11 +86,22 @@ static void ws_tile_coords(ectx *c, const ex_ctr *k, int raster, int cl) {
 }
 
 /* CLUSTER=2's stage load: this CTA's A tile, and its half of the shared B tile (B2) multicast into both CTAs'
- * rings at the same offset; each CTA's full barrier takes its A and both halves of B. */
+ * rings at the same offset; each CTA's full barrier takes its A and both halves of B. PAIR_A=1: its half of the
+ * shared A tile's rows multicast, its own B tiles (the halves land 1024-byte aligned, so the 128-byte swizzle of
+ * the whole tile holds). */
 static void ws_cluster_load(ectx *c, const ex_ctr *k, int stages) {
   long long abytes = 128LL * k->BM, bbytes = 128LL * k->BN;
   ex_line(c, "auto em_load = [&](int st, int kt) {");
   ex_line(c, "  em_mbar_expect(&em_bar[st], %lldu);", abytes + bbytes * (k->dual ? 2 : 1));
+  if (EX_KNOB(c, PAIR_A)) {
+    ex_line(c, "  em_tma_2d_mc(em_sb + st * %lldu + em_cr * %lldu, &tm0, kt * 64, (int)m0 + (int)em_cr * %d, &em_bar[st], (unsigned short)3);",
+            abytes, abytes / 2, k->BM / 2);
+    for (int b = 0; b < (k->dual ? 2 : 1); b++)
+      ex_line(c, "  em_tma_2d(em_sb + %lldu + st * %lldu, &tm%d, kt * 64, (int)n0, &em_bar[st]);", stages * (abytes + b * bbytes),
+              bbytes, 1 + b);
+    ex_line(c, "};");
+    return;
+  }
   ex_line(c, "  em_tma_2d(em_sb + st * %lldu, &tm0, kt * 64, (int)m0, &em_bar[st]);", abytes);
   for (int b = 0; b < (k->dual ? 2 : 1); b++)
     ex_line(c, "  em_tma_2d_mc(em_sb + %lldu + st * %lldu + em_cr * %lldu, &tm%d, kt * 64, (int)n0 + (int)em_cr * %d, &em_bar[st], (unsigned short)3);",
@@ -543,10 +560,11 @@ void ex_k_contraction_ws(ectx *c, const ex_ctr *k, em_launch *L) {
   if (stageD < 0) return;
   if (!k->tma || k->concat || (k->BM != 64 && k->BM != 128) || k->WM != k->BM / 16 || k->WN != 1 ||
       (sk != 1 && !((sk == 2 || (sk == 4 && !staged)) && cl == 1)) || stages < 2 ||
-      (stageD > 0 && (staged < 1 || staged > 2 || ex_ctr_head_reductions(c, k))) || (cl != 1 && cl != 2) || EX_KNOB(c, PRODUCER) != 1 ||
+      (stageD > 0 && (staged < 1 || staged > 2 || ex_ctr_head_reductions(c, k))) || (cl != 1 && cl != 2) ||
+      (EX_KNOB(c, PAIR_A) && cl != 2) || EX_KNOB(c, PRODUCER) != 1 ||
       EX_KNOB(c, WG_WAIT) != 1 || (staged < 0 || staged > 4) || ws_has_prologue(c, k)) {
     ex_fail(c, "PERSIST=1: a persistent producer/consumer pipeline (TMA=1, WGMMA=1, WG_WAIT=1, PRODUCER=1, BM 64 or "
-               "128, STAGES >= 2, SPLIT_K 1, 2 or 4 (2, 4: CLUSTER=1; 4: EPI_SMEM=0), CLUSTER 1 or 2, EPI_SMEM 0..4, one linear or a dual pair, no prologue; a head-local "
+               "128, STAGES >= 2, SPLIT_K 1, 2 or 4 (2, 4: CLUSTER=1; 4: EPI_SMEM=0), CLUSTER 1 or 2 (PAIR_A=1: 2), EPI_SMEM 0..4, one linear or a dual pair, no prologue; a head-local "
                "epilogue (RoPE) with EPI_SMEM 1 or 2 and no head-local reduction)");
     return;
   }
@@ -569,7 +587,12 @@ void ex_k_contraction_ws(ectx *c, const ex_ctr *k, em_launch *L) {
   L->persistent = cl == 2 ? 2 : sk >= 2 ? sk : 1;
   L->scratch_per_tile = 0; /* (SPLIT_K reduces in shared memory, not in the launch scratch of the other tiers) */
   const char *ntext = em_dim_format(&c->g->syms, &k->os->d[k->r - 1], (char[128]){0}, 128);
-  if (cl == 2) {
+  if (cl == 2 && EX_KNOB(c, PAIR_A)) {
+    /* pairs of tile columns, two CTAs a pair; A's tensor map loads half a tile (each CTA its half, multicast) */
+    snprintf(L->grid[0], sizeof L->grid[0], "cdiv(%s,%d)*cdiv(%s,%d)*2", ex_numel_text(c, &k->mdims), k->BM, ntext, 2 * k->BN);
+    L->tmaps[0].box[1] = k->BM / 2;
+    for (int b = 1; b <= (k->dual ? 2 : 1); b++) L->tmaps[b].box[1] = k->BN;
+  } else if (cl == 2) {
     /* pairs of tile rows, two CTAs a pair; B's tensor map loads half a tile (each CTA its half, multicast) */
     snprintf(L->grid[0], sizeof L->grid[0], "cdiv(%s,%d)*cdiv(%s,%d)*2", ex_numel_text(c, &k->mdims), 2 * k->BM, ntext, k->BN);
     L->tmaps[0].box[1] = k->BM;

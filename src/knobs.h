@@ -30,6 +30,11 @@
     ".multicast::cluster`), an \"empty\" mbarrier per stage collects both CTAs' releases before a refill (deferred "   \
     "STAGES/2 steps), and a cluster barrier guards the start and the end; 1: no cluster. Correct on the H200, "        \
     "slower than the unclustered tiles today (docs/performance.md, seventh session): offered last")                    \
+  X(PAIR_A, TILE, 0, "0,1", "contraction (PERSIST=1, CLUSTER=2)",                                                    \
+    "1: the persistent pipeline's CTA pair takes neighbouring tile columns of the same rows and shares the A tile, "  \
+    "each CTA loading half its rows and multicasting them into both rings (A is two thirds of a 128 x 64 tile's "     \
+    "bytes: cuBLAS's q_proj kernel is a 1x2 cluster); 0: neighbouring tile rows sharing B. Written without a GPU "    \
+    "run, offered last")                                                                                               \
   X(PRODUCER, TILE, 0, "0,1",                                                                                          \
     "contraction (WGMMA=1, TMA=1, WG_WAIT=1, STAGES ≥ 2, SPLIT_K=1, CLUSTER=1, no staged epilogue)",                   \
     "1: warp specialization — one more warpgroup (block of 32·WM + 128 threads) whose first lane issues every TMA "    \

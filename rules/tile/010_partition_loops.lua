@@ -22,7 +22,7 @@ return {
   -- projection (q_proj 14.2 us against 12.3, k/v 16.2 against 13.9, o 17.3 against 12.6, down 24.8 against 16.0,
   -- gate/up 24.3 against 22.0): one warpgroup both consumes and produces, so each refill waits for the peer's
   -- release in the main loop. Offered last, after every unclustered tile; a producer warp is the next step.
-  { name = "wgmma_tier", family = "TILE", kinds = { "contraction" }, knobs = { WGMMA = 0, WG_WAIT = 0, CLUSTER = 1, PRODUCER = 0, PERSIST = 0, EPI_SMEM = 0 },
+  { name = "wgmma_tier", family = "TILE", kinds = { "contraction" }, knobs = { WGMMA = 0, WG_WAIT = 0, CLUSTER = 1, PRODUCER = 0, PERSIST = 0, EPI_SMEM = 0, PAIR_A = 0 },
     gate = function(k, dev)
       local ok, why = atom.tma(k, dev)
       if not ok then return false, "wgmma reads TMA-staged tiles: " .. why end
@@ -121,9 +121,16 @@ return {
       -- multicasting it to both (B's L2 reads halved). Correct on the H200 (tests/gpu/run.sh persist_cluster_*) and
       -- 2-5% slower than unclustered at 128 x 256 (4096³ 208.6 against 202.6 µs; q at 4096 tokens 45.2 against
       -- 43.4; 2026-12-01): L2 bandwidth does not bound these tiles. Offered last.
+      -- PAIR_A=1: the pair on neighbouring tile columns shares A instead (each loads half its rows): A is two thirds
+      -- of a 128 x 64 tile's bytes, and cuBLAS's q_proj kernel is a 1x2 cluster; written without a GPU run
+      -- (2026-12-02), offered after the B-sharing pairs.
       local clustered = {}
       for _, q in ipairs(lead) do clustered[#clustered + 1] = atom.with(q, "CLUSTER", 2) end
       for _, q in ipairs(persist) do clustered[#clustered + 1] = atom.with(q, "CLUSTER", 2) end
+      do
+        local n = #clustered
+        for i = 1, n do clustered[#clustered + 1] = atom.with(clustered[i], "PAIR_A", 1) end
+      end
       if atom.persist_first(k, dev) or atom.persist_small(k, dev) then
         local rest = out
         out = lead

@@ -380,8 +380,12 @@ function M.resource_check(k, c, dev)
   if k.kind == "contraction" and c.WG_WAIT == 1 and (c.WGMMA ~= 1 or (c.STAGES or 1) < 2) then
     return false, "WG_WAIT=1 keeps a wgmma group in flight over a ring of 2+ stages (WGMMA=1, STAGES >= 2)"
   end
+  if k.kind == "contraction" and (c.PAIR_A or 0) ~= 0 and (c.PAIR_A ~= 1 or c.PERSIST ~= 1 or c.CLUSTER ~= 2) then
+    return false, "PAIR_A=1 is the persistent pipeline's pair sharing A (PERSIST=1, CLUSTER=2)"
+  end
   if k.kind == "contraction" and (c.CLUSTER or 1) ~= 1 and c.PERSIST == 1 then
-    -- the persistent pipeline pairs CTAs along M (they share B): any order, any number of tiles
+    -- the persistent pipeline pairs CTAs along M (they share B; PAIR_A=1: along N, sharing A): any order, any
+    -- number of tiles
     if c.CLUSTER ~= 2 then return false, ("CLUSTER=%s: the persistent pipeline's clusters are pairs"):format(tostring(c.CLUSTER)) end
   elseif k.kind == "contraction" and (c.CLUSTER or 1) ~= 1 then
     if c.CLUSTER ~= 2 or c.WGMMA ~= 1 or c.TMA ~= 1 or c.WG_WAIT ~= 1 or (c.STAGES or 1) < 3 or (c.SPLIT_K or 1) ~= 1

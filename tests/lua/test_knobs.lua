@@ -203,7 +203,7 @@ test("ir.emit refuses a knob outside the table or a value it does not take; PLAN
   check(src and src:find('#error "PLANT=4: a planted compile error"', 1, true), src)
   -- the header comment lists the assignment's knobs, sorted by name; knobs left out read as the table's defaults
   src = assert(kernels.emit(p, p.choice.knobs))
-  check(src:find("// kernel " .. p.kernel.name .. ": row CACHE=0,RPB=1,THREADS=256,UNROLL=0\n", 1, true), src:sub(1, 4000))
+  check(src:find("// kernel " .. p.kernel.name .. ": row CACHE=0,RPB=1,THREADS=256,UNROLL=1\n", 1, true), src:sub(1, 4000))
 end)
 
 return T
