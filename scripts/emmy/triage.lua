@@ -6,7 +6,11 @@
 --   search shortfall a prior half's pick is more than 5% off the best measured row, or a re-tune of the reproducer
 --                   with more patience found a faster variant (evidence: eval variants / online, the re-tune)
 --   codegen quality none of the above: the best variant itself is slow (evidence: the ncu side-by-side, the CUDA)
--- Findings are ordered by the µs at stake: (emmy µs - torch's best µs) x the kernel's instances.
+-- and one class beside them, for any kernel whose own pick is correct:
+--   wrong variants  some of its measured variants gave wrong results (evidence: eval failures' clusters with the
+--                   knobs every wrong row shares; a compile-only repro with those knobs pinned)
+-- Findings are ordered by the µs at stake: (emmy µs - torch's best µs) x the kernel's instances; wrong variants
+-- stake no time (the tune kept a correct pick) and come last, largest cluster first.
 local M = {}
 
 M.BEHIND = 1.10     -- a kernel this much slower than torch's best is meaningfully behind
@@ -225,7 +229,43 @@ function M.classify(d)
     end
   end
   table.sort(findings, function(a, b) return (a.at_stake_us or 0) > (b.at_stake_us or 0) end)
+  for _, f in ipairs(M.wrong_variants(d, fails_of, findings)) do findings[#findings + 1] = f end
   return findings, fine
+end
+
+-- The wrong-variants findings: a kernel with "wrong" failure clusters whose own pick is correct (a kernel already a
+-- bench failure has them as its evidence), one finding a cluster, the largest first.
+function M.wrong_variants(d, fails_of, findings)
+  local failing, out = {}, {}
+  for _, f in ipairs(findings) do if f.class == "bench failure" then failing[f.kernel] = true end end
+  local layer_op = {}
+  for _, k in ipairs(d.bench and d.bench.kernels or {}) do layer_op[k.name] = k.layer_op end
+  for name, cs in pairs(fails_of) do
+    for _, c in ipairs(failing[name] and {} or cs) do
+      if c.status == "wrong" then
+        local knobs, apart = {}, {}
+        for _, s in ipairs(c.shared or {}) do
+          knobs[#knobs + 1] = ("%s=%s"):format(s.knob, tostring(s.value))
+          if s.distinguishing then apart[#apart + 1] = ("%s=%s"):format(s.knob, tostring(s.value)) end
+        end
+        local f = { kernel = name, layer_op = layer_op[name], class = "wrong variants", at_stake_us = 0, count = c.count,
+          title = ("%s: %d variant%s gave wrong results%s"):format(name, c.count, c.count == 1 and "" or "s",
+            #knobs > 0 and (" (all with " .. table.concat(knobs, ", ") .. ")") or ""),
+          evidence = { ("%d rows wrong: %s"):format(c.count, tostring(c.error):gsub("%s+", " "):sub(1, 160)) } }
+        if #apart > 0 then
+          f.evidence[2] = ("no correct row of the kernel has %s: those knobs set the wrong rows apart"):format(table.concat(apart, ", "))
+        end
+        f.root_cause = "a correctness bug of the knobs the wrong rows share, or a check that does not model their"
+          .. " rounding (the tune kept a correct pick, so no time is at stake)"
+        f.repro = c.repro or ("emmy run --ir %s/%s.torch.json --sweep 20"):format(d.repro_dir or "dump/tune.kernels", name)
+        f.fix, f.priority = "fix the emitter for these knobs or gate them off with the reason; if the check is at fault,"
+          .. " document the tolerance", "high"
+        out[#out + 1] = f
+      end
+    end
+  end
+  table.sort(out, function(a, b) return a.count > b.count or (a.count == b.count and a.kernel < b.kernel) end)
+  return out
 end
 
 -- The dominating kernels: the fewest, largest first, that make up at least share (0.8) of emmy's time.

@@ -48,6 +48,11 @@ function R.render(d)
     add(("- **Re-run from %s:** `%s` (%s)"):format(r.from or "?", r.command or "?", r.date or "?"))
   end
   add(("- **Shapes:** %s"):format(run.static and "static (--static)" or ("dynamic seq_len, benched at %s"):format(whole.at or "?")))
+  if not run.whole then
+    -- (what a layer's numbers do not say: the serving comparison is the whole model's)
+    add(("- **Scope:** layer %s alone: the served comparison (requests a second through emmy against a stock server)"
+      .. " needs the whole model — `--whole`, then `emmy serve`"):format(tostring(run.layer or 0)))
+  end
   add(("- **Tune:** %s s wall, %s variants benched, %s served from the DB; status split: %s"):format(f1(tune.wall_s),
     tostring(tune.benched or "-"), tostring(tune.served or "-"), (function()
       local t = {}
@@ -115,10 +120,17 @@ function R.render(d)
   for i, f in ipairs(d.findings or {}) do
     add(("## Finding %d — %s"):format(i, f.title))
     add()
-    add(("- **Class:** %s; **at stake:** %s µs (emmy %s µs against %s's %s µs%s, %s regime)"):format(f.class, f1(f.at_stake_us),
-      f1(f.emmy_us), f.torch_backend or "torch", f1(f.torch_us), (f.instances or 1) > 1 and (", x%d in the program"):format(f.instances) or "",
-      "L2-warm bench"))
-    if f.class == "bench failure" then
+    if f.class == "wrong variants" then
+      add("- **Class:** wrong variants; **at stake:** no time (the tune kept a correct pick), the correctness of the rest")
+    else
+      add(("- **Class:** %s; **at stake:** %s µs (emmy %s µs against %s's %s µs%s, %s regime)"):format(f.class, f1(f.at_stake_us),
+        f1(f.emmy_us), f.torch_backend or "torch", f1(f.torch_us), (f.instances or 1) > 1 and (", x%d in the program"):format(f.instances) or "",
+        "L2-warm bench"))
+    end
+    if f.class == "wrong variants" then
+      add(("- **Symptom:** %s (%s): %d of its measured variants gave wrong results; the tune's pick is correct."):format(
+        f.kernel, f.layer_op or "?", f.count or 0))
+    elseif f.class == "bench failure" then
       add(("- **Symptom:** %s (%s): %s; its time does not count."):format(f.kernel, f.layer_op or "?",
         f.emmy_us and "its output is not the reference's" or "emmy's variant was not timed"))
     else
