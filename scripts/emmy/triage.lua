@@ -188,8 +188,8 @@ function M.classify(d)
           ev("the %s prior's pick is rank %d/%d, %.2fx of the best measured row", worst_pick.half, worst_pick.rank, worst_pick.n, worst_pick.ratio)
         end
         if rt then
-          ev("a re-tune of the reproducer with more patience: best %.1f µs (the tune's best %.1f µs)%s", rt.best_us or 0,
-            v and v.best_us or 0, retune_better and " — confirmed" or " — not confirmed")
+          ev("a re-tune of the reproducer with more patience: best %.1f µs (the tune's best %.1f µs; both %s regime)%s",
+            rt.best_us or 0, v and v.best_us or 0, rt.regime or "deploy", retune_better and " — confirmed" or " — not confirmed")
         end
         local b = blame_of[k.name]
         if b then
@@ -302,7 +302,10 @@ function M.from_workdir(w)
   d.failures = (read_json(w .. "/eval/failures.json") or {}).result or {}
   for _, k in ipairs(d.bench.kernels or {}) do
     local rt = read_json(("%s/retune/%s/tune.json"):format(w, k.name))
-    if rt and rt.kernels and rt.kernels[1] then d.retunes[k.name] = rt.kernels[1] end
+    if rt and rt.kernels and rt.kernels[1] then
+      d.retunes[k.name] = rt.kernels[1]
+      d.retunes[k.name].regime = rt.regime
+    end
     d.profiles[k.name] = read_json(("%s/profile/%s/61_ncu_metrics.json"):format(w, k.name))
   end
   d.findings, d.fine = M.classify(d)

@@ -28,6 +28,7 @@ test("triage of the fixture work dir: four classes ordered by the µs at stake, 
   eq(by.k_linear_add_f97280.class, "search shortfall")
   check(math.abs(by.k_linear_add_f97280.at_stake_us - 2.5) < 1e-9, "15.1 - 12.6")
   check(table.concat(by.k_linear_add_f97280.evidence, "\n"):find("— confirmed", 1, true), "re-tune")
+  check(table.concat(by.k_linear_add_f97280.evidence, "\n"):find("(the tune's best 20.5 µs; both deploy regime)", 1, true), "its regime")
   eq(by.k_linear_add_f97280.priority, "high")
   -- q_proj 11.3 against 9.2, every row scalar: a lockout with the gate's file:line
   eq(by.k_linear_7363a2.class, "tier lockout")
