@@ -42,7 +42,7 @@ end
 
 -- A host copy of the rule r (a sandbox table) of file (at index i of its list), checked: unknown fields, names,
 -- kinds and declared knobs are errors naming the file and the rule's line.
-local function checked_rule(r, file, i)
+local function checked_rule(r, file, i, path)
   if type(r) ~= "table" then fail("%s:1: rule %d is a %s, not a table {name = ..., family = ...}", file, i, type(r)) end
   local line = sandbox.line_of(r.gate) > 0 and sandbox.line_of(r.gate) or sandbox.line_of(r.fork)
   local at = ("%s:%d: rule %s"):format(file, line > 0 and line or 1, type(r.name) == "string" and show(r.name) or tostring(i))
@@ -56,7 +56,7 @@ local function checked_rule(r, file, i)
   if not r.name:match("^[%w_.%-]+$") or #r.name > 64 then fail("%s: a name is letters, digits, _ . - (64 at most)", at) end
   if not r.family:match("^[%w_]+$") or #r.family > 32 then fail("%s: family %s: letters, digits and _ (32 at most)", at, show(r.family)) end
   local out = { name = r.name, family = r.family, gate = r.gate, fork = r.fork, file = file,
-    line = sandbox.line_of(r.gate), fork_line = sandbox.line_of(r.fork) }
+    line = sandbox.line_of(r.gate), fork_line = sandbox.line_of(r.fork), path = path }
   if r.kinds then
     out.kinds = {}
     for j, x in pairs(r.kinds) do
@@ -100,7 +100,7 @@ function M.load(dir)
         end
       end
       for i = 1, n do
-        local cr = checked_rule(list[i], file, i)
+        local cr = checked_rule(list[i], file, i, dir .. "/" .. f)
         M.check_declared(cr)
         out[#out + 1] = cr
       end
@@ -205,6 +205,45 @@ local function reason_line(s)
   return s
 end
 
+-- The line of rule r's gate that refused with reason, the condition a refusal cites: among the gate's lines, the
+-- one `return false` whose string literals' fixed text (between format specifiers) all occur in the reason, in
+-- order; else the only `return false` there is; else the gate's first line.
+local source_lines = {}
+local function refusal_line(r, reason)
+  local info = r.path and type(r.gate) == "function" and debug.getinfo(r.gate, "S")
+  if not info then return r.line end
+  local lines = source_lines[r.path]
+  if not lines then
+    lines = {}
+    local f = io.open(r.path, "rb")
+    if not f then return r.line end
+    for l in f:lines() do lines[#lines + 1] = l end
+    f:close()
+    source_lines[r.path] = lines
+  end
+  local matched, returns = {}, {}
+  for n = info.linedefined, info.lastlinedefined do
+    local l = lines[n] or ""
+    if l:find("return false", 1, true) then
+      returns[#returns + 1] = n
+      local pos, any, all = 1, false, true
+      for lit in l:gmatch('"([^"]*)"') do
+        for chunk in (lit:gsub("%%[%-%d%.]*%a", "\0") .. "\0"):gmatch("([^%z]*)%z") do
+          if #chunk >= 3 then
+            local a, b = (reason or ""):find(chunk, pos, true)
+            if a then pos, any = b + 1, true else all = false end
+          end
+        end
+      end
+      if any and all then matched[#matched + 1] = n end
+    end
+  end
+  if #matched == 1 then return matched[1] end
+  if #returns == 1 then return returns[1] end
+  return r.line
+end
+M.refusal_line = refusal_line
+
 -- Calls rule r's gate on (k, dev) in the sandbox; returns ok, reason or raises one line naming the rule.
 local function run_gate(r, k, dev)
   local at = { file = r.file, line = r.line, what = "gate " .. r.name, views = { "k", "dev" } }
@@ -286,8 +325,9 @@ function M.evaluate(rules, k, dev)
       end
       local ok, reason = true, nil
       if r.gate then ok, reason = run_gate(r, k, dev) end
-      res.verdicts[#res.verdicts + 1] = { rule = r.name, family = r.family, file = r.file, line = r.line, ok = ok,
-        reason = reason or (ok and "ok" or "refused (no reason given)") }
+      -- (a refusal cites the line of the condition that refused: refusal_line)
+      res.verdicts[#res.verdicts + 1] = { rule = r.name, family = r.family, file = r.file,
+        line = ok and r.line or refusal_line(r, reason), ok = ok, reason = reason or (ok and "ok" or "refused (no reason given)") }
       for key in pairs(r.knobs or {}) do
         -- a knob is refused when every rule declaring it was refused
         local prev = res.declared_by[key]

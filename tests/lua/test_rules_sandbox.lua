@@ -436,4 +436,34 @@ test("the string metatable is the host's again after every rule call, and no hoo
   eq(debug.gethook(), nil, "no hook left behind")
 end)
 
+test("a refusal cites the line of the condition that refused, not the gate's first line", function()
+  local rules = require "emmy.rules"
+  local path = tmpdir() .. "/010_x.lua"
+  write_file(path, table.concat({
+    "return function(k, dev)",
+    "  if (dev.cc_major or 0) < 9 then",
+    "    return false, (\"compute capability %s has no wgmma (needs 9.0)\"):format(dev.cc)",
+    "  end",
+    "  if k.E ~= 64 then return false, (\"head dim %s (takes 64)\"):format(tostring(k.E)) end",
+    "  if k.masked then return false, k.why end",
+    "  return true, \"ok\"",
+    "end" }, "\n"))
+  local r = { path = path, gate = assert(loadfile(path))(), line = 1 }
+  eq(rules.refusal_line(r, "compute capability 8.0 has no wgmma (needs 9.0)"), 3)
+  eq(rules.refusal_line(r, "head dim 128 (takes 64)"), 5)
+  eq(rules.refusal_line(r, "an attention mask"), 1) -- three returns, no literal text matches: the gate's line
+  -- the shipped rules: TinyLlama's attention under a device without wgmma cites the compute-capability condition
+  local lines = {}
+  for l in io.lines(ROOT .. "/rules/tile/010_partition_loops.lua") do lines[#lines + 1] = l end
+  local found = false
+  for _, rr in ipairs(rules.load()) do
+    if rr.name == "flash_wgmma" then
+      found = true
+      local n = rules.refusal_line(rr, "compute capability 8.0 has no wgmma (needs 9.0)")
+      check(lines[n]:find("has no wgmma", 1, true), ("line %d: %s"):format(n, lines[n]))
+    end
+  end
+  check(found, "the flash_wgmma rule")
+end)
+
 return T
