@@ -126,6 +126,45 @@ function M.whole_gap(whole, bench)
   return g
 end
 
+-- The emitted CUDA's lines a codegen finding quotes, from the kernel's source at path: the kernel's signature (its
+-- launch bounds), the first wait on the operand ring, the first tensor-core instruction and the first store to an
+-- output, each {line, text} (text trimmed to 100 characters); {} when the file is missing.
+M.QUOTES = { { what = "signature", pat = "__global__" }, { what = "ring wait", pat = "em_mbar_wait%(" },
+  { what = "math", pat = "mma[%._]" }, { what = "store", pat = "out%d+%[.-%] *=" } }
+function M.cuda_quotes(path)
+  local f = path and io.open(path, "rb")
+  if not f then return {} end
+  local out, found, n, body = {}, {}, 0, false
+  for l in f:lines() do
+    n = n + 1
+    body = body or l:find("__global__", 1, true) ~= nil
+    for _, q in ipairs(body and M.QUOTES or {}) do
+      if not found[q.what] and l:find(q.pat) then
+        found[q.what] = true
+        local t = l:gsub("^%s+", "")
+        out[#out + 1] = { what = q.what, line = n, text = #t > 100 and (t:sub(1, 97) .. "...") or t }
+      end
+    end
+  end
+  f:close()
+  table.sort(out, function(a, b) return a.line < b.line end)
+  return out
+end
+
+-- The kernel's emitted CUDA in work dir w (the compile step's dump/NN_lowering_cuda.kernels/NAME.cu), or nil.
+function M.cuda_path(w, name)
+  local sys = require "emmy.sys"
+  for _, e in ipairs(sys.listdir(w .. "/dump") or {}) do
+    local p = ("%s/dump/%s/%s.cu"):format(w, e, name)
+    local f = e:match("_lowering_cuda%.kernels$") and io.open(p, "rb")
+    if f then
+      f:close()
+      return p
+    end
+  end
+  return nil
+end
+
 -- d: {bench = 62_kernel_bench.json's table, variants = name -> eval variants' result entry, failures = eval
 -- failures' result, online = eval online's result (with blame), retunes = name -> {best_us, best_knobs},
 -- profiles = name -> 61_ncu_metrics.json's table, repro_dir = the folder of the reproducers, cuda_dir}
@@ -216,6 +255,10 @@ function M.classify(d)
           ev("no ncu profile in the work dir (counters not permitted, or ncu missing)")
         end
         if v and v.best_us then ev("tune: best of %d measured variants %.1f µs (deploy regime)", v.measured or 0, v.best_us) end
+        local cu = d.work and M.cuda_path(d.work, k.name)
+        for _, q in ipairs(M.cuda_quotes(cu)) do
+          ev("emitted CUDA (the rules' default variant), %s line %d, %s: `%s`", cu:match("[^/]+/[^/]+$"), q.line, q.what, q.text)
+        end
         local why = M.diagnose(pr, who)
         local site = M.emitter_site(k.kind, d.root)
         f.root_cause = (#why > 0 and (table.concat(why, "; ") .. ".") or "no counter stands out against torch's kernel (see the CUDA source).")

@@ -24,6 +24,12 @@ test("triage of the fixture work dir: four classes ordered by the µs at stake, 
   -- its root cause: the counter that differs (occupancy 10.6% against 24.0%) and the emitter's file:line
   check(by.k_sdpa_123d66.root_cause:find("achieved occupancy 11% against 24%", 1, true), by.k_sdpa_123d66.root_cause)
   check(by.k_sdpa_123d66.root_cause:find("Emitter: src/emit_attention.c:%d+ %(k_flash%)"), by.k_sdpa_123d66.root_cause)
+  -- and the emitted CUDA's lines behind it: the signature, the ring wait, the math, the store
+  local quoted = table.concat(by.k_sdpa_123d66.evidence, "\n")
+  check(quoted:find("40_lowering_cuda.kernels/k_sdpa_123d66.cu line 3, signature: `extern \"C\" __global__ void __launch_bounds__(384, 1)", 1, true), quoted)
+  check(quoted:find("line 6, ring wait: `em_mbar_wait(&em_full[t % 2]", 1, true), quoted)
+  check(quoted:find("line 7, math: `asm volatile(\"wgmma.mma_async", 1, true) and quoted:find("...`", 1, true), quoted)
+  check(quoted:find("line 9, store: `out0[i] = em_f2bf(o);`", 1, true), quoted)
   -- down 15.1 against 12.6: the offline pick is 1.12x and a re-tune found 17.9 < 20.5 / 1.05: a confirmed shortfall
   eq(by.k_linear_add_f97280.class, "search shortfall")
   check(math.abs(by.k_linear_add_f97280.at_stake_us - 2.5) < 1e-9, "15.1 - 12.6")
