@@ -126,6 +126,43 @@ function M.whole_gap(whole, bench)
   return g
 end
 
+-- A knob string "K=V,K=V" without the structural knobs (a reproducer was formed under its own; they cannot be
+-- pinned for one kernel): {"K=V", ...}.
+function M.tile_knobs(knobs)
+  local structural, out = require("emmy.compiler").STRUCTURAL, {}
+  for kv in tostring(knobs or ""):gmatch("[^,]+") do
+    local key = kv:match("^([%w_]+)=")
+    if key and structural[key] == nil then out[#out + 1] = kv end
+  end
+  return out
+end
+
+-- The tune's pick of kernel `name` (dump/tune.json's kernels) as EMMY_KNOBS pins "name:K=V,…", so that a profile or
+-- a re-bench of its reproducer runs the variant the tune chose, not the rules' default; nil without a pick.
+function M.pick_pins(tune, name)
+  for _, pk in ipairs(tune and tune.kernels or {}) do
+    if pk.name == name and pk.best_knobs then
+      local t = M.tile_knobs(pk.best_knobs)
+      for i, kv in ipairs(t) do t[i] = name .. ":" .. kv end
+      return #t > 0 and table.concat(t, ",") or nil
+    end
+  end
+  return nil
+end
+
+-- The --ab check of a re-tune's pick (work dir ab/<kernel>/63_ab.json): an evidence line, or nil.
+function M.ab_evidence(ab)
+  local def, pin
+  for _, r in ipairs(ab and ab.ab or {}) do
+    if r.label == "default" then def = r elseif not pin then pin = r end
+  end
+  if not pin then return nil end
+  if pin.status ~= "ok" then return ("the re-tune's pick pinned with --ab (%s): %s"):format(pin.knobs or "?", tostring(pin.status)) end
+  local a, b = pin.stats and pin.stats.median_us, def and def.stats and def.stats.median_us
+  return ("the re-tune's pick pinned with --ab and checked against the CPU reference: %.1f µs against the default's %s"
+    .. " (%s; both L2-warm bench regime)"):format(a or 0, b and ("%.1f µs"):format(b) or "-", b and a and ("%.2fx"):format(a / b) or "-")
+end
+
 -- The emitted CUDA's lines a codegen finding quotes, from the kernel's source at path: the kernel's signature (its
 -- launch bounds), the first wait on the operand ring, the first tensor-core instruction and the first store to an
 -- output, each {line, text} (text trimmed to 100 characters); {} when the file is missing.
@@ -230,6 +267,8 @@ function M.classify(d)
           ev("a re-tune of the reproducer with more patience: best %.1f µs (the tune's best %.1f µs; both %s regime)%s",
             rt.best_us or 0, v and v.best_us or 0, rt.regime or "deploy", retune_better and " — confirmed" or " — not confirmed")
         end
+        local abl = M.ab_evidence(d.abs and d.abs[k.name])
+        if abl then ev("%s", abl) end
         local b = blame_of[k.name]
         if b then
           if b.blind then ev("blame: BLIND — the pick's and the best's features are identical (a featurizer gap)")
@@ -335,13 +374,14 @@ M.read_json = read_json
 
 -- Everything the report needs, read from work dir w: run.json, dump/tune.json, dump/60_bench_compare.json,
 -- dump/62_kernel_bench.json, eval/variants.json (kernel name -> eval variants' entry), eval/failures.json,
--- eval/online.json, retune/<kernel>/tune.json, profile/<kernel>/61_ncu_metrics.json. Missing files are empty.
+-- eval/online.json, retune/<kernel>/tune.json, ab/<kernel>/63_ab.json, profile/<kernel>/61_ncu_metrics.json. Missing
+-- files are empty.
 -- Returns d for reports/tune_findings.lua's render, with the findings classified.
 function M.from_workdir(w)
   local d = { work = w, run = read_json(w .. "/run.json") or {}, tune = read_json(w .. "/dump/tune.json") or {},
     whole = read_json(w .. "/dump/60_bench_compare.json") or {}, bench = read_json(w .. "/dump/62_kernel_bench.json") or {},
     variants = read_json(w .. "/eval/variants.json") or {}, online = (read_json(w .. "/eval/online.json") or {}).result,
-    repro_dir = w .. "/dump/tune.kernels", retunes = {}, profiles = {} }
+    repro_dir = w .. "/dump/tune.kernels", retunes = {}, profiles = {}, abs = {} }
   d.failures = (read_json(w .. "/eval/failures.json") or {}).result or {}
   for _, k in ipairs(d.bench.kernels or {}) do
     local rt = read_json(("%s/retune/%s/tune.json"):format(w, k.name))
@@ -350,6 +390,7 @@ function M.from_workdir(w)
       d.retunes[k.name].regime = rt.regime
     end
     d.profiles[k.name] = read_json(("%s/profile/%s/61_ncu_metrics.json"):format(w, k.name))
+    d.abs[k.name] = read_json(("%s/ab/%s/63_ab.json"):format(w, k.name))
   end
   d.findings, d.fine = M.classify(d)
   d.gap = M.whole_gap(d.whole, d.bench)

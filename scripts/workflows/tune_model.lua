@@ -14,8 +14,9 @@
 --   run      on a GPU: every kernel against the CPU reference with a 20-point knob sweep
 --   tune     on a GPU: a clean emmy tune with --bench (its stats, both tables, the bench files in dump/)
 --   triage   on a GPU: for each kernel behind torch's best, the eval views as JSON (eval/), a re-tune of the
---            reproducer with 3x the patience where a prior half missed (retune/), ncu side by side for the rest
---            (profile/, when the counters may be read)
+--            reproducer with 3x the patience where a prior half missed (retune/) and its pick pinned with --ab
+--            beside the default (ab/), ncu side by side for the rest on the tune's pick (profile/, when the
+--            counters may be read)
 --   report   the findings (emmy.triage) rendered by scripts/reports/tune_findings.lua into
 --            plans/<slug>-layer<N>-tune-findings.md (plans/<slug>-whole-tune-findings.md), and findings.json
 -- --work DIR: another work dir; --report FILE: another report path; --budget S: the whole run's seconds (510): the
@@ -186,14 +187,26 @@ function S.triage()
     left_out[#left_out + 1] = ("%s %s"):format(kind, kernel)
     return false
   end
+  local tune = read_json(work .. "/dump/tune.json")
   for _, f in ipairs(triage.classify(d)) do
     local repro = ("%s/dump/tune.kernels/%s.torch.json"):format(work, f.kernel)
     local t1 = sys.clock()
     if f.class == "search shortfall" and fits("retune", f.kernel) then
-      emmy("retune_" .. f.kernel, { "tune", repro, "--patience", "48", "--dump-dir", work .. "/retune/" .. f.kernel }, DB)
+      local rdir = work .. "/retune/" .. f.kernel
+      emmy("retune_" .. f.kernel, { "tune", repro, "--patience", "48", "--dump-dir", rdir }, DB)
+      -- the re-tune's rank-1 row pinned with --ab: checked against the reference and timed beside the default
+      local rt = read_json(rdir .. "/tune.json")
+      local best = rt and rt.kernels and rt.kernels[1] and triage.tile_knobs(rt.kernels[1].best_knobs)
+      if best and #best > 0 then
+        emmy("ab_" .. f.kernel, { "run", "--ir", repro, "--bench", "--bench-backends", "emmy", "--ab", table.concat(best, ","),
+          "--dump-dir", work .. "/ab/" .. f.kernel }, DB)
+      end
       cost.retune = sys.clock() - t1
     elseif f.class == "codegen quality" and ncu_ok and fits("profile", f.kernel) then
-      emmy("profile_" .. f.kernel, { "run", "--ir", repro, "--profile", "--dump-dir", work .. "/profile/" .. f.kernel })
+      -- the profile runs the tune's pick (its knobs pinned), not the rules' default
+      local pins = triage.pick_pins(tune, f.kernel)
+      emmy("profile_" .. f.kernel, { "run", "--ir", repro, "--profile", "--dump-dir", work .. "/profile/" .. f.kernel },
+        pins and ("EMMY_KNOBS=" .. shq(pins)) or nil)
       cost.profile = sys.clock() - t1
       local pr = read_json(("%s/profile/%s/61_ncu_metrics.json"):format(work, f.kernel))
       for _, n in ipairs(pr and pr.notes or {}) do friction(("ncu on %s: %s"):format(f.kernel, n)) end

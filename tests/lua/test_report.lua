@@ -35,6 +35,13 @@ test("triage of the fixture work dir: four classes ordered by the µs at stake, 
   check(math.abs(by.k_linear_add_f97280.at_stake_us - 2.5) < 1e-9, "15.1 - 12.6")
   check(table.concat(by.k_linear_add_f97280.evidence, "\n"):find("— confirmed", 1, true), "re-tune")
   check(table.concat(by.k_linear_add_f97280.evidence, "\n"):find("(the tune's best 20.5 µs; both deploy regime)", 1, true), "its regime")
+  -- the re-tune's pick pinned with --ab (ab/<kernel>/63_ab.json): its verified time beside the default's
+  check(table.concat(by.k_linear_add_f97280.evidence, "\n"):find("the re-tune's pick pinned with --ab and checked against the CPU"
+    .. " reference: 13.2 µs against the default's 15.1 µs (0.87x; both L2-warm bench regime)", 1, true), "the --ab check")
+  -- the tune's pick as pins for the profile: the tile knobs, not the structural ones
+  eq(triage.pick_pins(d.tune, "k_linear_add_f97280"), "k_linear_add_f97280:BM=64,k_linear_add_f97280:BN=64,k_linear_add_f97280:SPLIT_K=1")
+  eq(triage.pick_pins(d.tune, "k_nope"), nil)
+  eq(table.concat(triage.tile_knobs("BKV=128,SPLIT_CONE=1,BQ=64"), ","), "BKV=128,BQ=64")
   eq(by.k_linear_add_f97280.priority, "high")
   -- q_proj 11.3 against 9.2, every row scalar: a lockout with the gate's file:line
   eq(by.k_linear_7363a2.class, "tier lockout")
