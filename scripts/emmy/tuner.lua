@@ -1,0 +1,353 @@
+-- emmy.tuner — the tune's library half (emmy tune is the command that calls it): the bench workers, one search a
+-- distinct kernel (candidates from rules/tile/, ordered by the prior, emmy.search with patience and a time share,
+-- each candidate measured in a worker or served from the tune DB), the second look at the siblings' picks, the
+-- online half's refit, the structural forks priced, and the report. A session T carries the run's state: its
+-- options, device, workers, tune DB context, and the rows, picks and time spent that the report reads.
+local cli = require "emmy.cli"
+local gpu = require "emmy.gpu"
+local graphjson = require "emmy.graphjson"
+local nv = require "emmy.nvrtc"
+local kernels = require "emmy.kernels"
+local online = require "emmy.online"
+local prior = require "emmy.prior"
+local search = require "emmy.search"
+local sys = require "emmy.sys"
+local tbl = require "emmy.tbl"
+local tunedb = require "emmy.tunedb"
+local worker = require "emmy.worker"
+
+local M = {}
+
+-- The tier a variant's knobs name (the tune DB's variant column).
+function M.tier_of(k)
+  if k.WGMMA == 1 then return "wgmma" end
+  if k.FLASH == 1 then return "flash" end
+  if k.MMA == 1 then return "warp" end
+  if k.MMA == 0 then return "scalar" end
+  return "simt"
+end
+
+function M.close_workers(workers) for _, x in ipairs(workers) do x.w:close() end end
+
+-- One bench worker per GPU 0..n-1, all of one GPU model: {{w, device, gpu}, ...} | nil, msg (the workers started
+-- are closed). Without a GPU there is nothing to tune, and the message says so.
+function M.start_workers(n)
+  local workers = {}
+  local function fail(msg)
+    M.close_workers(workers)
+    return nil, msg
+  end
+  for d = 0, n - 1 do
+    local w, werr = worker.start { device = d }
+    if not w then return fail(werr) end
+    workers[#workers + 1] = { w = w, device = d }
+    local info = w:call({ op = "info" }, 60000)
+    if info.status ~= "ok" then
+      if d == 0 then return fail(("emmy tune needs a GPU: %s"):format(tostring(info.error))) end
+      return fail(("tune: --gpus %d: device %d: %s"):format(n, d, tostring(info.error)))
+    end
+    workers[#workers].gpu = info.gpu
+    if d > 0 and info.gpu.name ~= workers[1].gpu.name then
+      return fail(("tune: --gpus %d: device %d is a %s and device 0 a %s (one GPU model per tune DB context)"):format(n, d,
+        info.gpu.name, workers[1].gpu.name))
+    end
+  end
+  return workers
+end
+
+-- The distinct kernels of the structural forks (each tuned once): plans, in the forks' order.
+function M.distinct_plans(forks)
+  local plans, by_hash = {}, {}
+  for _, fk in ipairs(forks) do
+    for j, p in ipairs(fk.plans) do
+      if not by_hash[fk.hashes[j]] then
+        by_hash[fk.hashes[j]] = p
+        plans[#plans + 1] = p
+      end
+    end
+  end
+  return plans
+end
+
+-- A session: cfg = {opts (the command's), dev, gi (the GPU's info), workers, plans, db, ctx, run_id, dir (the
+-- reproducers' folder)}. The online half of earlier tunes scores the candidates when it passed its calibration.
+function M.session(cfg)
+  local T = cfg
+  T.model = online.load()
+  T.stats = { benched = 0, served = 0, status = {} }
+  T.rows, T.picks, T.state, T.last = {}, {}, {}, sys.clock()
+  T.t_budget = sys.clock() -- --budget-s counts from here (after the forks are planned)
+  -- where the wall time goes: the worker's phases (from its answers), the parent's compiles and waits
+  T.spent = { worker = {}, compile_ahead = 0, bench_wait = 0, cache_hits = 0, compiled = 0 }
+  T.req_base = T.opts.regime == "deploy" and { graph = true, reps = 50, warmup = 5, warmup_ms = 10, flush = true }
+    or { graph = false, reps = 10, warmup = 2 }
+  return T
+end
+
+local function score(T, f, c)
+  return online.predict(T.model, f.kind or "contraction", c.knobs, prior.offline(f, c.knobs, T.dev), prior.features(f, c.knobs, T.dev))
+end
+
+-- One request on worker wk from inside a kernel's coroutine: yields until the answer is there.
+local function bench_on(T, wk, req)
+  wk.w:submit(req, T.opts.timeout_ms)
+  while true do
+    local r = wk.w:poll(#T.workers > 1 and 2 or 1000)
+    if r then return r end
+    coroutine.yield()
+  end
+end
+
+-- Compiling ahead for kernel K (K = {hash, repro, compiled = {}}): each batch the search is about to measure (and
+-- with --precompile N the prior's N first candidates) goes through NVRTC's thread pool into the cubin cache, where
+-- the worker's build of the same source finds it; variants already measured in this context are not compiled
+-- (from the reproducer's plan, as the worker forms it: the same source text, so the same cache key).
+local function compile_ahead(T, K, list)
+  K.rp = K.rp or kernels.repro_plan(cli.check(graphjson.read(K.repro)), T.dev)
+  local jobs = {}
+  for _, c in ipairs(list) do
+    if not K.compiled[c.string] and not T.db:measured(T.ctx, T.db:variant(K.hash, c.string, M.tier_of(c.knobs))) then
+      K.compiled[c.string] = true
+      jobs[#jobs + 1] = gpu.job(K.rp, gpu.knobs_over(K.rp, c.knobs), T.gi) -- (a refused variant adds nothing)
+    end
+  end
+  local tc = sys.clock()
+  if #jobs > 0 then nv.compile_many(jobs) end
+  T.spent.compile_ahead = T.spent.compile_ahead + sys.clock() - tc
+end
+
+-- A worker's answer to a bench request, accounted in T.spent and recorded in the tune DB; returns the row.
+local function record(T, K, vid, c, row, order, online_us)
+  for key, v in pairs(type(row.phase_ms) == "table" and row.phase_ms or {}) do
+    T.spent.worker[key] = (T.spent.worker[key] or 0) + v / 1e3
+  end
+  if row.cache_hit ~= nil then
+    T.spent.compiled = T.spent.compiled + 1
+    if row.cache_hit then T.spent.cache_hits = T.spent.cache_hits + 1 end
+  end
+  local status = tunedb.STATUS[row.status] and row.status or "launch_fail"
+  T.db:record { run_id = T.run_id, context_id = T.ctx, variant_id = vid, status = status, error = row.error,
+    median_us = row.median_us, min_us = row.min_us, p20_us = row.p20_us, p80_us = row.p80_us,
+    samples = row.samples, regs = row.regs, spills = row.spills, smem = row.smem, compile_ms = row.compile_ms,
+    prior_offline = prior.offline(K.facts, c.knobs, T.dev), prior_online = online_us, search_order = order }
+  row.status = status
+  T.stats.benched = T.stats.benched + 1
+  return row
+end
+
+-- One candidate of kernel K measured (or served from the DB) and recorded; order = its place in the kernel's search.
+local function measure(T, K, c, order, online_us)
+  local vid = T.db:variant(K.hash, c.string, M.tier_of(c.knobs))
+  local row = T.db:measured(T.ctx, vid)
+  if row then
+    T.stats.served = T.stats.served + 1
+  else
+    local req = { op = "bench", repro = K.repro, knobs = c.knobs }
+    for key, v in pairs(T.req_base) do req[key] = v end
+    local tw = sys.clock()
+    local ans = bench_on(T, K.wk, req)
+    T.spent.bench_wait = T.spent.bench_wait + sys.clock() - tw
+    row = record(T, K, vid, c, ans, order, online_us)
+  end
+  T.stats.status[row.status] = (T.stats.status[row.status] or 0) + 1
+  if row.status == "ok" and row.median_us and (not K.best_us or row.median_us < K.best_us) then K.best_us = row.median_us end
+  if sys.clock() - T.last > 3 then
+    io.stderr:write(("  kernel %d/%d %s: %d measured, best %s\n"):format(K.i, #T.plans, K.name, order,
+      K.best_us and ("%.1f us"):format(K.best_us) or "-"))
+    T.last = sys.clock()
+  end
+  return row
+end
+
+-- Kernel i's share of what is left of --budget-s (kernels not yet started, one per worker at a time): a deadline
+-- or nil.
+local function deadline_of(T, i)
+  if T.opts.budget_s <= 0 then return nil end
+  local left = math.max(0, T.t_budget + T.opts.budget_s - sys.clock())
+  return sys.clock() + math.max(2, left * #T.workers / math.max(1, #T.plans - i + 1))
+end
+
+-- Kernel i (plan p) searched on worker wk: its reproducer written, its facts in the DB, the search run; its row
+-- of the report and its pick kept in T.rows[i], T.picks[i].
+function M.tune_kernel(T, i, p, wk)
+  local k = p.kernel
+  local f = kernels.facts(k)
+  local K = { i = i, name = k.name, facts = f, repro = T.dir .. "/" .. k.name .. ".torch.json", compiled = {}, wk = wk }
+  cli.must(graphjson.write(k.repro, K.repro, { sync = false }))
+  K.hash = k.repro:hash()
+  -- the kernel facts (what rules/prior/features.lua reads), kept so that later refits can featurize its rows
+  T.db:kernel { hash = K.hash, name = k.name, ops = k.kind, features = f, flops = f.flops }
+  if T.opts.precompile > 0 then
+    local ahead = {}
+    for _, c in ipairs(p.candidates) do ahead[#ahead + 1] = { c = c, s = score(T, f, c) or 0 } end
+    table.sort(ahead, function(a, b) return a.s < b.s end)
+    local first = {}
+    for j = 1, math.min(#ahead, T.opts.precompile) do first[j] = ahead[j].c end
+    compile_ahead(T, K, first)
+  end
+  local deadline = deadline_of(T, i)
+  local res = search.run { out_of_time = deadline and function() return sys.clock() > deadline end, candidates = p.candidates,
+    patience = T.opts.patience, max_candidates = T.opts.max_candidates, seed = 1, default_first = true,
+    score = function(c) return score(T, f, c) end, before_batch = function(list) compile_ahead(T, K, list) end,
+    measure = function(c, order, online_us) return measure(T, K, c, order, online_us) end }
+  T.rows[i] = { k.name, tostring(#p.candidates), tostring(res.measured), res.stopped,
+    res.best and ("%.1f"):format(res.best.median_us) or "-", res.best_candidate and res.best_candidate.string or "no correct variant" }
+  T.picks[i] = { name = k.name, hash = K.hash, kind = k.kind, candidates = #p.candidates, measured = res.measured,
+    stopped = res.stopped, best_us = res.best and res.best.median_us or nil,
+    best_knobs = res.best_candidate and res.best_candidate.string or nil, device = wk.device }
+  io.stderr:write(("  kernel %d/%d %s: %d measured (%s), best %s%s\n"):format(i, #T.plans, k.name, res.measured, res.stopped,
+    res.best and ("%.1f us"):format(res.best.median_us) or "none", #T.workers > 1 and (" (GPU %d)"):format(wk.device) or ""))
+  local tried = {}
+  for _, r2 in ipairs(res.rows) do tried[r2.candidate.string] = true end
+  T.state[i] = { K = K, tried = tried, res = res }
+end
+
+-- The second look: kernel i also measures the picks of the other kernels of its kind that are among its
+-- candidates and that its own search did not reach (a patience-bounded search can settle in a region a sibling's
+-- search escaped: o_proj and down are the same GEMM family at N = 1024; a few measurements per kernel, inside
+-- what is left of --budget-s).
+function M.second_look(T, i, p, wk)
+  local s2, pk, rows = T.state[i], T.picks[i], T.rows
+  if not s2 or (T.opts.max_candidates and s2.res.measured >= T.opts.max_candidates) then return end
+  local by_string = {}
+  for _, c in ipairs(p.candidates) do by_string[c.string] = c end
+  local list = {}
+  for j, o in ipairs(T.picks) do
+    local c = j ~= i and o.kind == pk.kind and o.best_knobs and by_string[o.best_knobs]
+    if c and not s2.tried[c.string] then
+      s2.tried[c.string] = true
+      list[#list + 1] = c
+    end
+  end
+  if #list == 0 then return end
+  s2.K.wk = wk
+  compile_ahead(T, s2.K, list)
+  for _, c in ipairs(list) do
+    if T.opts.budget_s > 0 and sys.clock() > T.t_budget + T.opts.budget_s then break end
+    pk.measured = pk.measured + 1
+    local row = measure(T, s2.K, c, pk.measured, nil)
+    if row.status == "ok" and row.median_us and (not pk.best_us or row.median_us < pk.best_us) then
+      io.stderr:write(("  kernel %d/%d %s: a sibling's pick is faster: %.2f us (was %s)\n"):format(i, #T.plans,
+        pk.name, row.median_us, pk.best_us and ("%.2f"):format(pk.best_us) or "none"))
+      pk.best_us, pk.best_knobs, pk.second_look = row.median_us, c.string, true
+      rows[i][5], rows[i][6] = ("%.1f"):format(row.median_us), c.string
+      if not rows[i][4]:find("+sibling", 1, true) then rows[i][4] = rows[i][4] .. "+sibling" end
+    end
+    rows[i][3] = tostring(pk.measured)
+  end
+end
+
+-- fn(T, i, plan, worker) for every kernel: one coroutine per worker, each taking the next kernel until none is
+-- left; a request in flight yields. An error closes the workers and is raised again.
+function M.each_kernel(T, fn)
+  local next_i = 0
+  local cos = {}
+  for _, wk in ipairs(T.workers) do
+    cos[#cos + 1] = coroutine.create(function()
+      while next_i < #T.plans do
+        next_i = next_i + 1
+        fn(T, next_i, T.plans[next_i], wk)
+      end
+    end)
+  end
+  while #cos > 0 do
+    for j = #cos, 1, -1 do
+      local ok, err = coroutine.resume(cos[j])
+      if not ok then
+        M.close_workers(T.workers)
+        error(err, 0)
+      end
+      if coroutine.status(cos[j]) == "dead" then table.remove(cos, j) end
+    end
+  end
+end
+
+-- The online half refit on every ok row of this context and saved for the next tune: the fit | nil, msg.
+function M.refit_online(T)
+  local fit = {}
+  local cjson = require "cjson"
+  for _, r in ipairs(T.db:fit_rows(T.ctx)) do
+    local knobs = online.parse_knobs(r.knobs)
+    local okf, facts = pcall(cjson.decode, r.facts or "")
+    fit[#fit + 1] = { kind = r.kind, knobs = knobs, us = r.us, offline = r.offline, group = r.hash,
+      features = okf and type(facts) == "table" and facts.kind and prior.features(facts, knobs, T.dev) or nil }
+  end
+  local m2 = online.fit(fit)
+  local oks, serr = online.save(m2)
+  if not oks then return nil, serr end
+  io.stderr:write(("  online half refit on %d rows: rank correlation %.2f, out of fold %.2f (offline %.2f) — %s\n"):format(
+    m2.rows, m2.rho_online, m2.rho_online_cv or 0, m2.rho_offline,
+    m2.usable and "used next time" or "not better than the offline half, not used"))
+  return m2
+end
+
+-- Each structural fork priced by the sum of its kernel instances' best µs (a fork with a kernel that has no correct
+-- variant is not priced): priced (a row a fork: knobs, kernels, price_us, missing, default, chosen), the cheapest's
+-- index or nil.
+function M.price_forks(forks, picks)
+  local best_of = {}
+  for _, pk in ipairs(picks) do best_of[pk.hash] = pk.best_us end
+  local priced, cheapest = {}, nil
+  for fi, fk in ipairs(forks) do
+    local sum, missing = 0, nil
+    for j, p in ipairs(fk.plans) do
+      local b = best_of[fk.hashes[j]]
+      if b then sum = sum + b else missing = missing or p.kernel.name end
+    end
+    local keys = {}
+    for key, v in pairs(fk.knobs) do keys[#keys + 1] = key .. "=" .. v end
+    table.sort(keys)
+    priced[fi] = { knobs = table.concat(keys, ","), kernels = #fk.plans, price_us = not missing and sum or nil,
+      missing = missing, default = fi == 1 }
+    if not missing and (not cheapest or sum < priced[cheapest].price_us) then cheapest = fi end
+  end
+  if cheapest then priced[cheapest].chosen = true end
+  return priced, cheapest
+end
+
+-- The forks' table (when there is more than one).
+function M.print_forks(priced, cheapest)
+  if #priced <= 1 then return end
+  local frows = {}
+  for _, pf in ipairs(priced) do
+    frows[#frows + 1] = { pf.knobs, tostring(pf.kernels), pf.price_us and ("%.1f"):format(pf.price_us) or "-",
+      pf.price_us and cheapest and ("%.2f"):format(pf.price_us / priced[cheapest].price_us) or ("no correct " .. pf.missing),
+      (pf.chosen and "chosen" or "") .. (pf.default and (pf.chosen and ", default" or "default") or "") }
+  end
+  table.sort(frows, function(a, b) return (tonumber(a[3]) or math.huge) < (tonumber(b[3]) or math.huge) end)
+  print(("\nstructural forks, priced by the sum of their kernel instances' best µs (at the hints):"))
+  tbl.print { header = { "structural knobs", "kernels", "µs", "vs cheapest", "" }, rows = frows, align = "lrrrl" }
+end
+
+-- The run's closing lines: what was benched and served, where the time went, the DB's rows of this run (counts
+-- by status, n_db) and the first failures, a line each. wall: the run's seconds.
+function M.print_summary(T, wall, path, counts, n_db, failures)
+  local st = {}
+  for s, n in pairs(T.stats.status) do st[#st + 1] = ("%s %d"):format(s, n) end
+  table.sort(st)
+  print(("\n%s: %.1f s wall, %d variants benched, %d served from the tune DB; %s (%s regime, at the hints%s)"):format(
+    #T.rows == #T.plans and "done" or "stopped", wall, T.stats.benched, T.stats.served, table.concat(st, ", "), T.opts.regime,
+    #T.workers > 1 and (", %d GPUs"):format(#T.workers) or ""))
+  local ws = {}
+  for _, key in ipairs { "plan", "build", "ref", "run", "time" } do
+    if T.spent.worker[key] then ws[#ws + 1] = ("%s %.1f"):format(key, T.spent.worker[key]) end
+  end
+  print(("time: compiling batches ahead %.1f s; waiting on the worker%s %.1f s (its phases, s: %s; cubin cache hits %d of %d builds)")
+    :format(T.spent.compile_ahead, #T.workers > 1 and "s" or "", T.spent.bench_wait, #ws > 0 and table.concat(ws, ", ") or "-",
+      T.spent.cache_hits, T.spent.compiled))
+  local rs = {}
+  for s2, n in pairs(counts) do rs[#rs + 1] = ("%s %d"):format(s2, n) end
+  table.sort(rs)
+  print(("tune DB %s: run %d recorded %d rows (%s), as benched"):format(path, T.run_id, n_db, #rs > 0 and table.concat(rs, ", ") or "none"))
+  -- what failed, a line each (the first 12; the tune DB holds them all)
+  if #failures > 0 then print(("rows of this run that are not ok (%d):"):format(#failures)) end
+  for j, fr in ipairs(failures) do
+    if j > 12 then
+      print(("  … and %d more"):format(#failures - 12))
+      break
+    end
+    print(("  %s %s %s: %s"):format(fr.status, fr.kernel, fr.knobs, tostring(fr.error or "-"):gsub("%s+", " "):sub(1, 160)))
+  end
+end
+
+return M
