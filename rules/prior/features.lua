@@ -43,9 +43,9 @@ function F.contraction(k, c, dev)
     l2_bytes = 2 * (M * K * cdiv(N, BN) + N * K * nb * cdiv(M, BM)),
     -- the pipeline's knobs the numbers above do not see, so that two variants that time differently never share
     -- a feature vector (issue 22: the blame's BLIND pairs): the persistent pipeline, its producer warpgroup, the
-    -- cluster, the epilogue, the tile order, wgmma's wait depth
+    -- cluster and the operand its pair shares, the epilogue, the tile order, wgmma's wait depth
     persist = c.PERSIST or 0, producer = c.PRODUCER or 0, cluster = c.CLUSTER or 1, epi = c.EPI_SMEM or 0,
-    raster = c.RASTER or 1, wg_wait = c.WG_WAIT or 0,
+    raster = c.RASTER or 1, wg_wait = c.WG_WAIT or 0, pair_a = c.PAIR_A or 0,
   }
 end
 
