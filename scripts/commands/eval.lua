@@ -101,10 +101,10 @@ local function print_knobs(res)
   end
 end
 
-local function print_blame(bl)
-  print("\nblame (offline half): the features that pushed each wrong pick (push: the pick's predicted µs rises by this much"
-    .. " when the feature takes the best row's value)")
-  if #bl == 0 then print("  every offline pick is the best measured row") end
+local function print_blame(bl, half, why)
+  print(("\nblame (%s half): the features that pushed each wrong pick (push: the pick's predicted µs rises by this much"
+    .. " when the feature takes the best row's value)"):format(half))
+  if why then print("  " .. why) elseif #bl == 0 then print(("  every %s pick is the best measured row"):format(half)) end
   for _, b in ipairs(bl) do
     print(("  %s: pick %.2fx of best (predicted %.1f µs against the best's %.1f)"):format(b.name, b.ratio, b.pick_cost, b.best_cost))
     print("    pick " .. b.pick)
@@ -165,7 +165,7 @@ local function print_online(res)
       print(("mean regret %.3fx, mean rank correlation %s, best in top %d for %.0f%% of kernels"):format(h.mean_regret,
         fmt(h.mean_rho, "%.2f"), h.k, 100 * h.hit_rate))
     end
-    if half == "offline" and res.blame then print_blame(res.blame) end
+    if res.blame and res.blame[half] then print_blame(res.blame[half], half, res.blame[half .. "_why"]) end
     if half == "offline" and res.ablate then print_ablate(res.ablate) end
   end
 end
@@ -188,7 +188,7 @@ return {
   online     the prior's quality on the DB's rows (--dataset db), once per half (=== offline prior === and
              === online prior ===): per kernel the pick's regret, rank correlation, best in the top --k (5);
              --dataset nodes: per decision family, the sibling regret of the option the half preferred;
-             --blame: per wrong offline pick, the features that pushed it (BLIND: identical features);
+             --blame: per wrong pick of each half, the features that pushed it (BLIND: identical features);
              --ablate: the mean regret with each feature masked (Δ < 0: the feature actively misleads)
   --db PATH  the tune DB (default $EMMY_TUNE_DB, else ~/.cache/emmy/tune.db); --context N: a measuring context
              (default: the one with the most rows). An empty DB, an unknown kernel or another schema version is
@@ -226,7 +226,10 @@ return {
       res = views.online_nodes(db, ctx, opts.kernel)
     else
       res = views.online_db(db, ctx, opts.kernel, opts.k)
-      if opts.blame then res.blame = views.blame(db, ctx, opts.kernel) end
+      if opts.blame then
+        res.blame = {}
+        for _, half in ipairs { "offline", "online" } do res.blame[half], res.blame[half .. "_why"] = views.blame(db, ctx, opts.kernel, half) end
+      end
       if opts.ablate then res.ablate = views.ablate(db, ctx, opts.kernel) end
     end
     db:close()

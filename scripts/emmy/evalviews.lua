@@ -494,18 +494,41 @@ local function offline_pick(scored, cost_of)
   return pick
 end
 
--- eval online --blame: per kernel whose offline pick (the lowest offline cost among its ok rows) is not the best
--- row, each feature's push: the pick's cost with that feature set to the best row's value, minus its cost (> 0:
--- the pick's value made it look cheaper than it was; the largest first). A pick whose features equal the best's
--- is BLIND: the featurizer cannot tell them apart. Returns {{name, pick, best, ratio, blind, pushes = {{feature,
--- pick_value, best_value, push_us}}}}.
-function M.blame(db, ctx, substr)
+-- The predicted µs of half ("offline", or "online" with its saved model) for scored row x of kernel kind, with
+-- feature key set to value when key is given: nil when the half has nothing to say.
+local function half_cost(half, model, kind, x, key, value)
+  local c = key and cost_with(x, key, value) or x.cost
+  if half == "offline" or not c then return c end
+  local f = x.f
+  if key then
+    f = {}
+    for k2, v in pairs(x.f) do f[k2] = v end
+    f[key] = value
+  end
+  return require("emmy.online").predict(model, kind, x.row.knob, c, f)
+end
+
+-- eval online --blame: per kernel whose pick by a prior half (the lowest prediction among its ok rows: the offline
+-- cost, or the saved online half's prediction) is not the best row, each feature's push: the pick's prediction
+-- with that feature set to the best row's value, minus its prediction (> 0: the pick's value made it look cheaper
+-- than it was; the largest first). A pick whose features equal the best's is BLIND: the featurizer cannot tell them
+-- apart. half: "offline" (default) or "online" (nothing without a usable online half: the second result says so).
+-- Returns {{name, pick, best, ratio, blind, pushes = {{feature, pick_value, best_value, push_us}}}}.
+function M.blame(db, ctx, substr, half)
+  half = half or "offline"
+  local model
+  if half == "online" then
+    model = require("emmy.online").load()
+    if not (model and model.usable) then return {}, "no usable online half (EMMY_ONLINE_FILE)" end
+  end
   local out = {}
   for _, k in ipairs(M.kernels(db, ctx, substr)) do
     local scored = scored_rows(k)
+    local kind = k.facts and k.facts.kind or k.kind
+    for _, x in ipairs(scored) do x.half_cost = half_cost(half, model, kind, x) end
     if #scored > 1 then
-      local best, pick = scored[1], offline_pick(scored, function(x) return x.cost end)
-      if pick.row.us > best.row.us then
+      local best, pick = scored[1], offline_pick(scored, function(x) return x.half_cost end)
+      if pick and pick.row.us > best.row.us then
         local pushes, blind = {}, true
         local names = {}
         for key in pairs(pick.f) do names[#names + 1] = key end
@@ -513,15 +536,15 @@ function M.blame(db, ctx, substr)
         for _, key in ipairs(names) do
           if pick.f[key] ~= best.f[key] then
             blind = false
-            local c = cost_with(pick, key, best.f[key])
+            local c = half_cost(half, model, kind, pick, key, best.f[key])
             if c then
-              pushes[#pushes + 1] = { feature = key, pick_value = pick.f[key], best_value = best.f[key], push_us = c - pick.cost }
+              pushes[#pushes + 1] = { feature = key, pick_value = pick.f[key], best_value = best.f[key], push_us = c - pick.half_cost }
             end
           end
         end
         table.sort(pushes, function(a, b) return a.push_us > b.push_us end)
-        out[#out + 1] = { name = k.name, pick = pick.row.knobs, best = best.row.knobs, ratio = pick.row.us / best.row.us,
-          pick_cost = pick.cost, best_cost = best.cost, blind = blind, pushes = pushes }
+        out[#out + 1] = { name = k.name, half = half, pick = pick.row.knobs, best = best.row.knobs, ratio = pick.row.us / best.row.us,
+          pick_cost = pick.half_cost, best_cost = best.half_cost, blind = blind, pushes = pushes }
       end
     end
   end

@@ -214,8 +214,12 @@ function M.classify(d)
     fails_of[c.kernel] = fails_of[c.kernel] or {}
     table.insert(fails_of[c.kernel], c)
   end
-  local blame_of = {}
-  for _, b in ipairs(d.online and d.online.blame or {}) do blame_of[b.name] = b end
+  -- eval online --blame: {offline = {...}, online = {...}} per prior half (an older list: the offline half's)
+  local blame_of = { offline = {}, online = {} }
+  local bl = d.online and d.online.blame or {}
+  for _, half in ipairs { "offline", "online" } do
+    for _, b in ipairs(bl[1] and (half == "offline" and bl or {}) or bl[half] or {}) do blame_of[half][b.name] = b end
+  end
   for _, k in ipairs(d.bench and d.bench.kernels or {}) do
     local e = k.emmy and k.emmy.median_us
     local t, who = torch_best(k)
@@ -269,11 +273,11 @@ function M.classify(d)
         end
         local abl = M.ab_evidence(d.abs and d.abs[k.name])
         if abl then ev("%s", abl) end
-        local b = blame_of[k.name]
-        if b then
-          if b.blind then ev("blame: BLIND — the pick's and the best's features are identical (a featurizer gap)")
-          elseif b.pushes and b.pushes[1] then
-            ev("blame: the feature %s pushed the offline pick most (%+.2f µs)", b.pushes[1].feature, b.pushes[1].push_us)
+        for _, half in ipairs { "offline", "online" } do
+          local b = blame_of[half][k.name]
+          if b and b.blind then ev("blame (%s half): BLIND — the pick's and the best's features are identical (a featurizer gap)", half)
+          elseif b and b.pushes and b.pushes[1] then
+            ev("blame (%s half): the feature %s pushed its pick most (%+.2f µs)", half, b.pushes[1].feature, b.pushes[1].push_us)
           end
         end
         f.root_cause = retune_better and "the patience-bounded search stopped before the better region"

@@ -295,9 +295,13 @@ test("eval online --blame and --ablate on a real projection's facts: the feature
   eq(nodes.offline[1].family, "ORDER", "the family that steered wrong first")
   eq(#nodes.online, 0, "no online predictions")
   vdb:close()
-  local code, out, err = emmy { "eval", "online", "--db", path, "--blame", "--ablate" }
+  local code, out, err = emmy({ "eval", "online", "--db", path, "--blame", "--ablate" },
+    { env = "EMMY_ONLINE_FILE=" .. shell_quote(tmpdir() .. "/none.json") })
   eq(code, 0, err)
   check(out:find("BLIND: the pick's and the best's features are identical", 1, true) and out:find("ablation (offline half, 3 kernels)", 1, true), out)
+  -- blame per prior half: the online half's says why it has nothing (no saved online half here)
+  check(out:find("blame (offline half)", 1, true) and out:find("blame (online half)", 1, true), out)
+  check(out:find("no usable online half (EMMY_ONLINE_FILE)", 1, true), out)
   local c2, o2, e2 = emmy { "eval", "online", "--db", path, "--dataset", "nodes" }
   eq(c2, 0, e2)
   check(o2:find("ORDER%s+1%s+2%.000x%s+2%.00x%s+1%s+steered the search wrong most"), o2)
