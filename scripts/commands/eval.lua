@@ -120,9 +120,13 @@ local function print_blame(bl, half, why)
   end
 end
 
-local function print_ablate(ab)
-  print(("\nablation (offline half, %d kernels): mean pick regret %s; each feature masked (its median over the kernel's rows)")
-    :format(ab.kernels, fmt(ab.base_regret, "%.3fx")))
+local function print_ablate(ab, half, why)
+  if not ab then
+    print(("\nablation (%s half): %s"):format(half, why or "nothing to ablate"))
+    return
+  end
+  print(("\nablation (%s half, %d kernels): mean pick regret %s; each feature masked (its median over the kernel's rows)")
+    :format(half, ab.kernels, fmt(ab.base_regret, "%.3fx")))
   local rows = {}
   for _, f in ipairs(ab.features) do
     rows[#rows + 1] = { f.feature, fmt(f.regret, "%.3fx"), fmt(f.delta, "%+.3f"), f.delta < -1e-9 and "actively misleading" or "" }
@@ -166,7 +170,7 @@ local function print_online(res)
         fmt(h.mean_rho, "%.2f"), h.k, 100 * h.hit_rate))
     end
     if res.blame and res.blame[half] then print_blame(res.blame[half], half, res.blame[half .. "_why"]) end
-    if half == "offline" and res.ablate then print_ablate(res.ablate) end
+    if res.ablate then print_ablate(res.ablate[half], half, res.ablate[half .. "_why"]) end
   end
 end
 
@@ -230,7 +234,10 @@ return {
         res.blame = {}
         for _, half in ipairs { "offline", "online" } do res.blame[half], res.blame[half .. "_why"] = views.blame(db, ctx, opts.kernel, half) end
       end
-      if opts.ablate then res.ablate = views.ablate(db, ctx, opts.kernel) end
+      if opts.ablate then
+        res.ablate = {}
+        for _, half in ipairs { "offline", "online" } do res.ablate[half], res.ablate[half .. "_why"] = views.ablate(db, ctx, opts.kernel, half) end
+      end
     end
     db:close()
     if opts.json then

@@ -551,13 +551,23 @@ function M.blame(db, ctx, substr, half)
   return out
 end
 
--- eval online --ablate: for each feature, the offline pick re-made with that feature masked (set to its median
--- over the kernel's rows) in every row; the Δ of the mean regret over kernels (< 0: masking the feature helps — it
--- actively misleads). Returns {base_regret, kernels = n, features = {{feature, regret, delta}}} (largest harm first).
-function M.ablate(db, ctx, substr)
+-- eval online --ablate: for each feature, a prior half's pick (half: "offline", the default, or "online" through its
+-- saved model) re-made with that feature masked (set to its median over the kernel's rows) in every row; the Δ of
+-- the mean regret over kernels (< 0: masking the feature helps — it actively misleads). Returns {half, base_regret,
+-- kernels = n, features = {{feature, regret, delta}}} (largest harm first), or nil, why for an online half that is
+-- not there.
+function M.ablate(db, ctx, substr, half)
+  half = half or "offline"
+  local model
+  if half == "online" then
+    model = require("emmy.online").load()
+    if not (model and model.usable) then return nil, "no usable online half (EMMY_ONLINE_FILE)" end
+  end
   local per = {}
   for _, k in ipairs(M.kernels(db, ctx, substr)) do
     local scored = scored_rows(k)
+    local kind = k.facts and k.facts.kind or k.kind
+    for _, x in ipairs(scored) do x.kind, x.half_cost = kind, half_cost(half, model, kind, x) end
     if #scored > 1 then per[#per + 1] = scored end
   end
   local function regret(scored, cost_of)
@@ -570,7 +580,7 @@ function M.ablate(db, ctx, substr)
     for _, scored in ipairs(per) do s = s + regret(scored, cost_of) end
     return s / #per
   end
-  local base = mean_regret(function(x) return x.cost end)
+  local base = mean_regret(function(x) return x.half_cost end)
   local names, seen = {}, {}
   for _, scored in ipairs(per) do
     for key in pairs(scored[1].f) do if not seen[key] then seen[key] = true names[#names + 1] = key end end
@@ -586,7 +596,7 @@ function M.ablate(db, ctx, substr)
       local med = quantile(vals, 0.5)
       for _, x in ipairs(scored) do
         x.masked = x.masked or {}
-        x.masked[key] = med and cost_with(x, key, med) or x.cost
+        x.masked[key] = med and half_cost(half, model, x.kind, x, key, med) or x.half_cost
       end
     end
   end
@@ -595,7 +605,7 @@ function M.ablate(db, ctx, substr)
     ft.delta = ft.regret - base
   end
   table.sort(feats, function(a, b) return a.delta < b.delta or (a.delta == b.delta and a.feature < b.feature) end)
-  return { base_regret = base, kernels = #per, features = feats }
+  return { half = half, base_regret = base, kernels = #per, features = feats }
 end
 
 -- The tune DB in the REPL (`emmy repl --db PATH`): an object with the views as methods. kernels() lists the

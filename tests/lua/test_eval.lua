@@ -302,6 +302,7 @@ test("eval online --blame and --ablate on a real projection's facts: the feature
   -- blame per prior half: the online half's says why it has nothing (no saved online half here)
   check(out:find("blame (offline half)", 1, true) and out:find("blame (online half)", 1, true), out)
   check(out:find("no usable online half (EMMY_ONLINE_FILE)", 1, true), out)
+  check(out:find("ablation (online half): no usable online half", 1, true), out)
   local c2, o2, e2 = emmy { "eval", "online", "--db", path, "--dataset", "nodes" }
   eq(c2, 0, e2)
   check(o2:find("ORDER%s+1%s+2%.000x%s+2%.00x%s+1%s+steered the search wrong most"), o2)
