@@ -6,8 +6,10 @@
 --   search shortfall a prior half's pick is more than 5% off the best measured row, or a re-tune of the reproducer
 --                   with more patience found a faster variant (evidence: eval variants / online, the re-tune)
 --   codegen quality none of the above: the best variant itself is slow (evidence: the ncu side-by-side, the CUDA)
--- and one class beside them, for any kernel whose own pick is correct:
---   wrong variants  some of its measured variants gave wrong results (evidence: eval failures' clusters with the
+-- and two classes beside them:
+--   masked guards   a dynamic kernel more than 5% slower than the same layer op traced static at the hint, both
+--                   the rules' default variant (evidence: both bench rows; at stake: the difference)
+--   wrong variants  a kernel whose own pick is correct, but some of its measured variants gave wrong results (evidence: eval failures' clusters with the
 --                   knobs every wrong row shares; a compile-only repro with those knobs pinned)
 -- Findings are ordered by the µs at stake: (emmy µs - torch's best µs) x the kernel's instances; wrong variants
 -- stake no time (the tune kept a correct pick) and come last, largest cluster first.
@@ -314,9 +316,43 @@ function M.classify(d)
       fine[#fine + 1] = { kernel = k.name, emmy_us = e, torch_us = t, ratio = e and t and e / t or nil }
     end
   end
+  for _, f in ipairs(M.guard_findings(d)) do findings[#findings + 1] = f end
   table.sort(findings, function(a, b) return (a.at_stake_us or 0) > (b.at_stake_us or 0) end)
   for _, f in ipairs(M.wrong_variants(d, fails_of, findings)) do findings[#findings + 1] = f end
   return findings, fine
+end
+
+M.GUARDS = 1.05 -- a dynamic kernel this much slower than its static twin at the hint pays for its guards
+
+-- The masked-guard findings: each kernel of the dynamic layer whose static twin (the same layer op in a bench of the
+-- layer traced static at the hint, work dir static/62_kernel_bench.json) is more than GUARDS faster — the price of
+-- the symbolic length (masked edge tiles, guards on every row, index math on a runtime value). Both sides are the
+-- rules' default variants (dynamic/62_kernel_bench.json; without it the tune's bench rows).
+function M.guard_findings(d)
+  local twin, out = {}, {}
+  for _, k in ipairs(d.static and d.static.kernels or {}) do
+    if k.layer_op and k.emmy and k.emmy.median_us then twin[k.layer_op] = k end
+  end
+  for _, k in ipairs((d.dynamic or d.bench or {}).kernels or {}) do
+    local s, e = twin[k.layer_op or ""], k.emmy and k.emmy.median_us
+    local st = s and s.emmy.median_us
+    if st and e and e > M.GUARDS * st and (k.accuracy or "ok"):match("^ok") then
+      local f = { kernel = k.name, layer_op = k.layer_op, class = "masked guards", emmy_us = e, torch_us = st,
+        torch_backend = "static emmy", ratio = e / st, instances = k.instances or 1, evidence = {} }
+      f.at_stake_us = (e - st) * f.instances
+      f.title = ("%s: the dynamic seq_len costs %.2fx the same kernel static at the hint"):format(k.name, f.ratio)
+      f.evidence[1] = ("dynamic %.1f µs (%s) against static %.1f µs (%s, %s): both L2-warm bench regime"):format(e, k.name, st,
+        s.name, d.static.at or "the hint")
+      f.root_cause = "the symbolic length's guards: masked edge tiles and a bound check on every row, index math on a"
+        .. " runtime value (divisions the static kernel does by a constant)"
+      f.repro = ("emmy run --ir %s/%s.torch.json --bench, against the layer traced without --dynamic"):format(d.repro_dir or
+        "dump/tune.kernels", k.name)
+      f.fix, f.priority = "peel the masked last tile (full tiles without guards), or specialize the kernel at the hint",
+        f.at_stake_us > 2 and "high" or "medium"
+      out[#out + 1] = f
+    end
+  end
+  return out
 end
 
 -- The wrong-variants findings: a kernel with "wrong" failure clusters whose own pick is correct (a kernel already a
@@ -378,14 +414,16 @@ M.read_json = read_json
 
 -- Everything the report needs, read from work dir w: run.json, dump/tune.json, dump/60_bench_compare.json,
 -- dump/62_kernel_bench.json, eval/variants.json (kernel name -> eval variants' entry), eval/failures.json,
--- eval/online.json, retune/<kernel>/tune.json, ab/<kernel>/63_ab.json, profile/<kernel>/61_ncu_metrics.json. Missing
+-- eval/online.json, retune/<kernel>/tune.json, ab/<kernel>/63_ab.json, profile/<kernel>/61_ncu_metrics.json,
+-- static/ and dynamic/62_kernel_bench.json (the layer's defaults traced static at the hint and dynamic). Missing
 -- files are empty.
 -- Returns d for reports/tune_findings.lua's render, with the findings classified.
 function M.from_workdir(w)
   local d = { work = w, run = read_json(w .. "/run.json") or {}, tune = read_json(w .. "/dump/tune.json") or {},
     whole = read_json(w .. "/dump/60_bench_compare.json") or {}, bench = read_json(w .. "/dump/62_kernel_bench.json") or {},
     variants = read_json(w .. "/eval/variants.json") or {}, online = (read_json(w .. "/eval/online.json") or {}).result,
-    repro_dir = w .. "/dump/tune.kernels", retunes = {}, profiles = {}, abs = {} }
+    repro_dir = w .. "/dump/tune.kernels", retunes = {}, profiles = {}, abs = {},
+    static = read_json(w .. "/static/62_kernel_bench.json"), dynamic = read_json(w .. "/dynamic/62_kernel_bench.json") }
   d.failures = (read_json(w .. "/eval/failures.json") or {}).result or {}
   for _, k in ipairs(d.bench.kernels or {}) do
     local rt = read_json(("%s/retune/%s/tune.json"):format(w, k.name))

@@ -130,6 +130,9 @@ function R.render(d)
     if f.class == "wrong variants" then
       add(("- **Symptom:** %s (%s): %d of its measured variants gave wrong results; the tune's pick is correct."):format(
         f.kernel, f.layer_op or "?", f.count or 0))
+    elseif f.class == "masked guards" then
+      add(("- **Symptom:** %s (%s) with a dynamic seq_len takes %s the same kernel static at the hint."):format(f.kernel,
+        f.layer_op or "?", ratio(f.ratio)))
     elseif f.class == "bench failure" then
       add(("- **Symptom:** %s (%s): %s; its time does not count."):format(f.kernel, f.layer_op or "?",
         f.emmy_us and "its output is not the reference's" or "emmy's variant was not timed"))

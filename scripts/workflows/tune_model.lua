@@ -16,7 +16,8 @@
 --   triage   on a GPU: for each kernel behind torch's best, the eval views as JSON (eval/), a re-tune of the
 --            reproducer with 3x the patience where a prior half missed (retune/) and its pick pinned with --ab
 --            beside the default (ab/), ncu side by side for the rest on the tune's pick (profile/, when the
---            counters may be read)
+--            counters may be read), and (a dynamic layer) its default variants benched static at the hint and
+--            dynamic (static/, dynamic/: the masked guards' price)
 --   report   the findings (emmy.triage) rendered by scripts/reports/tune_findings.lua into
 --            plans/<slug>-layer<N>-tune-findings.md (plans/<slug>-whole-tune-findings.md), and findings.json
 -- --work DIR: another work dir; --report FILE: another report path; --budget S: the whole run's seconds (510): the
@@ -181,7 +182,7 @@ function S.triage()
   -- re-classified with the variants: a search shortfall is confirmed by a re-tune with 3x the patience; the
   -- codegen ones get the ncu side-by-side. Most µs at stake first, each only if it fits the run's --budget
   -- (its cost guessed from the last one of its kind: on the H200 a profile took 41-50 s, a re-tune 26 s).
-  local cost, left_out = { retune = 30, profile = 50 }, {}
+  local cost, left_out = { retune = 30, profile = 50, static = 80 }, {}
   local function fits(kind, kernel)
     if sys.clock() - t0 + cost[kind] <= opts.budget then return true end
     left_out[#left_out + 1] = ("%s %s"):format(kind, kernel)
@@ -211,6 +212,18 @@ function S.triage()
       local pr = read_json(("%s/profile/%s/61_ncu_metrics.json"):format(work, f.kernel))
       for _, n in ipairs(pr and pr.notes or {}) do friction(("ncu on %s: %s"):format(f.kernel, n)) end
     end
+  end
+  -- the masked guards' price: the layer's default variants benched (emmy alone) traced static at the hint and
+  -- dynamic, like for like; their kernels matched by layer op (emmy.triage guard_findings)
+  if not opts.static and not opts.whole and fits("static", "the static layer") then
+    local t1 = sys.clock()
+    for _, v in ipairs { { "static", {} }, { "dynamic", { "--dynamic", "seq_len@x:1" } } } do
+      local argv = { "run", opts.model, "--layer", tostring(opts.layer) }
+      for _, a in ipairs(v[2]) do argv[#argv + 1] = a end
+      for _, a in ipairs { "--bench", "--bench-backends", "emmy", "--dump-dir", work .. "/" .. v[1] } do argv[#argv + 1] = a end
+      emmy(v[1], argv, DB)
+    end
+    cost.static = sys.clock() - t1
   end
   if #left_out > 0 then
     friction(("triage: left out to stay inside --budget %d s (run them by hand, or raise --budget): %s"):format(opts.budget,
