@@ -82,7 +82,9 @@ return {
   --bench-backends L   the backends to bench (default eager,tcompile,emmy)
   Search: every leaf of a kernel's fork tree (rules/tile/) is scored by the prior; the rules' default is measured
   first (the floor: a tuned kernel is never slower than its default), then the prior's best; after each batch the online trees are refit on the kernel's rows and the next batch is ordered by
-  expected improvement over the best so far (a quarter of each batch is drawn at random, seeded).
+  expected improvement over the best so far (a quarter of each batch is drawn at random, seeded); a search stops
+  after --patience rows without a new best, or once 24 rows are in and no candidate left is expected to improve
+  on the best by half a percent ("confident"; rules/prior/online.lua).
   Measured at the symbols' hints (deploy regime: CUDA-graph replay, median); rows already in the DB for this
   GPU, driver, NVRTC and regime are served from it. After the searches, each kernel also measures the picks of
   the other kernels of its kind that are among its candidates ("stopped by" shows +sibling when one won).

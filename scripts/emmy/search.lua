@@ -4,7 +4,8 @@
 -- expected improvement over the best so far under an online model (emmy.online's boosted trees) fit on the rows
 -- measured so far (the trees give a mean; the spread grows with a candidate's distance in knobs from the nearest
 -- measured one, so unexplored regions keep a chance); the search stops after `patience`
--- measurements without a new best, at `max_candidates`, or when nothing is left. Measuring is the caller's
+-- measurements without a new best, when the refit expects no candidate left to improve on the best by more than
+-- params.search.ei_stop ("confident"), at `max_candidates`, or when nothing is left. Measuring is the caller's
 -- (a GPU bench, rows served from the tune DB, or a table of known times in a test), and so is what a failure
 -- means: a row whose status is not "ok" never becomes the best.
 local online = require "emmy.online"
@@ -39,7 +40,7 @@ end
 -- default_first = true measures candidates[1] (the rules' default) first, whatever the prior says, so a search's best
 -- is never slower than the default when the default is correct (the floor a tuned kernel keeps).
 -- Returns {best = row|nil, best_candidate, rows = {{candidate, row, order, explored}}, measured = n,
--- stopped = "patience"|"max_candidates"|"time"|"exhausted"}. out_of_time = fn() -> true once the kernel's time
+-- stopped = "patience"|"confident"|"max_candidates"|"time"|"exhausted"}. out_of_time = fn() -> true once the kernel's time
 -- is up: the search stops before its next measurement (after at least one).
 function M.run(opts)
   local cands = opts.candidates
@@ -90,6 +91,7 @@ function M.run(opts)
   -- unscored candidates, the prior's order stands. (Ordering by the prediction measured better on the fixture
   -- than blending it with the prior by min or geometric mean; the exploration share stays seeded.)
   local P -- the hyper-parameters, read at the first refit
+  local confident = false -- (refit: no candidate left is expected to improve on the best by params.search.ei_stop)
   local dist_upto = 0 -- rows[1..dist_upto] are folded into every candidate's distance (e.dist)
   local features = opts.features
   local fcache = {}
@@ -150,6 +152,18 @@ function M.run(opts)
     end
     table.sort(scored, by_prediction)
     next_prior = 1
+    -- the prior's confidence: once every candidate left has an expected improvement and the largest is below
+    -- S.ei_stop (in log time: 0.01 is about 1%), more measurements are not expected to pay
+    if S.ei_stop and b and #rows >= (S.ei_stop_after or 0) then
+      local top = 0
+      for _, e in ipairs(scored) do
+        if not done[e.i] then
+          if not e.ei then return end
+          top = math.max(top, e.ei)
+        end
+      end
+      confident = top < S.ei_stop
+    end
   end
   local stopped = "exhausted"
   while true do
@@ -158,6 +172,10 @@ function M.run(opts)
       break
     end
     if #rows > 0 and opts.online ~= false then refit() end
+    if confident then
+      stopped = "confident"
+      break
+    end
     local n_explore = #rows == 0 and 0 or math.floor(batch * explore + 0.5)
     local picks = {}
     for j = 1, batch do

@@ -256,7 +256,9 @@ test("prior-guided search over the measured fixture: near the best in a fraction
     print(("    %-16s %d of %d runs within 5%% of the sweep's best, mean %.4fx; %d of %d candidates measured"):format(x[1],
       r.within, r.runs, r.sum / r.runs, r.measured, r.space))
   end
-  eq(on.stops.patience, on.runs, "every run stopped by patience")
+  -- (patience, or the refit's confidence: rules/prior/online.lua ei_stop)
+  eq((on.stops.patience or 0) + (on.stops.confident or 0), on.runs, "every run stopped by patience or confidence")
+  check((on.stops.confident or 0) > 0, "some runs stopped by confidence")
   check(on.within >= 52, ("%d of 55 runs within 5%% of the sweep's best (needs 52)"):format(on.within))
   check(on.sum / on.runs <= 1.01, "on average within 1%")
   check(on.measured < on.space / 4, "far fewer measurements than the sweep")
