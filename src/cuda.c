@@ -667,38 +667,6 @@ em_status em_cu_fn_set_max_dynamic_smem(em_cu_fn *f, int bytes, char *err) {
   return EM_OK;
 }
 
-typedef CUresult (*max_clusters_fn)(int *, CUfunction, const void *);
-
-em_status em_cu_fn_max_clusters(em_cu_fn *f, const unsigned grid[3], const unsigned block[3], unsigned smem, int *n,
-                                char *err) {
-  static max_clusters_fn q;
-  static int looked;
-  *n = -1;
-  if (!looked) {
-    char e2[EM_ERR_MAX];
-    void *sym = em_dl_sym(EM_LIB_CUDA, "cuOccupancyMaxActiveClusters", e2);
-    if (sym) memcpy(&q, &sym, sizeof sym);
-    looked = 1;
-  }
-  if (!q || f->m->ctx->info.cc_major < 9) return EM_OK;
-  if (smem > 48 * 1024 && (int)smem > f->dyn_smem) {
-    em_status st = em_cu_fn_set_max_dynamic_smem(f, (int)smem, err);
-    if (st) return st;
-  }
-  if (enter(f->m->ctx, "cuOccupancyMaxActiveClusters", err)) return EM_ERUN;
-  /* (the cluster shape is the kernel's own, __cluster_dims__: the configuration names none) */
-  struct {
-    unsigned grid[3], block[3], smem;
-    CUstream stream;
-    void *attrs;
-    unsigned nattrs;
-  } lc = {{grid[0], grid[1], grid[2]}, {block[0], block[1], block[2]}, smem, f->m->ctx->stream, NULL, 0};
-  _Static_assert(sizeof lc == 56, "CUlaunchConfig's layout (cuda.h)");
-  CUresult rc = q(n, f->f, &lc);
-  if (rc) return fail_cu(f->m->ctx, rc, "cuOccupancyMaxActiveClusters", f->name, err);
-  return EM_OK;
-}
-
 /* ---- tensor maps (TMA) ---- */
 
 typedef CUresult (*tmap_encode_fn)(void *, int, unsigned, void *, const unsigned long long *, const unsigned long long *,
@@ -755,6 +723,32 @@ enum { CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION = 6 };
 _Static_assert(sizeof(cu_launch_attr) == 72 && sizeof(cu_launch_config) == 56, "cuLaunchKernelEx's layout (cuda.h)");
 
 typedef CUresult (*launch_ex_fn)(const void *, CUfunction, void **, void **);
+
+typedef CUresult (*max_clusters_fn)(int *, CUfunction, const void *);
+
+em_status em_cu_fn_max_clusters(em_cu_fn *f, const unsigned grid[3], const unsigned block[3], unsigned smem, int *n,
+                                char *err) {
+  static max_clusters_fn q;
+  static int looked;
+  *n = -1;
+  if (!looked) {
+    char e2[EM_ERR_MAX];
+    void *sym = em_dl_sym(EM_LIB_CUDA, "cuOccupancyMaxActiveClusters", e2);
+    if (sym) memcpy(&q, &sym, sizeof sym);
+    looked = 1;
+  }
+  if (!q || f->m->ctx->info.cc_major < 9) return EM_OK;
+  if (smem > 48 * 1024 && (int)smem > f->dyn_smem) {
+    em_status st = em_cu_fn_set_max_dynamic_smem(f, (int)smem, err);
+    if (st) return st;
+  }
+  if (enter(f->m->ctx, "cuOccupancyMaxActiveClusters", err)) return EM_ERUN;
+  /* (the cluster shape is the kernel's own, __cluster_dims__: the configuration names none) */
+  cu_launch_config lc = {{grid[0], grid[1], grid[2]}, {block[0], block[1], block[2]}, smem, f->m->ctx->stream, NULL, 0};
+  CUresult rc = q(n, f->f, &lc);
+  if (rc) return fail_cu(f->m->ctx, rc, "cuOccupancyMaxActiveClusters", f->name, err);
+  return EM_OK;
+}
 
 /* The launch itself: cuLaunchKernel, or with cfg->pdl on compute capability 9+ cuLaunchKernelEx (looked up on first
  * use; a driver without it launches plainly: the kernel's griddepcontrol.wait then has nothing to wait for) allowing
