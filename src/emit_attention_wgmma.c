@@ -604,9 +604,11 @@ static int fa_facts(ectx *c, fa_t *f) {
   f->NQ = BQ / 64;
   f->NWG = f->NQ * f->P;
   f->pp = EX_KNOB(c, PINGPONG);
-  if (f->pp && (f->NQ != 2 || f->P != 1 || f->causal)) {
-    /* (the turns pair the two warpgroups' steps one for one: equal key ranges, so no causal tile skipping) */
-    ex_fail(c, "PINGPONG=1 needs two Q slices' warpgroups (BQ=128, KVSPLIT=1) over the same keys (not causal)");
+  if (f->pp && (f->NQ != 2 || f->P != 1 || (f->causal && f->BKV != 128))) {
+    /* (the turns pair the two warpgroups' steps one for one: equal tile counts. Causal with 128-key tiles keeps
+     * them equal — the two 64-row slices' last keys, min(q0 + 64, S) and min(q0 + 128, S) with q0 a multiple of
+     * 128, fall in the same key tile — while 64-key tiles give the second slice one tile more) */
+    ex_fail(c, "PINGPONG=1 needs two Q slices' warpgroups (BQ=128, KVSPLIT=1) over equal key tile counts (causal: BKV=128)");
     return 0;
   }
   int64_t Dv;

@@ -149,7 +149,7 @@
     "K/V tile stages in shared memory: 2 double-buffers them with cp.async (keys and values that are strided views "   \
     "of kernel inputs); 1: one stage. FLASH=2: the TMA ring's depth, 2 to 4")                                          \
   X(PINGPONG, WORK, 0, "0,1", "attention (FLASH=2)",                                                                   \
-    "1: the two Q slices' warpgroups (BQ=128, KVSPLIT=1, not causal) take turns issuing a key tile's wgmma (named "   \
+    "1: the two Q slices' warpgroups (BQ=128, KVSPLIT=1; causal: BKV=128) take turns issuing a key tile's wgmma (named " \
     "barriers 4 and 5), so one's softmax overlaps the other's matrix products (FlashAttention-3's ping-pong); "        \
     "the head-dim-128 non-causal lead where BQ=128 leads (b8 s512 46.5 -> 43.6 us, H200), else offered last")        \
   X(OSMEM, WORK, 0, "0,1,2", "attention (FLASH=2)",                                                                    \

@@ -360,15 +360,19 @@ return {
         local n = #out
         for i = 1, n do if out[i].OSMEM == 1 then out[#out + 1] = atom.with(out[i], "OSMEM", 2) end end
       end
-      -- PINGPONG=1 (two Q slices over the same keys: BQ=128, KVSPLIT=1, not causal): the warpgroups take turns
+      -- PINGPONG=1 (two Q slices over the same keys: BQ=128, KVSPLIT=1): the warpgroups take turns
       -- issuing their wgmma, one's softmax under the other's products (FlashAttention-3): offered last, on the
       -- 16-byte-store options, and in the head-dim-128 lead below (head dim 64 gained at s8192 only: 1257.1 ->
       -- 1202.9 us with BQ 128 against the BQ 64 lead; b8 s512 and s2048 kept the lead)
-      if not k.causal then
+      -- (causal: with 128-key tiles only, where both slices take the same number of key tiles; written without a
+      -- GPU run, 2026-12-02)
+      do
         local n = #out
         for i = 1, n do
           local o = out[i]
-          if o.BQ == 128 and o.KVSPLIT == 1 and o.OSMEM == 2 then out[#out + 1] = atom.with(o, "PINGPONG", 1) end
+          if o.BQ == 128 and o.KVSPLIT == 1 and o.OSMEM == 2 and (not k.causal or o.BKV == 128) then
+            out[#out + 1] = atom.with(o, "PINGPONG", 1)
+          end
         end
       end
       -- the lead, from a sweep of 25 candidates a case (H200, eleventh session, bench/attention.lua --layout bhsd
