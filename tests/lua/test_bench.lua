@@ -274,6 +274,29 @@ test("emmy run --bench, emmy's side end to end on the mock driver (EMMY_MOCK_ANY
   check(out:find("k_linear_7363a2%s+ab BM=128.-wrong: v24"), "an A/B variant is checked before it is timed: " .. out)
 end)
 
+test("a persistent clustered grid is capped at the clusters that fit at once (cuOccupancyMaxActiveClusters)", function()
+  local d = tmpdir()
+  local so = mock_driver(d)
+  -- q_proj on the persistent pipeline in 2-CTA clusters: the mock's 4 SMs would take 2 clusters; the driver says 1 fits
+  local function grids(max_clusters)
+    local log = d .. "/launches" .. max_clusters
+    emmy({ "run", "Qwen/Qwen3-Embedding-0.6B", "--layer", "0", "--dynamic", "seq_len@x:1", "--seq-len", "512" },
+      { env = ("EMMY_MOCK_ANY_KERNEL=1 EMMY_MOCK_MAX_CLUSTERS=%d EMMY_MOCK_LAUNCH_LOG=%s EMMY_LIBCUDA=%s EMMY_CUBIN_CACHE=%s/cc "
+        .. "EMMY_KNOBS=k_linear_7363a2:PERSIST=1,k_linear_7363a2:CLUSTER=2"):format(max_clusters, shell_quote(log), so, d) })
+    local out = {}
+    for l in (read(log) or ""):gmatch("[^\n]+") do
+      -- (q_proj's 128 x 64 lead: two consumer warpgroups and the producer's, a one-dimensional grid)
+      local gx = l:match("^grid (%d+) 1 1 block 384 1 1 ")
+      if gx then out[#out + 1] = tonumber(gx) end
+    end
+    return out
+  end
+  local two, one = grids(2), grids(1)
+  check(#two > 0 and #one > 0, "the persistent kernel launched")
+  for _, g in ipairs(two) do eq(g, 4, "2 clusters fit: the mock's 4 SMs") end
+  for _, g in ipairs(one) do eq(g, 2, "1 cluster fits: a grid of one cluster") end
+end)
+
 test("run --ab: each spec a row beside the default; a gate's refusal, a knob the kernel lacks, pins that exclude each other are refused rows", function()
   local d = tmpdir()
   local so = mock_driver(d)
