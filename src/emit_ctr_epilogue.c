@@ -181,12 +181,14 @@ int ex_ctr_stage_width(ectx *c, const ex_ctr *k) {
   return stageD;
 }
 
+/* 1 when node rn is a head-local reduction of the staged tile: a mean or sum that reads the linear's result. */
+static int is_head_reduction(const ex_ctr *k, const em_node *rn) {
+  return rn->out != k->a && k->dep[rn->out] && (rn->op == EM_OP_MEAN || rn->op == EM_OP_SUM);
+}
+
 int ex_ctr_head_reductions(ectx *c, const ex_ctr *k) {
   int n = 0;
-  for (int i = 0; i < c->g->nodes.n; i++) {
-    const em_node *rn = &c->g->nodes.v[i];
-    n += rn->out != k->a && k->dep[rn->out] && (rn->op == EM_OP_MEAN || rn->op == EM_OP_SUM);
-  }
+  for (int i = 0; i < c->g->nodes.n; i++) n += is_head_reduction(k, &c->g->nodes.v[i]);
   return n;
 }
 
@@ -218,7 +220,7 @@ static int ctr_stage_tile(ectx *c, const ex_ctr *k, em_launch *L) {
     ctr_stage_store(c, k, sdt, ld, nst);
     for (int i = 0; i < c->g->nodes.n && !c->failed; i++) {
       const em_node *rn = &c->g->nodes.v[i];
-      if (rn->out == a || !k->dep[rn->out] || !(rn->op == EM_OP_MEAN || rn->op == EM_OP_SUM)) continue;
+      if (!is_head_reduction(k, rn)) continue;
       ctr_head_reduction(c, k, rn, stageD, sdt, ld);
     }
     if (c->nhred) ex_line(c, "__syncthreads();");
