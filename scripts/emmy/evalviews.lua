@@ -494,6 +494,15 @@ local function offline_pick(scored, cost_of)
   return pick
 end
 
+-- The saved model a prior half predicts with: nil for "offline"; for "online" the online half, or nil, why when
+-- there is no usable one.
+local function half_model(half)
+  if half ~= "online" then return nil end
+  local model = require("emmy.online").load()
+  if not (model and model.usable) then return nil, "no usable online half (EMMY_ONLINE_FILE)" end
+  return model
+end
+
 -- The predicted µs of half ("offline", or "online" with its saved model) for scored row x of kernel kind, with
 -- feature key set to value when key is given: nil when the half has nothing to say.
 local function half_cost(half, model, kind, x, key, value)
@@ -516,11 +525,8 @@ end
 -- Returns {{name, pick, best, ratio, blind, pushes = {{feature, pick_value, best_value, push_us}}}}.
 function M.blame(db, ctx, substr, half)
   half = half or "offline"
-  local model
-  if half == "online" then
-    model = require("emmy.online").load()
-    if not (model and model.usable) then return {}, "no usable online half (EMMY_ONLINE_FILE)" end
-  end
+  local model, why = half_model(half)
+  if why then return {}, why end
   local out = {}
   for _, k in ipairs(M.kernels(db, ctx, substr)) do
     local scored = scored_rows(k)
@@ -558,11 +564,8 @@ end
 -- not there.
 function M.ablate(db, ctx, substr, half)
   half = half or "offline"
-  local model
-  if half == "online" then
-    model = require("emmy.online").load()
-    if not (model and model.usable) then return nil, "no usable online half (EMMY_ONLINE_FILE)" end
-  end
+  local model, why = half_model(half)
+  if why then return nil, why end
   local per = {}
   for _, k in ipairs(M.kernels(db, ctx, substr)) do
     local scored = scored_rows(k)
