@@ -364,8 +364,7 @@ return {
       -- issuing their wgmma, one's softmax under the other's products (FlashAttention-3): offered last, on the
       -- 16-byte-store options, and in the head-dim-128 lead below (head dim 64 gained at s8192 only: 1257.1 ->
       -- 1202.9 us with BQ 128 against the BQ 64 lead; b8 s512 and s2048 kept the lead)
-      -- (causal: with 128-key tiles only, where both slices take the same number of key tiles; written without a
-      -- GPU run, 2026-12-02)
+      -- (causal: with 128-key tiles only, where both slices take the same number of key tiles)
       do
         local n = #out
         for i = 1, n do
@@ -386,11 +385,10 @@ return {
       if k.E == 64 then
         atom.lead(out, { BQ = 64, BKV = 128, KVST = 3, KVSPLIT = 1, MINB = 2, QPACK = 0, OSMEM = 2 })
       elseif bqs[1] == 128 then
-        -- (not causal: with PINGPONG=1, which beat it on every such bhsd case of a sweep, H200, fifteenth session:
-        -- b8 s512 46.5 -> 43.6 us, b1 s2048 58.7 -> 56.6, b1 s8192 870.8 -> 822.0)
-        local want = { BQ = 128, BKV = 128, KVST = 3, KVSPLIT = 1, MINB = 1, QPACK = 0, OSMEM = 2 }
-        if not k.causal then want.PINGPONG = 1 end
-        atom.lead(out, want)
+        -- with PINGPONG=1, which beat it on every such bhsd case of a sweep (H200, fifteenth session, non-causal:
+        -- b8 s512 46.5 -> 43.6 us, b1 s2048 58.7 -> 56.6, b1 s8192 870.8 -> 822.0; sixteenth session, causal:
+        -- b8 s512 37.9 -> 35.8, b1 s2048 39.4 -> 35.4, b1 s8192 454.6 -> 441.8)
+        atom.lead(out, { BQ = 128, BKV = 128, KVST = 3, KVSPLIT = 1, MINB = 1, QPACK = 0, OSMEM = 2, PINGPONG = 1 })
       end
       return out
     end },
