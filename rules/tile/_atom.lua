@@ -120,6 +120,14 @@ function A.persist_small(k, dev)
   return nil
 end
 
+-- A dual kernel whose 64 x 64 tile grid at the hint fills less than half the SMs (TinyLlama's k+v at 512 tokens:
+-- 32 tiles): each SM's one block is bound by the bytes its ring has in flight, so the 8-stage ring leads (k+v with
+-- RoPE 17.8 -> 16.8 µs alone, 18.3 -> 16.9 in the layer; H200, 2026-12-02, docs/performance.md "Sixteenth session")
+function A.dual_sparse(k, dev)
+  if not k.dual or not k.M or not k.N then return false end
+  return math.ceil(k.M / 64) * math.ceil(k.N / 64) < 0.5 * (dev.sm_count or 132)
+end
+
 -- A contraction whose epilogue reads nothing but its own accumulator (no residual or other input, one
 -- accumulator): the staged epilogue (EPI_SMEM=1) was the faster one there.
 function A.plain_epilogue(k)
