@@ -547,8 +547,11 @@ const char *ex_val(ectx *c, int v, const ivec *ix) {
     if (same) return v == c->anchor ? c->anchor_var : c->xanchor_var;
     ivec li = {ix->rank - 1};
     for (int i = 0; i < li.rank; i++) li.e[i] = ix->e[i];
-    expr = ex_load_conv(c, x->dtype, ex_A(c, "%s[(%s - m0) * %d + (%s - n0)]", c->stage_arr[v == c->anchor ? 0 : 1],
-                                          ex_linearize(c, &li, &c->stage_mdims), c->stage_ld, ix->e[ix->rank - 1]));
+    if (c->stage_reg)
+      expr = ex_ctr_stage_read(c, v == c->anchor ? 0 : 1, ix->e[ix->rank - 1]);
+    else
+      expr = ex_load_conv(c, x->dtype, ex_A(c, "%s[(%s - m0) * %d + (%s - n0)]", c->stage_arr[v == c->anchor ? 0 : 1],
+                                            ex_linearize(c, &li, &c->stage_mdims), c->stage_ld, ix->e[ix->rank - 1]));
     const char *var = ex_A(c, "v%d", c->tmp++);
     ex_line(c, "const %s %s = %s; /* %s, staged */", ex_ctype(x->dtype), var, expr, x->name);
     memo_ent m = {v, (char *)key, var};

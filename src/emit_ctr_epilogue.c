@@ -192,10 +192,43 @@ int ex_ctr_head_reductions(ectx *c, const ex_ctr *k) {
   return n;
 }
 
+int ex_ctr_stage_in_regs(ectx *c, const ex_ctr *k) {
+  const char *st = em_graph_get_meta(c->g, "stage_step");
+  return st && atoi(st) % 8 == 0 && k->mma && k->WN == 1 && !k->jkeep && !k->concat && !ex_ctr_head_reductions(c, k);
+}
+
+/* One of the thread's accumulator elements of this row: t = 2 * j + parity over [lo, hi), a tree of selects on the
+ * runtime t whose leaves name the registers (no dynamic index: it would put the fragments in local memory). */
+static const char *stage_pick(ectx *c, const char *acc, const char *t, int lo, int hi) {
+  if (hi - lo == 1) return ex_A(c, "%s[i][%d][(q & 2) + %d]", acc, lo >> 1, lo & 1);
+  int mid = (lo + hi) / 2;
+  return ex_A(c, "(%s < %d ? %s : %s)", t, mid, stage_pick(c, acc, t, lo, mid), stage_pick(c, acc, t, mid, hi));
+}
+
+const char *ex_ctr_stage_read(ectx *c, int s, const char *col) {
+  /* column col - n0 of the tile is fragment group j = col' / 8, element (q & 2) + col' % 2 of this thread's row
+   * (its lane quad holds col' % 8 / 2: the shift is a multiple of 8) */
+  const char *cl = ex_A(c, "v%d", c->tmp++), *t = ex_A(c, "v%d", c->tmp++);
+  ex_line(c, "const int %s = (int)((%s) - n0), %s = ((%s >> 3) << 1) | (%s & 1);", cl, col, t, cl, cl);
+  return ex_ctr_result(c, c->stage_sib[s], stage_pick(c, s ? "acc2" : "acc", t, 0, 2 * c->stage_fn),
+                       ex_A(c, "(n0 + %s)", cl));
+}
+
 static int ctr_stage_tile(ectx *c, const ex_ctr *k, em_launch *L) {
   const int BM = k->BM, BN = k->BN, a = k->a;
   int stageD = ex_ctr_stage_width(c, k);
   if (stageD < 0) return 1;
+  if (stageD > 0 && k->stage_reg) {
+    if (!ex_ctr_stage_in_regs(c, k)) {
+      ex_fail(c, "a head-local epilogue from the thread's own fragments needs tensor-core fragments of whole tile rows "
+                 "(WN=1), column shifts in multiples of 8 (meta stage_step), no head-local reduction, no column split");
+      return 1;
+    }
+    c->stage_reg = 1, c->stage_fn = k->FN, c->stage_sib[0] = k->sib[0], c->stage_sib[1] = k->dual ? k->sib[1] : -1;
+    c->stage_arr[0] = "(fragments)";
+    if (k->dual) c->stage_arr[1] = "(fragments)";
+    return 0;
+  }
   if (stageD > 0) {
     em_dtype sdt = ex_V(c, a)->dtype;
     int ld = BN + 8, nst = k->dual ? 2 : 1;

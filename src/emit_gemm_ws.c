@@ -428,6 +428,7 @@ static void ws_consumers(ectx *c, const ex_ctr *k, em_launch *L, int stages, int
   k1.SK = 1;
   if (sk >= 2 && !staged) k1.jkeep = ex_A(c, "j / %d == (int)em_cr", k->FN / sk);
   k1.rpf = staged ? -1 : ex_ctr_residual(c, k);
+  k1.stage_reg = !staged && ex_ctr_stage_width(c, k) > 0; /* RoPE from the thread's own fragments */
   if (k1.rpf >= 0) ex_line(c, "unsigned em_pf[%d][2]; /* the residual's column pairs, loaded ahead */", k->FN);
   ws_stamp(c, sp, "unsigned em_sn = 0, em_sw = 0, em_sm = 0, em_sr = 0, em_stl = 0, em_se = 0; /* STAMP: see WS_STAMP_FIELDS */");
   ws_stamp(c, sp, "const unsigned em_s0 = em_clock();");
@@ -560,12 +561,13 @@ void ex_k_contraction_ws(ectx *c, const ex_ctr *k, em_launch *L) {
   if (stageD < 0) return;
   if (!k->tma || k->concat || (k->BM != 64 && k->BM != 128) || k->WM != k->BM / 16 || k->WN != 1 ||
       (sk != 1 && !((sk == 2 || (sk == 4 && !staged)) && cl == 1)) || stages < 2 ||
-      (stageD > 0 && (staged < 1 || staged > 2 || ex_ctr_head_reductions(c, k))) || (cl != 1 && cl != 2) ||
+      (stageD > 0 && (staged > 2 || ex_ctr_head_reductions(c, k) || (!staged && (sk != 1 || !ex_ctr_stage_in_regs(c, k))))) ||
+      (cl != 1 && cl != 2) ||
       (EX_KNOB(c, PAIR_A) && cl != 2) || EX_KNOB(c, PRODUCER) != 1 ||
       EX_KNOB(c, WG_WAIT) != 1 || (staged < 0 || staged > 4) || ws_has_prologue(c, k)) {
     ex_fail(c, "PERSIST=1: a persistent producer/consumer pipeline (TMA=1, WGMMA=1, WG_WAIT=1, PRODUCER=1, BM 64 or "
                "128, STAGES >= 2, SPLIT_K 1, 2 or 4 (2, 4: CLUSTER=1; 4: EPI_SMEM=0), CLUSTER 1 or 2 (PAIR_A=1: 2), EPI_SMEM 0..4, one linear or a dual pair, no prologue; a head-local "
-               "epilogue (RoPE) with EPI_SMEM 1 or 2 and no head-local reduction)");
+               "epilogue (RoPE) with EPI_SMEM 1 or 2, or 0 from the fragments (SPLIT_K=1, column shifts in multiples of 8), and no head-local reduction)");
     return;
   }
   int two_byte = 1;

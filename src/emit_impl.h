@@ -52,6 +52,9 @@ typedef struct {
                               * epilogue such as RoPE reads it at other columns): anchor, xanchor; NULL: none */
   em_shape stage_mdims;    /* the result's M dims (its index's leading part linearizes to m) */
   int stage_ld;            /* the staged tile's row stride in elements */
+  int stage_reg;           /* 1: no staged tile — a head-local read takes the element from the thread's own
+                            * fragments (ex_ctr_stage_read: stage_fn column groups, siblings stage_sib) */
+  int stage_fn, stage_sib[2];
   int nhred;               /* head-local reductions over the staged tile (NORM_EPI): value ids; the epilogue reads */
   int hred_v[4];           /* em_hred<j>[(m - m0) * hred_S + (n - n0) / hred_D] at its own (m, n) */
   int hred_S, hred_D;
@@ -169,6 +172,8 @@ typedef struct {
                              * own index, its column pairs in registers em_pf[j][q / 2] before the K loop; -1: none */
   const char *jkeep;        /* the fragment epilogue's condition on column group j (NULL: every j): PERSIST=1's
                              * SPLIT_K reduce-scatter leaves each rank its share of the tile's columns */
+  int stage_reg;            /* 1: a head-local epilogue reads the thread's own fragments, no staged tile (PERSIST=1
+                             * with EPI_SMEM=0; ex_ctr_stage_in_regs says where it may) */
 } ex_ctr;
 
 /* The contraction epilogue: split-K's reduction, a staged head-local tile, then every accumulator element
@@ -179,6 +184,12 @@ void ex_ctr_epilogue(ectx *c, const ex_ctr *k, em_launch *L);
  * ex_ctr_head_reductions: how many head-local reductions (NORM_EPI's MEAN/SUM over a head) read the result. */
 int ex_ctr_stage_width(ectx *c, const ex_ctr *k);
 int ex_ctr_head_reductions(ectx *c, const ex_ctr *k);
+/* 1 when the head-local reads may come from the reading thread's own accumulator fragments instead of a staged
+ * tile: tensor-core fragments of whole rows of the tile (WN=1), every read's column shift a multiple of 8 (graph
+ * meta "stage_step": the same lane quad and parity, another column group j), no head-local reduction, no split
+ * of the columns (jkeep). ex_ctr_stage_read: the value of sibling s (0, 1) at column col (text, in N) then. */
+int ex_ctr_stage_in_regs(ectx *c, const ex_ctr *k);
+const char *ex_ctr_stage_read(ectx *c, int s, const char *col);
 /* The residual of the fragment pairs epilogue, loadable ahead: a 2-byte kernel input the epilogue reads at the
  * result's own index with the result's shape (contiguous rows of N, N even), or -1. ex_ctr_residual_load emits
  * the loads of this thread's pairs into em_pf[j][q / 2] (declared by the caller). */

@@ -45,7 +45,8 @@
     "an 8-deep ring, a 20-point sweep at 512); within 3% of PRODUCER=0 on every Qwen3 projection at 512")              \
   X(PERSIST, TILE, 0, "0,1",                                                                                           \
     "contraction (PRODUCER=1, TMA=1, WGMMA=1, WG_WAIT=1, BM 64 or 128, STAGES ≥ 2, SPLIT_K=1, one linear or a dual "   \
-    "pair, no prologue; a head-local (RoPE) epilogue only with EPI_SMEM 1 or 2)",                                      \
+    "pair, no prologue; a head-local (RoPE) epilogue with EPI_SMEM 1 or 2, or 0 where its column shifts are "        \
+    "multiples of 8)",                                                                                                 \
     "1: the persistent warp-specialized pipeline (src/emit_gemm_ws.c): grid = min(tiles, SMs), each CTA loops over "   \
     "output tiles in RASTER-row groups; the producer warpgroup (setmaxnreg 40) streams k-slices through the TMA ring " \
     "on full/empty mbarriers whose phases run across tiles; BM/64 consumer warpgroups (setmaxnreg 232) issue wgmma "   \
@@ -54,7 +55,9 @@
     "tiles at the hint fill every SM (atom.persist_first); 4096³ 207.8 µs against 407.3 (H200, docs/performance.md, " \
     "ninth session)")                                                                                                  \
   X(EPI_SMEM, TILE, 0, "0,1,2,3,4", "contraction (PERSIST=1)",                                                             \
-    "the persistent pipeline's epilogue. 0: each thread stores its own fragments; 1: each tile's results (bias "       \
+    "the persistent pipeline's epilogue. 0: each thread stores its own fragments (a RoPE epilogue reads the other "   \
+    "half of its head from the thread's own registers: rotate_half's shift is a multiple of 8 columns); 1: each "      \
+    "tile's results (bias "                                                                                            \
     "added, rounded) are staged in a padded BM × (BN+8) shared tile behind a consumers-only named barrier and stored " \
     "by consecutive threads along N; 2: as 1 with the store loop unrolled eight deep (4096³ 202.6 µs against 207.8; "   \
     "no help to a residual: down 93.9 against 53.8 in fragments). 1 first for a plain result (q at 4096 tokens "       \

@@ -91,7 +91,9 @@ return {
             -- Correct on the H200 (tests/gpu/run.sh persist_rope_*) and slower than the 64 x 64 default in the
             -- TinyLlama layer at 512 tokens (q 128 x 64, 8 stages: 26.0 us against 18.6; k+v 64 x 64: 24.7 against
             -- 17.9, with SPLIT_K=2 24.0; 2026-12-02): one tile a CTA, so nothing hides the epilogue. Offered last.
-            epis, lead_epi = { 1, 2 }, 1
+            -- EPI_SMEM=0 reads the other columns from the thread's own fragments (every shift a multiple of 8;
+            -- the resource check refuses it elsewhere): written without a GPU run, 2026-12-02, offered last
+            epis, lead_epi = { 1, 2, 0 }, 1
           elseif o.BN % 128 == 0 then
             if k.tma_store then
               table.insert(epis, 1, 4)

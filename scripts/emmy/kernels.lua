@@ -90,6 +90,8 @@ function M.facts(k)
     -- a head-local epilogue (RoPE on a projection) reads the result within D-wide column segments: the tile is
     -- staged in shared memory and BN must hold whole segments
     f.stage = tonumber(g:meta("stage") or "")
+    -- (the gcd of its reads' column shifts: a multiple of 8 lets them read the thread's own fragments)
+    f.stage_step = tonumber(g:meta("stage_step") or "")
     f.linear = n.op == "aten.linear.default"
     f.a_direct = n.op == "aten.linear.default" and is_input(x.input)
     f.b_direct = n.op == "aten.linear.default" and is_input(x.weight)

@@ -449,10 +449,14 @@ function M.resource_check(k, c, dev)
         .. " SPLIT_K=1 (2 with PERSIST=1 and CLUSTER=1, 4 also with EPI_SMEM=0), CLUSTER=1 unless PERSIST=1)"
     end
     -- (a head-local epilogue, RoPE: only the persistent pipeline's staged tile, EPI_SMEM 1 or 2, fenced by the
-    -- consumers' named barrier; no head-local reduction, NORM_EPI)
-    if k.stage and not (c.PERSIST == 1 and (c.EPI_SMEM == 1 or c.EPI_SMEM == 2) and (k.epilogue_reductions or 0) == 0) then
-      return false, "PRODUCER=1 with a head-local (RoPE) epilogue: PERSIST=1 with EPI_SMEM 1 or 2 and no head-local reduction"
-        .. " (the producer leaves after its loop, so no block-barrier epilogue)"
+    -- consumers' named barrier, or EPI_SMEM=0 reading the thread's own fragments where every column shift is a
+    -- multiple of 8 (k.stage_step) and the tile's columns are not split (SPLIT_K=1); no head-local reduction,
+    -- NORM_EPI. The emitter's ex_ctr_stage_in_regs is the same rule)
+    local regs = (c.EPI_SMEM or 0) == 0 and (k.stage_step or 1) % 8 == 0 and (c.SPLIT_K or 1) == 1
+    if k.stage and not (c.PERSIST == 1 and (c.EPI_SMEM == 1 or c.EPI_SMEM == 2 or regs) and (k.epilogue_reductions or 0) == 0) then
+      return false, "PRODUCER=1 with a head-local (RoPE) epilogue: PERSIST=1 with EPI_SMEM 1 or 2 (or 0 with SPLIT_K=1 and"
+        .. " column shifts in multiples of 8) and no head-local reduction (the producer leaves after its loop, so no"
+        .. " block-barrier epilogue)"
     end
   end
   if k.kind == "contraction" and (c.PERSIST or 0) ~= 0 then

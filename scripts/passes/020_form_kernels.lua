@@ -22,6 +22,11 @@ local function argmap(n)
   return a
 end
 local function last_axis(a, r) return a == -1 or a == r - 1 end
+local function gcd(a, b)
+  a, b = math.abs(a), math.abs(b)
+  while b ~= 0 do a, b = b, a % b end
+  return a
+end
 
 local function last_dim_reduction(n, g)
   local a = argmap(n)
@@ -260,6 +265,9 @@ return {
     local headloc, segred, rope_epi = {}, {}, (ctx.knobs.ROPE_EPI or 1) == 1
     -- the segment width D an in-kernel operand x is read within, "same" when it is read at the anchor's own
     -- index, or nil when neither holds
+    -- (step: the gcd of the column offsets the head-local reads move by — each slice's start and end, each
+    -- concatenated piece's width — in head_local's `shift`; every shift is a multiple of it)
+    local shift
     local function segment_of(x, k)
       local chain, y = {}, x
       while producer[y] and opclass.VIEW[producer[y].op] and not home[y] do
@@ -278,6 +286,8 @@ return {
         if c.op == "aten.slice.Tensor" then
           if not last_axis(a.dim, r_in) or (a.step or 1) ~= 1 then return nil end
           seg = seg or last
+          local w = g:value(c.name).shape
+          shift = gcd(shift, gcd(type(a.start) == "number" and a.start or 0, type(w[#w]) == "number" and w[#w] or 1))
         elseif seg then
           -- after the remap only views that keep each last-dim row whole (a transpose of other axes)
           if not (c.op == "aten.transpose.int" and not last_axis(a.dim0, r_in) and not last_axis(a.dim1, r_in))
@@ -310,6 +320,7 @@ return {
       end
       local is_cat = n.op == "aten.cat.default"
       if is_cat and not last_axis(a.dim, #shape) then return nil end
+      shift = 0
       if not is_cat and not EW[n.op] then return nil end
       local all_red = true
       for _, x in ipairs(n.inputs) do
@@ -321,6 +332,7 @@ return {
             D = sg
           end
           local xs = g:value(x).shape
+          if is_cat then shift = gcd(shift, type(xs[#xs]) == "number" and xs[#xs] or 1) end
           if segred[x] then
             -- a per-segment value, broadcast over the segment (shape [..., 1] against [..., D])
             if is_cat or xs[#xs] ~= 1 or #xs ~= #shape then return nil end
@@ -334,7 +346,7 @@ return {
         end
       end
       if not D or type(shape[#shape]) ~= "number" or shape[#shape] > D then return nil end
-      return D, all_red
+      return D, all_red, shift
     end
 
     -- MERGE_SIBLINGS=1 (a structural fork): linears reading the same operand (q/k/v, gate/up) form one
@@ -425,10 +437,10 @@ return {
           end
         end
         -- ... or, in a linear's kernel, within the same head (RoPE): staged through shared memory
-        local D, red
+        local D, red, step
         if absorbed[v] then fits = false end -- (a reduction: never a same-index epilogue)
         if not fits and latest and latest.kind == "contraction" and (rope_epi or absorbed[v]) then
-          D, red = head_local(n, latest)
+          D, red, step = head_local(n, latest)
         end
         if absorbed[v] and not D then
           -- (its input did not stay in the linear's kernel: a row kernel after all, reading it from memory)
@@ -442,6 +454,9 @@ return {
           headloc[v] = D
           segred[v] = red or nil
           latest.stage = math.max(latest.stage or 0, D)
+          -- the gcd of every column shift a head-local read makes (0: none): a multiple of 8 keeps each read in
+          -- the reading thread's own accumulator fragments (kernel meta "stage_step")
+          latest.stage_step = gcd(latest.stage_step or 0, step or 1)
           anc[v] = from or latest.anchor
           latest.homed[#latest.homed + 1] = v
         elseif fits then

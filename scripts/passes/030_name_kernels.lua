@@ -39,6 +39,7 @@ return {
       repro:meta("structural", table.concat(sk, ","))
       -- the epilogue reads the result within D-wide column segments (RoPE): the emitter stages the tile
       if k.stage then repro:meta("stage", tostring(k.stage)) end
+      if k.stage then repro:meta("stage_step", tostring(k.stage_step or 1)) end
       if k.anchor then repro:meta("anchor", k.anchor) end
       -- which original torch ops (by module) the kernel covers, fully or in part
       local mods, order = {}, {}
