@@ -243,9 +243,12 @@ function M.graph_time(cu, plans, picks, bufs, bind, reps)
 end
 
 -- Each kernel's time inside the whole-graph replay, from CUPTI kernel records of `reps` replays: per launch
--- position i, the median over replays of busy (end - start) and of in-program time (start to the next kernel's
--- start; the last: its end), so the in-program times add up to the replay's span. Returns
--- {positions = {{name, busy_us, in_program_us}}, replays = n, span_us = median span, dropped} | nil, msg.
+-- position i, the median over replays of busy (end - start), of exposed time (end - the later of its start and
+-- the previous kernel's end: a kernel launched early under programmatic dependent launch waits in
+-- griddepcontrol.wait while its predecessor runs, and that wait is the predecessor's time, not its own) and of
+-- in-program time (start to the next kernel's start; the last: its end), so the in-program times add up to the
+-- replay's span. Returns {positions = {{name, busy_us, exposed_us, in_program_us}}, replays = n, span_us = median
+-- span, dropped} | nil, msg.
 function M.in_program(cu, plans, picks, bufs, bind, reps)
   local cuda = require "emmy.cuda"
   reps = reps or 20
@@ -283,8 +286,8 @@ function M.group_records(recs, plans, dropped)
   for i, p in ipairs(plans) do seq[i] = p.kernel.name names[p.kernel.name] = true end
   local mine = {}
   for _, r in ipairs(recs) do if names[r.name] then mine[#mine + 1] = r end end
-  local busy, inprog, spans = {}, {}, {}
-  for i = 1, #seq do busy[i], inprog[i] = {}, {} end
+  local busy, exposed, inprog, spans = {}, {}, {}, {}
+  for i = 1, #seq do busy[i], exposed[i], inprog[i] = {}, {}, {} end
   local i, replays = 1, 0
   while i + #seq - 1 <= #mine do
     local match = true
@@ -294,6 +297,8 @@ function M.group_records(recs, plans, dropped)
         local r = mine[i + j - 1]
         local nxt = j < #seq and mine[i + j] or nil
         busy[j][#busy[j] + 1] = (r["end_ns"] - r.start_ns) / 1e3
+        local from = j > 1 and math.max(r.start_ns, mine[i + j - 2]["end_ns"]) or r.start_ns
+        exposed[j][#exposed[j] + 1] = math.max(0, r["end_ns"] - from) / 1e3
         inprog[j][#inprog[j] + 1] = ((nxt and nxt.start_ns or r["end_ns"]) - r.start_ns) / 1e3
       end
       spans[#spans + 1] = (mine[i + #seq - 1]["end_ns"] - mine[i].start_ns) / 1e3
@@ -305,7 +310,9 @@ function M.group_records(recs, plans, dropped)
   end
   if replays == 0 then return nil, ("CUPTI: no replay of the %d-kernel sequence among %d kernel records"):format(#seq, #recs) end
   local out = { positions = {}, replays = replays, span_us = median(spans), dropped = dropped or 0 }
-  for j = 1, #seq do out.positions[j] = { name = seq[j], busy_us = median(busy[j]), in_program_us = median(inprog[j]) } end
+  for j = 1, #seq do
+    out.positions[j] = { name = seq[j], busy_us = median(busy[j]), exposed_us = median(exposed[j]), in_program_us = median(inprog[j]) }
+  end
   return out
 end
 
@@ -424,17 +431,17 @@ function M.run(a)
     local ip, ierr = M.in_program(cu, plans, picks, bufs, bind)
     if ip then inprog = ip else note("in-program times: " .. tostring(ierr)) end
     local ks
-    if ip then -- emmy's kernels in the program, as torch's are listed: name, busy µs per call, count
+    if ip then -- emmy's kernels in the program, as torch's are listed: name, exposed µs per call (busy_us: end - start), count
       ks = {}
       local at = {}
       for i, pos in ipairs(ip.positions) do
         local e = at[pos.name]
         if not e then
-          e = { name = pos.name, us = 0, count = 0, kind = plans[i].kernel.kind }
+          e = { name = pos.name, us = 0, busy_us = 0, count = 0, kind = plans[i].kernel.kind }
           at[pos.name] = e
           ks[#ks + 1] = e
         end
-        e.us, e.count = e.us + pos.busy_us, e.count + 1
+        e.us, e.busy_us, e.count = e.us + pos.exposed_us, e.busy_us + pos.busy_us, e.count + 1
       end
       table.sort(ks, function(x, y) return x.us > y.us end)
     end

@@ -42,6 +42,21 @@ test("CUPTI records: replays of the launch sequence, other kernels skipped, in-p
   eq(g.positions[1].busy_us, 2.002, "median of 2.001, 2.002, 2.003")
   eq(g.positions[1].in_program_us, 2.502, "start to the next kernel's start")
   eq(g.positions[4].in_program_us, 1.0, "the last: to its end")
+  eq(g.positions[2].exposed_us, 10.0, "no overlap: exposed = busy")
+  -- programmatic dependent launch: k_b starts 1.5 us before k_a ends and waits; that wait is k_a's time
+  local pdl = {}
+  for r = 0, 1 do
+    local t0 = 100000 * r
+    pdl[#pdl + 1] = { name = "k_a", start_ns = t0, end_ns = t0 + 3000 }
+    pdl[#pdl + 1] = { name = "k_b", start_ns = t0 + 1500, end_ns = t0 + 12000 }
+    pdl[#pdl + 1] = { name = "k_a", start_ns = t0 + 12500, end_ns = t0 + 16000 }
+    pdl[#pdl + 1] = { name = "k_c", start_ns = t0 + 15000, end_ns = t0 + 17000 }
+  end
+  local gp = assert(bench.group_records(pdl, plans))
+  eq(gp.positions[2].busy_us, 10.5)
+  eq(gp.positions[2].exposed_us, 9.0, "from k_a's end")
+  eq(gp.positions[4].exposed_us, 1.0, "from the second k_a's end")
+  eq(gp.positions[3].exposed_us, 3.5, "started after k_b's end")
   local sum = 0
   for _, p in ipairs(g.positions) do sum = sum + p.in_program_us end
   check(math.abs(sum - g.span_us) < 1e-9, ("in-program sum %.3f = span %.3f"):format(sum, g.span_us))
