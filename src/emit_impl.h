@@ -187,7 +187,8 @@ int ex_ctr_head_reductions(ectx *c, const ex_ctr *k);
 /* 1 when the head-local reads may come from the reading thread's own accumulator fragments instead of a staged
  * tile: tensor-core fragments of whole rows of the tile (WN=1), every read's column shift a multiple of 8 (graph
  * meta "stage_step": the same lane quad and parity, another column group j), no head-local reduction, no split
- * of the columns (jkeep). ex_ctr_stage_read: the value of sibling s (0, 1) at column col (text, in N) then. */
+ * of the columns (jkeep). The row is always the reader's own: the kernel former admits only last-dim slices between
+ * the result and a head-local read. ex_ctr_stage_read: the value of sibling s (0, 1) at column col (text, in N). */
 int ex_ctr_stage_in_regs(ectx *c, const ex_ctr *k);
 const char *ex_ctr_stage_read(ectx *c, int s, const char *col);
 /* The residual of the fragment pairs epilogue, loadable ahead: a 2-byte kernel input the epilogue reads at the
