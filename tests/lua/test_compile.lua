@@ -720,6 +720,36 @@ test("ROPE_EPI=1: a Llama q/k projection takes RoPE's rotate_half as its epilogu
   end
 end)
 
+test("RoPE from the thread's own fragments: rotate_half shifts by 32 columns (meta stage_step), PERSIST=1 with EPI_SMEM=0 reads the partner in registers", function()
+  local LL = { "TinyLlama/TinyLlama-1.1B-Chat-v1.0", "--layer", "0", "--dynamic", "seq_len@x:1" }
+  local d = tmpdir()
+  local code, _, err = emmy(args("compile", LL, "--dump-dir", d))
+  eq(code, 0, "dump: " .. err)
+  local p = io.popen("cat " .. d .. "/*.kernels/k_linear_rope_*.torch.json 2>/dev/null")
+  local repro = p:read("*a")
+  p:close()
+  check(repro:find('"stage_step": *"32"'), "the kernels' meta names the shift's gcd: " .. repro:sub(1, 200))
+  local pin = "EMMY_KNOBS=k_linear_rope:PERSIST=1,k_linear_rope:EPI_SMEM=0"
+  local c1, src, e1 = emmy(args("compile", LL, "--ir", "cuda", "--kernel", "k_linear_rope"), { env = pin })
+  eq(c1, 0, "cuda: " .. e1)
+  check(not src:find("em_stage0", 1, true) and not src:find("em_ep0", 1, true), "no staged tile")
+  check(src:find("acc[i][4][(q & 2) + 0]", 1, true) and src:find("/* v19, staged */", 1, true), "the partner from the select tree")
+  -- the columns split over a cluster (SPLIT_K=2) leave the partner in another CTA: refused with the condition
+  local c2, _, e2 = emmy(args("compile", LL, "--ir", "tile", "--kernel", "k_linear_rope"), { env = pin .. ",k_linear_rope:SPLIT_K=2" })
+  check(c2 ~= 0 and e2:find("match no candidate together", 1, true), "SPLIT_K=2 with EPI_SMEM=0 refused: " .. e2)
+  -- the resource check says the same without the meta's step
+  local rules = require "emmy.rules"
+  local dev = { max_threads = 1024, smem_static = 49152, smem_optin = 232448, regs_per_block = 65536 }
+  local c = { BM = 128, BN = 64, BK = 64, MMA = 1, TMA = 1, ASYNC = 1, WGMMA = 1, WG_WAIT = 1, PRODUCER = 1, PERSIST = 1,
+    EPI_SMEM = 0, STAGES = 4, WM = 8, WN = 1, SPLIT_K = 1 }
+  check(rules.resource_check({ kind = "contraction", stage = 64, stage_step = 32 }, c, dev), "step 32: legal")
+  local ok, why = rules.resource_check({ kind = "contraction", stage = 64, stage_step = 4 }, c, dev)
+  check(not ok and why:find("multiples of 8", 1, true), tostring(why))
+  c.SPLIT_K = 2
+  local ok2, why2 = rules.resource_check({ kind = "contraction", stage = 64, stage_step = 32 }, c, dev)
+  check(not ok2 and why2:find("SPLIT_K=1", 1, true), tostring(why2))
+end)
+
 test("NORM_EPI=1: Qwen3's q_norm/k_norm + RoPE become the q/k projections' epilogue, a per-head reduction over the staged tile", function()
   local code, out, err = emmy(args("compile", L0, "--ir", "kernel"), { env = "EMMY_NORM_EPI=1" })
   eq(code, 0, "exit: " .. err)
