@@ -6,7 +6,8 @@
 -- in torch.compile (tens of seconds a kernel).
 --   ./emmy bench/gemm.lua [--cases squares,qwen,llama] [--squares 4096,8192] [--batches 1,8] [--torch [--compile]] [--ceilings]
 --                         [--all] [--limit N] [--json FILE]
--- --all times every candidate of the wgmma tier (not only PERSIST=1); --limit caps the variants a kernel;
+-- --all times every candidate of the wgmma tier (not only PERSIST=1); --limit caps the variants a kernel (with
+-- --match: a kernel and set, so a broad first set cannot take every place);
 -- --match "K=V,K=V;K=V" keeps the candidates whose knobs include every K=V of one of the ';'-separated sets.
 -- --stamp: each PERSIST=1 variant also as STAMP=1 (clock64 marks in its roles, src/emit_gemm_ws.c), checked and
 -- timed like the others, then launched once more on a zeroed record and its cycles printed: per k-step the
@@ -46,14 +47,15 @@ if opts.match then
     match[#match + 1] = m
   end
 end
+-- the index of the first set a candidate's knobs match (1 without --match), or nil
 local function matches(kn)
-  if not match then return true end
-  for _, m in ipairs(match) do
+  if not match then return 1 end
+  for i, m in ipairs(match) do
     local ok = true
     for k, v in pairs(m) do if kn[k] ~= v then ok = false end end
-    if ok then return true end
+    if ok then return i end
   end
-  return false
+  return nil
 end
 local want = {}
 for _, c in ipairs(list_of(opts.cases)) do want[c] = true end
@@ -155,11 +157,12 @@ for _, case in ipairs(cases) do
   for _, p in ipairs(kernels.distinct(plans)) do
     if p.kernel.kind == "contraction" then
       list[#list + 1] = { plan = p, knobs = p.choice.knobs, label = p.choice.string, role = "chosen" }
-      local n = 0
+      local n = {}
       for _, c in ipairs(p.candidates) do
-        if c ~= p.choice and n < opts.limit and (c.knobs.PERSIST == 1 or (opts.all and c.knobs.WGMMA == 1)) and matches(c.knobs) then
+        local set = (c.knobs.PERSIST == 1 or (opts.all and c.knobs.WGMMA == 1)) and matches(c.knobs)
+        if c ~= p.choice and set and (n[set] or 0) < opts.limit then
           list[#list + 1] = { plan = p, knobs = c.knobs, label = c.string, role = "swept" }
-          n = n + 1
+          n[set] = (n[set] or 0) + 1
         end
       end
       -- --stamp: each PERSIST=1 variant again with STAMP=1, after it
