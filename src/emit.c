@@ -538,7 +538,8 @@ const char *ex_val(ectx *c, int v, const ivec *ix) {
   for (int j = 0; j < c->nhred; j++)
     if (v == c->hred_v[j]) /* a head-local reduction: the value of the thread's own row and head */
       return ex_A(c, "em_hred%d[(m - m0) * %d + (n - n0) / %d]", j, c->hred_S, c->hred_D);
-  if ((v == c->anchor || v == c->xanchor) && c->stage_arr[v == c->anchor ? 0 : 1]) {
+  int sv = v == c->anchor ? 0 : 1; /* (which staged sibling: a tile in shared memory, or the thread's fragments) */
+  if ((v == c->anchor || v == c->xanchor) && (c->stage_arr[sv] || (c->stage_reg && c->stage_sib[sv] >= 0))) {
     /* the staged result tile: at the thread's own index the accumulator's value, elsewhere (within the tile:
      * the rules keep BN a multiple of the head width) the tile element, row m - m0, column n - n0 */
     const ivec *own = &c->al[v];
@@ -548,9 +549,9 @@ const char *ex_val(ectx *c, int v, const ivec *ix) {
     ivec li = {ix->rank - 1};
     for (int i = 0; i < li.rank; i++) li.e[i] = ix->e[i];
     if (c->stage_reg)
-      expr = ex_ctr_stage_read(c, v == c->anchor ? 0 : 1, ix->e[ix->rank - 1]);
+      expr = ex_ctr_stage_read(c, sv, ix->e[ix->rank - 1]);
     else
-      expr = ex_load_conv(c, x->dtype, ex_A(c, "%s[(%s - m0) * %d + (%s - n0)]", c->stage_arr[v == c->anchor ? 0 : 1],
+      expr = ex_load_conv(c, x->dtype, ex_A(c, "%s[(%s - m0) * %d + (%s - n0)]", c->stage_arr[sv],
                                             ex_linearize(c, &li, &c->stage_mdims), c->stage_ld, ix->e[ix->rank - 1]));
     const char *var = ex_A(c, "v%d", c->tmp++);
     ex_line(c, "const %s %s = %s; /* %s, staged */", ex_ctype(x->dtype), var, expr, x->name);

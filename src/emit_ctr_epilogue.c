@@ -225,8 +225,6 @@ static int ctr_stage_tile(ectx *c, const ex_ctr *k, em_launch *L) {
       return 1;
     }
     c->stage_reg = 1, c->stage_fn = k->FN, c->stage_sib[0] = k->sib[0], c->stage_sib[1] = k->dual ? k->sib[1] : -1;
-    c->stage_arr[0] = "(fragments)";
-    if (k->dual) c->stage_arr[1] = "(fragments)";
     return 0;
   }
   if (stageD > 0) {
