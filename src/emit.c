@@ -202,6 +202,23 @@ const char *ex_idx_name(ectx *c, const char *e) {
   return n;
 }
 
+/* Records that index text lin divided by dim d is q, remainder r, both computed elsewhere (a row's parts hoisted
+ * out of an element loop; memo entries with v == -4, scoped like index names): ex_unravel takes them rather than
+ * dividing again. */
+void ex_split_known(ectx *c, const char *lin, const em_dim *d, const char *q, const char *r) {
+  const char *dm = ex_dim_c(c, d);
+  memo_ent mq = {-4, (char *)ex_A(c, "q\x1f%s\x1f%s", lin, dm), (char *)q}, mr = {-4, (char *)ex_A(c, "r\x1f%s\x1f%s", lin, dm), (char *)r};
+  EM_VEC_PUSH(c->memo, mq);
+  EM_VEC_PUSH(c->memo, mr);
+}
+
+static const char *split_known(ectx *c, char which, const char *lin, const char *dm) {
+  const char *key = ex_A(c, "%c\x1f%s\x1f%s", which, lin, dm);
+  for (int i = c->memo.n - 1; i >= 0; i--)
+    if (c->memo.v[i].v == -4 && !strcmp(c->memo.v[i].key, key)) return c->memo.v[i].var;
+  return NULL;
+}
+
 /* ex_unravel records each step (quotient, remainder, dim) -> the index it split, as memo entries with v == -2
  * (scoped like index names), so that ex_linearize folds (q) * d + r back into that index: an output written
  * at the flat index its loop unraveled costs no division. */
@@ -283,6 +300,9 @@ ivec ex_unravel(ectx *c, const char *lin, const em_shape *s) {
           rest = ex_A(c, "(%s) * %lldLL + %s", a, (long long)(d / k), bq);
           linear_record(c, rest, a, d / k, bq);
         }
+      } else if (split_known(c, 'q', rest, dm)) {
+        r.e[i] = split_known(c, 'r', rest, dm);
+        rest = split_known(c, 'q', rest, dm);
       } else {
         r.e[i] = ex_idx_name(c, ex_A(c, "(%s) %% %s", rest, dm));
         rest = ex_idx_name(c, ex_A(c, "(%s) / %s", rest, dm));

@@ -205,13 +205,36 @@ static const char *stage_pick(ectx *c, const char *acc, const char *t, int lo, i
   return ex_A(c, "(%s < %d ? %s : %s)", t, mid, stage_pick(c, acc, t, lo, mid), stage_pick(c, acc, t, mid, hi));
 }
 
+/* The shifted element, where the element being computed is known (stage_own_n, stage_own_q): a read at column
+ * own + d, d a multiple of the step within the head, is group j + d / 8 of the same row and element — a chain of
+ * selects on the runtime d whose leaves are constant registers once j is unrolled (the select tree on the
+ * tile-relative column made TinyLlama's q epilogue a thousand branches). NULL where the shifts are too many. */
+static const char *stage_shifted(ectx *c, const char *acc, const char *d) {
+  int st = c->stage_step, w = c->stage_w, ns = st > 0 ? w / st : 0;
+  if (!c->stage_own_n || st % 8 || ns < 1 || 2 * ns - 1 > 7) return NULL;
+  const char *e = NULL;
+  for (int k = -(ns - 1); k <= ns - 1; k++) {
+    int g = k * st / 8;
+    const char *leaf = g ? ex_A(c, "%s[i][(j + %d >= 0 && j + %d < %d) ? j + %d : 0][%s]", acc, g, g, c->stage_fn, g, c->stage_own_q)
+                         : ex_A(c, "%s[i][j][%s]", acc, c->stage_own_q);
+    e = e ? ex_A(c, "(%s == %d ? %s : %s)", d, k * st, leaf, e) : leaf;
+  }
+  return e;
+}
+
 const char *ex_ctr_stage_read(ectx *c, int s, const char *col) {
+  const char *acc = s ? "acc2" : "acc";
+  if (c->stage_own_n) {
+    const char *d = ex_A(c, "v%d", c->tmp++);
+    ex_line(c, "const int %s = (int)((%s) - %s);", d, col, c->stage_own_n);
+    const char *pick = stage_shifted(c, acc, d);
+    if (pick) return ex_ctr_result(c, c->stage_sib[s], pick, ex_A(c, "(%s + %s)", c->stage_own_n, d));
+  }
   /* column col - n0 of the tile is fragment group j = col' / 8, element (q & 2) + col' % 2 of this thread's row
    * (its lane quad holds col' % 8 / 2: the shift is a multiple of 8) */
   const char *cl = ex_A(c, "v%d", c->tmp++), *t = ex_A(c, "v%d", c->tmp++);
   ex_line(c, "const int %s = (int)((%s) - n0), %s = ((%s >> 3) << 1) | (%s & 1);", cl, col, t, cl, cl);
-  return ex_ctr_result(c, c->stage_sib[s], stage_pick(c, s ? "acc2" : "acc", t, 0, 2 * c->stage_fn),
-                       ex_A(c, "(n0 + %s)", cl));
+  return ex_ctr_result(c, c->stage_sib[s], stage_pick(c, acc, t, 0, 2 * c->stage_fn), ex_A(c, "(n0 + %s)", cl));
 }
 
 static int ctr_stage_tile(ectx *c, const ex_ctr *k, em_launch *L) {
@@ -225,6 +248,7 @@ static int ctr_stage_tile(ectx *c, const ex_ctr *k, em_launch *L) {
       return 1;
     }
     c->stage_reg = 1, c->stage_fn = k->FN, c->stage_sib[0] = k->sib[0], c->stage_sib[1] = k->dual ? k->sib[1] : -1;
+    c->stage_w = stageD, c->stage_step = atoi(em_graph_get_meta(c->g, "stage_step"));
     return 0;
   }
   if (stageD > 0) {
@@ -341,6 +365,7 @@ static int ctr_pair_element(ectx *c, const ex_ctr *k, const ivec *mi, int e, ex_
   const char *nv = e ? "n1" : "n", *acc[2] = {e ? "acc[i][j][q + 1]" : "acc[i][j][q]", e ? "acc2[i][j][q + 1]" : "acc2[i][j][q]"};
   const char *vars[2] = {e ? "em_s" : "em_r", e ? "em_s2" : "em_r2"};
   int na = k->dual ? 2 : 1;
+  c->stage_own_n = nv, c->stage_own_q = e ? "q + 1" : "q";
   for (int s = 0; s < na; s++)
     ex_line(c, "const %s %s = %s;", ex_ctype(ex_V(c, k->sib[s])->dtype), vars[s], ex_ctr_result(c, k->sib[s], acc[s], nv));
   ex_ctr_anchor(c, k, 0, vars[0], k->dual ? vars[1] : NULL, mi, nv);
@@ -350,6 +375,33 @@ static int ctr_pair_element(ectx *c, const ex_ctr *k, const ivec *mi, int e, ex_
   ex_write_outputs(c, which, n);
   c->cap = NULL;
   return n;
+}
+
+/* A head-local epilogue's rows (RoPE: results [B, S, ...] with a symbolic S): each of the thread's rows split into
+ * batch and position once, before the element loops (em_mq, em_mr: registers once unrolled). Split in the loop,
+ * each element divided again: the guard's continue keeps the compiler from sharing a row's division among its
+ * columns (TinyLlama's q: 32 64-bit divisions a thread). Returns 0 where it does not apply (the loop splits m). */
+static int ctr_row_split(ectx *c, const ex_ctr *k) {
+  const em_shape *md = &k->mdims;
+  int64_t v;
+  if (!k->mma || md->rank != 2 || em_dim_is_const(&md->d[1], &v) || !em_graph_get_meta(c->g, "stage")) return 0;
+  const char *dm = ex_dim_c(c, &md->d[1]);
+  ex_line(c, "long long em_mq[%d][2], em_mr[%d][2];", k->FM, k->FM);
+  ex_line(c, "#pragma unroll");
+  ex_line(c, "for (int i = 0; i < %d; i++) {", k->FM);
+  ex_line(c, "  #pragma unroll");
+  ex_line(c, "  for (int h = 0; h < 2; h++) {");
+  ex_line(c, "    const long long m = m0 + wm * %d + i * 16 + (lane >> 2) + h * 8;", k->BM / k->WM);
+  ex_line(c, "    em_mq[i][h] = (m) / %s, em_mr[i][h] = (m) - em_mq[i][h] * %s;", dm, dm);
+  ex_line(c, "  }");
+  ex_line(c, "}");
+  return 1;
+}
+
+/* Row m of the element loop split into its parts: ctr_row_split's where it ran, else in the loop. */
+static ivec ctr_row_parts(ectx *c, const ex_ctr *k, int split) {
+  if (split) ex_split_known(c, "m", &k->mdims.d[1], "em_mq[i][q >> 1]", "em_mr[i][q >> 1]");
+  return ex_unravel(c, "m", &k->mdims);
 }
 
 /* The pair stores: each output's two elements (index a and b, columns n and n + 1) as one store of twice the
@@ -379,6 +431,7 @@ static void ctr_pair_stores(ectx *c, const ex_cap *a, const ex_cap *b) {
 static int ctr_fragment_pairs(ectx *c, const ex_ctr *k) {
   int64_t nc = 0;
   if (!k->mma || k->concat || (!k->dual && k->nsib != 1) || !em_dim_is_const(&k->os->d[k->r - 1], &nc) || nc % 2) return 0;
+  int split = ctr_row_split(c, k);
   ex_line(c, "#pragma unroll");
   ex_line(c, "for (int i = 0; i < %d; i++) {", k->FM);
   ex_line(c, "  #pragma unroll");
@@ -391,9 +444,10 @@ static int ctr_fragment_pairs(ectx *c, const ex_ctr *k) {
           k->BM / k->WM, k->BN / k->WN);
   ex_line(c, "if (m >= M || n >= N) continue;");
   ex_line(c, "const long long n1 = n + 1;");
-  ivec mi = ex_unravel(c, "m", &k->mdims);
+  ivec mi = ctr_row_parts(c, k, split);
   ex_cap a = {0}, b = {0};
   int na = ctr_pair_element(c, k, &mi, 0, &a), nb = ctr_pair_element(c, k, &mi, 1, &b);
+  c->stage_own_n = c->stage_own_q = NULL;
   if (na != c->g->outputs.n || nb != na) ex_fail(c, "an output of the contraction is not aligned with its result");
   for (int t = 0; t < a.n && !c->failed; t++)
     if (a.pos[t] != b.pos[t]) ex_fail(c, "the pair's stores differ in their outputs");
@@ -409,9 +463,9 @@ static void ctr_fragment_outputs(ectx *c, const ex_ctr *k) {
   const int mma = k->mma, BM = k->BM, BN = k->BN, WM = k->WM, WN = k->WN, TM = k->TM, TN = k->TN, FM = k->FM, FN = k->FN;
   const int dual = k->dual, concat = k->concat, nsib = k->nsib, *sib = k->sib;
   const int64_t *sibOff = k->sibOff;
-  const em_shape mdims = k->mdims;
   /* epilogue: every accumulator element (m, n) of this thread */
   const char *accel = mma ? "acc[i][j][q]" : "acc[i][j]";
+  int split = ctr_row_split(c, k);
   ex_line(c, "#pragma unroll");
   ex_line(c, "for (int i = 0; i < %d; i++) {", mma ? FM : TM);
   c->indent++;
@@ -429,8 +483,9 @@ static void ctr_fragment_outputs(ectx *c, const ex_ctr *k) {
     ex_line(c, "const long long m = m0 + tr * %d + i, n = n0 + tc * %d + j;", TM, TN);
   }
   ex_line(c, "if (m >= M || n >= N) continue;");
-  ivec mi = ex_unravel(c, "m", &mdims);
+  ivec mi = ctr_row_parts(c, k, split);
   int written[EX_MAX_OUTS] = {0}, nwritten = 0;
+  if (mma) c->stage_own_n = "n", c->stage_own_q = "q";
   if (dual) {
     /* both accumulators at (m, n): the anchors' values, then every output aligned with them */
     const char *accel2 = mma ? "acc2[i][j][q]" : "acc2[i][j]";
@@ -467,6 +522,7 @@ static void ctr_fragment_outputs(ectx *c, const ex_ctr *k) {
     if (concat) c->indent--;
   }
   if (concat) ex_line(c, "}");
+  c->stage_own_n = c->stage_own_q = NULL;
   if (nwritten != c->g->outputs.n) ex_fail(c, "an output of the contraction is not aligned with its result");
   if (mma) {
     c->indent--;

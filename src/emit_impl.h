@@ -55,6 +55,9 @@ typedef struct {
   int stage_reg;           /* 1: no staged tile — a head-local read takes the element from the thread's own
                             * fragments (ex_ctr_stage_read: stage_fn column groups, siblings stage_sib) */
   int stage_fn, stage_sib[2];
+  int stage_w, stage_step;  /* the head width and the gcd of the reads' column shifts (meta stage_step) */
+  const char *stage_own_n, *stage_own_q; /* the element being computed: its column and its accumulator's last
+                                          * index ("n1", "q + 1"); NULL: unknown (ex_ctr_stage_read: a tree) */
   int nhred;               /* head-local reductions over the staged tile (NORM_EPI): value ids; the epilogue reads */
   int hred_v[4];           /* em_hred<j>[(m - m0) * hred_S + (n - n0) / hred_D] at its own (m, n) */
   int hred_S, hred_D;
@@ -100,6 +103,7 @@ const char *ex_round_to(ectx *c, em_dtype t, const char *x);
 const char *ex_idx_name(ectx *c, const char *e);
 const char *ex_linearize(ectx *c, const ivec *ix, const em_shape *s);
 ivec ex_unravel(ectx *c, const char *lin, const em_shape *s);
+void ex_split_known(ectx *c, const char *lin, const em_dim *d, const char *q, const char *r);
 int ex_is_one(const em_dim *d);
 /* EMMY_PDL (docs/formats.md): 0 plain launches; 1 trigger at each CTA's top; 2 (unset: the default) the wait alone;
  * 3 the wait, and the persistent GEMM's consumers trigger after their last tile's K loop */

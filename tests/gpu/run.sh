@@ -213,8 +213,8 @@ gpu_case persist_rope_sweep513 env EMMY_KNOBS=k_linear_rope:PERSIST=1 timeout 20
 RR=k_linear_rope:PERSIST=1,k_linear_rope:EPI_SMEM=0
 for n in 1 7 513 2048; do gpu_case persist_rope_reg_seq$n env EMMY_KNOBS=$RR timeout 120 "$BIN" run $LL --seq-len $n; done
 gpu_case persist_rope_reg_bm128_seq513 env EMMY_KNOBS=$RR,k_linear_rope:BM=128,k_linear_rope:BN=64,k_linear_rope:STAGES=4 timeout 120 "$BIN" run $LL --seq-len 513
-gpu_case persist_rope_reg_dyn_seq37 env EMMY_KNOBS=$RR timeout 120 "$BIN" run $LL --dynamic seq_len@x:1 --bind seq_len=37
-gpu_case persist_rope_reg_sweep513 env EMMY_KNOBS=$RR timeout 200 "$BIN" run $LL --seq-len 513 --sweep 20
+gpu_case persist_rope_reg_dyn_seq37 env EMMY_KNOBS=$RR timeout 120 "$BIN" run $LL --seq-len 37
+gpu_case persist_rope_reg_sweep513 env EMMY_KNOBS=$RR timeout 300 "$BIN" run $LL --seq-len 513 --sweep 20
 # NORM_EPI=1 (off by default until these pass): Qwen3's q_norm/k_norm + RoPE as the q/k projections' epilogue,
 # a per-head reduction over the staged result tile
 for n in 1 7 513 2048; do gpu_case norm_epi_seq$n env EMMY_NORM_EPI=1 "$BIN" run $L0 --seq-len $n; done

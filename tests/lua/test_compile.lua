@@ -697,8 +697,9 @@ test("ROPE_EPI=1: a Llama q/k projection takes RoPE's rotate_half as its epilogu
   local c0, o0 = emmy(args("compile", LL, "--ir", "kernel"), { env = "EMMY_ROPE_EPI=0" })
   eq(c0, 0, "ROPE_EPI=0")
   check(o0:find("12 kernels (11 distinct)", 1, true) and o0:find("k_rope_", 1, true), o0)
-  -- the tile goes to shared memory (over the operand ring), then the epilogue reads the partner column there
-  local c1, src, e1 = emmy(args("compile", LL, "--ir", "cuda", "--kernel", "k_linear_rope"))
+  -- the non-persistent tiers stage the tile in shared memory (over the operand ring), then the epilogue reads the
+  -- partner column there
+  local c1, src, e1 = emmy(args("compile", LL, "--ir", "cuda", "--kernel", "k_linear_rope"), { env = "EMMY_KNOBS=k_linear_rope:PERSIST=0" })
   eq(c1, 0, "cuda: " .. e1)
   check(src:find("em_stage0[ml * 72 + nl] = ", 1, true) and src:find("/* v19, staged */", 1, true), src)
   -- (two kernels, each element's partner in the other half: two reads an element, the fragment epilogue takes
@@ -733,7 +734,11 @@ test("RoPE from the thread's own fragments: rotate_half shifts by 32 columns (me
   local c1, src, e1 = emmy(args("compile", LL, "--ir", "cuda", "--kernel", "k_linear_rope"), { env = pin })
   eq(c1, 0, "cuda: " .. e1)
   check(not src:find("em_stage0", 1, true) and not src:find("em_ep0", 1, true), "no staged tile")
-  check(src:find("acc[i][4][(q & 2) + 0]", 1, true) and src:find("/* v19, staged */", 1, true), "the partner from the select tree")
+  -- the partner: a select on the read's shift from the element's own column, over constant registers once j is
+  -- unrolled; each row split into batch and position once, before the element loop
+  check(src:find("acc[i][(j + 4 >= 0 && j + 4 < 8) ? j + 4 : 0][q]", 1, true) and src:find("/* v19, staged */", 1, true),
+    "the partner by its shift")
+  check(src:find("em_mq[i][h] = (m) / (s_seq_len)", 1, true) and not src:find("(m) % (s_seq_len)", 1, true), "the row split once")
   -- the columns split over a cluster (SPLIT_K=2) leave the partner in another CTA: refused with the condition
   local c2, _, e2 = emmy(args("compile", LL, "--ir", "tile", "--kernel", "k_linear_rope"), { env = pin .. ",k_linear_rope:SPLIT_K=2" })
   check(c2 ~= 0 and e2:find("match no candidate together", 1, true), "SPLIT_K=2 with EPI_SMEM=0 refused: " .. e2)
