@@ -92,8 +92,9 @@ return {
             -- TinyLlama layer at 512 tokens (q 128 x 64, 8 stages: 26.0 us against 18.6; k+v 64 x 64: 24.7 against
             -- 17.9, with SPLIT_K=2 24.0; 2026-12-02): one tile a CTA, so nothing hides the epilogue. Offered last.
             -- EPI_SMEM=0 reads the other columns from the thread's own fragments (every shift a multiple of 8;
-            -- the resource check refuses it elsewhere): written without a GPU run, 2026-12-02, offered last
+            -- the resource check refuses it elsewhere): first where atom.rope_regs gives the tile (its note)
             epis, lead_epi = { 1, 2, 0 }, 1
+            if atom.rope_regs(k, dev) then epis, lead_epi = { 0, 1, 2 }, 0 end
           elseif o.BN % 128 == 0 then
             if k.tma_store then
               table.insert(epis, 1, 4)
@@ -106,14 +107,14 @@ return {
             if k.tma_store then epis[#epis + 1] = 4 end
             epis[#epis + 1] = 3
           end
-          local small = atom.persist_small(k, dev)
+          local small = atom.persist_small(k, dev) or atom.rope_regs(k, dev)
           for _, e in ipairs(epis) do
             local q = atom.with(p, "EPI_SMEM", e)
             local first = o.BM == 128 and o.BN == (k.dual and 128 or 256) and e == lead_epi
             -- (atom.persist_small: its tile, the TMA store or the fragment epilogue)
             if small then
               first = o.BM == small.BM and o.BN == small.BN and o.WM == small.BM / 16 and o.WN == 1 and
-                e == (k.stage and 1 or k.tma_store and 4 or 0)
+                e == (k.stage and lead_epi or k.tma_store and 4 or 0)
             end
             if first then lead[#lead + 1] = q else persist[#persist + 1] = q end
           end
@@ -133,7 +134,7 @@ return {
         local n = #clustered
         for i = 1, n do clustered[#clustered + 1] = atom.with(clustered[i], "PAIR_A", 1) end
       end
-      if atom.persist_first(k, dev) or atom.persist_small(k, dev) then
+      if atom.persist_first(k, dev) or atom.persist_small(k, dev) or atom.rope_regs(k, dev) then
         local rest = out
         out = lead
         for _, q in ipairs(persist) do out[#out + 1] = q end

@@ -24,7 +24,7 @@ return {
         -- (atom.dual_sparse, its note), take 8 stages first: in the program its
         -- weights stream from HBM, and the deeper ring was 1-4 µs faster there (Qwen3 layer 0, 512 tokens: q 7.4
         -- against 8.4, o 9.2 against 12.0, down 11.8 against 16.1; H200, 2026-12-02)
-        if atom.persist_small(k, dev) or atom.dual_sparse(k, dev) then
+        if atom.persist_small(k, dev) or atom.dual_sparse(k, dev) or atom.rope_regs(k, dev) then
           local s8 = o[7]
           for i = 7, 2, -1 do o[i] = o[i - 1] end
           o[1] = s8

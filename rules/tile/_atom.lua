@@ -120,6 +120,23 @@ function A.persist_small(k, dev)
   return nil
 end
 
+-- A RoPE projection whose rotate_half reads stay in the reading thread's accumulators (k.stage_step a multiple of
+-- 8, no per-head reduction; one linear or a dual pair) with a grid of one wave or less at the hint: the persistent
+-- pipeline with the fragment epilogue (EPI_SMEM=0) on an 8-stage ring leads, 128 x 64 tiles where they fill 90-100%
+-- of the SMs, else 64 x 64 (BN at least the head width). Measured in the TinyLlama layer at 512 tokens (H200,
+-- 2026-12-02, docs/performance.md "Seventeenth session"): q 128 x 64 18.2 -> 15.2 µs alone, 18.4 -> 16.9 in the
+-- program; k+v 64 x 64 16.2 -> 14.4, 16.4 -> 15.1; the layer 135.6 -> 132.5.
+function A.rope_regs(k, dev)
+  if not k.stage or (k.stage_step or 1) % 8 ~= 0 or (k.epilogue_reductions or 0) > 0 or not k.M or not k.N then return nil end
+  if (k.siblings or 0) > 1 and not k.dual then return nil end
+  local sms, bn = dev.sm_count or 132, math.max(64, k.stage)
+  for _, t in ipairs { { BM = 128, BN = bn }, { BM = 64, BN = bn } } do
+    local tiles = math.ceil(k.M / t.BM) * math.ceil(k.N / t.BN)
+    if tiles <= sms and (t.BM == 64 or tiles >= 0.9 * sms) then return t end
+  end
+  return nil
+end
+
 -- A dual kernel whose 64 x 64 tile grid at the hint fills less than half the SMs (TinyLlama's k+v at 512 tokens:
 -- 32 tiles): each SM's one block is bound by the bytes its ring has in flight, so the 8-stage ring leads (k+v with
 -- RoPE 17.8 -> 16.8 µs alone, 18.3 -> 16.9 in the layer; H200, 2026-12-02, docs/performance.md "Sixteenth session")

@@ -739,6 +739,11 @@ test("RoPE from the thread's own fragments: rotate_half shifts by 32 columns (me
   check(src:find("acc[i][(j + 4 >= 0 && j + 4 < 8) ? j + 4 : 0][q]", 1, true) and src:find("/* v19, staged */", 1, true),
     "the partner by its shift")
   check(src:find("em_mq[i][h] = (m) / (s_seq_len)", 1, true) and not src:find("(m) % (s_seq_len)", 1, true), "the row split once")
+  -- the lead where the grid is one wave or less (atom.rope_regs): q 128 x 64, the k+v pair 64 x 64, both 8 stages
+  local c4, tile, e4 = emmy(args("compile", LL, "--ir", "tile"))
+  eq(c4, 0, "tile: " .. e4)
+  check(tile:find("k_linear_rope_88e5e1%s.-BM=128,BN=64,.-EPI_SMEM=0,.-PERSIST=1,.-STAGES=8,"), tile)
+  check(tile:find("k_linear_rope_4277a7%s.-BM=64,BN=64,.-EPI_SMEM=0,.-PERSIST=1,.-STAGES=8,"), tile)
   -- the columns split over a cluster (SPLIT_K=2) leave the partner in another CTA: refused with the condition
   local c2, _, e2 = emmy(args("compile", LL, "--ir", "tile", "--kernel", "k_linear_rope"), { env = pin .. ",k_linear_rope:SPLIT_K=2" })
   check(c2 ~= 0 and e2:find("match no candidate together", 1, true), "SPLIT_K=2 with EPI_SMEM=0 refused: " .. e2)
