@@ -537,6 +537,25 @@ static const char *ew(ectx *c, const em_node *nd, const ivec *ix) {
   }
 }
 
+/* A view read through its input's index (ex_val resolves it so, no kernel of its own). */
+static int is_view_op(const em_node *nd) {
+  return em_op_spec(nd->op)->args[0].kind == EM_ARG_T && nd->op != EM_OP_EMBEDDING && nd->op != EM_OP_INDEX_SELECT &&
+         (nd->op == EM_OP_VIEW || nd->op == EM_OP_RESHAPE || nd->op == EM_OP_UNSAFE_VIEW || nd->op == EM_OP_TRANSPOSE ||
+          nd->op == EM_OP_T || nd->op == EM_OP_PERMUTE || nd->op == EM_OP_EXPAND || nd->op == EM_OP_UNSQUEEZE ||
+          nd->op == EM_OP_SQUEEZE || nd->op == EM_OP_SLICE || nd->op == EM_OP_SELECT || nd->op == EM_OP_CONTIGUOUS ||
+          nd->op == EM_OP_CLONE);
+}
+
+int ex_view_source(ectx *c, int u, ivec *ix) {
+  while (ex_V(c, u)->kind == EM_V_NODE) {
+    const em_node *nd = &c->g->nodes.v[ex_V(c, u)->node];
+    if (!is_view_op(nd)) return -1;
+    *ix = view_back(c, nd, ix);
+    u = nd->args[0].tensor;
+  }
+  return u;
+}
+
 const char *ex_val(ectx *c, int v, const ivec *ix) {
   if (c->failed) return "0";
   const char *key = memo_key(c, v, ix);
@@ -605,11 +624,7 @@ const char *ex_val(ectx *c, int v, const ivec *ix) {
     if (c->cache_mode == 2 && c->cache_key && !strcmp(ld, c->cache_key)) expr = ex_A(c, "(%s)em_row[threadIdx.y][col]", ex_ctype(x->dtype));
   } else {
     const em_node *nd = &c->g->nodes.v[x->node];
-    if (em_op_spec(nd->op)->args[0].kind == EM_ARG_T && nd->op != EM_OP_EMBEDDING && nd->op != EM_OP_INDEX_SELECT &&
-        (nd->op == EM_OP_VIEW || nd->op == EM_OP_RESHAPE || nd->op == EM_OP_UNSAFE_VIEW || nd->op == EM_OP_TRANSPOSE ||
-         nd->op == EM_OP_T || nd->op == EM_OP_PERMUTE || nd->op == EM_OP_EXPAND || nd->op == EM_OP_UNSQUEEZE ||
-         nd->op == EM_OP_SQUEEZE || nd->op == EM_OP_SLICE || nd->op == EM_OP_SELECT || nd->op == EM_OP_CONTIGUOUS ||
-         nd->op == EM_OP_CLONE)) {
+    if (is_view_op(nd)) {
       /* at the view's aligned index, its input's aligned index (no round trip through linearize/unravel) */
       int at_al = c->vlink && c->vlink[v] && c->al[v].rank == ix->rank;
       for (int i = 0; at_al && i < ix->rank; i++) at_al = !strcmp(c->al[v].e[i], ix->e[i]);

@@ -328,6 +328,67 @@ int ex_ctr_residual(ectx *c, const ex_ctr *k) {
   return -1;
 }
 
+/* Where the epilogue reads value u at the anchored element: the index a mul or add aligned with the result
+ * broadcasts to it (RoPE's x * cos), or rank 0 where no such op reads it. */
+static ivec prefetch_index(ectx *c, int u) {
+  ivec none = {0};
+  for (int i = 0; i < c->g->nodes.n; i++) {
+    const em_node *nd = &c->g->nodes.v[i];
+    if (!c->al[nd->out].rank || (nd->op != EM_OP_MUL && nd->op != EM_OP_ADD)) continue;
+    for (int a = 0; a < 2; a++)
+      if (nd->args[a].is_tensor && nd->args[a].tensor == u)
+        return ex_bcast(c, &c->al[nd->out], &ex_V(c, nd->out)->shape, ex_S(c, u));
+  }
+  return none;
+}
+
+/* The kernel input behind value u (a view chain over it), read at u's index ix (mapped back), or -1 where u is not
+ * a 2-byte input other than the contraction's operands. */
+static int prefetch_source(ectx *c, const ex_ctr *k, int u, ivec *ix) {
+  int v = ex_view_source(c, u, ix);
+  if (v < 0 || v == k->A_ || v == k->B_ || v == k->B2 || v == k->rpf || ex_input_pos(c, v) < 0) return -1;
+  em_dtype dt = ex_V(c, v)->dtype;
+  return dt == EM_BF16 || dt == EM_F16 ? v : -1;
+}
+
+void ex_ctr_prefetch(ectx *c, ex_ctr *k) {
+  int mark = c->memo.n;
+  k->npf = 0;
+  ivec mi = ex_unravel(c, "m", &k->mdims);
+  ex_ctr_anchor(c, k, 0, "0.0f", NULL, &mi, "n");
+  for (int i = 0; i < c->g->nodes.n && k->npf < 2; i++) {
+    const em_node *nd = &c->g->nodes.v[i];
+    if (!c->al[nd->out].rank || (nd->op != EM_OP_MUL && nd->op != EM_OP_ADD)) continue;
+    for (int a = 0; a < 2 && k->npf < 2; a++) {
+      int u = nd->args[a].is_tensor ? nd->args[a].tensor : -1, seen = 0;
+      if (u < 0 || c->bij[u]) continue;
+      for (int t = 0; t < k->npf; t++) seen |= k->pfv[t] == u;
+      ivec ix = prefetch_index(c, u);
+      if (!seen && prefetch_source(c, k, u, &ix) >= 0) k->pfv[k->npf++] = u;
+    }
+  }
+  c->memo.n = mark;
+}
+
+/* Value u's column pair at this thread's (m, n), (m, n + 1) into em_pf<t>[j][q / 2], from the input behind it: one
+ * 4-byte load where the two indices are adjacent and the first even, else two. */
+static void prefetch_pair(ectx *c, const ex_ctr *k, int u, int t, const ivec *mi) {
+  ex_ctr_anchor(c, k, 0, "0.0f", NULL, mi, "n");
+  ivec ia = prefetch_index(c, u);
+  int v = prefetch_source(c, k, u, &ia);
+  const char *a = ex_linearize(c, &ia, ex_S(c, v));
+  ex_ctr_anchor(c, k, 0, "0.0f", NULL, mi, "(n + 1)");
+  ivec ib = prefetch_index(c, u);
+  prefetch_source(c, k, u, &ib);
+  const char *b = ex_linearize(c, &ib, ex_S(c, v));
+  int p = ex_input_pos(c, v);
+  ex_line(c, "{");
+  ex_line(c, "  const long long em_a = %s, em_b = %s;", a, b);
+  ex_line(c, "  em_pf%d[j][q >> 1] = !(m < M && n < N) ? 0u : em_b == em_a + 1 && !(em_a & 1) ? *reinterpret_cast<const unsigned *>(in%d + em_a)", t, p);
+  ex_line(c, "      : (unsigned)in%d[em_a] | ((unsigned)in%d[em_b] << 16);", p, p);
+  ex_line(c, "}");
+}
+
 void ex_ctr_residual_load(ectx *c, const ex_ctr *k) {
   int v = k->rpf, mark = c->memo.n;
   ex_line(c, "#pragma unroll");
@@ -339,9 +400,12 @@ void ex_ctr_residual_load(ectx *c, const ex_ctr *k) {
   ex_line(c, "const long long m = m0 + wm * %d + (lane >> 2) + (q >> 1) * 8, n = n0 + wn * %d + j * 8 + (lane & 3) * 2;", k->BM / k->WM,
           k->BN / k->WN);
   ivec mi = ex_unravel(c, "m", &k->mdims);
-  ex_ctr_anchor(c, k, 0, "0.0f", NULL, &mi, "n");
-  const char *ix = ex_linearize(c, &c->al[v], ex_S(c, v));
-  ex_line(c, "em_pf[j][q >> 1] = m < M && n < N ? *reinterpret_cast<const unsigned *>(in%d + (%s)) : 0u;", ex_input_pos(c, v), ix);
+  if (v >= 0) {
+    ex_ctr_anchor(c, k, 0, "0.0f", NULL, &mi, "n");
+    const char *ix = ex_linearize(c, &c->al[v], ex_S(c, v));
+    ex_line(c, "em_pf[j][q >> 1] = m < M && n < N ? *reinterpret_cast<const unsigned *>(in%d + (%s)) : 0u;", ex_input_pos(c, v), ix);
+  }
+  for (int t = 0; t < k->npf; t++) prefetch_pair(c, k, k->pfv[t], t + 1, &mi);
   c->indent -= 2;
   ex_line(c, "  }");
   ex_line(c, "}");
@@ -359,6 +423,17 @@ static void residual_seed(ectx *c, const ex_ctr *k, int e) {
   ex_memo_seed(c, v, &c->al[v], ex_load_conv(c, ex_V(c, v)->dtype, half));
 }
 
+/* The other inputs loaded ahead (ex_ctr_prefetch), at the pair element's own aligned index. */
+static void prefetch_seed(ectx *c, const ex_ctr *k, int e) {
+  for (int t = 0; t < k->npf; t++) {
+    int v = k->pfv[t];
+    ivec ix = prefetch_index(c, v);
+    if (!ix.rank) continue;
+    const char *half = ex_A(c, e ? "(unsigned short)(em_pf%d[j][q >> 1] >> 16)" : "(unsigned short)em_pf%d[j][q >> 1]", t + 1);
+    ex_memo_seed(c, v, &ix, ex_load_conv(c, ex_V(c, v)->dtype, half));
+  }
+}
+
 /* One element of an accumulator pair (e = 0: column n, 1: n + 1): the anchors' values (em_r/em_r2, em_s/em_s2),
  * aligned at the domain index, every aligned output's store recorded in cap. Returns the outputs recorded. */
 static int ctr_pair_element(ectx *c, const ex_ctr *k, const ivec *mi, int e, ex_cap *cap) {
@@ -370,6 +445,7 @@ static int ctr_pair_element(ectx *c, const ex_ctr *k, const ivec *mi, int e, ex_
     ex_line(c, "const %s %s = %s;", ex_ctype(ex_V(c, k->sib[s])->dtype), vars[s], ex_ctr_result(c, k->sib[s], acc[s], nv));
   ex_ctr_anchor(c, k, 0, vars[0], k->dual ? vars[1] : NULL, mi, nv);
   residual_seed(c, k, e);
+  prefetch_seed(c, k, e);
   int which[EX_MAX_OUTS] = {0}, n = ex_aligned_outputs(c, which);
   c->cap = cap;
   ex_write_outputs(c, which, n);

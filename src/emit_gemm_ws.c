@@ -430,6 +430,9 @@ static void ws_consumers(ectx *c, const ex_ctr *k, em_launch *L, int stages, int
   k1.rpf = staged ? -1 : ex_ctr_residual(c, k);
   k1.stage_reg = !staged && ex_ctr_stage_width(c, k) > 0; /* RoPE from the thread's own fragments */
   if (k1.rpf >= 0) ex_line(c, "unsigned em_pf[%d][2]; /* the residual's column pairs, loaded ahead */", k->FN);
+  k1.npf = 0;
+  if (k1.stage_reg) ex_ctr_prefetch(c, &k1); /* RoPE's cos and sin, loaded ahead too */
+  for (int t = 0; t < k1.npf; t++) ex_line(c, "unsigned em_pf%d[%d][2]; /* %s's column pairs, loaded ahead */", t + 1, k->FN, ex_V(c, k1.pfv[t])->name);
   ws_stamp(c, sp, "unsigned em_sn = 0, em_sw = 0, em_sm = 0, em_sr = 0, em_stl = 0, em_se = 0; /* STAMP: see WS_STAMP_FIELDS */");
   ws_stamp(c, sp, "const unsigned em_s0 = em_clock();");
   if (sk >= 2)
@@ -440,7 +443,7 @@ static void ws_consumers(ectx *c, const ex_ctr *k, em_launch *L, int stages, int
   ws_tile_coords(c, k, raster, cl);
   const char *nkv = ws_k_range(c, sk);
   ws_stamp(c, sp, "em_sn++;");
-  if (k1.rpf >= 0) ex_ctr_residual_load(c, &k1);
+  if (k1.rpf >= 0 || k1.npf) ex_ctr_residual_load(c, &k1);
   ex_line(c, "for (int kt = 0; kt < %s; kt++, em_it++) {", nkv);
   c->indent++;
   ex_line(c, "const int st = em_it %% %d;", stages);

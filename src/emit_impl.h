@@ -103,6 +103,9 @@ const char *ex_round_to(ectx *c, em_dtype t, const char *x);
 const char *ex_idx_name(ectx *c, const char *e);
 const char *ex_linearize(ectx *c, const ivec *ix, const em_shape *s);
 ivec ex_unravel(ectx *c, const char *lin, const em_shape *s);
+/* The value a chain of view ops over u starts from (a kernel input, say), with u's index ix mapped back to it; -1
+ * where u is computed. */
+int ex_view_source(ectx *c, int u, ivec *ix);
 void ex_split_known(ectx *c, const char *lin, const em_dim *d, const char *q, const char *r);
 int ex_is_one(const em_dim *d);
 /* EMMY_PDL (docs/formats.md): 0 plain launches; 1 trigger at each CTA's top; 2 (unset: the default) the wait alone;
@@ -178,6 +181,8 @@ typedef struct {
                              * SPLIT_K reduce-scatter leaves each rank its share of the tile's columns */
   int stage_reg;            /* 1: a head-local epilogue reads the thread's own fragments, no staged tile (PERSIST=1
                              * with EPI_SMEM=0; ex_ctr_stage_in_regs says where it may) */
+  int npf, pfv[2];          /* other 2-byte inputs loaded ahead (ex_ctr_prefetch: RoPE's cos and sin) at the pair's
+                             * own aligned index, into em_pf<t + 1>[j][q / 2] */
 } ex_ctr;
 
 /* The contraction epilogue: split-K's reduction, a staged head-local tile, then every accumulator element
@@ -195,6 +200,9 @@ int ex_ctr_head_reductions(ectx *c, const ex_ctr *k);
  * the result and a head-local read. ex_ctr_stage_read: the value of sibling s (0, 1) at column col (text, in N). */
 int ex_ctr_stage_in_regs(ectx *c, const ex_ctr *k);
 const char *ex_ctr_stage_read(ectx *c, int s, const char *col);
+/* The register-RoPE epilogue's other 2-byte inputs (not the contraction's operands), loaded ahead like the
+ * residual: their count into k->npf, k->pfv (at most 2). */
+void ex_ctr_prefetch(ectx *c, ex_ctr *k);
 /* The residual of the fragment pairs epilogue, loadable ahead: a 2-byte kernel input the epilogue reads at the
  * result's own index with the result's shape (contiguous rows of N, N even), or -1. ex_ctr_residual_load emits
  * the loads of this thread's pairs into em_pf[j][q / 2] (declared by the caller). */

@@ -738,7 +738,9 @@ test("RoPE from the thread's own fragments: rotate_half shifts by 32 columns (me
   -- unrolled; each row split into batch and position once, before the element loop
   check(src:find("acc[i][(j + 4 >= 0 && j + 4 < 8) ? j + 4 : 0][q]", 1, true) and src:find("/* v19, staged */", 1, true),
     "the partner by its shift")
-  check(src:find("em_mq[i][h] = (m) / (s_seq_len)", 1, true) and not src:find("(m) % (s_seq_len)", 1, true), "the row split once")
+  check(src:find("em_mq[i][h] = (m) / (s_seq_len)", 1, true) and not src:find("((m) / (s_seq_len)) * 32LL", 1, true), "the row split once")
+  -- cos and sin loaded ahead of the K loop, in column pairs, as a residual is
+  check(src:find("em_pf1[j][q >> 1] = ", 1, true) and src:find("em_bf2f((unsigned short)em_pf2[j][q >> 1])", 1, true), "cos/sin ahead")
   -- the lead where the grid is one wave or less (atom.rope_regs): q 128 x 64, the k+v pair 64 x 64, both 8 stages
   local c4, tile, e4 = emmy(args("compile", LL, "--ir", "tile"))
   eq(c4, 0, "tile: " .. e4)
