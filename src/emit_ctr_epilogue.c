@@ -354,6 +354,7 @@ static int prefetch_source(ectx *c, const ex_ctr *k, int u, ivec *ix) {
 void ex_ctr_prefetch(ectx *c, ex_ctr *k) {
   int mark = c->memo.n;
   k->npf = 0;
+  if (k->FN > 16) return; /* (two more registers a column group each: 128 x 256 tiles would spill) */
   ivec mi = ex_unravel(c, "m", &k->mdims);
   ex_ctr_anchor(c, k, 0, "0.0f", NULL, &mi, "n");
   for (int i = 0; i < c->g->nodes.n && k->npf < 2; i++) {

@@ -201,7 +201,7 @@ int ex_ctr_head_reductions(ectx *c, const ex_ctr *k);
 int ex_ctr_stage_in_regs(ectx *c, const ex_ctr *k);
 const char *ex_ctr_stage_read(ectx *c, int s, const char *col);
 /* The register-RoPE epilogue's other 2-byte inputs (not the contraction's operands), loaded ahead like the
- * residual: their count into k->npf, k->pfv (at most 2). */
+ * residual: their count into k->npf, k->pfv (at most 2; none above 16 column groups a thread). */
 void ex_ctr_prefetch(ectx *c, ex_ctr *k);
 /* The residual of the fragment pairs epilogue, loadable ahead: a 2-byte kernel input the epilogue reads at the
  * result's own index with the result's shape (contiguous rows of N, N even), or -1. ex_ctr_residual_load emits

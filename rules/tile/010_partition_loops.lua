@@ -92,9 +92,9 @@ return {
             -- TinyLlama layer at 512 tokens (q 128 x 64, 8 stages: 26.0 us against 18.6; k+v 64 x 64: 24.7 against
             -- 17.9, with SPLIT_K=2 24.0; 2026-12-02): one tile a CTA, so nothing hides the epilogue. Offered last.
             -- EPI_SMEM=0 reads the other columns from the thread's own fragments (every shift a multiple of 8;
-            -- the resource check refuses it elsewhere): first where atom.rope_regs gives the tile (its note)
+            -- the resource check refuses it elsewhere): first (atom.rope_in_regs, atom.rope_regs: their notes)
             epis, lead_epi = { 1, 2, 0 }, 1
-            if atom.rope_regs(k, dev) then epis, lead_epi = { 0, 1, 2 }, 0 end
+            if atom.rope_in_regs(k) then epis, lead_epi = { 0, 1, 2 }, 0 end
           elseif o.BN % 128 == 0 then
             if k.tma_store then
               table.insert(epis, 1, 4)
@@ -110,7 +110,7 @@ return {
           local small = atom.persist_small(k, dev) or atom.rope_regs(k, dev)
           for _, e in ipairs(epis) do
             local q = atom.with(p, "EPI_SMEM", e)
-            local first = o.BM == 128 and o.BN == (k.dual and 128 or 256) and e == lead_epi
+            local first = o.BM == 128 and o.BN == ((k.dual or atom.rope_in_regs(k)) and 128 or 256) and e == lead_epi
             -- (atom.persist_small: its tile, the TMA store or the fragment epilogue)
             if small then
               first = o.BM == small.BM and o.BN == small.BN and o.WM == small.BM / 16 and o.WN == 1 and

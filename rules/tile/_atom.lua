@@ -120,6 +120,15 @@ function A.persist_small(k, dev)
   return nil
 end
 
+-- A RoPE projection whose head-local reads may come from the reading thread's accumulators (every shift a multiple
+-- of 8, no per-head reduction, one linear or a dual pair): its persistent tiles take EPI_SMEM=0 first, and where
+-- 128-row tiles fill the SMs (atom.persist_first) the 128 x 128 tile leads. Measured at 4096 tokens (TinyLlama q+RoPE,
+-- batch 8 x 512, bench/gemm.lua --cases llama --batches 8, H200, 2026-12-02): 128 x 128 EPI_SMEM=0 99.3 µs, 128 x 64
+-- EPI_SMEM=0 117.0, against the staged 128 x 256 lead's 178.9 (torch eager 170.2).
+function A.rope_in_regs(k)
+  return k.stage and (k.stage_step or 1) % 8 == 0 and (k.epilogue_reductions or 0) == 0 and ((k.siblings or 0) <= 1 or k.dual)
+end
+
 -- A RoPE projection whose rotate_half reads stay in the reading thread's accumulators (k.stage_step a multiple of
 -- 8, no per-head reduction; one linear or a dual pair) with a grid of one wave or less at the hint: the persistent
 -- pipeline with the fragment epilogue (EPI_SMEM=0) on an 8-stage ring leads, 128 x 64 tiles where they fill 90-100%
@@ -127,8 +136,7 @@ end
 -- 2026-12-02, docs/performance.md "Seventeenth session"): q 128 x 64 18.2 -> 15.2 µs alone, 18.4 -> 16.9 in the
 -- program; k+v 64 x 64 16.2 -> 14.4, 16.4 -> 15.1; the layer 135.6 -> 132.5.
 function A.rope_regs(k, dev)
-  if not k.stage or (k.stage_step or 1) % 8 ~= 0 or (k.epilogue_reductions or 0) > 0 or not k.M or not k.N then return nil end
-  if (k.siblings or 0) > 1 and not k.dual then return nil end
+  if not A.rope_in_regs(k) or not k.M or not k.N then return nil end
   local sms, bn = dev.sm_count or 132, math.max(64, k.stage)
   for _, t in ipairs { { BM = 128, BN = bn }, { BM = 64, BN = bn } } do
     local tiles = math.ceil(k.M / t.BM) * math.ceil(k.N / t.BN)

@@ -746,6 +746,10 @@ test("RoPE from the thread's own fragments: rotate_half shifts by 32 columns (me
   eq(c4, 0, "tile: " .. e4)
   check(tile:find("k_linear_rope_88e5e1%s.-BM=128,BN=64,.-EPI_SMEM=0,.-PERSIST=1,.-STAGES=8,"), tile)
   check(tile:find("k_linear_rope_4277a7%s.-BM=64,BN=64,.-EPI_SMEM=0,.-PERSIST=1,.-STAGES=8,"), tile)
+  -- where 128-row tiles fill the SMs (2048 tokens) q's 128 x 128 tile with the register RoPE leads (atom.rope_in_regs)
+  local c5, tile5, e5 = emmy(args("compile", LL, "--hint", "seq_len=2048", "--ir", "tile"))
+  eq(c5, 0, "tile at 2048: " .. e5)
+  check(tile5:find("k_linear_rope_88e5e1%s.-BM=128,BN=128,.-EPI_SMEM=0,.-PERSIST=1,"), tile5)
   -- the columns split over a cluster (SPLIT_K=2) leave the partner in another CTA: refused with the condition
   local c2, _, e2 = emmy(args("compile", LL, "--ir", "tile", "--kernel", "k_linear_rope"), { env = pin .. ",k_linear_rope:SPLIT_K=2" })
   check(c2 ~= 0 and e2:find("match no candidate together", 1, true), "SPLIT_K=2 with EPI_SMEM=0 refused: " .. e2)
