@@ -766,6 +766,22 @@ test("RoPE from the thread's own fragments: rotate_half shifts by 32 columns (me
   check(not ok2 and why2:find("SPLIT_K=1", 1, true), tostring(why2))
 end)
 
+test("EMMY_WPF=1: a TMA contraction prefetches its weights into L2 before the grid dependency wait, each CTA its share", function()
+  local L = { "Qwen/Qwen3-Embedding-0.6B", "--layer", "0", "--dynamic", "seq_len@x:1" }
+  local c1, src, e1 = emmy(args("compile", L, "--ir", "cuda", "--kernel", "k_linear_add"), { env = "EMMY_WPF=1" })
+  eq(c1, 0, "cuda: " .. e1)
+  local pf, wait = src:find("cp.async.bulk.prefetch.L2.global", 1, true), src:find("griddepcontrol.wait", 1, true)
+  check(pf and wait and pf < wait, "the prefetch comes before the wait")
+  check(src:find("em_wb = 4194304ULL", 1, true), "o_proj's weight: 2048 x 1024 bf16, 4 MB")
+  -- off by default (the golden corpus holds the sources without it); not in a row kernel
+  local c2, src2 = emmy(args("compile", L, "--ir", "cuda", "--kernel", "k_linear_add"))
+  eq(c2, 0, "default")
+  check(not src2:find("prefetch.L2", 1, true), "no prefetch by default")
+  local c3, src3 = emmy(args("compile", L, "--ir", "cuda", "--kernel", "k_rms_norm"), { env = "EMMY_WPF=1" })
+  eq(c3, 0, "row")
+  check(not src3:find("prefetch.L2", 1, true), "row kernels have no weights to prefetch")
+end)
+
 test("NORM_EPI=1: Qwen3's q_norm/k_norm + RoPE become the q/k projections' epilogue, a per-head reduction over the staged tile", function()
   local code, out, err = emmy(args("compile", L0, "--ir", "kernel"), { env = "EMMY_NORM_EPI=1" })
   eq(code, 0, "exit: " .. err)
