@@ -1,0 +1,42 @@
+#!/bin/sh
+# Where emmy stands against torch, in one GPU call: the numbers issues 19 and 20 are judged by (docs/performance.md
+# leads with them). Sections, all by default, or the ones named: `sh bench/status.sh layers attention gemm`.
+#   layers     Qwen3-Embedding-0.6B and TinyLlama-1.1B layer 0 (dynamic seq_len, 512 tokens), emmy against eager and
+#              torch.compile: whole layer, by-kind rows, every kernel alone (about 250 s)
+#   attention  issue 20's table: b1 s512, b8 s512, b1 s2048, b1 s8192; causal and not; d128 16/8 and d64 32/4; the
+#              rules' chosen variant against torch's fastest SDPA (about 60 s)
+#   gemm       issue 19's projections at 512 and 4096 tokens against cuBLAS (the chosen variant; about 80 s)
+#   squares    4096³ and 8192³ against cuBLAS (the chosen variant)
+# Text and JSON go to ${OUT:-/tmp}/status_*; each section prints its summary lines. Every emmy number is checked
+# against the reference before it is timed (the commands' own rule).
+BIN=${EMMY_BIN:-./emmy}
+LOG=${OUT:-/tmp}
+ONLY="${*:-layers attention gemm squares}"
+on() { case " $ONLY " in *" $1 "*) return 0;; esac; return 1; }
+t0=$(date +%s)
+stamp() { echo "== $1 ($(( $(date +%s) - t0 )) s)"; }
+if on layers; then
+  for m in Qwen/Qwen3-Embedding-0.6B TinyLlama/TinyLlama-1.1B-Chat-v1.0; do
+    f="$LOG/status_layer_$(echo "$m" | tr '/.' '__').txt"
+    timeout 200 "$BIN" run "$m" --layer 0 --dynamic seq_len@x:1 --bench --bench-backends eager,tcompile,emmy > "$f" 2>&1
+    stamp "$m layer 0 (rc $?)"
+    grep -E "^(emmy|eager|tcompile|transformers) |^(matmul|attention|norm, elementwise|copy|sum) " "$f"
+    grep -E "^k_" "$f"
+  done
+fi
+if on attention; then
+  timeout 400 "$BIN" bench/attention.lua --layout bhsd --limit 0 --json "$LOG/status_attention.json" > "$LOG/status_attention.txt" 2>&1
+  stamp "attention (rc $?)"
+  grep -E "^b[0-9]+s[0-9]+ " "$LOG/status_attention.txt"
+fi
+if on gemm; then
+  timeout 300 "$BIN" bench/gemm.lua --cases qwen,llama --batches 1,8 --torch --limit 1 --json "$LOG/status_gemm.json" \
+    > "$LOG/status_gemm.txt" 2>&1
+  stamp "gemm projections (rc $?)"
+  grep -E "^(qwen|llama) " "$LOG/status_gemm.txt"
+fi
+if on squares; then
+  timeout 300 "$BIN" bench/gemm.lua --cases squares --torch --limit 1 --json "$LOG/status_squares.json" > "$LOG/status_squares.txt" 2>&1
+  stamp "squares (rc $?)"
+  grep -E "^[0-9]+³ " "$LOG/status_squares.txt"
+fi
