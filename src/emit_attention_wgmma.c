@@ -23,6 +23,7 @@ typedef struct {
   int P, NQ;                     /* KVSPLIT (warpgroups splitting one row slice's tiles), Q slices (NWG / P) */
   int causal, gqa;
   int pp;                        /* PINGPONG: the two Q slices' warpgroups take turns issuing a tile's wgmma */
+  int persist;                   /* APERSIST: CTAs loop over (query tile, head) items, the ring's uses counted on */
   double scale;
   em_dtype dt;
   const char *mt, *pk;           /* "bf16"/"f16"; the f32-pair to 16-bit-pair conversion */
@@ -106,22 +107,15 @@ static void fa_offset_fn(ectx *c, const fa_t *f, const char *name, int which) {
 
 /* The head index (blockIdx.y's batch-and-head) of warpgroup w, and its first query row. */
 static const char *fa_bh(ectx *c, const fa_t *f, const char *w) {
-  const char *y = f->causal ? "em_bh" : "blockIdx.y";
+  const char *y = f->causal || f->persist ? "em_bh" : "blockIdx.y";
   return f->pack ? ex_A(c, "((long long)%s * %d + %s)", y, f->NQ, w) : ex_A(c, "(long long)%s", y);
 }
 static const char *fa_row0(ectx *c, const fa_t *f, const char *w) { return f->pack ? "q0" : ex_A(c, "(q0 + 64LL * %s)", w); }
 
-/* The producer: lane 0 of the last warpgroup loads each consumer warpgroup's 64 Q rows once (em_qbar), then
- * every K and V tile of this CTA's key range, each stage once both its previous uses are released. */
-static void fa_producer(ectx *c, const fa_t *f) {
-  long long qb = fa_qbytes(f), kvb = fa_kvbytes(f);
+/* The producer's Q loads: each consumer warpgroup's 64 rows, on em_qbar. */
+static void fa_load_q(ectx *c, const fa_t *f) {
   int nd = (int)(f->D / 64);
-  ex_line(c, "if (wid >= %d) {", 4 * f->NWG);
-  c->indent++;
-  if (fa_consumer_regs(f)) ex_line(c, "asm volatile(\"setmaxnreg.dec.sync.aligned.u32 %d;\");", FA_PRODUCER_REGS);
-  ex_line(c, "if (wid == %d && lane == 0) {", 4 * f->NWG);
-  c->indent++;
-  ex_line(c, "em_mbar_expect(&em_qbar, %lldu);", qb);
+  ex_line(c, "em_mbar_expect(&em_qbar, %lldu);", fa_qbytes(f));
   for (int w = 0; w < f->NQ; w++) {
     const char *ws = ex_A(c, "%d", w);
     ex_line(c, "{");
@@ -131,15 +125,51 @@ static void fa_producer(ectx *c, const fa_t *f) {
       ex_line(c, "  em_tma_2d(em_sb + %lldu, &tm0, col + %d, row, &em_qbar);", (long long)j * f->NQ * 8192 + w * 8192LL, 64 * j);
     ex_line(c, "}");
   }
-  const char *bh0 = fa_bh(c, f, "0");
+}
+
+/* A work item's (APERSIST=1) query tile and head from its index em_t, in the order the grid takes them
+ * otherwise (causal: the longest query tiles of every head first), its key range and tile count. */
+static void fa_item(ectx *c, const fa_t *f) {
+  int BQ = 64 * f->NQ;
+  if (f->causal) {
+    ex_line(c, "const long long em_bh = em_t %% em_nbh, q0 = (em_nq - 1 - em_t / em_nbh) * %d;", BQ);
+  } else {
+    ex_line(c, "const long long em_bh = em_t / em_nq, q0 = (em_t %% em_nq) * %d;", BQ);
+  }
+  ex_line(c, "const long long send = %s;", f->causal ? ex_A(c, "(q0 + %d < S ? q0 + %d : S)", BQ, BQ) : "S");
+  ex_line(c, "const int nt = (int)((send + %d) / %d);", f->BKV - 1, f->BKV);
+}
+
+/* The producer: lane 0 of the last warpgroup loads each consumer warpgroup's 64 Q rows (em_qbar), then every K
+ * and V tile of this CTA's key range, each stage once both its previous uses are released. APERSIST=1: for each
+ * item, the first KVST tiles first (their stages free as the consumers finish the last item's main loop), then Q
+ * once the consumers have left the last item (em_qempty: its epilogue may stage O over Q), then the rest. */
+static void fa_producer(ectx *c, const fa_t *f) {
+  long long kvb = fa_kvbytes(f);
+  int nd = (int)(f->D / 64);
+  ex_line(c, "if (wid >= %d) {", 4 * f->NWG);
+  c->indent++;
+  if (fa_consumer_regs(f)) ex_line(c, "asm volatile(\"setmaxnreg.dec.sync.aligned.u32 %d;\");", FA_PRODUCER_REGS);
+  ex_line(c, "if (wid == %d && lane == 0) {", 4 * f->NWG);
+  c->indent++;
+  if (f->persist) {
+    ex_line(c, "unsigned em_ub = 0, em_n = 0;");
+    ex_line(c, "for (long long em_t = blockIdx.x; em_t < em_items; em_t += gridDim.x, em_n++) {");
+    c->indent++;
+    fa_item(c, f);
+    ex_line(c, "const int em_qa = (nt < %d ? nt : %d) - 1;", f->ST, f->ST);
+  } else {
+    fa_load_q(c, f);
+  }
+  const char *bh0 = fa_bh(c, f, "0"), *u = f->persist ? "(em_ub + it)" : "it";
   ex_line(c, "const long long ko = em_koff(%s, 0LL), vo = em_voff(%s, 0LL);", bh0, bh0);
   ex_line(c, "const int kcol = (int)(ko %% %lldLL), krow = (int)(ko / %lldLL);", (long long)f->kin, (long long)f->kin);
   ex_line(c, "const int vcol = (int)(vo %% %lldLL), vrow = (int)(vo / %lldLL);", (long long)f->vin, (long long)f->vin);
   ex_line(c, "for (int it = 0; it < nt; it++) {");
   c->indent++;
-  ex_line(c, "const int st = it %% %d;", f->ST);
-  ex_line(c, "em_mbar_wait(&em_empty[st], ((unsigned)(it / %d) & 1u) ^ 1u);", f->ST);
-  ex_line(c, "const unsigned kb = em_sb + %lldu + (unsigned)st * %lldu;", qb, 2 * kvb);
+  ex_line(c, "const int st = %s %% %d;", u, f->ST);
+  ex_line(c, "em_mbar_wait(&em_empty[st], ((unsigned)(%s / %d) & 1u) ^ 1u);", u, f->ST);
+  ex_line(c, "const unsigned kb = em_sb + %lldu + (unsigned)st * %lldu;", fa_qbytes(f), 2 * kvb);
   ex_line(c, "em_mbar_expect(&em_fk[st], %lldu);", kvb);
   for (int j = 0; j < nd; j++)
     ex_line(c, "em_tma_2d(kb + %lldu, &tm1, kcol + %d, krow + it * %d, &em_fk[st]);", (long long)j * f->BKV * 128, 64 * j, f->BKV);
@@ -147,8 +177,21 @@ static void fa_producer(ectx *c, const fa_t *f) {
   for (int j = 0; j < nd; j++)
     ex_line(c, "em_tma_2d(kb + %lldu, &tm2, vcol + %d, vrow + it * %d, &em_fv[st]);", kvb + (long long)j * f->BKV * 128, 64 * j,
             f->BKV);
+  if (f->persist) {
+    ex_line(c, "if (it == em_qa) {");
+    c->indent++;
+    ex_line(c, "em_mbar_wait(&em_qempty, (em_n & 1u) ^ 1u);");
+    fa_load_q(c, f);
+    c->indent--;
+    ex_line(c, "}");
+  }
   c->indent--;
   ex_line(c, "}");
+  if (f->persist) {
+    ex_line(c, "em_ub += nt;");
+    c->indent--;
+    ex_line(c, "}");
+  }
   c->indent--;
   ex_line(c, "}");
   ex_line(c, "return;");
@@ -461,6 +504,7 @@ static void fa_merge(ectx *c, const fa_t *f, double sl) {
 
 /* Ring use u's stage base in shared memory and its full barriers' phase. */
 static void fa_stage(ectx *c, const fa_t *f, const char *var, const char *use) {
+  if (f->persist) use = ex_A(c, "em_ub + %s", use); /* (APERSIST: the uses of earlier items first) */
   ex_line(c, "const int st%s = (%s) %% %d;", var, use, f->ST);
   ex_line(c, "const unsigned ph%s = (unsigned)((%s) / %d) & 1u, kb%s = em_sb + %lldu + (unsigned)st%s * %lldu;", var, use, f->ST, var,
           fa_qbytes(f), var, 2 * fa_kvbytes(f));
@@ -508,6 +552,13 @@ static void fa_step(ectx *c, const fa_t *f, const char *u, const char *p, const 
 static void fa_consumers(ectx *c, const fa_t *f) {
   int regs = fa_consumer_regs(f), nj = f->BKV / 8, kbk = f->BKV / 16;
   if (regs) ex_line(c, "asm volatile(\"setmaxnreg.inc.sync.aligned.u32 %d;\");", regs);
+  if (f->persist) {
+    /* APERSIST=1: item after item, the ring's uses and Q's phase counted on */
+    ex_line(c, "unsigned em_ub = 0, em_n = 0;");
+    ex_line(c, "for (long long em_t = blockIdx.x; em_t < em_items; em_t += gridDim.x, em_n++) {");
+    c->indent++;
+    fa_item(c, f);
+  }
   /* warpgroup wg: Q slice wq, key part kp (KVSPLIT=2: the tiles kp, kp + 2, ...) */
   ex_line(c, "const int wg = wid >> 2, wq = wg %% %d, kp = wg / %d;", f->NQ, f->NQ);
   ex_line(c, "const long long bh = %s;", fa_bh(c, f, "wq"));
@@ -524,7 +575,7 @@ static void fa_consumers(ectx *c, const fa_t *f) {
   ex_line(c, "unsigned pa[%d][4], pb[%d][4];", kbk, kbk);
   /* PINGPONG: the first turn is the first warpgroup's */
   if (f->pp) ex_line(c, "if (wq == 1) asm volatile(\"bar.arrive 4, 256;\" ::: \"memory\");");
-  ex_line(c, "em_mbar_wait(&em_qbar, 0u);");
+  ex_line(c, "em_mbar_wait(&em_qbar, %s);", f->persist ? "em_n & 1u" : "0u");
   ex_line(c, "if (kp < ntw) {");
   c->indent++;
   ex_line(c, "const long long s0 = (long long)kp * %d;", f->BKV);
@@ -576,6 +627,13 @@ static void fa_consumers(ectx *c, const fa_t *f) {
   ex_line(c, "}");
   if (f->P > 1) fa_merge(c, f, f->mask >= 0 ? 1.0 : f->scale * M_LOG2E);
   fa_epilogue(c, f);
+  if (f->persist) {
+    /* Q's slices (and the staged O over them) free for the next item's loads */
+    ex_line(c, "if (lane == 0) asm volatile(\"mbarrier.arrive.shared::cta.b64 _, [%%0];\" :: \"r\"(em_smem(&em_qempty)) : \"memory\");");
+    ex_line(c, "em_ub += nt;");
+    c->indent--;
+    ex_line(c, "}");
+  }
 }
 
 /* The facts of FLASH=2, or an ex_fail naming what it needs. */
@@ -604,6 +662,11 @@ static int fa_facts(ectx *c, fa_t *f) {
   f->NQ = BQ / 64;
   f->NWG = f->NQ * f->P;
   f->pp = EX_KNOB(c, PINGPONG);
+  f->persist = EX_KNOB(c, APERSIST);
+  if (f->persist && (f->P != 1 || f->pack || f->minb != 1)) {
+    ex_fail(c, "APERSIST=1 needs KVSPLIT=1, QPACK=0 and MINB=1 (one CTA an SM looping over (query tile, head) items)");
+    return 0;
+  }
   if (f->pp && (f->NQ != 2 || f->P != 1 || (f->causal && f->BKV != 128))) {
     /* (the turns pair the two warpgroups' steps one for one: equal tile counts. Causal with 128-key tiles keeps
      * them equal — the two 64-row slices' last keys, min(q0 + 64, S) and min(q0 + 128, S) with q0 a multiple of
@@ -655,6 +718,13 @@ static int fa_facts(ectx *c, fa_t *f) {
   return 1;
 }
 
+/* The number of (batch, head) pairs as a C expression: the output's batch dims multiplied. */
+static const char *fa_nbh_c(ectx *c, const fa_t *f) {
+  const char *e = "1LL";
+  for (int i = 0; i < f->bat.rank; i++) e = ex_A(c, "%s * (%s)", e, ex_dim_c(c, &f->bat.d[i]));
+  return e;
+}
+
 void ex_k_flash_wgmma(ectx *c, em_launch *L) {
   fa_t f;
   if (!fa_facts(c, &f)) return;
@@ -666,6 +736,13 @@ void ex_k_flash_wgmma(ectx *c, em_launch *L) {
   const char *nbh = f.bat.rank ? ex_numel_text(c, &f.bat) : "1";
   if (f.pack) snprintf(L->grid[1], sizeof L->grid[1], "cdiv(%s,%d)", nbh, f.NQ);
   else snprintf(L->grid[1], sizeof L->grid[1], "%s", nbh);
+  if (f.persist) { /* every item in x, capped at the SMs by the launcher */
+    char gx[sizeof L->grid[0]];
+    snprintf(gx, sizeof gx, "%s*%s", L->grid[0], L->grid[1]);
+    snprintf(L->grid[0], sizeof L->grid[0], "%s", gx);
+    snprintf(L->grid[1], sizeof L->grid[1], "1");
+    L->persistent = 1;
+  }
   L->ntmaps = 3;
   int in[3] = {f.qb, f.kb, f.vb}, rows[3] = {64, f.BKV, f.BKV};
   for (int i = 0; i < 3; i++) {
@@ -675,11 +752,14 @@ void ex_k_flash_wgmma(ectx *c, em_launch *L) {
   }
   c->extra_prelude = ex_TMA_PRELUDE;
   ex_line(c, "extern __shared__ __align__(1024) unsigned char em_dsm[];");
-  ex_line(c, "__shared__ __align__(8) unsigned long long em_qbar, em_fk[%d], em_fv[%d], em_empty[%d];", f.ST, f.ST, f.ST);
+  ex_line(c, "__shared__ __align__(8) unsigned long long em_qbar, %sem_fk[%d], em_fv[%d], em_empty[%d];", f.persist ? "em_qempty, " : "",
+          f.ST, f.ST, f.ST);
   ex_line(c, "const unsigned em_sb = (em_smem(em_dsm) + 1023u) & ~1023u;");
   ex_line(c, "const long long Lq = %s, S = %s;", ex_dim_c(c, &f.os->d[f.r - 2]), ex_dim_c(c, &f.ks->d[f.r - 2]));
   ex_line(c, "const int tid = threadIdx.x, lane = tid & 31, wid = tid >> 5;");
-  if (f.causal) {
+  if (f.persist) {
+    ex_line(c, "const long long em_nq = (Lq + %d) / %d, em_nbh = %s, em_items = em_nq * em_nbh;", BQ - 1, BQ, fa_nbh_c(c, &f));
+  } else if (f.causal) {
     /* causal: the longest query tiles (the last rows) of every head are launched first, the CTAs in launch order
      * (x fastest) taking query tiles longest first across all heads, so the short ones fill the tail */
     ex_line(c, "const unsigned em_lin = blockIdx.y * gridDim.x + blockIdx.x, em_bh = em_lin %% gridDim.y;");
@@ -687,8 +767,10 @@ void ex_k_flash_wgmma(ectx *c, em_launch *L) {
   } else {
     ex_line(c, "const long long q0 = (long long)blockIdx.x * %d;", BQ);
   }
-  ex_line(c, "const long long send = %s;", f.causal ? ex_A(c, "(q0 + %d < S ? q0 + %d : S)", BQ, BQ) : "S");
-  ex_line(c, "const int nt = (int)((send + %d) / %d);", f.BKV - 1, f.BKV);
+  if (!f.persist) {
+    ex_line(c, "const long long send = %s;", f.causal ? ex_A(c, "(q0 + %d < S ? q0 + %d : S)", BQ, BQ) : "S");
+    ex_line(c, "const int nt = (int)((send + %d) / %d);", f.BKV - 1, f.BKV);
+  }
   ex_line(c, "auto em_ex2 = [](float x) -> float {"); /* exp2 on the MUFU (ex2.approx.ftz: -inf gives 0) */
   ex_line(c, "  float y;");
   ex_line(c, "  asm(\"ex2.approx.ftz.f32 %%0, %%1;\" : \"=f\"(y) : \"f\"(x));");
@@ -704,6 +786,7 @@ void ex_k_flash_wgmma(ectx *c, em_launch *L) {
   fa_offset_fn(c, &f, "voff", 2);
   ex_line(c, "if (tid == 0) {");
   ex_line(c, "  em_mbar_init(&em_qbar, 1);");
+  if (f.persist) ex_line(c, "  em_mbar_init(&em_qempty, %d);", 4 * f.NQ); /* each consumer warp, after its epilogue */
   ex_line(c, "  for (int s = 0; s < %d; s++) {", f.ST);
   ex_line(c, "    em_mbar_init(&em_fk[s], 1);");
   ex_line(c, "    em_mbar_init(&em_fv[s], 1);");

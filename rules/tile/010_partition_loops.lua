@@ -313,7 +313,7 @@ return {
   -- 25.1 for the mma.sync tier's best; b8 s512 61.1 (BQ 128) against 131.6; s2048 73.5 (BQ 64, MINB 2) and 76.6
   -- (BQ 128) against 183.5; TinyLlama (head dim 64) 13.0 against 19.1 for BQ 64 with BKV 128. First on sm_90.
   { name = "flash_wgmma", family = "WORK", kinds = { "attention" },
-    knobs = { FLASH = 0, BQ = 64, BKV = 32, KVST = 1, KVSPLIT = 1, MINB = 1, QSMEM = 0, QPACK = 0, OSMEM = 0, PINGPONG = 0 },
+    knobs = { FLASH = 0, BQ = 64, BKV = 32, KVST = 1, KVSPLIT = 1, MINB = 1, QSMEM = 0, QPACK = 0, OSMEM = 0, PINGPONG = 0, APERSIST = 0 },
     gate = function(k, dev)
       if (dev.cc_major or 0) < 9 then return false, ("compute capability %s has no wgmma (needs 9.0)"):format(dev.cc) end
       if not atom.is_half(k.dtype) then return false, ("dtype %s (wgmma needs bf16/f16)"):format(k.dtype) end
@@ -375,6 +375,17 @@ return {
           if o.BQ == 128 and o.KVSPLIT == 1 and o.OSMEM == 2 and (not k.causal or o.BKV == 128) then
             out[#out + 1] = atom.with(o, "PINGPONG", 1)
           end
+        end
+      end
+      -- APERSIST=1 (KVSPLIT=1, QPACK=0, MINB=1): one CTA an SM loops over (query tile, head) items, the next item's
+      -- first K/V tiles loading during this one's epilogue (FlashAttention-3's persistent scheduler; for batch 8,
+      -- where each CTA runs few key tiles and its prologue and epilogue are a large share: b8 s512 d128 causal 36.0
+      -- us against torch's 32.6, H200, seventeenth session). Written without a GPU run: offered last.
+      do
+        local n = #out
+        for i = 1, n do
+          local o = out[i]
+          if o.KVSPLIT == 1 and o.QPACK == 0 and o.MINB == 1 then out[#out + 1] = atom.with(o, "APERSIST", 1) end
         end
       end
       -- the lead, from a sweep of 25 candidates a case (H200, eleventh session, bench/attention.lua --layout bhsd

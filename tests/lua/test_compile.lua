@@ -176,6 +176,25 @@ test("FLASH=2: wgmma flash attention with a TMA producer leads on sm_90; its par
   check(c3 ~= 0 and (e3:find("KVST=2", 1, true) or e3:find("match no candidate", 1, true)), "KVSPLIT=2 needs KVST=4: " .. e3)
 end)
 
+test("APERSIST=1: one CTA an SM loops over (query tile, head) items; the ring's uses and Q's phase carry over", function()
+  local pin = "EMMY_KNOBS=k_sdpa:FLASH=2,k_sdpa:BQ=128,k_sdpa:BKV=128,k_sdpa:KVST=3,k_sdpa:OSMEM=2,k_sdpa:PINGPONG=1,k_sdpa:APERSIST=1"
+  local c1, tile, e1 = emmy(args("compile", L0, "--ir", "tile", "--kernel", "k_sdpa"), { env = pin })
+  eq(c1, 0, "tile: " .. e1)
+  check(tile:find("cdiv(seq_len,128)*16 x 1 x 1", 1, true), "every item in x (the launcher caps it at the SMs): " .. tile)
+  local c2, src, e2 = emmy(args("compile", L0, "--ir", "cuda", "--kernel", "k_sdpa"), { env = pin })
+  eq(c2, 0, "cuda: " .. e2)
+  local _, loops = src:gsub("for %(long long em_t = blockIdx.x; em_t < em_items; em_t %+= gridDim.x, em_n%+%+%)", "")
+  check(loops == 2, "the producer and the consumers loop over the same items")
+  check(src:find("const int st = (em_ub + it) % 3;", 1, true) and src:find("em_mbar_wait(&em_qbar, em_n & 1u);", 1, true), "uses counted on")
+  check(src:find("em_mbar_wait(&em_qempty, (em_n & 1u) ^ 1u);", 1, true) and src:find("em_smem(&em_qempty)", 1, true),
+    "Q reloaded once the consumers left the last item")
+  check(src:find("em_bh = em_t % em_nbh, q0 = (em_nq - 1 - em_t / em_nbh) * 128", 1, true), "causal: the longest query tiles first")
+  -- legality: not with two key parts, packed heads or two CTAs an SM
+  local c3, _, e3 = emmy(args("compile", L0, "--ir", "tile", "--kernel", "k_sdpa"),
+    { env = "EMMY_KNOBS=k_sdpa:FLASH=2,k_sdpa:KVSPLIT=2,k_sdpa:APERSIST=1" })
+  check(c3 ~= 0 and e3:find("match no candidate", 1, true), "KVSPLIT=2 with APERSIST=1 is not offered: " .. e3)
+end)
+
 test("KVSPLIT=2: two warp halves take alternate K/V tiles and merge their softmax states", function()
   local code, out, err = emmy(args("compile", L0, "--ir", "cuda", "--kernel", "k_sdpa"), { env = "EMMY_KNOBS=k_sdpa:FLASH=1,k_sdpa:KVSPLIT=2" })
   eq(code, 0, "exit: " .. err)
