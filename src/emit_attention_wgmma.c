@@ -628,6 +628,9 @@ static void fa_consumers(ectx *c, const fa_t *f) {
   if (f->P > 1) fa_merge(c, f, f->mask >= 0 ? 1.0 : f->scale * M_LOG2E);
   fa_epilogue(c, f);
   if (f->persist) {
+    /* PINGPONG: both warpgroups past this item (the first's last bar.sync 4 taken) before the second's next
+     * bar.arrive 4, which would otherwise complete that barrier with its own two arrivals */
+    if (f->pp) ex_line(c, "asm volatile(\"bar.sync 1, 256;\" ::: \"memory\");");
     /* Q's slices (and the staged O over them) free for the next item's loads */
     ex_line(c, "if (lane == 0) asm volatile(\"mbarrier.arrive.shared::cta.b64 _, [%%0];\" :: \"r\"(em_smem(&em_qempty)) : \"memory\");");
     ex_line(c, "em_ub += nt;");
