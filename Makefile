@@ -9,7 +9,8 @@ GIT_REV   := $(shell git rev-parse --short=12 HEAD 2>/dev/null || echo unknown)$
 WARN      := -Wall -Wextra -Werror -Wno-unused-parameter -Wno-missing-field-initializers -Wno-format-truncation
 CFLAGS    ?= -O2 -g
 ALL_CFLAGS = -std=c11 -D_GNU_SOURCE $(WARN) $(CFLAGS) -I/usr/include/luajit-2.1 -Isrc -MMD -MP
-STATIC    := $(LIBDIR)/libluajit-5.1.a $(LIBDIR)/liblua5.1-cjson.a $(LIBDIR)/libsqlite3.a
+STATIC    := $(LIBDIR)/libluajit-5.1.a $(LIBDIR)/liblua5.1-cjson.a $(LIBDIR)/libsqlite3.a $(LIBDIR)/libpcre2-8.a \
+             $(LIBDIR)/libutf8proc.a
 LDLIBS    := $(STATIC) -lm -ldl -lpthread
 
 CORE_SRC  := $(filter-out src/main.c,$(wildcard src/*.c)) $(wildcard src/lua_bindings/*.c)
@@ -17,9 +18,9 @@ B         ?= build
 CORE_OBJ  := $(CORE_SRC:%.c=$(B)/%.o)
 UNIT_SRC  := $(wildcard tests/c/*.c)
 
-DEB_PKGS  := gcc make libluajit-5.1-dev lua-cjson-dev libsqlite3-dev python3 python3-numpy python3-torch
+DEB_PKGS  := gcc make libluajit-5.1-dev lua-cjson-dev libsqlite3-dev libpcre2-dev libutf8proc-dev python3 python3-numpy python3-torch
 # the tests also render the bench page (kernels.html) in headless Chromium
-TEST_PKGS := chromium
+TEST_PKGS := chromium nodejs npm
 
 .PHONY: all deps test test-gpu asan test-asan clean demo
 
@@ -54,7 +55,7 @@ deps:
 	@sh tools/deps.sh $(DEB_PKGS)
 
 test: deps
-	@sh tools/deps.sh $(TEST_PKGS) || echo "emmy: the page test will be skipped without $(TEST_PKGS)" >&2
+	@sh tools/deps.sh $(TEST_PKGS) || echo "emmy: the page and tokenizer tests will be skipped without $(TEST_PKGS)" >&2
 	@$(MAKE) --no-print-directory emmy tests/unit
 	@$(MAKE) --no-print-directory asan
 	@sh tests/run.sh

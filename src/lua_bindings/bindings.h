@@ -20,7 +20,8 @@
   X(ref)                  \
   X(safetensors)          \
   X(sqlite)               \
-  X(sys)
+  X(sys)                  \
+  X(tokenizer_c)
 
 #define X(m) int luaopen_emmy_##m(lua_State *L);
 EM_LUA_MODULES(X)
