@@ -135,7 +135,7 @@ int em_tok_pattern(em_tok *t, const char *re, char err[EM_ERR_MAX]) {
   if (!c) {
     PCRE2_UCHAR msg[256];
     pcre2_get_error_message(code, msg, sizeof msg);
-    return em_fail(err, EM_EINPUT, "pre-tokenizer regex at offset %zu: %s", (size_t)off, (char *)msg) ? -1 : -1;
+    return (em_fail(err, EM_EINPUT, "pre-tokenizer regex at offset %zu: %s", (size_t)off, (char *)msg), -1);
   }
   pcre2_jit_compile(c, PCRE2_JIT_COMPLETE); /* (where the library has a JIT; else it interprets) */
   if (t->re) pcre2_code_free(t->re);
@@ -214,7 +214,7 @@ static int bpe_piece(em_tok *t, const char *p, size_t n, ibuf *out, char err[EM_
   int *ids = em_alloc(sizeof(int) * (ns ? ns : 1)), rc = 0;
   for (size_t i = 0; i < ns && !rc; i++) {
     slot *s = smap_find(&t->vocab, m + st[i], ln[i]);
-    if (!s) rc = em_fail(err, EM_EINPUT, "the symbol '%.*s' is not in the vocabulary", (int)ln[i], m + st[i]) ? -1 : -1;
+    if (!s) rc = (em_fail(err, EM_EINPUT, "the symbol '%.*s' is not in the vocabulary", (int)ln[i], m + st[i]), -1);
     else ids[i] = s->v, ipush(out, s->v);
   }
   if (!rc) {
@@ -239,7 +239,7 @@ static int encode_segment(em_tok *t, const char *s, size_t n, ibuf *out, char er
     memcpy(z, s, n);
     norm = (char *)utf8proc_NFC((const utf8proc_uint8_t *)z);
     free(z);
-    if (!norm) return em_fail(err, EM_EINPUT, "the text is not valid UTF-8") ? -1 : -1;
+    if (!norm) return (em_fail(err, EM_EINPUT, "the text is not valid UTF-8"), -1);
     s = norm, n = strlen(norm);
   }
   int rc = 0;
@@ -248,7 +248,7 @@ static int encode_segment(em_tok *t, const char *s, size_t n, ibuf *out, char er
     int r = pcre2_match(t->re, (PCRE2_SPTR)s, n, from, 0, t->md, NULL);
     if (r == PCRE2_ERROR_NOMATCH) break;
     if (r < 0) {
-      rc = em_fail(err, EM_EINPUT, "the text is not valid UTF-8 (PCRE2 error %d)", r) ? -1 : -1;
+      rc = (em_fail(err, EM_EINPUT, "the text is not valid UTF-8 (PCRE2 error %d)", r), -1);
       break;
     }
     PCRE2_SIZE *ov = pcre2_get_ovector_pointer(t->md);
