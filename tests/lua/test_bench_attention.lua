@@ -109,7 +109,7 @@ test("--match, --limit, --all and --pins pick the variants; a pin the kernel lac
   -- FLASH=0 (the scalar tier) only with --all
   local _, o2 = bench(base)
   check(not o2:find("swept%s+%S*FLASH=0"), "no scalar tier without --all")
-  local _, o3 = bench(args(base, "--all"))
+  local _, o3 = bench(args(base, "--all", "--limit", "1000"))
   check(o3:find("swept%s+%S*FLASH=0"), "the scalar tier with --all: " .. o3)
   -- --limit 0: the chosen variant and the pins
   local c4, o4, e4 = bench(args(base, "--limit", "0", "--pins", "BQ=128,KVSPLIT=1;BM=64;BKV=128,KVST=2;BQ=64"))
@@ -117,8 +117,8 @@ test("--match, --limit, --all and --pins pick the variants; a pin the kernel lac
   local p = dry_cases(o4)["b1s512 d128 16/8 causal"]
   eq(#p.swept, 0, "--limit 0")
   eq(#p.pinned, 3, "BQ=64 is the chosen variant itself: one row: " .. o4)
-  check(p.pinned[1]:find("^BKV=64,BQ=128,FLASH=2,KVSPLIT=1,") and not p.pinned[1]:find("refused", 1, true), p.pinned[1])
-  check(p.pinned[2]:find("refused: BM: not a knob of k_sdpa_%x+ %(it has BKV"), p.pinned[2])
+  check(p.pinned[1]:find("^APERSIST=0,BKV=64,BQ=128,FLASH=2,KVSPLIT=1,") and not p.pinned[1]:find("refused", 1, true), p.pinned[1])
+  check(p.pinned[2]:find("refused: BM: not a knob of k_sdpa_%x+ %(it has APERSIST, BKV"), p.pinned[2])
   check(p.pinned[3]:find("refused: emit refused: ", 1, true), p.pinned[3])
   check(o4:find("  2 to time, 2 refused", 1, true), o4)
 end)
@@ -160,7 +160,7 @@ test("on the mock driver: every variant is built, launched and checked before ti
   local c2, o2, e2 = bench(args(small, "--limit", "0", "--ref", "torch", "--torch", "none"),
     { env = env:gsub("EMMY_PYTHON=%S+", "EMMY_PYTHON=/bin/false") })
   eq(c2, 1, e2)
-  check(o2:find("chosen BKV=%S+: no reference: torch gave no o %(tools/torchref/bench.py gave no result%)"), o2)
+  check(o2:find("chosen APERSIST=0,BKV=%S+: no reference: torch gave no o %(tools/torchref/bench.py gave no result%)"), o2)
   check(o2:find("b1s64 d64 4/2 causal%s+none%s+0/1%s+no reference"), o2)
   if torch then
     local c3, o3, e3 = bench(args(small, "--limit", "0", "--ref", "torch", "--torch", "none"), { env = env })

@@ -144,7 +144,7 @@ test("flash attention copies Q, K and V rows with cp.async, V through its transp
   -- at a hint whose query tiles fill the SMs (2048: 32 tiles x 16 heads) the K/V range is not split
   local c2, o2, e2 = emmy(args("compile", L0, "--hint", "seq_len=2048", "--explain", "--kernel", "k_sdpa"), { env = "EMMY_KNOBS=k_sdpa:FLASH=1" })
   eq(c2, 0, "exit: " .. e2)
-  check(o2:find("chosen: BKV=32,BQ=64,FLASH=1,KVSPLIT=1,KVST=2", 1, true), "KVSPLIT=1 first at 2048: " .. o2)
+  check(o2:find("chosen: APERSIST=0,BKV=32,BQ=64,FLASH=1,KVSPLIT=1,KVST=2", 1, true), "KVSPLIT=1 first at 2048: " .. o2)
 end)
 
 test("FLASH=2: wgmma flash attention with a TMA producer leads on sm_90; its parts and its legality", function()
