@@ -225,10 +225,12 @@ static const char *stage_shifted(ectx *c, const char *acc, const char *d) {
 const char *ex_ctr_stage_read(ectx *c, int s, const char *col) {
   const char *acc = s ? "acc2" : "acc";
   if (c->stage_own_n) {
-    const char *d = ex_A(c, "v%d", c->tmp++);
-    ex_line(c, "const int %s = (int)((%s) - %s);", d, col, c->stage_own_n);
-    const char *pick = stage_shifted(c, acc, d);
-    if (pick) return ex_ctr_result(c, c->stage_sib[s], pick, ex_A(c, "(%s + %s)", c->stage_own_n, d));
+    const char *d = ex_A(c, "v%d", c->tmp), *pick = stage_shifted(c, acc, d);
+    if (pick) {
+      c->tmp++;
+      ex_line(c, "const int %s = (int)((%s) - %s);", d, col, c->stage_own_n);
+      return ex_ctr_result(c, c->stage_sib[s], pick, ex_A(c, "(%s + %s)", c->stage_own_n, d));
+    }
   }
   /* column col - n0 of the tile is fragment group j = col' / 8, element (q & 2) + col' % 2 of this thread's row
    * (its lane quad holds col' % 8 / 2: the shift is a multiple of 8) */
