@@ -297,6 +297,25 @@ static ivec view_back(ectx *c, const em_node *nd, const ivec *ix) {
   }
 }
 
+/* An op whose result is one of its inputs' values, negated or not (neg, cat, clone, contiguous), where every tensor
+ * input has the result's dtype: the value is already exact in that dtype, so it is not rounded again (a RoPE's
+ * rotate_half was two of the seven bf16 roundings an element of TinyLlama's q epilogue). */
+static int exact_op(ectx *c, const em_node *nd, em_dtype t) {
+  if (nd->op != EM_OP_NEG && nd->op != EM_OP_CAT && nd->op != EM_OP_CLONE && nd->op != EM_OP_CONTIGUOUS) return 0;
+  if (t != EM_BF16 && t != EM_F16 && t != EM_F32) return 0;
+  for (int a = 0; a < EM_MAX_ARGS; a++) {
+    const em_arg *g = &nd->args[a];
+    if (!g->present) continue;
+    if (g->tlist) {
+      for (int i = 0; i < g->n; i++)
+        if (ex_V(c, g->tlist[i])->dtype != t) return 0;
+    } else if (g->is_tensor || (a == 0 && nd->op != EM_OP_CAT)) {
+      if (ex_V(c, g->tensor)->dtype != t) return 0;
+    }
+  }
+  return 1;
+}
+
 static const char *ew(ectx *c, const em_node *nd, const ivec *ix) {
   em_dtype od = ex_V(c, nd->out)->dtype;
   const char *ct = ex_ctype(od);
@@ -431,8 +450,9 @@ const char *ex_val(ectx *c, int v, const ivec *ix) {
     if (same) return v == c->anchor ? c->anchor_var : c->xanchor_var;
     ivec li = {ix->rank - 1};
     for (int i = 0; i < li.rank; i++) li.e[i] = ix->e[i];
-    if (c->stage_reg)
-      expr = ex_ctr_stage_read(c, sv, ix->e[ix->rank - 1]);
+    if (c->stage_reg) /* (the read's shift: its flat index less the element's own, both within one row) */
+      expr = ex_ctr_stage_read(c, sv, ix->e[ix->rank - 1],
+                               ex_A(c, "(%s) - (%s)", ex_linearize(c, ix, &x->shape), ex_linearize(c, own, &x->shape)));
     else
       expr = ex_load_conv(c, x->dtype, ex_A(c, "%s[(%s - m0) * %d + (%s - n0)]", c->stage_arr[sv],
                                             ex_linearize(c, &li, &c->stage_mdims), c->stage_ld, ix->e[ix->rank - 1]));
@@ -491,7 +511,8 @@ const char *ex_val(ectx *c, int v, const ivec *ix) {
       return "0";
     default: break;
     }
-    expr = ex_round_to(c, x->dtype, ew(c, nd, ix));
+    expr = ew(c, nd, ix);
+    if (!exact_op(c, nd, x->dtype)) expr = ex_round_to(c, x->dtype, expr);
   }
   const char *var = ex_A(c, "v%d", c->tmp++);
   ex_line(c, "const %s %s = %s; /* %s */", ex_ctype(x->dtype), var, expr, x->name);

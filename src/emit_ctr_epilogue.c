@@ -222,13 +222,16 @@ static const char *stage_shifted(ectx *c, const char *acc, const char *d) {
   return e;
 }
 
-const char *ex_ctr_stage_read(ectx *c, int s, const char *col) {
+const char *ex_ctr_stage_read(ectx *c, int s, const char *col, const char *shift) {
   const char *acc = s ? "acc2" : "acc";
   if (c->stage_own_n) {
     const char *d = ex_A(c, "v%d", c->tmp), *pick = stage_shifted(c, acc, d);
     if (pick) {
       c->tmp++;
-      ex_line(c, "const int %s = (int)((%s) - %s);", d, col, c->stage_own_n);
+      /* the shift as a difference of flat indices, not of columns: a head-local read stays in the element's row,
+       * and the compiler folds the difference to a constant where the column's remainder by the row length did
+       * not fold (TinyLlama's q epilogue, 14 64-bit operations an element) */
+      ex_line(c, "const int %s = (int)(%s);", d, shift);
       return ex_ctr_result(c, c->stage_sib[s], pick, ex_A(c, "(%s + %s)", c->stage_own_n, d));
     }
   }

@@ -83,6 +83,9 @@ static void ws_tile_coords(ectx *c, const ex_ctr *k, int raster, int cl) {
   else
     ex_line(c, "const long long m0 = (long long)(em_first + em_in %% em_gs) * %d, n0 = (long long)(em_in / em_gs) * %d;", k->BM,
             k->BN);
+  /* the register-RoPE epilogue's indices fold only where the compiler knows the origin is not negative (its
+   * remainders by powers of two become masks): TinyLlama's q epilogue 2,497 -> 1,727 PTX instructions */
+  if (k->stage_reg) ex_line(c, "__builtin_assume(m0 >= 0); __builtin_assume(n0 >= 0);");
 }
 
 /* CLUSTER=2's stage load: this CTA's A tile, and its half of the shared B tile (B2) multicast into both CTAs'
@@ -440,7 +443,7 @@ static void ws_consumers(ectx *c, const ex_ctr *k, em_launch *L, int stages, int
                       : "unsigned em_n = 0; /* SPLIT_K: the tiles reduced, the parity of em_rfull / em_rempty */");
   ws_tile_loop(c, cl, sk);
   c->indent++;
-  ws_tile_coords(c, k, raster, cl);
+  ws_tile_coords(c, &k1, raster, cl);
   const char *nkv = ws_k_range(c, sk);
   ws_stamp(c, sp, "em_sn++;");
   if (k1.rpf >= 0 || k1.npf) ex_ctr_residual_load(c, &k1);

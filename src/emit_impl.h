@@ -199,9 +199,10 @@ int ex_ctr_head_reductions(ectx *c, const ex_ctr *k);
  * tile: tensor-core fragments of whole rows of the tile (WN=1), every read's column shift a multiple of 8 (graph
  * meta "stage_step": the same lane quad and parity, another column group j), no head-local reduction, no split
  * of the columns (jkeep). The row is always the reader's own: the kernel former admits only last-dim slices between
- * the result and a head-local read. ex_ctr_stage_read: the value of sibling s (0, 1) at column col (text, in N). */
+ * the result and a head-local read. ex_ctr_stage_read: the value of sibling s (0, 1) at column col (text, in N),
+ * shift the read's flat index less the reading element's (text; the same row, so the column difference). */
 int ex_ctr_stage_in_regs(ectx *c, const ex_ctr *k);
-const char *ex_ctr_stage_read(ectx *c, int s, const char *col);
+const char *ex_ctr_stage_read(ectx *c, int s, const char *col, const char *shift);
 /* The register-RoPE epilogue's other 2-byte inputs (not the contraction's operands), loaded ahead like the
  * residual: their count into k->npf, k->pfv (at most 2; none above 16 column groups a thread). */
 void ex_ctr_prefetch(ectx *c, ex_ctr *k);
