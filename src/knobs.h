@@ -156,9 +156,11 @@
     "barriers 4 and 5), so one's softmax overlaps the other's matrix products (FlashAttention-3's ping-pong); "        \
     "the head-dim-128 non-causal lead where BQ=128 leads (b8 s512 46.5 -> 43.6 us, H200), else offered last")        \
   X(APERSIST, WORK, 0, "0,1", "attention (FLASH=2)",                                                                   \
-    "1: one CTA an SM loops over (query tile, head) items (KVSPLIT=1, QPACK=0, MINB=1), its producer loading the next " \
-    "item's first K/V tiles during this item's epilogue and its Q once the epilogue is done (FlashAttention-3's "     \
-    "persistent scheduler); written without a GPU run, offered last")                                                \
+    "1: one CTA an SM loops over (query tile, head) items (KVSPLIT=1, QPACK=0, MINB=1; causal: rounds in mirrored " \
+    "order), its producer loading the next item's first K/V tiles during this item's epilogue and its Q once Q is "  \
+    "released (after the last QK^T with OSMEM=0, else after the epilogue) (FlashAttention-3's persistent scheduler); " \
+    "the head-dim-128 lead where items are at most 4 key tiles and 2 or more an SM (b8 s512 43.7 -> 41.1 us, H200), " \
+    "else offered last")                                                                                              \
   X(OSMEM, WORK, 0, "0,1,2", "attention (FLASH=2)",                                                                    \
     "1: each warpgroup stages O / l (rounded) in its Q slice of shared memory (128-byte swizzled, conflict-free) and " \
     "consecutive threads store consecutive head elements; 2: the same, a thread a 16-byte chunk of eight head "        \

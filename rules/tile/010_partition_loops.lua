@@ -402,7 +402,14 @@ return {
         -- with PINGPONG=1, which beat it on every such bhsd case of a sweep (H200, fifteenth session, non-causal:
         -- b8 s512 46.5 -> 43.6 us, b1 s2048 58.7 -> 56.6, b1 s8192 870.8 -> 822.0; sixteenth session, causal:
         -- b8 s512 37.9 -> 35.8, b1 s2048 39.4 -> 35.4, b1 s8192 454.6 -> 441.8)
-        atom.lead(out, { BQ = 128, BKV = 128, KVST = 3, KVSPLIT = 1, MINB = 1, QPACK = 0, OSMEM = 2, PINGPONG = 1 })
+        local lead = { BQ = 128, BKV = 128, KVST = 3, KVSPLIT = 1, MINB = 1, QPACK = 0, OSMEM = 2, PINGPONG = 1 }
+        -- persistent (APERSIST=1) where an item is at most four key tiles and there are two items or more an SM
+        -- (batch 8 at 512: each CTA's prologue and epilogue are a large share of its few key tiles): b8 s512 d128
+        -- non-causal 43.7 -> 41.1 us, causal 36.2 -> 35.7; b1 s2048 causal lost (35.6 -> 36.5), s8192 non-causal
+        -- too (825.3 -> 836.7) (H200, eighteenth session, bench/attention.lua --pins)
+        local items = math.ceil((type(k.L) == "number" and k.L or 0) / 128) * (k.heads or 1) * (k.batch or 1)
+        if type(k.L) == "number" and k.L <= 512 and items >= 2 * (dev.sm_count or 132) then lead.APERSIST = 1 end
+        atom.lead(out, lead)
       end
       return out
     end },
