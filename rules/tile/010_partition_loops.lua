@@ -233,10 +233,11 @@ return {
   -- Block order: RASTER > 1 groups RASTER tile rows so consecutive blocks share A rows and B columns in L2.
   { name = "raster", family = "ORDER", kinds = { "contraction" }, knobs = { RASTER = 1 },
     gate = function(k, dev) return true, "block order over the (M, N) tiles" end,
-    -- RASTER=8 first for a dual kernel of more than two waves (atom.dual_waves: gate/up, 18.0 us against 29.9)
+    -- RASTER=8 first for a dual kernel of more than two waves (atom.dual_waves: gate/up, 18.0 us against 29.9) and
+    -- for a result of 4096 x 4096 or more (atom.raster_big: 8192³ 1683.3 -> 1410.7 us)
     fork = function(k, dev)
       local o = { { RASTER = 1 }, { RASTER = 8 }, { RASTER = 4 } }
-      if atom.dual_waves(k, dev) then o[1], o[2] = o[2], o[1] end
+      if atom.dual_waves(k, dev) or atom.raster_big(k, dev) then o[1], o[2] = o[2], o[1] end
       return o
     end },
 

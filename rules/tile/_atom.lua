@@ -88,6 +88,14 @@ function A.dual_waves(k, dev)
   return math.ceil(k.M / 64) * math.ceil(k.N / 64) > 2 * (dev.sm_count or 132)
 end
 
+-- A contraction whose result is at least 4096 x 4096 at the hint (four waves and more of 128 x 256 tiles): there
+-- RASTER=8 (eight tile rows a group, so that the SMs' concurrent tiles share A rows and B columns in L2) leads.
+-- Measured with the persistent 128 x 256 lead, 4 stages (bench/gemm.lua --cases squares --torch --limit 9, H200,
+-- eighteenth session): 8192³ 1683.3 -> 1410.7 us (cuBLAS 1600.1), 4096³ 185.9 -> 180.6 (cuBLAS 183.1).
+function A.raster_big(k, dev)
+  return k.M ~= nil and k.N ~= nil and k.M >= 4096 and k.N >= 4096
+end
+
 -- A contraction of at least 8 tile rows of 128 whose 128 x 128 tile grid at the hint fills every SM: there the
 -- persistent pipeline (PERSIST=1) beat the 64 x 64 tiles for every Qwen3 projection (4096 tokens) and 4096³
 -- (bench/gemm.lua, H200, 2026-12-01). At 512 tokens (4 tile rows) it lost for all but q_proj, TinyLlama's gate/up
