@@ -24,6 +24,7 @@ typedef struct {
   int causal, gqa;
   int pp;                        /* PINGPONG: the two Q slices' warpgroups take turns issuing a tile's wgmma */
   int persist;                   /* APERSIST: CTAs loop over (query tile, head) items, the ring's uses counted on */
+  int osmem;                     /* OSMEM: 0 from the registers, 1 and 2 staged over Q, 3 staged in a buffer of its own */
   double scale;
   em_dtype dt;
   const char *mt, *pk;           /* "bf16"/"f16"; the f32-pair to 16-bit-pair conversion */
@@ -70,6 +71,8 @@ static long long fa_qbytes(const fa_t *f) { return (long long)f->NQ * 64 * f->D 
 /* KVSPLIT=2's merge: the second warpgroup's O, max and sum per thread, [element][thread] (f32) */
 static long long fa_mergebytes(const fa_t *f) { return f->P > 1 ? (f->D / 2 + 4) * 128LL * 4 : 0; }
 static long long fa_kvbytes(const fa_t *f) { return (long long)f->BKV * f->D * 2; }
+/* OSMEM=3's O buffer: after the ring (and the merge area), the size of the Q tile; 0 where O is staged over Q. */
+static long long fa_obuf(const fa_t *f) { return f->osmem == 3 ? fa_qbytes(f) + 2LL * f->ST * fa_kvbytes(f) + fa_mergebytes(f) : 0; }
 
 /* The element offset of (head index bh, row l, element 0) of operand x (Q: qi, K/V: through kv_index) in its
  * kernel input, as a lambda em_<name>(bh, l) -> long long; the batch dims unravel from bh inside it. */
@@ -405,9 +408,11 @@ static int fa_chunk_store(ectx *c, const fa_t *f, ivec di) {
 
 /* The epilogue: O over the row sums (their reciprocals, once a row), each output element through the output's
  * index (fused views), two adjacent elements a 32-bit store where the output allows it (fa_pair_store); OSMEM=1:
- * staged in this warpgroup's Q slice (free once its last S is done), stored along the head dim. */
+ * staged in this warpgroup's Q slice (free once its last S is done), stored along the head dim; 2: the same, a
+ * 16-byte chunk a thread (fa_chunk_store); 3 (APERSIST=1): as 2 from a buffer of its own past the ring, so that Q
+ * is released to the next item's load before the epilogue. */
 static void fa_epilogue(ectx *c, const fa_t *f) {
-  int nd = (int)(f->D / 8), osmem = (int)EX_KNOB(c, OSMEM), staged = osmem >= 1;
+  int nd = (int)(f->D / 8), osmem = f->osmem, staged = osmem >= 1;
   ex_line(c, "float em_il[2];");
   ex_line(c, "#pragma unroll");
   ex_line(c, "for (int h = 0; h < 2; h++) {");
@@ -425,7 +430,8 @@ static void fa_epilogue(ectx *c, const fa_t *f) {
     const char *st = ex_stype(f->dt);
     /* element (row r, head element d) of this warpgroup's slice: 64-column block d/64 (NQ slices of 8 KB a
      * block), 128-byte rows, 16-byte chunks XOR the row */
-    ex_line(c, "unsigned char *const em_os = em_dsm + (em_sb - em_smem(em_dsm)) + wq * 8192;");
+    if (fa_obuf(f)) ex_line(c, "unsigned char *const em_os = em_dsm + (em_sb - em_smem(em_dsm)) + %lldu + wq * 8192;", fa_obuf(f));
+    else ex_line(c, "unsigned char *const em_os = em_dsm + (em_sb - em_smem(em_dsm)) + wq * 8192;");
     ex_line(c, "auto em_oa = [&](int r, int d) -> %s * {", st);
     ex_line(c, "  return reinterpret_cast<%s *>(em_os + (d >> 6) * %d + r * 128 + ((((d & 63) >> 3) ^ (r & 7)) << 4) + (d & 7) * 2);", st,
             f->NQ * 8192);
@@ -445,7 +451,7 @@ static void fa_epilogue(ectx *c, const fa_t *f) {
     if (f->NQ == 1) ex_line(c, "asm volatile(\"bar.sync 2, 128;\" ::: \"memory\");");
     else ex_line(c, "if (wq == 0) asm volatile(\"bar.sync 2, 128;\" ::: \"memory\"); else asm volatile(\"bar.sync 3, 128;\" ::: \"memory\");");
     c->anchor_var = "em_r";
-    if (osmem == 2 && fa_chunk_store(c, f, di)) {
+    if (osmem >= 2 && fa_chunk_store(c, f, di)) {
       c->memo.n = mark;
       return;
     }
@@ -618,10 +624,10 @@ static void fa_consumers(ectx *c, const fa_t *f) {
   ex_line(c, "}");
   /* PINGPONG: the second warpgroup's last turn handed back is taken, so that no arrival outlives the loop */
   if (f->pp) ex_line(c, "if (wq == 0) asm volatile(\"bar.sync 4, 256;\" ::: \"memory\");");
-  /* APERSIST=1 with an epilogue from the registers (OSMEM=0): every S = QKᵀ of this item has retired, so the Q
-   * slice is free for the next item's load while the last PV and the epilogue run (FlashAttention-3 releases Q
-   * there too); a staged epilogue writes O over Q and releases it after */
-  int qearly = f->persist && EX_KNOB(c, OSMEM) == 0;
+  /* APERSIST=1 with an epilogue from the registers (OSMEM=0) or staged in a buffer of its own (OSMEM=3): every
+   * S = QKᵀ of this item has retired, so the Q slice is free for the next item's load while the last PV and the
+   * epilogue run (FlashAttention-3 releases Q there too); OSMEM 1 and 2 write O over Q and release it after */
+  int qearly = f->persist && (f->osmem == 0 || f->osmem == 3);
   if (qearly) fa_qrelease(c);
   ex_line(c, "if (kp < ntw) {");
   c->indent++;
@@ -689,6 +695,11 @@ static int fa_facts(ectx *c, fa_t *f) {
   f->NWG = f->NQ * f->P;
   f->pp = EX_KNOB(c, PINGPONG);
   f->persist = EX_KNOB(c, APERSIST);
+  f->osmem = EX_KNOB(c, OSMEM);
+  if (f->osmem == 3 && !f->persist) {
+    ex_fail(c, "OSMEM=3 (O staged in a buffer of its own, so that Q is free after the last QK^T) needs APERSIST=1");
+    return 0;
+  }
   if (f->persist && (f->P != 1 || f->pack || f->minb != 1)) {
     ex_fail(c, "APERSIST=1 needs KVSPLIT=1, QPACK=0 and MINB=1 (one CTA an SM looping over (query tile, head) items)");
     return 0;
@@ -719,7 +730,7 @@ static int fa_facts(ectx *c, fa_t *f) {
                "KVSPLIT 1 or 2 (2: BQ=64, QPACK=0, KVST=4: each part's next tile loads while it reads this one)");
     return 0;
   }
-  long long smem = 1024 + fa_qbytes(f) + 2LL * f->ST * fa_kvbytes(f) + fa_mergebytes(f);
+  long long smem = 1024 + fa_qbytes(f) + 2LL * f->ST * fa_kvbytes(f) + fa_mergebytes(f) + (f->osmem == 3 ? fa_qbytes(f) : 0);
   if (smem * f->minb > 232448) {
     ex_fail(c, "FLASH=2: %lld B of shared memory a block x MINB=%d exceed 227 KB", smem, f->minb);
     return 0;
@@ -756,7 +767,7 @@ void ex_k_flash_wgmma(ectx *c, em_launch *L) {
   if (!fa_facts(c, &f)) return;
   int BQ = f.pack ? 64 : 64 * f.NQ;
   L->block[0] = 128 * (f.NWG + 1);
-  L->smem = 1024 + fa_qbytes(&f) + 2LL * f.ST * fa_kvbytes(&f) + fa_mergebytes(&f);
+  L->smem = 1024 + fa_qbytes(&f) + 2LL * f.ST * fa_kvbytes(&f) + fa_mergebytes(&f) + (f.osmem == 3 ? fa_qbytes(&f) : 0);
   c->bounds_minb = 1;
   snprintf(L->grid[0], sizeof L->grid[0], "cdiv(%s,%d)", em_dim_format(&c->g->syms, &f.os->d[f.r - 2], (char[128]){0}, 128), BQ);
   const char *nbh = f.bat.rank ? ex_numel_text(c, &f.bat) : "1";

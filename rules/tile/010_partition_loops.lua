@@ -388,6 +388,14 @@ return {
           local o = out[i]
           if o.KVSPLIT == 1 and o.QPACK == 0 and o.MINB == 1 then out[#out + 1] = atom.with(o, "APERSIST", 1) end
         end
+        -- OSMEM=3 (APERSIST=1): O staged in a buffer of its own, so that Q is released to the next item's load
+        -- after the last QK^T (FlashAttention-3's order; the Q tile's size more shared memory: head dim 128 with a
+        -- 2-deep ring). Written without a GPU run: offered last.
+        for i = n + 1, #out do
+          local o = out[i]
+          local bytes = 1024 + 2 * o.BQ * k.E * 2 + 2 * o.KVST * o.BKV * k.E * 2
+          if o.OSMEM == 2 and bytes <= (dev.smem_optin or dev.smem_static) then out[#out + 1] = atom.with(o, "OSMEM", 3) end
+        end
       end
       -- the lead, from a sweep of 25 candidates a case (H200, eleventh session, bench/attention.lua --layout bhsd
       -- --limit 24; docs/performance.md): head dim 64, 128-key tiles two CTAs an SM (b1 s512 causal 9.0 us against

@@ -539,6 +539,7 @@ function M.resource_check(k, c, dev)
     threads = 128 * (math.floor((c.BQ or 0) / 64) * (c.KVSPLIT or 1) + 1)
     local bytes = 1024 + (c.BQ or 0) * (k.E or 0) * 2 + 2 * (c.KVST or 1) * (c.BKV or 0) * (k.E or 0) * 2
     if (c.KVSPLIT or 1) > 1 then bytes = bytes + ((k.E or 0) / 2 + 4) * 128 * 4 end -- the key parts' merge
+    if c.OSMEM == 3 then bytes = bytes + (c.BQ or 0) * (k.E or 0) * 2 end -- O staged in a buffer of its own
     if bytes * (c.MINB or 1) > (dev.smem_optin or dev.smem_static) then
       return false, ("%d B of dynamic shared memory x MINB=%d exceed %d B an SM"):format(bytes, c.MINB or 1, dev.smem_optin or dev.smem_static)
     end
