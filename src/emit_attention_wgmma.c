@@ -24,7 +24,8 @@ typedef struct {
   int causal, gqa;
   int pp;                        /* PINGPONG: the two Q slices' warpgroups take turns issuing a tile's wgmma */
   int persist;                   /* APERSIST: CTAs loop over (query tile, head) items, the ring's uses counted on */
-  int osmem;                     /* OSMEM: 0 from the registers, 1 and 2 staged over Q, 3 staged in a buffer of its own */
+  int osmem;                     /* OSMEM: 0 from the registers, 1 and 2 staged over Q, 3 in a buffer of its own, 4 over
+                                  * the last K/V stage */
   double scale;
   em_dtype dt;
   const char *mt, *pk;           /* "bf16"/"f16"; the f32-pair to 16-bit-pair conversion */
@@ -410,7 +411,8 @@ static int fa_chunk_store(ectx *c, const fa_t *f, ivec di) {
  * index (fused views), two adjacent elements a 32-bit store where the output allows it (fa_pair_store); OSMEM=1:
  * staged in this warpgroup's Q slice (free once its last S is done), stored along the head dim; 2: the same, a
  * 16-byte chunk a thread (fa_chunk_store); 3 (APERSIST=1): as 2 from a buffer of its own past the ring, so that Q
- * is released to the next item's load before the epilogue. */
+ * is released to the next item's load before the epilogue; 4 (APERSIST=1): as 3 over the warpgroup's last K/V ring
+ * stage (read by then; released after the epilogue), no more shared memory. */
 static void fa_epilogue(ectx *c, const fa_t *f) {
   int nd = (int)(f->D / 8), osmem = f->osmem, staged = osmem >= 1;
   ex_line(c, "float em_il[2];");
@@ -430,7 +432,8 @@ static void fa_epilogue(ectx *c, const fa_t *f) {
     const char *st = ex_stype(f->dt);
     /* element (row r, head element d) of this warpgroup's slice: 64-column block d/64 (NQ slices of 8 KB a
      * block), 128-byte rows, 16-byte chunks XOR the row */
-    if (fa_obuf(f)) ex_line(c, "unsigned char *const em_os = em_dsm + (em_sb - em_smem(em_dsm)) + %lldu + wq * 8192;", fa_obuf(f));
+    if (osmem == 4) ex_line(c, "unsigned char *const em_os = em_dsm + (em_ost - em_smem(em_dsm)) + wq * 8192;");
+    else if (fa_obuf(f)) ex_line(c, "unsigned char *const em_os = em_dsm + (em_sb - em_smem(em_dsm)) + %lldu + wq * 8192;", fa_obuf(f));
     else ex_line(c, "unsigned char *const em_os = em_dsm + (em_sb - em_smem(em_dsm)) + wq * 8192;");
     ex_line(c, "auto em_oa = [&](int r, int d) -> %s * {", st);
     ex_line(c, "  return reinterpret_cast<%s *>(em_os + (d >> 6) * %d + r * 128 + ((((d & 63) >> 3) ^ (r & 7)) << 4) + (d & 7) * 2);", st,
@@ -627,8 +630,10 @@ static void fa_consumers(ectx *c, const fa_t *f) {
   /* APERSIST=1 with an epilogue from the registers (OSMEM=0) or staged in a buffer of its own (OSMEM=3): every
    * S = QKᵀ of this item has retired, so the Q slice is free for the next item's load while the last PV and the
    * epilogue run (FlashAttention-3 releases Q there too); OSMEM 1 and 2 write O over Q and release it after */
-  int qearly = f->persist && (f->osmem == 0 || f->osmem == 3);
+  int qearly = f->persist && (f->osmem == 0 || f->osmem >= 3);
   if (qearly) fa_qrelease(c);
+  /* OSMEM=4: O is staged over this warpgroup's last ring stage (its K and V read), released after the epilogue */
+  if (f->osmem == 4) ex_line(c, "unsigned em_ost = em_sb, em_lst = 0;");
   ex_line(c, "if (kp < ntw) {");
   c->indent++;
   ex_line(c, "const int em_n = (ntw - 1 - kp) / %d;", f->P); /* this part's last tile: kp + P·em_n */
@@ -644,7 +649,8 @@ static void fa_consumers(ectx *c, const fa_t *f) {
   c->indent--;
   ex_line(c, "}");
   ex_line(c, "em_wg_wait0();");
-  fa_release(c, "");
+  if (f->osmem == 4) ex_line(c, "em_ost = kb, em_lst = st;");
+  else fa_release(c, "");
   c->indent--;
   ex_line(c, "}");
   ex_line(c, "for (int it = ntw; it < nt; it++) {");
@@ -657,6 +663,8 @@ static void fa_consumers(ectx *c, const fa_t *f) {
   ex_line(c, "}");
   if (f->P > 1) fa_merge(c, f, f->mask >= 0 ? 1.0 : f->scale * M_LOG2E);
   fa_epilogue(c, f);
+  if (f->osmem == 4) /* (every warp past its reads of the staged O) */
+    ex_line(c, "if (kp < ntw && lane == 0) asm volatile(\"mbarrier.arrive.shared::cta.b64 _, [%%0];\" :: \"r\"(em_smem(&em_empty[em_lst])) : \"memory\");");
   if (f->persist) {
     /* PINGPONG: both warpgroups past this item (the first's last bar.sync 4 taken) before the second's next
      * bar.arrive 4, which would otherwise complete that barrier with its own two arrivals */
@@ -696,8 +704,9 @@ static int fa_facts(ectx *c, fa_t *f) {
   f->pp = EX_KNOB(c, PINGPONG);
   f->persist = EX_KNOB(c, APERSIST);
   f->osmem = EX_KNOB(c, OSMEM);
-  if (f->osmem == 3 && !f->persist) {
-    ex_fail(c, "OSMEM=3 (O staged in a buffer of its own, so that Q is free after the last QK^T) needs APERSIST=1");
+  if (f->osmem >= 3 && !f->persist) {
+    ex_fail(c, "OSMEM=3 and 4 (O staged in a buffer of its own or over the last K/V stage, so that Q is free after the "
+               "last QK^T) need APERSIST=1");
     return 0;
   }
   if (f->persist && (f->P != 1 || f->pack || f->minb != 1)) {

@@ -391,10 +391,13 @@ return {
         -- OSMEM=3 (APERSIST=1): O staged in a buffer of its own, so that Q is released to the next item's load
         -- after the last QK^T (FlashAttention-3's order; the Q tile's size more shared memory: head dim 128 with a
         -- 2-deep ring). Written without a GPU run: offered last.
-        for i = n + 1, #out do
+        -- OSMEM=4: the same over the warpgroup's last K/V stage, released after the epilogue (no more shared memory)
+        local m = #out
+        for i = n + 1, m do
           local o = out[i]
           local bytes = 1024 + 2 * o.BQ * k.E * 2 + 2 * o.KVST * o.BKV * k.E * 2
           if o.OSMEM == 2 and bytes <= (dev.smem_optin or dev.smem_static) then out[#out + 1] = atom.with(o, "OSMEM", 3) end
+          if o.OSMEM == 2 then out[#out + 1] = atom.with(o, "OSMEM", 4) end
         end
       end
       -- the lead, from a sweep of 25 candidates a case (H200, eleventh session, bench/attention.lua --layout bhsd
