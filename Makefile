@@ -10,7 +10,7 @@ WARN      := -Wall -Wextra -Werror -Wno-unused-parameter -Wno-missing-field-init
 CFLAGS    ?= -O2 -g
 ALL_CFLAGS = -std=c11 -D_GNU_SOURCE $(WARN) $(CFLAGS) -I/usr/include/luajit-2.1 -Isrc -MMD -MP
 STATIC    := $(LIBDIR)/libluajit-5.1.a $(LIBDIR)/liblua5.1-cjson.a $(LIBDIR)/libsqlite3.a $(LIBDIR)/libpcre2-8.a \
-             $(LIBDIR)/libutf8proc.a
+             $(LIBDIR)/libutf8proc.a $(LIBDIR)/libevent_extra.a $(LIBDIR)/libevent_core.a
 LDLIBS    := $(STATIC) -lm -ldl -lpthread
 
 CORE_SRC  := $(filter-out src/main.c,$(wildcard src/*.c)) $(wildcard src/lua_bindings/*.c)
@@ -18,7 +18,7 @@ B         ?= build
 CORE_OBJ  := $(CORE_SRC:%.c=$(B)/%.o)
 UNIT_SRC  := $(wildcard tests/c/*.c)
 
-DEB_PKGS  := gcc make libluajit-5.1-dev lua-cjson-dev libsqlite3-dev libpcre2-dev libutf8proc-dev python3 python3-numpy python3-torch
+DEB_PKGS  := gcc make libluajit-5.1-dev lua-cjson-dev libsqlite3-dev libpcre2-dev libutf8proc-dev libevent-dev python3 python3-numpy python3-torch
 # the tests also render the bench page (kernels.html) in headless Chromium
 TEST_PKGS := chromium nodejs npm
 

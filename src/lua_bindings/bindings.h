@@ -13,6 +13,7 @@
 #define EM_LUA_MODULES(X) \
   X(budget)               \
   X(cuda)                 \
+  X(http_c)               \
   X(ir)                   \
   X(knobs)                \
   X(nvrtc)                \
