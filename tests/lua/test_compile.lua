@@ -183,8 +183,10 @@ test("APERSIST=1: one CTA an SM loops over (query tile, head) items; the ring's 
   check(tile:find("cdiv(seq_len,128)*16 x 1 x 1", 1, true), "every item in x (the launcher caps it at the SMs): " .. tile)
   local c2, src, e2 = emmy(args("compile", L0, "--ir", "cuda", "--kernel", "k_sdpa"), { env = pin })
   eq(c2, 0, "cuda: " .. e2)
-  local _, loops = src:gsub("for %(long long em_t = blockIdx.x; em_t < em_items; em_t %+= gridDim.x, em_n%+%+%)", "")
+  local _, loops = src:gsub("for %(long long em_r = 0;; em_r%+%+, em_n%+%+%)", "")
   check(loops == 2, "the producer and the consumers loop over the same items")
+  local _, mirrored = src:gsub("const long long em_t = %(em_r & 1%) %? %(em_r %+ 1%) %* gridDim.x %- 1 %- blockIdx.x : em_r %* gridDim.x %+ blockIdx.x;", "")
+  check(mirrored == 2, "causal: the rounds alternate direction")
   check(src:find("const int st = (em_ub + it) % 3;", 1, true) and src:find("em_mbar_wait(&em_qbar, em_n & 1u);", 1, true), "uses counted on")
   check(src:find("em_mbar_wait(&em_qempty, (em_n & 1u) ^ 1u);", 1, true) and src:find("em_smem(&em_qempty)", 1, true),
     "Q reloaded once the consumers left the last item")
