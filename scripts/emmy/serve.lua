@@ -1,0 +1,337 @@
+-- emmy.serve — an OpenAI-compatible embedding server on a whole model (issue 23): the routes, the request schema
+-- and its errors, the metrics, and the loop that polls the HTTP transport (emmy.http_c) and answers. The model runs
+-- through an embedder: today the CPU reference (`--device cpu`; the model's graph with last-token pooling and L2
+-- normalization, its weights loaded once); requests are answered one sequence at a time in arrival order.
+--   local srv = serve.open(model, opts)   -- opts: device, seed, truncate, max_len, max_payload, max_queue, log
+--   srv:route(method, path, body) -> status, json text     (what a request gets; no transport needed)
+--   serve.run(srv, host, port, {port_file=, requests=})   -- the loop (requests: stop after that many; tests)
+local cjson = require "cjson"
+local ffi = require "ffi"
+local sys = require "emmy.sys"
+
+local M = {}
+
+-- ---- errors and JSON ----------------------------------------------------------------------------------------
+
+-- An OpenAI-style error body.
+local function err_body(status, message, param)
+  local kind = status == 404 and "not_found_error" or status >= 500 and "server_error" or "invalid_request_error"
+  return status, cjson.encode { error = { message = message, type = kind, param = param or cjson.null, code = status } }
+end
+M.err_body = err_body
+
+local function ok_body(t) return 200, cjson.encode(t) end
+
+-- ---- metrics (Prometheus text) ------------------------------------------------------------------------------
+
+local BUCKETS = { 0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 5, 10, 30 }
+
+local function histogram() return { counts = {}, sum = 0, n = 0 } end
+local function observe(h, x)
+  for i, b in ipairs(BUCKETS) do if x <= b then h.counts[i] = (h.counts[i] or 0) + 1 end end
+  h.sum, h.n = h.sum + x, h.n + 1
+end
+
+local function metrics_text(m)
+  local out = {}
+  local function line(fmt, ...) out[#out + 1] = fmt:format(...) end
+  line("# HELP emmy_requests_total Requests answered, by route and outcome.")
+  line("# TYPE emmy_requests_total counter")
+  local keys = {}
+  for k in pairs(m.requests) do keys[#keys + 1] = k end
+  table.sort(keys)
+  for _, k in ipairs(keys) do
+    local route, outcome = k:match("^(.-)|(.*)$")
+    line('emmy_requests_total{route="%s",outcome="%s"} %d', route, outcome, m.requests[k])
+  end
+  for _, name in ipairs { "queue", "tokenize", "inference" } do
+    local h = m[name]
+    line("# HELP emmy_%s_seconds Time a request spent in %s.", name, name)
+    line("# TYPE emmy_%s_seconds histogram", name)
+    for i, b in ipairs(BUCKETS) do line('emmy_%s_seconds_bucket{le="%g"} %d', name, b, h.counts[i] or 0) end
+    line('emmy_%s_seconds_bucket{le="+Inf"} %d', name, h.n)
+    line("emmy_%s_seconds_sum %.6f", name, h.sum)
+    line("emmy_%s_seconds_count %d", name, h.n)
+  end
+  line("# HELP emmy_batch_sequences Sequences a model run took.")
+  line("# TYPE emmy_batch_sequences counter")
+  line("emmy_batch_sequences %d", m.sequences)
+  line("# HELP emmy_prompt_tokens_total Tokens embedded.")
+  line("# TYPE emmy_prompt_tokens_total counter")
+  line("emmy_prompt_tokens_total %d", m.tokens)
+  return table.concat(out, "\n") .. "\n"
+end
+
+-- ---- the embedder: the model on the CPU reference -----------------------------------------------------------
+
+local function cpu_embedder(model, opts)
+  local frontend = require "emmy.frontend"
+  local inputs = require "emmy.inputs"
+  local ref = require "emmy.ref"
+  local maxpos = frontend.model(model).cfg.max_position_embeddings or 512
+  local r = frontend.load(model, { pool = "last", dynamic = { "seq_len@input_ids:1" }, seed = opts.seed,
+    hint = { ("seq_len=%d"):format(math.min(512, maxpos)) } })
+  local g = r.graph
+  local t0 = sys.clock()
+  local base, w = inputs.for_model(g, { seq_len = 1 }, opts.seed or 0)
+  if not base then return nil, w end
+  local fixed, per_seq = {}, {}
+  for _, v in ipairs(g:inputs()) do
+    local sym = false
+    for _, d in ipairs(v.shape) do if type(d) ~= "number" then sym = true end end
+    if sym and v.name ~= "input_ids" then per_seq[#per_seq + 1] = v
+    elseif not sym then fixed[v.name] = base[v.name] end
+  end
+  if opts.log then opts.log(("weights ready in %.1f s (%s)"):format(sys.clock() - t0, g:meta("weights") or "?")) end
+  local out_name = g:outputs()[1]
+  return {
+    hidden = r.model.cfg.hidden_size, vocab = r.model.cfg.vocab_size, max_len = r.model.cfg.max_position_embeddings,
+    model_dir = r.model.dir,
+    -- the L2-normalized last-token embedding of one sequence of token ids, as a Lua array
+    embed = function(ids)
+      local n = #ids
+      local bind = { seq_len = n }
+      local ins = {}
+      for k, t in pairs(fixed) do ins[k] = t end
+      local t = ref.tensor("i64", { 1, n })
+      for i = 1, n do t:set(i, ids[i]) end
+      ins.input_ids = t
+      for _, v in ipairs(per_seq) do
+        local shape = inputs.concrete_shape(g, v.shape, bind)
+        local x, e = w:get(v.weight or v.name, v.dtype, shape)
+        if not x then return nil, e end
+        ins[v.name] = x
+      end
+      local outs, e = ref.run(g, ins, { bind = bind })
+      if not outs then return nil, e end
+      local o = outs[out_name]
+      local v = {}
+      for i = 1, o:numel() do v[i] = o:get(i) end
+      return v
+    end,
+  }
+end
+
+-- ---- request schema -----------------------------------------------------------------------------------------
+
+local function is_int(x) return type(x) == "number" and x == math.floor(x) end
+
+-- The request's sequences as token-id arrays, or nil, status, message, param.
+local function sequences(srv, input)
+  local seqs, texts = {}, {}
+  if type(input) == "string" then
+    texts[1] = input
+  elseif type(input) == "table" and #input > 0 then
+    if type(input[1]) == "string" then
+      for i, s in ipairs(input) do
+        if type(s) ~= "string" then return nil, 400, ("input[%d] is not a string (an array of strings)"):format(i - 1), "input" end
+        texts[#texts + 1] = s
+      end
+    elseif is_int(input[1]) then
+      seqs[1] = input
+    elseif type(input[1]) == "table" then
+      for i, s in ipairs(input) do
+        if type(s) ~= "table" or #s == 0 then return nil, 400, ("input[%d] is not a non-empty array of token ids"):format(i - 1), "input" end
+        seqs[#seqs + 1] = s
+      end
+    else
+      return nil, 400, "input: a string, an array of strings, an array of token ids or an array of arrays of token ids", "input"
+    end
+  else
+    return nil, 400, "input is missing or empty", "input"
+  end
+  if #texts > 0 then
+    if not srv.tok then
+      return nil, 400, ("the model folder %s has no tokenizer.json: this server takes token ids only"):format(srv.emb.model_dir or "?"), "input"
+    end
+    local t0 = sys.clock()
+    for i, s in ipairs(texts) do
+      if s == "" then return nil, 400, ("input[%d] is an empty string"):format(i - 1), "input" end
+      local ids, e = srv.tok:encode(s)
+      if not ids then return nil, 400, ("input[%d]: %s"):format(i - 1, e), "input" end
+      seqs[i] = ids
+    end
+    observe(srv.metrics.tokenize, sys.clock() - t0)
+  end
+  for i, s in ipairs(seqs) do
+    for j, id in ipairs(s) do
+      if not is_int(id) or id < 0 or id >= srv.emb.vocab then
+        return nil, 400, ("input[%d][%d] = %s is not a token id of this model (0 .. %d)"):format(i - 1, j - 1, tostring(id), srv.emb.vocab - 1), "input"
+      end
+    end
+    if #s > srv.max_len then
+      if not srv.truncate then
+        return nil, 400, ("input[%d] is %d tokens, over the model's %d (the server truncates with --truncate)"):format(i - 1, #s, srv.max_len), "input"
+      end
+      local cut = {}
+      for j = 1, srv.max_len do cut[j] = s[j] end
+      seqs[i] = cut
+    end
+  end
+  return seqs
+end
+
+local B64 = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/"
+-- The vector as little-endian float32 bytes in base64 (OpenAI's encoding_format "base64").
+local function base64_f32(v)
+  local n = #v
+  local buf = ffi.new("float[?]", n)
+  for i = 1, n do buf[i - 1] = v[i] end
+  local s = ffi.string(buf, 4 * n)
+  local out = {}
+  for i = 1, #s, 3 do
+    local a, b, c = s:byte(i, i + 2)
+    local x = a * 65536 + (b or 0) * 256 + (c or 0)
+    local k = { math.floor(x / 262144) % 64, math.floor(x / 4096) % 64, math.floor(x / 64) % 64, x % 64 }
+    out[#out + 1] = B64:sub(k[1] + 1, k[1] + 1) .. B64:sub(k[2] + 1, k[2] + 1) ..
+      (b and B64:sub(k[3] + 1, k[3] + 1) or "=") .. (c and B64:sub(k[4] + 1, k[4] + 1) or "=")
+  end
+  return table.concat(out)
+end
+M.base64_f32 = base64_f32
+
+-- Truncated to d dimensions and re-normalized (Qwen3-Embedding's Matryoshka dimensions).
+local function truncate_dims(v, d)
+  if not d or d >= #v then return v end
+  local out, s = {}, 0
+  for i = 1, d do out[i] = v[i]; s = s + v[i] * v[i] end
+  s = math.sqrt(s)
+  if s > 0 then for i = 1, d do out[i] = out[i] / s end end
+  return out
+end
+
+local function embeddings(srv, body)
+  local ok, req = pcall(cjson.decode, body)
+  if not ok or type(req) ~= "table" then return err_body(400, "the body is not a JSON object: " .. tostring(ok and "" or req):sub(1, 120)) end
+  if req.model ~= nil and req.model ~= srv.name then
+    return err_body(404, ("model '%s' is not served here (this server serves '%s')"):format(tostring(req.model), srv.name), "model")
+  end
+  local fmt = req.encoding_format or "float"
+  if fmt ~= "float" and fmt ~= "base64" then return err_body(400, "encoding_format: 'float' or 'base64'", "encoding_format") end
+  local dims = req.dimensions
+  if dims ~= nil and dims ~= cjson.null and (not is_int(dims) or dims < 1 or dims > srv.emb.hidden) then
+    return err_body(400, ("dimensions: an integer from 1 to %d"):format(srv.emb.hidden), "dimensions")
+  end
+  if dims == cjson.null then dims = nil end
+  local seqs, st, msg, param = sequences(srv, req.input)
+  if not seqs then return err_body(st, msg, param) end
+  local data, tokens = {}, 0
+  for i, ids in ipairs(seqs) do
+    local t0 = sys.clock()
+    local v, e = srv.emb.embed(ids)
+    if not v then return err_body(500, "the model failed: " .. tostring(e)) end
+    observe(srv.metrics.inference, sys.clock() - t0)
+    srv.metrics.sequences = srv.metrics.sequences + 1
+    v = truncate_dims(v, dims)
+    data[i] = { object = "embedding", index = i - 1, embedding = fmt == "base64" and base64_f32(v) or v }
+    tokens = tokens + #ids
+  end
+  srv.metrics.tokens = srv.metrics.tokens + tokens
+  return ok_body { object = "list", data = data, model = srv.name, usage = { prompt_tokens = tokens, total_tokens = tokens } }
+end
+
+local function tokenize(srv, body)
+  local ok, req = pcall(cjson.decode, body)
+  if not ok or type(req) ~= "table" then return err_body(400, "the body is not a JSON object") end
+  local text = req.input or req.prompt
+  if type(text) ~= "string" then return err_body(400, "input (or prompt): a string", "input") end
+  if not srv.tok then return err_body(400, ("the model folder %s has no tokenizer.json"):format(srv.emb.model_dir or "?"), "input") end
+  local ids, e = srv.tok:encode(text)
+  if not ids then return err_body(400, e, "input") end
+  return ok_body { tokens = ids, count = #ids, max_model_len = srv.max_len }
+end
+
+-- ---- the server ---------------------------------------------------------------------------------------------
+
+local Server = {}
+Server.__index = Server
+local ROUTES = { ["/health"] = true, ["/v1/models"] = true, ["/v1/embeddings"] = true, ["/tokenize"] = true, ["/metrics"] = true }
+
+-- The answer to one request: status, body (JSON, or Prometheus text for /metrics), content type.
+function Server:route(method, path, body)
+  local p = path:gsub("%?.*$", "")
+  local st, out, ctype = nil, nil, "application/json"
+  if p == "/health" and (method == "GET" or method == "HEAD") then
+    st, out = ok_body { status = "ok" }
+  elseif p == "/v1/models" and method == "GET" then
+    st, out = ok_body { object = "list", data = { { id = self.name, object = "model", owned_by = "emmy", created = self.started,
+      max_model_len = self.max_len, tokenizer = self.tok ~= nil, dimensions = self.emb.hidden,
+      input = self.tok and "text or token ids" or "token ids only (the model folder has no tokenizer.json)" } } }
+  elseif p == "/v1/embeddings" and method == "POST" then
+    if #body > self.max_payload then st, out = err_body(413, ("the body is %d bytes, over the limit of %d"):format(#body, self.max_payload))
+    else st, out = embeddings(self, body) end
+  elseif p == "/tokenize" and method == "POST" then
+    st, out = tokenize(self, body)
+  elseif p == "/metrics" and method == "GET" then
+    st, out, ctype = 200, metrics_text(self.metrics), "text/plain; version=0.0.4"
+  elseif ROUTES[p] then
+    st, out = err_body(405, ("%s does not take %s"):format(p, method))
+  else
+    st, out = err_body(404, ("no route %s %s"):format(method, p))
+  end
+  local known = ROUTES[p] and p or "other"
+  local key = known .. "|" .. (st == 200 and "ok" or tostring(st))
+  self.metrics.requests[key] = (self.metrics.requests[key] or 0) + 1
+  return st, out, ctype
+end
+
+-- The server for model (ORG/NAME or a folder), or nil, msg.
+function M.open(model, opts)
+  opts = opts or {}
+  if (opts.device or "cpu") ~= "cpu" then
+    return nil, ("--device %s: only the CPU reference serves today (--device cpu); the GPU path is issue 23's next step"):format(opts.device)
+  end
+  local emb, e = cpu_embedder(model, opts)
+  if not emb then return nil, e end
+  local srv = setmetatable({ name = model, emb = emb, truncate = opts.truncate, started = os.time(),
+    max_len = opts.max_len or emb.max_len or 32768, max_payload = opts.max_payload or 4 * 1024 * 1024,
+    max_queue = opts.max_queue or 64, log = opts.log,
+    metrics = { requests = {}, queue = histogram(), tokenize = histogram(), inference = histogram(), sequences = 0, tokens = 0 } }, Server)
+  local tj = emb.model_dir and emb.model_dir .. "/tokenizer.json"
+  if tj and sys.stat(tj) == "file" then
+    local tok, te = require("emmy.tokenizer").load(tj)
+    if not tok then return nil, te end
+    srv.tok = tok
+  end
+  return srv
+end
+
+-- Serves until stopped (opts.requests: after that many answers). Requests past max_queue waiting are answered 503.
+function M.run(srv, host, port, opts)
+  opts = opts or {}
+  local http = require "emmy.http_c"
+  local h, e = http.listen(host, port, 4 * srv.max_payload)
+  if not h then return nil, e end
+  if opts.port_file then
+    local f = assert(io.open(opts.port_file, "w"))
+    f:write(tostring(h:port()))
+    f:close()
+  end
+  if srv.log then srv.log(("serving %s on http://%s:%d (POST /v1/embeddings, /tokenize; GET /v1/models, /health, /metrics)"):format(srv.name, host, h:port())) end
+  local answered, queue = 0, {}
+  while not opts.requests or answered < opts.requests do
+    for _, r in ipairs(h:poll(#queue > 0 and 0 or 200)) do
+      if #queue >= srv.max_queue then
+        local st, out = err_body(503, ("the queue is full (%d requests waiting)"):format(#queue))
+        h:reply(r.id, st, "application/json", out)
+        srv.metrics.requests["queue|503"] = (srv.metrics.requests["queue|503"] or 0) + 1
+        answered = answered + 1
+      else
+        r.t = sys.clock()
+        queue[#queue + 1] = r
+      end
+    end
+    local r = table.remove(queue, 1)
+    if r then
+      observe(srv.metrics.queue, sys.clock() - r.t)
+      local ok, st, out, ctype = pcall(srv.route, srv, r.method, r.path, r.body)
+      if not ok then st, out, ctype = err_body(500, "internal error: " .. tostring(st):sub(1, 200)) end
+      h:reply(r.id, st, ctype or "application/json", out)
+      answered = answered + 1
+    end
+  end
+  h:poll(50) -- (the last answers written out)
+  return true
+end
+
+return M

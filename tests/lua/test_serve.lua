@@ -1,0 +1,160 @@
+-- emmy serve (scripts/emmy/serve.lua, src/http.c): the routes, OpenAI's embedding schema and its errors on a tiny
+-- Qwen3-architecture model folder (config.json and a byte-level tokenizer.json written here; random weights) on
+-- the CPU reference, then the same server over HTTP in a child process (keep-alive transport, 413, --requests).
+local cjson = require "cjson"
+local http = require "emmy.http_c"
+local serve = require "emmy.serve"
+local sys = require "emmy.sys"
+
+local T = {}
+local function test(name, fn) T[#T + 1] = { name, fn } end
+
+local function write_file(path, s)
+  local f = assert(io.open(path, "w"))
+  f:write(s)
+  f:close()
+end
+
+-- A tiny model folder: 2 layers of hidden 64, a 1000-token vocabulary, 128 positions; a tokenizer whose
+-- vocabulary is a, b, ab and Ġ (a space, byte-level) with the merge "a b".
+local DIR
+local function model_dir()
+  if DIR then return DIR end
+  DIR = os.tmpname()
+  os.remove(DIR)
+  assert(sys.mkdir_p(DIR))
+  write_file(DIR .. "/config.json", cjson.encode {
+    architectures = { "Qwen3ForCausalLM" }, model_type = "qwen3", hidden_size = 64, intermediate_size = 128,
+    num_hidden_layers = 2, num_attention_heads = 4, num_key_value_heads = 2, head_dim = 16, hidden_act = "silu",
+    max_position_embeddings = 128, rms_norm_eps = 1e-6, rope_theta = 10000, tie_word_embeddings = true,
+    vocab_size = 1000, attention_bias = false, torch_dtype = "bfloat16" })
+  write_file(DIR .. "/tokenizer.json", cjson.encode {
+    model = { type = "BPE", vocab = { a = 0, b = 1, ab = 2, ["Ġ"] = 3 }, merges = { "a b" } },
+    pre_tokenizer = { type = "ByteLevel", add_prefix_space = false, use_regex = true } })
+  return DIR
+end
+
+local SRV
+local function server()
+  SRV = SRV or assert(serve.open(model_dir(), { device = "cpu", max_len = 16, max_payload = 2000 }))
+  return SRV
+end
+
+local function post(path, t)
+  local st, out = server():route("POST", path, type(t) == "string" and t or cjson.encode(t))
+  return st, cjson.decode(out)
+end
+
+local function norm(v)
+  local s = 0
+  for _, x in ipairs(v) do s = s + x * x end
+  return math.sqrt(s)
+end
+
+test("embeddings: token ids, arrays of them, text; unit vectors; usage counts the tokens", function()
+  local st, r = post("/v1/embeddings", { input = { 1, 2, 3 } })
+  check(st == 200 and r.object == "list" and #r.data == 1 and #r.data[1].embedding == 64, cjson.encode(r):sub(1, 200))
+  check(math.abs(norm(r.data[1].embedding) - 1) < 1e-2, "norm " .. norm(r.data[1].embedding))
+  check(r.usage.prompt_tokens == 3 and r.usage.total_tokens == 3, cjson.encode(r.usage))
+  st, r = post("/v1/embeddings", { input = { { 1, 2 }, { 4, 5, 6 } } })
+  check(st == 200 and #r.data == 2 and r.data[2].index == 1 and r.usage.prompt_tokens == 5, cjson.encode(r):sub(1, 200))
+  -- "ab ab": ab, then Ġ ab (the merge applied)
+  local st2, t = post("/tokenize", { input = "ab ab" })
+  check(st2 == 200 and cjson.encode(t.tokens) == "[2,3,2]" and t.count == 3, cjson.encode(t))
+  local st3, r3 = post("/v1/embeddings", { input = "ab ab" })
+  local st4, r4 = post("/v1/embeddings", { input = { 2, 3, 2 } })
+  check(st3 == 200 and st4 == 200, "text and its ids")
+  for i = 1, 64 do check(r3.data[1].embedding[i] == r4.data[1].embedding[i], "text and ids differ at " .. i) end
+  st, r = post("/v1/embeddings", { input = { "ab", "b a" } })
+  check(st == 200 and #r.data == 2, cjson.encode(r):sub(1, 200))
+end)
+
+test("embeddings: dimensions truncate and re-normalize; base64 is the float32 bytes", function()
+  local _, full = post("/v1/embeddings", { input = { 7, 8 } })
+  local st, r = post("/v1/embeddings", { input = { 7, 8 }, dimensions = 8 })
+  check(st == 200 and #r.data[1].embedding == 8, "8 dims")
+  check(math.abs(norm(r.data[1].embedding) - 1) < 1e-6, "re-normalized")
+  local s = norm { unpack(full.data[1].embedding, 1, 8) }
+  check(math.abs(r.data[1].embedding[1] - full.data[1].embedding[1] / s) < 1e-6, "a prefix, rescaled")
+  st, r = post("/v1/embeddings", { input = { 7, 8 }, encoding_format = "base64", dimensions = 2 })
+  check(st == 200 and type(r.data[1].embedding) == "string" and #r.data[1].embedding == 12, cjson.encode(r))
+  check(serve.base64_f32 { 1.0 } == "AACAPw==", serve.base64_f32 { 1.0 })
+end)
+
+test("errors are OpenAI-style JSON with the status a client can act on", function()
+  local function err(st_want, t, needle)
+    local st, r = post("/v1/embeddings", t)
+    check(st == st_want and r.error and r.error.message:find(needle, 1, true), st .. " " .. cjson.encode(r))
+  end
+  err(400, "{not json", "not a JSON object")
+  err(400, {}, "input is missing")
+  err(400, { input = {} }, "input is missing or empty")
+  err(400, { input = "" }, "empty string")
+  err(400, { input = { 1, 1000 } }, "is not a token id")
+  err(400, { input = { 1, 1.5 } }, "is not a token id")
+  err(400, { input = { 1.5 } }, "input: a string")
+  err(400, { input = { true } }, "input: a string")
+  local long = {}
+  for i = 1, 17 do long[i] = 1 end
+  err(400, { input = long }, "over the model's 16")
+  err(400, { input = { 1 }, encoding_format = "hex" }, "encoding_format")
+  err(400, { input = { 1 }, dimensions = 65 }, "dimensions")
+  err(404, { input = { 1 }, model = "other" }, "is not served here")
+  err(413, { input = string.rep("a", 2100) }, "over the limit")
+  local st, out = server():route("GET", "/v1/embeddings", "")
+  check(st == 405 and out:find("does not take GET", 1, true), out)
+  st, out = server():route("GET", "/nowhere", "")
+  check(st == 404, out)
+  local bad = assert(serve.open(model_dir(), { device = "cpu", truncate = true, max_len = 4 }))
+  st, out = bad:route("POST", "/v1/embeddings", cjson.encode { input = long })
+  check(st == 200 and cjson.decode(out).usage.prompt_tokens == 4, "--truncate: " .. out:sub(1, 120))
+  local s2, e2 = serve.open(model_dir(), { device = "gpu" })
+  check(not s2 and e2:find("--device cpu", 1, true), tostring(e2))
+end)
+
+test("models, health and Prometheus metrics", function()
+  local st, out = server():route("GET", "/v1/models", "")
+  local m = cjson.decode(out)
+  check(st == 200 and m.data[1].id == model_dir() and m.data[1].tokenizer == true and m.data[1].dimensions == 64, out)
+  st, out = server():route("GET", "/health", "")
+  check(st == 200 and out:find('"ok"', 1, true), out)
+  local _, text = server():route("GET", "/metrics", "")
+  check(text:find('emmy_requests_total{route="/v1/embeddings",outcome="ok"}', 1, true), text:sub(1, 300))
+  check(text:find("emmy_inference_seconds_count", 1, true) and text:find("emmy_prompt_tokens_total", 1, true), "histograms")
+end)
+
+test("over HTTP: a child `emmy serve` answers with keep-alive, JSON errors and 413, and stops after --requests", function()
+  local pf = os.tmpname()
+  os.remove(pf)
+  local log = os.tmpname()
+  os.execute(("%s serve %s --device cpu --port 0 --port-file %s --requests 5 --max-payload 2000 > %s 2>&1 &"):format(BIN, model_dir(), pf, log))
+  local port
+  for _ = 1, 600 do
+    local f = io.open(pf)
+    if f then port = tonumber(f:read("*a")); f:close() end
+    if port then break end
+    os.execute("sleep 0.1")
+  end
+  check(port, "no port file; log: " .. (io.open(log):read("*a") or ""))
+  local st, body = http.request("127.0.0.1", port, "GET", "/health")
+  check(st == 200 and body:find("ok", 1, true), tostring(st) .. " " .. tostring(body))
+  st, body = http.request("127.0.0.1", port, "POST", "/v1/embeddings", cjson.encode { input = { 1, 2 } })
+  check(st == 200 and #cjson.decode(body).data[1].embedding == 64, tostring(body):sub(1, 200))
+  st, body = http.request("127.0.0.1", port, "POST", "/v1/embeddings", "{broken")
+  check(st == 400 and cjson.decode(body).error, tostring(body))
+  st, body = http.request("127.0.0.1", port, "POST", "/v1/embeddings", string.rep("x", 3000))
+  check(st == 413 and cjson.decode(body).error, tostring(st) .. " " .. tostring(body))
+  st, body = http.request("127.0.0.1", port, "GET", "/metrics")
+  check(st == 200 and body:find("emmy_requests_total", 1, true), tostring(body):sub(1, 200))
+  local gone
+  for _ = 1, 50 do
+    gone = not http.request("127.0.0.1", port, "GET", "/health", nil, nil, 200)
+    if gone then break end
+    os.execute("sleep 0.1")
+  end
+  check(gone, "the server still answers after --requests 5")
+  os.remove(pf)
+  os.remove(log)
+end)
+
+return T
