@@ -1,7 +1,8 @@
 -- emmy.serve — an OpenAI-compatible embedding server on a whole model (issue 23): the routes, the request schema
 -- and its errors, the metrics, and the loop that polls the HTTP transport (emmy.http_c) and answers. The model runs
--- through an embedder: today the CPU reference (`--device cpu`; the model's graph with last-token pooling and L2
--- normalization, its weights loaded once); requests are answered one sequence at a time in arrival order.
+-- through an embedder: its kernels on the GPU (`--device gpu`, as `emmy run` compiles them) or the CPU reference
+-- (`--device cpu`), the model's graph with last-token pooling and L2 normalization and its weights loaded once;
+-- requests are answered one sequence at a time in arrival order.
 --   local srv = serve.open(model, opts)   -- opts: device, seed, truncate, max_len, max_payload, max_queue, log
 --   srv:route(method, path, body) -> status, json text     (what a request gets; no transport needed)
 --   serve.run(srv, host, port, {port_file=, requests=})   -- the loop (requests: stop after that many; tests)
@@ -105,6 +106,82 @@ local function cpu_embedder(model, opts)
       local outs, e = ref.run(g, ins, { bind = bind })
       if not outs then return nil, e end
       local o = outs[out_name]
+      local v = {}
+      for i = 1, o:numel() do v[i] = o:get(i) end
+      return v
+    end,
+  }
+end
+
+-- ---- the embedder: the model's kernels on the GPU ---------------------------------------------------------
+
+-- The whole-model graph compiled as `emmy run` compiles it (the rules' choices, the tune DB's picks where it has
+-- them), its weights uploaded once and every other buffer allocated once at the longest sequence; a request's
+-- sequence is its token ids uploaded and the kernels launched in order at seq_len = its length.
+local function gpu_embedder(model, opts)
+  local frontend = require "emmy.frontend"
+  local inputs = require "emmy.inputs"
+  local compiler = require "emmy.compiler"
+  local kernels = require "emmy.kernels"
+  local gpu = require "emmy.gpu"
+  local ref = require "emmy.ref"
+  local cu, err = require("emmy.cuda").open()
+  if not cu then return nil, "--device gpu needs a GPU: " .. tostring(err) end
+  local maxpos = frontend.model(model).cfg.max_position_embeddings or 512
+  local max_len = math.min(opts.max_len or maxpos, maxpos)
+  local r = frontend.load(model, { pool = "last", dynamic = { "seq_len@input_ids:1" }, seed = opts.seed,
+    hint = { ("seq_len=%d"):format(math.min(512, max_len)) } })
+  local g = r.graph
+  local t0 = sys.clock()
+  local ok, plans = pcall(kernels.plan, compiler.run(g), { device = gpu.device(cu:info()) })
+  if not ok then return nil, tostring(plans) end
+  local order, list = kernels.distinct(plans), {}
+  for _, p in ipairs(order) do list[#list + 1] = { plan = p, knobs = p.choice.knobs } end
+  local built, by_name = gpu.build(cu, list), {}
+  for i, p in ipairs(order) do
+    if built[i].error then return nil, ("%s: %s"):format(p.kernel.name, built[i].error) end
+    by_name[p.kernel.name] = built[i]
+  end
+  if opts.log then opts.log(("%d kernels (%d distinct) built in %.1f s"):format(#plans, #order, sys.clock() - t0)) end
+  local base, w = inputs.for_model(g, { seq_len = 1 }, opts.seed or 0)
+  if not base then return nil, w end
+  local bufs, per_seq, longest = {}, {}, { seq_len = max_len }
+  for _, v in ipairs(g:inputs()) do
+    local sym = false
+    for _, d in ipairs(v.shape) do if type(d) ~= "number" then sym = true end end
+    if not sym then bufs[v.name] = assert(cu:upload(base[v.name]))
+    elseif v.name ~= "input_ids" then per_seq[#per_seq + 1] = v end
+  end
+  -- every activation, output and scratch buffer at the longest sequence, once
+  for _, p in ipairs(plans) do
+    for _, v in ipairs(p.kernel.repro:inputs()) do gpu.buffer(cu, bufs, p.kernel.repro, v.name, longest) end
+    for _, o in ipairs(p.kernel.repro:outputs()) do gpu.buffer(cu, bufs, p.kernel.repro, o, longest) end
+  end
+  if opts.log then opts.log(("weights on the GPU in %.1f s (%s)"):format(sys.clock() - t0, g:meta("weights") or "?")) end
+  local out_name = g:outputs()[1]
+  return {
+    hidden = r.model.cfg.hidden_size, vocab = r.model.cfg.vocab_size, max_len = max_len, model_dir = r.model.dir,
+    embed = function(ids)
+      local n = #ids
+      local bind = { seq_len = n }
+      local t = ref.tensor("i64", { 1, n })
+      for i = 1, n do t:set(i, ids[i]) end
+      local ok2, e2 = bufs.input_ids:upload(t)
+      if not ok2 then return nil, e2 end
+      for _, v in ipairs(per_seq) do
+        local x, e = w:get(v.weight or v.name, v.dtype, inputs.concrete_shape(g, v.shape, bind))
+        if not x then return nil, e end
+        local ok3, e3 = bufs[v.name]:upload(x)
+        if not ok3 then return nil, e3 end
+      end
+      for _, p in ipairs(plans) do
+        local ok4, e4 = gpu.launch(cu, p, by_name[p.kernel.name], bufs, bind)
+        if not ok4 then return nil, e4 end
+      end
+      local ok5, e5 = cu:sync()
+      if not ok5 then return nil, e5 end
+      local o, e6 = bufs[out_name]:download(g:value(out_name).dtype, { 1, r.model.cfg.hidden_size })
+      if not o then return nil, e6 end
       local v = {}
       for i = 1, o:numel() do v[i] = o:get(i) end
       return v
@@ -220,6 +297,11 @@ local function embeddings(srv, body)
     local t0 = sys.clock()
     local v, e = srv.emb.embed(ids)
     if not v then return err_body(500, "the model failed: " .. tostring(e)) end
+    for _, x in ipairs(v) do
+      if x ~= x or x == math.huge or x == -math.huge then
+        return err_body(500, ("the model's embedding of input[%d] has non-finite values"):format(i - 1))
+      end
+    end
     observe(srv.metrics.inference, sys.clock() - t0)
     srv.metrics.sequences = srv.metrics.sequences + 1
     v = truncate_dims(v, dims)
@@ -278,10 +360,9 @@ end
 -- The server for model (ORG/NAME or a folder), or nil, msg.
 function M.open(model, opts)
   opts = opts or {}
-  if (opts.device or "cpu") ~= "cpu" then
-    return nil, ("--device %s: only the CPU reference serves today (--device cpu); the GPU path is issue 23's next step"):format(opts.device)
-  end
-  local emb, e = cpu_embedder(model, opts)
+  local device = opts.device or "gpu"
+  if device ~= "cpu" and device ~= "gpu" then return nil, ("--device %s: cpu or gpu"):format(device) end
+  local emb, e = (device == "cpu" and cpu_embedder or gpu_embedder)(model, opts)
   if not emb then return nil, e end
   local srv = setmetatable({ name = model, emb = emb, truncate = opts.truncate, started = os.time(),
     max_len = opts.max_len or emb.max_len or 32768, max_payload = opts.max_payload or 4 * 1024 * 1024,
