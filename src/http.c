@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <time.h>
 
 /* A request received and not yet answered; conn NULL once its client went away. */
 typedef struct {
@@ -218,4 +219,83 @@ int em_http_request(const char *host, int port, const char *method, const char *
   evhttp_connection_free(conn);
   event_base_free(c.base);
   return rc;
+}
+
+/* ---- the load client -------------------------------------------------------------------------------------- */
+
+typedef struct load load;
+typedef struct {
+  load *ld;
+  struct evhttp_connection *conn;
+  int cur;      /* the request in flight on this connection, -1 none */
+  double t0;
+} lane;
+
+struct load {
+  struct event_base *base;
+  const char *host, *path;
+  const char *const *bodies;
+  const size_t *lens;
+  int n, next, done;
+  int *status;
+  double *lat;
+};
+
+static double now_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static void lane_next(lane *l);
+
+static void on_load_response(struct evhttp_request *req, void *arg) {
+  lane *l = arg;
+  load *ld = l->ld;
+  int i = l->cur;
+  ld->status[i] = req ? evhttp_request_get_response_code(req) : 0;
+  ld->lat[i] = now_s() - l->t0;
+  l->cur = -1;
+  if (++ld->done == ld->n) event_base_loopbreak(ld->base);
+  else lane_next(l);
+}
+
+/* This connection's next request, if any is left. */
+static void lane_next(lane *l) {
+  load *ld = l->ld;
+  if (ld->next >= ld->n) return;
+  int i = ld->next++;
+  struct evhttp_request *req = evhttp_request_new(on_load_response, l);
+  struct evkeyvalq *hd = evhttp_request_get_output_headers(req);
+  evhttp_add_header(hd, "Host", ld->host);
+  evhttp_add_header(hd, "Content-Type", "application/json");
+  evbuffer_add(evhttp_request_get_output_buffer(req), ld->bodies[i], ld->lens[i]);
+  l->cur = i;
+  l->t0 = now_s();
+  if (evhttp_make_request(l->conn, req, EVHTTP_REQ_POST, ld->path) != 0) {
+    ld->status[i] = 0, ld->lat[i] = 0, l->cur = -1;
+    if (++ld->done == ld->n) event_base_loopbreak(ld->base);
+  }
+}
+
+int em_http_load(const char *host, int port, const char *path, const char *const *bodies, const size_t *lens, int n,
+                 int concurrency, int timeout_ms, int *status, double *latency_s, double *duration_s, char err[EM_ERR_MAX]) {
+  load ld = {.base = event_base_new(), .host = host, .path = path, .bodies = bodies, .lens = lens, .n = n, .status = status, .lat = latency_s};
+  if (!ld.base) return em_fail(err, EM_ERUN, "http: libevent could not start"), -1;
+  if (concurrency < 1) concurrency = 1;
+  if (concurrency > n) concurrency = n > 0 ? n : 1;
+  lane *lanes = em_alloc((size_t)concurrency * sizeof *lanes);
+  struct timeval tv = {timeout_ms / 1000, (timeout_ms % 1000) * 1000};
+  for (int c = 0; c < concurrency; c++) {
+    lanes[c] = (lane){.ld = &ld, .conn = evhttp_connection_base_new(ld.base, NULL, host, (ev_uint16_t)port), .cur = -1};
+    evhttp_connection_set_timeout_tv(lanes[c].conn, &tv);
+  }
+  double t0 = now_s();
+  for (int c = 0; c < concurrency; c++) lane_next(&lanes[c]);
+  if (ld.done < n) event_base_dispatch(ld.base);
+  *duration_s = now_s() - t0;
+  for (int c = 0; c < concurrency; c++) evhttp_connection_free(lanes[c].conn);
+  free(lanes);
+  event_base_free(ld.base);
+  return 0;
 }

@@ -40,4 +40,10 @@ int em_http_request(const char *host, int port, const char *method, const char *
                     const char *body, size_t len, int timeout_ms, int *status, char **resp, size_t *resp_len,
                     char err[EM_ERR_MAX]);
 
+/* A closed-loop load: n POSTs of bodies[i] to path over `concurrency` keep-alive connections, each sending its next
+ * body when the last is answered. status[i] (0: no answer) and latency_s[i] (send to answer) per request, the
+ * whole run's seconds in *duration_s. 0, or -1 with err when the event loop cannot start. */
+int em_http_load(const char *host, int port, const char *path, const char *const *bodies, const size_t *lens, int n,
+                 int concurrency, int timeout_ms, int *status, double *latency_s, double *duration_s, char err[EM_ERR_MAX]);
+
 #endif

@@ -2,10 +2,71 @@
 local cli = require "emmy.cli"
 local serve = require "emmy.serve"
 
+local function shq(x) return "'" .. tostring(x):gsub("'", "'\\''") .. "'" end -- (a shell word)
+
+-- --bench: the server as a child process (`emmy serve … --port 0`), driven with random prompts of token ids by the
+-- load client in this one; the summary printed and, with --json, written.
+local function bench(model, opts, log)
+  local sys = require "emmy.sys"
+  if opts.random_range_ratio < 0 or opts.random_range_ratio >= 1 then cli.usage("--random-range-ratio %g: 0 <= R < 1", opts.random_range_ratio) end
+  local vocab = require("emmy.frontend").model(model).cfg.vocab_size
+  local pf, pidf, logf = os.tmpname(), os.tmpname(), os.tmpname()
+  os.remove(pf)
+  local child = { "serve", model, "--device", opts.device, "--port", "0", "--port-file", pf, "--seed", opts.seed,
+    "--max-queue", opts.num_prompts + 1, "--max-payload", opts.max_payload, "--host", opts.host }
+  if opts.max_len then child[#child + 1] = "--max-len"; child[#child + 1] = opts.max_len end
+  if opts.truncate then child[#child + 1] = "--truncate" end
+  local argv = {}
+  for i, a in ipairs(child) do argv[i] = shq(a) end
+  local script = os.tmpname()
+  local sf = assert(io.open(script, "w"))
+  sf:write(("echo $$ > %s\nexec %s %s\n"):format(shq(pidf), shq(sys.realpath("/proc/self/exe")), table.concat(argv, " ")))
+  sf:close()
+  os.execute(("sh %s > %s 2>&1 &"):format(shq(script), shq(logf)))
+  local port
+  local t0 = sys.clock()
+  while not port do
+    local f = io.open(pf)
+    if f then port = tonumber(f:read("*a")); f:close() end
+    local lf = io.open(logf)
+    local text = lf and lf:read("*a") or ""
+    if lf then lf:close() end
+    if not port and text:find("\nemmy: ", 1, true) or text:match("^emmy: ") then cli.fail("the server did not start: %s", text:gsub("\n", " | ")) end
+    if not port then
+      if sys.clock() - t0 > 1800 then cli.fail("the server did not start within 30 minutes: %s", text) end
+      os.execute("sleep 0.2")
+    end
+  end
+  local pid = io.open(pidf):read("*a"):match("%d+")
+  log(("server up on port %d after %.1f s; %d prompts of %d tokens (range ratio %g) at concurrency %d"):format(port,
+    sys.clock() - t0, opts.num_prompts, opts.random_input_len, opts.random_range_ratio, opts.max_concurrency))
+  local prompts = serve.prompts(opts.num_prompts, opts.random_input_len, opts.random_range_ratio, vocab, opts.seed)
+  local res, err = serve.bench(opts.host, port, prompts, opts.max_concurrency)
+  if pid then os.execute("kill " .. pid .. " 2>/dev/null") end
+  os.remove(pf); os.remove(pidf); os.remove(logf); os.remove(script)
+  if not res then cli.fail("%s", err) end
+  res.model, res.device, res.num_prompts, res.random_input_len, res.random_range_ratio, res.seed =
+    model, opts.device, opts.num_prompts, opts.random_input_len, opts.random_range_ratio, opts.seed
+  print(("emmy serve %s (--device %s): %d prompts, input len %d, range ratio %g, concurrency %d"):format(model, opts.device,
+    opts.num_prompts, opts.random_input_len, opts.random_range_ratio, opts.max_concurrency))
+  require("emmy.tbl").print { header = { "successful", "failed", "duration s", "input tokens", "req/s", "tok/s", "latency mean ms",
+    "median ms", "p99 ms" }, rows = { { res.successful, res.failed, ("%.2f"):format(res.duration_s), res.input_tokens,
+    ("%.2f"):format(res.request_throughput), ("%.1f"):format(res.token_throughput), ("%.1f"):format(res.latency_mean_ms),
+    ("%.1f"):format(res.latency_median_ms), ("%.1f"):format(res.latency_p99_ms) } }, align = "rrrrrrrrr" }
+  if opts.json then
+    local f = assert(io.open(opts.json, "w"))
+    f:write(require("cjson").encode(res), "\n")
+    f:close()
+  end
+  return res.failed == 0 and 0 or 1
+end
+
 return {
   summary = "serve a model's embeddings over HTTP (OpenAI's /v1/embeddings; on the GPU, or the CPU reference)",
   usage = [==[usage: emmy serve MODEL [--device gpu|cpu] [--host H] [--port P] [--port-file F] [--truncate]
                   [--max-len N] [--max-payload BYTES] [--max-queue N] [--seed S] [--requests N]
+                  [--bench [--num-prompts N] [--random-input-len L] [--random-range-ratio R]
+                  [--max-concurrency C] [--json FILE]]
 
   Serves MODEL (ORG/NAME or a folder with config.json) with last-token pooling and L2 normalization:
     POST /v1/embeddings   {"input": string | [string] | [token id] | [[token id]], "encoding_format": "float" |
@@ -15,6 +76,11 @@ return {
   Errors are OpenAI-style JSON: 400 (malformed JSON, empty input, over the model's length unless --truncate, a
   token id outside the vocabulary, text where the model folder has no tokenizer.json), 404, 405, 413 (over
   --max-payload, default 4 MiB), 503 (more than --max-queue requests waiting, default 64).
+  --bench starts the server as a child process and drives it like `vllm bench serve --backend openai-embeddings`:
+  --num-prompts N (100) random prompts of token ids, each of --random-input-len L (512) tokens, uniform in
+  [L(1-R), L(1+R)] with --random-range-ratio R (0), over --max-concurrency C (16) keep-alive connections; it prints
+  successful and failed requests, duration, input tokens, req/s, tok/s and the latency mean, median and p99 (and
+  writes them with --json FILE). Exit 1 when a request failed.
   --device gpu (default) runs the model's kernels as `emmy run` compiles them (the rules' choices, the tune DB's
   picks), the weights uploaded once and every buffer allocated at the longest sequence; --device cpu runs it on the
   CPU reference (seconds a sequence: for tests and machines without a GPU). Weights are the folder's safetensors,
@@ -26,11 +92,15 @@ return {
         ["--port"] = { kind = "int", default = 8000, min = 0 }, ["--port-file"] = { kind = "string" },
         ["--truncate"] = { kind = "bool" }, ["--max-len"] = { kind = "int", min = 1 },
         ["--max-payload"] = { kind = "int", default = 4 * 1024 * 1024, min = 1 }, ["--max-queue"] = { kind = "int", default = 64, min = 1 },
-        ["--seed"] = { kind = "int", default = 0 }, ["--requests"] = { kind = "int", min = 1 } },
+        ["--seed"] = { kind = "int", default = 0 }, ["--requests"] = { kind = "int", min = 1 },
+        ["--bench"] = { kind = "bool" }, ["--num-prompts"] = { kind = "int", default = 100, min = 1 },
+        ["--random-input-len"] = { kind = "int", default = 512, min = 1 }, ["--random-range-ratio"] = { kind = "number", default = 0 },
+        ["--max-concurrency"] = { kind = "int", default = 16, min = 1 }, ["--json"] = { kind = "string" } },
       positional = { "model" }, required = { "model" }, usage = "emmy serve MODEL [--device gpu|cpu] [--port P]",
     }, "serve")
     if opts.port > 65535 then cli.usage("--port %d: 0 to 65535", opts.port) end
     local function log(msg) io.stderr:write("emmy serve: ", msg, "\n") end
+    if opts.bench then return bench(pos.model, opts, log) end
     log(("loading %s (%s)"):format(pos.model, opts.device))
     local srv = cli.check(serve.open(pos.model, { device = opts.device, seed = opts.seed, truncate = opts.truncate,
       max_len = opts.max_len, max_payload = opts.max_payload, max_queue = opts.max_queue, log = log }))

@@ -415,4 +415,56 @@ function M.run(srv, host, port, opts)
   return true
 end
 
+-- ---- the load client (`emmy serve MODEL --bench`) ----------------------------------------------------------
+
+-- num random prompts of token ids the way `vllm bench serve --dataset-name random` draws them: each length uniform
+-- in [L·(1 - R), L·(1 + R)] (at least 1), each id uniform over the vocabulary; a fixed seed gives the same prompts.
+function M.prompts(num, len, ratio, vocab, seed)
+  local state = (seed or 0) * 2654435761 % 4294967296 + 1
+  local function rnd(n)
+    state = (state * 1103515245 + 12345) % 2147483648
+    return state % n
+  end
+  local lo, hi = math.max(1, math.floor(len * (1 - ratio))), math.max(1, math.ceil(len * (1 + ratio)))
+  local out = {}
+  for i = 1, num do
+    local n = lo + rnd(hi - lo + 1)
+    local ids = {}
+    for j = 1, n do ids[j] = rnd(vocab) end
+    out[i] = ids
+  end
+  return out
+end
+
+local function percentile(sorted, p)
+  if #sorted == 0 then return 0 end
+  return sorted[math.max(1, math.min(#sorted, math.ceil(p * #sorted)))]
+end
+
+-- Drives the server at host:port with the prompts (one request each) over `concurrency` keep-alive connections.
+-- Returns the summary {successful, failed, duration_s, input_tokens, request_throughput, token_throughput,
+-- latency_mean_ms, latency_median_ms, latency_p99_ms, concurrency}, or nil, msg.
+function M.bench(host, port, prompts, concurrency)
+  local bodies = {}
+  for i, ids in ipairs(prompts) do bodies[i] = cjson.encode { input = ids } end
+  local res, dur = require("emmy.http_c").load(host, port, "/v1/embeddings", bodies, concurrency)
+  if not res then return nil, dur end
+  local ok, failed, tokens, lats = 0, 0, 0, {}
+  for i, r in ipairs(res) do
+    if r.status == 200 then
+      ok = ok + 1
+      tokens = tokens + #prompts[i]
+      lats[#lats + 1] = r.latency
+    else
+      failed = failed + 1
+    end
+  end
+  table.sort(lats)
+  local sum = 0
+  for _, x in ipairs(lats) do sum = sum + x end
+  return { successful = ok, failed = failed, duration_s = dur, input_tokens = tokens, concurrency = concurrency,
+    request_throughput = ok / dur, token_throughput = tokens / dur, latency_mean_ms = #lats > 0 and 1000 * sum / #lats or 0,
+    latency_median_ms = 1000 * percentile(lats, 0.5), latency_p99_ms = 1000 * percentile(lats, 0.99) }
+end
+
 return M

@@ -4,7 +4,8 @@
  *   server:poll(timeout_ms) -> { {id=, method=, path=, body=}, ... }
  *   server:reply(id, status, content_type, body) -> true | nil, msg
  *   server:port(), server:pending(), server:close()
- *   http_c.request(host, port, method, path[, body[, content_type[, timeout_ms]]]) -> status, body | nil, msg */
+ *   http_c.request(host, port, method, path[, body[, content_type[, timeout_ms]]]) -> status, body | nil, msg
+ *   http_c.load(host, port, path, {bodies}, concurrency[, timeout_ms]) -> { {status=, latency=}, ... }, seconds */
 #include <stdlib.h>
 
 #include "bindings.h"
@@ -91,10 +92,48 @@ static int l_request(lua_State *L) {
   return 2;
 }
 
+/* http_c.load(host, port, path, {bodies}, concurrency[, timeout_ms]) -> { {status=, latency=}, ... }, seconds | nil, msg */
+static int l_load(lua_State *L) {
+  const char *host = luaL_checkstring(L, 1), *path = luaL_checkstring(L, 3);
+  int port = (int)luaL_checkinteger(L, 2), conc = (int)luaL_checkinteger(L, 5), timeout = (int)luaL_optinteger(L, 6, 600000);
+  luaL_checktype(L, 4, LUA_TTABLE);
+  int n = (int)lua_objlen(L, 4);
+  const char **bodies = calloc((size_t)n + 1, sizeof *bodies);
+  size_t *lens = calloc((size_t)n + 1, sizeof *lens);
+  int *status = calloc((size_t)n + 1, sizeof *status);
+  double *lat = calloc((size_t)n + 1, sizeof *lat), dur = 0;
+  for (int i = 0; i < n; i++) {
+    lua_rawgeti(L, 4, i + 1);
+    bodies[i] = lua_tolstring(L, -1, &lens[i]); /* (the table keeps the strings alive) */
+    lua_pop(L, 1);
+    if (!bodies[i]) {
+      free(bodies), free(lens), free(status), free(lat);
+      return luaL_error(L, "load: body %d is not a string", i + 1);
+    }
+  }
+  char err[EM_ERR_MAX];
+  int rc = em_http_load(host, port, path, bodies, lens, n, conc, timeout, status, lat, &dur, err);
+  if (rc == 0) {
+    lua_createtable(L, n, 0);
+    for (int i = 0; i < n; i++) {
+      lua_createtable(L, 0, 2);
+      lua_pushinteger(L, status[i]);
+      lua_setfield(L, -2, "status");
+      lua_pushnumber(L, lat[i]);
+      lua_setfield(L, -2, "latency");
+      lua_rawseti(L, -2, i + 1);
+    }
+    lua_pushnumber(L, dur);
+  }
+  free(bodies), free(lens), free(status), free(lat);
+  if (rc) return em_lua_fail(L, err);
+  return 2;
+}
+
 int luaopen_emmy_http_c(lua_State *L) {
   static const luaL_Reg methods[] = {{"poll", h_poll}, {"reply", h_reply}, {"port", h_port}, {"pending", h_pending}, {NULL, NULL}};
   em_lua_class(L, HTTP_T, methods, h_gc, h_tostring);
-  static const luaL_Reg fns[] = {{"listen", l_listen}, {"request", l_request}, {NULL, NULL}};
+  static const luaL_Reg fns[] = {{"listen", l_listen}, {"request", l_request}, {"load", l_load}, {NULL, NULL}};
   lua_newtable(L);
   luaL_register(L, NULL, fns);
   return 1;

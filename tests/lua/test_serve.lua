@@ -199,4 +199,24 @@ test("--device gpu: the kernels built once and launched a request at its length 
   os.remove(log)
 end)
 
+test("--bench: random prompts over keep-alive connections; the summary printed and written as JSON", function()
+  local p1 = serve.prompts(50, 20, 0.5, 1000, 7)
+  local p2 = serve.prompts(50, 20, 0.5, 1000, 7)
+  local lo, hi = 99, 0
+  for i, ids in ipairs(p1) do
+    lo, hi = math.min(lo, #ids), math.max(hi, #ids)
+    check(#ids == #p2[i] and ids[1] == p2[i][1], "the same seed gives the same prompts")
+    for _, id in ipairs(ids) do check(id >= 0 and id < 1000, "an id in the vocabulary") end
+  end
+  check(lo >= 10 and hi <= 30 and hi > lo, ("lengths in [10, 30], mixed: %d..%d"):format(lo, hi))
+  local js = os.tmpname()
+  local c = os.execute(("%s serve %s --device cpu --bench --num-prompts 24 --random-input-len 12 --random-range-ratio 0.5 "
+    .. "--max-concurrency 4 --json %s > /dev/null 2>&1"):format(BIN, model_dir(), js))
+  check(c == 0 or c == true, "--bench exit status " .. tostring(c))
+  local r = cjson.decode(io.open(js):read("*a"))
+  check(r.successful == 24 and r.failed == 0 and r.input_tokens >= 24 * 6 and r.concurrency == 4, cjson.encode(r))
+  check(r.latency_p99_ms >= r.latency_median_ms and r.token_throughput > 0 and r.request_throughput > 0, cjson.encode(r))
+  os.remove(js)
+end)
+
 return T
