@@ -54,84 +54,112 @@ local function metrics_text(m)
     line("emmy_%s_seconds_sum %.6f", name, h.sum)
     line("emmy_%s_seconds_count %d", name, h.n)
   end
-  line("# HELP emmy_batch_sequences Sequences a model run took.")
-  line("# TYPE emmy_batch_sequences counter")
-  line("emmy_batch_sequences %d", m.sequences)
+  line("# HELP emmy_model_runs_total Model runs (each a batch of sequences packed end to end).")
+  line("# TYPE emmy_model_runs_total counter")
+  line("emmy_model_runs_total %d", m.runs)
+  line("# HELP emmy_sequences_total Sequences embedded.")
+  line("# TYPE emmy_sequences_total counter")
+  line("emmy_sequences_total %d", m.sequences)
+  line("# HELP emmy_batch_requests_total Steps by the number of requests they packed together.")
+  line("# TYPE emmy_batch_requests_total counter")
+  local sizes = {}
+  for k in pairs(m.batch_requests) do sizes[#sizes + 1] = k end
+  table.sort(sizes)
+  for _, k in ipairs(sizes) do line('emmy_batch_requests_total{requests="%d"} %d', k, m.batch_requests[k]) end
   line("# HELP emmy_prompt_tokens_total Tokens embedded.")
   line("# TYPE emmy_prompt_tokens_total counter")
   line("emmy_prompt_tokens_total %d", m.tokens)
   return table.concat(out, "\n") .. "\n"
 end
 
--- ---- the embedder: the model on the CPU reference -----------------------------------------------------------
+-- ---- the embedders: a batch of sequences packed end to end, one model run ----------------------------------
 
-local function cpu_embedder(model, opts)
+-- The whole model without pooling, its sequence dim dynamic and its attention mask and positions inputs: a batch is
+-- its sequences' ids end to end (no padding), positions restarting at each, the mask block-diagonal and causal.
+local DYN = { "seq_len@input_ids:1", "seq_len@attention_mask:2", "seq_len@attention_mask:3", "seq_len@position_ids:1" }
+
+local function packed_graph(model, opts)
   local frontend = require "emmy.frontend"
-  local inputs = require "emmy.inputs"
-  local ref = require "emmy.ref"
   local maxpos = frontend.model(model).cfg.max_position_embeddings or 512
-  local r = frontend.load(model, { pool = "last", dynamic = { "seq_len@input_ids:1" }, seed = opts.seed,
-    hint = { ("seq_len=%d"):format(math.min(512, maxpos)) } })
-  local g = r.graph
-  local t0 = sys.clock()
+  local r = frontend.load(model, { dynamic = DYN, seed = opts.seed, hint = { ("seq_len=%d"):format(math.min(512, maxpos)) } })
+  return r, r.graph, maxpos
+end
+
+-- The packed inputs of seqs (arrays of token ids): input_ids, position_ids, attention_mask, and each sequence's last row.
+local function pack(seqs)
+  local ref = require "emmy.ref"
+  local T, lens, last = 0, {}, {}
+  for i, s in ipairs(seqs) do lens[i] = #s; T = T + #s; last[i] = T end
+  local ids, pos = ref.tensor("i64", { 1, T }), ref.tensor("i64", { 1, T })
+  local k = 0
+  for _, s in ipairs(seqs) do
+    for j = 1, #s do k = k + 1; ids:set(k, s[j]); pos:set(k, j - 1) end
+  end
+  return { input_ids = ids, position_ids = pos, attention_mask = ref.packed_mask(lens) }, T, last
+end
+
+-- Row `row` (1-based) of the hidden states [1, T, H] (a tensor), L2-normalized, as a Lua array (the model's
+-- last-token pooling).
+local function pooled(out, row, H)
+  local v, s = {}, 0
+  for i = 1, H do
+    local x = out:get((row - 1) * H + i)
+    v[i] = x
+    s = s + x * x
+  end
+  s = math.sqrt(s)
+  if s > 0 then for i = 1, H do v[i] = v[i] / s end end
+  return v
+end
+
+-- The model's weights (and the inputs that do not depend on the sequence), made once.
+local function weights_once(g, opts)
+  local inputs = require "emmy.inputs"
   local base, w = inputs.for_model(g, { seq_len = 1 }, opts.seed or 0)
   if not base then return nil, w end
-  local fixed, per_seq = {}, {}
+  local fixed = {}
   for _, v in ipairs(g:inputs()) do
     local sym = false
     for _, d in ipairs(v.shape) do if type(d) ~= "number" then sym = true end end
-    if sym and v.name ~= "input_ids" then per_seq[#per_seq + 1] = v
-    elseif not sym then fixed[v.name] = base[v.name] end
+    if not sym then fixed[v.name] = base[v.name] end
   end
+  return fixed
+end
+
+local function cpu_embedder(model, opts)
+  local ref = require "emmy.ref"
+  local r, g, maxpos = packed_graph(model, opts)
+  local t0 = sys.clock()
+  local fixed, e = weights_once(g, opts)
+  if not fixed then return nil, e end
   if opts.log then opts.log(("weights ready in %.1f s (%s)"):format(sys.clock() - t0, g:meta("weights") or "?")) end
-  local out_name = g:outputs()[1]
+  local out_name, H = g:outputs()[1], r.model.cfg.hidden_size
   return {
-    hidden = r.model.cfg.hidden_size, vocab = r.model.cfg.vocab_size, max_len = r.model.cfg.max_position_embeddings,
-    model_dir = r.model.dir,
-    -- the L2-normalized last-token embedding of one sequence of token ids, as a Lua array
-    embed = function(ids)
-      local n = #ids
-      local bind = { seq_len = n }
-      local ins = {}
+    hidden = H, vocab = r.model.cfg.vocab_size, max_len = maxpos, max_tokens = maxpos, model_dir = r.model.dir,
+    -- the L2-normalized last-token embeddings of seqs (arrays of token ids) in one run, as Lua arrays
+    embed_batch = function(seqs)
+      local ins, T, last = pack(seqs)
       for k, t in pairs(fixed) do ins[k] = t end
-      local t = ref.tensor("i64", { 1, n })
-      for i = 1, n do t:set(i, ids[i]) end
-      ins.input_ids = t
-      for _, v in ipairs(per_seq) do
-        local shape = inputs.concrete_shape(g, v.shape, bind)
-        local x, e = w:get(v.weight or v.name, v.dtype, shape)
-        if not x then return nil, e end
-        ins[v.name] = x
-      end
-      local outs, e = ref.run(g, ins, { bind = bind })
-      if not outs then return nil, e end
-      local o = outs[out_name]
-      local v = {}
-      for i = 1, o:numel() do v[i] = o:get(i) end
-      return v
+      local outs, e2 = ref.run(g, ins, { bind = { seq_len = T } })
+      if not outs then return nil, e2 end
+      local res = {}
+      for i = 1, #seqs do res[i] = pooled(outs[out_name], last[i], H) end
+      return res
     end,
   }
 end
 
--- ---- the embedder: the model's kernels on the GPU ---------------------------------------------------------
-
--- The whole-model graph compiled as `emmy run` compiles it (the rules' choices, the tune DB's picks where it has
--- them), its weights uploaded once and every other buffer allocated once at the longest sequence; a request's
--- sequence is its token ids uploaded and the kernels launched in order at seq_len = its length.
+-- The packed graph compiled as `emmy run` compiles it (the rules' choices, the tune DB's picks where it has them),
+-- its weights uploaded once and every other buffer allocated once at the largest batch; a batch is its packed inputs
+-- uploaded and the kernels launched in order at seq_len = its tokens.
 local function gpu_embedder(model, opts)
-  local frontend = require "emmy.frontend"
-  local inputs = require "emmy.inputs"
   local compiler = require "emmy.compiler"
   local kernels = require "emmy.kernels"
   local gpu = require "emmy.gpu"
-  local ref = require "emmy.ref"
   local cu, err = require("emmy.cuda").open()
   if not cu then return nil, "--device gpu needs a GPU: " .. tostring(err) end
-  local maxpos = frontend.model(model).cfg.max_position_embeddings or 512
-  local max_len = math.min(opts.max_len or maxpos, maxpos)
-  local r = frontend.load(model, { pool = "last", dynamic = { "seq_len@input_ids:1" }, seed = opts.seed,
-    hint = { ("seq_len=%d"):format(math.min(512, max_len)) } })
-  local g = r.graph
+  local r, g, maxpos = packed_graph(model, opts)
+  local most = math.min(opts.max_batch_tokens or maxpos, maxpos)
   local t0 = sys.clock()
   local ok, plans = pcall(kernels.plan, compiler.run(g), { device = gpu.device(cu:info()) })
   if not ok then return nil, tostring(plans) end
@@ -143,50 +171,66 @@ local function gpu_embedder(model, opts)
     by_name[p.kernel.name] = built[i]
   end
   if opts.log then opts.log(("%d kernels (%d distinct) built in %.1f s"):format(#plans, #order, sys.clock() - t0)) end
-  local base, w = inputs.for_model(g, { seq_len = 1 }, opts.seed or 0)
-  if not base then return nil, w end
-  local bufs, per_seq, longest = {}, {}, { seq_len = max_len }
-  for _, v in ipairs(g:inputs()) do
-    local sym = false
-    for _, d in ipairs(v.shape) do if type(d) ~= "number" then sym = true end end
-    if not sym then bufs[v.name] = assert(cu:upload(base[v.name]))
-    elseif v.name ~= "input_ids" then per_seq[#per_seq + 1] = v end
-  end
-  -- every activation, output and scratch buffer at the longest sequence, once
-  for _, p in ipairs(plans) do
+  local fixed, e = weights_once(g, opts)
+  if not fixed then return nil, e end
+  local bufs, longest = {}, { seq_len = most }
+  for name, t in pairs(fixed) do bufs[name] = assert(cu:upload(t)) end
+  for _, p in ipairs(plans) do -- every activation, output and scratch buffer at the largest batch, once
     for _, v in ipairs(p.kernel.repro:inputs()) do gpu.buffer(cu, bufs, p.kernel.repro, v.name, longest) end
     for _, o in ipairs(p.kernel.repro:outputs()) do gpu.buffer(cu, bufs, p.kernel.repro, o, longest) end
   end
+  for _, name in ipairs { "input_ids", "position_ids", "attention_mask" } do gpu.buffer(cu, bufs, g, name, longest) end
   if opts.log then opts.log(("weights on the GPU in %.1f s (%s)"):format(sys.clock() - t0, g:meta("weights") or "?")) end
-  local out_name = g:outputs()[1]
+  local out_name, H = g:outputs()[1], r.model.cfg.hidden_size
   return {
-    hidden = r.model.cfg.hidden_size, vocab = r.model.cfg.vocab_size, max_len = max_len, model_dir = r.model.dir,
-    embed = function(ids)
-      local n = #ids
-      local bind = { seq_len = n }
-      local t = ref.tensor("i64", { 1, n })
-      for i = 1, n do t:set(i, ids[i]) end
-      local ok2, e2 = bufs.input_ids:upload(t)
-      if not ok2 then return nil, e2 end
-      for _, v in ipairs(per_seq) do
-        local x, e = w:get(v.weight or v.name, v.dtype, inputs.concrete_shape(g, v.shape, bind))
-        if not x then return nil, e end
-        local ok3, e3 = bufs[v.name]:upload(x)
+    hidden = H, vocab = r.model.cfg.vocab_size, max_len = maxpos, max_tokens = most, model_dir = r.model.dir,
+    embed_batch = function(seqs)
+      local ins, T, last = pack(seqs)
+      for name, t in pairs(ins) do
+        local ok2, e2 = bufs[name]:upload(t)
+        if not ok2 then return nil, e2 end
+      end
+      local bind = { seq_len = T }
+      for _, p in ipairs(plans) do
+        local ok3, e3 = gpu.launch(cu, p, by_name[p.kernel.name], bufs, bind)
         if not ok3 then return nil, e3 end
       end
-      for _, p in ipairs(plans) do
-        local ok4, e4 = gpu.launch(cu, p, by_name[p.kernel.name], bufs, bind)
-        if not ok4 then return nil, e4 end
-      end
-      local ok5, e5 = cu:sync()
-      if not ok5 then return nil, e5 end
-      local o, e6 = bufs[out_name]:download(g:value(out_name).dtype, { 1, r.model.cfg.hidden_size })
-      if not o then return nil, e6 end
-      local v = {}
-      for i = 1, o:numel() do v[i] = o:get(i) end
-      return v
+      local ok4, e4 = cu:sync()
+      if not ok4 then return nil, e4 end
+      local o, e5 = bufs[out_name]:download(g:value(out_name).dtype, { 1, T, H })
+      if not o then return nil, e5 end
+      local res = {}
+      for i = 1, #seqs do res[i] = pooled(o, last[i], H) end
+      return res
     end,
   }
+end
+
+-- The embeddings of seqs in runs of at most max_tokens tokens each (greedy, in order), with the metrics.
+local function embed_all(srv, seqs)
+  local out, run, tokens = {}, {}, 0
+  local function flush()
+    if #run == 0 then return true end
+    local t0 = sys.clock()
+    local vs, e = srv.emb.embed_batch(run)
+    if not vs then return nil, e end
+    observe(srv.metrics.inference, sys.clock() - t0)
+    srv.metrics.runs, srv.metrics.sequences = srv.metrics.runs + 1, srv.metrics.sequences + #run
+    for _, v in ipairs(vs) do out[#out + 1] = v end
+    run, tokens = {}, 0
+    return true
+  end
+  for _, s in ipairs(seqs) do
+    if tokens + #s > srv.max_tokens then
+      local ok, e = flush()
+      if not ok then return nil, e end
+    end
+    run[#run + 1] = s
+    tokens = tokens + #s
+  end
+  local ok, e = flush()
+  if not ok then return nil, e end
+  return out
 end
 
 -- ---- request schema -----------------------------------------------------------------------------------------
@@ -277,39 +321,73 @@ local function truncate_dims(v, d)
   return out
 end
 
-local function embeddings(srv, body)
+-- An embeddings request parsed and checked: {seqs, fmt, dims}, or nil, status, body (its error answer).
+local function parse_embeddings(srv, body)
+  if #body > srv.max_payload then
+    return nil, err_body(413, ("the body is %d bytes, over the limit of %d"):format(#body, srv.max_payload))
+  end
   local ok, req = pcall(cjson.decode, body)
-  if not ok or type(req) ~= "table" then return err_body(400, "the body is not a JSON object: " .. tostring(ok and "" or req):sub(1, 120)) end
+  if not ok or type(req) ~= "table" then return nil, err_body(400, "the body is not a JSON object: " .. tostring(ok and "" or req):sub(1, 120)) end
   if req.model ~= nil and req.model ~= srv.name then
-    return err_body(404, ("model '%s' is not served here (this server serves '%s')"):format(tostring(req.model), srv.name), "model")
+    return nil, err_body(404, ("model '%s' is not served here (this server serves '%s')"):format(tostring(req.model), srv.name), "model")
   end
   local fmt = req.encoding_format or "float"
-  if fmt ~= "float" and fmt ~= "base64" then return err_body(400, "encoding_format: 'float' or 'base64'", "encoding_format") end
+  if fmt ~= "float" and fmt ~= "base64" then return nil, err_body(400, "encoding_format: 'float' or 'base64'", "encoding_format") end
   local dims = req.dimensions
   if dims ~= nil and dims ~= cjson.null and (not is_int(dims) or dims < 1 or dims > srv.emb.hidden) then
-    return err_body(400, ("dimensions: an integer from 1 to %d"):format(srv.emb.hidden), "dimensions")
+    return nil, err_body(400, ("dimensions: an integer from 1 to %d"):format(srv.emb.hidden), "dimensions")
   end
   if dims == cjson.null then dims = nil end
   local seqs, st, msg, param = sequences(srv, req.input)
-  if not seqs then return err_body(st, msg, param) end
+  if not seqs then return nil, err_body(st, msg, param) end
+  return { seqs = seqs, fmt = fmt, dims = dims }
+end
+
+-- The answer to a parsed request from its sequences' embeddings vs.
+local function respond(srv, job, vs)
   local data, tokens = {}, 0
-  for i, ids in ipairs(seqs) do
-    local t0 = sys.clock()
-    local v, e = srv.emb.embed(ids)
-    if not v then return err_body(500, "the model failed: " .. tostring(e)) end
+  for i, ids in ipairs(job.seqs) do
+    local v = vs[i]
     for _, x in ipairs(v) do
       if x ~= x or x == math.huge or x == -math.huge then
         return err_body(500, ("the model's embedding of input[%d] has non-finite values"):format(i - 1))
       end
     end
-    observe(srv.metrics.inference, sys.clock() - t0)
-    srv.metrics.sequences = srv.metrics.sequences + 1
-    v = truncate_dims(v, dims)
-    data[i] = { object = "embedding", index = i - 1, embedding = fmt == "base64" and base64_f32(v) or v }
+    v = truncate_dims(v, job.dims)
+    data[i] = { object = "embedding", index = i - 1, embedding = job.fmt == "base64" and base64_f32(v) or v }
     tokens = tokens + #ids
   end
   srv.metrics.tokens = srv.metrics.tokens + tokens
   return ok_body { object = "list", data = data, model = srv.name, usage = { prompt_tokens = tokens, total_tokens = tokens } }
+end
+
+-- Several parsed requests' sequences packed into as few model runs as the token budget allows; each job's answer
+-- (status, body) in order. A failed run fails the jobs it held only.
+local function embed_jobs(srv, jobs)
+  local all, owner = {}, {}
+  for j, job in ipairs(jobs) do
+    for _, s in ipairs(job.seqs) do all[#all + 1] = s; owner[#owner + 1] = j end
+  end
+  local vs, e = embed_all(srv, all)
+  local answers, k = {}, 0
+  for j, job in ipairs(jobs) do
+    if not vs then answers[j] = { err_body(500, "the model failed: " .. tostring(e)) }
+    else
+      local mine = {}
+      for i = 1, #job.seqs do mine[i] = vs[k + i] end
+      answers[j] = { respond(srv, job, mine) }
+    end
+    k = k + #job.seqs
+  end
+  srv.metrics.batch_requests[#jobs] = (srv.metrics.batch_requests[#jobs] or 0) + 1
+  return answers
+end
+
+local function embeddings(srv, body)
+  local job, st, out = parse_embeddings(srv, body)
+  if not job then return st, out end
+  local a = embed_jobs(srv, { job })[1]
+  return a[1], a[2]
 end
 
 local function tokenize(srv, body)
@@ -340,8 +418,7 @@ function Server:route(method, path, body)
       max_model_len = self.max_len, tokenizer = self.tok ~= nil, dimensions = self.emb.hidden,
       input = self.tok and "text or token ids" or "token ids only (the model folder has no tokenizer.json)" } } }
   elseif p == "/v1/embeddings" and method == "POST" then
-    if #body > self.max_payload then st, out = err_body(413, ("the body is %d bytes, over the limit of %d"):format(#body, self.max_payload))
-    else st, out = embeddings(self, body) end
+    st, out = embeddings(self, body)
   elseif p == "/tokenize" and method == "POST" then
     st, out = tokenize(self, body)
   elseif p == "/metrics" and method == "GET" then
@@ -367,7 +444,9 @@ function M.open(model, opts)
   local srv = setmetatable({ name = model, emb = emb, truncate = opts.truncate, started = os.time(),
     max_len = opts.max_len or emb.max_len or 32768, max_payload = opts.max_payload or 4 * 1024 * 1024,
     max_queue = opts.max_queue or 64, log = opts.log,
-    metrics = { requests = {}, queue = histogram(), tokenize = histogram(), inference = histogram(), sequences = 0, tokens = 0 } }, Server)
+    metrics = { requests = {}, queue = histogram(), tokenize = histogram(), inference = histogram(), sequences = 0, tokens = 0,
+      runs = 0, batch_requests = {} } }, Server)
+  srv.max_tokens = math.min(opts.max_batch_tokens or emb.max_tokens, emb.max_tokens)
   local tj = emb.model_dir and emb.model_dir .. "/tokenizer.json"
   if tj and sys.stat(tj) == "file" then
     local tok, te = require("emmy.tokenizer").load(tj)
@@ -375,6 +454,50 @@ function M.open(model, opts)
     srv.tok = tok
   end
   return srv
+end
+
+-- One step of the server over the waiting requests q ({method, path, body, t}, in arrival order): the embeddings
+-- requests parsed and their sequences packed together while their tokens fit the batch budget (--max-batch-tokens;
+-- a larger request runs alone, in several runs), the others answered at once. Returns the answers of the first
+-- requests of q it took ({id, status, ctype, body, waited}, in q's order); the rest wait for the next step.
+function Server:step(q)
+  local out, jobs, held, tokens = {}, {}, {}, 0
+  local now = sys.clock()
+  for _, r in ipairs(q) do
+    local p = r.path:gsub("%?.*$", "")
+    local a = { id = r.id, ctype = "application/json", waited = now - (r.t or now) }
+    if p == "/v1/embeddings" and r.method == "POST" then
+      local job, st, body = parse_embeddings(self, r.body)
+      if job then
+        local n = 0
+        for _, sq in ipairs(job.seqs) do n = n + #sq end
+        if #jobs > 0 and tokens + n > self.max_tokens then break end
+        jobs[#jobs + 1], held[#held + 1], tokens = job, a, tokens + n
+      else
+        a.status, a.body = st, body
+      end
+    else
+      local ok, st, body, ctype = pcall(self.route, self, r.method, r.path, r.body)
+      if not ok then st, body, ctype = err_body(500, "internal error: " .. tostring(st):sub(1, 200)) end
+      a.status, a.body, a.ctype = st, body, ctype or "application/json"
+    end
+    out[#out + 1] = a
+  end
+  if #jobs > 0 then
+    local ok, answers = pcall(embed_jobs, self, jobs)
+    for i, a in ipairs(held) do
+      if ok then a.status, a.body = answers[i][1], answers[i][2]
+      else a.status, a.body = err_body(500, "internal error: " .. tostring(answers):sub(1, 200)) end
+    end
+  end
+  for i, a in ipairs(out) do
+    local r = q[i]
+    if r.method == "POST" and r.path:gsub("%?.*$", "") == "/v1/embeddings" then
+      local key = "/v1/embeddings|" .. (a.status == 200 and "ok" or tostring(a.status))
+      self.metrics.requests[key] = (self.metrics.requests[key] or 0) + 1
+    end
+  end
+  return out
 end
 
 -- Serves until stopped (opts.requests: after that many answers). Requests past max_queue waiting are answered 503.
@@ -402,14 +525,15 @@ function M.run(srv, host, port, opts)
         queue[#queue + 1] = r
       end
     end
-    local r = table.remove(queue, 1)
-    if r then
-      observe(srv.metrics.queue, sys.clock() - r.t)
-      local ok, st, out, ctype = pcall(srv.route, srv, r.method, r.path, r.body)
-      if not ok then st, out, ctype = err_body(500, "internal error: " .. tostring(st):sub(1, 200)) end
-      h:reply(r.id, st, ctype or "application/json", out)
+    local step = srv:step(queue)
+    for _, a in ipairs(step) do
+      h:reply(a.id, a.status, a.ctype, a.body)
+      observe(srv.metrics.queue, a.waited)
       answered = answered + 1
     end
+    local rest = {}
+    for i = #step + 1, #queue do rest[#rest + 1] = queue[i] end
+    queue = rest
   end
   h:poll(50) -- (the last answers written out)
   return true

@@ -78,6 +78,37 @@ static int l_tensor(lua_State *L) {
   return 1;
 }
 
+/* ref.packed_mask({len1, len2, ...}) -> bool [1, 1, T, T], T the lengths' sum: sequences packed end to end, each
+ * query attending to the keys of its own sequence up to itself (block-diagonal and causal: emmy serve's batches) */
+static int l_packed_mask(lua_State *L) {
+  luaL_checktype(L, 1, LUA_TTABLE);
+  int n = (int)lua_objlen(L, 1);
+  int64_t T = 0;
+  for (int i = 1; i <= n; i++) {
+    lua_rawgeti(L, 1, i);
+    int64_t len;
+    int bad = em_lua_toint(L, -1, &len);
+    lua_pop(L, 1);
+    if (bad || len < 1) luaL_argerror(L, 1, "lengths must be positive integers");
+    T += len;
+  }
+  int64_t shape[4] = {1, 1, T, T};
+  char err[EM_ERR_MAX];
+  em_tensor *t = em_tensor_new(EM_BOOL, 4, shape, err);
+  if (!t) return luaL_error(L, "%s", err);
+  push_tensor(L, t);
+  int64_t start = 0;
+  for (int i = 1; i <= n; i++) {
+    lua_rawgeti(L, 1, i);
+    int64_t len = (int64_t)lua_tonumber(L, -1);
+    lua_pop(L, 1);
+    for (int64_t q = start; q < start + len; q++)
+      for (int64_t k = start; k <= q; k++) em_t_set(t, q * T + k, 1);
+    start += len;
+  }
+  return 1;
+}
+
 /* ref.random(dtype, shape, {seed=, mean=0, std=1, lo=0, hi=}) — normal for floats, uniform [lo,hi) for ints */
 static int l_random(lua_State *L) {
   em_tensor *t = new_from_args(L, 1);
@@ -406,7 +437,8 @@ int luaopen_emmy_ref(lua_State *L) {
   em_lua_class(L, TENSOR_T, methods, t_gc, t_tostring);
   static const luaL_Reg fns[] = {{"tensor", l_tensor},   {"random", l_random},   {"full", l_full},
                                  {"load", l_load},       {"compare", l_compare}, {"tolerance", l_tolerance},
-                                 {"run", l_run},         {"rope_tables", l_rope_tables}, {NULL, NULL}};
+                                 {"run", l_run},         {"rope_tables", l_rope_tables}, {"packed_mask", l_packed_mask},
+                                 {NULL, NULL}};
   lua_newtable(L);
   luaL_register(L, NULL, fns);
   return 1;

@@ -199,6 +199,52 @@ test("--device gpu: the kernels built once and launched a request at its length 
   os.remove(log)
 end)
 
+test("a batch packs sequences end to end: each embedding equals its sequence's alone, and the reference's pooling", function()
+  local srv = server()
+  local a, b, c = { 5, 6, 7, 8 }, { 9 }, { 10, 11, 12 }
+  local st1, r1 = post("/v1/embeddings", { input = { a, b, c } })
+  check(st1 == 200, "batch")
+  for i, sq in ipairs { a, b, c } do
+    local st, r = post("/v1/embeddings", { input = sq })
+    check(st == 200, "alone")
+    for k = 1, 64 do
+      check(math.abs(r.data[1].embedding[k] - r1.data[i].embedding[k]) < 1e-6,
+        ("sequence %d, element %d: %g alone, %g packed"):format(i, k, r.data[1].embedding[k], r1.data[i].embedding[k]))
+    end
+  end
+  check(srv.metrics.runs >= 4 and srv.metrics.batch_requests[1] >= 4, "one run a request here")
+  -- the same sequence through the pooled graph (`emmy run MODEL --pool last`, the reference, the same weights)
+  local frontend, inputs, ref = require "emmy.frontend", require "emmy.inputs", require "emmy.ref"
+  local g = frontend.load(model_dir(), { pool = "last", seq_len = #a }).graph
+  local ins = assert(inputs.for_model(g, {}, 0))
+  for j = 1, #a do ins.input_ids:set(j, a[j]) end
+  local o = assert(ref.run(g, ins, {}))[g:outputs()[1]]
+  local dot = 0
+  for k = 1, 64 do dot = dot + o:get(k) * r1.data[1].embedding[k] end
+  check(dot > 0.999, "cosine with the pooled graph's embedding: " .. dot)
+end)
+
+test("a step packs the waiting requests' sequences into one run; a bad request is answered alone", function()
+  local srv = server()
+  local runs = srv.metrics.runs
+  local q = {
+    { id = 1, method = "POST", path = "/v1/embeddings", body = cjson.encode { input = { 1, 2, 3 } } },
+    { id = 2, method = "POST", path = "/v1/embeddings", body = "{oops" },
+    { id = 3, method = "GET", path = "/health", body = "" },
+    { id = 4, method = "POST", path = "/v1/embeddings", body = cjson.encode { input = { { 4, 5 }, { 6 } } } },
+  }
+  local out = srv:step(q)
+  check(#out == 4, "every request answered: " .. #out)
+  check(out[1].status == 200 and out[2].status == 400 and out[3].status == 200 and out[4].status == 200,
+    ("%d %d %d %d"):format(out[1].status, out[2].status, out[3].status, out[4].status))
+  check(srv.metrics.runs == runs + 1, "one model run for three sequences of two requests")
+  check(#cjson.decode(out[4].body).data == 2 and cjson.decode(out[1].body).usage.prompt_tokens == 3, "split back")
+  -- past the budget: the next request waits for the next step
+  local small = assert(serve.open(model_dir(), { device = "cpu", max_batch_tokens = 4 }))
+  local out2 = small:step { q[1], q[4] }
+  check(#out2 == 1 and out2[1].id == 1, "the second request waits: " .. #out2)
+end)
+
 test("--bench: random prompts over keep-alive connections; the summary printed and written as JSON", function()
   local p1 = serve.prompts(50, 20, 0.5, 1000, 7)
   local p2 = serve.prompts(50, 20, 0.5, 1000, 7)
