@@ -348,4 +348,133 @@ function DB:status_counts(context_id, hash)
   return out
 end
 
+-- ---- merging tune DBs (`emmy db merge`, issue 24) --------------------------------------------------------
+
+-- Where a DB's rows were measured: its contexts' distinct "gpu | driver | nvrtc" (cc follows the GPU; regimes may
+-- differ within one machine's rows).
+local function provenances(db)
+  local out = {}
+  for _, r in ipairs(assert(db.h:rows("SELECT DISTINCT gpu, driver, nvrtc FROM contexts ORDER BY gpu, driver, nvrtc"))) do
+    out[#out + 1] = ("%s | driver %s | NVRTC %s"):format(r.gpu, r.driver, r.nvrtc)
+  end
+  return out
+end
+
+local MEAS_COLS = { "status", "error", "median_us", "min_us", "p20_us", "p80_us", "samples", "regs", "spills", "smem",
+  "compile_ms", "prior_offline", "prior_online", "search_order", "created" }
+
+-- Copies one input DB's rows into out (inside the caller's transaction), each row once: runs by (command, git_rev,
+-- dirty, started, ended), contexts and variants by their unique keys, kernels by hash (the first description
+-- kept), measurements by every column with the run, context and variant mapped. Returns the rows added by table.
+local function merge_one(out, src, budget)
+  local h, added = out.h, { runs = 0, contexts = 0, kernels = 0, variants = 0, measurements = 0 }
+  local run_of, ctx_of, var_of = {}, {}, {}
+  -- (inserts the row where the lookup finds none, and counts it)
+  local function ensure(t, lookup, largs, insert, iargs)
+    local have = assert(h:rows(lookup, unpack(largs)))[1]
+    if have then return have end
+    assert(h:run(insert, unpack(iargs, 1, iargs.n or #iargs)))
+    added[t] = added[t] + 1
+    return assert(h:rows(lookup, unpack(largs)))[1]
+  end
+  for _, r in ipairs(assert(src.h:rows("SELECT * FROM runs ORDER BY id"))) do
+    local key = "SELECT id FROM runs WHERE command = ? AND git_rev IS ? AND dirty = ? AND started = ? AND ended IS ?"
+    local have = assert(h:rows(key, r.command, r.git_rev, r.dirty, r.started, r.ended))[1]
+    if not have then
+      assert(h:run("INSERT INTO runs (command, git_rev, dirty, started, ended) VALUES (?, ?, ?, ?, ?)", r.command, r.git_rev,
+        r.dirty, r.started, r.ended))
+      added.runs = added.runs + 1
+      run_of[r.id] = h:last_id()
+    else
+      run_of[r.id] = have.id
+    end
+  end
+  for _, c in ipairs(assert(src.h:rows("SELECT * FROM contexts ORDER BY id"))) do
+    local key = { c.gpu, c.cc, c.driver, c.nvrtc, c.regime }
+    ctx_of[c.id] = ensure("contexts", "SELECT id FROM contexts WHERE gpu = ? AND cc = ? AND driver = ? AND nvrtc = ? AND regime = ?",
+      key, "INSERT INTO contexts (gpu, cc, driver, nvrtc, regime) VALUES (?, ?, ?, ?, ?)", key).id
+  end
+  for _, k in ipairs(assert(src.h:rows("SELECT * FROM kernels ORDER BY hash"))) do
+    ensure("kernels", "SELECT hash FROM kernels WHERE hash = ?", { k.hash },
+      "INSERT INTO kernels (hash, name, ops, features, flops, bytes) VALUES (?, ?, ?, ?, ?, ?)",
+      { k.hash, k.name, k.ops, k.features, k.flops, k.bytes, n = 6 })
+  end
+  for _, v in ipairs(assert(src.h:rows("SELECT * FROM variants ORDER BY id"))) do
+    var_of[v.id] = ensure("variants", "SELECT id FROM variants WHERE kernel_hash = ? AND knobs = ?", { v.kernel_hash, v.knobs },
+      "INSERT INTO variants (kernel_hash, knobs, tier, families) VALUES (?, ?, ?, ?)",
+      { v.kernel_hash, v.knobs, v.tier, v.families, n = 4 }).id
+  end
+  local where, ins = { "run_id IS ?", "context_id = ?", "variant_id = ?" }, { "run_id", "context_id", "variant_id" }
+  for _, c in ipairs(MEAS_COLS) do where[#where + 1] = c .. " IS ?"; ins[#ins + 1] = c end
+  local q = "SELECT id FROM measurements WHERE " .. table.concat(where, " AND ") .. " LIMIT 1"
+  local marks = {}
+  for i = 1, #ins do marks[i] = "?" end
+  local put = ("INSERT INTO measurements (%s) VALUES (%s)"):format(table.concat(ins, ", "), table.concat(marks, ", "))
+  for _, m in ipairs(assert(src.h:rows("SELECT * FROM measurements ORDER BY id"))) do
+    local vals = { m.run_id and run_of[m.run_id] or nil, ctx_of[m.context_id], var_of[m.variant_id] }
+    for i, c in ipairs(MEAS_COLS) do vals[3 + i] = m[c] end
+    if not assert(h:rows(q, unpack(vals, 1, #ins)))[1] then
+      if budget.left then
+        budget.left = budget.left - 1
+        if budget.left < 0 then error("merge interrupted (EMMY_DB_MERGE_FAIL_AFTER)", 0) end
+      end
+      assert(h:run(put, unpack(vals, 1, #ins)))
+      added.measurements = added.measurements + 1
+    end
+  end
+  return added
+end
+
+-- Merges the tune DBs at inputs into the one at out (created where missing), in one transaction: all of it or
+-- nothing (a merge killed or failing midway leaves out as it was). Merging the same rows again adds nothing. DBs
+-- measured on another GPU, driver or NVRTC than the others (out's rows included) are refused unless opts.force.
+-- Returns {per input: {path, runs, contexts, kernels, variants, measurements}}, or nil, msg, code (2: refused).
+function M.merge(out_path, inputs, opts)
+  opts = opts or {}
+  local srcs = {}
+  local function close_all() for _, s in ipairs(srcs) do s.db:close() end end
+  for _, p in ipairs(inputs) do
+    local db, err = M.open(p, { readonly = true })
+    if not db then close_all(); return nil, err, 2 end
+    srcs[#srcs + 1] = { path = p, db = db }
+  end
+  local out, err = M.open(out_path)
+  if not out then close_all(); return nil, err, 2 end
+  local seen, first = {}, nil
+  local function note(path, db)
+    for _, pv in ipairs(provenances(db)) do
+      if not seen[pv] then seen[pv] = path; first = first or pv end
+    end
+  end
+  note(out_path, out)
+  for _, s in ipairs(srcs) do note(s.path, s.db) end
+  local kinds = {}
+  for pv, path in pairs(seen) do kinds[#kinds + 1] = ("%s (%s)"):format(pv, path) end
+  table.sort(kinds)
+  if #kinds > 1 and not opts.force then
+    close_all(); out:close()
+    return nil, ("the DBs were measured on different machines: %s; nothing merged (--force merges them anyway)"):format(
+      table.concat(kinds, "; ")), 2
+  end
+  local budget = { left = tonumber(os.getenv("EMMY_DB_MERGE_FAIL_AFTER") or "") }
+  assert(out.h:exec("BEGIN IMMEDIATE"))
+  local ok, res = pcall(function()
+    local r = {}
+    for _, s in ipairs(srcs) do
+      local a = merge_one(out, s.db, budget)
+      a.path = s.path
+      r[#r + 1] = a
+    end
+    return r
+  end)
+  if not ok then
+    out.h:exec("ROLLBACK")
+    close_all(); out:close()
+    return nil, ("%s; %s is as it was"):format(tostring(res), out_path), 1
+  end
+  assert(out.h:exec("COMMIT"))
+  close_all(); out:close()
+  return res
+end
+
 return M
