@@ -41,6 +41,9 @@ return {
   --nvrtc              compile each distinct kernel in-process (registers, spills, shared memory)
   --all-variants       with --nvrtc: compile every candidate, not only the chosen one
   --sample N           with --nvrtc: the chosen candidate and N-1 others drawn at random (seeded by --seed)
+  --shard I/N          with --nvrtc: compile only shard I (0-based) of N of the variants — contiguous ranges of
+                       the list in kernel order, then candidate order, so N shards together compile each once
+  --results FILE       with --nvrtc: one JSON line a variant (kernel, knobs, status, regs, spills, smem), sorted
   --dump-dir D         write the stage files (docs/formats.md: dump layout)
   Knob pins: EMMY_KNOBS="K=V,kname:K=V", EMMY_<KNOB>=V; a pin a gate refuses is an error naming the gate.
   Rules come from rules/tile/ (EMMY_RULES=DIR to use another folder); editing them needs no rebuild.]],
@@ -49,7 +52,7 @@ return {
       flags = frontend.merge_flags { ["--ir"] = { kind = "string" }, ["--explain"] = { kind = "bool" },
         ["--kernel"] = { kind = "string" }, ["--passes"] = { kind = "bool" }, ["--stop-after"] = { kind = "string" },
         ["--nvrtc"] = { kind = "bool" }, ["--all-variants"] = { kind = "bool" }, ["--dump-dir"] = { kind = "string" },
-        ["--sample"] = { kind = "int", min = 1 },
+        ["--sample"] = { kind = "int", min = 1 }, ["--shard"] = { kind = "string" }, ["--results"] = { kind = "string" },
         ["-o"] = { kind = "string" }, ["--json"] = { kind = "bool" } },
       positional = { "input" }, usage = "emmy compile INPUT [--ir graph|kernel|tile|cuda]",
     }, "compile")
@@ -164,6 +167,11 @@ return {
         if opts.sample and opts.sample > 1 then list = kernels.sample(p.candidates, opts.sample, opts.seed + 1) end
         for _, c in ipairs(list) do which[#which + 1] = { plan = p, cand = c } end
       end
+      if opts.shard then
+        local total = #which
+        which = kernels.shard(which, cli.check(kernels.parse_shard(opts.shard)))
+        io.stderr:write(("shard %s: %d of %d variants\n"):format(opts.shard, #which, total))
+      end
       -- emitted and compiled a chunk at a time, each result kept as its numbers only: every candidate's source
       -- (~9 KB) and cubin (~45 KB) held at once — Qwen3 layer 0 has 29,462 — is ~1.6 GB; a chunk at a time the
       -- process stays near 200 MB (measured, 2 cores). (It was not what limits the rate on a 32-core host:
@@ -257,6 +265,7 @@ return {
         tbl.print { header = { "kernel", "knobs", "status", "regs", "spill B", "smem B", "ms", "cache" }, rows = rows,
           align = "lllrrrrl" }
       end
+      if opts.results then cli.must(sys.write_file(opts.results, kernels.results_jsonl(which, res))) end
       print(("\nNVRTC %s for %s: %d compiled, %d failed, %.1f s"):format(nv.version() or "?", dev.arch, #res - bad, bad,
         sys.clock() - t0))
       if bad > 0 then return 1 end

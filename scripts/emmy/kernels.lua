@@ -347,4 +347,36 @@ function M.emit(plan, knobs)
   return ir.emit(k.repro, { kind = k.kind, anchor = k.anchor, name = k.name, knobs = knobs or (plan.choice and plan.choice.knobs) or {} })
 end
 
+-- "I/N" (0 <= I < N) as {i, n}, or nil, msg.
+function M.parse_shard(spec)
+  local i, n = tostring(spec):match("^(%d+)/(%d+)$")
+  i, n = tonumber(i), tonumber(n)
+  if not i or n < 1 or i >= n then return nil, ("--shard %s: I/N with 0 <= I < N (e.g. 0/4)"):format(tostring(spec)) end
+  return { i = i, n = n }
+end
+
+-- Shard s of list: the contiguous range [floor(i·#list/n), floor((i+1)·#list/n)) (0-based), so the n shards
+-- together hold each item once, in order.
+function M.shard(list, s)
+  local lo, hi = math.floor(s.i * #list / s.n), math.floor((s.i + 1) * #list / s.n)
+  local out = {}
+  for k = lo + 1, hi do out[#out + 1] = list[k] end
+  return out
+end
+
+-- One JSON line a compiled variant ({kernel, knobs, status, regs, spills, smem}), sorted: shards' files
+-- concatenated and sorted equal one process's.
+function M.results_jsonl(which, res)
+  local cjson = require "cjson"
+  local lines = {}
+  for i, w in ipairs(which) do
+    local r = res[i] or {}
+    local function j(x) return cjson.encode(x == nil and cjson.null or x) end -- (keys in a fixed order: lines compare)
+    lines[#lines + 1] = ('{"kernel":%s,"knobs":%s,"status":%s,"regs":%s,"spills":%s,"smem":%s}'):format(j(w.plan.kernel.name),
+      j(w.cand.string), j(r.status or "none"), j(r.regs), j(r.spill_stores), j(r.smem))
+  end
+  table.sort(lines)
+  return table.concat(lines, "\n") .. (#lines > 0 and "\n" or "")
+end
+
 return M

@@ -1,5 +1,6 @@
--- emmy db merge (emmy.tunedb's merge, issue 24): idempotent, rows deduplicated across DBs that share them, DBs of
--- another machine refused unless --force, and a merge that fails midway leaves the output as it was.
+-- Scale-out (issue 24): emmy db merge (emmy.tunedb's merge) — idempotent, rows deduplicated across DBs that share
+-- them, DBs of another machine refused unless --force, a merge that fails midway leaves the output as it was — and
+-- compile --nvrtc --shard I/N, whose shards together equal one process.
 local tunedb = require "emmy.tunedb"
 
 local T = {}
@@ -115,6 +116,35 @@ test("db: bad usage is one line and exit 2", function()
   c, _, e = merge { tmp("o.db"), tmp("missing.db") }
   eq(c, 2, "a missing input")
   check(e:find("no tune DB", 1, true), e)
+end)
+
+test("compile --nvrtc --shard I/N: the shards together compile each variant once, the results equal one process's", function()
+  local d = tmp("shards")
+  local env = "EMMY_CUBIN_CACHE=" .. d .. "cc"
+  local base = { "compile", "TinyLlama/TinyLlama-1.1B-Chat-v1.0", "--layer", "0", "--dynamic", "seq_len@x:1", "--nvrtc", "--sample", "2" }
+  local function run(extra)
+    local a = { unpack(base) }
+    for _, x in ipairs(extra) do a[#a + 1] = x end
+    return emmy(a, { env = env })
+  end
+  local c, _, e = run { "--results", d .. "all.jsonl" }
+  if c ~= 0 and e:find("NVRTC is not available", 1, true) then skip("no NVRTC") end
+  eq(c, 0, "one process: " .. e)
+  local parts = {}
+  for i = 0, 2 do
+    local ci, _, ei = run { "--shard", i .. "/3", "--results", d .. i .. ".jsonl" }
+    eq(ci, 0, "shard " .. i .. ": " .. ei)
+    check(ei:find(("shard %d/3: "):format(i), 1, true), ei)
+    for l in io.open(d .. i .. ".jsonl"):lines() do parts[#parts + 1] = l end
+  end
+  table.sort(parts)
+  local all = {}
+  for l in io.open(d .. "all.jsonl"):lines() do all[#all + 1] = l end
+  eq(#parts, #all, "each variant once")
+  for i = 1, #all do eq(parts[i], all[i], "line " .. i) end
+  c, _, e = run { "--shard", "3/3" }
+  eq(c, 2, "a shard past the count")
+  check(e:find("0 <= I < N", 1, true), e)
 end)
 
 return T
