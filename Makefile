@@ -20,7 +20,7 @@ UNIT_SRC  := $(wildcard tests/c/*.c)
 
 DEB_PKGS  := gcc make libluajit-5.1-dev lua-cjson-dev libsqlite3-dev libpcre2-dev libutf8proc-dev libevent-dev python3 python3-numpy python3-torch
 # the tests also render the bench page (kernels.html) in headless Chromium
-TEST_PKGS := chromium nodejs npm
+TEST_PKGS := chromium nodejs npm slurm-wlm munge
 
 .PHONY: all deps test test-gpu asan test-asan clean demo
 
@@ -55,7 +55,7 @@ deps:
 	@sh tools/deps.sh $(DEB_PKGS)
 
 test: deps
-	@sh tools/deps.sh $(TEST_PKGS) || echo "emmy: the page and tokenizer tests will be skipped without $(TEST_PKGS)" >&2
+	@sh tools/deps.sh $(TEST_PKGS) || echo "emmy: the page, tokenizer and SLURM tests will be skipped without $(TEST_PKGS)" >&2
 	@$(MAKE) --no-print-directory emmy tests/unit
 	@$(MAKE) --no-print-directory asan
 	@sh tests/run.sh

@@ -1,0 +1,142 @@
+-- emmy.slurm — a GPU-less compile of a model's kernel variants spread over a SLURM job array (issue 24): the task
+-- script (one `emmy compile … --nvrtc --shard I/N --results` a task, I from SLURM_ARRAY_TASK_ID), the merge job
+-- that depends on the array (`--dependency=afterok`), their submission, each task's state and a failed task's
+-- resubmission. Everything lives in one work folder:
+--   D/plan.json       what was submitted (command, shards, job ids)
+--   D/task.sh, D/merge.sh, D/shard_I.log, D/shard_I.jsonl (a task's results), D/results.jsonl (the merge)
+local cjson = require "cjson"
+local sys = require "emmy.sys"
+
+local M = {}
+
+local function shq(x) return "'" .. tostring(x):gsub("'", "'\\''") .. "'" end -- (a shell word)
+
+local function write(path, text, mode)
+  local f = assert(io.open(path, "w"))
+  f:write(text)
+  f:close()
+  if mode then os.execute(("chmod %s %s"):format(mode, shq(path))) end
+end
+
+local function sh(cmd)
+  local p = io.popen(cmd .. " 2>&1")
+  local out = p:read("*a")
+  local ok, _, code = p:close()
+  return (ok == true or ok == 0) and 0 or (code or 1), out
+end
+
+-- The scripts of a plan {dir, exe, args (emmy compile's arguments before --nvrtc …), shards, sample}: task, merge.
+function M.scripts(p)
+  local args = {}
+  for i, a in ipairs(p.args) do args[i] = shq(a) end
+  local task = table.concat({
+    "#!/bin/sh",
+    "# one shard of the variants: emmy compile --nvrtc --shard $SLURM_ARRAY_TASK_ID/" .. p.shards,
+    "set -e",
+    ("exec %s compile %s --nvrtc%s --shard \"$SLURM_ARRAY_TASK_ID/%d\" --results %s/shard_\"$SLURM_ARRAY_TASK_ID\".jsonl"):format(
+      shq(p.exe), table.concat(args, " "), p.sample and (" --sample " .. p.sample) or "", p.shards, shq(p.dir)),
+  }, "\n") .. "\n"
+  local merge = table.concat({
+    "#!/bin/sh",
+    "# the shards' results, merged: each variant once, sorted (equal to one process's --results)",
+    "set -e",
+    ("cat %s/shard_*.jsonl | sort > %s/results.jsonl.tmp"):format(shq(p.dir), shq(p.dir)),
+    ("mv %s/results.jsonl.tmp %s/results.jsonl"):format(shq(p.dir), shq(p.dir)),
+  }, "\n") .. "\n"
+  return task, merge
+end
+
+-- The sbatch command lines of a plan (array, then the merge with the array's id in place of JOB).
+function M.commands(p)
+  local d = shq(p.dir)
+  return ("sbatch --parsable --array=0-%d --cpus-per-task=%d --job-name=emmy-shard -o %s/shard_%%a.log %s/task.sh"):format(p.shards - 1,
+      p.cpus or 1, d, d),
+    ("sbatch --parsable --dependency=afterok:JOB --job-name=emmy-merge -o %s/merge.log %s/merge.sh"):format(d, d)
+end
+
+-- Writes the scripts; without dry_run submits them. Returns the plan with array_job and merge_job, or nil, msg.
+function M.submit(p, dry_run)
+  assert(sys.mkdir_p(p.dir))
+  local task, merge = M.scripts(p)
+  write(p.dir .. "/task.sh", task, "755")
+  write(p.dir .. "/merge.sh", merge, "755")
+  local c1, c2 = M.commands(p)
+  p.commands = { c1, c2 }
+  if dry_run then return p end
+  local rc, out = sh(c1)
+  local job = out:match("^(%d+)")
+  if rc ~= 0 or not job then return nil, "sbatch (the array): " .. out:gsub("\n", " ") end
+  p.array_job = job
+  rc, out = sh((c2:gsub("JOB", job)))
+  local mj = out:match("^(%d+)")
+  if rc ~= 0 or not mj then return nil, "sbatch (the merge): " .. out:gsub("\n", " ") end
+  p.merge_job = mj
+  M.save(p)
+  return p
+end
+
+function M.save(p) write(p.dir .. "/plan.json", cjson.encode(p)) end
+
+function M.load(dir)
+  local f = io.open(dir .. "/plan.json")
+  if not f then return nil, ("no SLURM plan in %s (emmy slurm compile … --work-dir %s first)"):format(dir, dir) end
+  local p = cjson.decode(f:read("*a"))
+  f:close()
+  return p
+end
+
+-- Each task's state: pending or running (squeue), done (its results file), failed (ended without one); and the
+-- merge's. Returns {tasks = {[i] = state}, merge = state, counts = {state = n}}.
+function M.status(p)
+  local live = {}
+  local _, q = sh(("squeue -h -o '%%i %%T' -j %s,%s"):format(p.array_job, p.merge_job))
+  for id, st in q:gmatch("(%S+) (%S+)") do live[id] = st:lower() end
+  local out, counts = { tasks = {} }, {}
+  for i = 0, p.shards - 1 do
+    local st = live[("%s_%d"):format(p.array_job, i)]
+    if not st then
+      -- a pending array shows as JOB_[a-b]
+      for id, s in pairs(live) do
+        local a, b = id:match("^" .. p.array_job .. "_%[(%d+)%-(%d+)")
+        if a and i >= tonumber(a) and i <= tonumber(b) then st = s end
+      end
+    end
+    if not st then st = sys.stat(("%s/shard_%d.jsonl"):format(p.dir, i)) == "file" and "done" or "failed" end
+    out.tasks[i] = st
+    counts[st] = (counts[st] or 0) + 1
+  end
+  out.merge = live[p.merge_job] or (sys.stat(p.dir .. "/results.jsonl") == "file" and "done" or "waiting or failed")
+  out.counts = counts
+  return out
+end
+
+-- Submits task i again alone (a failed shard), and a merge after it. Returns the new job ids or nil, msg.
+function M.resubmit(p, i)
+  local d = shq(p.dir)
+  local rc, out = sh(("sbatch --parsable --array=%d --cpus-per-task=%d --job-name=emmy-shard -o %s/shard_%%a.log %s/task.sh"):format(i,
+    p.cpus or 1, d, d))
+  local job = out:match("^(%d+)")
+  if rc ~= 0 or not job then return nil, "sbatch: " .. out:gsub("\n", " ") end
+  rc, out = sh(("sbatch --parsable --dependency=afterok:%s --job-name=emmy-merge -o %s/merge.log %s/merge.sh"):format(job, d, d))
+  local mj = out:match("^(%d+)")
+  if rc ~= 0 or not mj then return nil, "sbatch (the merge): " .. out:gsub("\n", " ") end
+  return job, mj
+end
+
+-- Waits until the merge's results exist or no job of the plan is queued (timeout_s at most); true when merged.
+function M.wait(p, timeout_s, progress)
+  local t0 = sys.clock()
+  while sys.clock() - t0 < (timeout_s or 3600) do
+    if sys.stat(p.dir .. "/results.jsonl") == "file" then return true end
+    local _, q = sh(("squeue -h -o %%i -j %s,%s"):format(p.array_job, p.merge_job))
+    if not q:match("%d") and sys.stat(p.dir .. "/results.jsonl") ~= "file" then
+      os.execute("sleep 1")
+      return sys.stat(p.dir .. "/results.jsonl") == "file"
+    end
+    if progress then progress(M.status(p)) end
+    os.execute("sleep 1")
+  end
+  return false
+end
+
+return M
