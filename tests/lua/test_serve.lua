@@ -123,11 +123,11 @@ test("models, health and Prometheus metrics", function()
   check(text:find("emmy_inference_seconds_count", 1, true) and text:find("emmy_prompt_tokens_total", 1, true), "histograms")
 end)
 
-test("over HTTP: a child `emmy serve` answers with keep-alive, JSON errors and 413, and stops after --requests", function()
-  local pf = os.tmpname()
+-- Starts `emmy serve DIR ARGS` in the background; returns its port (or fails with its log) and the log's path.
+local function start(args, env)
+  local pf, log = os.tmpname(), os.tmpname()
   os.remove(pf)
-  local log = os.tmpname()
-  os.execute(("%s serve %s --device cpu --port 0 --port-file %s --requests 5 --max-payload 2000 > %s 2>&1 &"):format(BIN, model_dir(), pf, log))
+  os.execute(("%s %s serve %s %s --port 0 --port-file %s > %s 2>&1 &"):format(env or "", BIN, model_dir(), args, pf, log))
   local port
   for _ = 1, 600 do
     local f = io.open(pf)
@@ -136,6 +136,12 @@ test("over HTTP: a child `emmy serve` answers with keep-alive, JSON errors and 4
     os.execute("sleep 0.1")
   end
   check(port, "no port file; log: " .. (io.open(log):read("*a") or ""))
+  os.remove(pf)
+  return port, log
+end
+
+test("over HTTP: a child `emmy serve` answers with keep-alive, JSON errors and 413, and stops after --requests", function()
+  local port, log = start("--device cpu --requests 5 --max-payload 2000")
   local st, body = http.request("127.0.0.1", port, "GET", "/health")
   check(st == 200 and body:find("ok", 1, true), tostring(st) .. " " .. tostring(body))
   st, body = http.request("127.0.0.1", port, "POST", "/v1/embeddings", cjson.encode { input = { 1, 2 } })
@@ -153,26 +159,8 @@ test("over HTTP: a child `emmy serve` answers with keep-alive, JSON errors and 4
     os.execute("sleep 0.1")
   end
   check(gone, "the server still answers after --requests 5")
-  os.remove(pf)
   os.remove(log)
 end)
-
--- Starts `emmy serve DIR ARGS` in the background; returns its port (or fails with its log) and the log's path.
-local function start(args, env)
-  local pf, log = os.tmpname(), os.tmpname()
-  os.remove(pf)
-  os.execute(("%s %s serve %s %s --port 0 --port-file %s > %s 2>&1 &"):format(env or "", BIN, model_dir(), args, pf, log))
-  local port
-  for _ = 1, 600 do
-    local f = io.open(pf)
-    if f then port = tonumber(f:read("*a")); f:close() end
-    if port then break end
-    os.execute("sleep 0.1")
-  end
-  check(port, "no port file; log: " .. (io.open(log):read("*a") or ""))
-  os.remove(pf)
-  return port, log
-end
 
 test("--device gpu: the kernels built once and launched a request at its length (the mock driver: the plumbing)", function()
   local d = os.tmpname()
