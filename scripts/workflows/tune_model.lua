@@ -8,9 +8,9 @@
 --   trace    the layer (default: --layer 0 with a dynamic seq_len) or the whole model (--whole: the four
 --            whole-model dynamic specs); --static keeps the traced shapes
 --   compile  passes, kernels, every gate's reason, CUDA emission (no GPU)
---   nvrtc    NVRTC compiles of the candidates with their registers, spills and shared memory (no GPU): every
---            candidate where there is no GPU (--sample N: the chosen one and N-1 others), else a sample of 40 a
---            kernel (--all: every one)
+--   nvrtc    NVRTC compiles of the candidates with their registers, spills and shared memory (no GPU): the chosen
+--            one and N-1 others a kernel (--sample N; 40 with a GPU, 100 without), --all every one (hours without
+--            a GPU: `emmy slurm compile` spreads it over a cluster)
 --   run      on a GPU: every kernel against the CPU reference with a 20-point knob sweep
 --   tune     on a GPU: a clean emmy tune with --bench (its stats, both tables, the bench files in dump/)
 --   triage   on a GPU: for each kernel behind torch's best, the eval views as JSON (eval/), a re-tune of the
@@ -137,16 +137,17 @@ function S.compile() return emmy("compile", with("compile", { "--explain", "--du
 function S.nvrtc()
   if not nvrtc then say("nvrtc: skipped — NVRTC not found (%s)", nerr) return true end
   local flags = with("compile", { "--nvrtc" })
-  -- without a GPU this step is the compile's whole check: every candidate (cached cubins are reused on a re-run);
-  -- with one, the tune compiles the variants it benches, so a sample here (40 a kernel) keeps the run short
-  local all = opts.all or (not gpu and not opts.sample)
-  if all then
+  -- a sample a kernel: 40 with a GPU (the tune compiles the variants it benches), 100 without (this step is then
+  -- the compile's whole check, and every candidate of Qwen3 layer 0 — 29,462 — is two hours on two cores: --all,
+  -- or spread over SLURM with `emmy slurm compile`); cached cubins are reused on a re-run
+  if opts.all then
     flags[#flags + 1] = "--all-variants"
-    say("nvrtc: every candidate of every kernel (%s; 0.05–4 s of one core each, ~0.5 s on average: hours on a few cores; cached cubins reused)",
-      gpu and "--all" or "no GPU here")
+    say("nvrtc: every candidate of every kernel (--all; 0.05–4 s of one core each, ~0.5 s on average: hours on a few cores; cached cubins reused)")
   else
+    local n = opts.sample or (gpu and 40 or 100)
     flags[#flags + 1] = "--sample"
-    flags[#flags + 1] = tostring(opts.sample or 40)
+    flags[#flags + 1] = tostring(n)
+    say("nvrtc: the chosen variant and %d others a kernel (--all: every candidate, hours without a GPU)", n - 1)
   end
   return emmy("nvrtc", flags)
 end
