@@ -41,8 +41,8 @@ return {
   --nvrtc              compile each distinct kernel in-process (registers, spills, shared memory)
   --all-variants       with --nvrtc: compile every candidate, not only the chosen one
   --sample N           with --nvrtc: the chosen candidate and N-1 others drawn at random (seeded by --seed)
-  --shard I/N          with --nvrtc: compile only shard I (0-based) of N of the variants — contiguous ranges of
-                       the list in kernel order, then candidate order, so N shards together compile each once
+  --shard I/N          with --nvrtc: compile only shard I (0-based) of N of the variants — every N-th of the list
+                       (kernel order, then candidate order) from the I-th, so N shards together compile each once
   --results FILE       with --nvrtc: one JSON line a variant (kernel, knobs, status, regs, spills, smem), sorted
   --dump-dir D         write the stage files (docs/formats.md: dump layout)
   Knob pins: EMMY_KNOBS="K=V,kname:K=V", EMMY_<KNOB>=V; a pin a gate refuses is an error naming the gate.
@@ -197,7 +197,8 @@ return {
             res[i] = { status = "emit_fail", log = "error: " .. tostring(la) }
           end
         end
-        local compiled = nv.compile_many(jobs, { progress = function(done)
+        -- (a SLURM task compiles on the CPUs it was given, not on every CPU of the node it shares)
+        local compiled = nv.compile_many(jobs, { threads = tonumber(os.getenv("SLURM_CPUS_PER_TASK") or "") or 0, progress = function(done)
           local now = sys.clock()
           local d, total = base - 1 + done, #which
           if now - last > 3 or d == total then
