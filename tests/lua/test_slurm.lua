@@ -119,6 +119,19 @@ test("emmy slurm compile: 4 array tasks and a merge on a real single-node SLURM 
     eq(c, 0, "one process: " .. e)
     local one, merged = read(dir .. "/one.jsonl"), read(wd .. "/results.jsonl")
     check(one and #one > 0 and one == merged, "the merged results differ from one process's")
+    -- a lost shard is failed in the status, and resubmitted alone it completes the merge again
+    os.remove(wd .. "/shard_2.jsonl")
+    os.remove(wd .. "/results.jsonl")
+    c, out = emmy({ "slurm", "status", wd }, { env = env })
+    check(out:find("3 done, 1 failed (failed: 2)", 1, true), out)
+    c, out, e = emmy({ "slurm", "resubmit", wd, "2" }, { env = env .. " " .. cache })
+    eq(c, 0, "resubmit: " .. e)
+    for _ = 1, 600 do
+      if sys.stat(wd .. "/results.jsonl") == "file" then break end
+      os.execute("sleep 0.2")
+    end
+    os.execute("sleep 0.5")
+    check(read(wd .. "/results.jsonl") == one, "the merge after the resubmitted task")
   end)
   stop()
   if not ok then error(err, 0) end
