@@ -84,8 +84,8 @@ return {
   writes them with --json FILE). Exit 1 when a request failed.
   Batching: each step takes every waiting request in arrival order and packs the sequences of the embeddings
   requests end to end (no padding; positions restart at each sequence; the attention is block-diagonal and causal)
-  into model runs of at most --max-batch-tokens tokens (default: the model's length); a request whose sequences
-  exceed it alone still runs, in several.
+  into model runs of at most --max-batch-tokens tokens (default: 8192 on the GPU, the model's length on the
+  CPU); a request whose sequences exceed it alone still runs, in several.
   --device gpu (default) runs the model's kernels as `emmy run` compiles them (the rules' choices, the tune DB's
   picks), the weights uploaded once and every buffer allocated at the longest sequence; --device cpu runs it on the
   CPU reference (seconds a sequence: for tests and machines without a GPU). Weights are the folder's safetensors,

@@ -159,7 +159,7 @@ local function gpu_embedder(model, opts)
   local cu, err = require("emmy.cuda").open()
   if not cu then return nil, "--device gpu needs a GPU: " .. tostring(err) end
   local r, g, maxpos = packed_graph(model, opts)
-  local most = math.min(opts.max_batch_tokens or maxpos, maxpos)
+  local most = math.min(opts.max_batch_tokens or 8192, maxpos) -- (the mask is most² bytes, every buffer sized for most)
   local t0 = sys.clock()
   local ok, plans = pcall(kernels.plan, compiler.run(g), { device = gpu.device(cu:info()) })
   if not ok then return nil, tostring(plans) end
