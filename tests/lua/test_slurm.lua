@@ -54,7 +54,7 @@ local function cluster(dir)
   local conf = dir .. "/slurm.conf"
   local f = assert(io.open(conf, "w"))
   f:write(([[ClusterName=emmytest
-SlurmctldHost=%s
+SlurmctldHost=%s(127.0.0.1)
 SlurmctldPort=%d
 SlurmdPort=%d
 AuthType=auth/munge
@@ -76,12 +76,13 @@ JobAcctGatherType=jobacct_gather/none
 AccountingStorageType=accounting_storage/none
 MpiDefault=none
 ReturnToService=2
-NodeName=%s CPUs=%d State=UNKNOWN
+NodeName=%s NodeAddr=127.0.0.1 CPUs=%d State=UNKNOWN
 PartitionName=emmy Nodes=%s Default=YES MaxTime=INFINITE State=UP
 ]]):format(host, port, port + 1, dir, dir, dir, dir, dir, dir, dir, host, cpus, host))
   f:close()
   local env = "SLURM_CONF=" .. conf
-  c, out = sh(("%s /usr/sbin/slurmctld -c -f %s && %s /usr/sbin/slurmd -f %s"):format(env, conf, env, conf))
+  -- (addresses given as 127.0.0.1 and the node named on slurmd's command line: no name lookup of the host needed)
+  c, out = sh(("%s /usr/sbin/slurmctld -c -f %s && %s /usr/sbin/slurmd -f %s -N %s"):format(env, conf, env, conf, host))
   if c ~= 0 then stop(); error("slurm: " .. out) end
   for _ = 1, 100 do
     local _, s = sh(env .. " sinfo -h -o %t")
