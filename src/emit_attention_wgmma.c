@@ -74,6 +74,10 @@ static long long fa_mergebytes(const fa_t *f) { return f->P > 1 ? (f->D / 2 + 4)
 static long long fa_kvbytes(const fa_t *f) { return (long long)f->BKV * f->D * 2; }
 /* OSMEM=3's O buffer: after the ring (and the merge area), the size of the Q tile; 0 where O is staged over Q. */
 static long long fa_obuf(const fa_t *f) { return f->osmem == 3 ? fa_qbytes(f) + 2LL * f->ST * fa_kvbytes(f) + fa_mergebytes(f) : 0; }
+/* The block's dynamic shared memory: alignment slack, Q, the K/V ring, the merge area, OSMEM=3's O buffer. */
+static long long fa_smem(const fa_t *f) {
+  return 1024 + fa_qbytes(f) + 2LL * f->ST * fa_kvbytes(f) + fa_mergebytes(f) + (f->osmem == 3 ? fa_qbytes(f) : 0);
+}
 
 /* The element offset of (head index bh, row l, element 0) of operand x (Q: qi, K/V: through kv_index) in its
  * kernel input, as a lambda em_<name>(bh, l) -> long long; the batch dims unravel from bh inside it. */
@@ -534,16 +538,17 @@ static void fa_stage(ectx *c, const fa_t *f, const char *var, const char *use) {
           fa_qbytes(f), var, 2 * fa_kvbytes(f));
 }
 
-/* APERSIST=1: this warp's release of its Q slice (em_qempty, one arrival of each consumer warp's first lane). */
-static void fa_qrelease(ectx *c) {
-  ex_line(c, "if (lane == 0) asm volatile(\"mbarrier.arrive.shared::cta.b64 _, [%%0];\" :: \"r\"(em_smem(&em_qempty)) : \"memory\");");
+/* One arrival of each warp's first lane on the mbarrier bar (where cond holds, when given). */
+static void fa_arrive(ectx *c, const char *cond, const char *bar) {
+  ex_line(c, "if (%slane == 0) asm volatile(\"mbarrier.arrive.shared::cta.b64 _, [%%0];\" :: \"r\"(em_smem(&%s)) : \"memory\");",
+          cond ? ex_A(c, "%s && ", cond) : "", bar);
 }
 
-/* This warpgroup's release of ring use u (stage st<var>): one arrival of each warp's first lane. */
-static void fa_release(ectx *c, const char *var) {
-  ex_line(c, "if (lane == 0) asm volatile(\"mbarrier.arrive.shared::cta.b64 _, [%%0];\" :: \"r\"(em_smem(&em_empty[st%s])) : \"memory\");",
-          var);
-}
+/* APERSIST=1: this warp's release of its Q slice (em_qempty). */
+static void fa_qrelease(ectx *c) { fa_arrive(c, NULL, "em_qempty"); }
+
+/* This warpgroup's release of ring use u (stage st<var>). */
+static void fa_release(ectx *c, const char *var) { fa_arrive(c, NULL, ex_A(c, "em_empty[st%s]", var)); }
 
 /* One tile (ring use u) with a next one: the next tile's S = QKᵀ and this tile's O += PV (P in register set p)
  * issued together, the next softmax (into register set pn) while PV runs on the tensor cores, O corrected once
@@ -663,8 +668,7 @@ static void fa_consumers(ectx *c, const fa_t *f) {
   ex_line(c, "}");
   if (f->P > 1) fa_merge(c, f, f->mask >= 0 ? 1.0 : f->scale * M_LOG2E);
   fa_epilogue(c, f);
-  if (f->osmem == 4) /* (every warp past its reads of the staged O) */
-    ex_line(c, "if (kp < ntw && lane == 0) asm volatile(\"mbarrier.arrive.shared::cta.b64 _, [%%0];\" :: \"r\"(em_smem(&em_empty[em_lst])) : \"memory\");");
+  if (f->osmem == 4) fa_arrive(c, "kp < ntw", "em_empty[em_lst]"); /* (every warp past its reads of the staged O) */
   if (f->persist) {
     /* PINGPONG: both warpgroups past this item (the first's last bar.sync 4 taken) before the second's next
      * bar.arrive 4, which would otherwise complete that barrier with its own two arrivals */
@@ -739,7 +743,7 @@ static int fa_facts(ectx *c, fa_t *f) {
                "KVSPLIT 1 or 2 (2: BQ=64, QPACK=0, KVST=4: each part's next tile loads while it reads this one)");
     return 0;
   }
-  long long smem = 1024 + fa_qbytes(f) + 2LL * f->ST * fa_kvbytes(f) + fa_mergebytes(f) + (f->osmem == 3 ? fa_qbytes(f) : 0);
+  long long smem = fa_smem(f);
   if (smem * f->minb > 232448) {
     ex_fail(c, "FLASH=2: %lld B of shared memory a block x MINB=%d exceed 227 KB", smem, f->minb);
     return 0;
@@ -776,7 +780,7 @@ void ex_k_flash_wgmma(ectx *c, em_launch *L) {
   if (!fa_facts(c, &f)) return;
   int BQ = f.pack ? 64 : 64 * f.NQ;
   L->block[0] = 128 * (f.NWG + 1);
-  L->smem = 1024 + fa_qbytes(&f) + 2LL * f.ST * fa_kvbytes(&f) + fa_mergebytes(&f) + (f.osmem == 3 ? fa_qbytes(&f) : 0);
+  L->smem = fa_smem(&f);
   c->bounds_minb = 1;
   snprintf(L->grid[0], sizeof L->grid[0], "cdiv(%s,%d)", em_dim_format(&c->g->syms, &f.os->d[f.r - 2], (char[128]){0}, 128), BQ);
   const char *nbh = f.bat.rank ? ex_numel_text(c, &f.bat) : "1";
