@@ -2,7 +2,7 @@
 local cli = require "emmy.cli"
 local serve = require "emmy.serve"
 
-local function shq(x) return "'" .. tostring(x):gsub("'", "'\\''") .. "'" end -- (a shell word)
+local shq = cli.shell_quote
 
 -- --bench: the server as a child process (`emmy serve … --port 0`), driven with random prompts of token ids by the
 -- load client in this one; the summary printed and, with --json, written.

@@ -131,6 +131,9 @@ function M.parse(argv, spec, cmd)
   return opts, out
 end
 
+-- x as one POSIX shell word (single-quoted; a quote inside as '\'').
+function M.shell_quote(x) return "'" .. (tostring(x):gsub("'", "'\\''")) .. "'" end
+
 -- Parses repeated NAME=N options into a table, e.g. --bind seq_len=7.
 function M.parse_binds(list, flag)
   local t = {}

@@ -73,7 +73,7 @@ function M.ncu_path()
   return s and s ~= "" and s or nil
 end
 
-local function sq(s) return "'" .. tostring(s):gsub("'", "'\\''") .. "'" end
+local sq = require("emmy.cli").shell_quote
 
 -- Splits one CSV line (ncu quotes every field).
 local function csv_fields(line)

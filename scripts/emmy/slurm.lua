@@ -9,7 +9,7 @@ local sys = require "emmy.sys"
 
 local M = {}
 
-local function shq(x) return "'" .. tostring(x):gsub("'", "'\\''") .. "'" end -- (a shell word)
+local shq = require("emmy.cli").shell_quote
 
 local function write(path, text, mode)
   local f = assert(io.open(path, "w"))

@@ -47,7 +47,7 @@ local work = opts.work or ("%s/_tune/tune-model-%s"):format(EMMY_HOME, slug)
 for _, d in ipairs { "dump", "eval", "retune", "profile" } do assert(sys.mkdir_p(work .. "/" .. d)) end
 local t0 = sys.clock()
 local function say(fmt, ...) print(("[%6.1fs] " .. fmt):format(sys.clock() - t0, ...)) io.stdout:flush() end
-local function shq(s) return "'" .. tostring(s):gsub("'", "'\\''") .. "'" end
+local shq = cli.shell_quote
 local read_json = require("emmy.triage").read_json
 local write_file = require("emmy.dump").write_file
 
