@@ -46,11 +46,12 @@ function M.scripts(p)
   return task, merge
 end
 
--- The sbatch command lines of a plan (array, then the merge with the array's id in place of JOB).
-function M.commands(p)
+-- The sbatch command lines of a plan (its array, or the tasks `array` names, then the merge with the array's id in
+-- place of JOB).
+function M.commands(p, array)
   local d = shq(p.dir)
-  return ("sbatch --parsable --array=0-%d --cpus-per-task=%d --job-name=emmy-shard -o %s/shard_%%a.log %s/task.sh"):format(p.shards - 1,
-      p.cpus or 1, d, d),
+  return ("sbatch --parsable --array=%s --cpus-per-task=%d --job-name=emmy-shard -o %s/shard_%%a.log %s/task.sh"):format(
+      array or ("0-" .. (p.shards - 1)), p.cpus or 1, d, d),
     ("sbatch --parsable --dependency=afterok:JOB --job-name=emmy-merge -o %s/merge.log %s/merge.sh"):format(d, d)
 end
 
@@ -112,12 +113,11 @@ end
 
 -- Submits task i again alone (a failed shard), and a merge after it. Returns the new job ids or nil, msg.
 function M.resubmit(p, i)
-  local d = shq(p.dir)
-  local rc, out = sh(("sbatch --parsable --array=%d --cpus-per-task=%d --job-name=emmy-shard -o %s/shard_%%a.log %s/task.sh"):format(i,
-    p.cpus or 1, d, d))
+  local c1, c2 = M.commands(p, tostring(i))
+  local rc, out = sh(c1)
   local job = out:match("^(%d+)")
   if rc ~= 0 or not job then return nil, "sbatch: " .. out:gsub("\n", " ") end
-  rc, out = sh(("sbatch --parsable --dependency=afterok:%s --job-name=emmy-merge -o %s/merge.log %s/merge.sh"):format(job, d, d))
+  rc, out = sh((c2:gsub("JOB", job)))
   local mj = out:match("^(%d+)")
   if rc ~= 0 or not mj then return nil, "sbatch (the merge): " .. out:gsub("\n", " ") end
   return job, mj
