@@ -230,7 +230,7 @@ static void fa_qk(ectx *c, const fa_t *f, const char *acc, const char *kbase) {
   c->indent++;
   ex_line(c, "const unsigned qa = em_sb + (unsigned)(kd >> 2) * %du + (unsigned)wq * 8192u + (unsigned)(kd & 3) * 32u;", f->NQ * 8192);
   ex_line(c, "const unsigned ka = %s + (unsigned)(kd >> 2) * %du + (unsigned)(kd & 3) * 32u;", kbase, f->BKV * 128);
-  ex_wgmma_insn(c, f->BKV, f->mt, acc, "em_wg_desc(qa)", NULL, "em_wg_desc(ka)", "kd", 0);
+  ex_wgmma_insn(c, f->BKV, f->mt, acc, NULL, "em_wg_desc(qa)", NULL, "em_wg_desc(ka)", "kd", 0);
   c->indent--;
   ex_line(c, "}");
   ex_line(c, "em_wg_commit();");
@@ -336,7 +336,7 @@ static void fa_pv(ectx *c, const fa_t *f, const char *kbase, const char *p) {
   ex_line(c, "const unsigned long long vd = (unsigned long long)((va & 0x3FFFFu) >> 4) | ((unsigned long long)%d << 16) | "
              "((unsigned long long)(1024 >> 4) << 32) | (1ull << 62);",
           f->BKV * 128 >> 4);
-  ex_wgmma_insn(c, (int)f->D, f->mt, "o", NULL, ex_A(c, "\"r\"(%s[kb2][0]), \"r\"(%s[kb2][1]), \"r\"(%s[kb2][2]), \"r\"(%s[kb2][3])", p, p, p, p),
+  ex_wgmma_insn(c, (int)f->D, f->mt, "o", NULL, NULL, ex_A(c, "\"r\"(%s[kb2][0]), \"r\"(%s[kb2][1]), \"r\"(%s[kb2][2]), \"r\"(%s[kb2][3])", p, p, p, p),
            "vd", "1", 1);
   c->indent--;
   ex_line(c, "}");

@@ -55,12 +55,13 @@ static void mma_tile_step(ectx *c, const tile_src *s, int BK, int FM, int FN, in
 /* The wgmma of one k16 step into accumulator acc (acc[j][q], n/8 x 4 f32): A from shared memory (adesc, a
  * descriptor expression) or from registers (areg, four 32-bit registers' text), B by descriptor, N-major when
  * tnsp; scale_d is the C expression whose non-zero value keeps the accumulator. */
-void ex_wgmma_insn(ectx *c, int n, const char *mt, const char *acc, const char *adesc, const char *areg, const char *bdesc,
-                     const char *scale_d, int tnsp) {
-  int nreg = n / 2;
+void ex_wgmma_insn(ectx *c, int n, const char *mt, const char *acc, const char *acc_hi, const char *adesc, const char *areg,
+                   const char *bdesc, const char *scale_d, int tnsp) {
+  int nreg = n / 2, half = acc_hi ? nreg / 2 : nreg;
   sbuf regs = {0}, ops = {0};
   for (int i = 0; i < nreg; i++) ex_sb_add(&regs, "%s%%%d", i ? ", " : "", i);
-  for (int i = 0; i < nreg; i++) ex_sb_add(&ops, "%s\"+f\"(%s[%d][%d])", i ? ", " : "", acc, i / 4, i % 4);
+  for (int i = 0; i < nreg; i++)
+    ex_sb_add(&ops, "%s\"+f\"(%s[%d][%d])", i ? ", " : "", i < half ? acc : acc_hi, (i % half) / 4, i % 4);
   if (areg)
     ex_line(c, "asm volatile(\"{ .reg .pred p; setp.ne.b32 p, %%%d, 0; wgmma.mma_async.sync.aligned.m64n%dk16.f32.%s.%s {%s}, "
                "{%%%d, %%%d, %%%d, %%%d}, %%%d, p, 1, 1, %d; }\"",
@@ -93,9 +94,13 @@ void ex_wgmma_step(ectx *c, const char *aS, const char *bS, const char *b2S, int
   ex_line(c, "#pragma unroll");
   ex_line(c, "for (int kk = 0; kk < 4; kk++) {");
   c->indent++;
-  for (int b = 0; b < (dual ? 2 : 1); b++)
-    ex_wgmma_insn(c, BN, mt, b ? "acc2[0]" : "acc[0]", "em_wg_desc(em_wa + kk * 32)", NULL,
-                  ex_A(c, "em_wg_desc(%s + kk * 32)", b ? b2S : bS), scale_d, 0);
+  if (dual == 2) /* DUAL_WIDE=1: both weight tiles adjacent, one instruction of N = 2·BN (acc's columns, then acc2's) */
+    ex_wgmma_insn(c, 2 * BN, mt, "acc[0]", "acc2[0]", "em_wg_desc(em_wa + kk * 32)", NULL, ex_A(c, "em_wg_desc(%s + kk * 32)", bS),
+                  scale_d, 0);
+  else
+    for (int b = 0; b < (dual ? 2 : 1); b++)
+      ex_wgmma_insn(c, BN, mt, b ? "acc2[0]" : "acc[0]", NULL, "em_wg_desc(em_wa + kk * 32)", NULL,
+                    ex_A(c, "em_wg_desc(%s + kk * 32)", b ? b2S : bS), scale_d, 0);
   c->indent--;
   ex_line(c, "}");
   c->indent--;
@@ -113,6 +118,18 @@ static void split_range(ectx *c, int SK, int BK) {
   ex_line(c, "const int em_nkt = (int)((K + %d - 1) / %d), em_per = (em_nkt + %d) / %d, kt0 = (int)blockIdx.z * em_per;", BK, BK,
           SK - 1, SK);
   ex_line(c, "const int nk = max(0, min(em_nkt, kt0 + em_per) - kt0);");
+}
+
+void ex_ctr_b_at(const ex_ctr *k, int stages, int b, long long *base, long long *stride) {
+  const long long abytes = 128LL * k->BM, bbytes = 128LL * k->BN;
+  if (k->wide) *base = stages * abytes + b * bbytes, *stride = 2 * bbytes;
+  else *base = stages * (abytes + b * bbytes), *stride = bbytes;
+}
+
+const char *ex_ctr_b_stage(ectx *c, const ex_ctr *k, int stages, int b) {
+  long long base, stride;
+  ex_ctr_b_at(k, stages, b, &base, &stride);
+  return ex_A(c, "(em_sb + %lldu + st * %lldu)", base, stride);
 }
 
 void ex_ctr_tma_load(ectx *c, const ex_ctr *k, int stages, int CL, int WS, const char *ktx) {
@@ -136,10 +153,11 @@ void ex_ctr_tma_load(ectx *c, const ex_ctr *k, int stages, int CL, int WS, const
       ex_line(c, "    %sif (n0 < %lldLL) em_tma_2d(em_sb + %lldu + st * %lldu, &tm%d, %s * 64, (int)(n0 - %lldLL), &em_bar[st]);",
               j ? "else " : "", (long long)sibOff[j + 1], stages * abytes, bbytes, 1 + j, ktx, (long long)sibOff[j]);
   else
-    ex_line(c, "    em_tma_2d(em_sb + %lldu + st * %lldu, &tm1, %s * 64, (int)n0, &em_bar[st]);", stages * abytes, bbytes, ktx);
-  if (dual)
-    ex_line(c, "    em_tma_2d(em_sb + %lldu + st * %lldu, &tm2, %s * 64, (int)n0, &em_bar[st]);", stages * (abytes + bbytes), bbytes,
-            ktx);
+    for (int b = 0; b < (dual ? 2 : 1); b++) {
+      long long base, stride;
+      ex_ctr_b_at(k, stages, b, &base, &stride);
+      ex_line(c, "    em_tma_2d(em_sb + %lldu + st * %lldu, &tm%d, %s * 64, (int)n0, &em_bar[st]);", base, stride, 1 + b, ktx);
+    }
   ex_line(c, "  }");
   ex_line(c, "};");
 }
@@ -210,7 +228,7 @@ static void ctr_tma_mainloop(ectx *c, const ex_ctr *k, const char *ktx) {
   const int threads = k->threads, dual = k->dual;
   const int SK = k->SK, stages = k->stages, CL = k->CL, WS = k->WS, wgt = k->wgt, wgw = k->wgw;
   const char *mma_t = k->mma_t;
-  long long abytes = 128LL * BM, bbytes = 128LL * BN;
+  long long abytes = 128LL * BM;
   split_range(c, SK, 64);
   ex_line(c, "if (tid == 0) {");
   ex_line(c, "  for (int s = 0; s < %d; s++) em_mbar_init(&em_bar[s], 1);", stages);
@@ -255,10 +273,9 @@ static void ctr_tma_mainloop(ectx *c, const ex_ctr *k, const char *ktx) {
     if (stages > 1) ex_line(c, "if (kt + %d < nk) em_load((kt + %d) %% %d, kt + %d);", stages - 1, stages - 1, stages, stages - 1);
   }
   const char *aS = ex_A(c, "(em_sb + st * %lldu)", abytes);
-  const char *bS = ex_A(c, "(em_sb + %lldu + st * %lldu)", stages * abytes, bbytes);
-  const char *b2S = ex_A(c, "(em_sb + %lldu + st * %lldu)", stages * (abytes + bbytes), bbytes);
+  const char *bS = ex_ctr_b_stage(c, k, stages, 0), *b2S = ex_ctr_b_stage(c, k, stages, 1);
   if (wgt) {
-    ex_wgmma_step(c, aS, bS, b2S, BN, dual, mma_t, !inflight, "1");
+    ex_wgmma_step(c, aS, bS, b2S, BN, k->wide ? 2 : dual, mma_t, !inflight, "1");
   } else {
     tile_src ts = {1, "", aS, bS, b2S};
     mma_tile_step(c, &ts, 64, FM, FN, BM / WM, BN / WN, dual, mma_t);
@@ -594,6 +611,11 @@ static int ctr_operands(ectx *c, ex_ctr *k) {
   int dual = k->dual = dmeta && dmeta[0] == '1' && nsib == 2 && sibN[0] == sibN[1];
   if (dmeta && dmeta[0] == '1' && !dual) {
     ex_fail(c, "a dual kernel needs two linears of equal width on one operand");
+    return 1;
+  }
+  k->wide = EX_KNOB(c, DUAL_WIDE);
+  if (k->wide && (k->wide != 1 || !dual || !k->wgt || 2 * k->BN > 256)) {
+    ex_fail(c, "DUAL_WIDE=1 is one wgmma over a dual kernel's two adjacent weight tiles (WGMMA=1, a dual pair, 2·BN <= 256)");
     return 1;
   }
   k->concat = nsib > 1 && !dual;

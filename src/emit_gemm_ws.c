@@ -56,7 +56,8 @@ static void ws_tile_count(ectx *c, const ex_ctr *k, int cl) {
 /* This CTA's tile loop: every gridDim.x-th tile, (CLUSTER=2) every (gridDim.x / 2)-th pair of its cluster, or
  * (SPLIT_K=2, 4) every (gridDim.x / SPLIT_K)-th tile, the cluster's CTAs on its K parts. */
 static void ws_tile_loop(ectx *c, int cl, int sk) {
-  if (cl == 2) ex_line(c, "for (int em_t = blockIdx.x / 2; em_t < em_pairs; em_t += gridDim.x / 2) {");
+  if (EX_KNOB(c, STREAM_K)) ex_sk_item_loop(c);
+  else if (cl == 2) ex_line(c, "for (int em_t = blockIdx.x / 2; em_t < em_pairs; em_t += gridDim.x / 2) {");
   else if (sk >= 2) ex_line(c, "for (int em_t = blockIdx.x / %d; em_t < em_tiles; em_t += gridDim.x / %d) {", sk, sk);
   else ex_line(c, "for (int em_t = blockIdx.x; em_t < em_tiles; em_t += gridDim.x) {");
 }
@@ -64,10 +65,14 @@ static void ws_tile_loop(ectx *c, int cl, int sk) {
 /* SPLIT_K=2, 4: this CTA's K tiles of the tile, kt0.. (nkc of them): rank r the r-th part of nk / SPLIT_K (rounded
  * up; the last parts may be short or empty). Returns the loop bound's name. */
 static const char *ws_k_range(ectx *c, int sk) {
+  if (EX_KNOB(c, STREAM_K)) return "em_ke"; /* (from em_kb: ws_k_first) */
   if (sk < 2) return "nk";
   ex_line(c, "const int em_kh = (nk + %d) / %d, kt0 = (int)em_cr * em_kh, nkc = max(0, min(nk, kt0 + em_kh) - kt0);", sk - 1, sk);
   return "nkc";
 }
+
+/* The K loop's first k-tile: a stream-K piece's em_kb, else 0. */
+static const char *ws_k_first(ectx *c) { return EX_KNOB(c, STREAM_K) ? "em_kb" : "0"; }
 
 static void ws_tile_coords(ectx *c, const ex_ctr *k, int raster, int cl) {
   const int pa = cl == 2 && EX_KNOB(c, PAIR_A);
@@ -99,16 +104,21 @@ static void ws_cluster_load(ectx *c, const ex_ctr *k, int stages) {
   if (EX_KNOB(c, PAIR_A)) {
     ex_line(c, "  em_tma_2d_mc(em_sb + st * %lldu + em_cr * %lldu, &tm0, kt * 64, (int)m0 + (int)em_cr * %d, &em_bar[st], (unsigned short)3);",
             abytes, abytes / 2, k->BM / 2);
-    for (int b = 0; b < (k->dual ? 2 : 1); b++)
-      ex_line(c, "  em_tma_2d(em_sb + %lldu + st * %lldu, &tm%d, kt * 64, (int)n0, &em_bar[st]);", stages * (abytes + b * bbytes),
-              bbytes, 1 + b);
+    for (int b = 0; b < (k->dual ? 2 : 1); b++) {
+      long long base, stride;
+      ex_ctr_b_at(k, stages, b, &base, &stride);
+      ex_line(c, "  em_tma_2d(em_sb + %lldu + st * %lldu, &tm%d, kt * 64, (int)n0, &em_bar[st]);", base, stride, 1 + b);
+    }
     ex_line(c, "};");
     return;
   }
   ex_line(c, "  em_tma_2d(em_sb + st * %lldu, &tm0, kt * 64, (int)m0, &em_bar[st]);", abytes);
-  for (int b = 0; b < (k->dual ? 2 : 1); b++)
+  for (int b = 0; b < (k->dual ? 2 : 1); b++) {
+    long long base, stride;
+    ex_ctr_b_at(k, stages, b, &base, &stride);
     ex_line(c, "  em_tma_2d_mc(em_sb + %lldu + st * %lldu + em_cr * %lldu, &tm%d, kt * 64, (int)n0 + (int)em_cr * %d, &em_bar[st], (unsigned short)3);",
-            stages * (abytes + b * bbytes), bbytes, bbytes / 2, 1 + b, k->BN / 2);
+            base, stride, bbytes / 2, 1 + b, k->BN / 2);
+  }
   ex_line(c, "};");
 }
 
@@ -129,7 +139,7 @@ static void ws_producer(ectx *c, const ex_ctr *k, int stages, int raster, int cw
   const char *nkv = ws_k_range(c, sk);
   if (cl == 2) ws_cluster_load(c, k, stages);
   else ex_ctr_tma_load(c, k, stages, 1, 1, "kt");
-  ex_line(c, "for (int kt = 0; kt < %s; kt++, em_it++) {", nkv);
+  ex_line(c, "for (int kt = %s; kt < %s; kt++, em_it++) {", ws_k_first(c), nkv);
   ex_line(c, "  const int st = em_it %% %d;", stages);
   ws_stamp(c, sp, "  const unsigned em_c0 = em_clock();");
   ex_line(c, "  em_mbar_wait(&em_empty[st], ((unsigned)(em_it / %d) & 1u) ^ 1u);", stages);
@@ -419,7 +429,7 @@ static void ws_split_reduce(ectx *c, const ex_ctr *k, int cw, int sk) {
  * output's tensor map (EPI_SMEM=4); sp: STAMP=1. */
 static void ws_consumers(ectx *c, const ex_ctr *k, em_launch *L, int stages, int raster, int staged, int cl, int sk, int tmo,
                          int sp) {
-  long long abytes = 128LL * k->BM, bbytes = 128LL * k->BN;
+  long long abytes = 128LL * k->BM;
   ex_line(c, "asm volatile(\"setmaxnreg.inc.sync.aligned.u32 %d;\");", WS_CONSUMER_REGS);
   ex_line(c, "const int wm = wid, wn = 0;");
   ex_line(c, "float acc[1][%d][4];", k->FN);
@@ -447,31 +457,32 @@ static void ws_consumers(ectx *c, const ex_ctr *k, em_launch *L, int stages, int
   const char *nkv = ws_k_range(c, sk);
   ws_stamp(c, sp, "em_sn++;");
   if (k1.rpf >= 0 || k1.npf) ex_ctr_residual_load(c, &k1);
-  ex_line(c, "for (int kt = 0; kt < %s; kt++, em_it++) {", nkv);
+  const int skm = EX_KNOB(c, STREAM_K);
+  ex_line(c, "for (int kt = %s; kt < %s; kt++, em_it++) {", ws_k_first(c), nkv);
   c->indent++;
   ex_line(c, "const int st = em_it %% %d;", stages);
   ws_stamp(c, sp, "const unsigned em_c0 = em_clock();");
   ex_line(c, "em_mbar_wait(&em_bar[st], (unsigned)(em_it / %d) & 1u);", stages);
   ws_stamp(c, sp, "const unsigned em_c1 = em_clock();");
   const char *aS = ex_A(c, "(em_sb + st * %lldu)", abytes);
-  const char *bS = ex_A(c, "(em_sb + %lldu + st * %lldu)", stages * abytes, bbytes);
-  const char *b2S = ex_A(c, "(em_sb + %lldu + st * %lldu)", stages * (abytes + bbytes), bbytes);
-  ex_wgmma_step(c, aS, bS, b2S, k->BN, k->dual, k->mma_t, 0, "(kt | kk)");
+  const char *bS = ex_ctr_b_stage(c, k, stages, 0), *b2S = ex_ctr_b_stage(c, k, stages, 1);
+  ex_wgmma_step(c, aS, bS, b2S, k->BN, k->wide ? 2 : k->dual, k->mma_t, 0, skm ? "((kt - em_kb) | kk)" : "(kt | kk)");
   ex_line(c, "em_wg_wait1();");
   ws_stamp(c, sp, "const unsigned em_c2 = em_clock();");
-  ws_release(c, "kt >= 1 && ", "em_it - 1", stages, cl);
+  ws_release(c, skm ? "kt > em_kb && " : "kt >= 1 && ", "em_it - 1", stages, cl);
   ws_stamp(c, sp, "em_sw += em_c1 - em_c0, em_sm += em_c2 - em_c1, em_sr += em_clock() - em_c2;");
   c->indent--;
   ex_line(c, "}");
   ws_stamp(c, sp, "const unsigned em_c3 = em_clock();");
   ex_line(c, "em_wg_wait0();");
-  ws_release(c, sk >= 2 ? "nkc >= 1 && " : "nk >= 1 && ", "em_it - 1", stages, cl);
+  ws_release(c, skm ? "em_ke > em_kb && " : sk >= 2 ? "nkc >= 1 && " : "nk >= 1 && ", "em_it - 1", stages, cl);
   /* EMMY_PDL=3 (an experiment): the next kernel may launch once every CTA's consumers are past their last tile's K
    * loop, so its launch and prologue overlap this grid's last epilogues */
-  if (ex_pdl_mode() == 3)
+  if (ex_pdl_mode() == 3 && !skm)
     ex_line(c, "if (em_t + gridDim.x / %d >= %s) asm volatile(\"griddepcontrol.launch_dependents;\" ::: \"memory\");",
             cl == 2 ? 2 : sk >= 2 ? sk : 1, cl == 2 ? "em_pairs" : "em_tiles");
   ws_stamp(c, sp, "const unsigned em_c4 = em_clock();");
+  if (skm) ex_sk_fixup(c, k, k->BM / 16); /* a stream-K piece: hand over, or gather and go on to the epilogue */
   if (sk >= 2 && !staged) {
     ws_split_reduce(c, k, k->BM / 16, sk);
   } else if (sk == 2) {
@@ -570,9 +581,10 @@ void ex_k_contraction_ws(ectx *c, const ex_ctr *k, em_launch *L) {
       (stageD > 0 && (staged > 2 || ex_ctr_head_reductions(c, k) || (!staged && (sk != 1 || !ex_ctr_stage_in_regs(c, k))))) ||
       (cl != 1 && cl != 2) ||
       (EX_KNOB(c, PAIR_A) && cl != 2) || EX_KNOB(c, PRODUCER) != 1 ||
-      EX_KNOB(c, WG_WAIT) != 1 || (staged < 0 || staged > 4) || ws_has_prologue(c, k)) {
+      EX_KNOB(c, WG_WAIT) != 1 || (staged < 0 || staged > 4) || ws_has_prologue(c, k) ||
+      (EX_KNOB(c, STREAM_K) && (sk != 1 || cl != 1 || sp))) {
     ex_fail(c, "PERSIST=1: a persistent producer/consumer pipeline (TMA=1, WGMMA=1, WG_WAIT=1, PRODUCER=1, BM 64 or "
-               "128, STAGES >= 2, SPLIT_K 1, 2 or 4 (2, 4: CLUSTER=1; 4: EPI_SMEM=0), CLUSTER 1 or 2 (PAIR_A=1: 2), EPI_SMEM 0..4, one linear or a dual pair, no prologue; a head-local "
+               "128, STAGES >= 2, SPLIT_K 1, 2 or 4 (2, 4: CLUSTER=1; 4: EPI_SMEM=0), CLUSTER 1 or 2 (PAIR_A=1: 2), STREAM_K=1 only with SPLIT_K=1, CLUSTER=1, STAMP=0, EPI_SMEM 0..4, one linear or a dual pair, no prologue; a head-local "
                "epilogue (RoPE) with EPI_SMEM 1 or 2, or 0 from the fragments (SPLIT_K=1, column shifts in multiples of 8), and no head-local reduction)");
     return;
   }
@@ -605,6 +617,12 @@ void ex_k_contraction_ws(ectx *c, const ex_ctr *k, em_launch *L) {
     snprintf(L->grid[0], sizeof L->grid[0], "cdiv(%s,%d)*cdiv(%s,%d)*2", ex_numel_text(c, &k->mdims), 2 * k->BM, ntext, k->BN);
     L->tmaps[0].box[1] = k->BM;
     for (int b = 1; b <= (k->dual ? 2 : 1); b++) L->tmaps[b].box[1] = k->BN / 2;
+  } else if (EX_KNOB(c, STREAM_K)) {
+    /* (stream-K: a CTA an SM, or one a k-tile where there are fewer) */
+    const em_shape *as = ex_S(c, k->A_);
+    snprintf(L->grid[0], sizeof L->grid[0], "cdiv(%s,%d)*cdiv(%s,%d)*cdiv(%s,64)", ex_numel_text(c, &k->mdims), k->BM, ntext, k->BN,
+             em_dim_format(&c->g->syms, &as->d[as->rank - 1], (char[128]){0}, 128));
+    L->scratch_per_tile = ex_sk_scratch_per_cta(k);
   } else {
     snprintf(L->grid[0], sizeof L->grid[0], "cdiv(%s,%d)*cdiv(%s,%d)%s", ex_numel_text(c, &k->mdims), k->BM, ntext, k->BN,
              sk == 2 ? "*2" : sk == 4 ? "*4" : "");
@@ -651,6 +669,7 @@ void ex_k_contraction_ws(ectx *c, const ex_ctr *k, em_launch *L) {
   ex_line(c, "const int tid = threadIdx.x, lane = tid & 31, wid = tid >> 5;");
   ex_line(c, "const int nk = (int)((K + 63) / 64);");
   ws_tile_count(c, k, cl);
+  if (EX_KNOB(c, STREAM_K)) ex_sk_schedule(c);
   if (cl == 2 || sk >= 2) ex_line(c, "const unsigned em_cr = em_cluster_rank();");
   ex_line(c, "if (tid == 0) {");
   ex_line(c, "  for (int s = 0; s < %d; s++) em_mbar_init(&em_bar[s], 1);", stages);

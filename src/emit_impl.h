@@ -165,6 +165,7 @@ typedef struct {
   int mma, BM, BN, WM, WN, TM, TN, FM, FN, threads; /* tier, tile, warps; FM x FN fragments a warp (MMA=1) */
   int a, A_, B_, B2;        /* the anchor (first linear), its operands, the dual's second weight (or -1) */
   int lin_op, dual, concat, nsib, sib[4];
+  int wide;                 /* DUAL_WIDE=1: the dual's weight tiles adjacent a stage, one wgmma of N = 2·BN */
   int64_t sibN[4], sibOff[5]; /* merged siblings' widths and offsets along N */
   const em_shape *os;       /* the anchor's shape, rank r: [batch..., M-dims..., N] */
   int r;
@@ -217,17 +218,30 @@ const char *ex_ctr_result(ectx *c, int v, const char *acc, const char *nidx);
 /* Anchors sibling s's result (text var; a dual's sibling 1 at var2 when given) at the domain index (bz, mi, nv)
  * and aligns the kernel's values with it (ex_align). */
 void ex_ctr_anchor(ectx *c, const ex_ctr *k, int s, const char *var, const char *var2, const ivec *mi, const char *nv);
+/* Where weight tile b (0; 1: the dual's second) of stage st lies: em_sb + base + st * stride. The A tiles of every
+ * stage come first; then each weight in a ring of its own, or with DUAL_WIDE=1 (k->wide) a stage's two weight tiles
+ * adjacent, one 2·BN-row K-major tile that a single wgmma of N = 2·BN reads. ex_ctr_b_stage: that address as text. */
+void ex_ctr_b_at(const ex_ctr *k, int stages, int b, long long *base, long long *stride);
+const char *ex_ctr_b_stage(ectx *c, const ex_ctr *k, int stages, int b);
 /* The TMA ring's load of one stage (lambda em_load(st, kt)): A rows m0.., B rows n0.. (B2, siblings). */
 void ex_ctr_tma_load(ectx *c, const ex_ctr *k, int stages, int CL, int WS, const char *ktx);
 /* One TMA stage of wgmma (BK=64): four m64nBNk16 on each warpgroup's 64 rows, committed; scale_d is the C
  * expression whose non-zero value keeps the accumulators (0 starts them at zero). */
 void ex_wgmma_step(ectx *c, const char *aS, const char *bS, const char *b2S, int BN, int dual, const char *mt,
                    int wait0, const char *scale_d);
-/* One wgmma k16 step into accumulator acc (acc[j][q] per 8 columns: "acc[0]" for the contraction's): A by descriptor
+/* One wgmma k16 step into accumulator acc (acc[j][q] per 8 columns; with acc_hi, the first n/2 columns in acc and the
+ * rest in acc_hi: "acc[0]" for the contraction's): A by descriptor
  * (adesc) or from four registers (areg, their constraint text), B by descriptor, N-major when tnsp; scale_d is the C
  * expression whose non-zero value keeps the accumulator. Shared by the GEMM and flash attention on wgmma. */
-void ex_wgmma_insn(ectx *c, int n, const char *mt, const char *acc, const char *adesc, const char *areg, const char *bdesc,
-                   const char *scale_d, int tnsp);
+void ex_wgmma_insn(ectx *c, int n, const char *mt, const char *acc, const char *acc_hi, const char *adesc, const char *areg,
+                   const char *bdesc, const char *scale_d, int tnsp);
+/* The persistent pipeline's stream-K scheduler (STREAM_K=1, emit_streamk.c): the schedule's variables (after
+ * em_tiles and nk), the item loop's head (em_t, the piece's k-tiles em_kb..em_ke, em_u its stream-K tile or -1),
+ * the fix-up after a piece's K loop, and the launch scratch a CTA needs. */
+void ex_sk_schedule(ectx *c);
+void ex_sk_item_loop(ectx *c);
+void ex_sk_fixup(ectx *c, const ex_ctr *k, int cw);
+long long ex_sk_scratch_per_cta(const ex_ctr *k);
 /* The persistent warp-specialized pipeline (PERSIST=1, emit_gemm_ws.c). */
 void ex_k_contraction_ws(ectx *c, const ex_ctr *k, em_launch *L);
 extern const char ex_PRELUDE[];

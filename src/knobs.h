@@ -35,6 +35,9 @@
     "each CTA loading half its rows and multicasting them into both rings (A is two thirds of a 128 x 64 tile's "     \
     "bytes: cuBLAS's q_proj kernel is a 1x2 cluster); 0: neighbouring tile rows sharing B. Written without a GPU "    \
     "run, offered last")                                                                                               \
+  X(DUAL_WIDE, TILE, 0, "0,1", "contraction (WGMMA=1, a dual pair, 2·BN ≤ 256)",                                        \
+    "1: a dual kernel's two weight tiles lie side by side in each stage, one `wgmma` of N = 2·BN (gate's columns, "     \
+    "then up's) reads the A tile once a k16 step instead of twice; 0: two wgmma of N = BN")                          \
   X(PRODUCER, TILE, 0, "0,1",                                                                                          \
     "contraction (WGMMA=1, TMA=1, WG_WAIT=1, STAGES ≥ 2, SPLIT_K=1, CLUSTER=1, no staged epilogue)",                   \
     "1: warp specialization — one more warpgroup (block of 32·WM + 128 threads) whose first lane issues every TMA "    \
@@ -54,6 +57,11 @@
     "share the B tile, each multicasting its half (correct; 2-5% slower than unclustered, offered last). First where at least 8 rows of 128 × 128 "   \
     "tiles at the hint fill every SM (atom.persist_first); 4096³ 207.8 µs against 407.3 (H200, docs/performance.md, " \
     "ninth session)")                                                                                                  \
+  X(STREAM_K, SPLIT, 0, "0,1", "contraction (PERSIST=1, SPLIT_K=1, CLUSTER=1)",                                         \
+    "1: stream-K — the tiles of the last, partial wave (and one full wave before it) are shared out by k-tiles, "   \
+    "every CTA of the one-an-SM grid an equal share; a CTA whose piece does not reach its tile's end hands its f32 "  \
+    "accumulators over through the launch scratch, the one that does adds them in a fixed order and runs the "        \
+    "epilogue (deterministic); 0: whole tiles")                                                                       \
   X(EPI_SMEM, TILE, 0, "0,1,2,3,4", "contraction (PERSIST=1)",                                                             \
     "the persistent pipeline's epilogue. 0: each thread stores its own fragments (a RoPE epilogue reads the other "   \
     "half of its head from the thread's own registers: rotate_half's shift is a multiple of 8 columns); 1: each "      \

@@ -22,7 +22,7 @@ return {
   -- projection (q_proj 14.2 us against 12.3, k/v 16.2 against 13.9, o 17.3 against 12.6, down 24.8 against 16.0,
   -- gate/up 24.3 against 22.0): one warpgroup both consumes and produces, so each refill waits for the peer's
   -- release in the main loop. Offered last, after every unclustered tile; a producer warp is the next step.
-  { name = "wgmma_tier", family = "TILE", kinds = { "contraction" }, knobs = { WGMMA = 0, WG_WAIT = 0, CLUSTER = 1, PRODUCER = 0, PERSIST = 0, EPI_SMEM = 0, PAIR_A = 0 },
+  { name = "wgmma_tier", family = "TILE", kinds = { "contraction" }, knobs = { WGMMA = 0, WG_WAIT = 0, CLUSTER = 1, PRODUCER = 0, PERSIST = 0, EPI_SMEM = 0, PAIR_A = 0, DUAL_WIDE = 0 },
     gate = function(k, dev)
       local ok, why = atom.tma(k, dev)
       if not ok then return false, "wgmma reads TMA-staged tiles: " .. why end
@@ -144,6 +144,14 @@ return {
         for _, q in ipairs(persist) do out[#out + 1] = q end
       end
       for _, q in ipairs(clustered) do out[#out + 1] = q end
+      -- DUAL_WIDE=1 (a dual kernel): its two weight tiles side by side in each stage, one wgmma of N = 2·BN a k16 step,
+      -- so the A tile is read from shared memory once instead of twice (a 64 x 64 dual step reads 8 KB a warpgroup
+      -- for 32 cycles of wgmma work at full rate: shared memory's 128 bytes a cycle). Written without a GPU run
+      -- (2026-12-03): every candidate's twin, offered after them.
+      if k.dual then
+        local n = #out
+        for i = 1, n do out[#out + 1] = atom.with(out[i], "DUAL_WIDE", 1) end
+      end
       return out
     end },
 
@@ -223,12 +231,16 @@ return {
   -- projection at 512 tokens (bench/gemm.lua, 2026-12-02, docs/performance.md twelfth session: q at 128 x 128 with
   -- the TMA store 11.1 us against 9.8; its clock marks put the hand-over and the one-sided epilogue at ~3,300 of
   -- rank 0's 13,900 cycles): offered after SPLIT_K=1, as before.
-  { name = "split_k", family = "SPLIT", kinds = { "contraction" }, knobs = { SPLIT_K = 1 },
+  -- STREAM_K=1 (PERSIST=1, CLUSTER=1): the tiles of the last, partial wave and one full wave before it shared out by
+  -- k-tiles over the one-an-SM grid, the pieces' partial sums added in a fixed order by the CTA that finishes the
+  -- tile (src/emit_streamk.c): at 512 tokens the 128 x 128 tiles (half the L2 bytes of 128 x 64) come to 64 or 176
+  -- tiles, under one or 1.3 waves. Written without a GPU run (2026-12-03): offered last.
+  { name = "split_k", family = "SPLIT", kinds = { "contraction" }, knobs = { SPLIT_K = 1, STREAM_K = 0 },
     gate = function(k, dev)
       if not k.linear then return false, "a batched matmul's grid z is its batch" end
       return true, ("K=%d in up to 4 slices (warp tier)"):format(k.K)
     end,
-    fork = function(k, dev) return { { SPLIT_K = 1 }, { SPLIT_K = 2 }, { SPLIT_K = 4 } } end },
+    fork = function(k, dev) return { { SPLIT_K = 1 }, { SPLIT_K = 2 }, { SPLIT_K = 4 }, { SPLIT_K = 1, STREAM_K = 1 } } end },
 
   -- Block order: RASTER > 1 groups RASTER tile rows so consecutive blocks share A rows and B columns in L2.
   { name = "raster", family = "ORDER", kinds = { "contraction" }, knobs = { RASTER = 1 },

@@ -420,6 +420,13 @@ function M.resource_check(k, c, dev)
   if k.kind == "contraction" and c.WG_WAIT == 1 and (c.WGMMA ~= 1 or (c.STAGES or 1) < 2) then
     return false, "WG_WAIT=1 keeps a wgmma group in flight over a ring of 2+ stages (WGMMA=1, STAGES >= 2)"
   end
+  if k.kind == "contraction" and (c.STREAM_K or 0) ~= 0 and (c.STREAM_K ~= 1 or c.PERSIST ~= 1 or (c.SPLIT_K or 1) ~= 1
+      or (c.CLUSTER or 1) ~= 1) then
+    return false, "STREAM_K=1 shares the persistent pipeline's last tiles out by k-tiles (PERSIST=1, SPLIT_K=1, CLUSTER=1)"
+  end
+  if k.kind == "contraction" and (c.DUAL_WIDE or 0) ~= 0 and (c.DUAL_WIDE ~= 1 or not k.dual or c.WGMMA ~= 1 or 2 * (c.BN or 0) > 256) then
+    return false, "DUAL_WIDE=1 is one wgmma over a dual kernel's two adjacent weight tiles (WGMMA=1, a dual pair, 2·BN <= 256)"
+  end
   if k.kind == "contraction" and (c.PAIR_A or 0) ~= 0 and (c.PAIR_A ~= 1 or c.PERSIST ~= 1 or c.CLUSTER ~= 2) then
     return false, "PAIR_A=1 is the persistent pipeline's pair sharing A (PERSIST=1, CLUSTER=2)"
   end
