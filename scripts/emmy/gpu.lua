@@ -134,8 +134,9 @@ function M.launch(cu, plan, e, bufs, bind)
   local args = {}
   for _, v in ipairs(g:inputs()) do args[#args + 1] = M.buffer(cu, bufs, g, v.name, bind) end
   for _, o in ipairs(g:outputs()) do args[#args + 1] = M.buffer(cu, bufs, g, o, bind) end
-  -- scratch per block of the grid, zeroed once: SPLIT_K's per (m, n) tile (the kernel leaves its counters at
-  -- zero), STAMP=1's record per CTA (M.scratch reads it back)
+  -- scratch per block of the grid, zeroed once for each compiled variant that uses it: SPLIT_K's per (m, n) tile and
+  -- STREAM_K's per CTA (the kernel leaves its counters and flags at zero; another variant's partial sums where
+  -- this one keeps its flags would read as raised flags), STAMP=1's record per CTA (M.scratch reads it back)
   local per = e.launch.scratch_per_tile or 0
   local grid = {}
   for i = 1, 3 do
@@ -165,7 +166,10 @@ function M.launch(cu, plan, e, bufs, bind)
       if not b then return nil, ("%s: scratch of %d bytes: %s"):format(k.name, bytes, err) end
       b:fill(0)
       bufs[key] = b
+    elseif bufs[key .. ":by"] ~= e then
+      b:fill(0)
     end
+    bufs[key .. ":by"] = e
     args[#args + 1] = b
   end
   -- TMA tensor maps, encoded at this launch's shapes: input (or output) [..., inner] as rows x inner (leading
