@@ -4,16 +4,18 @@ local tunedb = require "emmy.tunedb"
 
 return {
   summary = "tune DB maintenance: merge tune DBs (shards of one tune, several machines of one kind)",
-  usage = [[usage: emmy db merge OUT.db IN.db… [--force]
+  usage = [[usage: emmy db merge OUT.db IN.db… [--force] [--refit]
 
   Copies every run, context, kernel, variant and measurement of the IN tune DBs into OUT (created where missing),
   each row once: merging the same rows again adds nothing, and a DB that already holds another's rows takes none
   of them twice. All of it happens in one transaction: a merge that fails or is killed midway leaves OUT as it
   was. DBs measured on another GPU, driver or NVRTC than the others (OUT's rows included) are refused, nothing
-  merged, unless --force. Prints the rows each input added.]],
+  merged, unless --force. Prints the rows each input added. --refit: then the prior's online half is refit on OUT's
+  rows (the context with the most measurements) and saved where `emmy tune` keeps it ($EMMY_ONLINE_FILE), so the
+  next tune on any machine starts from every shard's measurements.]],
   run = function(argv)
-    local opts, pos = cli.parse(argv, { flags = { ["--force"] = { kind = "bool" } },
-      positional = { "action", "out", "inputs..." }, required = { "action", "out" }, usage = "emmy db merge OUT.db IN.db… [--force]" }, "db")
+    local opts, pos = cli.parse(argv, { flags = { ["--force"] = { kind = "bool" }, ["--refit"] = { kind = "bool" } },
+      positional = { "action", "out", "inputs..." }, required = { "action", "out" }, usage = "emmy db merge OUT.db IN.db… [--force] [--refit]" }, "db")
     if pos.action ~= "merge" then cli.usage("db: unknown action '%s' (merge)", tostring(pos.action)) end
     local ins = pos.inputs or {}
     if #ins == 0 then cli.usage("db merge: no input DB (emmy db merge OUT.db IN.db…)") end
@@ -33,6 +35,12 @@ return {
     end
     print(("%s: %d measurements, %d variants, %d kernels, %d contexts, %d runs added from %d DBs"):format(pos.out,
       tot.measurements, tot.variants, tot.kernels, tot.contexts, tot.runs, #res))
+    if opts.refit then
+      local m2, rerr = require("emmy.tuner").refit_merged(pos.out)
+      if not m2 then cli.fail("db merge --refit: %s (the merged DB is written)", rerr) end
+      print(("online half refit on %d rows of %s (%s): %s"):format(m2.rows, pos.out, m2.context,
+        m2.usable and "used by the next tune" or "not better than the offline half, not used"))
+    end
     return 0
   end,
 }

@@ -50,7 +50,7 @@ end
 
 return {
   summary = "tune every distinct kernel on this GPU (prior-guided search, bench worker, SQLite tune DB)",
-  usage = "usage: emmy tune INPUT [trace flags] [--clean] [--patience N] [--max-candidates N] [--gpus N] [--dump-dir D] [--bench]\n\n" ..
+  usage = "usage: emmy tune INPUT [trace flags] [--clean] [--patience N] [--max-candidates N] [--gpus N] [--shard I/N] [--dump-dir D] [--bench]\n\n" ..
     frontend.USAGE .. [[
 
   INPUT is a model (as for emmy trace) or a .torch.json graph (a reproducer from a dump).
@@ -74,6 +74,10 @@ return {
                        0: no limit)
   --gpus N             one bench worker per GPU (devices 0..N-1 of this host, one GPU model), kernels shared
                        out among them, one tune DB (default 1)
+  --shard I/N          tune only shard I (0-based) of N of the distinct kernels (every N-th from the I-th), for N
+                       machines or SLURM array tasks, each with its own tune DB (EMMY_TUNE_DB); the shards' DBs
+                       are merged with `emmy db merge OUT.db IN.db… --refit` (the prior's online half is refit
+                       there, not per shard); not with --bench
   --dump-dir D         keep the reproducers the worker measures in D/tune.kernels and write D/tune.json (the
                        run's stats and each kernel's pick; default: a temporary folder, no JSON); with --bench
                        also D/60_bench_compare.json, D/62_kernel_bench.json and D/kernels.html
@@ -97,7 +101,8 @@ return {
         ["--precompile"] = { kind = "int", default = 0, min = 0 },
         ["--regime"] = { kind = "string", default = "deploy" }, ["--gpus"] = { kind = "int", default = 1, min = 1 },
         ["--structural"] = { kind = "string", default = "default" }, ["--bench"] = { kind = "bool" },
-        ["--bench-backends"] = { kind = "string" }, ["--budget-s"] = { kind = "number", default = 240, min = 0 } },
+        ["--bench-backends"] = { kind = "string" }, ["--budget-s"] = { kind = "number", default = 240, min = 0 },
+        ["--shard"] = { kind = "string" } },
       positional = { "input" }, usage = "emmy tune INPUT [--clean] [--patience N]",
     }, "tune")
     if not pos.input then cli.usage("tune: missing INPUT (a model or a .torch.json graph)") end
@@ -108,6 +113,10 @@ return {
     local bench_backends, berr = bench.parse_backends(opts.bench_backends)
     if not bench_backends then cli.usage("tune: %s", berr) end
     if opts.bench_backends and not opts.bench then cli.usage("tune: --bench-backends needs --bench") end
+    local shard = opts.shard and cli.check(kernels.parse_shard(opts.shard))
+    if shard and opts.bench then
+      cli.usage("tune: --bench with --shard (a shard has only its kernels' picks: emmy db merge the shards' DBs, then emmy run --bench)")
+    end
     local t0 = sys.clock()
     local r = frontend.load(pos.input, opts, true)
     print(r.header)
@@ -120,6 +129,8 @@ return {
     -- by the sum of its kernels' best rows
     local forks, tried = kernels.structural_forks(r.graph, dev, { all = opts.structural == "all" })
     local plans = tuner.distinct_plans(forks)
+    local nplans = #plans
+    if shard then plans = kernels.shard(plans, shard) end
     -- reproducers for the worker
     local dir = opts.dump_dir and (opts.dump_dir .. "/tune.kernels") or os.tmpname()
     if not opts.dump_dir then os.remove(dir) end
@@ -137,7 +148,9 @@ return {
     tuner.each_kernel(T, tuner.tune_kernel)
     tuner.each_kernel(T, tuner.second_look)
     db:end_run(run_id)
-    local fit, serr = tuner.refit_online(T)
+    -- (a shard's rows are a part: the online half is refit on the merge, emmy db merge --refit)
+    local fit, serr = true, nil
+    if not shard then fit, serr = tuner.refit_online(T) end
     if not fit then
       tuner.close_workers(workers)
       cli.fail("tune: the online half: %s (the tune DB keeps every row; the next tune refits)", serr)
@@ -154,13 +167,19 @@ return {
     print()
     tbl.print { header = { "kernel", "candidates", "measured", "stopped by", "best µs", "best knobs" }, rows = T.rows,
       align = "lrrlrl" }
-    local priced, cheapest = tuner.price_forks(forks, T.picks)
-    tuner.print_forks(priced, cheapest)
+    local priced, cheapest = {}, nil
+    if shard then
+      print(("\nshard %s: %d of %d distinct kernels tuned into %s; merge the shards' DBs (emmy db merge OUT.db … --refit) "
+        .. "for every pick, the forks' prices and the prior's refit"):format(opts.shard, #plans, nplans, path))
+    else
+      priced, cheapest = tuner.price_forks(forks, T.picks)
+      tuner.print_forks(priced, cheapest)
+    end
     local wall = sys.clock() - t0
     tuner.print_summary(T, wall, path, counts, n_db, failures)
     if opts.dump_dir then
       cli.must(sys.write_file(opts.dump_dir .. "/tune.json", require("cjson").encode { run_id = run_id, db = path,
-        regime = opts.regime, gpus = #workers, wall_s = wall, benched = T.stats.benched, served = T.stats.served,
+        regime = opts.regime, gpus = #workers, shard = opts.shard, wall_s = wall, benched = T.stats.benched, served = T.stats.served,
         status = T.stats.status, recorded = counts, kernels = T.picks, structural = priced, spent = T.spent }))
     end
     if opts.bench then bench_picks(r, opts, forks, cheapest, T.picks, bench_backends) end

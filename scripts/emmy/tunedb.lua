@@ -323,6 +323,12 @@ function DB:fit_rows(context_id)
     WHERE m.context_id = ? AND m.status = 'ok' AND m.median_us IS NOT NULL AND m.prior_offline IS NOT NULL]], context_id))
 end
 
+-- The contexts (GPU, driver, NVRTC, regime) that have measurements: {{id =, gpu =, cc =, driver =, nvrtc =, regime =}, ...}.
+function DB:contexts()
+  return assert(self.h:rows([[SELECT c.id, c.gpu, c.cc, c.driver, c.nvrtc, c.regime FROM contexts c
+    WHERE EXISTS (SELECT 1 FROM measurements m WHERE m.context_id = c.id) ORDER BY c.id]]))
+end
+
 -- Counts of the measurements a run recorded, by status: {ok = n, wrong = n, ...}, and their total.
 function DB:run_counts(run_id)
   local out, n = {}, 0

@@ -263,14 +263,18 @@ function M.each_kernel(T, fn)
 end
 
 -- The online half refit on every ok row of this context and saved for the next tune: the fit | nil, msg.
-function M.refit_online(T)
+function M.refit_online(T) return M.refit_from_db(T.db, T.ctx, T.dev) end
+
+-- The online half refit on the rows of tune DB db in context ctx (features at device dev) and saved: m2 | nil, msg.
+-- `emmy tune` calls it after its searches, `emmy db merge --refit` on the merged rows.
+function M.refit_from_db(db, ctx, dev)
   local fit = {}
   local cjson = require "cjson"
-  for _, r in ipairs(T.db:fit_rows(T.ctx)) do
+  for _, r in ipairs(db:fit_rows(ctx)) do
     local knobs = online.parse_knobs(r.knobs)
     local okf, facts = pcall(cjson.decode, r.facts or "")
     fit[#fit + 1] = { kind = r.kind, knobs = knobs, us = r.us, offline = r.offline, group = r.hash,
-      features = okf and type(facts) == "table" and facts.kind and prior.features(facts, knobs, T.dev) or nil }
+      features = okf and type(facts) == "table" and facts.kind and prior.features(facts, knobs, dev) or nil }
   end
   local m2 = online.fit(fit)
   local oks, serr = online.save(m2)
@@ -278,6 +282,25 @@ function M.refit_online(T)
   io.stderr:write(("  online half refit on %d rows: rank correlation %.2f, out of fold %.2f (offline %.2f) — %s\n"):format(
     m2.rows, m2.rho_online, m2.rho_online_cv or 0, m2.rho_offline,
     m2.usable and "used next time" or "not better than the offline half, not used"))
+  return m2
+end
+
+-- `emmy db merge --refit`: the online half refit on the merged DB at path, in its context with the most measurements
+-- (features at the deploy target's limits) and saved. Returns the model (with .context, the context's words) | nil, msg.
+function M.refit_merged(path)
+  local tunedb = require "emmy.tunedb"
+  local db, err = tunedb.open(path, { readonly = true })
+  if not db then return nil, err end
+  local best, n = nil, -1
+  for _, c in ipairs(db:contexts()) do
+    local k = #db:fit_rows(c.id)
+    if k > n then best, n = c, k end
+  end
+  if not best then db:close(); return nil, "no measurements to fit" end
+  local m2, ferr = M.refit_from_db(db, best.id, require("emmy.kernels").deploy_device())
+  db:close()
+  if not m2 then return nil, ferr end
+  m2.context = ("%s, driver %s, NVRTC %s, %s regime"):format(best.gpu, best.driver, best.nvrtc, best.regime)
   return m2
 end
 

@@ -147,4 +147,43 @@ test("compile --nvrtc --shard I/N: the shards together compile each variant once
   check(e:find("0 <= I < N", 1, true), e)
 end)
 
+test("tune --shard I/N: each distinct kernel in one shard's DB; the merge holds them all and --refit refits the prior", function()
+  local d = tmp("tshards")
+  local ROOT = EMMY_HOME
+  local mock = d .. "libcuda_mock.so"
+  local ok = os.execute(("cc -shared -fPIC -O1 -o %s %s/tests/fixtures/cuda_mock.c 2>/dev/null"):format(mock, ROOT))
+  if ok ~= 0 and ok ~= true then skip("cannot build the mock driver with cc") end
+  -- two distinct kernels: a pointwise silu·mul and a softmax row
+  local g = require("emmy.ir").new("two")
+  local x = assert(g:input("x", "bf16", { 64, 256 }, { kind = "activation" }))
+  local y = assert(g:node("aten.silu.default", { self = x }, { name = "y" }))
+  assert(g:output(assert(g:node("aten.mul.Tensor", { self = y, other = x }, { name = "z" }))))
+  local w = assert(g:input("w", "bf16", { 64, 128 }, { kind = "activation" }))
+  assert(g:output(assert(g:node("aten._softmax.default", { self = w, dim = -1, half_to_float = false }, { name = "s" }))))
+  local graph = d .. "two.torch.json"
+  assert(require("emmy.graphjson").write(g, graph))
+  local function env(db) return ("EMMY_LIBCUDA=%s EMMY_CUBIN_CACHE=%scubin EMMY_ONLINE_FILE=%sonline.json EMMY_TUNE_DB=%s"):format(mock,
+    d, d, db) end
+  local names = {}
+  for i = 0, 1 do
+    local c, o, e = emmy({ "tune", graph, "--patience", "1", "--shard", i .. "/2", "--dump-dir", d .. "t" .. i }, { env = env(d .. i .. ".db") })
+    eq(c, 0, "shard " .. i .. ": " .. e)
+    check(o:find(("shard %d/2: 1 of 2 distinct kernels"):format(i), 1, true), o)
+    local db = assert(tunedb.open(d .. i .. ".db", { readonly = true }))
+    local ks = assert(db.h:rows("SELECT name FROM kernels"))
+    db:close()
+    eq(#ks, 1, "one kernel in shard " .. i)
+    names[#names + 1] = ks[1].name
+  end
+  check(names[1] ~= names[2], "the shards tuned different kernels: " .. names[1] .. ", " .. names[2])
+  local c, o, e = merge({ d .. "m.db", d .. "0.db", d .. "1.db", "--refit" }, "EMMY_ONLINE_FILE=" .. d .. "merged_online.json")
+  eq(c, 0, e)
+  eq(counts(d .. "m.db").kernels, 2, "both kernels merged")
+  check(o:find("online half refit on", 1, true), o)
+  check(io.open(d .. "merged_online.json"), "the refit model is saved")
+  c, _, e = emmy({ "tune", graph, "--shard", "0/2", "--bench" }, { env = env(d .. "x.db") })
+  eq(c, 2, "--bench with --shard")
+  check(e:find("emmy db merge", 1, true), e)
+end)
+
 return T
