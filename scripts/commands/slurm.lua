@@ -1,10 +1,13 @@
--- emmy slurm — a GPU-less compile of every (or a sample of the) kernel variants as a SLURM job array (emmy.slurm).
+-- emmy slurm — a GPU-less compile of every (or a sample of the) kernel variants, or a tune of the distinct kernels, as
+-- a SLURM job array (emmy.slurm).
 local cli = require "emmy.cli"
 local slurm = require "emmy.slurm"
 local sys = require "emmy.sys"
 
 local USAGE = [==[usage: emmy slurm compile MODEL|GRAPH [emmy compile's flags] --shards N --work-dir D [--sample K]
                           [--cpus C] [--dry-run] [--wait [--timeout S]]
+       emmy slurm tune MODEL|GRAPH [emmy tune's flags] --shards N --work-dir D [--gpus-per-task G] [--cpus C]
+                       [--dry-run] [--wait [--timeout S]]
        emmy slurm status D
        emmy slurm resubmit D I
 
@@ -14,10 +17,13 @@ local USAGE = [==[usage: emmy slurm compile MODEL|GRAPH [emmy compile's flags] -
   merge with `--dependency=afterok` on the array. --dry-run prints the scripts and the sbatch lines, submitting
   nothing; --wait waits for the merge (printing each task's state). The cubin cache ($EMMY_CUBIN_CACHE) is shared
   by the tasks (its writes are atomic). SLURM_CONF and the usual SLURM variables apply.
+  tune: D/task.sh tunes shard I of the distinct kernels (`emmy tune … --shard I/N`, its own tune DB D/shard_I.db, a
+  GPU a task: --gres=gpu:G, default 1, 0 for none); D/merge.sh merges the shards' DBs into D/tune.db with the
+  prior's refit (`emmy db merge … --refit`) and writes `emmy eval variants` and `failures` of it to D/report.txt.
   status: each task pending, running, done or failed, and the merge's. resubmit: task I again (and a merge).]==]
 
 local OWN = { ["--shards"] = "int", ["--work-dir"] = "string", ["--sample"] = "int", ["--cpus"] = "int", ["--dry-run"] = "bool",
-  ["--wait"] = "bool", ["--timeout"] = "int" }
+  ["--wait"] = "bool", ["--timeout"] = "int", ["--gpus-per-task"] = "int0" }
 
 -- emmy slurm compile's own flags, and the rest (emmy compile's) in order.
 local function split_args(argv)
@@ -29,9 +35,12 @@ local function split_args(argv)
     if kind == "bool" then own[a] = true
     elseif kind then
       local v = argv[i + 1]
-      if v == nil then cli.usage("slurm compile: %s needs a value", a) end
-      own[a] = kind == "int" and tonumber(v) or v
-      if kind == "int" and (not own[a] or own[a] < 1 or own[a] ~= math.floor(own[a])) then cli.usage("slurm compile: %s %s: a positive integer", a, v) end
+      if v == nil then cli.usage("slurm %s: %s needs a value", argv[1], a) end
+      own[a] = kind ~= "string" and tonumber(v) or v
+      local lo = kind == "int0" and 0 or 1
+      if kind ~= "string" and (not own[a] or own[a] < lo or own[a] ~= math.floor(own[a])) then
+        cli.usage("slurm %s: %s %s: %s integer", argv[1], a, v, lo == 0 and "a non-negative" or "a positive")
+      end
       i = i + 1
     else
       rest[#rest + 1] = a
@@ -54,19 +63,21 @@ local function print_status(st)
 end
 
 return {
-  summary = "a GPU-less compile of the kernel variants as a SLURM job array, merged (submit, status, resubmit)",
+  summary = "a GPU-less compile of the kernel variants, or a tune of the kernels, as a SLURM job array, merged (submit, status, resubmit)",
   usage = USAGE,
   run = function(argv)
     local action = argv[1]
-    if action == "compile" then
+    if action == "compile" or action == "tune" then
       local own, rest = split_args(argv)
-      if not own["--shards"] then cli.usage("slurm compile: --shards N is required") end
-      if not own["--work-dir"] then cli.usage("slurm compile: --work-dir D is required") end
-      if #rest == 0 then cli.usage("slurm compile: no MODEL or graph") end
+      if not own["--shards"] then cli.usage("slurm %s: --shards N is required", action) end
+      if not own["--work-dir"] then cli.usage("slurm %s: --work-dir D is required", action) end
+      if #rest == 0 then cli.usage("slurm %s: no MODEL or graph", action) end
+      if action == "tune" and own["--sample"] then cli.usage("slurm tune: --sample is compile's (a tune's search decides what it measures)") end
+      if action == "compile" and own["--gpus-per-task"] then cli.usage("slurm compile: --gpus-per-task is tune's (the compile needs no GPU)") end
       local dir = sys.realpath(".") .. "/" .. own["--work-dir"]
       if own["--work-dir"]:sub(1, 1) == "/" then dir = own["--work-dir"] end
-      local p = { dir = dir, exe = sys.realpath("/proc/self/exe"), args = rest, shards = own["--shards"], sample = own["--sample"],
-        cpus = own["--cpus"] or 1 }
+      local p = { kind = action, dir = dir, exe = sys.realpath("/proc/self/exe"), args = rest, shards = own["--shards"],
+        sample = own["--sample"], cpus = own["--cpus"] or 1, gpus = action == "tune" and (own["--gpus-per-task"] or 1) or 0 }
       local res, err = slurm.submit(p, own["--dry-run"])
       if not res then cli.fail("%s", err) end
       if own["--dry-run"] then
@@ -84,7 +95,7 @@ return {
         end)
         print_status(slurm.status(res))
         if not ok then cli.fail("the merge did not finish (emmy slurm status %s; emmy slurm resubmit %s I)", dir, dir) end
-        print("merged: " .. dir .. "/results.jsonl")
+        print("merged: " .. slurm.result_file(res))
       end
       return 0
     elseif action == "status" or action == "resubmit" then
@@ -103,6 +114,6 @@ return {
       print(("task %d resubmitted as job %s, merge job %s"):format(i, job, mj))
       return 0
     end
-    cli.usage("slurm: compile, status or resubmit (emmy help slurm)")
+    cli.usage("slurm: compile, tune, status or resubmit (emmy help slurm)")
   end,
 }

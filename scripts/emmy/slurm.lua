@@ -1,4 +1,5 @@
--- emmy.slurm — a GPU-less compile of a model's kernel variants spread over a SLURM job array (issue 24): the task
+-- emmy.slurm — a GPU-less compile of a model's kernel variants (or a tune of its kernels, a GPU a task) spread over
+-- a SLURM job array (issue 24): the task
 -- script (one `emmy compile … --nvrtc --shard I/N --results` a task, I from SLURM_ARRAY_TASK_ID), the merge job
 -- that depends on the array (`--dependency=afterok`), their submission, each task's state and a failed task's
 -- resubmission. Everything lives in one work folder:
@@ -25,10 +26,42 @@ local function sh(cmd)
   return (ok == true or ok == 0) and 0 or (code or 1), out
 end
 
--- The scripts of a plan {dir, exe, args (emmy compile's arguments before --nvrtc …), shards, sample}: task, merge.
+-- A task's output (its presence: the task is done) and the merge's, by the plan's kind ("compile" or "tune").
+function M.task_file(p, i)
+  return p.kind == "tune" and ("%s/shard_%d/tune.json"):format(p.dir, i) or ("%s/shard_%d.jsonl"):format(p.dir, i)
+end
+function M.result_file(p) return p.dir .. (p.kind == "tune" and "/tune.db" or "/results.jsonl") end
+
+-- emmy slurm tune's scripts: a task tunes shard I of the distinct kernels into its own DB (D/shard_I.db, its run's
+-- JSON in D/shard_I/tune.json); the merge joins the shards' DBs into D/tune.db with the prior's refit and writes
+-- the kernels' variants from it (D/report.txt).
+local function tune_scripts(p, args)
+  local d, exe = shq(p.dir), shq(p.exe)
+  local task = table.concat({
+    "#!/bin/sh",
+    "# one shard of the distinct kernels: emmy tune --shard $SLURM_ARRAY_TASK_ID/" .. p.shards .. ", its own tune DB",
+    "set -e",
+    ("EMMY_TUNE_DB=%s/shard_\"$SLURM_ARRAY_TASK_ID\".db exec %s tune %s --shard \"$SLURM_ARRAY_TASK_ID/%d\" --dump-dir %s/shard_\"$SLURM_ARRAY_TASK_ID\""):format(
+      d, exe, table.concat(args, " "), p.shards, d),
+  }, "\n") .. "\n"
+  local merge = table.concat({
+    "#!/bin/sh",
+    "# the shards' tune DBs merged (each row once) with the prior's online half refit on them, and the report",
+    "set -e",
+    ("rm -f %s/tune.db.tmp"):format(d),
+    ("%s db merge %s/tune.db.tmp %s/shard_*.db --refit"):format(exe, d, d),
+    ("{ %s eval variants --kernel k_ --db %s/tune.db.tmp; %s eval failures --db %s/tune.db.tmp; } > %s/report.txt"):format(exe, d,
+      exe, d, d),
+    ("mv %s/tune.db.tmp %s/tune.db"):format(d, d),
+  }, "\n") .. "\n"
+  return task, merge
+end
+
+-- The scripts of a plan {kind, dir, exe, args (the command's arguments), shards, sample}: task, merge.
 function M.scripts(p)
   local args = {}
   for i, a in ipairs(p.args) do args[i] = shq(a) end
+  if p.kind == "tune" then return tune_scripts(p, args) end
   local task = table.concat({
     "#!/bin/sh",
     "# one shard of the variants: emmy compile --nvrtc --shard $SLURM_ARRAY_TASK_ID/" .. p.shards,
@@ -50,8 +83,9 @@ end
 -- place of JOB).
 function M.commands(p, array)
   local d = shq(p.dir)
-  return ("sbatch --parsable --array=%s --cpus-per-task=%d --job-name=emmy-shard -o %s/shard_%%a.log %s/task.sh"):format(
-      array or ("0-" .. (p.shards - 1)), p.cpus or 1, d, d),
+  local gres = (p.gpus or 0) > 0 and (" --gres=gpu:%d"):format(p.gpus) or ""
+  return ("sbatch --parsable --array=%s --cpus-per-task=%d%s --job-name=emmy-shard -o %s/shard_%%a.log %s/task.sh"):format(
+      array or ("0-" .. (p.shards - 1)), p.cpus or 1, gres, d, d),
     ("sbatch --parsable --dependency=afterok:JOB --job-name=emmy-merge -o %s/merge.log %s/merge.sh"):format(d, d)
 end
 
@@ -102,11 +136,11 @@ function M.status(p)
         if a and i >= tonumber(a) and i <= tonumber(b) then st = s end
       end
     end
-    if not st then st = sys.stat(("%s/shard_%d.jsonl"):format(p.dir, i)) == "file" and "done" or "failed" end
+    if not st then st = sys.stat(M.task_file(p, i)) == "file" and "done" or "failed" end
     out.tasks[i] = st
     counts[st] = (counts[st] or 0) + 1
   end
-  out.merge = live[p.merge_job] or (sys.stat(p.dir .. "/results.jsonl") == "file" and "done" or "waiting or failed")
+  out.merge = live[p.merge_job] or (sys.stat(M.result_file(p)) == "file" and "done" or "waiting or failed")
   out.counts = counts
   return out
 end
@@ -127,11 +161,11 @@ end
 function M.wait(p, timeout_s, progress)
   local t0 = sys.clock()
   while sys.clock() - t0 < (timeout_s or 3600) do
-    if sys.stat(p.dir .. "/results.jsonl") == "file" then return true end
+    if sys.stat(M.result_file(p)) == "file" then return true end
     local _, q = sh(("squeue -h -o %%i -j %s,%s"):format(p.array_job, p.merge_job))
-    if not q:match("%d") and sys.stat(p.dir .. "/results.jsonl") ~= "file" then
+    if not q:match("%d") and sys.stat(M.result_file(p)) ~= "file" then
       os.execute("sleep 1")
-      return sys.stat(p.dir .. "/results.jsonl") == "file"
+      return sys.stat(M.result_file(p)) == "file"
     end
     if progress then progress(M.status(p)) end
     os.execute("sleep 1")

@@ -138,4 +138,44 @@ test("emmy slurm compile: 4 array tasks and a merge on a real single-node SLURM 
   if not ok then error(err, 0) end
 end)
 
+test("emmy slurm tune: 2 array tasks (the mock driver, no GPU) and the merge into one tune DB with the prior's refit", function()
+  local dir = os.tmpname()
+  os.remove(dir)
+  assert(sys.mkdir_p(dir))
+  local mock = dir .. "/libcuda_mock.so"
+  local okc = os.execute(("cc -shared -fPIC -O1 -o %s %s/tests/fixtures/cuda_mock.c 2>/dev/null"):format(mock, EMMY_HOME))
+  if okc ~= 0 and okc ~= true then skip("cannot build the mock driver with cc") end
+  local env, stop = cluster(dir)
+  local ok, err = pcall(function()
+    -- two distinct kernels (a pointwise silu·mul, a softmax row): one a shard
+    local g = require("emmy.ir").new("two")
+    local x = assert(g:input("x", "bf16", { 64, 256 }, { kind = "activation" }))
+    local y = assert(g:node("aten.silu.default", { self = x }, { name = "y" }))
+    assert(g:output(assert(g:node("aten.mul.Tensor", { self = y, other = x }, { name = "z" }))))
+    local w = assert(g:input("w", "bf16", { 64, 128 }, { kind = "activation" }))
+    assert(g:output(assert(g:node("aten._softmax.default", { self = w, dim = -1, half_to_float = false }, { name = "s" }))))
+    local graph = dir .. "/two.torch.json"
+    assert(require("emmy.graphjson").write(g, graph))
+    local wd = dir .. "/tune"
+    local tenv = ("%s EMMY_LIBCUDA=%s EMMY_CUBIN_CACHE=%s/cubin EMMY_ONLINE_FILE=%s/online.json"):format(env, mock, dir, dir)
+    local c, out, e = emmy({ "slurm", "tune", graph, "--patience", "1", "--shards", "2", "--gpus-per-task", "0", "--work-dir", wd,
+      "--wait", "--timeout", "300" }, { env = tenv })
+    eq(c, 0, "submit and wait: " .. out .. e .. (read(wd .. "/shard_0.log") or "") .. (read(wd .. "/merge.log") or ""))
+    check(out:find("tasks: 2 done; merge: done", 1, true), out)
+    local tunedb = require "emmy.tunedb"
+    local db = assert(tunedb.open(wd .. "/tune.db", { readonly = true }))
+    local ks = assert(db.h:rows("SELECT name FROM kernels ORDER BY name"))
+    db:close()
+    eq(#ks, 2, "both shards' kernels in the merged DB")
+    local rep = read(wd .. "/report.txt") or ""
+    check(rep:find(ks[1].name, 1, true) and rep:find(ks[2].name, 1, true), "the report names both kernels: " .. rep)
+    check(sys.stat(dir .. "/online.json") == "file", "the merge refit the prior")
+    c, out = emmy({ "slurm", "tune", graph, "--shards", "2", "--work-dir", wd .. "2", "--dry-run" }, { env = tenv })
+    eq(c, 0, "dry run")
+    check(out:find("--gres=gpu:1", 1, true) and out:find("--shard", 1, true) and out:find("db merge", 1, true), out)
+  end)
+  stop()
+  if not ok then error(err, 0) end
+end)
+
 return T
