@@ -151,6 +151,10 @@ return {
       if k.dual then
         local n = #out
         for i = 1, n do out[#out + 1] = atom.with(out[i], "DUAL_WIDE", 1) end
+        -- (atom.dual_wide_lead: the persistent 128 x 64 wide dual first)
+        if atom.dual_wide_lead(k, dev) then
+          atom.lead(out, { PERSIST = 1, BM = 128, BN = 64, WM = 8, WN = 1, EPI_SMEM = 0, DUAL_WIDE = 1 })
+        end
       end
       return out
     end },

@@ -20,6 +20,12 @@ return {
         -- A dual kernel of more than two waves (atom.dual_waves: gate/up) takes 3 stages first: three blocks an SM
         -- against two (18.0 us against 25.7 at RASTER=8, seq_len 512, H200, 2026-11-30).
         if atom.dual_waves(k, dev) then o[1], o[2] = o[2], o[1] end
+        -- (the wide persistent dual lead, atom.dual_wide_lead: 6 stages, 192 KB of its 32 KB stages in flight)
+        if atom.dual_wide_lead(k, dev) then
+          local s6 = o[6]
+          for i = 6, 2, -1 do o[i] = o[i - 1] end
+          o[1] = s6
+        end
         -- The persistent lead of a one-wave grid (atom.persist_small), and a dual grid of less than half the SMs
         -- (atom.dual_sparse, its note), take 8 stages first: in the program its
         -- weights stream from HBM, and the deeper ring was 1-4 µs faster there (Qwen3 layer 0, 512 tokens: q 7.4

@@ -88,6 +88,16 @@ function A.dual_waves(k, dev)
   return math.ceil(k.M / 64) * math.ceil(k.N / 64) > 2 * (dev.sm_count or 132)
 end
 
+-- A dual kernel (gate/up) with fewer than 8 tile rows of 128 at the hint (not atom.persist_first) whose 128 x 64 tile
+-- grid is 2.5 waves or more: there the persistent pipeline's 128 x 64 tile with both weight tiles in one wgmma
+-- (DUAL_WIDE=1) on a 6-stage ring leads. Measured (H200, nineteenth session): TinyLlama gate/up at 512 tokens (352
+-- tiles) 48.2 -> 44.7 us alone (torch 44.5; bench/gemm.lua --match), 48.7 -> 44.8 in the layer, the layer 127.3 ->
+-- 122.8 (emmy run --bench, EMMY_KNOBS pins); Qwen3's gate/up (192 tiles, 1.45 waves) lost, 14.2 -> 19.3.
+function A.dual_wide_lead(k, dev)
+  if not k.dual or not k.M or not k.N or A.persist_first(k, dev) then return false end
+  return math.ceil(k.M / 128) * math.ceil(k.N / 64) >= 2.5 * (dev.sm_count or 132)
+end
+
 -- A contraction whose result is at least 4096 x 4096 at the hint (four waves and more of 128 x 256 tiles): there
 -- RASTER=8 (eight tile rows a group, so that the SMs' concurrent tiles share A rows and B columns in L2) leads.
 -- Measured with the persistent 128 x 256 lead, 4 stages (bench/gemm.lua --cases squares --torch --limit 9, H200,
