@@ -297,11 +297,12 @@ test("a persistent clustered grid is capped at the clusters that fit at once (cu
     local log = d .. "/launches" .. max_clusters
     emmy({ "run", "Qwen/Qwen3-Embedding-0.6B", "--layer", "0", "--dynamic", "seq_len@x:1", "--seq-len", "512" },
       { env = ("EMMY_MOCK_ANY_KERNEL=1 EMMY_MOCK_MAX_CLUSTERS=%d EMMY_MOCK_LAUNCH_LOG=%s EMMY_LIBCUDA=%s EMMY_CUBIN_CACHE=%s/cc "
-        .. "EMMY_KNOBS=k_linear_7363a2:PERSIST=1,k_linear_7363a2:CLUSTER=2,k_sdpa:APERSIST=0"):format(max_clusters, shell_quote(log), so, d) })
+        .. "EMMY_KNOBS=k_linear_7363a2:PERSIST=1,k_linear_7363a2:CLUSTER=2,k_sdpa:APERSIST=0,k_linear_silu_mul:PERSIST=0,k_linear_ad15f3:PERSIST=0"):format(max_clusters, shell_quote(log), so, d) })
     local out = {}
     for l in (read(log) or ""):gmatch("[^\n]+") do
       -- (q_proj's 128 x 64 lead: two consumer warpgroups and the producer's, a one-dimensional grid; the attention
-      -- kernel, 384 threads too, is pinned off its persistent form, whose grid the mock's 4 SMs would cap to 4)
+      -- kernel, 384 threads too, is pinned off its persistent form, whose grid the mock's 4 SMs would cap to 4, and so
+      -- are the two duals (gate/up, k+v), whose 128 x 64 tiles are many waves of the mock's 4 SMs: atom.dual_wide_lead)
       local gx = l:match("^grid (%d+) 1 1 block 384 1 1 ")
       if gx then out[#out + 1] = tonumber(gx) end
     end
