@@ -162,4 +162,17 @@ case("arange_to_copy", function(g)
   return node(g, "aten._to_copy.default", { self = node(g, "aten.cos.default", { self = o }), dtype = "bf16" })
 end)
 
+-- Two distinct kernels of a few candidates each (a pointwise silu·mul, a softmax row), written to path: what the
+-- shard tests (tune --shard, slurm tune) split between their shards.
+function M.two_kernels(path)
+  local g = ir.new("two")
+  local x = assert(g:input("x", "bf16", { 64, 256 }, { kind = "activation" }))
+  local y = node(g, "aten.silu.default", { self = x }, "y")
+  assert(g:output(node(g, "aten.mul.Tensor", { self = y, other = x }, "z")))
+  local w = assert(g:input("w", "bf16", { 64, 128 }, { kind = "activation" }))
+  assert(g:output(node(g, "aten._softmax.default", { self = w, dim = -1, half_to_float = false }, "s")))
+  assert(require("emmy.graphjson").write(g, path))
+  return path
+end
+
 return M

@@ -153,15 +153,8 @@ test("tune --shard I/N: each distinct kernel in one shard's DB; the merge holds 
   local mock = d .. "libcuda_mock.so"
   local ok = os.execute(("cc -shared -fPIC -O1 -o %s %s/tests/fixtures/cuda_mock.c 2>/dev/null"):format(mock, ROOT))
   if ok ~= 0 and ok ~= true then skip("cannot build the mock driver with cc") end
-  -- two distinct kernels: a pointwise silu·mul and a softmax row
-  local g = require("emmy.ir").new("two")
-  local x = assert(g:input("x", "bf16", { 64, 256 }, { kind = "activation" }))
-  local y = assert(g:node("aten.silu.default", { self = x }, { name = "y" }))
-  assert(g:output(assert(g:node("aten.mul.Tensor", { self = y, other = x }, { name = "z" }))))
-  local w = assert(g:input("w", "bf16", { 64, 128 }, { kind = "activation" }))
-  assert(g:output(assert(g:node("aten._softmax.default", { self = w, dim = -1, half_to_float = false }, { name = "s" }))))
-  local graph = d .. "two.torch.json"
-  assert(require("emmy.graphjson").write(g, graph))
+  package.path = EMMY_HOME .. "/tests/lua/?.lua;" .. package.path
+  local graph = require("graphs").two_kernels(d .. "two.torch.json")
   local function env(db) return ("EMMY_LIBCUDA=%s EMMY_CUBIN_CACHE=%scubin EMMY_ONLINE_FILE=%sonline.json EMMY_TUNE_DB=%s"):format(mock,
     d, d, db) end
   local names = {}

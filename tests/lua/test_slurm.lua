@@ -147,15 +147,9 @@ test("emmy slurm tune: 2 array tasks (the mock driver, no GPU) and the merge int
   if okc ~= 0 and okc ~= true then skip("cannot build the mock driver with cc") end
   local env, stop = cluster(dir)
   local ok, err = pcall(function()
-    -- two distinct kernels (a pointwise silu·mul, a softmax row): one a shard
-    local g = require("emmy.ir").new("two")
-    local x = assert(g:input("x", "bf16", { 64, 256 }, { kind = "activation" }))
-    local y = assert(g:node("aten.silu.default", { self = x }, { name = "y" }))
-    assert(g:output(assert(g:node("aten.mul.Tensor", { self = y, other = x }, { name = "z" }))))
-    local w = assert(g:input("w", "bf16", { 64, 128 }, { kind = "activation" }))
-    assert(g:output(assert(g:node("aten._softmax.default", { self = w, dim = -1, half_to_float = false }, { name = "s" }))))
-    local graph = dir .. "/two.torch.json"
-    assert(require("emmy.graphjson").write(g, graph))
+    -- two distinct kernels: one a shard
+    package.path = EMMY_HOME .. "/tests/lua/?.lua;" .. package.path
+    local graph = require("graphs").two_kernels(dir .. "/two.torch.json")
     local wd = dir .. "/tune"
     local tenv = ("%s EMMY_LIBCUDA=%s EMMY_CUBIN_CACHE=%s/cubin EMMY_ONLINE_FILE=%s/online.json"):format(env, mock, dir, dir)
     local c, out, e = emmy({ "slurm", "tune", graph, "--patience", "1", "--shards", "2", "--gpus-per-task", "0", "--work-dir", wd,
