@@ -5,10 +5,12 @@
 -- replay, median of 50); with --torch the same reproducer in torch eager (F.linear: cuBLAS), with --compile also
 -- in torch.compile (tens of seconds a kernel).
 --   ./emmy bench/gemm.lua [--cases squares,qwen,llama] [--squares 4096,8192] [--batches 1,8] [--torch [--compile]] [--ceilings]
---                         [--all] [--limit N] [--json FILE]
+--                         [--all] [--limit N] [--match SETS] [--pins SETS] [--kernels SUBSTR,…] [--json FILE]
 -- --all times every candidate of the wgmma tier (not only PERSIST=1); --limit caps the variants a kernel (with
 -- --match: a kernel and set, so a broad first set cannot take every place);
--- --match "K=V,K=V;K=V" keeps the candidates whose knobs include every K=V of one of the ';'-separated sets.
+-- --match "K=V,K=V;K=V" keeps the candidates whose knobs include every K=V of one of the ';'-separated sets;
+-- --pins "K=V,K=V;K=V" adds each set over the chosen variant's knobs (a variant the rules need not list; an illegal
+-- one is an error row); --kernels keeps only the kernels whose names contain one of the substrings.
 -- --stamp: each PERSIST=1 variant also as STAMP=1 (clock64 marks in its roles, src/emit_gemm_ws.c), checked and
 -- timed like the others, then launched once more on a zeroed record and its cycles printed: per k-step the
 -- consumers' full-barrier wait, wgmma issue to wait_group 1 and release, per tile their tail and epilogue, the
@@ -25,12 +27,14 @@ local ref = require "emmy.ref"
 local tbl = require "emmy.tbl"
 local stamps_lib = require "emmy.stamps"
 local bench = require "emmy.bench"
+local knobs = require "emmy.knobs"
+local rules = require "emmy.rules"
 
 local opts = cli.parse(arg, { flags = { ["--cases"] = { kind = "string", default = "squares,qwen,llama" },
   ["--squares"] = { kind = "string", default = "4096,8192" }, ["--batches"] = { kind = "string", default = "1,8" },
   ["--torch"] = { kind = "bool" }, ["--compile"] = { kind = "bool" }, ["--ceilings"] = { kind = "bool" }, ["--all"] = { kind = "bool" },
   ["--limit"] = { kind = "int", default = 200, min = 1 }, ["--match"] = { kind = "string" }, ["--json"] = { kind = "string" },
-  ["--stamp"] = { kind = "bool" } } },
+  ["--stamp"] = { kind = "bool" }, ["--pins"] = { kind = "string" }, ["--kernels"] = { kind = "string" } } },
   "bench/gemm.lua")
 local function list_of(s)
   local out = {}
@@ -46,6 +50,28 @@ if opts.match then
     for k, v in set:gmatch("([%w_]+)=(%-?%d+)") do m[k] = tonumber(v) end
     match[#match + 1] = m
   end
+end
+-- --pins: sets of K=V, each knob and value legal in the knob table
+local pins
+if opts.pins then
+  pins = {}
+  for set in opts.pins:gmatch("[^;]+") do
+    local m = {}
+    for item in set:gmatch("[^,]+") do
+      local k, v = item:match("^%s*([%w_]+)=(%-?%d+)%s*$")
+      if not k then cli.usage("bench/gemm.lua: --pins item '%s' needs KNOB=INT (sets K=V,K=V separated by ';')", item) end
+      local ok, why = knobs.check(k, tonumber(v))
+      if not ok then cli.usage("bench/gemm.lua: --pins '%s': %s", item, why) end
+      m[k] = tonumber(v)
+    end
+    pins[#pins + 1] = m
+  end
+end
+-- --kernels: a kernel is benched when its name contains one of the substrings (every kernel without it)
+local function wanted_kernel(name)
+  if not opts.kernels then return true end
+  for sub in opts.kernels:gmatch("[^,]+") do if name:find(sub, 1, true) then return true end end
+  return false
 end
 -- the index of the first set a candidate's knobs match (1 without --match), or nil
 local function matches(kn)
@@ -155,7 +181,7 @@ for _, case in ipairs(cases) do
   io.write(("%s: reference in %.0f s\n"):format(case.label, os.clock() - t0))
   local list, jobs, at = {}, {}, {}
   for _, p in ipairs(kernels.distinct(plans)) do
-    if p.kernel.kind == "contraction" then
+    if p.kernel.kind == "contraction" and wanted_kernel(p.kernel.name) then
       list[#list + 1] = { plan = p, knobs = p.choice.knobs, label = p.choice.string, role = "chosen" }
       local n = {}
       for _, c in ipairs(p.candidates) do
@@ -164,6 +190,10 @@ for _, case in ipairs(cases) do
           list[#list + 1] = { plan = p, knobs = c.knobs, label = c.string, role = "swept" }
           n[set] = (n[set] or 0) + 1
         end
+      end
+      for _, set in ipairs(pins or {}) do
+        local kn = gpu.knobs_over(p, set)
+        list[#list + 1] = { plan = p, knobs = kn, label = rules.knob_string(kn), role = "pinned" }
       end
       -- --stamp: each PERSIST=1 variant again with STAMP=1, after it
       if opts.stamp then

@@ -289,6 +289,27 @@ test("emmy run --bench, emmy's side end to end on the mock driver (EMMY_MOCK_ANY
   check(out:find("k_linear_7363a2%s+ab BM=128.-wrong: v24"), "an A/B variant is checked before it is timed: " .. out)
 end)
 
+test("bench/gemm.lua --kernels and --pins on the mock driver: the named kernels only, each pin over the chosen variant", function()
+  local d = tmpdir()
+  local so = mock_driver(d)
+  local env = ("EMMY_MOCK_ANY_KERNEL=1 EMMY_LIBCUDA=%s EMMY_LIBCUPTI=/nonexistent EMMY_CUBIN_CACHE=%s/cc"):format(so, d)
+  local code, out, err = emmy({ ROOT .. "/bench/gemm.lua", "--cases", "qwen", "--batches", "1", "--kernels", "add_f97",
+    "--match", "X=1", "--pins", "STAGES=6;STAGES=4,RASTER=2", "--json", d .. "/g.json" }, { env = env })
+  eq(code, 0, err .. out)
+  local j = cjson.decode(read(d .. "/g.json"))
+  local roles = {}
+  for _, v in ipairs(j.variants) do
+    eq(v.kernel, "k_linear_add_f97280", "only the kernel --kernels names")
+    roles[#roles + 1] = v.role
+  end
+  eq(table.concat(roles, ","), "chosen,pinned,pinned")
+  check(j.variants[2].knobs:find("STAGES=6", 1, true) and j.variants[3].knobs:find("RASTER=2,", 1, true), j.variants[3].knobs)
+  local function rest(k) return (k:gsub("STAGES=%d+", ""):gsub("RASTER=%d+", "")) end
+  eq(rest(j.variants[3].knobs), rest(j.variants[1].knobs), "a pin keeps the chosen variant's other knobs")
+  local c2, _, e2 = emmy({ ROOT .. "/bench/gemm.lua", "--pins", "STAGES=99" }, { env = env })
+  check(c2 == 2 and e2:find("--pins 'STAGES=99'", 1, true), "a pin outside the knob's values is a usage error: " .. e2)
+end)
+
 test("a persistent clustered grid is capped at the clusters that fit at once (cuOccupancyMaxActiveClusters)", function()
   local d = tmpdir()
   local so = mock_driver(d)
