@@ -1,7 +1,7 @@
 -- workflows/tune_model.lua — emmy's main job on one model: tune it, bench it against PyTorch eager and
 -- torch.compile, triage every kernel that is behind, and write the findings report.
 --   emmy scripts/workflows/tune_model.lua [--model M] [--layer N | --whole] [--static] [--sample N | --all]
---                                         [--from STEP] [--work DIR] [--report FILE]
+--                                         [--from STEP] [--work DIR] [--report FILE] [--shard I/N]
 -- Steps (each a function; --from STEP re-runs from STEP on, reading the earlier steps' files in the work dir):
 --   setup    the work dir _tune/tune-model-<slug>/ (dump/, eval/, retune/, profile/, a log per step), the GPU,
 --            NVRTC, ncu and whether it may read the counters
@@ -22,6 +22,11 @@
 --            plans/<slug>-layer<N>-tune-findings.md (plans/<slug>-whole-tune-findings.md), and findings.json
 -- --work DIR: another work dir; --report FILE: another report path; --budget S: the whole run's seconds (510): the
 -- triage's re-tunes and ncu profiles, most µs at stake first, stop when the next would not fit (said in the report).
+-- --shard I/N: this machine's part of a run spread over N (SLURM array tasks or hosts, each its own --work dir):
+-- the nvrtc step compiles every N-th variant from the I-th (`compile --nvrtc --shard`), the tune step tunes every
+-- N-th distinct kernel into the work dir's tune.db (`tune --shard`, no bench); run, triage and report need every
+-- kernel and are left to the merge (the summary prints it: `emmy db merge OUT.db <the shards' tune.db> --refit`,
+-- then `emmy eval variants --db OUT.db`; `emmy slurm tune` does both on a cluster).
 -- run.json in the work dir records the command, the date, the GPU and every step's time; the last lines summarize.
 local cli = require "emmy.cli"
 local cjson = require "cjson"
@@ -33,8 +38,15 @@ local opts = cli.parse(arg, { flags = {
   ["--model"] = { kind = "string", default = models.DEFAULT }, ["--layer"] = { kind = "int", default = 0 },
   ["--whole"] = { kind = "bool" }, ["--static"] = { kind = "bool" }, ["--sample"] = { kind = "int" },
   ["--all"] = { kind = "bool" }, ["--from"] = { kind = "string" }, ["--work"] = { kind = "string" },
-  ["--report"] = { kind = "string" }, ["--budget"] = { kind = "int", default = 510 },
+  ["--report"] = { kind = "string" }, ["--budget"] = { kind = "int", default = 510 }, ["--shard"] = { kind = "string" },
 } }, "tune_model.lua")
+local shard
+if opts.shard then
+  local i, n = opts.shard:match("^(%d+)/(%d+)$")
+  i, n = tonumber(i), tonumber(n)
+  if not i or n < 1 or i >= n then cli.usage("tune_model.lua: --shard %s: give I/N with 0 <= I < N (e.g. 0/4)", opts.shard) end
+  shard = opts.shard
+end
 local from = 1
 if opts.from then
   from = nil
@@ -149,17 +161,31 @@ function S.nvrtc()
     flags[#flags + 1] = tostring(n)
     say("nvrtc: the chosen variant and %d others a kernel (--all: every candidate, hours without a GPU)", n - 1)
   end
+  if shard then
+    flags[#flags + 1] = "--shard"
+    flags[#flags + 1] = shard
+    say("nvrtc: shard %s of the variants", shard)
+  end
   return emmy("nvrtc", flags)
 end
+-- (--shard: the steps that need every kernel, left to the merge)
+local function for_merge(step)
+  if not shard then return false end
+  say("%s: left to the merge of the shards (--shard %s)", step, shard)
+  return true
+end
 function S.run()
+  if for_merge("run") then return nil end
   if not gpu then skipped[#skipped + 1] = "run" return nil end
   return emmy("run", with("run", { "--sweep", "20" }))
 end
 function S.tune()
   if not gpu then skipped[#skipped + 1] = "tune" return nil end
+  if shard then return emmy("tune", with("tune", { "--clean", "--shard", shard, "--dump-dir", work .. "/dump" }), DB) end
   return emmy("tune", with("tune", { "--clean", "--bench", "--dump-dir", work .. "/dump" }), DB)
 end
 function S.triage()
+  if for_merge("triage") then return nil end
   if not gpu then skipped[#skipped + 1] = "triage" return nil end
   local triage = require "emmy.triage"
   local bench = read_json(work .. "/dump/62_kernel_bench.json")
@@ -233,6 +259,7 @@ function S.triage()
   return ok
 end
 function S.report()
+  if for_merge("report") then return nil end
   if not read_json(work .. "/dump/62_kernel_bench.json") then
     skipped[#skipped + 1] = "report"
     say("report: needs the tune's bench files (a GPU) — skipped")
@@ -262,6 +289,10 @@ for _, s in ipairs(run.steps) do
   print(("  %-8s %-4s %6.1f s  %s"):format(s.name, s.ok and "ok" or "FAIL", s.seconds, s.log or ""))
 end
 if #skipped > 0 then print(("need a GPU, skipped: %s (%s)"):format(table.concat(skipped, ", "), gerr or "no GPU")) end
+if shard then
+  print(("shard %s: this work dir's tune.db holds its kernels (with a GPU); merge the shards' DBs and read them:"):format(shard))
+  print(("  emmy db merge OUT.db %s <the other shards' tune.db> --refit && emmy eval variants --db OUT.db"):format(shq(work .. "/tune.db")))
+end
 local failed = 0
 for _, s in ipairs(run.steps) do if not s.ok then failed = failed + 1 end end
 return failed == 0 and 0 or 1

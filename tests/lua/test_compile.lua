@@ -689,6 +689,20 @@ test("the main-job workflow does every GPU-free step, says which need a GPU, rec
   check(c3 == 2 and e3:find("--from nowhere (one of setup, trace", 1, true), e3)
 end)
 
+test("the workflow's --shard I/N: its share of the NVRTC compiles, the merge's steps left to it, the merge command printed", function()
+  local w = tmpdir()
+  local code, out, err = emmy({ ROOT .. "/scripts/workflows/tune_model.lua", "--sample", "2", "--shard", "1/3", "--work", w },
+    { env = "EMMY_CUBIN_CACHE=" .. tmpdir() })
+  eq(code, 0, "exit: " .. err .. out)
+  check(out:find("--shard 1/3", 1, true) and out:find("nvrtc: shard 1/3 of the variants", 1, true), out)
+  for _, step in ipairs { "run", "triage", "report" } do
+    check(out:find(step .. ": left to the merge of the shards (--shard 1/3)", 1, true), step .. ": " .. out)
+  end
+  check(out:find("emmy db merge OUT.db", 1, true) and out:find(w .. "/tune.db", 1, true), out)
+  local c2, _, e2 = emmy { ROOT .. "/scripts/workflows/tune_model.lua", "--shard", "3/3" }
+  check(c2 == 2 and e2:find("--shard 3/3: give I/N with 0 <= I < N", 1, true), e2)
+end)
+
 test("an epilogue never reads the anchor at another index (a roll of a matmul is its own kernel)", function()
   local ir = require "emmy.ir"
   local g = ir.new("roll")
