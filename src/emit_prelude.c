@@ -179,3 +179,12 @@ const char ex_SPLIT_PRELUDE[] =
     "                 : \"=r\"(done) : \"r\"(em_smem(b)), \"r\"(parity) : \"memory\");\n"
     "  } while (!done);\n"
     "}\n";
+
+/* EMMY_SPLIT_ASYNC=1's reduce-scatter (src/emit_gemm_ws.c): an asynchronous store of 16 bytes at a (a cluster
+ * address) whose completion counts on the mbarrier at cluster address mb (in the same CTA as a): no fence a thread,
+ * the receiver's expect_tx and wait see the bytes land. */
+const char ex_SPLIT_ASYNC_PRELUDE[] =
+    "static __device__ __forceinline__ void em_st_async4(unsigned a, float x, float y, float z, float w, unsigned mb) {\n"
+    "  asm volatile(\"st.async.shared::cluster.mbarrier::complete_tx::bytes.v4.f32 [%0], {%1, %2, %3, %4}, [%5];\"\n"
+    "               :: \"r\"(a), \"f\"(x), \"f\"(y), \"f\"(z), \"f\"(w), \"r\"(mb) : \"memory\");\n"
+    "}\n";

@@ -4,7 +4,8 @@
 -- BM 64), role 3 the producer lane. Consumer fields: tiles, k-steps, full-barrier wait, wgmma issue to
 -- wait_group 1, release, the tile's tail (wait_group 0 and the last release), epilogue, total; the producer's:
 -- 0, k-steps, empty-barrier wait, load issue, 0, 0, 0, total. Role 4 is the CTA's timeline: %globaltimer (ns) at
--- its entry (low, high word) and exit (low, high), the cycles from entry to the consumers' loop, 0, 0, 1.
+-- its entry (low, high word) and exit (low, high), the cycles from entry to the consumers' loop, the split-K
+-- reduce-scatter's stores and its wait for the peers' parts (thread 0's sums over its tiles; 0 without SPLIT_K), 1.
 local tbl = require "emmy.tbl"
 
 local M = { FIELDS = 8, ROLES = 4 }
@@ -26,6 +27,7 @@ local function timeline(v, n)
       t.first_out = math.min(t.first_out or tout, tout)
       t.last_out = math.max(t.last_out or tout, tout)
       t.prologue = t.prologue + u32(v[b + 5])
+      t.rq, t.rv = (t.rq or 0) + u32(v[b + 6]), (t.rv or 0) + u32(v[b + 7])
     end
   end
   if t.ctas == 0 then return nil end
@@ -97,6 +99,11 @@ function M.render(roles, us, probe_mhz)
     out[#out + 1] = ("  timeline (the GPU's global timer): the CTAs entered over %.2f µs and left over %.2f µs; first entry to last exit"
       .. " %.2f µs of the launch's %.1f µs; the prologue (entry to the consumers' loop) %.0f cycles a CTA"):format(
       (tl.last_in - tl.first_in) / 1e3, (tl.last_out - tl.first_out) / 1e3, (tl.last_out - tl.first_in) / 1e3, us, tl.prologue)
+    if tl.rq + tl.rv > 0 and c0.f[1] > 0 then
+      local tiles = c0.f[1]
+      out[#out + 1] = ("  split-K reduce-scatter (thread 0): its stores %.0f cycles a tile, its wait for the peers' parts %.0f"):format(
+        tl.rq / tiles, tl.rv / tiles)
+    end
   end
   out[#out + 1] = "  cycles. consumer: wait = full barrier, work = wgmma issue to wait_group 1 (which retires the step before),"
     .. " tail = wait_group 0 and the last release; producer: wait = empty barrier, work = expect_tx and the TMA issue;"
