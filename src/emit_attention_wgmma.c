@@ -180,11 +180,10 @@ static void fa_producer(ectx *c, const fa_t *f) {
     ex_line(c, "unsigned em_ub = 0, em_n = 0;");
     fa_items_loop(c, f);
     fa_item(c, f);
-    /* the next item's Q after its first ST K/V tiles (the ring filled first); EMMY_QLOAD0=1 (an experiment): after
-     * its first one, where the consumers release Q after their last QK (OSMEM 0, 3, 4), so that its load overlaps
-     * the item's last PV and epilogue rather than waiting for a stage the epilogue holds (OSMEM=4's last one) */
-    const char *q0e = getenv("EMMY_QLOAD0");
-    if (q0e && q0e[0] == '1' && (f->osmem == 0 || f->osmem >= 3)) ex_line(c, "const int em_qa = 0;");
+    /* the next item's Q: where the consumers release it after their last QK^T (OSMEM 0, 3, 4), after the item's
+     * first K/V tile, so that its load overlaps this item's last PV and epilogue (OSMEM=4 holds the last of the first
+     * ST stages through the epilogue, so Q after them waited for it); else after the first ST (the ring filled first) */
+    if (f->osmem == 0 || f->osmem >= 3) ex_line(c, "const int em_qa = 0;");
     else ex_line(c, "const int em_qa = (nt < %d ? nt : %d) - 1;", f->ST, f->ST);
   } else {
     fa_load_q(c, f);

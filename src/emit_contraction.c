@@ -162,38 +162,6 @@ void ex_ctr_tma_load(ectx *c, const ex_ctr *k, int stages, int CL, int WS, const
   ex_line(c, "};");
 }
 
-/* EMMY_WEARLY=1 at compile time (an experiment): under programmatic dependent launch (the default), a TMA-tier
- * contraction loads its first stages' weight tiles (B: model parameters, which no kernel writes) before its
- * griddepcontrol.wait and the activations (A) after it, so that the prologue (barrier init) and the weights' first
- * loads overlap the previous kernel's tail; the head's wait is left out (c->ownwait) and the body places its own
- * (the persistent pipeline: the producer after its first tile's weights, the consumers at their start; one role:
- * every thread between the two halves of the ring's first loads). One linear or a dual pair whose B operands are
- * parameters, CLUSTER=1, SPLIT_K=1, no stream-K, no prologue row reductions. The one rule for both pipelines. */
-int ex_ctr_weights_early(ectx *c, const ex_ctr *k) {
-  const char *e = getenv("EMMY_WEARLY");
-  if (!e || e[0] != '1' || ex_pdl_mode() != 2 || !k->tma || k->CL != 1 || k->SK != 1 || EX_KNOB(c, STREAM_K) || k->concat || c->npre)
-    return 0;
-  return ex_V(c, k->B_)->kind == EM_V_PARAM && (!k->dual || ex_V(c, k->B2)->kind == EM_V_PARAM);
-}
-
-/* EMMY_WEARLY=1: a stage's load in two parts, em_load_b (the full barrier's expected bytes and the weight tiles)
- * and em_load_a (the activation tile); ws: only the producer's lane calls them (else thread 0 issues). */
-void ex_ctr_split_loads(ectx *c, const ex_ctr *k, int stages, int ws) {
-  long long abytes = 128LL * k->BM, bbytes = 128LL * k->BN;
-  ex_line(c, "auto em_load_b = [&](int st, int kt) {");
-  ex_line(c, ws ? "  {" : "  if (tid == 0) {");
-  ex_line(c, "    em_mbar_expect(&em_bar[st], %lldu);", abytes + bbytes * (k->dual ? 2 : 1));
-  for (int b = 0; b < (k->dual ? 2 : 1); b++) {
-    long long base, stride;
-    ex_ctr_b_at(k, stages, b, &base, &stride);
-    ex_line(c, "    em_tma_2d(em_sb + %lldu + st * %lldu, &tm%d, kt * 64, (int)n0, &em_bar[st]);", base, stride, 1 + b);
-  }
-  ex_line(c, "  }");
-  ex_line(c, "};");
-  ex_line(c, "auto em_load_a = [&](int st, int kt) { %sem_tma_2d(em_sb + st * %lldu, &tm0, kt * 64, (int)m0, &em_bar[st]); };",
-          ws ? "" : "if (tid == 0) ", abytes);
-}
-
 /* Prologue row reductions (a folded RMSNorm, SPLIT_CONE=0): one warp per row of the block before the K loop, each
  * row's result in shared memory (c->pre_v, c->pre_arr) for the operand fill. */
 static void ctr_prologue(ectx *c, const ex_ctr *k) {
@@ -290,16 +258,7 @@ static void ctr_tma_mainloop(ectx *c, const ex_ctr *k, const char *ktx) {
     ex_line(c, "  return;");
     ex_line(c, "}");
   }
-  if (!WS && ex_ctr_weights_early(c, k)) {
-    /* EMMY_WEARLY=1: the first stages' weights before the grid dependency wait, their activations after it */
-    c->ownwait = 1;
-    ex_ctr_split_loads(c, k, stages, 0);
-    for (int st = 0; st < stages - 1; st++) ex_line(c, "if (%d < nk) em_load_b(%d, %d);", st, st, st);
-    ex_line(c, "asm volatile(\"griddepcontrol.wait;\" ::: \"memory\");");
-    for (int st = 0; st < stages - 1; st++) ex_line(c, "if (%d < nk) em_load_a(%d, %d);", st, st, st);
-  } else {
-    for (int st = 0; st < (WS ? 0 : stages - (CL > 1 ? 0 : 1)); st++) ex_line(c, "if (%d < nk) em_load(%d, %d);", st, st, st);
-  }
+  for (int st = 0; st < (WS ? 0 : stages - (CL > 1 ? 0 : 1)); st++) ex_line(c, "if (%d < nk) em_load(%d, %d);", st, st, st);
   /* WG_WAIT=1 (wgmma, 2+ stages): the group of step kt is still running while step kt+1 waits for its tile; the
    * stage of step kt-1 is refilled once every warpgroup's wait_group 1 has retired kt-1's group */
   int inflight = wgt && stages > 1 && wgw == 1;

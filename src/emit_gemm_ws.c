@@ -131,8 +131,6 @@ static void ws_producer(ectx *c, const ex_ctr *k, int stages, int raster, int cw
   ex_line(c, "if (wid == %d && lane == 0) {", cw);
   c->indent++;
   ex_line(c, "int em_it = 0;");
-  const int we = c->ownwait;
-  if (we) ex_line(c, "int em_wfirst = 1; /* EMMY_WEARLY: the first tile's weights go before the grid dependency wait */");
   ws_stamp(c, sp, "unsigned em_sw = 0, em_si = 0; /* STAMP: empty-barrier waits, load issue */");
   ws_stamp(c, sp, "const unsigned em_s0 = em_clock();");
   ws_tile_loop(c, cl, sk);
@@ -141,19 +139,7 @@ static void ws_producer(ectx *c, const ex_ctr *k, int stages, int raster, int cw
   const char *nkv = ws_k_range(c, sk);
   if (cl == 2) ws_cluster_load(c, k, stages);
   else ex_ctr_tma_load(c, k, stages, 1, 1, "kt");
-  if (we) {
-    ex_ctr_split_loads(c, k, stages, 1);
-    ex_line(c, "int em_k0 = 0;");
-    ex_line(c, "if (em_wfirst) {");
-    ex_line(c, "  em_wfirst = 0;");
-    ex_line(c, "  const int em_np = %s < %d ? %s : %d;", nkv, stages, nkv, stages);
-    ex_line(c, "  for (int q = 0; q < em_np; q++) em_load_b(q, q);");
-    ex_line(c, "  asm volatile(\"griddepcontrol.wait;\" ::: \"memory\");");
-    ex_line(c, "  for (int q = 0; q < em_np; q++) em_load_a(q, q);");
-    ex_line(c, "  em_it += em_np, em_k0 = em_np;");
-    ex_line(c, "}");
-  }
-  ex_line(c, "for (int kt = %s; kt < %s; kt++, em_it++) {", we ? "em_k0" : ws_k_first(c), nkv);
+  ex_line(c, "for (int kt = %s; kt < %s; kt++, em_it++) {", ws_k_first(c), nkv);
   ex_line(c, "  const int st = em_it %% %d;", stages);
   ws_stamp(c, sp, "  const unsigned em_c0 = em_clock();");
   ex_line(c, "  em_mbar_wait(&em_empty[st], ((unsigned)(em_it / %d) & 1u) ^ 1u);", stages);
@@ -389,30 +375,21 @@ static void ws_split_handover(ectx *c, const ex_ctr *k, int cw) {
   ex_line(c, "em_mbar_arrive_release(&em_rempty, 1u);");
 }
 
-/* EMMY_SPLIT_ASYNC=1 at compile time (an experiment): the reduce-scatter's parts travel by st.async, each store
- * counting its bytes on the owner's em_rfull (the owner's one expect_tx arrival a tile), and the owners release the
- * senders' buffers with one arrival a warp, not a fenced remote arrival a thread. */
-static int ws_split_async(void) {
-  const char *e = getenv("EMMY_SPLIT_ASYNC");
-  return e && e[0] == '1';
-}
-
 /* SPLIT_K=2, 4 with the fragment epilogue (EPI_SMEM=0): a reduce-scatter of the tile's partial sums across the
  * cluster. Rank r owns the column groups j with j / (FN / SPLIT_K) == r of every consumer thread's fragments: each
- * thread stores its other groups into their owners' buffers em_rb (distributed shared memory; slot p = the sender's
+ * thread sends its other groups into their owners' buffers em_rb (distributed shared memory; slot p = the sender's
  * distance past the owner less one, float4 ((p * nacc + s) * FN/SPLIT_K + j % (FN/SPLIT_K)) * threads + tid, so a
- * warp's store is 512 contiguous bytes) and arrives on their em_rfull; then it waits for its own, adds the peers'
- * parts in slot order (the same sum every run), and releases them (em_rempty, in each sender). Every rank then runs
+ * warp's store is 512 contiguous bytes) by st.async, each store's bytes counted on the owner's em_rfull (the owner's
+ * one expect_tx arrival a tile: no fence a thread); then it waits for its own, adds the peers' parts in slot order
+ * (the same sum every run), and releases them (em_rempty, in each sender: one arrival a warp). Every rank then runs
  * the epilogue on its share (k->jkeep), so the tile's epilogue is split SPLIT_K ways. sp: STAMP=1 (the stores and
  * the wait for the peers' parts, em_sq and em_sv). */
 static void ws_split_reduce(ectx *c, const ex_ctr *k, int cw, int sk, int sp) {
-  int threads = 32 * cw, nst = k->dual ? 2 : 1, fs = k->FN / sk, as = ws_split_async();
+  int threads = 32 * cw, nst = k->dual ? 2 : 1, fs = k->FN / sk;
   ws_split_zero(c, k);
   ws_stamp(c, sp, "const unsigned em_q0 = em_clock();");
   ex_line(c, "em_mbar_wait_acquire(&em_rempty, (em_n & 1u) ^ 1u); /* the owners have read this CTA's last parts */");
-  if (as) {
-    ex_line(c, "if (tid == 0) em_mbar_expect(&em_rfull, %du); /* the peers' parts, in bytes */", (sk - 1) * threads * fs * nst * 16);
-  }
+  ex_line(c, "if (tid == 0) em_mbar_expect(&em_rfull, %du); /* the peers' parts, in bytes */", (sk - 1) * threads * fs * nst * 16);
   ex_line(c, "#pragma unroll");
   ex_line(c, "for (int j = 0; j < %d; j++) {", k->FN);
   c->indent++;
@@ -421,19 +398,13 @@ static void ws_split_reduce(ectx *c, const ex_ctr *k, int cw, int sk, int sp) {
   ex_line(c, "const unsigned em_p = (em_cr + %du - em_o) %% %du;", sk - 1, sk);
   ex_line(c, "const unsigned em_ra = em_mapa(em_rb, em_o) + ((em_p * %du + (unsigned)(j %% %d)) * %du + (unsigned)tid) * 16u;", nst * fs, fs,
           threads);
-  if (as) ex_line(c, "const unsigned em_rf = em_mapa(em_smem(&em_rfull), em_o);");
+  ex_line(c, "const unsigned em_rf = em_mapa(em_smem(&em_rfull), em_o);");
   for (int s = 0; s < nst; s++) {
     const char *a = s ? "acc2" : "acc";
-    if (as)
-      ex_line(c, "em_st_async4(em_ra + %du, %s[0][j][0], %s[0][j][1], %s[0][j][2], %s[0][j][3], em_rf);", s * fs * threads * 16, a, a, a,
-              a);
-    else
-      ex_line(c, "em_st_cluster4(em_ra + %du, %s[0][j][0], %s[0][j][1], %s[0][j][2], %s[0][j][3]);", s * fs * threads * 16, a, a, a, a);
+    ex_line(c, "em_st_async4(em_ra + %du, %s[0][j][0], %s[0][j][1], %s[0][j][2], %s[0][j][3], em_rf);", s * fs * threads * 16, a, a, a, a);
   }
   c->indent--;
   ex_line(c, "}");
-  if (!as)
-    ex_line(c, "for (unsigned em_q = 1; em_q < %du; em_q++) em_mbar_arrive_release(&em_rfull, (em_cr + em_q) %% %du);", sk, sk);
   ws_stamp(c, sp, "const unsigned em_q1 = em_clock();");
   ex_line(c, "em_mbar_wait_acquire(&em_rfull, em_n & 1u);");
   ws_stamp(c, sp, "em_sq += em_q1 - em_q0, em_sv += em_clock() - em_q1;");
@@ -455,13 +426,9 @@ static void ws_split_reduce(ectx *c, const ex_ctr *k, int cw, int sk, int sp) {
   ex_line(c, "}");
   c->indent--;
   ex_line(c, "}");
-  if (as) {
-    ex_line(c, "__syncwarp();");
-    ex_line(c, "if (lane == 0)");
-    ex_line(c, "  for (unsigned em_q = 1; em_q < %du; em_q++) em_mbar_arrive_release(&em_rempty, (em_cr + em_q) %% %du);", sk, sk);
-  } else {
-    ex_line(c, "for (unsigned em_q = 1; em_q < %du; em_q++) em_mbar_arrive_release(&em_rempty, (em_cr + em_q) %% %du);", sk, sk);
-  }
+  ex_line(c, "__syncwarp();");
+  ex_line(c, "if (lane == 0)");
+  ex_line(c, "  for (unsigned em_q = 1; em_q < %du; em_q++) em_mbar_arrive_release(&em_rempty, (em_cr + em_q) %% %du);", sk, sk);
 }
 
 /* The consumers: per tile, every k-slice's wgmma group on its full stage with one group in flight (the stage of
@@ -472,7 +439,6 @@ static void ws_consumers(ectx *c, const ex_ctr *k, em_launch *L, int stages, int
                          int sp) {
   long long abytes = 128LL * k->BM;
   ex_line(c, "asm volatile(\"setmaxnreg.inc.sync.aligned.u32 %d;\");", WS_CONSUMER_REGS);
-  if (c->ownwait) ex_line(c, "asm volatile(\"griddepcontrol.wait;\" ::: \"memory\"); /* EMMY_WEARLY: the consumers' own */");
   ex_line(c, "const int wm = wid, wn = 0;");
   ex_line(c, "float acc[1][%d][4];", k->FN);
   if (k->dual) ex_line(c, "float acc2[1][%d][4];", k->FN);
@@ -646,7 +612,6 @@ void ex_k_contraction_ws(ectx *c, const ex_ctr *k, em_launch *L) {
                "no fused op), bf16/f16, N a constant multiple of 8");
     return;
   }
-  c->ownwait = ex_ctr_weights_early(c, k);
   L->block[0] = 32 * cw + 128;
   /* (the launcher's cap keeps the grid a multiple of the cluster) */
   L->persistent = cl == 2 ? 2 : sk >= 2 ? sk : 1;
@@ -698,7 +663,7 @@ void ex_k_contraction_ws(ectx *c, const ex_ctr *k, em_launch *L) {
     /* the peers' partial accumulators (f32): EPI_SMEM=0, the parts of this rank's columns, SPLIT_K - 1 slots of
      * BM x BN / SPLIT_K; a staged epilogue (SPLIT_K=2), rank 1's whole tile in rank 0 */
     ex_use_prelude(c, ex_SPLIT_PRELUDE);
-    if (!staged && ws_split_async()) ex_use_prelude(c, ex_SPLIT_ASYNC_PRELUDE);
+    if (!staged) ex_use_prelude(c, ex_SPLIT_ASYNC_PRELUDE);
     ex_line(c, "__shared__ __align__(8) unsigned long long em_rfull, em_rempty;");
     ex_line(c, "const unsigned em_rb = em_sb + %lldu;", (long long)L->smem - 1024);
     L->smem += (staged ? 4LL : 4LL * (sk - 1) / sk) * k->BM * k->BN * (k->dual ? 2 : 1);
@@ -721,11 +686,10 @@ void ex_k_contraction_ws(ectx *c, const ex_ctr *k, em_launch *L) {
   ex_line(c, "  for (int s = 0; s < %d; s++) em_mbar_init(&em_bar[s], 1);", stages);
   /* the empty barriers' arrivals: each consumer warp (of both CTAs: CLUSTER=2) */
   ex_line(c, "  for (int s = 0; s < %d; s++) em_mbar_init(&em_empty[s], %d);", stages, cw * cl);
-  /* (the reduce-scatter's barriers take an arrival of every consumer thread of each peer) */
-  if (sk >= 2 && !staged && ws_split_async()) /* EMMY_SPLIT_ASYNC=1: the owner's expect_tx; a warp's arrival */
-    ex_line(c, "  em_mbar_init(&em_rfull, 1), em_mbar_init(&em_rempty, %d);", cw * (sk - 1));
-  else if (sk >= 2)
-    ex_line(c, "  em_mbar_init(&em_rfull, %d), em_mbar_init(&em_rempty, %d);", 32 * cw * (staged ? 1 : sk - 1), 32 * cw * (staged ? 1 : sk - 1));
+  /* (the reduce-scatter: the owner's one expect_tx arrival, a warp's release from each peer; SPLIT_K=2's staged
+   * hand-over: an arrival of every consumer thread) */
+  if (sk >= 2 && !staged) ex_line(c, "  em_mbar_init(&em_rfull, 1), em_mbar_init(&em_rempty, %d);", cw * (sk - 1));
+  else if (sk >= 2) ex_line(c, "  em_mbar_init(&em_rfull, %d), em_mbar_init(&em_rempty, %d);", 32 * cw, 32 * cw);
   ex_line(c, "  em_mbar_fence_init();");
   ex_line(c, "}");
   /* (a cluster: the peer's multicasts and arrivals may only reach barriers that are initialised) */

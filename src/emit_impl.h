@@ -71,8 +71,6 @@ typedef struct {
   const char *extra_prelude; /* helpers only some kernels need (TMA), placed after ex_PRELUDE */
   const char *prewait;     /* statements before the kernel's griddepcontrol.wait (EMMY_WPF=1: a contraction's
                             * weights prefetched into L2 while the previous grid finishes), or NULL */
-  int ownwait;             /* 1: the body places its own griddepcontrol.wait (EMMY_WEARLY=1: a persistent GEMM's
-                            * producer loads its first weight tiles before it), so the head emits none */
   int bounds_minb;         /* 1: __launch_bounds__ names MINB even at 1 (a kernel that moves registers between its
                             * warpgroups with setmaxnreg needs the one-block-an-SM cap) */
   const char *more_prelude[4]; /* helpers only some variants need (ex_use_prelude: stamps, TMA stores), after those */
@@ -226,8 +224,6 @@ void ex_ctr_anchor(ectx *c, const ex_ctr *k, int s, const char *var, const char 
 void ex_ctr_b_at(const ex_ctr *k, int stages, int b, long long *base, long long *stride);
 const char *ex_ctr_b_stage(ectx *c, const ex_ctr *k, int stages, int b);
 /* The TMA ring's load of one stage (lambda em_load(st, kt)): A rows m0.., B rows n0.. (B2, siblings). */
-int ex_ctr_weights_early(ectx *c, const ex_ctr *k);
-void ex_ctr_split_loads(ectx *c, const ex_ctr *k, int stages, int ws);
 void ex_ctr_tma_load(ectx *c, const ex_ctr *k, int stages, int CL, int WS, const char *ktx);
 /* One TMA stage of wgmma (BK=64): four m64nBNk16 on each warpgroup's 64 rows, committed; scale_d is the C
  * expression whose non-zero value keeps the accumulators (0 starts them at zero). */

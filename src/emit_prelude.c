@@ -180,7 +180,7 @@ const char ex_SPLIT_PRELUDE[] =
     "  } while (!done);\n"
     "}\n";
 
-/* EMMY_SPLIT_ASYNC=1's reduce-scatter (src/emit_gemm_ws.c): an asynchronous store of 16 bytes at a (a cluster
+/* The split-K reduce-scatter (src/emit_gemm_ws.c, EPI_SMEM=0): an asynchronous store of 16 bytes at a (a cluster
  * address) whose completion counts on the mbarrier at cluster address mb (in the same CTA as a): no fence a thread,
  * the receiver's expect_tx and wait see the bytes land. */
 const char ex_SPLIT_ASYNC_PRELUDE[] =

@@ -108,6 +108,8 @@ return {
             epis[#epis + 1] = 3
           end
           local small = atom.persist_small(k, dev) or atom.rope_regs(k, dev)
+          -- (atom.split2_lead: the 128 x 128 tile, split over K by the SPLIT rule, with the fragment epilogue)
+          if atom.split2_lead(k, dev) then small = { BM = 128, BN = 128 } end
           for _, e in ipairs(epis) do
             local q = atom.with(p, "EPI_SMEM", e)
             local first = o.BM == 128 and o.BN == ((k.dual or atom.rope_in_regs(k)) and 128 or 256) and e == lead_epi
@@ -244,7 +246,12 @@ return {
       if not k.linear then return false, "a batched matmul's grid z is its batch" end
       return true, ("K=%d in up to 4 slices (warp tier)"):format(k.K)
     end,
-    fork = function(k, dev) return { { SPLIT_K = 1 }, { SPLIT_K = 2 }, { SPLIT_K = 4 }, { SPLIT_K = 1, STREAM_K = 1 } } end },
+    -- SPLIT_K=2 first for atom.split2_lead (a one-wave linear's 128 x 128 tiles halved over a long K; its note)
+    fork = function(k, dev)
+      local o = { { SPLIT_K = 1 }, { SPLIT_K = 2 }, { SPLIT_K = 4 }, { SPLIT_K = 1, STREAM_K = 1 } }
+      if atom.split2_lead(k, dev) then o[1], o[2] = o[2], o[1] end
+      return o
+    end },
 
   -- Block order: RASTER > 1 groups RASTER tile rows so consecutive blocks share A rows and B columns in L2.
   { name = "raster", family = "ORDER", kinds = { "contraction" }, knobs = { RASTER = 1 },
@@ -440,10 +447,12 @@ return {
         -- too (825.3 -> 836.7) (H200, eighteenth session, bench/attention.lua --pins)
         local items = math.ceil((type(k.L) == "number" and k.L or 0) / 128) * (k.heads or 1) * (k.batch or 1)
         if type(k.L) == "number" and k.L <= 512 and items >= 2 * (dev.sm_count or 132) then lead.APERSIST = 1 end
-        -- causal, O staged over the warpgroup's last K/V stage so that Q is released after the last QK^T (OSMEM=4):
-        -- b8 s512 d128 causal 35.9 -> 33.8 us (torch 32.6); non-causal no faster (40.6 with OSMEM=2) (H200,
-        -- nineteenth session, bench/attention.lua --pins "APERSIST=1,OSMEM=4;APERSIST=1,OSMEM=2")
-        if lead.APERSIST == 1 and k.causal then lead.OSMEM = 4 end
+        -- O staged over the warpgroup's last K/V stage so that Q is released after the last QK^T (OSMEM=4): b8 s512
+        -- d128 causal 35.9 -> 33.8 us (torch 32.6); non-causal no faster (40.6 with OSMEM=2) (H200, nineteenth
+        -- session, bench/attention.lua --pins "APERSIST=1,OSMEM=4;APERSIST=1,OSMEM=2") until the next item's Q was
+        -- requested after its first K/V tile rather than after a stage the epilogue holds (twentieth session): causal
+        -- 33.7 -> 31.1 (torch 32.5), non-causal 40.7 -> 36.1 (35.2)
+        if lead.APERSIST == 1 then lead.OSMEM = 4 end
         atom.lead(out, lead)
       end
       return out

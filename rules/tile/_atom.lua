@@ -138,6 +138,18 @@ function A.persist_small(k, dev)
   return nil
 end
 
+-- A one-wave single linear (atom.persist_small) with a residual epilogue (not the TMA store) whose 128 x 128 tiles
+-- split in two over K come to 90-100% of the SMs with 32 or more k-steps a part: there the persistent 128 x 128
+-- tile with SPLIT_K=2 (a 2-CTA cluster a tile, its partial sums reduce-scattered by st.async) on a 4-stage ring
+-- leads — half the L2 bytes a FLOP of the 128 x 64 tile, at the price of a 32 KB exchange a tile. Measured (H200,
+-- twentieth session, bench/gemm.lua --pins): TinyLlama down_proj at 512 tokens (K 5632) 23.9 -> 22.4 us (torch
+-- 21.9); o_proj (K 2048, 16 k-steps a part) lost, 10.9 -> 11.5, and Qwen3's down (32 such tiles) 10.9 -> 13.6.
+function A.split2_lead(k, dev)
+  if not A.persist_small(k, dev) or k.tma_store or not k.K then return false end
+  local sms, tiles = dev.sm_count or 132, math.ceil(k.M / 128) * math.ceil(k.N / 128)
+  return 2 * tiles >= 0.9 * sms and 2 * tiles <= sms and k.K / 128 >= 32
+end
+
 -- A RoPE projection whose head-local reads may come from the reading thread's accumulators (every shift a multiple
 -- of 8, no per-head reduction, one linear or a dual pair): its persistent tiles take EPI_SMEM=0 first, and where
 -- 128-row tiles fill the SMs (atom.persist_first) the 128 x 128 tile leads. Measured at 4096 tokens (TinyLlama q+RoPE,

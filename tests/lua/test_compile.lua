@@ -524,7 +524,10 @@ test("PERSIST=1, SPLIT_K=2: a cluster pair on one tile's K halves, rank 1's accu
   check(s4, tostring(l4))
   check(s4:find("__cluster_dims__(4, 1, 1)", 1, true) and s4:find("em_t += gridDim.x / 4) {", 1, true), "a 4-CTA cluster a tile")
   check(s4:find("const int em_kh = (nk + 3) / 4, kt0 = (int)em_cr * em_kh", 1, true), "each rank a K quarter")
-  check(s4:find("em_mbar_init(&em_rfull, 768), em_mbar_init(&em_rempty, 768);", 1, true), "three peers' 256 threads arrive")
+  check(s4:find("em_mbar_init(&em_rfull, 1), em_mbar_init(&em_rempty, 24);", 1, true),
+    "the owner's one expect_tx arrival; three peers' 8 warps release")
+  check(s4:find("if (tid == 0) em_mbar_expect(&em_rfull, 49152u);", 1, true) and s4:find("em_st_async4(em_ra + 0u,", 1, true),
+    "the peers' parts by st.async, their bytes (3 peers x 256 threads x 4 float4) expected once")
   check(s4:find("const unsigned em_p = (em_cr + 3u - em_o) % 4u;", 1, true) and s4:find("for (int em_p = 0; em_p < 3; em_p++) {", 1, true), s4)
   check(s4:find("if (!(j / 4 == (int)em_cr)) continue;", 1, true), "the epilogue on this rank's quarter of the columns")
   eq(l4.persistent, 4, "whole 4-CTA clusters")
