@@ -208,7 +208,7 @@ for _, case in ipairs(cases) do
       at[#jobs] = p.kernel.name
     end
   end
-  local built = gpu.build(cu, list)
+  local built = gpu.build(cu, list, { keep_going = true })
   local best, chosen = {}, {}
   for i, it in ipairs(list) do
     local p = it.plan

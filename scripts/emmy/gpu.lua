@@ -82,20 +82,29 @@ function M.job(plan, knobs, info)
   return { source = src, arch = M.arch(info), name = plan.kernel.name .. ".cu", options = { "-std=c++17" } }, la
 end
 
--- Compiles variants: list of {plan, knobs}; returns list of {fn, launch, src, compile} or raises.
+-- Compiles variants: list of {plan, knobs}; returns list of {fn, launch, src, compile} or raises (opts.keep_going: a
+-- variant the emitter refuses is an entry with only its error, {error = "emit: …"}, and the others are built).
 function M.build(cu, list, opts)
   local nv = require "emmy.nvrtc"
   local info = cu:info()
-  local jobs, emitted = {}, {}
+  local jobs, emitted, at = {}, {}, {}
   for i, it in ipairs(list) do
     local job, la = M.job(it.plan, it.knobs, info)
-    if not job then error(la, 0) end
-    emitted[i] = { src = job.source, launch = la }
-    jobs[i] = job
+    if job then
+      emitted[i] = { src = job.source, launch = la }
+      jobs[#jobs + 1] = job
+      at[#jobs] = i
+    elseif opts and opts.keep_going then
+      emitted[i] = { error = "emit: " .. tostring(la) } -- (a pin the emitter refuses: its row says why, the rest run)
+    else
+      error(la, 0)
+    end
   end
   local res = nv.compile_many(jobs, { progress = opts and opts.progress })
   local out = {}
-  for i, r in ipairs(res) do
+  for i, e in ipairs(emitted) do if e.error then out[i] = e end end
+  for j, r in ipairs(res) do
+    local i = at[j]
     local e = emitted[i]
     e.compile = r
     if r.status == "ok" then

@@ -306,6 +306,14 @@ test("bench/gemm.lua --kernels and --pins on the mock driver: the named kernels 
   check(j.variants[2].knobs:find("STAGES=6", 1, true) and j.variants[3].knobs:find("RASTER=2,", 1, true), j.variants[3].knobs)
   local function rest(k) return (k:gsub("STAGES=%d+", ""):gsub("RASTER=%d+", "")) end
   eq(rest(j.variants[3].knobs), rest(j.variants[1].knobs), "a pin keeps the chosen variant's other knobs")
+  -- a pin the emitter refuses (BM=128 with the chosen WM=4) is its own error row; the others still run
+  local c3, o3, e3 = emmy({ ROOT .. "/bench/gemm.lua", "--cases", "qwen", "--batches", "1", "--kernels", "add_f97",
+    "--match", "X=1", "--pins", "BM=128;STAGES=6", "--json", d .. "/g3.json" }, { env = env })
+  eq(c3, 0, e3 .. o3)
+  local j3 = cjson.decode(read(d .. "/g3.json"))
+  eq(#j3.variants, 3)
+  check(j3.variants[2].error:find("^emit: .*WGMMA=1 needs BM 64 or 128 with WM=BM/16"), j3.variants[2].error)
+  check(not j3.variants[3].error:find("^emit:"), "the next pin was built: " .. j3.variants[3].error)
   local c2, _, e2 = emmy({ ROOT .. "/bench/gemm.lua", "--pins", "STAGES=99" }, { env = env })
   check(c2 == 2 and e2:find("--pins 'STAGES=99'", 1, true), "a pin outside the knob's values is a usage error: " .. e2)
 end)
