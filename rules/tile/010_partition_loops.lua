@@ -416,7 +416,7 @@ return {
         -- keeps the ones that fit: head dim 128 with a 2-deep ring). Offered last (b8 s512 causal 38.0 -> 36.0 us
         -- against OSMEM=2 on the same ring, but that ring loses more than it gains, H200).
         -- OSMEM=4: the same over the warpgroup's last K/V stage, released after the epilogue (no more shared
-        -- memory). Written without a GPU run: offered last.
+        -- memory): offered here last, and the persistent head-dim-128 lead below.
         local m = #out
         for i = n + 1, m do
           local o = out[i]
