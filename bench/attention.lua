@@ -27,7 +27,6 @@ local graphjson = require "emmy.graphjson"
 local gpu = require "emmy.gpu"
 local inputs = require "emmy.inputs"
 local kernels = require "emmy.kernels"
-local knobs = require "emmy.knobs"
 local ref = require "emmy.ref"
 local rules = require "emmy.rules"
 local sys = require "emmy.sys"
@@ -94,25 +93,7 @@ if opts.torch ~= "none" then
 end
 
 -- --match and --pins: sets of K=V separated by ';', each knob and value legal in the knob table
-local function knob_sets(flag, s)
-  if not s then return nil end
-  local sets = {}
-  for set in s:gmatch("[^;]+") do
-    local m, n = {}, 0
-    for item in set:gmatch("[^,]+") do
-      local k, v = item:match("^%s*([%w_]+)=(%-?%d+)%s*$")
-      if not k then cli.usage("%s: %s item '%s' needs KNOB=INT (sets K=V,K=V separated by ';')", CMD, flag, item) end
-      local ok, why = knobs.check(k, tonumber(v))
-      if not ok then cli.usage("%s: %s '%s': %s", CMD, flag, item, why) end
-      if m[k] then cli.usage("%s: %s gives %s twice in one set ('%s')", CMD, flag, k, set) end
-      m[k], n = tonumber(v), n + 1
-    end
-    if n > 0 then sets[#sets + 1] = m end
-  end
-  if #sets == 0 then cli.usage("%s: %s '%s' names no knob; give K=V,K=V;K=V", CMD, flag, s) end
-  return sets
-end
-local match, pins = knob_sets("--match", opts.match), knob_sets("--pins", opts.pins)
+local match, pins = cli.knob_sets(CMD, "--match", opts.match), cli.knob_sets(CMD, "--pins", opts.pins)
 local function matches(kn)
   if not match then return true end
   for _, m in ipairs(match) do

@@ -27,7 +27,6 @@ local ref = require "emmy.ref"
 local tbl = require "emmy.tbl"
 local stamps_lib = require "emmy.stamps"
 local bench = require "emmy.bench"
-local knobs = require "emmy.knobs"
 local rules = require "emmy.rules"
 
 local opts = cli.parse(arg, { flags = { ["--cases"] = { kind = "string", default = "squares,qwen,llama" },
@@ -52,21 +51,7 @@ if opts.match then
   end
 end
 -- --pins: sets of K=V, each knob and value legal in the knob table
-local pins
-if opts.pins then
-  pins = {}
-  for set in opts.pins:gmatch("[^;]+") do
-    local m = {}
-    for item in set:gmatch("[^,]+") do
-      local k, v = item:match("^%s*([%w_]+)=(%-?%d+)%s*$")
-      if not k then cli.usage("bench/gemm.lua: --pins item '%s' needs KNOB=INT (sets K=V,K=V separated by ';')", item) end
-      local ok, why = knobs.check(k, tonumber(v))
-      if not ok then cli.usage("bench/gemm.lua: --pins '%s': %s", item, why) end
-      m[k] = tonumber(v)
-    end
-    pins[#pins + 1] = m
-  end
-end
+local pins = cli.knob_sets("bench/gemm.lua", "--pins", opts.pins)
 -- --kernels: a kernel is benched when its name contains one of the substrings (every kernel without it)
 local function wanted_kernel(name)
   if not opts.kernels then return true end

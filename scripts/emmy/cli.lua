@@ -146,6 +146,29 @@ function M.parse_binds(list, flag)
   return t
 end
 
+-- Sets of knob assignments, "K=V,K=V;K=V" (a bench's --match and --pins): a list of {KNOB = value} tables, each
+-- knob and value legal in the knob table; nil for nil. A bad item, a knob twice in one set, or no knob at all is a
+-- usage error naming cmd and flag.
+function M.knob_sets(cmd, flag, s)
+  if not s then return nil end
+  local knobs = require "emmy.knobs"
+  local sets = {}
+  for set in s:gmatch("[^;]+") do
+    local m, n = {}, 0
+    for item in set:gmatch("[^,]+") do
+      local k, v = item:match("^%s*([%w_]+)=(%-?%d+)%s*$")
+      if not k then M.usage("%s: %s item '%s' needs KNOB=INT (sets K=V,K=V separated by ';')", cmd, flag, item) end
+      local ok, why = knobs.check(k, tonumber(v))
+      if not ok then M.usage("%s: %s '%s': %s", cmd, flag, item, why) end
+      if m[k] then M.usage("%s: %s gives %s twice in one set ('%s')", cmd, flag, k, set) end
+      m[k], n = tonumber(v), n + 1
+    end
+    if n > 0 then sets[#sets + 1] = m end
+  end
+  if #sets == 0 then M.usage("%s: %s '%s' names no knob; give K=V,K=V;K=V", cmd, flag, s) end
+  return sets
+end
+
 M.commands_dir = EMMY_HOME .. "/scripts/commands"
 
 -- Loads scripts/commands/NAME.lua (a table with summary, usage, run); nil when there is none.

@@ -40,12 +40,10 @@ local opts = cli.parse(arg, { flags = {
   ["--all"] = { kind = "bool" }, ["--from"] = { kind = "string" }, ["--work"] = { kind = "string" },
   ["--report"] = { kind = "string" }, ["--budget"] = { kind = "int", default = 510 }, ["--shard"] = { kind = "string" },
 } }, "tune_model.lua")
-local shard
-if opts.shard then
-  local i, n = opts.shard:match("^(%d+)/(%d+)$")
-  i, n = tonumber(i), tonumber(n)
-  if not i or n < 1 or i >= n then cli.usage("tune_model.lua: --shard %s: give I/N with 0 <= I < N (e.g. 0/4)", opts.shard) end
-  shard = opts.shard
+local shard = opts.shard
+if shard then
+  local ok, why = require("emmy.kernels").parse_shard(shard)
+  if not ok then cli.usage("tune_model.lua: %s", why) end
 end
 local from = 1
 if opts.from then

@@ -703,7 +703,7 @@ test("the workflow's --shard I/N: its share of the NVRTC compiles, the merge's s
   end
   check(out:find("emmy db merge OUT.db", 1, true) and out:find(w .. "/tune.db", 1, true), out)
   local c2, _, e2 = emmy { ROOT .. "/scripts/workflows/tune_model.lua", "--shard", "3/3" }
-  check(c2 == 2 and e2:find("--shard 3/3: give I/N with 0 <= I < N", 1, true), e2)
+  check(c2 == 2 and e2:find("--shard 3/3: I/N with 0 <= I < N", 1, true), e2)
 end)
 
 test("an epilogue never reads the anchor at another index (a roll of a matmul is its own kernel)", function()
