@@ -134,6 +134,16 @@ end
 -- x as one POSIX shell word (single-quoted; a quote inside as '\'').
 function M.shell_quote(x) return "'" .. (tostring(x):gsub("'", "'\\''")) .. "'" end
 
+-- Runs a shell command: its exit status and its output (stdout and stderr). The status comes from the shell
+-- itself: LuaJIT's popen close answers true whatever the command did (a failing sbatch read as submitted).
+function M.sh(cmd)
+  local p = io.popen("{ " .. cmd .. "\n} 2>&1; echo \"__emmy_rc=$?\"")
+  local out = p:read("*a")
+  p:close()
+  local code = tonumber(out:match("__emmy_rc=(%d+)%s*$")) or 1
+  return code, (out:gsub("__emmy_rc=%d+%s*$", ""))
+end
+
 -- Parses repeated NAME=N options into a table, e.g. --bind seq_len=7.
 function M.parse_binds(list, flag)
   local t = {}

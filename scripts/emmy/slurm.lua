@@ -19,12 +19,7 @@ local function write(path, text, mode)
   if mode then os.execute(("chmod %s %s"):format(mode, shq(path))) end
 end
 
-local function sh(cmd)
-  local p = io.popen(cmd .. " 2>&1")
-  local out = p:read("*a")
-  local ok, _, code = p:close()
-  return (ok == true or ok == 0) and 0 or (code or 1), out
-end
+local sh = require("emmy.cli").sh
 
 -- A task's output (its presence: the task is done) and the merge's, by the plan's kind ("compile" or "tune").
 function M.task_file(p, i)

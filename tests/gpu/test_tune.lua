@@ -22,12 +22,7 @@ local EXE, OUT, T, L0 = H.EXE, H.OUT, H.T, H.L0
 local ROOT = EMMY_HOME
 local want, wanted, result = H.want, H.wanted, H.result
 
-local function sh(cmd)
-  local p = io.popen(cmd .. " 2>&1")
-  local out = p:read("*a")
-  local ok, _, code = p:close()
-  return (ok == true or ok == 0) and 0 or (code or 1), out
-end
+local sh = require("emmy.cli").sh
 
 local function tune(env, args, log) return H.run(("env %s %s tune %s"):format(env, EXE, args), log) end
 

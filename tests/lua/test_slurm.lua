@@ -7,12 +7,7 @@ local sys = require "emmy.sys"
 local T = {}
 local function test(name, fn) T[#T + 1] = { name, fn } end
 
-local function sh(cmd)
-  local p = io.popen(cmd .. " 2>&1")
-  local out = p:read("*a")
-  local ok, _, code = p:close()
-  return (ok == true or ok == 0) and 0 or (code or 1), out
-end
+local sh = require("emmy.cli").sh
 
 local function read(path)
   local f = io.open(path)
