@@ -459,14 +459,17 @@ static int ctr_pair_element(ectx *c, const ex_ctr *k, const ivec *mi, int e, ex_
   return n;
 }
 
-/* A head-local epilogue's rows (RoPE: results [B, S, ...] with a symbolic S): each of the thread's rows split into
- * batch and position once, before the element loops (em_mq, em_mr: registers once unrolled). Split in the loop,
- * each element divided again: the guard's continue keeps the compiler from sharing a row's division among its
- * columns (TinyLlama's q: 32 64-bit divisions a thread). Returns 0 where it does not apply (the loop splits m). */
-static int ctr_row_split(ectx *c, const ex_ctr *k) {
+/* Rows [B, S] with a symbolic S (RoPE's head-local reads, an output in attention's [B, H, S, D] layout): each of the
+ * thread's rows split into batch and position once, before the element loops (em_mq, em_mr: registers once
+ * unrolled). Split in the loop, each element divided again: the guard's continue keeps the compiler from sharing a
+ * row's division among its columns (TinyLlama's q: 32 64-bit divisions a thread; Qwen3's k+v at batch 8: 32 a
+ * tile). Returns the block's start in the text, or -1 where it does not apply (the loop splits m);
+ * ctr_row_split_end drops the block where the loop never read it. */
+static long ctr_row_split(ectx *c, const ex_ctr *k) {
   const em_shape *md = &k->mdims;
   int64_t v;
-  if (!k->mma || md->rank != 2 || em_dim_is_const(&md->d[1], &v) || !em_graph_get_meta(c->g, "stage")) return 0;
+  if (!k->mma || md->rank != 2 || em_dim_is_const(&md->d[1], &v)) return -1;
+  long start = (long)c->out->n;
   const char *dm = ex_dim_c(c, &md->d[1]);
   ex_line(c, "long long em_mq[%d][2], em_mr[%d][2];", k->FM, k->FM);
   ex_line(c, "#pragma unroll");
@@ -477,12 +480,25 @@ static int ctr_row_split(ectx *c, const ex_ctr *k) {
   ex_line(c, "    em_mq[i][h] = (m) / %s, em_mr[i][h] = (m) - em_mq[i][h] * %s;", dm, dm);
   ex_line(c, "  }");
   ex_line(c, "}");
-  return 1;
+  c->row_split_end = (long)c->out->n;
+  return start;
+}
+
+/* After the element loops: ctr_row_split's block (from start) cut out where nothing after it reads em_mq or em_mr
+ * (every index folded back to the flat row: the text is what it was without the split). */
+static void ctr_row_split_end(ectx *c, long start) {
+  if (start < 0 || c->failed) return;
+  sbuf *b = c->out;
+  size_t end = (size_t)c->row_split_end;
+  b->s[b->n] = 0;
+  if (strstr(b->s + end, "em_mq[") || strstr(b->s + end, "em_mr[")) return;
+  memmove(b->s + start, b->s + end, b->n - end + 1);
+  b->n -= end - (size_t)start;
 }
 
 /* Row m of the element loop split into its parts: ctr_row_split's where it ran, else in the loop. */
-static ivec ctr_row_parts(ectx *c, const ex_ctr *k, int split) {
-  if (split) ex_split_known(c, "m", &k->mdims.d[1], "em_mq[i][q >> 1]", "em_mr[i][q >> 1]");
+static ivec ctr_row_parts(ectx *c, const ex_ctr *k, long split) {
+  if (split >= 0) ex_split_known(c, "m", &k->mdims.d[1], "em_mq[i][q >> 1]", "em_mr[i][q >> 1]");
   return ex_unravel(c, "m", &k->mdims);
 }
 
@@ -513,7 +529,7 @@ static void ctr_pair_stores(ectx *c, const ex_cap *a, const ex_cap *b) {
 static int ctr_fragment_pairs(ectx *c, const ex_ctr *k) {
   int64_t nc = 0;
   if (!k->mma || k->concat || (!k->dual && k->nsib != 1) || !em_dim_is_const(&k->os->d[k->r - 1], &nc) || nc % 2) return 0;
-  int split = ctr_row_split(c, k);
+  long split = ctr_row_split(c, k);
   ex_line(c, "#pragma unroll");
   ex_line(c, "for (int i = 0; i < %d; i++) {", k->FM);
   ex_line(c, "  #pragma unroll");
@@ -538,6 +554,7 @@ static int ctr_fragment_pairs(ectx *c, const ex_ctr *k) {
   ex_line(c, "    }");
   ex_line(c, "  }");
   ex_line(c, "}");
+  ctr_row_split_end(c, split);
   return 1;
 }
 
@@ -547,7 +564,7 @@ static void ctr_fragment_outputs(ectx *c, const ex_ctr *k) {
   const int64_t *sibOff = k->sibOff;
   /* epilogue: every accumulator element (m, n) of this thread */
   const char *accel = mma ? "acc[i][j][q]" : "acc[i][j]";
-  int split = ctr_row_split(c, k);
+  long split = ctr_row_split(c, k);
   ex_line(c, "#pragma unroll");
   ex_line(c, "for (int i = 0; i < %d; i++) {", mma ? FM : TM);
   c->indent++;
@@ -614,6 +631,7 @@ static void ctr_fragment_outputs(ectx *c, const ex_ctr *k) {
   ex_line(c, "}");
   c->indent--;
   ex_line(c, "}");
+  ctr_row_split_end(c, split);
 }
 
 void ex_ctr_epilogue(ectx *c, const ex_ctr *k, em_launch *L) {

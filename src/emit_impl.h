@@ -56,6 +56,7 @@ typedef struct {
                             * fragments (ex_ctr_stage_read: stage_fn column groups, siblings stage_sib) */
   int stage_fn, stage_sib[2];
   int stage_w, stage_step;  /* the head width and the gcd of the reads' column shifts (meta stage_step) */
+  long row_split_end; /* ctr_row_split: where its block ends in out */
   const char *stage_own_n, *stage_own_q; /* the element being computed: its column and its accumulator's last
                                           * index ("n1", "q + 1"); NULL: unknown (ex_ctr_stage_read: a tree) */
   int nhred;               /* head-local reductions over the staged tile (NORM_EPI): value ids; the epilogue reads */
