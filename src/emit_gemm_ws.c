@@ -243,7 +243,90 @@ static void ws_epilogue(ectx *c, const ex_ctr *k, int cw, int staged, int stageD
   ex_line(c, "}");
 }
 
-/* The epilogue in halves (EPI_SMEM=3, 4): the tile's results staged half its columns at a time in one buffer of
+/* The stores of the chunk's output t (8 captured elements a->ix / a->val, e = 0..7): one 16-byte store (two for
+ * f32) where the 8 indices are consecutive and the first is a multiple of 8, else one store an element. */
+static void ws_chunk_write(ectx *c, const ex_cap *a, int t) {
+  int p = a[0].pos[t];
+  em_dtype dt = ex_V(c, c->g->outputs.v[p])->dtype;
+  const char *ix0 = a[0].ix[t], *ix7 = a[7].ix[t];
+  const char *one = NULL;
+  if (em_dtype_bytes(dt) == 2) {
+    const char *w[4];
+    for (int i = 0; i < 4; i++) w[i] = ex_A(c, "(unsigned)%s | ((unsigned)%s << 16)", a[2 * i].val[t], a[2 * i + 1].val[t]);
+    /* (by PTX: NVCC split a uint4 assignment into four 4-byte stores) */
+    one = ex_A(c, "asm volatile(\"st.global.v4.b32 [%%0], {%%1, %%2, %%3, %%4};\" :: \"l\"(out%d + (%s)), \"r\"(%s), \"r\"(%s), "
+                  "\"r\"(%s), \"r\"(%s));", p, ix0, w[0], w[1], w[2], w[3]);
+  } else if (dt == EM_F32) {
+    const char *v4 = "asm volatile(\"st.global.v4.f32 [%%0], {%%1, %%2, %%3, %%4};\" :: \"l\"(out%d + (%s) + %d), \"f\"(%s), \"f\"(%s), "
+                     "\"f\"(%s), \"f\"(%s));";
+    one = ex_A(c, "{ %s %s }", ex_A(c, v4, p, ix0, 0, a[0].val[t], a[1].val[t], a[2].val[t], a[3].val[t]),
+               ex_A(c, v4, p, ix0, 4, a[4].val[t], a[5].val[t], a[6].val[t], a[7].val[t]));
+  }
+  if (one) {
+    ex_line(c, "if ((%s) == (%s) + 7 && ((%s) & 7) == 0) %s", ix7, ix0, ix0, one);
+    ex_line(c, "else {");
+    c->indent++;
+  }
+  for (int e = 0; e < 8; e++) ex_line(c, "out%d[%s] = %s;", p, a[e].ix[t], a[e].val[t]);
+  if (one) {
+    c->indent--;
+    ex_line(c, "}");
+  }
+}
+
+/* EPI_SMEM=5: the staged half stored 16 bytes a thread. Consecutive threads take consecutive 8-column chunks of the
+ * half (one 16-byte read of the swizzled panel an accumulator), each of the 8 elements goes through the fused ops,
+ * and each output gets one 16-byte store of them (ws_chunk_write). EPI_SMEM=3 stored 2 bytes a thread and the
+ * fragment epilogue (0) 4 bytes a thread over eight rows an instruction: at 128 x 256 its stores kept the LSU
+ * busy ~10,700 cycles a tile against the K loop's ~15,500 (ncu's long-scoreboard stalls on the stores' sources). */
+static void ws_chunk_stores(ectx *c, const ex_ctr *k, int threads, int h, int half, int panel) {
+  int nst = k->dual ? 2 : 1, per_row = half / 8, mark = c->memo.n;
+  ex_line(c, "#pragma unroll 2");
+  ex_line(c, "for (int em_i = 0; em_i < %d; em_i++) {", k->BM * per_row / threads);
+  c->indent++;
+  ex_line(c, "const int em_e = tid + em_i * %d, ml = em_e / %d, nh = em_e %% %d * 8, nl = nh + %d;", threads, per_row, per_row,
+          h * half);
+  ex_line(c, "const long long m = m0 + ml, n = n0 + nl;");
+  ex_line(c, "if (m < M && n < N) {");
+  c->indent++;
+  ex_line(c, "const unsigned em_o = em_swz((unsigned)(nh >> 6) * %du, ml, nh & 63);", panel);
+  for (int s = 0; s < nst; s++) ex_line(c, "const uint4 em_q%d = *reinterpret_cast<const uint4 *>(em_ep%d + em_o);", s, s);
+  int64_t cv;
+  if (k->mdims.rank == 2 && !em_dim_is_const(&k->mdims.d[1], &cv)) {
+    /* rows [B, S] with a symbolic S: the row's batch and position once for its 8 elements */
+    const char *dm = ex_dim_c(c, &k->mdims.d[1]);
+    ex_line(c, "const long long em_mq = m / %s, em_mr = m - em_mq * %s;", dm, dm);
+    ex_split_known(c, "m", &k->mdims.d[1], "em_mq", "em_mr");
+  }
+  ivec mi = ex_unravel(c, "m", &k->mdims);
+  ex_cap cap[8] = {{0}};
+  for (int e = 0; e < 8 && !c->failed; e++) {
+    ex_line(c, "const long long em_n%d = n + %d;", e, e);
+    for (int s = 0; s < nst; s++) {
+      em_dtype dt = ex_V(c, k->sib[s])->dtype;
+      const char *raw = ex_A(c, "(unsigned short)(em_q%d.%c%s)", s, "xyzw"[e / 2], e & 1 ? " >> 16" : "");
+      ex_line(c, "const %s em_r%s_%d = %s;", ex_ctype(dt), s ? "2" : "", e, ex_load_conv(c, dt, raw));
+    }
+    ex_ctr_anchor(c, k, 0, ex_A(c, "em_r_%d", e), k->dual ? ex_A(c, "em_r2_%d", e) : NULL, &mi, ex_A(c, "em_n%d", e));
+    int which[EX_MAX_OUTS] = {0}, n = ex_aligned_outputs(c, which);
+    if (n != c->g->outputs.n) ex_fail(c, "an output of the contraction is not aligned with its result");
+    c->cap = &cap[e];
+    ex_write_outputs(c, which, n);
+    c->cap = NULL;
+  }
+  for (int t = 0; t < cap[0].n && !c->failed; t++) {
+    for (int e = 1; e < 8; e++)
+      if (cap[e].n != cap[0].n || cap[e].pos[t] != cap[0].pos[t]) ex_fail(c, "the chunk's stores differ in their outputs");
+    if (!c->failed) ws_chunk_write(c, cap, t);
+  }
+  c->indent--;
+  ex_line(c, "}");
+  c->indent--;
+  ex_line(c, "}");
+  c->memo.n = mark;
+}
+
+/* The epilogue in halves (EPI_SMEM=3, 4, 5): the tile's results staged half its columns at a time in one buffer of
  * BM x BN/2 elements an accumulator (32 KB at 128 x 256, so a 4-stage ring fits beside it). The buffer holds
  * 64-column panels, BM rows of 128 bytes each, in the 128-byte swizzle (16-byte chunk q of row r at q ^ r % 8):
  * TMA's SWIZZLE_128B layout of a 64 x BM box (the buffer is 1024-aligned), and free of bank conflicts both for the
@@ -287,6 +370,10 @@ static void ws_epilogue_halves(ectx *c, const ex_ctr *k, int cw, int staged, int
         ex_line(c, "  em_tma_store_2d(&tm%d, em_epa + %du, (int)n0 + %d, (int)m0);", tmo, p * panel, h * half + p * 64);
       ex_line(c, "  em_bulk_commit();");
       ex_line(c, "}");
+      continue;
+    }
+    if (staged == 5) {
+      ws_chunk_stores(c, k, threads, h, half, panel);
       continue;
     }
     int mark = c->memo.n; /* (values computed in this loop do not outlive it) */
@@ -497,7 +584,7 @@ static void ws_consumers(ectx *c, const ex_ctr *k, em_launch *L, int stages, int
   } else if (sk == 2) {
     ws_split_handover(c, k, k->BM / 16);
   }
-  if (staged == 3 || staged == 4) ws_epilogue_halves(c, k, k->BM / 16, staged, tmo);
+  if (staged >= 3) ws_epilogue_halves(c, k, k->BM / 16, staged, tmo);
   else if (staged) ws_epilogue(c, k, k->BM / 16, staged, ex_ctr_stage_width(c, k));
   else ex_ctr_epilogue(c, &k1, L); /* each thread's fragments, in place */
   if (sk == 2 && staged) {
@@ -557,7 +644,7 @@ static long long ws_staging(ectx *c, const ex_ctr *k, long long ring, int staged
               ex_stype(ex_V(c, k->sib[s])->dtype), s, ex_stype(ex_V(c, k->sib[s])->dtype), ring + s * ep);
     return nst * ep;
   }
-  if (staged == 3 || staged == 4) {
+  if (staged >= 3) {
     long long ep = (long long)k->BM * k->BN * (k->BN >= 128 ? 1 : 2); /* BM x BN/2 elements of 2 bytes (BN = 64: BM x 64) */
     for (int s = 0; s < nst; s++)
       ex_line(c, "unsigned char *const em_ep%d = em_dsm + (em_sb - em_smem(em_dsm)) + %lldu;", s, ring + s * ep);
@@ -591,21 +678,25 @@ void ex_k_contraction_ws(ectx *c, const ex_ctr *k, em_launch *L) {
       (stageD > 0 && (staged > 2 || ex_ctr_head_reductions(c, k) || (!staged && (sk != 1 || !ex_ctr_stage_in_regs(c, k))))) ||
       (cl != 1 && cl != 2) ||
       (EX_KNOB(c, PAIR_A) && cl != 2) || EX_KNOB(c, PRODUCER) != 1 ||
-      EX_KNOB(c, WG_WAIT) != 1 || (staged < 0 || staged > 4) || ws_has_prologue(c, k) ||
+      EX_KNOB(c, WG_WAIT) != 1 || (staged < 0 || staged > 5) || ws_has_prologue(c, k) ||
       (EX_KNOB(c, STREAM_K) && (sk != 1 || cl != 1 || sp))) {
     ex_fail(c, "PERSIST=1: a persistent producer/consumer pipeline (TMA=1, WGMMA=1, WG_WAIT=1, PRODUCER=1, BM 64 or "
-               "128, STAGES >= 2, SPLIT_K 1, 2 or 4 (2, 4: CLUSTER=1; 4: EPI_SMEM=0), CLUSTER 1 or 2 (PAIR_A=1: 2), STREAM_K=1 only with SPLIT_K=1, CLUSTER=1, STAMP=0, EPI_SMEM 0..4, one linear or a dual pair, no prologue; a head-local "
+               "128, STAGES >= 2, SPLIT_K 1, 2 or 4 (2, 4: CLUSTER=1; 4: EPI_SMEM=0), CLUSTER 1 or 2 (PAIR_A=1: 2), STREAM_K=1 only with SPLIT_K=1, CLUSTER=1, STAMP=0, EPI_SMEM 0..5, one linear or a dual pair, no prologue; a head-local "
                "epilogue (RoPE) with EPI_SMEM 1 or 2, or 0 from the fragments (SPLIT_K=1, column shifts in multiples of 8), and no head-local reduction)");
     return;
   }
   int two_byte = 1;
   for (int s = 0; s < (k->dual ? 2 : 1); s++) two_byte &= ex_V(c, k->sib[s])->dtype == EM_BF16 || ex_V(c, k->sib[s])->dtype == EM_F16;
-  if ((staged == 3 || staged == 4) && (k->BN % 64 || !two_byte)) {
+  if (staged >= 3 && (k->BN % 64 || !two_byte)) {
     ex_fail(c, "EPI_SMEM=%d stages the tile in two halves of whole 64-column panels of 2-byte results (BN 128 or 256; "
                "BN 64 in one part; bf16/f16), got BN=%d", staged, k->BN);
     return;
   }
   int64_t nout = 0;
+  if (staged == 5 && (!em_dim_is_const(&k->os->d[k->r - 1], &nout) || nout % 8)) {
+    ex_fail(c, "EPI_SMEM=5 stores 8 columns a thread: N a constant multiple of 8");
+    return;
+  }
   int opos = staged == 4 ? ws_tma_store_output(c, k, &nout) : -1;
   if (staged == 4 && opos < 0) {
     ex_fail(c, "EPI_SMEM=4 stores the tile by TMA: one output, the linear's result or a contiguous view of it (no dual, "

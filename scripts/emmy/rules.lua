@@ -472,10 +472,10 @@ function M.resource_check(k, c, dev)
     end
     if (k.siblings or 0) > 1 and not k.dual then return false, "PERSIST=1: merged siblings are not in the persistent pipeline" end
   end
-  if k.kind == "contraction" and (c.EPI_SMEM or 0) ~= 0 and (c.EPI_SMEM < 0 or c.EPI_SMEM > 4 or c.PERSIST ~= 1) then
-    return false, "EPI_SMEM=1..4 are the persistent pipeline's staged epilogues (PERSIST=1)"
+  if k.kind == "contraction" and (c.EPI_SMEM or 0) ~= 0 and (c.EPI_SMEM < 0 or c.EPI_SMEM > 5 or c.PERSIST ~= 1) then
+    return false, "EPI_SMEM=1..5 are the persistent pipeline's staged epilogues (PERSIST=1)"
   end
-  if k.kind == "contraction" and (c.EPI_SMEM == 3 or c.EPI_SMEM == 4) and (c.BN or 0) % 64 ~= 0 then
+  if k.kind == "contraction" and (c.EPI_SMEM or 0) >= 3 and (c.BN or 0) % 64 ~= 0 then
     return false, ("EPI_SMEM=%d stages the tile in two halves of whole 64-column panels (BN 64 in one part): BN=%s is not a multiple of 64"):format(
       c.EPI_SMEM, tostring(c.BN))
   end
@@ -521,7 +521,7 @@ function M.resource_check(k, c, dev)
     -- EPI_SMEM=3, 4 half of them at a time (BM x BN/2 elements, unpadded: 4 stages of 128 x 256 fit)
     if c.PERSIST == 1 then smem = smem + 16 * (c.STAGES or 1) end
     if c.EPI_SMEM == 1 or c.EPI_SMEM == 2 then smem = smem + 2 * c.BM * (c.BN + 8) * (k.dual and 2 or 1) end
-    if c.EPI_SMEM == 3 or c.EPI_SMEM == 4 then smem = smem + c.BM * c.BN * (c.BN >= 128 and 1 or 2) * (k.dual and 2 or 1) end
+    if (c.EPI_SMEM or 0) >= 3 then smem = smem + c.BM * c.BN * (c.BN >= 128 and 1 or 2) * (k.dual and 2 or 1) end
     -- SPLIT_K (PERSIST=1): the peers' f32 partials, two more barriers. EPI_SMEM=0: each rank receives its share of
     -- the columns from SPLIT_K - 1 peers; a staged epilogue (SPLIT_K=2): rank 0 receives rank 1's whole tile
     if c.PERSIST == 1 and (c.SPLIT_K or 1) >= 2 then
