@@ -101,11 +101,21 @@ return {
               lead_epi = 4
             end
             epis[#epis + 1] = 3
+            -- EPI_SMEM=5: as 3, each half stored 16 bytes a thread, whatever the outputs' layout (2026-12-03)
+            epis[#epis + 1] = 5
           elseif o.BN == 64 then
             -- (BN = 64: the tile's one panel staged whole; written without a GPU run, 2026-12-02: offered last. The
             -- clock marks put q's 128 x 64 fragment epilogue at 6,600 of 16,700 cycles a CTA at 512 tokens)
             if k.tma_store then epis[#epis + 1] = 4 end
             epis[#epis + 1] = 3
+            epis[#epis + 1] = 5
+          end
+          -- a dual kernel's results stored 16 bytes a thread (EPI_SMEM=5) lead its persistent tiles: k+v at 4096
+          -- tokens 35.6 -> 29.1 us, TinyLlama's wide gate/up at 512 tokens 44.6 -> 42.0 (atom.dual_persist's note)
+          if k.dual and not k.stage and o.BN % 64 == 0 then
+            local e5 = { 5 }
+            for _, e in ipairs(epis) do if e ~= 5 then e5[#e5 + 1] = e end end
+            epis, lead_epi = e5, 5
           end
           local small = atom.persist_small(k, dev) or atom.rope_regs(k, dev)
           -- (atom.split2_lead: the 128 x 128 tile, split over K by the SPLIT rule, with the fragment epilogue)
@@ -155,7 +165,7 @@ return {
         for i = 1, n do out[#out + 1] = atom.with(out[i], "DUAL_WIDE", 1) end
         -- (atom.dual_wide_lead: the persistent 128 x 64 wide dual first)
         if atom.dual_wide_lead(k, dev) then
-          atom.lead(out, { PERSIST = 1, BM = 128, BN = 64, WM = 8, WN = 1, EPI_SMEM = 0, DUAL_WIDE = 1 })
+          atom.lead(out, { PERSIST = 1, BM = 128, BN = 64, WM = 8, WN = 1, EPI_SMEM = 5, DUAL_WIDE = 1 })
         end
       end
       return out

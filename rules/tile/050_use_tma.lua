@@ -19,7 +19,8 @@ return {
           { ASYNC = 1, STAGES = 1 }, { ASYNC = 1, STAGES = 6 }, { ASYNC = 1, STAGES = 8 }, { ASYNC = 1, STAGES = 12 } }
         -- A dual kernel of more than two waves (atom.dual_waves: gate/up) takes 3 stages first: three blocks an SM
         -- against two (18.0 us against 25.7 at RASTER=8, seq_len 512, H200, 2026-11-30).
-        if atom.dual_waves(k, dev) then o[1], o[2] = o[2], o[1] end
+        -- (not the persistent 128 x 128 dual lead, atom.dual_persist: 4 stages, its note)
+        if atom.dual_waves(k, dev) and not atom.dual_persist(k, dev) then o[1], o[2] = o[2], o[1] end
         -- (the wide persistent dual lead, atom.dual_wide_lead: 6 stages, 192 KB of its 32 KB stages in flight)
         if atom.dual_wide_lead(k, dev) then
           local s6 = o[6]

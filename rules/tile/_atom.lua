@@ -183,6 +183,15 @@ function A.dual_sparse(k, dev)
   return math.ceil(k.M / 64) * math.ceil(k.N / 64) < 0.5 * (dev.sm_count or 132)
 end
 
+-- A dual kernel whose persistent 128 x 128 tile leads (atom.persist_first: k+v and gate/up at 4096 tokens): there a
+-- 4-stage ring and the staged epilogue stored 16 bytes a thread (EPI_SMEM=5) lead. Measured (H200, twenty-first
+-- session, bench/gemm.lua --pins): Qwen3 k+v (its v written in attention's [B, H, S, D] layout) 36.7 us (3 stages,
+-- fragment stores: 11,400 cycles a tile of epilogue) -> 35.6 (4 stages) -> 29.1 (4 stages, EPI_SMEM=5: 7,400);
+-- gate/up 4 stages: Qwen3 105.2 -> 102.2, TinyLlama 325.8 -> 294.8.
+function A.dual_persist(k, dev)
+  return k.dual and A.persist_first(k, dev) and not k.stage
+end
+
 -- A contraction whose epilogue reads nothing but its own accumulator (no residual or other input, one
 -- accumulator): the staged epilogue (EPI_SMEM=1) was the faster one there.
 function A.plain_epilogue(k)
