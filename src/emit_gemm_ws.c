@@ -8,6 +8,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "emit_impl.h"
 
@@ -263,7 +264,7 @@ static void ws_chunk_write(ectx *c, const ex_cap *a, int t) {
                ex_A(c, v4, p, ix0, 4, a[4].val[t], a[5].val[t], a[6].val[t], a[7].val[t]));
   }
   if (one) {
-    ex_line(c, "if ((%s) == (%s) + 7 && ((%s) & 7) == 0) %s", ix7, ix0, ix0, one);
+    ex_line(c, "if ((%s) == (%s) + 7 && ((unsigned long long)(out%d + (%s)) & 15) == 0) %s", ix7, ix0, p, ix0, one);
     ex_line(c, "else {");
     c->indent++;
   }
@@ -274,9 +275,42 @@ static void ws_chunk_write(ectx *c, const ex_cap *a, int t) {
   }
 }
 
+/* A residual (ex_ctr_residual: a 2-byte input read at the result's own index) for the chunk's 8 elements: one 16-byte
+ * load (em_rq) where its 8 indices are consecutive and the address 16-byte aligned (em_rv), else each element loads
+ * its own (ws_chunk_residual_seed). Returns the residual, or -1. */
+static int ws_chunk_residual(ectx *c, const ex_ctr *k, const ivec *mi) {
+  int rv = ex_ctr_residual(c, k);
+  if (rv < 0) return -1;
+  const char *ix[2];
+  for (int e = 0; e < 2; e++) {
+    ex_ctr_anchor(c, k, 0, "0.0f", NULL, mi, e ? "em_n7" : "em_n0");
+    if (!c->bij[rv]) return -1;
+    ix[e] = ex_linearize(c, &c->al[rv], ex_S(c, rv));
+  }
+  int p = ex_input_pos(c, rv);
+  ex_line(c, "const bool em_rv = (%s) == (%s) + 7 && ((unsigned long long)(in%d + (%s)) & 15) == 0;", ix[1], ix[0], p, ix[0]);
+  ex_line(c, "const uint4 em_rq = em_rv ? *reinterpret_cast<const uint4 *>(in%d + (%s)) : make_uint4(0u, 0u, 0u, 0u);", p, ix[0]);
+  return rv;
+}
+
+/* Element e's residual (rv, ws_chunk_residual) served from em_rq where the alignment reads it at the result's own
+ * index, else loaded by the element itself. */
+static void ws_chunk_residual_seed(ectx *c, const ex_ctr *k, int rv, int e) {
+  int a = k->sib[0];
+  if (rv < 0 || !c->bij[rv] || c->al[rv].rank != c->al[a].rank) return;
+  for (int i = 0; i < c->al[rv].rank; i++)
+    if (strcmp(c->al[rv].e[i], c->al[a].e[i])) return;
+  em_dtype dt = ex_V(c, rv)->dtype;
+  const char *ix = ex_linearize(c, &c->al[rv], ex_S(c, rv));
+  const char *reg = ex_load_conv(c, dt, ex_A(c, "(unsigned short)(em_rq.%c%s)", "xyzw"[e / 2], e & 1 ? " >> 16" : ""));
+  const char *own = ex_load_conv(c, dt, ex_A(c, "in%d[%s]", ex_input_pos(c, rv), ix));
+  ex_memo_seed(c, rv, &c->al[rv], ex_A(c, "(em_rv ? %s : %s)", reg, own));
+}
+
 /* EPI_SMEM=5: the staged half stored 16 bytes a thread. Consecutive threads take consecutive 8-column chunks of the
  * half (one 16-byte read of the swizzled panel an accumulator), each of the 8 elements goes through the fused ops,
- * and each output gets one 16-byte store of them (ws_chunk_write). EPI_SMEM=3 stored 2 bytes a thread and the
+ * and each output gets one 16-byte store of them (ws_chunk_write); a residual comes in one 16-byte load
+ * (ws_chunk_residual). EPI_SMEM=3 stored 2 bytes a thread and the
  * fragment epilogue (0) 4 bytes a thread over eight rows an instruction: at 128 x 256 its stores kept the LSU
  * busy ~10,700 cycles a tile against the K loop's ~15,500 (ncu's long-scoreboard stalls on the stores' sources). */
 static void ws_chunk_stores(ectx *c, const ex_ctr *k, int threads, int h, int half, int panel) {
@@ -300,14 +334,16 @@ static void ws_chunk_stores(ectx *c, const ex_ctr *k, int threads, int h, int ha
   }
   ivec mi = ex_unravel(c, "m", &k->mdims);
   ex_cap cap[8] = {{0}};
+  for (int e = 0; e < 8; e++) ex_line(c, "const long long em_n%d = n + %d;", e, e);
+  int rv = ws_chunk_residual(c, k, &mi);
   for (int e = 0; e < 8 && !c->failed; e++) {
-    ex_line(c, "const long long em_n%d = n + %d;", e, e);
     for (int s = 0; s < nst; s++) {
       em_dtype dt = ex_V(c, k->sib[s])->dtype;
       const char *raw = ex_A(c, "(unsigned short)(em_q%d.%c%s)", s, "xyzw"[e / 2], e & 1 ? " >> 16" : "");
       ex_line(c, "const %s em_r%s_%d = %s;", ex_ctype(dt), s ? "2" : "", e, ex_load_conv(c, dt, raw));
     }
     ex_ctr_anchor(c, k, 0, ex_A(c, "em_r_%d", e), k->dual ? ex_A(c, "em_r2_%d", e) : NULL, &mi, ex_A(c, "em_n%d", e));
+    ws_chunk_residual_seed(c, k, rv, e);
     int which[EX_MAX_OUTS] = {0}, n = ex_aligned_outputs(c, which);
     if (n != c->g->outputs.n) ex_fail(c, "an output of the contraction is not aligned with its result");
     c->cap = &cap[e];
