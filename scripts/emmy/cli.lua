@@ -135,9 +135,10 @@ end
 function M.shell_quote(x) return "'" .. (tostring(x):gsub("'", "'\\''")) .. "'" end
 
 -- Runs a shell command: its exit status and its output (stdout and stderr). The status comes from the shell
--- itself: LuaJIT's popen close answers true whatever the command did (a failing sbatch read as submitted).
+-- itself (the command in a subshell, so that an exit in it ends only that): LuaJIT's popen close answers true
+-- whatever the command did (a failing sbatch read as submitted).
 function M.sh(cmd)
-  local p = io.popen("{ " .. cmd .. "\n} 2>&1; echo \"__emmy_rc=$?\"")
+  local p = io.popen("( " .. cmd .. "\n) 2>&1; echo \"__emmy_rc=$?\"")
   local out = p:read("*a")
   p:close()
   local code = tonumber(out:match("__emmy_rc=(%d+)%s*$")) or 1

@@ -145,4 +145,16 @@ test("info runs without a GPU", function()
   check(out:find("\nnvrtc "), out)
 end)
 
+test("cli.sh: a command's exit status and output from the shell (LuaJIT's popen close answers true regardless)", function()
+  local sh = require("emmy.cli").sh
+  local c, out = sh("echo hi; exit 3")
+  eq(c, 3, "status of a failing command")
+  eq(out, "hi\n", "its output, the status marker removed")
+  c, out = sh("printf 'a\\nb'")
+  eq(c, 0, "status of a command that succeeds")
+  eq(out, "a\nb", "output without a final newline")
+  c = sh("command -v emmy-no-such-binary-here")
+  check(c ~= 0, "a missing command is not found")
+end)
+
 return T
