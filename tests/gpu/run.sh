@@ -34,6 +34,7 @@ else echo "FAIL cuda_runtime"; failed=$((failed + 1)); fi
 L0="Qwen/Qwen3-Embedding-0.6B --layer 0 --dynamic seq_len@x:1"
 WHOLE="Qwen/Qwen3-Embedding-0.6B --dynamic seq_len@input_ids:1 --dynamic seq_len@attention_mask:2 --dynamic seq_len@attention_mask:3 --dynamic seq_len@position_ids:1"
 LOG=${OUT:-/tmp}
+mkdir -p "$LOG" # (a case with no folder for its log failed before it ran)
 summary=""
 gpu_case() { # name, command...
   name=$1; shift
