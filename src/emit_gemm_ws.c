@@ -307,6 +307,9 @@ static void ws_chunk_residual_seed(ectx *c, const ex_ctr *k, int rv, int e) {
   ex_memo_seed(c, rv, &c->al[rv], ex_A(c, "(em_rv ? %s : %s)", reg, own));
 }
 
+static void ws_chunk(ectx *c, const ex_ctr *k, int threads, int h, int half, int panel, const char *ei, const char *m0v,
+                     const char *n0v);
+
 /* EPI_SMEM=5: the staged half stored 16 bytes a thread. Consecutive threads take consecutive 8-column chunks of the
  * half (one 16-byte read of the swizzled panel an accumulator), each of the 8 elements goes through the fused ops,
  * and each output gets one 16-byte store of them (ws_chunk_write); a residual comes in one 16-byte load
@@ -314,13 +317,23 @@ static void ws_chunk_residual_seed(ectx *c, const ex_ctr *k, int rv, int e) {
  * fragment epilogue (0) 4 bytes a thread over eight rows an instruction: at 128 x 256 its stores kept the LSU
  * busy ~10,700 cycles a tile against the K loop's ~15,500 (ncu's long-scoreboard stalls on the stores' sources). */
 static void ws_chunk_stores(ectx *c, const ex_ctr *k, int threads, int h, int half, int panel) {
-  int nst = k->dual ? 2 : 1, per_row = half / 8, mark = c->memo.n;
+  int per_row = half / 8;
   ex_line(c, "#pragma unroll 2");
   ex_line(c, "for (int em_i = 0; em_i < %d; em_i++) {", k->BM * per_row / threads);
   c->indent++;
-  ex_line(c, "const int em_e = tid + em_i * %d, ml = em_e / %d, nh = em_e %% %d * 8, nl = nh + %d;", threads, per_row, per_row,
+  ws_chunk(c, k, threads, h, half, panel, "em_i", "m0", "n0");
+  c->indent--;
+  ex_line(c, "}");
+}
+
+/* One chunk of ws_chunk_stores: chunk ei (a text) of this thread in half h of the staged tile whose origin is
+ * (m0v, n0v), in the caller's scope (a loop's body, a condition's block). */
+static void ws_chunk(ectx *c, const ex_ctr *k, int threads, int h, int half, int panel, const char *ei, const char *m0v,
+                     const char *n0v) {
+  int nst = k->dual ? 2 : 1, per_row = half / 8, mark = c->memo.n;
+  ex_line(c, "const int em_e = tid + %s * %d, ml = em_e / %d, nh = em_e %% %d * 8, nl = nh + %d;", ei, threads, per_row, per_row,
           h * half);
-  ex_line(c, "const long long m = m0 + ml, n = n0 + nl;");
+  ex_line(c, "const long long m = %s + ml, n = %s + nl;", m0v, n0v);
   ex_line(c, "if (m < M && n < N) {");
   c->indent++;
   ex_line(c, "const unsigned em_o = em_swz((unsigned)(nh >> 6) * %du, ml, nh & 63);", panel);
@@ -357,9 +370,32 @@ static void ws_chunk_stores(ectx *c, const ex_ctr *k, int threads, int h, int ha
   }
   c->indent--;
   ex_line(c, "}");
+  c->memo.n = mark;
+}
+
+/* EPI_SMEM=6: the tile's results staged whole (BN/64 swizzled panels an accumulator, EPI_SMEM=5's chunks) and
+ * stored while the next tile's K loop runs: chunk j of this thread at k-step j, between the wgmma issue and its
+ * wait, the rest (K shorter than the chunks) after the loop, the last tile's after the tile loop
+ * (ws_deferred_flush). em_pm0 < 0: no tile staged. The consumers' named barrier before the tile is written again
+ * keeps the readers of the previous one. Each thread's chunks a tile (NC): BM x BN / 8 / threads. */
+static int ws_deferred_chunks(const ex_ctr *k, int threads) { return k->BM * k->BN / 8 / threads; }
+
+static void ws_deferred_chunk(ectx *c, const ex_ctr *k, int threads, const char *cond, const char *j) {
+  ex_line(c, "if (%s) {", cond);
+  c->indent++;
+  ex_line(c, "const int em_j = %s;", j);
+  ws_chunk(c, k, threads, 0, k->BN, 128 * k->BM, "em_j", "em_pm0", "em_pn0");
   c->indent--;
   ex_line(c, "}");
-  c->memo.n = mark;
+}
+
+static void ws_deferred_flush(ectx *c, const ex_ctr *k, int threads, const char *from) {
+  ex_line(c, "if (em_pm0 >= 0)");
+  ex_line(c, "  for (int em_jj = %s; em_jj < %d; em_jj++) {", from, ws_deferred_chunks(k, threads));
+  c->indent += 2;
+  ws_deferred_chunk(c, k, threads, "true", "em_jj");
+  c->indent -= 2;
+  ex_line(c, "  }");
 }
 
 /* The epilogue in halves (EPI_SMEM=3, 4, 5): the tile's results staged half its columns at a time in one buffer of
@@ -374,7 +410,9 @@ static void ws_chunk_stores(ectx *c, const ex_ctr *k, int threads, int h, int ha
  * never wait for global memory. */
 static void ws_epilogue_halves(ectx *c, const ex_ctr *k, int cw, int staged, int tmo) {
   /* (BN = 64: one part, the whole tile's single panel) */
-  int threads = 32 * cw, nst = k->dual ? 2 : 1, parts = k->BN >= 128 ? 2 : 1, half = k->BN / parts, panel = 128 * k->BM;
+  int threads = 32 * cw, nst = k->dual ? 2 : 1, parts = k->BN >= 128 && staged != 6 ? 2 : 1, half = k->BN / parts;
+  int panel = 128 * k->BM;
+  if (staged == 6) ws_deferred_flush(c, k, threads, "nk"); /* (the chunks K was too short for) */
   for (int h = 0; h < parts; h++) {
     if (staged == 4) ex_line(c, "if (tid == 0) em_bulk_wait_read0(); /* the last stores have read the buffer */");
     ex_line(c, "asm volatile(\"bar.sync 1, %d;\" ::: \"memory\");", threads);
@@ -410,6 +448,10 @@ static void ws_epilogue_halves(ectx *c, const ex_ctr *k, int cw, int staged, int
     }
     if (staged == 5) {
       ws_chunk_stores(c, k, threads, h, half, panel);
+      continue;
+    }
+    if (staged == 6) {
+      ex_line(c, "em_pm0 = m0, em_pn0 = n0;");
       continue;
     }
     int mark = c->memo.n; /* (values computed in this loop do not outlive it) */
@@ -583,6 +625,7 @@ static void ws_consumers(ectx *c, const ex_ctr *k, em_launch *L, int stages, int
   if (sk >= 2)
     ex_line(c, staged ? "unsigned em_n = 0; /* SPLIT_K=2: the tiles handed over, the parity of em_rfull / em_rempty */"
                       : "unsigned em_n = 0; /* SPLIT_K: the tiles reduced, the parity of em_rfull / em_rempty */");
+  if (staged == 6) ex_line(c, "long long em_pm0 = -1, em_pn0 = 0; /* EPI_SMEM=6: the staged tile's origin */");
   ws_tile_loop(c, cl, sk);
   c->indent++;
   ws_tile_coords(c, &k1, raster, cl);
@@ -599,6 +642,7 @@ static void ws_consumers(ectx *c, const ex_ctr *k, em_launch *L, int stages, int
   const char *aS = ex_A(c, "(em_sb + st * %lldu)", abytes);
   const char *bS = ex_ctr_b_stage(c, k, stages, 0), *b2S = ex_ctr_b_stage(c, k, stages, 1);
   ex_wgmma_step(c, aS, bS, b2S, k->BN, k->wide ? 2 : k->dual, k->mma_t, 0, skm ? "((kt - em_kb) | kk)" : "(kt | kk)");
+  if (staged == 6) ws_deferred_chunk(c, k, k->BM / 16 * 32, ex_A(c, "em_pm0 >= 0 && kt < %d", ws_deferred_chunks(k, k->BM / 16 * 32)), "kt");
   ex_line(c, "em_wg_wait1();");
   ws_stamp(c, sp, "const unsigned em_c2 = em_clock();");
   ws_release(c, skm ? "kt > em_kb && " : "kt >= 1 && ", "em_it - 1", stages, cl);
@@ -633,6 +677,7 @@ static void ws_consumers(ectx *c, const ex_ctr *k, em_launch *L, int stages, int
   ex_line(c, "}");
   /* (the CTA may not leave while its last stores read shared memory) */
   if (staged == 4) ex_line(c, "if (tid == 0) em_bulk_wait0();");
+  if (staged == 6) ws_deferred_flush(c, k, k->BM / 16 * 32, "0");
   if (sp) {
     ex_line(c, "if ((tid & 127) == 0) {");
     ex_line(c, "  unsigned *const em_w = em_st + (tid >> 7) * %d;", WS_STAMP_FIELDS);
@@ -681,7 +726,7 @@ static long long ws_staging(ectx *c, const ex_ctr *k, long long ring, int staged
     return nst * ep;
   }
   if (staged >= 3) {
-    long long ep = (long long)k->BM * k->BN * (k->BN >= 128 ? 1 : 2); /* BM x BN/2 elements of 2 bytes (BN = 64: BM x 64) */
+    long long ep = (long long)k->BM * k->BN * (k->BN >= 128 && staged != 6 ? 1 : 2); /* (6: the whole tile) */ /* BM x BN/2 elements of 2 bytes (BN = 64: BM x 64) */
     for (int s = 0; s < nst; s++)
       ex_line(c, "unsigned char *const em_ep%d = em_dsm + (em_sb - em_smem(em_dsm)) + %lldu;", s, ring + s * ep);
     if (staged == 4) ex_line(c, "const unsigned em_epa = em_sb + %lldu;", ring);
@@ -714,10 +759,10 @@ void ex_k_contraction_ws(ectx *c, const ex_ctr *k, em_launch *L) {
       (stageD > 0 && (staged > 2 || ex_ctr_head_reductions(c, k) || (!staged && (sk != 1 || !ex_ctr_stage_in_regs(c, k))))) ||
       (cl != 1 && cl != 2) ||
       (EX_KNOB(c, PAIR_A) && cl != 2) || EX_KNOB(c, PRODUCER) != 1 ||
-      EX_KNOB(c, WG_WAIT) != 1 || (staged < 0 || staged > 5) || ws_has_prologue(c, k) ||
+      EX_KNOB(c, WG_WAIT) != 1 || (staged < 0 || staged > 6) || ws_has_prologue(c, k) ||
       (EX_KNOB(c, STREAM_K) && (sk != 1 || cl != 1 || sp))) {
     ex_fail(c, "PERSIST=1: a persistent producer/consumer pipeline (TMA=1, WGMMA=1, WG_WAIT=1, PRODUCER=1, BM 64 or "
-               "128, STAGES >= 2, SPLIT_K 1, 2 or 4 (2, 4: CLUSTER=1; 4: EPI_SMEM=0), CLUSTER 1 or 2 (PAIR_A=1: 2), STREAM_K=1 only with SPLIT_K=1, CLUSTER=1, STAMP=0, EPI_SMEM 0..5, one linear or a dual pair, no prologue; a head-local "
+               "128, STAGES >= 2, SPLIT_K 1, 2 or 4 (2, 4: CLUSTER=1; 4: EPI_SMEM=0), CLUSTER 1 or 2 (PAIR_A=1: 2), STREAM_K=1 only with SPLIT_K=1, CLUSTER=1, STAMP=0, EPI_SMEM 0..6, one linear or a dual pair, no prologue; a head-local "
                "epilogue (RoPE) with EPI_SMEM 1 or 2, or 0 from the fragments (SPLIT_K=1, column shifts in multiples of 8), and no head-local reduction)");
     return;
   }
@@ -729,8 +774,12 @@ void ex_k_contraction_ws(ectx *c, const ex_ctr *k, em_launch *L) {
     return;
   }
   int64_t nout = 0;
-  if (staged == 5 && (!em_dim_is_const(&k->os->d[k->r - 1], &nout) || nout % 8)) {
-    ex_fail(c, "EPI_SMEM=5 stores 8 columns a thread: N a constant multiple of 8");
+  if (staged >= 5 && (!em_dim_is_const(&k->os->d[k->r - 1], &nout) || nout % 8)) {
+    ex_fail(c, "EPI_SMEM=%d stores 8 columns a thread: N a constant multiple of 8", staged);
+    return;
+  }
+  if (staged == 6 && (sk != 1 || EX_KNOB(c, STREAM_K))) {
+    ex_fail(c, "EPI_SMEM=6 stores a tile during the next tile's K loop: SPLIT_K=1, STREAM_K=0");
     return;
   }
   int opos = staged == 4 ? ws_tma_store_output(c, k, &nout) : -1;

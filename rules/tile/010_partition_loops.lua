@@ -101,14 +101,17 @@ return {
               lead_epi = 4
             end
             epis[#epis + 1] = 3
-            -- EPI_SMEM=5: as 3, each half stored 16 bytes a thread, whatever the outputs' layout (2026-12-03)
+            -- EPI_SMEM=5: as 3, each half stored 16 bytes a thread, whatever the outputs' layout (2026-12-03);
+            -- 6: as 5 with the tile's stores in the next tile's K loop (written without a GPU run: offered last)
             epis[#epis + 1] = 5
+            epis[#epis + 1] = 6
           elseif o.BN == 64 then
             -- (BN = 64: the tile's one panel staged whole; written without a GPU run, 2026-12-02: offered last. The
             -- clock marks put q's 128 x 64 fragment epilogue at 6,600 of 16,700 cycles a CTA at 512 tokens)
             if k.tma_store then epis[#epis + 1] = 4 end
             epis[#epis + 1] = 3
             epis[#epis + 1] = 5
+            epis[#epis + 1] = 6
           end
           -- a dual kernel's results stored 16 bytes a thread (EPI_SMEM=5) lead its persistent tiles: k+v at 4096
           -- tokens 35.6 -> 29.1 us, TinyLlama's wide gate/up at 512 tokens 44.6 -> 42.0 (atom.dual_persist's note)

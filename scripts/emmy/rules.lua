@@ -421,8 +421,9 @@ function M.resource_check(k, c, dev)
     return false, "WG_WAIT=1 keeps a wgmma group in flight over a ring of 2+ stages (WGMMA=1, STAGES >= 2)"
   end
   if k.kind == "contraction" and (c.STREAM_K or 0) ~= 0 and (c.STREAM_K ~= 1 or c.PERSIST ~= 1 or (c.SPLIT_K or 1) ~= 1
-      or (c.CLUSTER or 1) ~= 1) then
-    return false, "STREAM_K=1 shares the persistent pipeline's last tiles out by k-tiles (PERSIST=1, SPLIT_K=1, CLUSTER=1)"
+      or (c.CLUSTER or 1) ~= 1 or c.EPI_SMEM == 6) then
+    return false, "STREAM_K=1 shares the persistent pipeline's last tiles out by k-tiles (PERSIST=1, SPLIT_K=1, CLUSTER=1, "
+      .. "not EPI_SMEM=6)"
   end
   if k.kind == "contraction" and (c.DUAL_WIDE or 0) ~= 0 and (c.DUAL_WIDE ~= 1 or not k.dual or c.WGMMA ~= 1 or 2 * (c.BN or 0) > 256) then
     return false, "DUAL_WIDE=1 is one wgmma over a dual kernel's two adjacent weight tiles (WGMMA=1, a dual pair, 2·BN <= 256)"
@@ -449,11 +450,11 @@ function M.resource_check(k, c, dev)
     -- (PERSIST=1 with SPLIT_K=2 or 4: the CTAs of a cluster take one tile's K parts, CLUSTER=1; 4 reduces for the
     -- fragment epilogue only, EPI_SMEM=0)
     local sk = c.SPLIT_K or 1
-    local split_ok = sk == 1 or (c.PERSIST == 1 and (c.CLUSTER or 1) == 1 and (sk == 2 or (sk == 4 and (c.EPI_SMEM or 0) == 0)))
+    local split_ok = sk == 1 or (c.PERSIST == 1 and (c.CLUSTER or 1) == 1 and ((sk == 2 and (c.EPI_SMEM or 0) ~= 6) or (sk == 4 and (c.EPI_SMEM or 0) == 0)))
     if c.PRODUCER ~= 1 or c.WGMMA ~= 1 or c.TMA ~= 1 or c.WG_WAIT ~= 1 or (c.STAGES or 1) < 2 or not split_ok
       or ((c.CLUSTER or 1) ~= 1 and c.PERSIST ~= 1) then
       return false, "PRODUCER=1 feeds wgmma consumers from a producer warpgroup (WGMMA=1, TMA=1, WG_WAIT=1, STAGES >= 2,"
-        .. " SPLIT_K=1 (2 with PERSIST=1 and CLUSTER=1, 4 also with EPI_SMEM=0), CLUSTER=1 unless PERSIST=1)"
+        .. " SPLIT_K=1 (2 with PERSIST=1 and CLUSTER=1 but not EPI_SMEM=6, 4 also with EPI_SMEM=0), CLUSTER=1 unless PERSIST=1)"
     end
     -- (a head-local epilogue, RoPE: only the persistent pipeline's staged tile, EPI_SMEM 1 or 2, fenced by the
     -- consumers' named barrier, or EPI_SMEM=0 reading the thread's own fragments where every column shift is a
@@ -472,8 +473,8 @@ function M.resource_check(k, c, dev)
     end
     if (k.siblings or 0) > 1 and not k.dual then return false, "PERSIST=1: merged siblings are not in the persistent pipeline" end
   end
-  if k.kind == "contraction" and (c.EPI_SMEM or 0) ~= 0 and (c.EPI_SMEM < 0 or c.EPI_SMEM > 5 or c.PERSIST ~= 1) then
-    return false, "EPI_SMEM=1..5 are the persistent pipeline's staged epilogues (PERSIST=1)"
+  if k.kind == "contraction" and (c.EPI_SMEM or 0) ~= 0 and (c.EPI_SMEM < 0 or c.EPI_SMEM > 6 or c.PERSIST ~= 1) then
+    return false, "EPI_SMEM=1..6 are the persistent pipeline's staged epilogues (PERSIST=1)"
   end
   if k.kind == "contraction" and (c.EPI_SMEM or 0) >= 3 and (c.BN or 0) % 64 ~= 0 then
     return false, ("EPI_SMEM=%d stages the tile in two halves of whole 64-column panels (BN 64 in one part): BN=%s is not a multiple of 64"):format(
@@ -521,7 +522,7 @@ function M.resource_check(k, c, dev)
     -- EPI_SMEM=3, 4 half of them at a time (BM x BN/2 elements, unpadded: 4 stages of 128 x 256 fit)
     if c.PERSIST == 1 then smem = smem + 16 * (c.STAGES or 1) end
     if c.EPI_SMEM == 1 or c.EPI_SMEM == 2 then smem = smem + 2 * c.BM * (c.BN + 8) * (k.dual and 2 or 1) end
-    if (c.EPI_SMEM or 0) >= 3 then smem = smem + c.BM * c.BN * (c.BN >= 128 and 1 or 2) * (k.dual and 2 or 1) end
+    if (c.EPI_SMEM or 0) >= 3 then smem = smem + c.BM * c.BN * ((c.BN >= 128 and c.EPI_SMEM ~= 6) and 1 or 2) * (k.dual and 2 or 1) end
     -- SPLIT_K (PERSIST=1): the peers' f32 partials, two more barriers. EPI_SMEM=0: each rank receives its share of
     -- the columns from SPLIT_K - 1 peers; a staged epilogue (SPLIT_K=2): rank 0 receives rank 1's whole tile
     if c.PERSIST == 1 and (c.SPLIT_K or 1) >= 2 then
