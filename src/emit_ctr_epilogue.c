@@ -418,13 +418,20 @@ void ex_ctr_residual_load(ectx *c, const ex_ctr *k) {
   c->memo.n = mark;
 }
 
+/* 1 when the current alignment reads value v at the anchored result's own index (a residual served from registers). */
+int ex_ctr_at_own_index(ectx *c, const ex_ctr *k, int v) {
+  int a = k->sib[0];
+  if (v < 0 || !c->bij[v] || c->al[v].rank != c->al[a].rank) return 0;
+  for (int i = 0; i < c->al[v].rank; i++)
+    if (strcmp(c->al[v].e[i], c->al[a].e[i])) return 0;
+  return 1;
+}
+
 /* The residual loaded ahead at this pair element (e = 0: the low half of em_pf[j][q / 2]), where the alignment reads
  * it at the result's own index (else the epilogue loads it itself). */
 static void residual_seed(ectx *c, const ex_ctr *k, int e) {
-  int v = k->rpf, a = k->sib[0];
-  if (v < 0 || !c->bij[v] || c->al[v].rank != c->al[a].rank) return;
-  for (int i = 0; i < c->al[v].rank; i++)
-    if (strcmp(c->al[v].e[i], c->al[a].e[i])) return;
+  int v = k->rpf;
+  if (!ex_ctr_at_own_index(c, k, v)) return;
   const char *half = e ? "(unsigned short)(em_pf[j][q >> 1] >> 16)" : "(unsigned short)em_pf[j][q >> 1]";
   ex_memo_seed(c, v, &c->al[v], ex_load_conv(c, ex_V(c, v)->dtype, half));
 }

@@ -8,7 +8,6 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
 
 #include "emit_impl.h"
 
@@ -245,7 +244,7 @@ static void ws_epilogue(ectx *c, const ex_ctr *k, int cw, int staged, int stageD
 }
 
 /* The stores of the chunk's output t (8 captured elements a->ix / a->val, e = 0..7): one 16-byte store (two for
- * f32) where the 8 indices are consecutive and the first is a multiple of 8, else one store an element. */
+ * f32) where the 8 indices are consecutive and the address 16-byte aligned, else one store an element. */
 static void ws_chunk_write(ectx *c, const ex_cap *a, int t) {
   int p = a[0].pos[t];
   em_dtype dt = ex_V(c, c->g->outputs.v[p])->dtype;
@@ -296,10 +295,7 @@ static int ws_chunk_residual(ectx *c, const ex_ctr *k, const ivec *mi) {
 /* Element e's residual (rv, ws_chunk_residual) served from em_rq where the alignment reads it at the result's own
  * index, else loaded by the element itself. */
 static void ws_chunk_residual_seed(ectx *c, const ex_ctr *k, int rv, int e) {
-  int a = k->sib[0];
-  if (rv < 0 || !c->bij[rv] || c->al[rv].rank != c->al[a].rank) return;
-  for (int i = 0; i < c->al[rv].rank; i++)
-    if (strcmp(c->al[rv].e[i], c->al[a].e[i])) return;
+  if (!ex_ctr_at_own_index(c, k, rv)) return;
   em_dtype dt = ex_V(c, rv)->dtype;
   const char *ix = ex_linearize(c, &c->al[rv], ex_S(c, rv));
   const char *reg = ex_load_conv(c, dt, ex_A(c, "(unsigned short)(em_rq.%c%s)", "xyzw"[e / 2], e & 1 ? " >> 16" : ""));
@@ -726,7 +722,7 @@ static long long ws_staging(ectx *c, const ex_ctr *k, long long ring, int staged
     return nst * ep;
   }
   if (staged >= 3) {
-    long long ep = (long long)k->BM * k->BN * (k->BN >= 128 && staged != 6 ? 1 : 2); /* (6: the whole tile) */ /* BM x BN/2 elements of 2 bytes (BN = 64: BM x 64) */
+    long long ep = (long long)k->BM * k->BN * (k->BN >= 128 && staged != 6 ? 1 : 2); /* BM x BN/2 of 2 bytes (BN = 64, EPI_SMEM=6: BM x BN) */
     for (int s = 0; s < nst; s++)
       ex_line(c, "unsigned char *const em_ep%d = em_dsm + (em_sb - em_smem(em_dsm)) + %lldu;", s, ring + s * ep);
     if (staged == 4) ex_line(c, "const unsigned em_epa = em_sb + %lldu;", ring);

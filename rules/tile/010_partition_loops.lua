@@ -95,20 +95,17 @@ return {
             -- the resource check refuses it elsewhere): first (atom.rope_in_regs, atom.rope_regs: their notes)
             epis, lead_epi = { 1, 2, 0 }, 1
             if atom.rope_in_regs(k) then epis, lead_epi = { 0, 1, 2 }, 0 end
-          elseif o.BN % 128 == 0 then
-            if k.tma_store then
+          elseif o.BN % 128 == 0 or o.BN == 64 then
+            if k.tma_store and o.BN % 128 == 0 then
               table.insert(epis, 1, 4)
               lead_epi = 4
+            elseif k.tma_store then
+              -- (BN = 64: the tile's one panel staged whole; written without a GPU run, 2026-12-02: offered last. The
+              -- clock marks put q's 128 x 64 fragment epilogue at 6,600 of 16,700 cycles a CTA at 512 tokens)
+              epis[#epis + 1] = 4
             end
-            epis[#epis + 1] = 3
             -- EPI_SMEM=5: as 3, each half stored 16 bytes a thread, whatever the outputs' layout (2026-12-03);
             -- 6: as 5 with the tile's stores in the next tile's K loop (written without a GPU run: offered last)
-            epis[#epis + 1] = 5
-            epis[#epis + 1] = 6
-          elseif o.BN == 64 then
-            -- (BN = 64: the tile's one panel staged whole; written without a GPU run, 2026-12-02: offered last. The
-            -- clock marks put q's 128 x 64 fragment epilogue at 6,600 of 16,700 cycles a CTA at 512 tokens)
-            if k.tma_store then epis[#epis + 1] = 4 end
             epis[#epis + 1] = 3
             epis[#epis + 1] = 5
             epis[#epis + 1] = 6
