@@ -163,13 +163,39 @@ const char *ex_load_conv(ectx *c, em_dtype t, const char *x) {
   }
 }
 
+/* x's argument where x is one call fn(…) spanning it whole, else NULL. */
+static const char *ex_unwrap(ectx *c, const char *x, const char *fn) {
+  size_t n = strlen(fn), len = strlen(x);
+  if (len < n + 2 || strncmp(x, fn, n) || x[n] != '(' || x[len - 1] != ')') return NULL;
+  int d = 0;
+  for (size_t i = n; i < len; i++) {
+    if (x[i] == '(') d++;
+    else if (x[i] == ')' && --d == 0 && i != len - 1) return NULL;
+  }
+  return ex_A(c, "%.*s", (int)(len - n - 2), x + n + 1);
+}
+
+/* A value rounded to t and then stored as t is stored without the first rounding (one conversion, not three
+ * instructions: the conversions are what a wide epilogue spends its time on). */
 const char *ex_store_conv(ectx *c, em_dtype t, const char *x) {
+  const char *u;
   switch (t) {
-  case EM_BF16: return ex_A(c, "em_f2bf(%s)", x);
-  case EM_F16: return ex_A(c, "em_f2h(%s)", x);
+  case EM_BF16: return ex_A(c, "em_f2bf(%s)", (u = ex_unwrap(c, x, "em_rbf")) ? u : x);
+  case EM_F16: return ex_A(c, "em_f2h(%s)", (u = ex_unwrap(c, x, "em_rh")) ? u : x);
   case EM_BOOL: return ex_A(c, "(unsigned char)((%s) != 0)", x);
   default: return ex_A(c, "(%s)(%s)", ex_stype(t), x);
   }
+}
+
+/* Two 2-byte stored values (ex_store_conv's text) as one 32-bit word, lo in the low half: one packing conversion
+ * of both where both are plain conversions. */
+const char *ex_store_pair(ectx *c, const char *lo, const char *hi) {
+  static const char *const fn[][2] = {{"em_f2bf", "em_pk_bf"}, {"em_f2h", "em_pk_h"}};
+  for (int i = 0; i < 2; i++) {
+    const char *a = ex_unwrap(c, lo, fn[i][0]), *b = ex_unwrap(c, hi, fn[i][0]);
+    if (a && b) return ex_A(c, "%s(%s, %s)", fn[i][1], a, b);
+  }
+  return ex_A(c, "(unsigned)%s | ((unsigned)%s << 16)", lo, hi);
 }
 
 /* Rounds an expression computed in the compute type to what dtype t holds. */

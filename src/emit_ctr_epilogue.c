@@ -515,8 +515,8 @@ static void ctr_pair_stores(ectx *c, const ex_cap *a, const ex_cap *b) {
   for (int t = 0; t < a->n; t++) {
     int p = a->pos[t];
     em_dtype dt = ex_V(c, c->g->outputs.v[p])->dtype;
-    const char *two = em_dtype_bytes(dt) == 2 ? ex_A(c, "*reinterpret_cast<unsigned *>(out%d + (%s)) = (unsigned)%s | ((unsigned)%s << 16);", p,
-                                                   a->ix[t], a->val[t], b->val[t])
+    const char *two = em_dtype_bytes(dt) == 2 ? ex_A(c, "*reinterpret_cast<unsigned *>(out%d + (%s)) = %s;", p, a->ix[t],
+                                                   ex_store_pair(c, a->val[t], b->val[t]))
                       : dt == EM_F32   ? ex_A(c, "*reinterpret_cast<float2 *>(out%d + (%s)) = make_float2(%s, %s);", p, a->ix[t],
                                               a->val[t], b->val[t])
                                        : NULL;

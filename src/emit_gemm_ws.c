@@ -252,7 +252,7 @@ static void ws_chunk_write(ectx *c, const ex_cap *a, int t) {
   const char *one = NULL;
   if (em_dtype_bytes(dt) == 2) {
     const char *w[4];
-    for (int i = 0; i < 4; i++) w[i] = ex_A(c, "(unsigned)%s | ((unsigned)%s << 16)", a[2 * i].val[t], a[2 * i + 1].val[t]);
+    for (int i = 0; i < 4; i++) w[i] = ex_store_pair(c, a[2 * i].val[t], a[2 * i + 1].val[t]);
     /* (by PTX: NVCC split a uint4 assignment into four 4-byte stores) */
     one = ex_A(c, "asm volatile(\"st.global.v4.b32 [%%0], {%%1, %%2, %%3, %%4};\" :: \"l\"(out%d + (%s)), \"r\"(%s), \"r\"(%s), "
                   "\"r\"(%s), \"r\"(%s));", p, ix0, w[0], w[1], w[2], w[3]);
@@ -426,7 +426,7 @@ static void ws_epilogue_halves(ectx *c, const ex_ctr *k, int cw, int staged, int
       const char *acc = s ? "acc2" : "acc";
       const char *lo = ex_store_conv(c, dt, ex_ctr_result(c, k->sib[s], ex_A(c, "%s[0][j][q]", acc), "n"));
       const char *hi = ex_store_conv(c, dt, ex_ctr_result(c, k->sib[s], ex_A(c, "%s[0][j][q + 1]", acc), "(n + 1)"));
-      ex_line(c, "*reinterpret_cast<unsigned *>(em_ep%d + em_o) = (unsigned)%s | ((unsigned)%s << 16);", s, lo, hi);
+      ex_line(c, "*reinterpret_cast<unsigned *>(em_ep%d + em_o) = %s;", s, ex_store_pair(c, lo, hi));
       c->memo.n = mark;
     }
     c->indent -= 2;

@@ -102,6 +102,7 @@ const char *ex_ctype(em_dtype t);
 const char *ex_stype(em_dtype t);
 const char *ex_load_conv(ectx *c, em_dtype t, const char *x);
 const char *ex_store_conv(ectx *c, em_dtype t, const char *x);
+const char *ex_store_pair(ectx *c, const char *lo, const char *hi);
 const char *ex_round_to(ectx *c, em_dtype t, const char *x);
 const char *ex_idx_name(ectx *c, const char *e);
 const char *ex_linearize(ectx *c, const ivec *ix, const em_shape *s);

@@ -440,7 +440,7 @@ test("EPI_SMEM=3, 4: the tile staged in two halves of swizzled 64-column panels 
   -- half's elements through the fused ops (unrolled), each loop's values its own
   check(out:find("for (int j = 0; j < 8; j++) {", 1, true) and out:find("for (int j = 8; j < 16; j++) {", 1, true), out)
   check(out:find("const unsigned em_o = em_swz((unsigned)(nh >> 6) * 16384u, ml, nh & 63) + (nh & 7) * 2;", 1, true), out)
-  check(out:find("*reinterpret_cast<unsigned *>(em_ep0 + em_o) = (unsigned)em_f2bf(", 1, true), out)
+  check(out:find("*reinterpret_cast<unsigned *>(em_ep0 + em_o) = em_pk_bf(", 1, true), out)
   check(out:find("const int em_e = tid + em_i * 256, ml = em_e / 64, nh = em_e % 64, nl = nh + 64;", 1, true), out)
   local n = 0
   for _ in out:gmatch("in2%[%(m%) %* 1024LL %+ n%]") do n = n + 1 end
