@@ -641,6 +641,39 @@ static void ctr_fragment_outputs(ectx *c, const ex_ctr *k) {
   ctr_row_split_end(c, split);
 }
 
+/* EPI_SMEM=7: the fragment pairs of columns [jlo·8, jhi·8) of the tile through the fused ops (ctr_pair_element: a
+ * residual from em_pf, loaded ahead), each pair's one output packed into the staging buffer em_ep0 (64-column panels
+ * of BM rows, panel bytes apart, in the 128-byte swizzle; column hcol of the tile at the buffer's column 0) for the
+ * caller's TMA store. The output must be written at the result's own index (checked here: the TMA box is the
+ * tile's rows and columns of it). Rows and columns past the tensor are not staged (TMA does not write them). */
+void ex_ctr_pairs_staged(ectx *c, const ex_ctr *k, int jlo, int jhi, int hcol, int panel) {
+  int mark = c->memo.n; /* (the values computed in this loop do not outlive it) */
+  long split = ctr_row_split(c, k);
+  ex_line(c, "#pragma unroll");
+  ex_line(c, "for (int j = %d; j < %d; j++) {", jlo, jhi);
+  ex_line(c, "  #pragma unroll");
+  ex_line(c, "  for (int q = 0; q < 4; q += 2) {");
+  c->indent += 2;
+  ex_line(c, "const int i = 0, ml = wm * 16 + (lane >> 2) + (q >> 1) * 8, nl = j * 8 + (lane & 3) * 2, nh = nl - %d;", hcol);
+  ex_line(c, "const long long m = m0 + ml, n = n0 + nl;");
+  ex_line(c, "if (m >= M || n >= N) continue;");
+  ex_line(c, "const long long n1 = n + 1;");
+  ivec mi = ctr_row_parts(c, k, split);
+  ex_cap a = {0}, b = {0};
+  int na = ctr_pair_element(c, k, &mi, 0, &a);
+  int own = ex_ctr_at_own_index(c, k, c->g->outputs.v[0]);
+  int nb = ctr_pair_element(c, k, &mi, 1, &b);
+  c->stage_own_n = c->stage_own_q = NULL;
+  if (na != 1 || nb != 1 || !own) ex_fail(c, "EPI_SMEM=7 stages one output written at the result's own index");
+  ex_line(c, "*reinterpret_cast<unsigned *>(em_ep0 + em_swz((unsigned)(nh >> 6) * %du, ml, nh & 63) + (nh & 7) * 2) = %s;",
+          panel, c->failed ? "0u" : ex_store_pair(c, a.val[0], b.val[0]));
+  c->indent -= 2;
+  ex_line(c, "  }");
+  ex_line(c, "}");
+  ctr_row_split_end(c, split);
+  c->memo.n = mark;
+}
+
 void ex_ctr_epilogue(ectx *c, const ex_ctr *k, em_launch *L) {
   if (k->SK > 1) split_reduce(c, k->SK, k->FM, k->FN, k->threads, k->dual);
   if (ctr_stage_tile(c, k, L)) return;

@@ -181,6 +181,7 @@ static void ws_release(ectx *c, const char *cond, const char *use, int stages, i
 }
 
 static void ws_staged_value(ectx *c, const ex_ctr *k, int s, const char *elem);
+static void ws_epilogue_tma_fused(ectx *c, const ex_ctr *k, int cw, int tmo);
 static void ws_staged_outputs(ectx *c, const ex_ctr *k);
 
 /* The staged epilogue (EPI_SMEM=1, 2), a tile's results through shared memory so that the stores are coalesced: each consumer
@@ -276,8 +277,11 @@ static void ws_chunk_write(ectx *c, const ex_cap *a, int t) {
 
 /* A residual (ex_ctr_residual: a 2-byte input read at the result's own index) for the chunk's 8 elements: one 16-byte
  * load (em_rq) where its 8 indices are consecutive and the address 16-byte aligned (em_rv), else each element loads
- * its own (ws_chunk_residual_seed). Returns the residual, or -1. */
-static int ws_chunk_residual(ectx *c, const ex_ctr *k, const ivec *mi) {
+ * its own (ws_chunk_residual_seed). pre: WS_PRE_NONE loads it here; WS_PRE_LOAD only loads it into em_rqa<h>[ei] /
+ * em_rva<h>[ei] (ws_chunk_prefetch: every chunk's load in flight at once, not one latency a chunk); WS_PRE_USE takes it
+ * from there. Returns the residual, or -1. */
+enum { WS_PRE_NONE, WS_PRE_LOAD, WS_PRE_USE };
+static int ws_chunk_residual(ectx *c, const ex_ctr *k, const ivec *mi, int pre, const char *ei, int h) {
   int rv = ex_ctr_residual(c, k);
   if (rv < 0) return -1;
   const char *ix[2];
@@ -287,8 +291,18 @@ static int ws_chunk_residual(ectx *c, const ex_ctr *k, const ivec *mi) {
     ix[e] = ex_linearize(c, &c->al[rv], ex_S(c, rv));
   }
   int p = ex_input_pos(c, rv);
-  ex_line(c, "const bool em_rv = (%s) == (%s) + 7 && ((unsigned long long)(in%d + (%s)) & 15) == 0;", ix[1], ix[0], p, ix[0]);
-  ex_line(c, "const uint4 em_rq = em_rv ? *reinterpret_cast<const uint4 *>(in%d + (%s)) : make_uint4(0u, 0u, 0u, 0u);", p, ix[0]);
+  const char *ok = ex_A(c, "(%s) == (%s) + 7 && ((unsigned long long)(in%d + (%s)) & 15) == 0", ix[1], ix[0], p, ix[0]);
+  const char *ld = ex_A(c, "*reinterpret_cast<const uint4 *>(in%d + (%s))", p, ix[0]);
+  if (pre == WS_PRE_LOAD) {
+    ex_line(c, "em_rva%d[%s] = %s;", h, ei, ok);
+    ex_line(c, "if (em_rva%d[%s]) em_rqa%d[%s] = %s;", h, ei, h, ei, ld);
+  } else if (pre == WS_PRE_USE) {
+    ex_line(c, "const bool em_rv = em_rva%d[%s];", h, ei);
+    ex_line(c, "const uint4 em_rq = em_rqa%d[%s];", h, ei);
+  } else {
+    ex_line(c, "const bool em_rv = %s;", ok);
+    ex_line(c, "const uint4 em_rq = em_rv ? %s : make_uint4(0u, 0u, 0u, 0u);", ld);
+  }
   return rv;
 }
 
@@ -304,7 +318,7 @@ static void ws_chunk_residual_seed(ectx *c, const ex_ctr *k, int rv, int e) {
 }
 
 static void ws_chunk(ectx *c, const ex_ctr *k, int threads, int h, int half, int panel, const char *ei, const char *m0v,
-                     const char *n0v);
+                     const char *n0v, int pre);
 
 /* EPI_SMEM=5: the staged half stored 16 bytes a thread. Consecutive threads take consecutive 8-column chunks of the
  * half (one 16-byte read of the swizzled panel an accumulator), each of the 8 elements goes through the fused ops,
@@ -312,28 +326,66 @@ static void ws_chunk(ectx *c, const ex_ctr *k, int threads, int h, int half, int
  * (ws_chunk_residual). EPI_SMEM=3 stored 2 bytes a thread and the
  * fragment epilogue (0) 4 bytes a thread over eight rows an instruction: at 128 x 256 its stores kept the LSU
  * busy ~10,700 cycles a tile against the K loop's ~15,500 (ncu's long-scoreboard stalls on the stores' sources). */
-static void ws_chunk_stores(ectx *c, const ex_ctr *k, int threads, int h, int half, int panel) {
-  int per_row = half / 8;
-  ex_line(c, "#pragma unroll 2");
-  ex_line(c, "for (int em_i = 0; em_i < %d; em_i++) {", k->BM * per_row / threads);
+static void ws_chunk_slot(ectx *c, const ex_ctr *k, int threads, int h, int half, int panel, const char *ei);
+
+static void ws_chunk_stores(ectx *c, const ex_ctr *k, int threads, int h, int half, int panel, int pre) {
+  int nch = k->BM * (half / 8) / threads;
+  ex_line(c, pre ? "#pragma unroll" : "#pragma unroll 2");
+  ex_line(c, "for (int em_i = 0; em_i < %d; em_i++) {", nch);
   c->indent++;
-  ws_chunk(c, k, threads, h, half, panel, "em_i", "m0", "n0");
+  ws_chunk(c, k, threads, h, half, panel, "em_i", "m0", "n0", pre ? WS_PRE_USE : WS_PRE_NONE);
+  if (pre && pre < nch) {
+    /* (the chunk pre ahead: its load in flight while this one and the next are stored) */
+    ex_line(c, "if (em_i + %d < %d) {", pre, nch);
+    c->indent++;
+    ws_chunk_slot(c, k, threads, h, half, panel, ex_A(c, "(em_i + %d)", pre));
+    c->indent--;
+    ex_line(c, "}");
+  }
   c->indent--;
   ex_line(c, "}");
+}
+
+/* EPI_SMEM=5 with a residual: the 16-byte residual loads of half h's first chunks issued together after the half is
+ * staged and before the barrier, each later chunk's while the chunk WS_PRE_DEPTH before it is stored (one latency a
+ * half instead of one a chunk in ws_chunk_stores' loop). At most WS_PRE_DEPTH in flight (16 registers), 2 at BN 256:
+ * all 8 of a 128 x 256 half at once spilled beside the other half's live accumulator (32 registers; Qwen3 o at 4096
+ * tokens 30.5 -> 35.3 us, H200, twenty-second session), 3 or 4 still spill there (nvcc -Xptxas -v). Returns the
+ * depth, 0 where there is no residual. */
+#define WS_PRE_DEPTH 4
+static void ws_chunk_slot(ectx *c, const ex_ctr *k, int threads, int h, int half, int panel, const char *ei) {
+  ex_line(c, "em_rva%d[%s] = false, em_rqa%d[%s] = make_uint4(0u, 0u, 0u, 0u);", h, ei, h, ei);
+  ws_chunk(c, k, threads, h, half, panel, ei, "m0", "n0", WS_PRE_LOAD);
+}
+
+static int ws_chunk_prefetch(ectx *c, const ex_ctr *k, int threads, int h, int half, int panel) {
+  if (ex_ctr_residual(c, k) < 0) return 0;
+  int nch = k->BM * (half / 8) / threads, most = k->BN > 128 ? 2 : WS_PRE_DEPTH, depth = nch < most ? nch : most;
+  ex_line(c, "uint4 em_rqa%d[%d];", h, nch);
+  ex_line(c, "bool em_rva%d[%d];", h, nch);
+  ex_line(c, "#pragma unroll");
+  ex_line(c, "for (int em_i = 0; em_i < %d; em_i++) {", depth);
+  c->indent++;
+  ws_chunk_slot(c, k, threads, h, half, panel, "em_i");
+  c->indent--;
+  ex_line(c, "}");
+  return depth;
 }
 
 /* One chunk of ws_chunk_stores: chunk ei (a text) of this thread in half h of the staged tile whose origin is
  * (m0v, n0v), in the caller's scope (a loop's body, a condition's block). */
 static void ws_chunk(ectx *c, const ex_ctr *k, int threads, int h, int half, int panel, const char *ei, const char *m0v,
-                     const char *n0v) {
+                     const char *n0v, int pre) {
   int nst = k->dual ? 2 : 1, per_row = half / 8, mark = c->memo.n;
   ex_line(c, "const int em_e = tid + %s * %d, ml = em_e / %d, nh = em_e %% %d * 8, nl = nh + %d;", ei, threads, per_row, per_row,
           h * half);
   ex_line(c, "const long long m = %s + ml, n = %s + nl;", m0v, n0v);
   ex_line(c, "if (m < M && n < N) {");
   c->indent++;
-  ex_line(c, "const unsigned em_o = em_swz((unsigned)(nh >> 6) * %du, ml, nh & 63);", panel);
-  for (int s = 0; s < nst; s++) ex_line(c, "const uint4 em_q%d = *reinterpret_cast<const uint4 *>(em_ep%d + em_o);", s, s);
+  if (pre != WS_PRE_LOAD) {
+    ex_line(c, "const unsigned em_o = em_swz((unsigned)(nh >> 6) * %du, ml, nh & 63);", panel);
+    for (int s = 0; s < nst; s++) ex_line(c, "const uint4 em_q%d = *reinterpret_cast<const uint4 *>(em_ep%d + em_o);", s, s);
+  }
   int64_t cv;
   if (k->mdims.rank == 2 && !em_dim_is_const(&k->mdims.d[1], &cv)) {
     /* rows [B, S] with a symbolic S: the row's batch and position once for its 8 elements */
@@ -344,8 +396,8 @@ static void ws_chunk(ectx *c, const ex_ctr *k, int threads, int h, int half, int
   ivec mi = ex_unravel(c, "m", &k->mdims);
   ex_cap cap[8] = {{0}};
   for (int e = 0; e < 8; e++) ex_line(c, "const long long em_n%d = n + %d;", e, e);
-  int rv = ws_chunk_residual(c, k, &mi);
-  for (int e = 0; e < 8 && !c->failed; e++) {
+  int rv = ws_chunk_residual(c, k, &mi, pre, ei, h);
+  for (int e = 0; e < 8 && !c->failed && pre != WS_PRE_LOAD; e++) {
     for (int s = 0; s < nst; s++) {
       em_dtype dt = ex_V(c, k->sib[s])->dtype;
       const char *raw = ex_A(c, "(unsigned short)(em_q%d.%c%s)", s, "xyzw"[e / 2], e & 1 ? " >> 16" : "");
@@ -380,7 +432,7 @@ static void ws_deferred_chunk(ectx *c, const ex_ctr *k, int threads, const char 
   ex_line(c, "if (%s) {", cond);
   c->indent++;
   ex_line(c, "const int em_j = %s;", j);
-  ws_chunk(c, k, threads, 0, k->BN, 128 * k->BM, "em_j", "em_pm0", "em_pn0");
+  ws_chunk(c, k, threads, 0, k->BN, 128 * k->BM, "em_j", "em_pm0", "em_pn0", WS_PRE_NONE);
   c->indent--;
   ex_line(c, "}");
 }
@@ -433,6 +485,8 @@ static void ws_epilogue_halves(ectx *c, const ex_ctr *k, int cw, int staged, int
     ex_line(c, "  }");
     ex_line(c, "}");
     if (staged == 4) ex_line(c, "em_fence_async_smem();");
+    /* (after the half's accumulators are staged: they are dead, the loads in flight across the barrier) */
+    int pre = staged == 5 ? ws_chunk_prefetch(c, k, threads, h, half, panel) : 0;
     ex_line(c, "asm volatile(\"bar.sync 1, %d;\" ::: \"memory\");", threads);
     if (staged == 4) {
       ex_line(c, "if (tid == 0) {");
@@ -443,7 +497,7 @@ static void ws_epilogue_halves(ectx *c, const ex_ctr *k, int cw, int staged, int
       continue;
     }
     if (staged == 5) {
-      ws_chunk_stores(c, k, threads, h, half, panel);
+      ws_chunk_stores(c, k, threads, h, half, panel, pre);
       continue;
     }
     if (staged == 6) {
@@ -609,7 +663,7 @@ static void ws_consumers(ectx *c, const ex_ctr *k, em_launch *L, int stages, int
   ex_ctr k1 = *k;
   k1.SK = 1;
   if (sk >= 2 && !staged) k1.jkeep = ex_A(c, "j / %d == (int)em_cr", k->FN / sk);
-  k1.rpf = staged ? -1 : ex_ctr_residual(c, k);
+  k1.rpf = staged && staged != 7 ? -1 : ex_ctr_residual(c, k); /* (7: the fragments' values, staged for TMA) */
   k1.stage_reg = !staged && ex_ctr_stage_width(c, k) > 0; /* RoPE from the thread's own fragments */
   if (k1.rpf >= 0) ex_line(c, "unsigned em_pf[%d][2]; /* the residual's column pairs, loaded ahead */", k->FN);
   k1.npf = 0;
@@ -660,7 +714,8 @@ static void ws_consumers(ectx *c, const ex_ctr *k, em_launch *L, int stages, int
   } else if (sk == 2) {
     ws_split_handover(c, k, k->BM / 16);
   }
-  if (staged >= 3) ws_epilogue_halves(c, k, k->BM / 16, staged, tmo);
+  if (staged == 7) ws_epilogue_tma_fused(c, &k1, k->BM / 16, tmo);
+  else if (staged >= 3) ws_epilogue_halves(c, k, k->BM / 16, staged, tmo);
   else if (staged) ws_epilogue(c, k, k->BM / 16, staged, ex_ctr_stage_width(c, k));
   else ex_ctr_epilogue(c, &k1, L); /* each thread's fragments, in place */
   if (sk == 2 && staged) {
@@ -672,7 +727,7 @@ static void ws_consumers(ectx *c, const ex_ctr *k, em_launch *L, int stages, int
   c->indent--;
   ex_line(c, "}");
   /* (the CTA may not leave while its last stores read shared memory) */
-  if (staged == 4) ex_line(c, "if (tid == 0) em_bulk_wait0();");
+  if (staged == 4 || staged == 7) ex_line(c, "if (tid == 0) em_bulk_wait0();");
   if (staged == 6) ws_deferred_flush(c, k, k->BM / 16 * 32, "0");
   if (sp) {
     ex_line(c, "if ((tid & 127) == 0) {");
@@ -710,6 +765,39 @@ static int ws_tma_store_output(ectx *c, const ex_ctr *k, int64_t *n) {
   return 0;
 }
 
+/* EPI_SMEM=7's condition: one linear (no dual, no merged siblings), its one output of 2-byte elements with the
+ * result's shape (the fused ops' result, a residual added, written at the result's own index: ex_ctr_pairs_staged
+ * checks the alignment), N a constant multiple of 8. Returns the output's position (0), or -1. */
+static int ws_tma_fused_output(ectx *c, const ex_ctr *k, int64_t *n) {
+  if (k->dual || k->concat || k->nsib != 1 || c->g->outputs.n != 1 || !em_dim_is_const(&k->os->d[k->r - 1], n) || *n % 8)
+    return -1;
+  int v = c->g->outputs.v[0];
+  em_dtype dt = ex_V(c, v)->dtype;
+  if ((dt != EM_BF16 && dt != EM_F16) || !em_shape_eq(ex_S(c, v), k->os)) return -1;
+  return 0;
+}
+
+/* EPI_SMEM=7: the fragment epilogue's values (the fused ops on each thread's column pairs, a residual loaded ahead
+ * of the K loop as for EPI_SMEM=0) packed into EPI_SMEM=4's swizzled half buffer instead of stored from the
+ * fragments, and the half stored by TMA from one thread: the consumers issue no global stores (the fragments' 4-byte
+ * stores over eight rows an instruction were 11,100 of a 128 x 256 tile's ~50,000 cycles at 4096 tokens, TinyLlama
+ * o_proj, H200, twenty-second session). Written without a GPU run. */
+static void ws_epilogue_tma_fused(ectx *c, const ex_ctr *k, int cw, int tmo) {
+  int threads = 32 * cw, parts = k->BN >= 128 ? 2 : 1, half = k->BN / parts, panel = 128 * k->BM;
+  for (int h = 0; h < parts; h++) {
+    ex_line(c, "if (tid == 0) em_bulk_wait_read0(); /* the last stores have read the buffer */");
+    ex_line(c, "asm volatile(\"bar.sync 1, %d;\" ::: \"memory\");", threads);
+    ex_ctr_pairs_staged(c, k, h * k->FN / parts, (h + 1) * k->FN / parts, h * half, panel);
+    ex_line(c, "em_fence_async_smem();");
+    ex_line(c, "asm volatile(\"bar.sync 1, %d;\" ::: \"memory\");", threads);
+    ex_line(c, "if (tid == 0) {");
+    for (int p = 0; p < half / 64; p++)
+      ex_line(c, "  em_tma_store_2d(&tm%d, em_epa + %du, (int)n0 + %d, (int)m0);", tmo, p * panel, h * half + p * 64);
+    ex_line(c, "  em_bulk_commit();");
+    ex_line(c, "}");
+  }
+}
+
 /* The staging buffers after the ring (EPI_SMEM 1..4): declares em_ep<s> (typed and padded rows for 1, 2; bytes in
  * 64-column swizzled panels for 3, 4, and em_epa, the buffer's shared address, for 4); returns their bytes. */
 static long long ws_staging(ectx *c, const ex_ctr *k, long long ring, int staged) {
@@ -725,7 +813,7 @@ static long long ws_staging(ectx *c, const ex_ctr *k, long long ring, int staged
     long long ep = (long long)k->BM * k->BN * (k->BN >= 128 && staged != 6 ? 1 : 2); /* BM x BN/2 of 2 bytes (BN = 64, EPI_SMEM=6: BM x BN) */
     for (int s = 0; s < nst; s++)
       ex_line(c, "unsigned char *const em_ep%d = em_dsm + (em_sb - em_smem(em_dsm)) + %lldu;", s, ring + s * ep);
-    if (staged == 4) ex_line(c, "const unsigned em_epa = em_sb + %lldu;", ring);
+    if (staged == 4 || staged == 7) ex_line(c, "const unsigned em_epa = em_sb + %lldu;", ring);
     return nst * ep;
   }
   return 0;
@@ -755,10 +843,10 @@ void ex_k_contraction_ws(ectx *c, const ex_ctr *k, em_launch *L) {
       (stageD > 0 && (staged > 2 || ex_ctr_head_reductions(c, k) || (!staged && (sk != 1 || !ex_ctr_stage_in_regs(c, k))))) ||
       (cl != 1 && cl != 2) ||
       (EX_KNOB(c, PAIR_A) && cl != 2) || EX_KNOB(c, PRODUCER) != 1 ||
-      EX_KNOB(c, WG_WAIT) != 1 || (staged < 0 || staged > 6) || ws_has_prologue(c, k) ||
+      EX_KNOB(c, WG_WAIT) != 1 || (staged < 0 || staged > 7) || ws_has_prologue(c, k) ||
       (EX_KNOB(c, STREAM_K) && (sk != 1 || cl != 1 || sp))) {
     ex_fail(c, "PERSIST=1: a persistent producer/consumer pipeline (TMA=1, WGMMA=1, WG_WAIT=1, PRODUCER=1, BM 64 or "
-               "128, STAGES >= 2, SPLIT_K 1, 2 or 4 (2, 4: CLUSTER=1; 4: EPI_SMEM=0), CLUSTER 1 or 2 (PAIR_A=1: 2), STREAM_K=1 only with SPLIT_K=1, CLUSTER=1, STAMP=0, EPI_SMEM 0..6, one linear or a dual pair, no prologue; a head-local "
+               "128, STAGES >= 2, SPLIT_K 1, 2 or 4 (2, 4: CLUSTER=1; 4: EPI_SMEM=0), CLUSTER 1 or 2 (PAIR_A=1: 2), STREAM_K=1 only with SPLIT_K=1, CLUSTER=1, STAMP=0, EPI_SMEM 0..7, one linear or a dual pair, no prologue; a head-local "
                "epilogue (RoPE) with EPI_SMEM 1 or 2, or 0 from the fragments (SPLIT_K=1, column shifts in multiples of 8), and no head-local reduction)");
     return;
   }
@@ -778,7 +866,12 @@ void ex_k_contraction_ws(ectx *c, const ex_ctr *k, em_launch *L) {
     ex_fail(c, "EPI_SMEM=6 stores a tile during the next tile's K loop: SPLIT_K=1, STREAM_K=0");
     return;
   }
-  int opos = staged == 4 ? ws_tma_store_output(c, k, &nout) : -1;
+  if (staged == 7 && (sk != 1 || EX_KNOB(c, STREAM_K) || stageD > 0 || ws_tma_fused_output(c, k, &nout) < 0)) {
+    ex_fail(c, "EPI_SMEM=7 stores the fused epilogue's one output by TMA: SPLIT_K=1, STREAM_K=0, no RoPE, one linear, one "
+               "bf16/f16 output of the result's shape written at its own index, N a constant multiple of 8");
+    return;
+  }
+  int opos = staged == 4 ? ws_tma_store_output(c, k, &nout) : staged == 7 ? 0 : -1;
   if (staged == 4 && opos < 0) {
     ex_fail(c, "EPI_SMEM=4 stores the tile by TMA: one output, the linear's result or a contiguous view of it (no dual, "
                "no fused op), bf16/f16, N a constant multiple of 8");
@@ -812,7 +905,7 @@ void ex_k_contraction_ws(ectx *c, const ex_ctr *k, em_launch *L) {
   snprintf(L->grid[1], sizeof L->grid[1], "1");
   snprintf(L->grid[2], sizeof L->grid[2], "1");
   int tmo = -1;
-  if (staged == 4) {
+  if (staged == 4 || staged == 7) {
     /* the output as rows x N (a contiguous view folds its dims), a 64-column box of BM rows in the 128-byte swizzle */
     tmo = L->ntmaps++;
     L->tmaps[tmo].input = opos;

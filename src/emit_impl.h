@@ -193,6 +193,7 @@ typedef struct {
 /* The contraction epilogue: split-K's reduction, a staged head-local tile, then every accumulator element
  * (m, n) of this thread (acc[i][j][q] in mma.sync's C-fragment order) through the fused ops to the outputs. */
 void ex_ctr_epilogue(ectx *c, const ex_ctr *k, em_launch *L);
+void ex_ctr_pairs_staged(ectx *c, const ex_ctr *k, int jlo, int jhi, int hcol, int panel);
 /* A head-local epilogue's head width D (graph meta "stage": RoPE reads the result at other columns of its head), 0
  * without one, -1 (c failed) where the tile cannot hold whole heads: one place for that rule, both pipelines.
  * ex_ctr_head_reductions: how many head-local reductions (NORM_EPI's MEAN/SUM over a head) read the result. */

@@ -62,7 +62,7 @@
     "every CTA of the one-an-SM grid an equal share; a CTA whose piece does not reach its tile's end hands its f32 "  \
     "accumulators over through the launch scratch, the one that does adds them in a fixed order and runs the "        \
     "epilogue (deterministic); 0: whole tiles")                                                                       \
-  X(EPI_SMEM, TILE, 0, "0,1,2,3,4,5,6", "contraction (PERSIST=1)",                                                             \
+  X(EPI_SMEM, TILE, 0, "0,1,2,3,4,5,6,7", "contraction (PERSIST=1)",                                                             \
     "the persistent pipeline's epilogue. 0: each thread stores its own fragments (a RoPE epilogue reads the other "   \
     "half of its head from the thread's own registers: rotate_half's shift is a multiple of 8 columns); 1: each "      \
     "tile's results (bias "                                                                                            \
@@ -77,7 +77,9 @@
     "half stored 16 bytes a thread (8 consecutive columns of a row through the fused ops, one vector store an "        \
     "output; any output layout, N a constant multiple of 8); 6: as 5 with the tile staged whole (BM × BN, 64 KB at " \
     "128 × 256) and stored while the next tile's K loop runs, a chunk a thread each k-step (SPLIT_K=1, STREAM_K=0; "  \
-    "written without a GPU run, offered last). 3..6 need BN a multiple of 64 (64: one part)")                          \
+    "correct, no faster: offered last); 7: the fragment epilogue's values (the fused ops, a residual loaded ahead) "  \
+    "staged as 4's halves and stored by TMA: one output of the result's shape at its own index (SPLIT_K=1, "          \
+    "STREAM_K=0; written without a GPU run, offered last). 3..7 need BN a multiple of 64 (64: one part)")             \
   X(PAD_SMEM, TILE, 8, "0,8,16", "contraction (warp tier)",                                                            \
     "bf16 elements of padding per shared-memory tile row (8: conflict-free ldmatrix; 0: packed; TMA=1 sets 0: its "    \
     "tiles are swizzled)")                                                                                             \

@@ -109,6 +109,9 @@ return {
             epis[#epis + 1] = 3
             epis[#epis + 1] = 5
             epis[#epis + 1] = 6
+            -- 7: the fragments' fused values (a residual added) staged and stored by TMA, where the one output has the
+            -- result's shape and is not the plain result (4 is); written without a GPU run (2026-12-03): offered last
+            if k.tma_fused and not k.tma_store then epis[#epis + 1] = 7 end
           end
           -- a dual kernel's results stored 16 bytes a thread (EPI_SMEM=5) lead its persistent tiles: k+v at 4096
           -- tokens 35.6 -> 29.1 us, TinyLlama's wide gate/up at 512 tokens 44.6 -> 42.0 (atom.dual_persist's note)
@@ -123,10 +126,11 @@ return {
           for _, e in ipairs(epis) do
             local q = atom.with(p, "EPI_SMEM", e)
             local first = o.BM == 128 and o.BN == ((k.dual or atom.rope_in_regs(k)) and 128 or 256) and e == lead_epi
-            -- (atom.persist_small: its tile, the TMA store or the fragment epilogue)
+            -- (atom.persist_small: its tile, the TMA store, the staged 16-byte stores (atom.small_staged) or the
+            -- fragment epilogue)
             if small then
               first = o.BM == small.BM and o.BN == small.BN and o.WM == small.BM / 16 and o.WN == 1 and
-                e == (k.stage and lead_epi or k.tma_store and 4 or 0)
+                e == (k.stage and lead_epi or k.tma_store and 4 or atom.small_staged(k, dev) and 5 or 0)
             end
             if first then lead[#lead + 1] = q else persist[#persist + 1] = q end
           end

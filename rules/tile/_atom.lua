@@ -150,6 +150,17 @@ function A.split2_lead(k, dev)
   return 2 * tiles >= 0.9 * sms and 2 * tiles <= sms and k.K / 128 >= 32
 end
 
+-- A one-wave single linear (atom.persist_small) whose epilogue reads another tensor (a residual: not the TMA store)
+-- and whose tile is not split (not atom.split2_lead): its lead tile takes the staged epilogue stored 16 bytes a
+-- thread (EPI_SMEM=5, the residual's 16-byte loads of a half issued at once) instead of the fragment epilogue.
+-- Measured (H200, twenty-second session, bench/gemm.lua --batches 1 --pins EPI_SMEM=5, each variant checked):
+-- Qwen3 o_proj 64 x 64 8.07 -> 7.90 us, down_proj 10.80 -> 10.65, TinyLlama o_proj 128 x 64 10.89 -> 10.02 (torch
+-- 10.2); the split TinyLlama down_proj lost (22.07 -> 24.26) and so did the 128 x 256 tiles at 4096 tokens (Qwen3
+-- o 30.5 -> 35.3: the loads spill there, so they are not issued at once).
+function A.small_staged(k, dev)
+  return A.persist_small(k, dev) ~= nil and not k.tma_store and not A.split2_lead(k, dev)
+end
+
 -- A RoPE projection whose head-local reads may come from the reading thread's accumulators (every shift a multiple
 -- of 8, no per-head reduction, one linear or a dual pair): its persistent tiles take EPI_SMEM=0 first, and where
 -- 128-row tiles fill the SMs (atom.persist_first) the 128 x 128 tile leads. Measured at 4096 tokens (TinyLlama q+RoPE,

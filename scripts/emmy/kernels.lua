@@ -126,6 +126,13 @@ function M.facts(k)
     end
     f.tma_store = v ~= nil and not f.dual and f.siblings <= 1 and (f.dtype == "bf16" or f.dtype == "f16")
       and type(out[#out]) == "number" and out[#out] % 8 == 0
+    -- EPI_SMEM=7 (the fused epilogue's values staged and stored by TMA; the emitter's ws_tma_fused_output checks the
+    -- same): one linear, the kernel's one output of 2-byte elements with the result's shape, N a constant multiple of 8
+    local o1 = #outs == 1 and g:value(outs[1]) or nil
+    local same = o1 ~= nil and #o1.shape == #out
+    for i = 1, same and #out or 0 do same = same and at_hint(g, o1.shape[i], bind) == at_hint(g, out[i], bind) end
+    f.tma_fused = same and not f.dual and f.siblings <= 1 and (o1.dtype == "bf16" or o1.dtype == "f16")
+      and type(out[#out]) == "number" and out[#out] % 8 == 0
     -- the multiply-adds of every weight the kernel applies to its operand (a dual or merged kernel: the sum of
     -- its siblings' widths, not the anchor's alone)
     local width = 0

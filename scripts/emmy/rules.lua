@@ -421,9 +421,9 @@ function M.resource_check(k, c, dev)
     return false, "WG_WAIT=1 keeps a wgmma group in flight over a ring of 2+ stages (WGMMA=1, STAGES >= 2)"
   end
   if k.kind == "contraction" and (c.STREAM_K or 0) ~= 0 and (c.STREAM_K ~= 1 or c.PERSIST ~= 1 or (c.SPLIT_K or 1) ~= 1
-      or (c.CLUSTER or 1) ~= 1 or c.EPI_SMEM == 6) then
+      or (c.CLUSTER or 1) ~= 1 or c.EPI_SMEM == 6 or c.EPI_SMEM == 7) then
     return false, "STREAM_K=1 shares the persistent pipeline's last tiles out by k-tiles (PERSIST=1, SPLIT_K=1, CLUSTER=1, "
-      .. "not EPI_SMEM=6)"
+      .. "not EPI_SMEM=6 or 7)"
   end
   if k.kind == "contraction" and (c.DUAL_WIDE or 0) ~= 0 and (c.DUAL_WIDE ~= 1 or not k.dual or c.WGMMA ~= 1 or 2 * (c.BN or 0) > 256) then
     return false, "DUAL_WIDE=1 is one wgmma over a dual kernel's two adjacent weight tiles (WGMMA=1, a dual pair, 2·BN <= 256)"
@@ -450,11 +450,11 @@ function M.resource_check(k, c, dev)
     -- (PERSIST=1 with SPLIT_K=2 or 4: the CTAs of a cluster take one tile's K parts, CLUSTER=1; 4 reduces for the
     -- fragment epilogue only, EPI_SMEM=0)
     local sk = c.SPLIT_K or 1
-    local split_ok = sk == 1 or (c.PERSIST == 1 and (c.CLUSTER or 1) == 1 and ((sk == 2 and (c.EPI_SMEM or 0) ~= 6) or (sk == 4 and (c.EPI_SMEM or 0) == 0)))
+    local split_ok = sk == 1 or (c.PERSIST == 1 and (c.CLUSTER or 1) == 1 and ((sk == 2 and (c.EPI_SMEM or 0) ~= 6 and (c.EPI_SMEM or 0) ~= 7) or (sk == 4 and (c.EPI_SMEM or 0) == 0)))
     if c.PRODUCER ~= 1 or c.WGMMA ~= 1 or c.TMA ~= 1 or c.WG_WAIT ~= 1 or (c.STAGES or 1) < 2 or not split_ok
       or ((c.CLUSTER or 1) ~= 1 and c.PERSIST ~= 1) then
       return false, "PRODUCER=1 feeds wgmma consumers from a producer warpgroup (WGMMA=1, TMA=1, WG_WAIT=1, STAGES >= 2,"
-        .. " SPLIT_K=1 (2 with PERSIST=1 and CLUSTER=1 but not EPI_SMEM=6, 4 also with EPI_SMEM=0), CLUSTER=1 unless PERSIST=1)"
+        .. " SPLIT_K=1 (2 with PERSIST=1 and CLUSTER=1 but not EPI_SMEM=6 or 7, 4 also with EPI_SMEM=0), CLUSTER=1 unless PERSIST=1)"
     end
     -- (a head-local epilogue, RoPE: only the persistent pipeline's staged tile, EPI_SMEM 1 or 2, fenced by the
     -- consumers' named barrier, or EPI_SMEM=0 reading the thread's own fragments where every column shift is a
@@ -473,12 +473,16 @@ function M.resource_check(k, c, dev)
     end
     if (k.siblings or 0) > 1 and not k.dual then return false, "PERSIST=1: merged siblings are not in the persistent pipeline" end
   end
-  if k.kind == "contraction" and (c.EPI_SMEM or 0) ~= 0 and (c.EPI_SMEM < 0 or c.EPI_SMEM > 6 or c.PERSIST ~= 1) then
-    return false, "EPI_SMEM=1..6 are the persistent pipeline's staged epilogues (PERSIST=1)"
+  if k.kind == "contraction" and (c.EPI_SMEM or 0) ~= 0 and (c.EPI_SMEM < 0 or c.EPI_SMEM > 7 or c.PERSIST ~= 1) then
+    return false, "EPI_SMEM=1..7 are the persistent pipeline's staged epilogues (PERSIST=1)"
   end
   if k.kind == "contraction" and (c.EPI_SMEM or 0) >= 3 and (c.BN or 0) % 64 ~= 0 then
     return false, ("EPI_SMEM=%d stages the tile in two halves of whole 64-column panels (BN 64 in one part): BN=%s is not a multiple of 64"):format(
       c.EPI_SMEM, tostring(c.BN))
+  end
+  if k.kind == "contraction" and c.EPI_SMEM == 7 and not k.tma_fused then
+    return false, "EPI_SMEM=7 stores the fused epilogue's one output by TMA: one linear, one bf16/f16 output of the result's "
+      .. "shape written at its own index, N a constant multiple of 8"
   end
   if k.kind == "contraction" and c.EPI_SMEM == 4 and not k.tma_store then
     return false, "EPI_SMEM=4 stores the tile by TMA: one output, the linear's result or a contiguous view of it (no dual, "

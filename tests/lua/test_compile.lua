@@ -631,20 +631,21 @@ end)
 test("PERSIST=1 leads where a 128 x 128 tile grid fills every SM (batch 8), and at batch 1 where its tiles make one wave", function()
   local _, o8 = emmy(args("compile", L0, "--batch", "8", "--ir", "tile", "--kernel", "k_linear_add"))
   check(o8:find("PERSIST=1", 1, true), o8)
-  -- batch 1, 512 tokens (atom.persist_small): q_proj at 128 x 64 with the TMA store, o and down at 64 x 64, 8 stages;
-  -- the dual kernels (k+v, gate/up) keep the 64 x 64 default
+  -- batch 1, 512 tokens (atom.persist_small): q_proj at 128 x 64 with the TMA store, o and down at 64 x 64 with the
+  -- staged 16-byte stores (atom.small_staged), 8 stages; the dual kernels (k+v, gate/up) keep the 64 x 64 default
   local _, o1 = emmy(args("compile", L0, "--ir", "cuda"))
   local function knobs_of(name) return o1:match("// kernel " .. name .. "[^\n]*") or "" end
   local q, o, d = knobs_of("k_linear_7363a2"), knobs_of("k_linear_add_67d546"), knobs_of("k_linear_add_f97280")
   check(q:find("BM=128,BN=64,", 1, true) and q:find("EPI_SMEM=4,", 1, true) and q:find("PERSIST=1,", 1, true) and q:find("STAGES=8,", 1, true), q)
   for _, k in ipairs { o, d } do
-    check(k:find("BM=64,BN=64,", 1, true) and k:find("EPI_SMEM=0,", 1, true) and k:find("PERSIST=1,", 1, true) and k:find("STAGES=8,", 1, true), k)
+    check(k:find("BM=64,BN=64,", 1, true) and k:find("EPI_SMEM=5,", 1, true) and k:find("PERSIST=1,", 1, true) and k:find("STAGES=8,", 1, true), k)
   end
   check(knobs_of("k_linear_ad15f3"):find("PERSIST=0,", 1, true) and knobs_of("k_linear_silu_mul_b9e1e1"):find("PERSIST=0,", 1, true), o1)
-  -- the residual is loaded ahead of the K loop, one 32-bit load a column pair, and the epilogue loads nothing
+  -- the residual: every chunk's 16-byte load issued together after the tile is staged (ws_chunk_prefetch), each chunk
+  -- reads its own
   local body = o1:match("// kernel k_linear_add_f97280.-\n}\n") or ""
-  check(body:find("em_pf[j][q >> 1] = m < M && n < N ? *reinterpret_cast<const unsigned *>(in2 + ", 1, true), body)
-  check(not body:find("em_bf2f(in2[", 1, true) and body:find("em_bf2f((unsigned short)em_pf[j][q >> 1])", 1, true), body)
+  check(body:find("if (em_rva0[em_i]) em_rqa0[em_i] = *reinterpret_cast<const uint4 *>(in2 + ", 1, true), body)
+  check(body:find("const uint4 em_rq = em_rqa0[em_i];", 1, true) and not body:find("em_pf[j]", 1, true), body)
 end)
 
 test("VIEW_OUT=1 writes attention in o_proj's layout, so o_proj's operand is a plain input (cp.async)", function()

@@ -40,7 +40,7 @@ test("the binding lists the table: names, families, defaults, legal values, docs
   eq(by.PERSIST.default, 0, "PERSIST default")
   eq(by.PERSIST.family, "TILE", "PERSIST family")
   check(by.PERSIST.doc:find("persistent warp-specialized pipeline", 1, true), by.PERSIST.doc)
-  eq(by.EPI_SMEM.values, "0,1,2,3,4,5,6", "EPI_SMEM values")
+  eq(by.EPI_SMEM.values, "0,1,2,3,4,5,6,7", "EPI_SMEM values")
   eq(knobs.info("BM").default, 64, "BM default")
   eq(knobs.info("BMM"), nil, "no BMM")
   eq(knobs.check("BM", 128), true, "BM=128")
