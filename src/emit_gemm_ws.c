@@ -446,6 +446,16 @@ static void ws_deferred_flush(ectx *c, const ex_ctr *k, int threads, const char 
   ex_line(c, "  }");
 }
 
+/* EPI_SMEM=4, 7: one consumer thread stores half h's staged panels (half / 64 of them, panel bytes apart) by TMA to
+ * output map tm<tmo>, one bulk group (the caller has fenced the writes for the async proxy and passed a barrier). */
+static void ws_tma_store_half(ectx *c, int h, int half, int panel, int tmo) {
+  ex_line(c, "if (tid == 0) {");
+  for (int p = 0; p < half / 64; p++)
+    ex_line(c, "  em_tma_store_2d(&tm%d, em_epa + %du, (int)n0 + %d, (int)m0);", tmo, p * panel, h * half + p * 64);
+  ex_line(c, "  em_bulk_commit();");
+  ex_line(c, "}");
+}
+
 /* The epilogue in halves (EPI_SMEM=3, 4, 5): the tile's results staged half its columns at a time in one buffer of
  * BM x BN/2 elements an accumulator (32 KB at 128 x 256, so a 4-stage ring fits beside it). The buffer holds
  * 64-column panels, BM rows of 128 bytes each, in the 128-byte swizzle (16-byte chunk q of row r at q ^ r % 8):
@@ -489,11 +499,7 @@ static void ws_epilogue_halves(ectx *c, const ex_ctr *k, int cw, int staged, int
     int pre = staged == 5 ? ws_chunk_prefetch(c, k, threads, h, half, panel) : 0;
     ex_line(c, "asm volatile(\"bar.sync 1, %d;\" ::: \"memory\");", threads);
     if (staged == 4) {
-      ex_line(c, "if (tid == 0) {");
-      for (int p = 0; p < half / 64; p++)
-        ex_line(c, "  em_tma_store_2d(&tm%d, em_epa + %du, (int)n0 + %d, (int)m0);", tmo, p * panel, h * half + p * 64);
-      ex_line(c, "  em_bulk_commit();");
-      ex_line(c, "}");
+      ws_tma_store_half(c, h, half, panel, tmo);
       continue;
     }
     if (staged == 5) {
@@ -790,11 +796,7 @@ static void ws_epilogue_tma_fused(ectx *c, const ex_ctr *k, int cw, int tmo) {
     ex_ctr_pairs_staged(c, k, h * k->FN / parts, (h + 1) * k->FN / parts, h * half, panel);
     ex_line(c, "em_fence_async_smem();");
     ex_line(c, "asm volatile(\"bar.sync 1, %d;\" ::: \"memory\");", threads);
-    ex_line(c, "if (tid == 0) {");
-    for (int p = 0; p < half / 64; p++)
-      ex_line(c, "  em_tma_store_2d(&tm%d, em_epa + %du, (int)n0 + %d, (int)m0);", tmo, p * panel, h * half + p * 64);
-    ex_line(c, "  em_bulk_commit();");
-    ex_line(c, "}");
+    ws_tma_store_half(c, h, half, panel, tmo);
   }
 }
 
