@@ -752,9 +752,9 @@ static int fa_facts(ectx *c, fa_t *f) {
   }
   f->mt = f->dt == EM_F16 ? "f16" : "bf16";
   f->pk = f->dt == EM_F16 ? "f16x2" : "bf16x2";
-  if ((BQ != 64 && BQ != 128) || (f->BKV != 64 && f->BKV != 128) || f->ST < 2 || f->ST > 4 || (f->minb != 1 && f->minb != 2) ||
+  if ((BQ != 64 && BQ != 128) || (f->BKV != 64 && f->BKV != 128 && f->BKV != 176 && f->BKV != 192) || f->ST < 2 || f->ST > 4 || (f->minb != 1 && f->minb != 2) ||
       (f->minb == 2 && f->NWG != 1) || (f->P != 1 && f->P != 2) || (f->P == 2 && (BQ != 64 || f->pack || f->ST != 4))) {
-    ex_fail(c, "FLASH=2 needs BQ 64 or 128 (a warpgroup per 64 rows), BKV 64 or 128, KVST 2..4, MINB 1 (2 with one warpgroup), "
+    ex_fail(c, "FLASH=2 needs BQ 64 or 128 (a warpgroup per 64 rows), BKV 64, 128, 176 or 192, KVST 2..4, MINB 1 (2 with one warpgroup), "
                "KVSPLIT 1 or 2 (2: BQ=64, QPACK=0, KVST=4: each part's next tile loads while it reads this one)");
     return 0;
   }
