@@ -395,10 +395,10 @@ static void prefetch_pair(ectx *c, const ex_ctr *k, int u, int t, const ivec *mi
   ex_line(c, "}");
 }
 
-void ex_ctr_residual_load(ectx *c, const ex_ctr *k) {
+void ex_ctr_residual_load(ectx *c, const ex_ctr *k, int jlo, int jhi) {
   int v = k->rpf, mark = c->memo.n;
   ex_line(c, "#pragma unroll");
-  ex_line(c, "for (int j = 0; j < %d; j++) {", k->FN);
+  ex_line(c, "for (int j = %d; j < %d; j++) {", jlo, jhi);
   if (k->jkeep) ex_line(c, "  if (!(%s)) continue;", k->jkeep);
   ex_line(c, "  #pragma unroll");
   ex_line(c, "  for (int q = 0; q < 4; q += 2) {");

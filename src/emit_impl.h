@@ -214,7 +214,7 @@ void ex_ctr_prefetch(ectx *c, ex_ctr *k);
  * result's own index with the result's shape (contiguous rows of N, N even), or -1. ex_ctr_residual_load emits
  * the loads of this thread's pairs into em_pf[j][q / 2] (declared by the caller). */
 int ex_ctr_residual(ectx *c, const ex_ctr *k);
-void ex_ctr_residual_load(ectx *c, const ex_ctr *k);
+void ex_ctr_residual_load(ectx *c, const ex_ctr *k, int jlo, int jhi);
 int ex_ctr_at_own_index(ectx *c, const ex_ctr *k, int v);
 /* Linear sibling v's value at column nidx from its accumulator element acc: plus its bias (when it has one),
  * rounded to its dtype — what the epilogues and the staged tiles start from. */
