@@ -765,6 +765,13 @@ void ex_write_aligned(ectx *c, int v, ivec ix, const char *what) {
   ex_write_outputs(c, which, n);
 }
 
+/* A compile-time experiment switch (docs/formats.md): the value of environment variable name where it is exactly one
+ * digit 1..most, else 0 (off). */
+int ex_env_choice(const char *name, int most) {
+  const char *e = getenv(name);
+  return e && e[0] >= '1' && e[0] <= '0' + most && !e[1] ? e[0] - '0' : 0;
+}
+
 /* EMMY_PDL at compile time (docs/formats.md): 0, 1, 3, else the default 2. */
 int ex_pdl_mode(void) {
   const char *p = getenv("EMMY_PDL");

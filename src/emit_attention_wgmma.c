@@ -295,10 +295,7 @@ static double fa_mask(ectx *c, const fa_t *f, const char *sc) {
  * work against 256 FLOP of the tensor pipe's — the H200's 16 MUFU results a cycle an SM match its 4,096 dense FLOP a
  * cycle at 256 FLOP a score, so the exponentials alone take as long as the two GEMMs (FlashAttention-4 moves part of
  * them to a polynomial for the same reason). Written without a GPU run. */
-static int fa_exp_poly(void) {
-  const char *e = getenv("EMMY_EXP_POLY");
-  return e && (e[0] == '1' || e[0] == '2') && !e[1] ? e[0] - '0' : 0;
-}
+static int fa_exp_poly(void) { return ex_env_choice("EMMY_EXP_POLY", 2); }
 
 static void fa_softmax(ectx *c, const fa_t *f, double sl, const char *sc, const char *p) {
   int nj = f->BKV / 8, poly = fa_exp_poly();

@@ -876,8 +876,7 @@ static void ctr_accumulators(ectx *c, const ex_ctr *k) {
  * 1-1.5 us slower in the program than alone, H200, docs/performance.md "Seventeenth session"). L2 is the point of
  * coherence, so a line prefetched before the previous grid writes it is still current. */
 static void ctr_weight_prefetch(ectx *c, const ex_ctr *k) {
-  const char *e = getenv("EMMY_WPF");
-  if (!k->tma || !e || strcmp(e, "1")) return;
+  if (!k->tma || !ex_env_choice("EMMY_WPF", 1)) return;
   sbuf sb = {0};
   int bs[2] = {k->B_, k->dual ? k->B2 : -1};
   for (int t = 0; t < 2; t++) {

@@ -529,6 +529,18 @@ static void ctr_pair_stores(ectx *c, const ex_cap *a, const ex_cap *b) {
   }
 }
 
+/* The body of a fragment-pair loop (m, n this pair's row and first column): the guard, both elements through the
+ * fused ops, their stores recorded in a and b (the caller emits them). Returns the outputs recorded for each, -1
+ * where the two elements' counts differ; the alignment is left at element n + 1. */
+static int ctr_pair_values(ectx *c, const ex_ctr *k, long split, ex_cap *a, ex_cap *b) {
+  ex_line(c, "if (m >= M || n >= N) continue;");
+  ex_line(c, "const long long n1 = n + 1;");
+  ivec mi = ctr_row_parts(c, k, split);
+  int na = ctr_pair_element(c, k, &mi, 0, a), nb = ctr_pair_element(c, k, &mi, 1, b);
+  c->stage_own_n = c->stage_own_q = NULL;
+  return nb == na ? na : -1;
+}
+
 /* The tensor-core fragment epilogue in pairs: each thread's accumulator elements q and q + 1 are columns n and
  * n + 1 of one row, so both go through the fused ops and each output gets one store of both where its index
  * allows (the element loop's 2-byte stores touched eight rows a warp instruction, twice as many). One linear or a
@@ -547,13 +559,9 @@ static int ctr_fragment_pairs(ectx *c, const ex_ctr *k) {
   c->indent += 3;
   ex_line(c, "const long long m = m0 + wm * %d + i * 16 + (lane >> 2) + (q >> 1) * 8, n = n0 + wn * %d + j * 8 + (lane & 3) * 2;",
           k->BM / k->WM, k->BN / k->WN);
-  ex_line(c, "if (m >= M || n >= N) continue;");
-  ex_line(c, "const long long n1 = n + 1;");
-  ivec mi = ctr_row_parts(c, k, split);
   ex_cap a = {0}, b = {0};
-  int na = ctr_pair_element(c, k, &mi, 0, &a), nb = ctr_pair_element(c, k, &mi, 1, &b);
-  c->stage_own_n = c->stage_own_q = NULL;
-  if (na != c->g->outputs.n || nb != na) ex_fail(c, "an output of the contraction is not aligned with its result");
+  int na = ctr_pair_values(c, k, split, &a, &b);
+  if (na != c->g->outputs.n) ex_fail(c, "an output of the contraction is not aligned with its result");
   for (int t = 0; t < a.n && !c->failed; t++)
     if (a.pos[t] != b.pos[t]) ex_fail(c, "the pair's stores differ in their outputs");
   if (!c->failed) ctr_pair_stores(c, &a, &b);
@@ -656,15 +664,10 @@ void ex_ctr_pairs_staged(ectx *c, const ex_ctr *k, int jlo, int jhi, int hcol, i
   c->indent += 2;
   ex_line(c, "const int i = 0, ml = wm * 16 + (lane >> 2) + (q >> 1) * 8, nl = j * 8 + (lane & 3) * 2, nh = nl - %d;", hcol);
   ex_line(c, "const long long m = m0 + ml, n = n0 + nl;");
-  ex_line(c, "if (m >= M || n >= N) continue;");
-  ex_line(c, "const long long n1 = n + 1;");
-  ivec mi = ctr_row_parts(c, k, split);
   ex_cap a = {0}, b = {0};
-  int na = ctr_pair_element(c, k, &mi, 0, &a);
-  int own = ex_ctr_at_own_index(c, k, c->g->outputs.v[0]);
-  int nb = ctr_pair_element(c, k, &mi, 1, &b);
-  c->stage_own_n = c->stage_own_q = NULL;
-  if (na != 1 || nb != 1 || !own) ex_fail(c, "EPI_SMEM=7 stages one output written at the result's own index");
+  int na = ctr_pair_values(c, k, split, &a, &b);
+  if (na != 1 || !ex_ctr_at_own_index(c, k, c->g->outputs.v[0]))
+    ex_fail(c, "EPI_SMEM=7 stages one output written at the result's own index");
   ex_line(c, "*reinterpret_cast<unsigned *>(em_ep0 + em_swz((unsigned)(nh >> 6) * %du, ml, nh & 63) + (nh & 7) * 2) = %s;",
           panel, c->failed ? "0u" : ex_store_pair(c, a.val[0], b.val[0]));
   c->indent -= 2;

@@ -652,11 +652,6 @@ static void ws_split_reduce(ectx *c, const ex_ctr *k, int cw, int sk, int sp) {
   ex_line(c, "  for (unsigned em_q = 1; em_q < %du; em_q++) em_mbar_arrive_release(&em_rempty, (em_cr + em_q) %% %du);", sk, sk);
 }
 
-static int ws_pf_split(void) {
-  const char *e = getenv("EMMY_PF_SPLIT");
-  return e && e[0] == '1' && !e[1];
-}
-
 /* The consumers: per tile, every k-slice's wgmma group on its full stage with one group in flight (the stage of
  * the step before is released once wait_group 1 retired it), then the last release and the epilogue. The first
  * k-slice's wgmma starts the accumulators at zero (scale-d = (kt | kk) != 0), so no tile clears them. tmo: the
@@ -695,7 +690,7 @@ static void ws_consumers(ectx *c, const ex_ctr *k, em_launch *L, int stages, int
   /* EMMY_PF_SPLIT=1 (an experiment, default 0): a 128 x 256 tile's residual pairs loaded half before the K loop and
    * half after it, under the last wgmma group (the 64 registers of all of them beside the 128 accumulators spill 52
    * bytes at 232 a consumer thread, half of them none: nvcc -Xptxas -v, twenty-second session) */
-  int pfs = k1.rpf >= 0 && !k1.npf && sk == 1 && k->FN >= 32 && ws_pf_split() ? k->FN / 2 : k->FN;
+  int pfs = k1.rpf >= 0 && !k1.npf && sk == 1 && k->FN >= 32 && ex_env_choice("EMMY_PF_SPLIT", 1) ? k->FN / 2 : k->FN;
   if (k1.rpf >= 0 || k1.npf) ex_ctr_residual_load(c, &k1, 0, pfs);
   const int skm = EX_KNOB(c, STREAM_K);
   ex_line(c, "for (int kt = %s; kt < %s; kt++, em_it++) {", ws_k_first(c), nkv);
