@@ -16,6 +16,9 @@
 -- consumers' full-barrier wait, wgmma issue to wait_group 1 and release, per tile their tail and epilogue, the
 -- producer's empty-barrier wait and load issue, averaged over the CTAs, and the SM clock from cycles and µs; it
 -- ends in a PASS/FAIL line (exit status 1 when a stamped variant was wrong or wrote no record).
+-- --cold: also each variant with the L2 flushed before every launch (kernel durations by CUPTI; torch eager's
+-- kernels with the same flush, by torch.profiler): the regime of a kernel in a model's program, whose weights
+-- stream from HBM — the warm replay keeps them in L2.
 io.stdout:setvbuf("line")
 local cli = require "emmy.cli"
 local compiler = require "emmy.compiler"
@@ -33,7 +36,7 @@ local opts = cli.parse(arg, { flags = { ["--cases"] = { kind = "string", default
   ["--squares"] = { kind = "string", default = "4096,8192" }, ["--batches"] = { kind = "string", default = "1,8" },
   ["--torch"] = { kind = "bool" }, ["--compile"] = { kind = "bool" }, ["--ceilings"] = { kind = "bool" }, ["--all"] = { kind = "bool" },
   ["--limit"] = { kind = "int", default = 200, min = 1 }, ["--match"] = { kind = "string" }, ["--json"] = { kind = "string" },
-  ["--stamp"] = { kind = "bool" }, ["--pins"] = { kind = "string" }, ["--kernels"] = { kind = "string" } } },
+  ["--stamp"] = { kind = "bool" }, ["--cold"] = { kind = "bool" }, ["--pins"] = { kind = "string" }, ["--kernels"] = { kind = "string" } } },
   "bench/gemm.lua")
 local function list_of(s)
   local out = {}
@@ -103,7 +106,7 @@ for _, m in ipairs { { "qwen", "Qwen/Qwen3-Embedding-0.6B" }, { "llama", "TinyLl
   end
 end
 
-local rows, all, kbs = {}, {}, {}
+local rows, all, kbs, torch_cold = {}, {}, {}, {}
 local function time_variant(case, p, it, e, vals, ins)
   if e.error then return nil, e.error end
   -- the kernel's inputs once; its outputs poisoned again for each variant (an unwritten element fails the check)
@@ -118,7 +121,13 @@ local function time_variant(case, p, it, e, vals, ins)
   if t then t, err = cu:sync() end
   if t then t, err = gpu.check_outputs(p.kernel.repro, kb, vals, case.bind) end
   if t then t, err = cu:time(function() return gpu.launch(cu, p, e, kb, case.bind) end, { graph = true, reps = 50, warmup = 5 }) end
-  return t and t.median_us, err
+  local cold
+  if t and opts.cold then
+    local cerr
+    cold, cerr = bench.cold_us(cu, p.kernel.name, function() return gpu.launch(cu, p, e, kb, case.bind) end)
+    if not cold then print(("  %s: cold: %s"):format(p.kernel.name, tostring(cerr))) end
+  end
+  return t and t.median_us, err, cold
 end
 
 -- --stamp: a variant's knobs with STAMP=1
@@ -197,8 +206,8 @@ for _, case in ipairs(cases) do
   local best, chosen = {}, {}
   for i, it in ipairs(list) do
     local p = it.plan
-    local us, err = time_variant(case, p, it, built[i], vals, ins)
-    it.us = us
+    local us, err, cold = time_variant(case, p, it, built[i], vals, ins)
+    it.us, it.cold = us, cold
     local flops = kernels.facts(p.kernel).flops
     local stamps
     if us and it.role == "stamp" then
@@ -212,7 +221,8 @@ for _, case in ipairs(cases) do
       end
     end
     all[#all + 1] = { case = case.label, kernel = p.kernel.name, knobs = it.label, role = it.role, us = us, flops = flops,
-      error = not us and tostring(err) or nil, stamps = stamps }
+      error = not us and tostring(err) or nil, stamps = stamps, cold_us = it.role ~= "stamp" and it.cold or nil,
+      chosen_knobs = p.choice.string }
     if it.role == "stamp" then goto next_variant end
     if us and (not best[p.kernel.name] or us < best[p.kernel.name].us) then best[p.kernel.name] = { us = us, knobs = it.label } end
     if it.role == "chosen" then chosen[p.kernel.name] = { us = us, err = err, flops = flops } end
@@ -222,7 +232,10 @@ for _, case in ipairs(cases) do
   local torch = {}
   if opts.torch then
     for i, t in ipairs(bench.torch_many(jobs, case.bind,
-      { kernels = 5, backends = { eager = true, tcompile = opts.compile or nil } })) do torch[at[i]] = t end
+      { kernels = 5, cold = opts.cold and 30 or nil, backends = { eager = true, tcompile = opts.compile or nil } })) do
+      torch[at[i]] = t
+      if t.eager and t.eager.cold_us then torch_cold[case.label .. " " .. at[i]] = t.eager.cold_us end
+    end
   end
   for _, p in ipairs(kernels.distinct(plans)) do
     local name = p.kernel.name
@@ -250,6 +263,37 @@ if opts.json then
   local f = assert(io.open(opts.json, "w"))
   f:write(require("cjson").encode { device = info.name, ceiling_tflops = ceil, variants = all, rows = rows })
   f:close()
+end
+-- --cold: every variant's kernel duration with the L2 flushed before each launch (the program's regime, where a
+-- kernel's weights come from HBM), against torch eager's kernels the same way
+if opts.cold then
+  local function differ(label, base) -- the K=V of label not in base
+    local have, out = {}, {}
+    for kv in base:gmatch("[^,]+") do have[kv] = true end
+    for kv in label:gmatch("[^,]+") do if not have[kv] then out[#out + 1] = kv end end
+    return #out > 0 and table.concat(out, ",") or "(chosen)"
+  end
+  print("\ncold L2 (flushed before each launch; kernel durations by CUPTI, median of 30): every variant")
+  local vrows, bestc, chosenc = {}, {}, {}
+  for _, v in ipairs(all) do
+    if v.role ~= "stamp" then
+      local key = v.case .. " " .. v.kernel
+      vrows[#vrows + 1] = { v.case, v.kernel, v.us and ("%.1f"):format(v.us) or "-", v.cold_us and ("%.1f"):format(v.cold_us) or "-",
+        differ(v.knobs, v.chosen_knobs) }
+      if v.cold_us and (not bestc[key] or v.cold_us < bestc[key].us) then bestc[key] = { us = v.cold_us, knobs = differ(v.knobs, v.chosen_knobs) } end
+      if v.role == "chosen" then chosenc[#chosenc + 1] = { key = key, case = v.case, kernel = v.kernel, us = v.cold_us } end
+    end
+  end
+  tbl.print { header = { "case", "kernel", "warm µs", "cold µs", "variant" }, rows = vrows, align = "llrrl" }
+  local crows = {}
+  for _, c in ipairs(chosenc) do
+    local b, t = bestc[c.key], torch_cold[c.key]
+    crows[#crows + 1] = { c.case, c.kernel, c.us and ("%.1f"):format(c.us) or "-", b and ("%.1f"):format(b.us) or "-",
+      t and ("%.1f"):format(t) or "-", (b and t) and ("%.2f"):format(b.us / t) or "-", b and b.knobs or "" }
+  end
+  print()
+  tbl.print { header = { "case", "kernel", "chosen cold µs", "best cold µs", "torch cold µs", "best / torch", "best variant" },
+    rows = crows, align = "llrrrrl" }
 end
 -- --stamp ends in a verdict (tests/gpu/run.sh's persist_stamp case reads it): every stamped variant checked and
 -- its records read, or exit status 1

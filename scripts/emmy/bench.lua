@@ -163,7 +163,7 @@ function M.torch_many(jobs, bind, o)
   os.execute(("%s %s/tools/torchref/bench.py --batch %s/batch.json %s --device %s --backends %s --reps %d --warmup %d%s > %s/log 2>&1")
     :format(python(), EMMY_HOME, d, table.concat(binds, " "), o.device or os.getenv("EMMY_TORCH_DEVICE") or "cuda",
       #want > 0 and table.concat(want, ",") or "none", o.reps or 100, o.warmup or 10,
-      o.kernels and (" --kernels %d"):format(o.kernels) or "", d, d))
+      (o.kernels and (" --kernels %d"):format(o.kernels) or "") .. (o.cold and (" --cold %d"):format(o.cold) or ""), d, d))
   local last = last_line(d .. "/log")
   for _, b in ipairs(batch) do
     local jf = io.open(b.json)
@@ -252,6 +252,23 @@ end
 function M.in_program(cu, plans, picks, bufs, bind, reps)
   local cuda = require "emmy.cuda"
   reps = reps or 20
+  -- EMMY_INPROG_REPEAT=n (an experiment): each kernel launched n times in a row; every position's times go to
+  -- stderr, and the first launch of each stands for the kernel (is a kernel slower first, after other kernels?)
+  local rep = tonumber(os.getenv("EMMY_INPROG_REPEAT") or "")
+  if rep and rep > 1 and not M._repeating then
+    local seq = {}
+    for _, p in ipairs(plans) do for _ = 1, rep do seq[#seq + 1] = p end end
+    M._repeating = true
+    local ip, err = M.in_program(cu, seq, picks, bufs, bind, reps)
+    M._repeating = nil
+    if not ip then return nil, err end
+    local out = { positions = {}, replays = ip.replays, span_us = ip.span_us, dropped = ip.dropped }
+    for i, pos in ipairs(ip.positions) do
+      io.stderr:write(("  in-program x%d %3d %-28s busy %7.2f exposed %7.2f\n"):format(rep, i, pos.name, pos.busy_us, pos.exposed_us))
+      if (i - 1) % rep == 0 then out.positions[#out.positions + 1] = pos end
+    end
+    return out
+  end
   local t, err = M.graph_time(cu, plans, picks, bufs, bind, 3) -- (captured once, warm)
   if not t then return nil, err end
   local ok
@@ -278,6 +295,24 @@ local function median(xs)
   return n % 2 == 1 and s[(n + 1) / 2] or (s[n / 2] + s[n / 2 + 1]) / 2
 end
 M.median = median
+
+-- The median CUPTI duration (µs) of the kernel `name` over `reps` launches (launch(): one), the L2 flushed before
+-- each (a memset of twice its size): the regime of a kernel in a program, whose weights come from HBM. nil, msg.
+function M.cold_us(cu, name, launch, reps)
+  local cuda = require "emmy.cuda"
+  local l2 = cu:info().l2 or 0
+  local ok, err = cuda.records_start()
+  if not ok then return nil, err end
+  local t
+  t, err = cu:time(launch, { graph = true, reps = reps or 30, warmup = 2, flush_bytes = 2 * math.max(l2, 32 * 1024 * 1024) })
+  local recs, dropped = cuda.records_stop()
+  if not t then return nil, err end
+  if not recs then return nil, dropped end
+  local d = {}
+  for _, r in ipairs(recs) do if r.name == name then d[#d + 1] = (r["end_ns"] - r.start_ns) / 1e3 end end
+  if #d == 0 then return nil, "CUPTI: no record of " .. name end
+  return median(d)
+end
 
 -- Groups CUPTI records (GPU start order) into replays of the plans' launch sequence (records of other kernels
 -- are skipped; a replay that does not match the sequence is dropped). See M.in_program.

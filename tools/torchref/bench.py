@@ -197,6 +197,36 @@ def kernel_breakdown(fn, args, runs):
     return out
 
 
+def cold_time(fn, args, runs):
+    """The median over `runs` calls of fn's kernels' summed durations (torch.profiler), the L2 flushed before each
+    call by filling a buffer of twice its size: the regime of a kernel in a model's program, whose weights stream
+    from HBM (emmy's bench.cold_us times its kernels the same way)."""
+    from torch.profiler import profile, ProfilerActivity
+    l2 = getattr(torch.cuda.get_device_properties(0), "L2_cache_size", 0) or 0
+    flush = torch.empty(2 * max(l2, 32 << 20), dtype=torch.uint8, device="cuda")
+    fn(args)
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        for i in range(runs):
+            flush.fill_(i & 255)
+            fn(args)
+        torch.cuda.synchronize()
+    kern = [e for e in prof.events() if getattr(e, "device_type", None) is not None and str(e.device_type).endswith("CUDA")]
+    kern.sort(key=lambda e: e.time_range.start)
+    totals, cur = [], None
+    for e in kern:
+        if "fill" in e.name.lower():  # (the flush: fn's own kernels follow it)
+            if cur is not None:
+                totals.append(cur)
+            cur = 0.0
+        elif cur is not None:
+            cur += e.time_range.elapsed_us()
+    if cur is not None:
+        totals.append(cur)
+    totals = [t for t in totals if t > 0]
+    return statistics.median(totals) if totals else None
+
+
 def time_cpu(fn, args, reps, warmup):
     for _ in range(warmup):
         fn(args)
@@ -261,6 +291,8 @@ def main(argv):
     p.add_argument("--out", metavar="DIR", help="also eager's outputs, as DIR/<output name>.npy")
     p.add_argument("--kernels", type=int, default=0, metavar="N",
                    help="also each backend's kernels and their durations (torch.profiler over N plain calls; GPU only)")
+    p.add_argument("--cold", type=int, default=0, metavar="N",
+                   help="also the median of N calls' kernel durations with the L2 flushed before each (GPU only)")
     p.add_argument("--nvtx-once", action="store_true",
                    help="no timing: after one warm-up call, one call of each backend inside the NVTX range "
                         "emmy_profile_<backend> (for ncu --nvtx --nvtx-include emmy_profile_<backend>/)")
@@ -368,6 +400,11 @@ def bench_one(graph, inputs_dir, json_out, a, quiet=False, out_dir=None):
                         r["kernels"] = kernel_breakdown(fn, inputs, a.kernels)
                     except Exception as e:  # the time stands without the breakdown
                         r["kernels_error"] = replay.first_line(e)
+                if a.cold > 0 and device.type == "cuda":
+                    try:
+                        r["cold_us"] = cold_time(fn, inputs, a.cold)
+                    except Exception as e:  # the time stands without it
+                        r["cold_error"] = replay.first_line(e)
                 if backend == "compile":  # (dynamo's count: 0 means the graph compiled in one piece)
                     r["graph_breaks"] = graph_breaks() - breaks0
                 result["backends"][backend] = r
