@@ -687,10 +687,11 @@ static void ws_consumers(ectx *c, const ex_ctr *k, em_launch *L, int stages, int
   ws_tile_coords(c, &k1, raster, cl);
   const char *nkv = ws_k_range(c, sk);
   ws_stamp(c, sp, "em_sn++;");
-  /* EMMY_PF_SPLIT=1 (an experiment, default 0): a 128 x 256 tile's residual pairs loaded half before the K loop and
-   * half after it, under the last wgmma group (the 64 registers of all of them beside the 128 accumulators spill 52
-   * bytes at 232 a consumer thread, half of them none: nvcc -Xptxas -v, twenty-second session) */
-  int pfs = k1.rpf >= 0 && !k1.npf && sk == 1 && k->FN >= 32 && ex_env_choice("EMMY_PF_SPLIT", 1) ? k->FN / 2 : k->FN;
+  /* A 128 x 256 tile's residual pairs are loaded half before the K loop and half after it, under the last wgmma
+   * group: the 64 registers of all of them beside the 128 accumulators spill 52 bytes at 232 a consumer thread, half
+   * of them none (nvcc -Xptxas -v), and the split is faster at every residual kernel of 4096 tokens measured
+   * (docs/performance.md, twenty-third session) */
+  int pfs = k1.rpf >= 0 && !k1.npf && sk == 1 && k->FN >= 32 ? k->FN / 2 : k->FN;
   if (k1.rpf >= 0 || k1.npf) ex_ctr_residual_load(c, &k1, 0, pfs);
   const int skm = EX_KNOB(c, STREAM_K);
   ex_line(c, "for (int kt = %s; kt < %s; kt++, em_it++) {", ws_k_first(c), nkv);

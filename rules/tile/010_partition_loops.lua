@@ -110,8 +110,19 @@ return {
             epis[#epis + 1] = 5
             epis[#epis + 1] = 6
             -- 7: the fragments' fused values (a residual added) staged and stored by TMA, where the one output has the
-            -- result's shape and is not the plain result (4 is); written without a GPU run (2026-12-03): offered last
-            if k.tma_fused and not k.tma_store then epis[#epis + 1] = 7 end
+            -- result's shape and is not the plain result (4 is). First at BN 128 and 256: at 4096 tokens the 128 x 256
+            -- residual kernels, 4 stages, against the fragment stores (EPI_SMEM=0): Qwen3 o 29.7 -> 26.7 us, down 40.1
+            -- -> 37.9, TinyLlama o 58.6 -> 55.2, down 132.1 -> 128.4 (torch 30.4, 40.4, 56.8, 129.0; H200, bench/gemm.lua
+            -- --batches 8 --pins EPI_SMEM=7, twenty-third session); the epilogue 11,800 -> 6,700 cycles a tile. Last at
+            -- BN 64 (the one-wave 512-token tiles: in the program 9.0 us against 8.7 for EPI_SMEM=5 on Qwen3's o)
+            if k.tma_fused and not k.tma_store then
+              if o.BN % 128 == 0 then
+                table.insert(epis, 1, 7)
+                lead_epi = 7
+              else
+                epis[#epis + 1] = 7
+              end
+            end
           end
           -- a dual kernel's results stored 16 bytes a thread (EPI_SMEM=5) lead its persistent tiles: k+v at 4096
           -- tokens 35.6 -> 29.1 us, TinyLlama's wide gate/up at 512 tokens 44.6 -> 42.0 (atom.dual_persist's note)

@@ -36,6 +36,16 @@ return {
           for i = 7, 2, -1 do o[i] = o[i - 1] end
           o[1] = s8
         end
+        -- The split 128 x 128 lead (atom.split2_lead; 8 stages of 32 KB do not fit) takes 6 before 4: TinyLlama's
+        -- down_proj at 512 tokens 22.7 -> 22.1 us alone, 29.4 -> 25.3 with the L2 flushed (its weights from HBM, as
+        -- in the program; torch 21.7 / 24.8; H200, bench/gemm.lua --batches 1 --cold, twenty-third session)
+        if atom.split2_lead(k, dev) then
+          local at = 1
+          for i, x in ipairs(o) do if x.STAGES == 6 then at = i end end
+          local s6 = o[at]
+          for i = at, 2, -1 do o[i] = o[i - 1] end
+          o[1] = s6
+        end
         return o
       end
       -- three stages first: measured 24.2 us against 107.5 us for element-wise fills (q_proj, seq_len 512, H200).
