@@ -290,16 +290,8 @@ static double fa_mask(ectx *c, const fa_t *f, const char *sc) {
  * the correction of the old sum (corr0/1, also O's, applied by fa_rescale), P = exp2(s·sl - max·sl) packed two
  * to a register as PV's A fragments (p[k16 block][4], mma's A order), each thread's partial row sums (reduced
  * over the quad at the end). */
-/* EMMY_EXP_POLY (an experiment, default 0): 1 computes the odd columns' exponentials of P on the FMA and integer
- * pipes (em_ex2p) instead of the MUFU, 2 every column's. At head dim 64 a score's one exponential is the MUFU's
- * work against 256 FLOP of the tensor pipe's — the H200's 16 MUFU results a cycle an SM match its 4,096 dense FLOP a
- * cycle at 256 FLOP a score, so the exponentials alone take as long as the two GEMMs (FlashAttention-4 moves part of
- * them to a polynomial for the same reason). Written without a GPU run. */
-static int fa_exp_poly(void) { return ex_env_choice("EMMY_EXP_POLY", 2); }
-
 static void fa_softmax(ectx *c, const fa_t *f, double sl, const char *sc, const char *p) {
-  int nj = f->BKV / 8, poly = fa_exp_poly();
-  const char *ev = poly >= 2 ? "em_ex2p" : "em_ex2", *od = poly >= 1 ? "em_ex2p" : "em_ex2";
+  int nj = f->BKV / 8;
   ex_line(c, "float mx0 = mrow[0], mx1 = mrow[1];");
   ex_line(c, "#pragma unroll");
   ex_line(c, "for (int j = 0; j < %d; j++) {", nj);
@@ -318,8 +310,8 @@ static void fa_softmax(ectx *c, const fa_t *f, double sl, const char *sc, const 
   ex_line(c, "float rs0 = 0.0f, rs1 = 0.0f;");
   ex_line(c, "#pragma unroll");
   ex_line(c, "for (int j = 0; j < %d; j++) {", nj);
-  ex_line(c, "  const float p0 = %s(fmaf(%s[j][0], %.17gf, -mb0)), p1 = %s(fmaf(%s[j][1], %.17gf, -mb0));", ev, sc, sl, od, sc, sl);
-  ex_line(c, "  const float p2 = %s(fmaf(%s[j][2], %.17gf, -mb1)), p3 = %s(fmaf(%s[j][3], %.17gf, -mb1));", ev, sc, sl, od, sc, sl);
+  ex_line(c, "  const float p0 = em_ex2(fmaf(%s[j][0], %.17gf, -mb0)), p1 = em_ex2(fmaf(%s[j][1], %.17gf, -mb0));", sc, sl, sc, sl);
+  ex_line(c, "  const float p2 = em_ex2(fmaf(%s[j][2], %.17gf, -mb1)), p3 = em_ex2(fmaf(%s[j][3], %.17gf, -mb1));", sc, sl, sc, sl);
   ex_line(c, "  rs0 += p0 + p1;");
   ex_line(c, "  rs1 += p2 + p3;");
   ex_line(c, "  %s[j >> 1][(j & 1) * 2] = em_pk(p0, p1);", p);
@@ -838,21 +830,6 @@ void ex_k_flash_wgmma(ectx *c, em_launch *L) {
   ex_line(c, "  asm(\"ex2.approx.ftz.f32 %%0, %%1;\" : \"=f\"(y) : \"f\"(x));");
   ex_line(c, "  return y;");
   ex_line(c, "};");
-  if (fa_exp_poly()) {
-    /* exp2(x) for x <= 0 (-inf: 0) without the MUFU: x = n + f, n rounded by the 1.5 * 2^23 shifter, |f| <= 0.5,
-     * 2^f by its degree-4 Taylor polynomial (relative error below 5e-5; P is stored in bf16), n added to the
-     * exponent bits (n = -127 at x = -inf gives exactly 0) */
-    ex_line(c, "auto em_ex2p = [](float x) -> float {");
-    ex_line(c, "  x = fmaxf(x, -127.0f);");
-    ex_line(c, "  const float t = x + 12582912.0f, fl = t - 12582912.0f, r = x - fl;");
-    ex_line(c, "  float y = fmaf(r, 0.0013333558f, 0.0096181291f);");
-    ex_line(c, "  y = fmaf(y, r, 0.0555041087f);");
-    ex_line(c, "  y = fmaf(y, r, 0.2402265070f);");
-    ex_line(c, "  y = fmaf(y, r, 0.6931471806f);");
-    ex_line(c, "  y = fmaf(y, r, 1.0f);");
-    ex_line(c, "  return __int_as_float(__float_as_int(y) + ((__float_as_int(t) - 0x4B400000) << 23));");
-    ex_line(c, "};");
-  }
   ex_line(c, "auto em_pk = [](float lo, float hi) -> unsigned {");
   ex_line(c, "  unsigned r;");
   ex_line(c, "  asm(\"cvt.rn.%s.f32 %%0, %%1, %%2;\" : \"=r\"(r) : \"f\"(hi), \"f\"(lo));", f.pk);
