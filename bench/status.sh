@@ -7,11 +7,13 @@
 #              rules' chosen variant against torch's fastest SDPA (about 60 s)
 #   gemm       issue 19's projections at 512 and 4096 tokens against cuBLAS (the chosen variant; about 80 s)
 #   squares    4096³ and 8192³ against cuBLAS (the chosen variant)
+#   cold       the 512-token projections with the L2 flushed before each launch (kernel durations), against torch
+#              eager's kernels the same way: the regime of a matmul in the model's program, its weights from HBM
 # Text and JSON go to ${OUT:-/tmp}/status_*; each section prints its summary lines. Every emmy number is checked
 # against the reference before it is timed (the commands' own rule).
 BIN=${EMMY_BIN:-./emmy}
 LOG=${OUT:-/tmp}
-ONLY="${*:-layers attention gemm squares}"
+ONLY="${*:-layers attention gemm squares cold}"
 on() { case " $ONLY " in *" $1 "*) return 0;; esac; return 1; }
 t0=$(date +%s)
 stamp() { echo "== $1 ($(( $(date +%s) - t0 )) s)"; }
@@ -39,4 +41,10 @@ if on squares; then
   timeout 300 "$BIN" bench/gemm.lua --cases squares --torch --limit 1 --json "$LOG/status_squares.json" > "$LOG/status_squares.txt" 2>&1
   stamp "squares (rc $?)"
   grep -E "^[0-9]+³ " "$LOG/status_squares.txt"
+fi
+if on cold; then
+  timeout 300 "$BIN" bench/gemm.lua --cases qwen,llama --batches 1 --torch --cold --limit 1 --match X=1 \
+    --json "$LOG/status_cold.json" > "$LOG/status_cold.txt" 2>&1
+  stamp "cold projections (rc $?)"
+  sed -n '/^case  *kernel  *chosen cold/,$p' "$LOG/status_cold.txt"
 fi
