@@ -400,6 +400,22 @@ end
 -- Where each backend's whole-graph time goes: kernel durations (µs per call, launch gaps excluded) summed by kind,
 -- for the whole rows that carry their kernels. Returns {backends = {names}, rows = {{kind, [backend] = {us, n}}}} or
 -- nil when fewer than two backends have kernels.
+-- emmy's matmul kernels (by the whole-graph breakdown) whose names carry fused epilogue ops, as "name: op op":
+-- k_linear_silu_mul_b9e1e1 -> "k_linear_silu_mul_b9e1e1: silu mul".
+function M.fused_matmuls(whole)
+  local out = {}
+  for _, w in ipairs(whole) do
+    if w.backend == "emmy" then
+      for _, k in ipairs(w.kernels or {}) do
+        local ops = k.name:match("^k_linear_(.-)_%x+$")
+        if ops and M.kernel_kind(k.name, k.kind) == "matmul" then out[#out + 1] = k.name .. ": " .. ops:gsub("_", " ") end
+      end
+    end
+  end
+  table.sort(out)
+  return out
+end
+
 function M.by_kind(whole)
   local names, rows, at = {}, {}, {}
   for _, k in ipairs(M.KINDS) do
@@ -729,6 +745,11 @@ function M.print(res)
     kr[#kr + 1] = row
     print("\nwhere the whole graph's time goes, by kind (kernel durations per call, µs; launch gaps not counted)")
     tbl.print { header = h, rows = kr, align = al }
+    local fused = M.fused_matmuls(res.whole)
+    if #fused > 0 then
+      print(("emmy's matmul row carries the epilogues fused into its kernels (%s), which torch's rows count under "
+        .. "norm, elementwise"):format(table.concat(fused, ", ")))
+    end
   end
   if res.in_program then
     local emmy

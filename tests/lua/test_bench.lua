@@ -90,6 +90,12 @@ test("where the whole graph's time goes: torch kernels classified by name, emmy'
   eq(by.attention.emmy.us, 20); eq(by.attention.eager.us, 0)
   eq(by["norm, elementwise"].eager.us, 2); eq(by["norm, elementwise"].eager.n, 2)
   eq(bench.by_kind { { backend = "emmy", kernels = { { name = "k", us = 1 } } } }, nil)
+  -- the matmul row's fused epilogues, said beside it (torch counts them under norm, elementwise)
+  eq(table.concat(bench.fused_matmuls { { backend = "eager", kernels = { { name = "k_linear_add_1a2b3c" } } },
+    { backend = "emmy", kernels = { { name = "k_linear_7363a2", kind = "contraction" },
+      { name = "k_linear_silu_mul_b9e1e1", kind = "contraction" }, { name = "k_linear_add_67d546", kind = "contraction" },
+      { name = "k_rms_norm_rope_40c43c", kind = "row" } } } }, "; "),
+    "k_linear_add_67d546: add; k_linear_silu_mul_b9e1e1: silu mul")
 end)
 
 test("bench: backends parsed, a bad one is a one-line error; where a graph is benched, in words", function()
