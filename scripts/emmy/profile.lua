@@ -22,6 +22,13 @@ M.METRICS = {
   { key = "lsu", metric = "sm__inst_executed_pipe_lsu.sum", label = "LSU instructions", sum = true },
   { key = "bank_conflicts", metric = "l1tex__data_bank_conflicts_pipe_lsu_mem_shared.sum", label = "shared-memory bank conflicts", sum = true },
   { key = "regs", metric = "launch__registers_per_thread", label = "registers per thread", max = true },
+  -- the launch's shape (the largest over a backend's kernels): how cuBLAS's kernel is built beside emmy's — its grid,
+  -- block, cluster and shared memory (nvjet_sm90_tst_64x64_64x13_2x1 against emmy's 64 x 64 tile, issue 19)
+  { key = "grid", metric = "launch__grid_size", label = "grid (blocks)", max = true },
+  { key = "block", metric = "launch__block_size", label = "block (threads)", max = true },
+  { key = "cluster", metric = "launch__cluster_dim_x", label = "cluster x (blocks)", max = true },
+  { key = "cluster_y", metric = "launch__cluster_dim_y", label = "cluster y (blocks)", max = true },
+  { key = "smem_dyn", metric = "launch__shared_mem_per_block_dynamic", label = "dynamic shared memory (bytes)", max = true },
   { key = "issue", metric = "smsp__issue_active.avg.pct_of_peak_sustained_active", label = "issue slots busy (%)", pct = true },
   { key = "l2", metric = "lts__throughput.avg.pct_of_peak_sustained_elapsed", label = "L2 throughput (%)", pct = true },
   { key = "l2_bytes", metric = "lts__t_bytes.sum", label = "L2 bytes", sum = true },
