@@ -359,6 +359,12 @@ static void ws_chunk_stores(ectx *c, const ex_ctr *k, int threads, int h, int ha
   ex_line(c, "}");
 }
 
+/* Chunk ei's residual load into its slot (false and zeros where the chunk has none). */
+static void ws_chunk_slot(ectx *c, const ex_ctr *k, int threads, int h, int half, int panel, const char *ei) {
+  ex_line(c, "em_rva%d[%s] = false, em_rqa%d[%s] = make_uint4(0u, 0u, 0u, 0u);", h, ei, h, ei);
+  ws_chunk(c, k, threads, h, half, panel, ei, "m0", "n0", WS_PRE_LOAD);
+}
+
 /* EPI_SMEM=5 with a residual: the 16-byte residual loads of half h's first chunks issued together after the half is
  * staged and before the barrier, each later chunk's while the chunk WS_PRE_DEPTH before it is stored (one latency a
  * half instead of one a chunk in ws_chunk_stores' loop). At most WS_PRE_DEPTH in flight (16 registers), 2 at BN 256:
@@ -366,11 +372,6 @@ static void ws_chunk_stores(ectx *c, const ex_ctr *k, int threads, int h, int ha
  * tokens 30.5 -> 35.3 us, H200, twenty-second session), 3 or 4 still spill there (nvcc -Xptxas -v). Returns the
  * depth, 0 where there is no residual. */
 #define WS_PRE_DEPTH 4
-static void ws_chunk_slot(ectx *c, const ex_ctr *k, int threads, int h, int half, int panel, const char *ei) {
-  ex_line(c, "em_rva%d[%s] = false, em_rqa%d[%s] = make_uint4(0u, 0u, 0u, 0u);", h, ei, h, ei);
-  ws_chunk(c, k, threads, h, half, panel, ei, "m0", "n0", WS_PRE_LOAD);
-}
-
 static int ws_chunk_prefetch(ectx *c, const ex_ctr *k, int threads, int h, int half, int panel) {
   if (ex_ctr_residual(c, k) < 0) return 0;
   int nch = k->BM * (half / 8) / threads, most = k->BN > 128 ? 2 : WS_PRE_DEPTH, depth = nch < most ? nch : most;
@@ -773,10 +774,16 @@ static void ws_consumers(ectx *c, const ex_ctr *k, em_launch *L, int stages, int
 /* EPI_SMEM=4's condition: the kernel's one output is the linear's result (one linear, no dual) or a contiguous view
  * of it (view, reshape, squeeze, unsqueeze: the same row-major order), of 2-byte elements, with a constant N a
  * multiple of 8 (16-byte rows for the tensor map). Returns the output's position and sets *n, or -1. */
+/* What a TMA-stored epilogue (EPI_SMEM=4, 7) needs of any kernel: one linear (no dual, no concatenated siblings) and
+ * one output, a constant N a multiple of 8 (set in *n), value v of 2-byte elements. */
+static int ws_tma_one_output(ectx *c, const ex_ctr *k, int v, int64_t *n) {
+  em_dtype dt = ex_V(c, v)->dtype;
+  return !k->dual && !k->concat && c->g->outputs.n == 1 && em_dim_is_const(&k->os->d[k->r - 1], n) && *n % 8 == 0 &&
+         (dt == EM_BF16 || dt == EM_F16);
+}
+
 static int ws_tma_store_output(ectx *c, const ex_ctr *k, int64_t *n) {
-  if (k->dual || k->concat || c->g->outputs.n != 1 || !em_dim_is_const(&k->os->d[k->r - 1], n) || *n % 8) return -1;
-  em_dtype dt = ex_V(c, k->a)->dtype;
-  if (dt != EM_BF16 && dt != EM_F16) return -1;
+  if (!ws_tma_one_output(c, k, k->a, n)) return -1;
   int v = c->g->outputs.v[0];
   while (v != k->a) {
     const em_value *x = ex_V(c, v);
@@ -794,12 +801,9 @@ static int ws_tma_store_output(ectx *c, const ex_ctr *k, int64_t *n) {
  * result's shape (the fused ops' result, a residual added, written at the result's own index: ex_ctr_pairs_staged
  * checks the alignment), N a constant multiple of 8. Returns the output's position (0), or -1. */
 static int ws_tma_fused_output(ectx *c, const ex_ctr *k, int64_t *n) {
-  if (k->dual || k->concat || k->nsib != 1 || c->g->outputs.n != 1 || !em_dim_is_const(&k->os->d[k->r - 1], n) || *n % 8)
-    return -1;
+  if (c->g->outputs.n != 1 || k->nsib != 1) return -1;
   int v = c->g->outputs.v[0];
-  em_dtype dt = ex_V(c, v)->dtype;
-  if ((dt != EM_BF16 && dt != EM_F16) || !em_shape_eq(ex_S(c, v), k->os)) return -1;
-  return 0;
+  return ws_tma_one_output(c, k, v, n) && em_shape_eq(ex_S(c, v), k->os) ? 0 : -1;
 }
 
 /* EPI_SMEM=7: the fragment epilogue's values (the fused ops on each thread's column pairs, a residual loaded ahead
