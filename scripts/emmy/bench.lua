@@ -249,42 +249,51 @@ end
 -- in-program time (start to the next kernel's start; the last: its end), so the in-program times add up to the
 -- replay's span. Returns {positions = {{name, busy_us, exposed_us, in_program_us}}, replays = n, span_us = median
 -- span, dropped} | nil, msg.
-function M.in_program(cu, plans, picks, bufs, bind, reps)
+-- CUPTI kernel records of what timer() launches: recs, dropped | nil, msg.
+local function recorded(timer)
   local cuda = require "emmy.cuda"
+  local ok, err = cuda.records_start()
+  if not ok then return nil, err end
+  local t, terr = timer()
+  local recs, dropped = cuda.records_stop()
+  if not t then return nil, terr end
+  if not recs then return nil, dropped end
+  return recs, dropped
+end
+
+-- The in-program times of the launch sequence plans (M.in_program without the experiment below).
+local function in_program_of(cu, plans, picks, bufs, bind, reps)
+  local t, err = M.graph_time(cu, plans, picks, bufs, bind, 3) -- (captured once, warm)
+  if not t then return nil, err end
+  local recs, dropped = recorded(function()
+    return cu:time(function()
+      for _, p in ipairs(plans) do
+        local ok2, err2 = gpu.launch(cu, p, picks[p.kernel.name], bufs, bind)
+        if not ok2 then return nil, err2 end
+      end
+      return true
+    end, { graph = true, reps = reps, warmup = 0 })
+  end)
+  if not recs then return nil, dropped end
+  return M.group_records(recs, plans, dropped)
+end
+
+function M.in_program(cu, plans, picks, bufs, bind, reps)
   reps = reps or 20
   -- EMMY_INPROG_REPEAT=n (an experiment): each kernel launched n times in a row; every position's times go to
   -- stderr, and the first launch of each stands for the kernel (is a kernel slower first, after other kernels?)
   local rep = tonumber(os.getenv("EMMY_INPROG_REPEAT") or "")
-  if rep and rep > 1 and not M._repeating then
-    local seq = {}
-    for _, p in ipairs(plans) do for _ = 1, rep do seq[#seq + 1] = p end end
-    M._repeating = true
-    local ip, err = M.in_program(cu, seq, picks, bufs, bind, reps)
-    M._repeating = nil
-    if not ip then return nil, err end
-    local out = { positions = {}, replays = ip.replays, span_us = ip.span_us, dropped = ip.dropped }
-    for i, pos in ipairs(ip.positions) do
-      io.stderr:write(("  in-program x%d %3d %-28s busy %7.2f exposed %7.2f\n"):format(rep, i, pos.name, pos.busy_us, pos.exposed_us))
-      if (i - 1) % rep == 0 then out.positions[#out.positions + 1] = pos end
-    end
-    return out
+  if not rep or rep < 2 then return in_program_of(cu, plans, picks, bufs, bind, reps) end
+  local seq = {}
+  for _, p in ipairs(plans) do for _ = 1, rep do seq[#seq + 1] = p end end
+  local ip, err = in_program_of(cu, seq, picks, bufs, bind, reps)
+  if not ip then return nil, err end
+  local out = { positions = {}, replays = ip.replays, span_us = ip.span_us, dropped = ip.dropped }
+  for i, pos in ipairs(ip.positions) do
+    io.stderr:write(("  in-program x%d %3d %-28s busy %7.2f exposed %7.2f\n"):format(rep, i, pos.name, pos.busy_us, pos.exposed_us))
+    if (i - 1) % rep == 0 then out.positions[#out.positions + 1] = pos end
   end
-  local t, err = M.graph_time(cu, plans, picks, bufs, bind, 3) -- (captured once, warm)
-  if not t then return nil, err end
-  local ok
-  ok, err = cuda.records_start()
-  if not ok then return nil, err end
-  t, err = cu:time(function()
-    for _, p in ipairs(plans) do
-      local ok2, err2 = gpu.launch(cu, p, picks[p.kernel.name], bufs, bind)
-      if not ok2 then return nil, err2 end
-    end
-    return true
-  end, { graph = true, reps = reps, warmup = 0 })
-  local recs, dropped = cuda.records_stop()
-  if not t then return nil, err end
-  if not recs then return nil, dropped end
-  return M.group_records(recs, plans, dropped)
+  return out
 end
 
 local function median(xs)
@@ -299,15 +308,11 @@ M.median = median
 -- The median CUPTI duration (µs) of the kernel `name` over `reps` launches (launch(): one), the L2 flushed before
 -- each (a memset of twice its size): the regime of a kernel in a program, whose weights come from HBM. nil, msg.
 function M.cold_us(cu, name, launch, reps)
-  local cuda = require "emmy.cuda"
   local l2 = cu:info().l2 or 0
-  local ok, err = cuda.records_start()
-  if not ok then return nil, err end
-  local t
-  t, err = cu:time(launch, { graph = true, reps = reps or 30, warmup = 2, flush_bytes = 2 * math.max(l2, 32 * 1024 * 1024) })
-  local recs, dropped = cuda.records_stop()
-  if not t then return nil, err end
-  if not recs then return nil, dropped end
+  local recs, err = recorded(function()
+    return cu:time(launch, { graph = true, reps = reps or 30, warmup = 2, flush_bytes = 2 * math.max(l2, 32 * 1024 * 1024) })
+  end)
+  if not recs then return nil, err end
   local d = {}
   for _, r in ipairs(recs) do if r.name == name then d[#d + 1] = (r["end_ns"] - r.start_ns) / 1e3 end end
   if #d == 0 then return nil, "CUPTI: no record of " .. name end
