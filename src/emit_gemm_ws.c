@@ -666,6 +666,67 @@ static void ws_split_reduce(ectx *c, const ex_ctr *k, int cw, int sk, int sp) {
   ex_line(c, "  for (unsigned em_q = 1; em_q < %du; em_q++) em_mbar_arrive_release(&em_rempty, (em_cr + em_q) %% %du);", sk, sk);
 }
 
+/* WG_K=2: the tile's k-steps dealt between two consumer warpgroups of one 64-row tile, group em_g taking steps
+ * em_g, em_g + 2, … into its own accumulators (its first step with scale-d 0), each releasing the stages it read;
+ * em_it still counts every k-step of the tile, so the ring's phases stay the producer's. cuBLAS's 64 x 64 kernels
+ * at 512 tokens run so (384 threads a CTA: a producer and two consumer warpgroups). */
+static void ws_kgroup_loop(ectx *c, const ex_ctr *k, int stages, int cl, int sp) {
+  long long abytes = 128LL * k->BM;
+  ex_line(c, "for (int kt = em_g; kt < nk; kt += 2) {");
+  c->indent++;
+  ex_line(c, "const int em_u = em_it + kt, st = em_u %% %d;", stages);
+  ws_stamp(c, sp, "const unsigned em_c0 = em_clock();");
+  ex_line(c, "em_mbar_wait(&em_bar[st], (unsigned)(em_u / %d) & 1u);", stages);
+  ws_stamp(c, sp, "const unsigned em_c1 = em_clock();");
+  const char *aS = ex_A(c, "(em_sb + st * %lldu)", abytes);
+  const char *bS = ex_ctr_b_stage(c, k, stages, 0), *b2S = ex_ctr_b_stage(c, k, stages, 1);
+  ex_wgmma_step(c, aS, bS, b2S, k->BN, k->wide ? 2 : k->dual, k->mma_t, 0, "((kt - em_g) | kk)");
+  ex_line(c, "em_wg_wait1();");
+  ws_stamp(c, sp, "const unsigned em_c2 = em_clock();");
+  ws_release(c, "kt >= em_g + 2 && ", "em_u - 2", stages, cl);
+  ws_stamp(c, sp, "em_sw += em_c1 - em_c0, em_sm += em_c2 - em_c1, em_sr += em_clock() - em_c2, em_sk++;");
+  c->indent--;
+  ex_line(c, "}");
+  ws_stamp(c, sp, "const unsigned em_c3 = em_clock();");
+  ex_line(c, "em_wg_wait0();");
+  ws_release(c, "em_g < nk && ", "em_it + nk - 1 - ((nk - 1 - em_g) & 1)", stages, cl);
+  ex_line(c, "em_it += nk;");
+}
+
+/* WG_K=2's hand-over at a tile's end: group 1 writes its accumulators into the buffer em_kr (float4 j of thread t at
+ * j * 128 + t: a warp's store 512 contiguous bytes), arrives on named barrier 3 and goes on to its next tile; group
+ * 0 waits there, adds them to its own (the same sum every run) and runs the epilogue. Group 1 rewrites the buffer
+ * only after named barrier 2, where group 0 arrives once it has read it and another tile follows (em_kn: tiles
+ * handed over). */
+static void ws_kgroup_handover(ectx *c, const ex_ctr *k, int cl) {
+  int nst = k->dual ? 2 : 1;
+  ex_line(c, "float4 *const em_kv = reinterpret_cast<float4 *>(em_dsm + (em_kr - em_smem(em_dsm))) + tid;");
+  ex_line(c, "if (em_g == 1) {");
+  ex_line(c, "  if (em_kn++) asm volatile(\"bar.sync 2, 256;\" ::: \"memory\");");
+  ex_line(c, "  #pragma unroll");
+  ex_line(c, "  for (int j = 0; j < %d; j++) {", k->FN);
+  for (int s = 0; s < nst; s++) {
+    const char *a = s ? "acc2" : "acc";
+    ex_line(c, "    em_kv[(j + %d) * 128] = make_float4(%s[0][j][0], %s[0][j][1], %s[0][j][2], %s[0][j][3]);", s * k->FN, a, a, a, a);
+  }
+  ex_line(c, "  }");
+  ex_line(c, "  asm volatile(\"bar.arrive 3, 256;\" ::: \"memory\");");
+  ex_line(c, "  continue;");
+  ex_line(c, "}");
+  ex_line(c, "asm volatile(\"bar.sync 3, 256;\" ::: \"memory\");");
+  ex_line(c, "#pragma unroll");
+  ex_line(c, "for (int j = 0; j < %d; j++) {", k->FN);
+  for (int s = 0; s < nst; s++) {
+    const char *a = s ? "acc2" : "acc";
+    ex_line(c, "  const float4 em_x%d = em_kv[(j + %d) * 128];", s, s * k->FN);
+    ex_line(c, "  %s[0][j][0] += em_x%d.x, %s[0][j][1] += em_x%d.y, %s[0][j][2] += em_x%d.z, %s[0][j][3] += em_x%d.w;", a, s, a, s, a, s,
+            a, s);
+  }
+  ex_line(c, "}");
+  ex_line(c, "if (em_t + %s < %s) asm volatile(\"bar.arrive 2, 256;\" ::: \"memory\");", cl == 2 ? "gridDim.x / 2" : "gridDim.x",
+          cl == 2 ? "em_pairs" : "em_tiles");
+}
+
 /* The consumers: per tile, every k-slice's wgmma group on its full stage with one group in flight (the stage of
  * the step before is released once wait_group 1 retired it), then the last release and the epilogue. The first
  * k-slice's wgmma starts the accumulators at zero (scale-d = (kt | kk) != 0), so no tile clears them. tmo: the
@@ -673,7 +734,16 @@ static void ws_split_reduce(ectx *c, const ex_ctr *k, int cw, int sk, int sp) {
 static void ws_consumers(ectx *c, const ex_ctr *k, em_launch *L, int stages, int raster, int staged, int cl, int sk, int tmo,
                          int sp) {
   long long abytes = 128LL * k->BM;
+  const int wgk = EX_KNOB(c, WG_K);
   ex_line(c, "asm volatile(\"setmaxnreg.inc.sync.aligned.u32 %d;\");", WS_CONSUMER_REGS);
+  if (wgk == 2) {
+    /* (WG_K=2: each K group sees itself as the tile's one warpgroup: its own thread and warp numbers) */
+    ex_line(c, "const int em_g = wid >> 2;");
+    ex_line(c, "{");
+    c->indent++;
+    ex_line(c, "const int tid = threadIdx.x & 127, wid = tid >> 5;");
+    ex_line(c, "unsigned em_kn = 0; /* WG_K=2: tiles handed over */");
+  }
   ex_line(c, "const int wm = wid, wn = 0;");
   ex_line(c, "float acc[1][%d][4];", k->FN);
   if (k->dual) ex_line(c, "float acc2[1][%d][4];", k->FN);
@@ -691,6 +761,7 @@ static void ws_consumers(ectx *c, const ex_ctr *k, em_launch *L, int stages, int
   for (int t = 0; t < k1.npf; t++) ex_line(c, "unsigned em_pf%d[%d][2]; /* %s's column pairs, loaded ahead */", t + 1, k->FN, ex_V(c, k1.pfv[t])->name);
   ws_stamp(c, sp, "unsigned em_sn = 0, em_sw = 0, em_sm = 0, em_sr = 0, em_stl = 0, em_se = 0; /* STAMP: see WS_STAMP_FIELDS */");
   if (sk >= 2 && !staged) ws_stamp(c, sp, "unsigned em_sq = 0, em_sv = 0; /* STAMP: the reduce-scatter's stores, its wait */");
+  if (wgk == 2) ws_stamp(c, sp, "unsigned em_sk = 0; /* STAMP: this K group's k-steps */");
   ws_stamp(c, sp, "const unsigned em_s0 = em_clock();");
   if (sk >= 2)
     ex_line(c, staged ? "unsigned em_n = 0; /* SPLIT_K=2: the tiles handed over, the parity of em_rfull / em_rempty */"
@@ -708,6 +779,9 @@ static void ws_consumers(ectx *c, const ex_ctr *k, em_launch *L, int stages, int
   int pfs = k1.rpf >= 0 && !k1.npf && sk == 1 && k->FN >= 32 ? k->FN / 2 : k->FN;
   if (k1.rpf >= 0 || k1.npf) ex_ctr_residual_load(c, &k1, 0, pfs);
   const int skm = EX_KNOB(c, STREAM_K);
+  if (wgk == 2) {
+    ws_kgroup_loop(c, k, stages, cl, sp);
+  } else {
   ex_line(c, "for (int kt = %s; kt < %s; kt++, em_it++) {", ws_k_first(c), nkv);
   c->indent++;
   ex_line(c, "const int st = em_it %% %d;", stages);
@@ -728,6 +802,7 @@ static void ws_consumers(ectx *c, const ex_ctr *k, em_launch *L, int stages, int
   if (pfs < k->FN) ex_ctr_residual_load(c, &k1, pfs, k->FN);
   ex_line(c, "em_wg_wait0();");
   ws_release(c, skm ? "em_ke > em_kb && " : sk >= 2 ? "nkc >= 1 && " : "nk >= 1 && ", "em_it - 1", stages, cl);
+  }
   /* EMMY_PDL=3 (an experiment): the next kernel may launch once every CTA's consumers are past their last tile's K
    * loop, so its launch and prologue overlap this grid's last epilogues */
   if (ex_pdl_mode() == 3 && !skm)
@@ -735,6 +810,7 @@ static void ws_consumers(ectx *c, const ex_ctr *k, em_launch *L, int stages, int
             cl == 2 ? 2 : sk >= 2 ? sk : 1, cl == 2 ? "em_pairs" : "em_tiles");
   ws_stamp(c, sp, "const unsigned em_c4 = em_clock();");
   if (skm) ex_sk_fixup(c, k, k->BM / 16); /* a stream-K piece: hand over, or gather and go on to the epilogue */
+  if (wgk == 2) ws_kgroup_handover(c, k, cl);
   if (sk >= 2 && !staged) {
     ws_split_reduce(c, k, k->BM / 16, sk, sp);
   } else if (sk == 2) {
@@ -757,16 +833,20 @@ static void ws_consumers(ectx *c, const ex_ctr *k, em_launch *L, int stages, int
   if (staged == 6) ws_deferred_flush(c, k, k->BM / 16 * 32, "0");
   if (sp) {
     ex_line(c, "if ((tid & 127) == 0) {");
-    ex_line(c, "  unsigned *const em_w = em_st + (tid >> 7) * %d;", WS_STAMP_FIELDS);
-    ex_line(c, "  em_w[0] = em_sn, em_w[1] = (unsigned)em_it, em_w[2] = em_sw, em_w[3] = em_sm;");
+    ex_line(c, "  unsigned *const em_w = em_st + %s * %d;", wgk == 2 ? "em_g" : "(tid >> 7)", WS_STAMP_FIELDS);
+    ex_line(c, "  em_w[0] = em_sn, em_w[1] = %s, em_w[2] = em_sw, em_w[3] = em_sm;", wgk == 2 ? "em_sk" : "(unsigned)em_it");
     ex_line(c, "  em_w[4] = em_sr, em_w[5] = em_stl, em_w[6] = em_se, em_w[7] = em_clock() - em_s0;");
     ex_line(c, "}");
-    ex_line(c, "if (tid == 0) {");
+    ex_line(c, wgk == 2 ? "if (em_g == 0 && tid == 0) {" : "if (tid == 0) {");
     ex_line(c, "  unsigned *const em_w = em_st + %d;", 3 * WS_STAMP_FIELDS);
     ex_line(c, "  const unsigned long long em_g1 = em_gtime();");
     ex_line(c, "  em_w[0] = (unsigned)em_g0, em_w[1] = (unsigned)(em_g0 >> 32), em_w[2] = (unsigned)em_g1, em_w[3] = (unsigned)(em_g1 >> 32);");
     ex_line(c, "  em_w[4] = em_s0 - em_e0, em_w[5] = %s, em_w[6] = %s, em_w[7] = 1u;", sk >= 2 && !staged ? "em_sq" : "0u",
             sk >= 2 && !staged ? "em_sv" : "0u");
+    ex_line(c, "}");
+  }
+  if (wgk == 2) {
+    c->indent--;
     ex_line(c, "}");
   }
 }
@@ -856,13 +936,28 @@ static int ws_has_prologue(ectx *c, const ex_ctr *k) {
   return 0;
 }
 
+/* WG_K=2 (two consumer warpgroups dealt a 64-row tile's k-steps) where the kernel allows it: group 0 alone runs the
+ * epilogue, so nothing of it may be loaded into registers during the K loop (a residual or RoPE's tables ahead of
+ * the fragment or TMA-fused epilogue) or during the next tile's (EPI_SMEM=6). Returns 1 after ex_fail. */
+static int ws_kgroups_refused(ectx *c, const ex_ctr *k, int wgk, int staged, int sk) {
+  if (wgk == 1) return 0;
+  int ahead = (!staged || staged == 7) && ex_ctr_residual(c, k) >= 0;
+  if (wgk == 2 && k->BM == 64 && sk == 1 && !EX_KNOB(c, STREAM_K) && staged != 6 && !ahead &&
+      !(!staged && ex_ctr_stage_width(c, k) > 0))
+    return 0;
+  ex_fail(c, "WG_K=2 deals a 64-row tile's k-steps to two consumer warpgroups: BM=64, SPLIT_K=1, STREAM_K=0, EPI_SMEM not 6, and "
+             "no residual or RoPE table loaded ahead (EPI_SMEM 0 or 7 with a residual, a RoPE from the fragments)");
+  return 1;
+}
+
 void ex_k_contraction_ws(ectx *c, const ex_ctr *k, em_launch *L) {
   int stages = EX_KNOB(c, STAGES), raster = EX_KNOB(c, RASTER);
-  int cw = k->BM / 16; /* consumer warps: a warpgroup per 64 rows */
+  int wgk = EX_KNOB(c, WG_K), cw = k->BM / 16 * wgk; /* consumer warps: a warpgroup per 64 rows (WG_K=2: two) */
   int staged = EX_KNOB(c, EPI_SMEM), cl = EX_KNOB(c, CLUSTER), sp = EX_KNOB(c, STAMP), sk = k->SK;
   /* a head-local epilogue (RoPE) reads the tile staged whole: EPI_SMEM 1, 2, no head-local reduction */
   int stageD = ex_ctr_stage_width(c, k);
   if (stageD < 0) return;
+  if (ws_kgroups_refused(c, k, wgk, staged, sk)) return;
   if (!k->tma || k->concat || (k->BM != 64 && k->BM != 128) || k->WM != k->BM / 16 || k->WN != 1 ||
       (sk != 1 && !((sk == 2 || (sk == 4 && !staged)) && cl == 1)) || stages < 2 ||
       (stageD > 0 && (staged > 2 || ex_ctr_head_reductions(c, k) || (!staged && (sk != 1 || !ex_ctr_stage_in_regs(c, k))))) ||
@@ -958,6 +1053,11 @@ void ex_k_contraction_ws(ectx *c, const ex_ctr *k, em_launch *L) {
     ex_line(c, "const unsigned em_rb = em_sb + %lldu;", (long long)L->smem - 1024);
     L->smem += (staged ? 4LL : 4LL * (sk - 1) / sk) * k->BM * k->BN * (k->dual ? 2 : 1);
   }
+  if (wgk == 2) {
+    /* WG_K=2: K group 1's partial accumulators (f32), handed to group 0 at each tile's end */
+    ex_line(c, "const unsigned em_kr = em_sb + %lldu;", (long long)L->smem - 1024);
+    L->smem += 4LL * k->BM * k->BN * (k->dual ? 2 : 1);
+  }
   if (sp) {
     ex_line(c, "unsigned *const em_st = reinterpret_cast<unsigned *>(em_scratch) + blockIdx.x * %d; /* STAMP: this CTA's record */",
             WS_STAMP_FIELDS * WS_STAMP_ROLES);
@@ -975,7 +1075,7 @@ void ex_k_contraction_ws(ectx *c, const ex_ctr *k, em_launch *L) {
   ex_line(c, "if (tid == 0) {");
   ex_line(c, "  for (int s = 0; s < %d; s++) em_mbar_init(&em_bar[s], 1);", stages);
   /* the empty barriers' arrivals: each consumer warp (of both CTAs: CLUSTER=2) */
-  ex_line(c, "  for (int s = 0; s < %d; s++) em_mbar_init(&em_empty[s], %d);", stages, (ws_wg_release() ? cw / 4 : cw) * cl);
+  ex_line(c, "  for (int s = 0; s < %d; s++) em_mbar_init(&em_empty[s], %d);", stages, (ws_wg_release() ? cw / 4 : cw) / wgk * cl);
   /* (the reduce-scatter: the owner's one expect_tx arrival, a warp's release from each peer; SPLIT_K=2's staged
    * hand-over: an arrival of every consumer thread) */
   if (sk >= 2 && !staged) ex_line(c, "  em_mbar_init(&em_rfull, 1), em_mbar_init(&em_rempty, %d);", cw * (sk - 1));

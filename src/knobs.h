@@ -35,6 +35,11 @@
     "each CTA loading half its rows and multicasting them into both rings (A is two thirds of a 128 x 64 tile's "     \
     "bytes: cuBLAS's q_proj kernel is a 1x2 cluster); 0: neighbouring tile rows sharing B. Written without a GPU "    \
     "run, offered last")                                                                                               \
+  X(WG_K, TILE, 1, "1,2", "contraction (PERSIST=1, BM=64, SPLIT_K=1, STREAM_K=0, EPI_SMEM not 6)",                    \
+    "2: the persistent pipeline's 64-row tile has two consumer warpgroups (a block of 384 threads) dealt its k-steps " \
+    "in turn, each into its own accumulators; at the tile's end the second hands its partial sums to the first "     \
+    "through shared memory and goes on to its next tile while the first runs the epilogue (cuBLAS's 64 x 64 kernels " \
+    "at 512 tokens have two consumer warpgroups); 1: one warpgroup a 64 rows. Written without a GPU run, offered last") \
   X(DUAL_WIDE, TILE, 0, "0,1", "contraction (WGMMA=1, a dual pair, 2·BN ≤ 256)",                                        \
     "1: a dual kernel's two weight tiles lie side by side in each stage, one `wgmma` of N = 2·BN (gate's columns, "     \
     "then up's) reads the A tile once a k16 step instead of twice; 0: two wgmma of N = BN")                          \

@@ -22,7 +22,7 @@ return {
   -- projection (q_proj 14.2 us against 12.3, k/v 16.2 against 13.9, o 17.3 against 12.6, down 24.8 against 16.0,
   -- gate/up 24.3 against 22.0): one warpgroup both consumes and produces, so each refill waits for the peer's
   -- release in the main loop. Offered last, after every unclustered tile; a producer warp is the next step.
-  { name = "wgmma_tier", family = "TILE", kinds = { "contraction" }, knobs = { WGMMA = 0, WG_WAIT = 0, CLUSTER = 1, PRODUCER = 0, PERSIST = 0, EPI_SMEM = 0, PAIR_A = 0, DUAL_WIDE = 0 },
+  { name = "wgmma_tier", family = "TILE", kinds = { "contraction" }, knobs = { WGMMA = 0, WG_WAIT = 0, CLUSTER = 1, PRODUCER = 0, PERSIST = 0, EPI_SMEM = 0, PAIR_A = 0, DUAL_WIDE = 0, WG_K = 1 },
     gate = function(k, dev)
       local ok, why = atom.tma(k, dev)
       if not ok then return false, "wgmma reads TMA-staged tiles: " .. why end
@@ -154,6 +154,24 @@ return {
       -- PAIR_A=1: the pair on neighbouring tile columns shares A instead (each loads half its rows): A is two thirds
       -- of a 128 x 64 tile's bytes, and cuBLAS's q_proj kernel is a 1x2 cluster; written without a GPU run
       -- (2026-12-02), offered after the B-sharing pairs.
+      -- WG_K=2: a 64-row tile's k-steps dealt to two consumer warpgroups (cuBLAS's 64 x 64 kernels at 512 tokens
+      -- have two); the staged epilogues only (EPI_SMEM 1-5: nothing of the epilogue loaded during the K loop). First
+      -- for the one-wave 64 x 64 lead with the staged 16-byte stores (atom.kgroup_lead, its note: Qwen3's o and down
+      -- at 512 tokens), after every persistent tile elsewhere; alone and in a pair.
+      do
+        local n, twins = #persist, {}
+        local function kg(q) return q.BM == 64 and q.EPI_SMEM >= 1 and q.EPI_SMEM <= 5 end
+        for _, q in ipairs(lead) do if kg(q) then twins[#twins + 1] = atom.with(q, "WG_K", 2) end end
+        if atom.kgroup_lead(k, dev) then
+          for _, q in ipairs(lead) do twins[#twins + 1] = q end
+          lead = twins
+        else
+          for _, q in ipairs(twins) do persist[#persist + 1] = q end
+        end
+        for i = 1, n do
+          if kg(persist[i]) then persist[#persist + 1] = atom.with(persist[i], "WG_K", 2) end
+        end
+      end
       local clustered = {}
       for _, q in ipairs(lead) do clustered[#clustered + 1] = atom.with(q, "CLUSTER", 2) end
       for _, q in ipairs(persist) do clustered[#clustered + 1] = atom.with(q, "CLUSTER", 2) end

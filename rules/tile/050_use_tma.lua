@@ -36,6 +36,13 @@ return {
           for i = 7, 2, -1 do o[i] = o[i - 1] end
           o[1] = s8
         end
+        -- The two-warpgroup 64 x 64 lead (atom.kgroup_lead) takes 12: in the program 0.3-0.5 us faster than 8 (its
+        -- note)
+        if atom.kgroup_lead(k, dev) then
+          local s12 = o[8]
+          for i = 8, 2, -1 do o[i] = o[i - 1] end
+          o[1] = s12
+        end
         -- The split 128 x 128 lead (atom.split2_lead; 8 stages of 32 KB do not fit) takes 6 before 4: TinyLlama's
         -- down_proj at 512 tokens 22.7 -> 22.1 us alone, 29.4 -> 25.3 with the L2 flushed (its weights from HBM, as
         -- in the program; torch 21.7 / 24.8; H200, bench/gemm.lua --batches 1 --cold, twenty-third session)

@@ -161,6 +161,17 @@ function A.small_staged(k, dev)
   return A.persist_small(k, dev) ~= nil and not k.tma_store and not A.split2_lead(k, dev)
 end
 
+-- A one-wave single linear whose lead is the 64 x 64 tile with the staged 16-byte stores (atom.persist_small's 64-row
+-- tile and atom.small_staged: Qwen3's o_proj and down_proj at 512 tokens): two consumer warpgroups dealt its k-steps
+-- (WG_K=2) on a 12-stage ring lead it. Measured (H200, twenty-fourth session, docs/performance.md), Qwen3 o / down:
+-- alone (bench/gemm.lua --pins) 8.0 / 10.8 us -> 7.4 / 9.8-10.0 at 8 stages, 7.9 / 10.6 at 12 (torch 7.7 / 9.3); in
+-- the layer (emmy run … --bench, EMMY_KNOBS pins: the weights from HBM) 8.7 / 11.8 -> 8.4 / 12.0 at 8 stages, 8.2 /
+-- 11.5 at 12, the layer 71.9 -> 72.0 / 71.4. Twelve stages for the program; 8 win alone.
+function A.kgroup_lead(k, dev)
+  local t = A.persist_small(k, dev)
+  return t ~= nil and t.BM == 64 and A.small_staged(k, dev)
+end
+
 -- A RoPE projection whose head-local reads may come from the reading thread's accumulators (every shift a multiple
 -- of 8, no per-head reduction, one linear or a dual pair): its persistent tiles take EPI_SMEM=0 first, and where
 -- 128-row tiles fill the SMs (atom.persist_first) the 128 x 128 tile leads. Measured at 4096 tokens (TinyLlama q+RoPE,

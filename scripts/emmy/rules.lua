@@ -428,6 +428,11 @@ function M.resource_check(k, c, dev)
   if k.kind == "contraction" and (c.DUAL_WIDE or 0) ~= 0 and (c.DUAL_WIDE ~= 1 or not k.dual or c.WGMMA ~= 1 or 2 * (c.BN or 0) > 256) then
     return false, "DUAL_WIDE=1 is one wgmma over a dual kernel's two adjacent weight tiles (WGMMA=1, a dual pair, 2·BN <= 256)"
   end
+  if k.kind == "contraction" and (c.WG_K or 1) ~= 1 and (c.WG_K ~= 2 or c.PERSIST ~= 1 or c.BM ~= 64 or (c.SPLIT_K or 1) ~= 1
+      or (c.STREAM_K or 0) ~= 0 or c.EPI_SMEM == 6) then
+    return false, "WG_K=2 deals a 64-row persistent tile's k-steps to two consumer warpgroups (PERSIST=1, BM=64, SPLIT_K=1, "
+      .. "STREAM_K=0, EPI_SMEM not 6)"
+  end
   if k.kind == "contraction" and (c.PAIR_A or 0) ~= 0 and (c.PAIR_A ~= 1 or c.PERSIST ~= 1 or c.CLUSTER ~= 2) then
     return false, "PAIR_A=1 is the persistent pipeline's pair sharing A (PERSIST=1, CLUSTER=2)"
   end

@@ -631,14 +631,16 @@ end)
 test("PERSIST=1 leads where a 128 x 128 tile grid fills every SM (batch 8), and at batch 1 where its tiles make one wave", function()
   local _, o8 = emmy(args("compile", L0, "--batch", "8", "--ir", "tile", "--kernel", "k_linear_add"))
   check(o8:find("PERSIST=1", 1, true), o8)
-  -- batch 1, 512 tokens (atom.persist_small): q_proj at 128 x 64 with the TMA store, o and down at 64 x 64 with the
-  -- staged 16-byte stores (atom.small_staged), 8 stages; the dual kernels (k+v, gate/up) keep the 64 x 64 default
+  -- batch 1, 512 tokens (atom.persist_small): q_proj at 128 x 64 with the TMA store, 8 stages; o and down at 64 x 64
+  -- with the staged 16-byte stores (atom.small_staged) and two consumer warpgroups dealt the k-steps
+  -- (atom.kgroup_lead), 12 stages; the dual kernels (k+v, gate/up) keep the 64 x 64 default
   local _, o1 = emmy(args("compile", L0, "--ir", "cuda"))
   local function knobs_of(name) return o1:match("// kernel " .. name .. "[^\n]*") or "" end
   local q, o, d = knobs_of("k_linear_7363a2"), knobs_of("k_linear_add_67d546"), knobs_of("k_linear_add_f97280")
   check(q:find("BM=128,BN=64,", 1, true) and q:find("EPI_SMEM=4,", 1, true) and q:find("PERSIST=1,", 1, true) and q:find("STAGES=8,", 1, true), q)
   for _, k in ipairs { o, d } do
-    check(k:find("BM=64,BN=64,", 1, true) and k:find("EPI_SMEM=5,", 1, true) and k:find("PERSIST=1,", 1, true) and k:find("STAGES=8,", 1, true), k)
+    check(k:find("BM=64,BN=64,", 1, true) and k:find("EPI_SMEM=5,", 1, true) and k:find("PERSIST=1,", 1, true) and k:find("STAGES=12,", 1, true)
+      and k:find("WG_K=2,", 1, true), k)
   end
   check(knobs_of("k_linear_ad15f3"):find("PERSIST=0,", 1, true) and knobs_of("k_linear_silu_mul_b9e1e1"):find("PERSIST=0,", 1, true), o1)
   -- the residual: every chunk's 16-byte load issued together after the tile is staged (ws_chunk_prefetch), each chunk
