@@ -170,22 +170,9 @@ static void ws_producer(ectx *c, const ex_ctr *k, int stages, int raster, int cw
   ex_line(c, "}");
 }
 
-/* EMMY_WG_RELEASE=1 (an experiment, default 0): a ring stage is released once a consumer warpgroup (CLUSTER=2: once
- * to each CTA of the pair, by the group's first two warps), not once a consumer warp — CUTLASS's sm90 pipelines
- * arrive so (wgmma.wait_group retires a group for the whole warpgroup), and the release sits on the consumers'
- * critical path: 92 cycles a k-step of Qwen3's 512-token down_proj, 102-120 with the pair's remote arrivals (H200,
- * docs/performance.md, twenty-third session). */
-static int ws_wg_release(void) { return ex_env_choice("EMMY_WG_RELEASE", 1); }
-
 /* A consumer warp's release of ring use u: one arrival of its first lane on the stage's empty barrier. */
 static void ws_release(ectx *c, const char *cond, const char *use, int stages, int cl) {
-  if (ws_wg_release() && cl == 2)
-    ex_line(c, "if (%s(wid & 3) < 2 && lane == 0) em_mbar_arrive_cluster(&em_empty[(%s) %% %d], (unsigned)(wid & 3));", cond, use,
-            stages);
-  else if (ws_wg_release())
-    ex_line(c, "if (%s(wid & 3) == 0 && lane == 0) asm volatile(\"mbarrier.arrive.shared::cta.b64 _, [%%0];\" :: \"r\"(em_smem(&em_empty[(%s) %% %d])) : \"memory\");",
-            cond, use, stages);
-  else if (cl == 2) /* both CTAs' producers write this stage (B's halves): release it to both */
+  if (cl == 2) /* both CTAs' producers write this stage (B's halves): release it to both */
     ex_line(c, "if (%slane == 0) for (unsigned q = 0; q < 2u; q++) em_mbar_arrive_cluster(&em_empty[(%s) %% %d], q);", cond, use,
             stages);
   else
@@ -1075,7 +1062,7 @@ void ex_k_contraction_ws(ectx *c, const ex_ctr *k, em_launch *L) {
   ex_line(c, "if (tid == 0) {");
   ex_line(c, "  for (int s = 0; s < %d; s++) em_mbar_init(&em_bar[s], 1);", stages);
   /* the empty barriers' arrivals: each consumer warp (of both CTAs: CLUSTER=2) */
-  ex_line(c, "  for (int s = 0; s < %d; s++) em_mbar_init(&em_empty[s], %d);", stages, (ws_wg_release() ? cw / 4 : cw) / wgk * cl);
+  ex_line(c, "  for (int s = 0; s < %d; s++) em_mbar_init(&em_empty[s], %d);", stages, cw / wgk * cl);
   /* (the reduce-scatter: the owner's one expect_tx arrival, a warp's release from each peer; SPLIT_K=2's staged
    * hand-over: an arrival of every consumer thread) */
   if (sk >= 2 && !staged) ex_line(c, "  em_mbar_init(&em_rfull, 1), em_mbar_init(&em_rempty, %d);", cw * (sk - 1));

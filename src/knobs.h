@@ -39,7 +39,9 @@
     "2: the persistent pipeline's 64-row tile has two consumer warpgroups (a block of 384 threads) dealt its k-steps " \
     "in turn, each into its own accumulators; at the tile's end the second hands its partial sums to the first "     \
     "through shared memory and goes on to its next tile while the first runs the epilogue (cuBLAS's 64 x 64 kernels " \
-    "at 512 tokens have two consumer warpgroups); 1: one warpgroup a 64 rows. Written without a GPU run, offered last") \
+    "at 512 tokens have two consumer warpgroups); 1: one warpgroup a 64 rows. First, at 12 stages, for the one-wave "  \
+    "64 x 64 residual kernels (atom.kgroup_lead: Qwen3 o / down at 512 tokens, in the layer 8.7 / 11.8 µs -> 8.2 / "   \
+    "11.3; H200, docs/performance.md, twenty-fourth session); after every persistent tile elsewhere")                 \
   X(DUAL_WIDE, TILE, 0, "0,1", "contraction (WGMMA=1, a dual pair, 2·BN ≤ 256)",                                        \
     "1: a dual kernel's two weight tiles lie side by side in each stage, one `wgmma` of N = 2·BN (gate's columns, "     \
     "then up's) reads the A tile once a k16 step instead of twice; 0: two wgmma of N = BN")                          \
