@@ -467,7 +467,7 @@ static void ws_tma_store_half(ectx *c, int h, int half, int panel, int tmo) {
  * proxy and one consumer thread stores the half's panels by TMA to output map tm<tmo> (a bulk group); it waits
  * until those stores have read the buffer (wait_group.read) before the buffer is written again, so the consumers
  * never wait for global memory. */
-static void ws_epilogue_halves(ectx *c, const ex_ctr *k, int cw, int staged, int tmo) {
+static void ws_epilogue_halves(ectx *c, const ex_ctr *k, int cw, int staged, int tmo, int ahead) {
   /* (BN = 64: one part, the whole tile's single panel) */
   int threads = 32 * cw, nst = k->dual ? 2 : 1, parts = k->BN >= 128 && staged != 6 ? 2 : 1, half = k->BN / parts;
   int panel = 128 * k->BM;
@@ -497,7 +497,7 @@ static void ws_epilogue_halves(ectx *c, const ex_ctr *k, int cw, int staged, int
     ex_line(c, "}");
     if (staged == 4) ex_line(c, "em_fence_async_smem();");
     /* (after the half's accumulators are staged: they are dead, the loads in flight across the barrier) */
-    int pre = staged == 5 ? ws_chunk_prefetch(c, k, threads, h, half, panel) : 0;
+    int pre = staged == 5 && ahead ? k->BM * (half / 8) / threads : staged == 5 ? ws_chunk_prefetch(c, k, threads, h, half, panel) : 0;
     ex_line(c, "asm volatile(\"bar.sync 1, %d;\" ::: \"memory\");", threads);
     if (staged == 4) {
       ws_tma_store_half(c, h, half, panel, tmo);
@@ -680,6 +680,33 @@ static void ws_kgroup_loop(ectx *c, const ex_ctr *k, int stages, int cl, int sp)
   ex_line(c, "em_it += nk;");
 }
 
+/* WG_K=2 with EPI_SMEM=5: K group 0 issues every 16-byte residual load of its tile's epilogue (ws_chunk_slot, each
+ * half's chunks) before its K loop, so their latency is under the loop instead of after it (the group keeps 32
+ * accumulators a thread: room for the 16-32 registers). Emits the loads where there is a residual and returns 1, else
+ * 0. Measured against the loads after the loop (docs/performance.md, twenty-fourth session): Qwen3 o_proj in the
+ * layer 8.2 -> 7.9 us, the layer 70.8 -> 70.5. */
+static int ws_kgroup_ahead(ectx *c, const ex_ctr *k) {
+  if (ex_ctr_residual(c, k) < 0) return 0;
+  int parts = k->BN >= 128 ? 2 : 1, half = k->BN / parts, nch = k->BM * (half / 8) / 128;
+  for (int h = 0; h < parts; h++) {
+    ex_line(c, "uint4 em_rqa%d[%d];", h, nch);
+    ex_line(c, "bool em_rva%d[%d];", h, nch);
+  }
+  ex_line(c, "if (em_g == 0) {");
+  c->indent++;
+  for (int h = 0; h < parts; h++) {
+    ex_line(c, "#pragma unroll");
+    ex_line(c, "for (int em_i = 0; em_i < %d; em_i++) {", nch);
+    c->indent++;
+    ws_chunk_slot(c, k, 128, h, half, 128 * k->BM, "em_i");
+    c->indent--;
+    ex_line(c, "}");
+  }
+  c->indent--;
+  ex_line(c, "}");
+  return 1;
+}
+
 /* WG_K=2's hand-over at a tile's end: group 1 writes its accumulators into the buffer em_kr (float4 j of thread t at
  * j * 128 + t: a warp's store 512 contiguous bytes), arrives on named barrier 3 and goes on to its next tile; group
  * 0 waits there, adds them to its own (the same sum every run) and runs the epilogue. Group 1 rewrites the buffer
@@ -766,6 +793,7 @@ static void ws_consumers(ectx *c, const ex_ctr *k, em_launch *L, int stages, int
   int pfs = k1.rpf >= 0 && !k1.npf && sk == 1 && k->FN >= 32 ? k->FN / 2 : k->FN;
   if (k1.rpf >= 0 || k1.npf) ex_ctr_residual_load(c, &k1, 0, pfs);
   const int skm = EX_KNOB(c, STREAM_K);
+  const int kg_ahead = wgk == 2 && staged == 5 && ws_kgroup_ahead(c, k);
   if (wgk == 2) {
     ws_kgroup_loop(c, k, stages, cl, sp);
   } else {
@@ -804,7 +832,7 @@ static void ws_consumers(ectx *c, const ex_ctr *k, em_launch *L, int stages, int
     ws_split_handover(c, k, k->BM / 16);
   }
   if (staged == 7) ws_epilogue_tma_fused(c, &k1, k->BM / 16, tmo);
-  else if (staged >= 3) ws_epilogue_halves(c, k, k->BM / 16, staged, tmo);
+  else if (staged >= 3) ws_epilogue_halves(c, k, k->BM / 16, staged, tmo, kg_ahead);
   else if (staged) ws_epilogue(c, k, k->BM / 16, staged, ex_ctr_stage_width(c, k));
   else ex_ctr_epilogue(c, &k1, L); /* each thread's fragments, in place */
   if (sk == 2 && staged) {

@@ -648,6 +648,9 @@ test("PERSIST=1 leads where a 128 x 128 tile grid fills every SM (batch 8), and 
   local body = o1:match("// kernel k_linear_add_f97280.-\n}\n") or ""
   check(body:find("if (em_rva0[em_i]) em_rqa0[em_i] = *reinterpret_cast<const uint4 *>(in2 + ", 1, true), body)
   check(body:find("const uint4 em_rq = em_rqa0[em_i];", 1, true) and not body:find("em_pf[j]", 1, true), body)
+  -- (WG_K=2: K group 0 issues them before its K loop, ws_kgroup_ahead)
+  local ld, loop = body:find("em_rqa0[em_i] = *reinterpret_cast", 1, true), body:find("for (int kt = em_g; kt < nk; kt += 2)", 1, true)
+  check(ld and loop and ld < loop, body)
 end)
 
 test("VIEW_OUT=1 writes attention in o_proj's layout, so o_proj's operand is a plain input (cp.async)", function()
