@@ -37,14 +37,15 @@ typedef struct {
 
 /* Registers a thread keeps after setmaxnreg: producer + consumers within what the block was given at launch
  * (65536 / MINB registers: 40 x 128 + 232 x 256 for two consumer warpgroups, 40 x 128 + 216 x 128 for one
- * at MINB=2) */
+ * at MINB=2; three (BQ=192): 32 x 128 + 160 x 384, FlashAttention-3's split for its head-dim-64 kernels) */
 #define FA_PRODUCER_REGS 40
+static int fa_producer_regs(const fa_t *f) { return f->NWG == 3 ? 32 : FA_PRODUCER_REGS; }
 
 /* The consumers' registers after setmaxnreg, or 0 where the block runs without it (one consumer warpgroup, one
  * block an SM: 255 registers a thread at launch already). */
 static int fa_consumer_regs(const fa_t *f) {
   if (f->NWG == 1 && f->minb == 1) return 0;
-  int r = (65536 / f->minb - FA_PRODUCER_REGS * 128) / (128 * f->NWG) / 8 * 8;
+  int r = (65536 / f->minb - fa_producer_regs(f) * 128) / (128 * f->NWG) / 8 * 8;
   return r > 240 ? 240 : r;
 }
 
@@ -173,7 +174,7 @@ static void fa_producer(ectx *c, const fa_t *f) {
   int nd = (int)(f->D / 64);
   ex_line(c, "if (wid >= %d) {", 4 * f->NWG);
   c->indent++;
-  if (fa_consumer_regs(f)) ex_line(c, "asm volatile(\"setmaxnreg.dec.sync.aligned.u32 %d;\");", FA_PRODUCER_REGS);
+  if (fa_consumer_regs(f)) ex_line(c, "asm volatile(\"setmaxnreg.dec.sync.aligned.u32 %d;\");", fa_producer_regs(f));
   ex_line(c, "if (wid == %d && lane == 0) {", 4 * f->NWG);
   c->indent++;
   if (f->persist) {
@@ -460,7 +461,11 @@ static void fa_epilogue(ectx *c, const fa_t *f) {
     ex_line(c, "}");
     /* (immediate barrier ids: a register id makes ptxas reserve all sixteen) */
     if (f->NQ == 1) ex_line(c, "asm volatile(\"bar.sync 2, 128;\" ::: \"memory\");");
-    else ex_line(c, "if (wq == 0) asm volatile(\"bar.sync 2, 128;\" ::: \"memory\"); else asm volatile(\"bar.sync 3, 128;\" ::: \"memory\");");
+    else if (f->NQ == 2)
+      ex_line(c, "if (wq == 0) asm volatile(\"bar.sync 2, 128;\" ::: \"memory\"); else asm volatile(\"bar.sync 3, 128;\" ::: \"memory\");");
+    else /* (BQ=192: barrier 4 is PINGPONG's, which needs two slices) */
+      ex_line(c, "if (wq == 0) asm volatile(\"bar.sync 2, 128;\" ::: \"memory\"); else if (wq == 1) asm volatile(\"bar.sync 3, 128;\" ::: "
+                 "\"memory\"); else asm volatile(\"bar.sync 4, 128;\" ::: \"memory\");");
     c->anchor_var = "em_r";
     if (osmem >= 2 && fa_chunk_store(c, f, di)) {
       c->memo.n = mark;
@@ -741,10 +746,15 @@ static int fa_facts(ectx *c, fa_t *f) {
   }
   f->mt = f->dt == EM_F16 ? "f16" : "bf16";
   f->pk = f->dt == EM_F16 ? "f16x2" : "bf16x2";
-  if ((BQ != 64 && BQ != 128) || (f->BKV != 64 && f->BKV != 128 && f->BKV != 176 && f->BKV != 192) || f->ST < 2 || f->ST > 4 || (f->minb != 1 && f->minb != 2) ||
-      (f->minb == 2 && f->NWG != 1) || (f->P != 1 && f->P != 2) || (f->P == 2 && (BQ != 64 || f->pack || f->ST != 4))) {
-    ex_fail(c, "FLASH=2 needs BQ 64 or 128 (a warpgroup per 64 rows), BKV 64, 128, 176 or 192, KVST 2..4, MINB 1 (2 with one warpgroup), "
-               "KVSPLIT 1 or 2 (2: BQ=64, QPACK=0, KVST=4: each part's next tile loads while it reads this one)");
+  if ((BQ != 64 && BQ != 128 && BQ != 192) || (f->BKV != 64 && f->BKV != 128 && f->BKV != 176 && f->BKV != 192) || f->ST < 2 || f->ST > 4 || (f->minb != 1 && f->minb != 2) ||
+      (f->minb == 2 && f->NWG != 1) || (f->P != 1 && f->P != 2) || (f->P == 2 && (BQ != 64 || f->pack || f->ST != 4)) ||
+      (BQ == 192 && (f->D != 64 || f->minb != 1))) {
+    ex_fail(c, "FLASH=2 needs BQ 64, 128 or 192 (a warpgroup per 64 rows; 192: head dim 64, MINB 1), BKV 64, 128, 176 or 192, KVST 2..4, MINB 1 "
+               "(2 with one warpgroup), KVSPLIT 1 or 2 (2: BQ=64, QPACK=0, KVST=4: each part's next tile loads while it reads this one)");
+    return 0;
+  }
+  if (f->osmem == 4 && fa_qbytes(f) > 2 * fa_kvbytes(f)) {
+    ex_fail(c, "OSMEM=4 stages O over a K/V stage: the warpgroups' %lld bytes of O exceed a stage's %lld", fa_qbytes(f), 2 * fa_kvbytes(f));
     return 0;
   }
   long long smem = fa_smem(f);

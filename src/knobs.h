@@ -163,7 +163,8 @@
     "2: flash attention on Hopper tensor cores (src/emit_attention_wgmma.c): a TMA producer warpgroup streams K and V " \
     "tiles through a KVST-deep ring, a consumer warpgroup per 64 query rows runs S = QKᵀ and O += PV on wgmma (P from " \
     "registers) with the online softmax in registers; 1: flash attention on mma.sync; 0: the scalar tier")             \
-  X(BQ, WORK, 64, "16,32,64,128,256", "attention (flash)", "query rows per block (a warp per 16)")                     \
+  X(BQ, WORK, 64, "16,32,64,128,192,256", "attention (flash)",                                                        \
+    "query rows per block (a warp per 16; FLASH=2: a consumer warpgroup per 64, 192 for head dim 64 only)")             \
   X(BKV, WORK, 32, "16,32,64,128,176,192", "attention (flash)", "keys per step staged in shared memory (176, 192: FLASH=2)")                       \
   X(KVSPLIT, WORK, 1, "1,2", "attention (flash)",                                                                      \
     "2 (first where K/V are strided views): twice the warps per block, the two halves of each query row group "        \

@@ -469,6 +469,23 @@ return {
           end
         end
       end
+      -- BQ=192 (head dim 64): three consumer warpgroups over one K/V stream (FlashAttention-3's head-dim-64 tile is
+      -- 192 x 128, registers 32 / 160), the 16-byte-store epilogue, also persistent (OSMEM 2; 4 where the three O
+      -- slices fit a K/V stage: 128-key tiles). 64-key tiles first: at 128 keys the consumers' O, S and two P sets
+      -- need more than 160 registers (NVRTC 13.0: 116 bytes spilled, none at 64). Written without a GPU run
+      -- (2026-12-03): offered last.
+      if k.E == 64 then
+        for _, bkv in ipairs { 64, 128 } do
+          for _, st in ipairs { 3, 2, 4 } do
+            if 1024 + 192 * k.E * 2 + 2 * st * bkv * k.E * 2 <= (dev.smem_optin or dev.smem_static) then
+              local o = { FLASH = 2, BQ = 192, BKV = bkv, KVST = st, KVSPLIT = 1, MINB = 1, QSMEM = 0, QPACK = 0, OSMEM = 2 }
+              out[#out + 1] = o
+              out[#out + 1] = atom.with(o, "APERSIST", 1)
+              if bkv == 128 then out[#out + 1] = atom.with(atom.with(o, "APERSIST", 1), "OSMEM", 4) end
+            end
+          end
+        end
+      end
       -- the lead, from a sweep of 25 candidates a case (H200, eleventh session, bench/attention.lua --layout bhsd
       -- --limit 24; docs/performance.md): head dim 64, 128-key tiles two CTAs an SM (b1 s512 causal 9.0 us against
       -- 10.9 for the order above, s2048 54.2 against 66.2, b8 47.3 against 57.9); head dim 128 with query tiles
