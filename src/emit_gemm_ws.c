@@ -1,7 +1,7 @@
 /* emit_gemm_ws.c — the persistent warp-specialized Hopper GEMM (PERSIST=1), a driver over three parts: the tile
  * scheduler (a persistent loop over output tiles in grouped order), the producer (one lane of the last warpgroup
  * streams every tile's k-slices through the TMA ring on full/empty mbarriers) and the consumers (BM/64
- * warpgroups issuing wgmma from the ring); each tile ends in the contraction's shared epilogue, a staged one
+ * warpgroups issuing wgmma from the ring; WG_K=2: two on a 64-row tile, dealt its k-steps in turn); each tile ends in the contraction's shared epilogue, a staged one
  * with coalesced stores, or one staged in halves (stored by the threads or by TMA). The producer
  * gives its registers to the consumers (setmaxnreg), so a 64 x 256 f32 accumulator a warpgroup fits.
  * STAMP=1 adds clock marks to both roles (ws_stamp) and nothing else. */
