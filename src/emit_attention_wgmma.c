@@ -460,12 +460,13 @@ static void fa_epilogue(ectx *c, const fa_t *f) {
     ex_line(c, "  }");
     ex_line(c, "}");
     /* (immediate barrier ids: a register id makes ptxas reserve all sixteen) */
-    if (f->NQ == 1) ex_line(c, "asm volatile(\"bar.sync 2, 128;\" ::: \"memory\");");
-    else if (f->NQ == 2)
-      ex_line(c, "if (wq == 0) asm volatile(\"bar.sync 2, 128;\" ::: \"memory\"); else asm volatile(\"bar.sync 3, 128;\" ::: \"memory\");");
-    else /* (BQ=192: barrier 4 is PINGPONG's, which needs two slices) */
-      ex_line(c, "if (wq == 0) asm volatile(\"bar.sync 2, 128;\" ::: \"memory\"); else if (wq == 1) asm volatile(\"bar.sync 3, 128;\" ::: "
-                 "\"memory\"); else asm volatile(\"bar.sync 4, 128;\" ::: \"memory\");");
+    /* (slice w's barrier 2 + w; BQ=192's 4 is PINGPONG's, which needs two slices) */
+    sbuf bs = {0};
+    for (int w = 0; w < f->NQ; w++)
+      ex_sb_add(&bs, "%sasm volatile(\"bar.sync %d, 128;\" ::: \"memory\");",
+                f->NQ == 1 ? "" : w == 0 ? "if (wq == 0) " : w == f->NQ - 1 ? " else " : ex_A(c, " else if (wq == %d) ", w), 2 + w);
+    ex_line(c, "%s", bs.s);
+    free(bs.s);
     c->anchor_var = "em_r";
     if (osmem >= 2 && fa_chunk_store(c, f, di)) {
       c->memo.n = mark;

@@ -563,6 +563,20 @@ static void ws_split_zero(ectx *c, const ex_ctr *k) {
   ex_line(c, "}");
 }
 
+/* The accumulators (acc, and a dual's acc2) plus the partial sums a peer wrote to buffer buf (float4 j of thread t of
+ * `threads` at (j + s * FN) * threads + t), in a fixed order: the same sum every run. */
+static void ws_acc_add(ectx *c, const ex_ctr *k, const char *buf, int threads) {
+  ex_line(c, "#pragma unroll");
+  ex_line(c, "for (int j = 0; j < %d; j++) {", k->FN);
+  for (int s = 0; s < (k->dual ? 2 : 1); s++) {
+    const char *a = s ? "acc2" : "acc";
+    ex_line(c, "  const float4 em_x%d = %s[(j + %d) * %d];", s, buf, s * k->FN, threads);
+    ex_line(c, "  %s[0][j][0] += em_x%d.x, %s[0][j][1] += em_x%d.y, %s[0][j][2] += em_x%d.z, %s[0][j][3] += em_x%d.w;", a, s, a, s, a, s,
+            a, s);
+  }
+  ex_line(c, "}");
+}
+
 /* SPLIT_K=2's hand-over, after both CTAs' K halves retired: rank 1 waits until rank 0 has read its last
  * partials (em_rempty, in rank 1), writes this tile's accumulators into rank 0's buffer em_rb (float4 j of
  * consumer thread t at (j * threads + t) * 16: each store a warp's 512 contiguous bytes) and arrives on rank 0's
@@ -590,15 +604,7 @@ static void ws_split_handover(ectx *c, const ex_ctr *k, int cw) {
   c->indent++;
   ex_line(c, "em_mbar_wait_acquire(&em_rfull, em_n & 1u);");
   ex_line(c, "const float4 *const em_rv = reinterpret_cast<const float4 *>(em_dsm + (em_rb - em_smem(em_dsm))) + tid;");
-  ex_line(c, "#pragma unroll");
-  ex_line(c, "for (int j = 0; j < %d; j++) {", k->FN);
-  for (int s = 0; s < nst; s++) {
-    const char *a = s ? "acc2" : "acc";
-    ex_line(c, "  const float4 em_x%d = em_rv[(j + %d) * %d];", s, s * k->FN, threads);
-    ex_line(c, "  %s[0][j][0] += em_x%d.x, %s[0][j][1] += em_x%d.y, %s[0][j][2] += em_x%d.z, %s[0][j][3] += em_x%d.w;", a, s, a, s, a, s,
-            a, s);
-  }
-  ex_line(c, "}");
+  ws_acc_add(c, k, "em_rv", threads);
   ex_line(c, "em_mbar_arrive_release(&em_rempty, 1u);");
 }
 
@@ -733,15 +739,7 @@ static void ws_kgroup_handover(ectx *c, const ex_ctr *k, int cl) {
   ex_line(c, "  continue;");
   ex_line(c, "}");
   ex_line(c, "asm volatile(\"bar.sync 3, 256;\" ::: \"memory\");");
-  ex_line(c, "#pragma unroll");
-  ex_line(c, "for (int j = 0; j < %d; j++) {", k->FN);
-  for (int s = 0; s < nst; s++) {
-    const char *a = s ? "acc2" : "acc";
-    ex_line(c, "  const float4 em_x%d = em_kv[(j + %d) * 128];", s, s * k->FN);
-    ex_line(c, "  %s[0][j][0] += em_x%d.x, %s[0][j][1] += em_x%d.y, %s[0][j][2] += em_x%d.z, %s[0][j][3] += em_x%d.w;", a, s, a, s, a, s,
-            a, s);
-  }
-  ex_line(c, "}");
+  ws_acc_add(c, k, "em_kv", 128);
   ex_line(c, "if (em_t + %s < %s) asm volatile(\"bar.arrive 2, 256;\" ::: \"memory\");", cl == 2 ? "gridDim.x / 2" : "gridDim.x",
           cl == 2 ? "em_pairs" : "em_tiles");
 }
@@ -977,16 +975,23 @@ static void ws_shared_decls(ectx *c, int stages) {
   ex_line(c, "const unsigned em_sb = (em_smem(em_dsm) + 1023u) & ~1023u;");
 }
 
-/* The barriers' initialisation by one thread (who: its condition). empty: a stage's releases (each consumer warp
- * of a K group, of both CTAs with CLUSTER=2); the split's (SPLIT_K: the reduce-scatter's one expect_tx arrival of the
- * owner and a warp's release from each peer; SPLIT_K=2's staged hand-over, an arrival of every consumer thread). */
-static void ws_barrier_init(ectx *c, const char *who, int stages, int empty, int sk, int staged, int cw) {
-  ex_line(c, "if (%s) {", who);
-  ex_line(c, "  for (int s = 0; s < %d; s++) em_mbar_init(&em_bar[s], 1);", stages);
-  ex_line(c, "  for (int s = 0; s < %d; s++) em_mbar_init(&em_empty[s], %d);", stages, empty);
-  if (sk >= 2 && !staged) ex_line(c, "  em_mbar_init(&em_rfull, 1), em_mbar_init(&em_rempty, %d);", cw * (sk - 1));
-  else if (sk >= 2) ex_line(c, "  em_mbar_init(&em_rfull, %d), em_mbar_init(&em_rempty, %d);", 32 * cw, 32 * cw);
-  ex_line(c, "  em_mbar_fence_init();");
+/* The barriers' initialisation, for the one thread the caller's condition picks. empty: a stage's releases (each
+ * consumer warp of a K group, of both CTAs with CLUSTER=2); the split's (SPLIT_K: the reduce-scatter's one expect_tx
+ * arrival of the owner and a warp's release from each peer; SPLIT_K=2's staged hand-over, an arrival of every
+ * consumer thread). */
+static void ws_barrier_init(ectx *c, int stages, int empty, int sk, int staged, int cw) {
+  ex_line(c, "for (int s = 0; s < %d; s++) em_mbar_init(&em_bar[s], 1);", stages);
+  ex_line(c, "for (int s = 0; s < %d; s++) em_mbar_init(&em_empty[s], %d);", stages, empty);
+  if (sk >= 2 && !staged) ex_line(c, "em_mbar_init(&em_rfull, 1), em_mbar_init(&em_rempty, %d);", cw * (sk - 1));
+  else if (sk >= 2) ex_line(c, "em_mbar_init(&em_rfull, %d), em_mbar_init(&em_rempty, %d);", 32 * cw, 32 * cw);
+  ex_line(c, "em_mbar_fence_init();");
+}
+
+/* The M, N, K of the kernel's linear as C constants (the persistent pipeline takes no concatenated siblings). */
+static void ws_sizes(ectx *c, const ex_ctr *k) {
+  const em_shape *as = ex_S(c, k->A_);
+  ex_line(c, "const long long M = %s, N = %s, K = %s;", ex_numel_c(c, &k->mdims), ex_dim_c(c, &k->os->d[k->r - 1]),
+          ex_dim_c(c, &as->d[as->rank - 1]));
 }
 
 /* EMMY_BPRE=1 (an experiment, default 0; PDL on, CLUSTER=1, SPLIT_K=1, STREAM_K=0): the weights of the CTA's first
@@ -1005,11 +1010,10 @@ static void ws_prewait(ectx *c, const ex_ctr *k, int stages, int cw, int empty, 
   int ind = c->indent;
   c->out = &sb, c->indent = 1;
   ws_shared_decls(c, stages);
-  ws_barrier_init(c, ex_A(c, "threadIdx.x == %d", 32 * cw), stages, empty, 1, 0, cw);
+  ex_line(c, "if (threadIdx.x == %d) {", 32 * cw);
   c->indent++;
-  const em_shape *as = ex_S(c, k->A_);
-  ex_line(c, "const long long M = %s, N = %s, K = %s;", ex_numel_c(c, &k->mdims), ex_dim_c(c, &k->os->d[k->r - 1]),
-          ex_dim_c(c, &as->d[as->rank - 1]));
+  ws_barrier_init(c, stages, empty, 1, 0, cw);
+  ws_sizes(c, k);
   ex_line(c, "const int nk = (int)((K + 63) / 64), em_t = blockIdx.x;");
   ws_tile_count(c, k, 1);
   ws_tile_coords(c, k, raster, 1);
@@ -1142,17 +1146,17 @@ void ex_k_contraction_ws(ectx *c, const ex_ctr *k, em_launch *L) {
             WS_STAMP_FIELDS * WS_STAMP_ROLES);
     ex_line(c, "const unsigned long long em_g0 = em_gtime(); const unsigned em_e0 = em_clock(); /* STAMP: the CTA's entry */");
   }
-  const em_shape *as = ex_S(c, k->A_);
-  ex_line(c, "const long long M = %s, N = %s, K = %s;", ex_numel_c(c, &k->mdims),
-          k->concat ? ex_A(c, "%lldLL", (long long)k->sibOff[k->nsib]) : ex_dim_c(c, &k->os->d[k->r - 1]),
-          ex_dim_c(c, &as->d[as->rank - 1]));
+  ws_sizes(c, k);
   ex_line(c, "const int tid = threadIdx.x, lane = tid & 31, wid = tid >> 5;");
   ex_line(c, "const int nk = (int)((K + 63) / 64);");
   ws_tile_count(c, k, cl);
   if (EX_KNOB(c, STREAM_K)) ex_sk_schedule(c);
   if (cl == 2 || sk >= 2) ex_line(c, "const unsigned em_cr = em_cluster_rank();");
   if (!bpre) {
-    ws_barrier_init(c, "tid == 0", stages, cw / wgk * cl, sk, staged, cw);
+    ex_line(c, "if (tid == 0) {");
+    c->indent++;
+    ws_barrier_init(c, stages, cw / wgk * cl, sk, staged, cw);
+    c->indent--;
     ex_line(c, "}");
   }
   /* (a cluster: the peer's multicasts and arrivals may only reach barriers that are initialised) */

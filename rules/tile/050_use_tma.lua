@@ -17,42 +17,32 @@ return {
       if atom.tma(k, dev) then
         local o = { { ASYNC = 1, STAGES = 4 }, { ASYNC = 1, STAGES = 3 }, { ASYNC = 1, STAGES = 2 }, { ASYNC = 0, STAGES = 1 },
           { ASYNC = 1, STAGES = 1 }, { ASYNC = 1, STAGES = 6 }, { ASYNC = 1, STAGES = 8 }, { ASYNC = 1, STAGES = 12 } }
+        -- (the option of n stages moved to the front, the others keeping their order)
+        local function first(n)
+          local at = 1
+          for i, x in ipairs(o) do if x.STAGES == n and x.ASYNC == 1 then at = i break end end
+          local s = o[at]
+          for i = at, 2, -1 do o[i] = o[i - 1] end
+          o[1] = s
+        end
         -- A dual kernel of more than two waves (atom.dual_waves: gate/up) takes 3 stages first: three blocks an SM
         -- against two (18.0 us against 25.7 at RASTER=8, seq_len 512, H200, 2026-11-30).
         -- (not the persistent 128 x 128 dual lead, atom.dual_persist: 4 stages, its note)
         if atom.dual_waves(k, dev) and not atom.dual_persist(k, dev) then o[1], o[2] = o[2], o[1] end
         -- (the wide persistent dual lead, atom.dual_wide_lead: 6 stages, 192 KB of its 32 KB stages in flight)
-        if atom.dual_wide_lead(k, dev) then
-          local s6 = o[6]
-          for i = 6, 2, -1 do o[i] = o[i - 1] end
-          o[1] = s6
-        end
+        if atom.dual_wide_lead(k, dev) then first(6) end
         -- The persistent lead of a one-wave grid (atom.persist_small), and a dual grid of less than half the SMs
         -- (atom.dual_sparse, its note), take 8 stages first: in the program its
         -- weights stream from HBM, and the deeper ring was 1-4 µs faster there (Qwen3 layer 0, 512 tokens: q 7.4
         -- against 8.4, o 9.2 against 12.0, down 11.8 against 16.1; H200, 2026-12-02)
-        if atom.persist_small(k, dev) or atom.dual_sparse(k, dev) or atom.rope_regs(k, dev) then
-          local s8 = o[7]
-          for i = 7, 2, -1 do o[i] = o[i - 1] end
-          o[1] = s8
-        end
+        if atom.persist_small(k, dev) or atom.dual_sparse(k, dev) or atom.rope_regs(k, dev) then first(8) end
         -- The two-warpgroup 64 x 64 lead (atom.kgroup_lead) takes 12: in the program 0.3-0.5 us faster than 8 (its
         -- note)
-        if atom.kgroup_lead(k, dev) then
-          local s12 = o[8]
-          for i = 8, 2, -1 do o[i] = o[i - 1] end
-          o[1] = s12
-        end
+        if atom.kgroup_lead(k, dev) then first(12) end
         -- The split 128 x 128 lead (atom.split2_lead; 8 stages of 32 KB do not fit) takes 6 before 4: TinyLlama's
         -- down_proj at 512 tokens 22.7 -> 22.1 us alone, 29.4 -> 25.3 with the L2 flushed (its weights from HBM, as
         -- in the program; torch 21.7 / 24.8; H200, bench/gemm.lua --batches 1 --cold, twenty-third session)
-        if atom.split2_lead(k, dev) then
-          local at = 1
-          for i, x in ipairs(o) do if x.STAGES == 6 then at = i end end
-          local s6 = o[at]
-          for i = at, 2, -1 do o[i] = o[i - 1] end
-          o[1] = s6
-        end
+        if atom.split2_lead(k, dev) then first(6) end
         return o
       end
       -- three stages first: measured 24.2 us against 107.5 us for element-wise fills (q_proj, seq_len 512, H200).
