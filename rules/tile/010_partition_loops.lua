@@ -131,7 +131,7 @@ return {
             for _, e in ipairs(epis) do if e ~= 5 then e5[#e5 + 1] = e end end
             epis, lead_epi = e5, 5
           end
-          local small = atom.persist_small(k, dev) or atom.rope_regs(k, dev)
+          local small = atom.persist_small(k, dev) or atom.rope_regs(k, dev) or atom.dual_one_wave(k, dev)
           -- (atom.split2_lead: the 128 x 128 tile, split over K by the SPLIT rule, with the fragment epilogue)
           if atom.split2_lead(k, dev) then small = { BM = 128, BN = 128 } end
           for _, e in ipairs(epis) do
@@ -141,7 +141,7 @@ return {
             -- fragment epilogue)
             if small then
               first = o.BM == small.BM and o.BN == small.BN and o.WM == small.BM / 16 and o.WN == 1 and
-                e == (k.stage and lead_epi or k.tma_store and 4 or atom.small_staged(k, dev) and 5 or 0)
+                e == ((k.stage or k.dual) and lead_epi or k.tma_store and 4 or atom.small_staged(k, dev) and 5 or 0)
             end
             if first then lead[#lead + 1] = q else persist[#persist + 1] = q end
           end
@@ -179,7 +179,7 @@ return {
         local n = #clustered
         for i = 1, n do clustered[#clustered + 1] = atom.with(clustered[i], "PAIR_A", 1) end
       end
-      if atom.persist_first(k, dev) or atom.persist_small(k, dev) or atom.rope_regs(k, dev) then
+      if atom.persist_first(k, dev) or atom.persist_small(k, dev) or atom.rope_regs(k, dev) or atom.dual_one_wave(k, dev) then
         local rest = out
         out = lead
         for _, q in ipairs(persist) do out[#out + 1] = q end
@@ -465,15 +465,18 @@ return {
           local o = out[i]
           if o.OSMEM == 2 then
             out[#out + 1] = atom.with(o, "OSMEM", 3)
-            out[#out + 1] = atom.with(o, "OSMEM", 4)
+            -- (O over the stage's K half only: past it, on V, another warpgroup's last P·V may still read it)
+            if o.BQ <= o.BKV then out[#out + 1] = atom.with(o, "OSMEM", 4) end
           end
         end
       end
       -- BQ=192 (head dim 64): three consumer warpgroups over one K/V stream (FlashAttention-3's head-dim-64 tile is
-      -- 192 x 128, registers 32 / 160), the 16-byte-store epilogue, also persistent (OSMEM 2; 4 where the three O
-      -- slices fit a K/V stage: 128-key tiles). 64-key tiles first: at 128 keys the consumers' O, S and two P sets
-      -- need more than 160 registers (NVRTC 13.0: 116 bytes spilled, none at 64). Written without a GPU run
-      -- (2026-12-03): offered last.
+      -- 192 x 128, registers 32 / 160), the 16-byte-store epilogue, also persistent (OSMEM 2; not 4: the three O
+      -- slices reach a stage's V half, and were wrong so on the H200). 64-key tiles first: at 128 keys the
+      -- consumers' O, S and two P sets need more than 160 registers (NVRTC 13.0: 116 bytes spilled, none at 64).
+      -- Offered last: correct, and slower than the BQ=64 lead on every d64 case (H200, twenty-fifth session,
+      -- bench/attention.lua --pins: b8 s512 causal 47.3 µs against 43.7, non-causal 60.1 against 53.1, b1 s2048
+      -- causal 58.1 against 51.4, non-causal 100.4 against 81.7).
       if k.E == 64 then
         for _, bkv in ipairs { 64, 128 } do
           for _, st in ipairs { 3, 2, 4 } do
@@ -481,7 +484,6 @@ return {
               local o = { FLASH = 2, BQ = 192, BKV = bkv, KVST = st, KVSPLIT = 1, MINB = 1, QSMEM = 0, QPACK = 0, OSMEM = 2 }
               out[#out + 1] = o
               out[#out + 1] = atom.with(o, "APERSIST", 1)
-              if bkv == 128 then out[#out + 1] = atom.with(atom.with(o, "APERSIST", 1), "OSMEM", 4) end
             end
           end
         end

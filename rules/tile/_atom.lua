@@ -205,6 +205,19 @@ function A.dual_sparse(k, dev)
   return math.ceil(k.M / 64) * math.ceil(k.N / 64) < 0.5 * (dev.sm_count or 132)
 end
 
+-- A dual kernel without a RoPE stage whose 64 x 64 tiles make one wave of 90-100% of the SMs (Qwen3's k+v at 512
+-- tokens: 128 tiles): there the persistent pipeline's 64 x 64 tile (a producer warp, the results stored 16 bytes a
+-- thread, EPI_SMEM=5) on a 6-stage ring leads, where the non-persistent 64 x 64 tile without a producer did. Returns
+-- the tile ({BM, BN}) or nil. Measured (H200, twenty-fifth session, docs/performance.md): alone 8.4 -> 7.0 µs warm,
+-- 9.5 -> 7.7 with the L2 flushed (8 stages 7.1 / 8.4; torch 8.6 / 10.1: bench/gemm.lua --cold --pins); in the layer
+-- (emmy run … --bench, EMMY_KNOBS pins) 9.0 -> 7.9 (8 stages 8.2), the layer 70.5 -> 69.0.
+function A.dual_one_wave(k, dev)
+  if not k.dual or k.stage or not k.M or not k.N or A.persist_first(k, dev) then return nil end
+  local sms, tiles = dev.sm_count or 132, math.ceil(k.M / 64) * math.ceil(k.N / 64)
+  if tiles >= 0.9 * sms and tiles <= sms then return { BM = 64, BN = 64 } end
+  return nil
+end
+
 -- A dual kernel whose persistent 128 x 128 tile leads (atom.persist_first: k+v and gate/up at 4096 tokens): there a
 -- 4-stage ring and the staged epilogue stored 16 bytes a thread (EPI_SMEM=5) lead. Measured (H200, twenty-first
 -- session, bench/gemm.lua --pins): Qwen3 k+v (its v written in attention's [B, H, S, D] layout) 36.7 us (3 stages,

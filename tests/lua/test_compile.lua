@@ -195,6 +195,14 @@ test("APERSIST=1: one CTA an SM loops over (query tile, head) items; the ring's 
   local c3, _, e3 = emmy(args("compile", L0, "--ir", "tile", "--kernel", "k_sdpa"),
     { env = "EMMY_KNOBS=k_sdpa:FLASH=2,k_sdpa:KVSPLIT=2,k_sdpa:APERSIST=1" })
   check(c3 ~= 0 and e3:find("match no candidate", 1, true), "KVSPLIT=2 with APERSIST=1 is not offered: " .. e3)
+  -- nor O staged over a K/V stage (OSMEM=4) where three 64-row slices reach its V half (BQ=192, head dim 64: wrong on
+  -- the H200), which the emitter refuses too
+  local LLA = { "TinyLlama/TinyLlama-1.1B-Chat-v1.0", "--layer", "0", "--dynamic", "seq_len@x:1" }
+  local p4 = "EMMY_KNOBS=k_sdpa:FLASH=2,k_sdpa:BQ=192,k_sdpa:BKV=128,k_sdpa:KVST=3,k_sdpa:OSMEM=4,k_sdpa:APERSIST=1"
+  local c4, _, e4 = emmy(args("compile", LLA, "--ir", "tile", "--kernel", "k_sdpa"), { env = p4 })
+  check(c4 ~= 0 and e4:find("match no candidate", 1, true), "BQ=192 with OSMEM=4 is not offered: " .. e4)
+  local c5, _, e5 = emmy(args("compile", LLA, "--ir", "tile", "--kernel", "k_sdpa"), { env = p4:gsub("OSMEM=4", "OSMEM=2") })
+  eq(c5, 0, "BQ=192 with OSMEM=2 is: " .. e5)
 end)
 
 test("KVSPLIT=2: two warp halves take alternate K/V tiles and merge their softmax states", function()
@@ -633,7 +641,8 @@ test("PERSIST=1 leads where a 128 x 128 tile grid fills every SM (batch 8), and 
   check(o8:find("PERSIST=1", 1, true), o8)
   -- batch 1, 512 tokens (atom.persist_small): q_proj at 128 x 64 with the TMA store, 8 stages; o and down at 64 x 64
   -- with the staged 16-byte stores (atom.small_staged) and two consumer warpgroups dealt the k-steps
-  -- (atom.kgroup_lead), 12 stages; the dual kernels (k+v, gate/up) keep the 64 x 64 default
+  -- (atom.kgroup_lead), 12 stages; k+v (one wave of 64 x 64 dual tiles, atom.dual_one_wave) persistent at 64 x 64
+  -- with the 16-byte stores, 6 stages; gate/up keeps the non-persistent 64 x 64 default
   local _, o1 = emmy(args("compile", L0, "--ir", "cuda"))
   local function knobs_of(name) return o1:match("// kernel " .. name .. "[^\n]*") or "" end
   local q, o, d = knobs_of("k_linear_7363a2"), knobs_of("k_linear_add_67d546"), knobs_of("k_linear_add_f97280")
@@ -642,7 +651,10 @@ test("PERSIST=1 leads where a 128 x 128 tile grid fills every SM (batch 8), and 
     check(k:find("BM=64,BN=64,", 1, true) and k:find("EPI_SMEM=5,", 1, true) and k:find("PERSIST=1,", 1, true) and k:find("STAGES=12,", 1, true)
       and k:find("WG_K=2,", 1, true), k)
   end
-  check(knobs_of("k_linear_ad15f3"):find("PERSIST=0,", 1, true) and knobs_of("k_linear_silu_mul_b9e1e1"):find("PERSIST=0,", 1, true), o1)
+  local kv = knobs_of("k_linear_ad15f3")
+  check(kv:find("BM=64,BN=64,", 1, true) and kv:find("EPI_SMEM=5,", 1, true) and kv:find("PERSIST=1,", 1, true) and kv:find("STAGES=6,", 1, true)
+    and kv:find("WG_K=1,", 1, true), kv)
+  check(knobs_of("k_linear_silu_mul_b9e1e1"):find("PERSIST=0,", 1, true), o1)
   -- the residual: every chunk's 16-byte load issued together after the tile is staged (ws_chunk_prefetch), each chunk
   -- reads its own
   local body = o1:match("// kernel k_linear_add_f97280.-\n}\n") or ""
