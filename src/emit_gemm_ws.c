@@ -124,7 +124,7 @@ static void ws_cluster_load(ectx *c, const ex_ctr *k, int stages) {
 
 /* The producer: every k-slice of every tile of this CTA, each once its stage's previous use is released (the
  * empty barrier's phase of use it/S - 1; the first pass waits on the phase before the first, which is complete). */
-static void ws_producer(ectx *c, const ex_ctr *k, int stages, int raster, int cw, int cl, int sk, int sp, int bpre) {
+static void ws_producer(ectx *c, const ex_ctr *k, int stages, int raster, int cw, int cl, int sk, int sp) {
   ex_line(c, "if (wid >= %d) {", cw);
   c->indent++;
   ex_line(c, "asm volatile(\"setmaxnreg.dec.sync.aligned.u32 %d;\");", WS_PRODUCER_REGS);
@@ -139,17 +139,12 @@ static void ws_producer(ectx *c, const ex_ctr *k, int stages, int raster, int cw
   const char *nkv = ws_k_range(c, sk);
   if (cl == 2) ws_cluster_load(c, k, stages);
   else ex_ctr_tma_load(c, k, stages, 1, 1, "kt");
-  /* (EMMY_BPRE: the first tile's first stages armed and their B loaded before the grid dependency wait) */
-  if (bpre)
-    ex_line(c, "auto em_load_a = [&](int st, int kt) { em_tma_2d(em_sb + st * %lldu, &tm0, kt * 64, (int)m0, &em_bar[st]); };",
-            128LL * k->BM);
   ex_line(c, "for (int kt = %s; kt < %s; kt++, em_it++) {", ws_k_first(c), nkv);
   ex_line(c, "  const int st = em_it %% %d;", stages);
   ws_stamp(c, sp, "  const unsigned em_c0 = em_clock();");
   ex_line(c, "  em_mbar_wait(&em_empty[st], ((unsigned)(em_it / %d) & 1u) ^ 1u);", stages);
   ws_stamp(c, sp, "  const unsigned em_c1 = em_clock();");
-  if (bpre) ex_line(c, "  if (em_it < min(%d, nk)) em_load_a(st, kt); else em_load(st, kt);", stages);
-  else ex_line(c, sk >= 2 ? "  em_load(st, kt0 + kt);" : "  em_load(st, kt);");
+  ex_line(c, sk >= 2 ? "  em_load(st, kt0 + kt);" : "  em_load(st, kt);");
   ws_stamp(c, sp, "  em_sw += em_c1 - em_c0, em_si += em_clock() - em_c1;");
   ex_line(c, "}");
   c->indent--;
@@ -994,45 +989,6 @@ static void ws_sizes(ectx *c, const ex_ctr *k) {
           ex_dim_c(c, &as->d[as->rank - 1]));
 }
 
-/* EMMY_BPRE=1 (an experiment, default 0; PDL on, CLUSTER=1, SPLIT_K=1, STREAM_K=0): the weights of the CTA's first
- * tile's first STAGES k-steps are requested before the kernel's grid dependency wait (griddepcontrol.wait: the
- * previous kernel's completion), into the ring where the K loop reads them — the weights do not depend on it, and in
- * a model's program they stream from HBM (a kernel there is ~1 us slower than alone, docs/performance.md, twenty-third
- * session). The producer's lane initialises the barriers, arms each stage for A and B and loads B there (the body
- * then skips both); its K loop loads only A for those steps (ws_producer). EMMY_WPF (the whole weights prefetched into
- * L2 by every CTA before the wait) lost. */
-static int ws_bpre(ectx *c, int cl, int sk) {
-  return ex_env_choice("EMMY_BPRE", 1) && ex_pdl_mode() > 0 && cl == 1 && sk == 1 && !EX_KNOB(c, STREAM_K);
-}
-
-static void ws_prewait(ectx *c, const ex_ctr *k, int stages, int cw, int empty, int raster) {
-  sbuf sb = {0}, *keep = c->out;
-  int ind = c->indent;
-  c->out = &sb, c->indent = 1;
-  ws_shared_decls(c, stages);
-  ex_line(c, "if (threadIdx.x == %d) {", 32 * cw);
-  c->indent++;
-  ws_barrier_init(c, stages, empty, 1, 0, cw);
-  ws_sizes(c, k);
-  ex_line(c, "const int nk = (int)((K + 63) / 64), em_t = blockIdx.x;");
-  ws_tile_count(c, k, 1);
-  ws_tile_coords(c, k, raster, 1);
-  ex_line(c, "(void)N, (void)m0;");
-  ex_line(c, "for (int st = 0; st < min(%d, nk); st++) {", stages);
-  ex_line(c, "  em_mbar_expect(&em_bar[st], %lldu);", 128LL * (k->BM + k->BN * (k->dual ? 2 : 1)));
-  for (int b = 0; b < (k->dual ? 2 : 1); b++) {
-    long long base, stride;
-    ex_ctr_b_at(k, stages, b, &base, &stride);
-    ex_line(c, "  em_tma_2d(em_sb + %lldu + st * %lldu, &tm%d, st * 64, (int)n0, &em_bar[st]);", base, stride, 1 + b);
-  }
-  ex_line(c, "}");
-  c->indent--;
-  ex_line(c, "}");
-  c->out = keep, c->indent = ind;
-  c->prewait = ex_A(c, "%s", sb.s);
-  free(sb.s);
-}
-
 void ex_k_contraction_ws(ectx *c, const ex_ctr *k, em_launch *L) {
   int stages = EX_KNOB(c, STAGES), raster = EX_KNOB(c, RASTER);
   int wgk = EX_KNOB(c, WG_K), cw = k->BM / 16 * wgk; /* consumer warps: a warpgroup per 64 rows (WG_K=2: two) */
@@ -1122,9 +1078,7 @@ void ex_k_contraction_ws(ectx *c, const ex_ctr *k, em_launch *L) {
     L->scratch_per_tile = 4LL * WS_STAMP_FIELDS * WS_STAMP_ROLES; /* per CTA: the launcher's grid is one CTA a "tile" */
     ex_use_prelude(c, ex_STAMP_PRELUDE);
   }
-  const int bpre = ws_bpre(c, cl, sk);
-  if (bpre) ws_prewait(c, k, stages, cw, cw / wgk * cl, raster);
-  else ws_shared_decls(c, stages);
+  ws_shared_decls(c, stages);
   long long ring = (long long)stages * 128 * (k->BM + k->BN * (k->dual ? 2 : 1));
   L->smem = 1024 + ring + ws_staging(c, k, ring, staged);
   if (sk >= 2) {
@@ -1152,16 +1106,14 @@ void ex_k_contraction_ws(ectx *c, const ex_ctr *k, em_launch *L) {
   ws_tile_count(c, k, cl);
   if (EX_KNOB(c, STREAM_K)) ex_sk_schedule(c);
   if (cl == 2 || sk >= 2) ex_line(c, "const unsigned em_cr = em_cluster_rank();");
-  if (!bpre) {
-    ex_line(c, "if (tid == 0) {");
-    c->indent++;
-    ws_barrier_init(c, stages, cw / wgk * cl, sk, staged, cw);
-    c->indent--;
-    ex_line(c, "}");
-  }
+  ex_line(c, "if (tid == 0) {");
+  c->indent++;
+  ws_barrier_init(c, stages, cw / wgk * cl, sk, staged, cw);
+  c->indent--;
+  ex_line(c, "}");
   /* (a cluster: the peer's multicasts and arrivals may only reach barriers that are initialised) */
   ex_line(c, cl == 2 || sk >= 2 ? "em_cluster_sync();" : "__syncthreads();");
-  ws_producer(c, k, stages, raster, cw, cl, sk, sp, bpre);
+  ws_producer(c, k, stages, raster, cw, cl, sk, sp);
   ws_consumers(c, k, L, stages, raster, staged, cl, sk, tmo, sp);
   if (cl == 2 || sk >= 2) {
     c->indent--;

@@ -482,6 +482,13 @@ function M.run(a)
   local inprog
   if be.emmy then
     progress("emmy's whole graph")
+    if os.getenv("EMMY_REUSE") ~= "0" then
+      local keep = {}
+      for name in pairs(a.ins) do keep[name] = true end
+      for _, o in ipairs(a.g:outputs()) do keep[o] = true end
+      local got, want = gpu.plan_reuse(cu, bufs, plans, bind, keep)
+      progress(("emmy's intermediate values in %.1f MB of buffers (one a value: %.1f MB)"):format(got / 1e6, want / 1e6))
+    end
     local t, err = M.with_clock(cu, function() return M.graph_time(cu, plans, picks, bufs, bind) end)
     if not t then note("emmy whole graph: " .. tostring(err)) end
     local ip, ierr = M.in_program(cu, plans, picks, bufs, bind)
