@@ -199,6 +199,11 @@ return {
         -- (atom.dual_wide_lead: the persistent 128 x 64 wide dual first)
         if atom.dual_wide_lead(k, dev) then
           atom.lead(out, { PERSIST = 1, BM = 128, BN = 64, WM = 8, WN = 1, EPI_SMEM = 5, DUAL_WIDE = 1 })
+        elseif atom.dual_waves(k, dev) and not atom.dual_persist(k, dev) then
+          -- (the lead's own wide twin first for the other duals of more than two waves: Qwen3's gate/up at 512
+          -- tokens, the non-persistent 64 x 64 tile, 12.5 -> 12.3 µs alone, 13.6 -> 13.3 in the layer, the layer
+          -- 68.9 -> 68.7; H200, twenty-fifth session, EMMY_KNOBS=k_linear_silu:DUAL_WIDE=1 ./emmy run … --bench)
+          atom.lead(out, atom.with(out[1], "DUAL_WIDE", 1))
         end
       end
       return out

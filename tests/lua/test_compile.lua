@@ -642,7 +642,8 @@ test("PERSIST=1 leads where a 128 x 128 tile grid fills every SM (batch 8), and 
   -- batch 1, 512 tokens (atom.persist_small): q_proj at 128 x 64 with the TMA store, 8 stages; o and down at 64 x 64
   -- with the staged 16-byte stores (atom.small_staged) and two consumer warpgroups dealt the k-steps
   -- (atom.kgroup_lead), 12 stages; k+v (one wave of 64 x 64 dual tiles, atom.dual_one_wave) persistent at 64 x 64
-  -- with the 16-byte stores, 6 stages; gate/up keeps the non-persistent 64 x 64 default
+  -- with the 16-byte stores, 6 stages; gate/up keeps the non-persistent 64 x 64 tile, its weight tiles side by side
+  -- (DUAL_WIDE=1), 3 stages
   local _, o1 = emmy(args("compile", L0, "--ir", "cuda"))
   local function knobs_of(name) return o1:match("// kernel " .. name .. "[^\n]*") or "" end
   local q, o, d = knobs_of("k_linear_7363a2"), knobs_of("k_linear_add_67d546"), knobs_of("k_linear_add_f97280")
@@ -654,7 +655,8 @@ test("PERSIST=1 leads where a 128 x 128 tile grid fills every SM (batch 8), and 
   local kv = knobs_of("k_linear_ad15f3")
   check(kv:find("BM=64,BN=64,", 1, true) and kv:find("EPI_SMEM=5,", 1, true) and kv:find("PERSIST=1,", 1, true) and kv:find("STAGES=6,", 1, true)
     and kv:find("WG_K=1,", 1, true), kv)
-  check(knobs_of("k_linear_silu_mul_b9e1e1"):find("PERSIST=0,", 1, true), o1)
+  local gu = knobs_of("k_linear_silu_mul_b9e1e1")
+  check(gu:find("PERSIST=0,", 1, true) and gu:find("DUAL_WIDE=1,", 1, true) and gu:find("STAGES=3,", 1, true), gu)
   -- the residual: every chunk's 16-byte load issued together after the tile is staged (ws_chunk_prefetch), each chunk
   -- reads its own
   local body = o1:match("// kernel k_linear_add_f97280.-\n}\n") or ""
