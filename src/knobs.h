@@ -44,7 +44,10 @@
     "11.3; H200, docs/performance.md, twenty-fourth session); after every persistent tile elsewhere")                 \
   X(DUAL_WIDE, TILE, 0, "0,1", "contraction (WGMMA=1, a dual pair, 2·BN ≤ 256)",                                        \
     "1: a dual kernel's two weight tiles lie side by side in each stage, one `wgmma` of N = 2·BN (gate's columns, "     \
-    "then up's) reads the A tile once a k16 step instead of twice; 0: two wgmma of N = BN")                          \
+    "then up's) reads the A tile once a k16 step instead of twice; 0: two wgmma of N = BN. First for the wide "      \
+    "persistent 128 x 64 dual (atom.dual_wide_lead: TinyLlama's gate/up at 512 tokens) and as the twin of the "       \
+    "non-persistent 64 x 64 lead of a dual of more than two waves (Qwen3's gate/up at 512 tokens: in the layer "       \
+    "13.6 -> 13.3 µs; H200, docs/performance.md, twenty-fifth session)")                                               \
   X(PRODUCER, TILE, 0, "0,1",                                                                                          \
     "contraction (WGMMA=1, TMA=1, WG_WAIT=1, STAGES ≥ 2, SPLIT_K=1, CLUSTER=1, no staged epilogue)",                   \
     "1: warp specialization — one more warpgroup (block of 32·WM + 128 threads) whose first lane issues every TMA "    \
@@ -63,7 +66,8 @@
     "with one group in flight, the first k-slice with scale-d 0. With CLUSTER=2, CTA pairs on neighbouring tile rows " \
     "share the B tile, each multicasting its half (correct; 2-5% slower than unclustered, offered last). First where at least 8 rows of 128 × 128 "   \
     "tiles at the hint fill every SM (atom.persist_first); 4096³ 207.8 µs against 407.3 (H200, docs/performance.md, " \
-    "ninth session)")                                                                                                  \
+    "ninth session); also where one linear's tiles (atom.persist_small) or a dual's 64 x 64 tiles "                     \
+    "(atom.dual_one_wave: Qwen3's k+v at 512 tokens, in the layer 9.0 -> 7.9 µs, twenty-fifth session) make one wave")  \
   X(STREAM_K, SPLIT, 0, "0,1", "contraction (PERSIST=1, SPLIT_K=1, CLUSTER=1)",                                         \
     "1: stream-K — the tiles of the last, partial wave (and one full wave before it) are shared out by k-tiles, "   \
     "every CTA of the one-an-SM grid an equal share; a CTA whose piece does not reach its tile's end hands its f32 "  \
