@@ -317,8 +317,17 @@ static void ws_chunk_residual_seed(ectx *c, const ex_ctr *k, int rv, int e) {
   ex_memo_seed(c, rv, &c->al[rv], ex_A(c, "(em_rv ? %s : %s)", reg, own));
 }
 
-static void ws_chunk(ectx *c, const ex_ctr *k, int threads, int h, int half, int panel, const char *ei, const char *m0v,
-                     const char *n0v, int pre);
+/* A part of the staged tile whose 16-byte chunks a set of consumer threads stores (EPI_SMEM=5, 6): `threads` threads,
+ * the part `half` columns wide at tile column h * half, staged in 64-column panels `panel` bytes apart, a chunk at its
+ * column within the part. col (NULL for none): a C expression for the part's tile column instead, the chunk staged at
+ * its column within the tile (WG_K=2's split epilogue, EMMY_KG_SPLIT: each K group its columns of the one panel). h
+ * also names the residual's load slots (em_rqa<h>, em_rva<h>). */
+typedef struct {
+  int threads, h, half, panel;
+  const char *col;
+} ws_part;
+
+static void ws_chunk(ectx *c, const ex_ctr *k, const ws_part *pt, const char *ei, const char *m0v, const char *n0v, int pre);
 
 /* EPI_SMEM=5: the staged half stored 16 bytes a thread. Consecutive threads take consecutive 8-column chunks of the
  * half (one 16-byte read of the swizzled panel an accumulator), each of the 8 elements goes through the fused ops,
@@ -326,19 +335,19 @@ static void ws_chunk(ectx *c, const ex_ctr *k, int threads, int h, int half, int
  * (ws_chunk_residual). EPI_SMEM=3 stored 2 bytes a thread and the
  * fragment epilogue (0) 4 bytes a thread over eight rows an instruction: at 128 x 256 its stores kept the LSU
  * busy ~10,700 cycles a tile against the K loop's ~15,500 (ncu's long-scoreboard stalls on the stores' sources). */
-static void ws_chunk_slot(ectx *c, const ex_ctr *k, int threads, int h, int half, int panel, const char *ei);
+static void ws_chunk_slot(ectx *c, const ex_ctr *k, const ws_part *pt, const char *ei);
 
-static void ws_chunk_stores(ectx *c, const ex_ctr *k, int threads, int h, int half, int panel, int pre) {
-  int nch = k->BM * (half / 8) / threads;
+static void ws_chunk_stores(ectx *c, const ex_ctr *k, const ws_part *pt, int pre) {
+  int nch = k->BM * (pt->half / 8) / pt->threads;
   ex_line(c, pre ? "#pragma unroll" : "#pragma unroll 2");
   ex_line(c, "for (int em_i = 0; em_i < %d; em_i++) {", nch);
   c->indent++;
-  ws_chunk(c, k, threads, h, half, panel, "em_i", "m0", "n0", pre ? WS_PRE_USE : WS_PRE_NONE);
+  ws_chunk(c, k, pt, "em_i", "m0", "n0", pre ? WS_PRE_USE : WS_PRE_NONE);
   if (pre && pre < nch) {
     /* (the chunk pre ahead: its load in flight while this one and the next are stored) */
     ex_line(c, "if (em_i + %d < %d) {", pre, nch);
     c->indent++;
-    ws_chunk_slot(c, k, threads, h, half, panel, ex_A(c, "(em_i + %d)", pre));
+    ws_chunk_slot(c, k, pt, ex_A(c, "(em_i + %d)", pre));
     c->indent--;
     ex_line(c, "}");
   }
@@ -347,9 +356,9 @@ static void ws_chunk_stores(ectx *c, const ex_ctr *k, int threads, int h, int ha
 }
 
 /* Chunk ei's residual load into its slot (false and zeros where the chunk has none). */
-static void ws_chunk_slot(ectx *c, const ex_ctr *k, int threads, int h, int half, int panel, const char *ei) {
-  ex_line(c, "em_rva%d[%s] = false, em_rqa%d[%s] = make_uint4(0u, 0u, 0u, 0u);", h, ei, h, ei);
-  ws_chunk(c, k, threads, h, half, panel, ei, "m0", "n0", WS_PRE_LOAD);
+static void ws_chunk_slot(ectx *c, const ex_ctr *k, const ws_part *pt, const char *ei) {
+  ex_line(c, "em_rva%d[%s] = false, em_rqa%d[%s] = make_uint4(0u, 0u, 0u, 0u);", pt->h, ei, pt->h, ei);
+  ws_chunk(c, k, pt, ei, "m0", "n0", WS_PRE_LOAD);
 }
 
 /* EPI_SMEM=5 with a residual: the 16-byte residual loads of half h's first chunks issued together after the half is
@@ -359,15 +368,15 @@ static void ws_chunk_slot(ectx *c, const ex_ctr *k, int threads, int h, int half
  * tokens 30.5 -> 35.3 us, H200, twenty-second session), 3 or 4 still spill there (nvcc -Xptxas -v). Returns the
  * depth, 0 where there is no residual. */
 #define WS_PRE_DEPTH 4
-static int ws_chunk_prefetch(ectx *c, const ex_ctr *k, int threads, int h, int half, int panel) {
+static int ws_chunk_prefetch(ectx *c, const ex_ctr *k, const ws_part *pt) {
   if (ex_ctr_residual(c, k) < 0) return 0;
-  int nch = k->BM * (half / 8) / threads, most = k->BN > 128 ? 2 : WS_PRE_DEPTH, depth = nch < most ? nch : most;
-  ex_line(c, "uint4 em_rqa%d[%d];", h, nch);
-  ex_line(c, "bool em_rva%d[%d];", h, nch);
+  int nch = k->BM * (pt->half / 8) / pt->threads, most = k->BN > 128 ? 2 : WS_PRE_DEPTH, depth = nch < most ? nch : most;
+  ex_line(c, "uint4 em_rqa%d[%d];", pt->h, nch);
+  ex_line(c, "bool em_rva%d[%d];", pt->h, nch);
   ex_line(c, "#pragma unroll");
   ex_line(c, "for (int em_i = 0; em_i < %d; em_i++) {", depth);
   c->indent++;
-  ws_chunk_slot(c, k, threads, h, half, panel, "em_i");
+  ws_chunk_slot(c, k, pt, "em_i");
   c->indent--;
   ex_line(c, "}");
   return depth;
@@ -375,16 +384,20 @@ static int ws_chunk_prefetch(ectx *c, const ex_ctr *k, int threads, int h, int h
 
 /* One chunk of ws_chunk_stores: chunk ei (a text) of this thread in half h of the staged tile whose origin is
  * (m0v, n0v), in the caller's scope (a loop's body, a condition's block). */
-static void ws_chunk(ectx *c, const ex_ctr *k, int threads, int h, int half, int panel, const char *ei, const char *m0v,
-                     const char *n0v, int pre) {
-  int nst = k->dual ? 2 : 1, per_row = half / 8, mark = c->memo.n;
-  ex_line(c, "const int em_e = tid + %s * %d, ml = em_e / %d, nh = em_e %% %d * 8, nl = nh + %d;", ei, threads, per_row, per_row,
-          h * half);
+static void ws_chunk(ectx *c, const ex_ctr *k, const ws_part *pt, const char *ei, const char *m0v, const char *n0v, int pre) {
+  int nst = k->dual ? 2 : 1, per_row = pt->half / 8, mark = c->memo.n, h = pt->h;
+  if (pt->col)
+    ex_line(c, "const int em_e = tid + %s * %d, ml = em_e / %d, nh = em_e %% %d * 8, nl = nh + (%s);", ei, pt->threads, per_row, per_row,
+            pt->col);
+  else
+    ex_line(c, "const int em_e = tid + %s * %d, ml = em_e / %d, nh = em_e %% %d * 8, nl = nh + %d;", ei, pt->threads, per_row, per_row,
+            h * pt->half);
   ex_line(c, "const long long m = %s + ml, n = %s + nl;", m0v, n0v);
   ex_line(c, "if (m < M && n < N) {");
   c->indent++;
   if (pre != WS_PRE_LOAD) {
-    ex_line(c, "const unsigned em_o = em_swz((unsigned)(nh >> 6) * %du, ml, nh & 63);", panel);
+    const char *sc = pt->col ? "nl" : "nh"; /* (the chunk's column in the staged panels) */
+    ex_line(c, "const unsigned em_o = em_swz((unsigned)(%s >> 6) * %du, ml, %s & 63);", sc, pt->panel, sc);
     for (int s = 0; s < nst; s++) ex_line(c, "const uint4 em_q%d = *reinterpret_cast<const uint4 *>(em_ep%d + em_o);", s, s);
   }
   int64_t cv;
@@ -433,7 +446,8 @@ static void ws_deferred_chunk(ectx *c, const ex_ctr *k, int threads, const char 
   ex_line(c, "if (%s) {", cond);
   c->indent++;
   ex_line(c, "const int em_j = %s;", j);
-  ws_chunk(c, k, threads, 0, k->BN, 128 * k->BM, "em_j", "em_pm0", "em_pn0", WS_PRE_NONE);
+  const ws_part pt = {threads, 0, k->BN, 128 * k->BM, NULL};
+  ws_chunk(c, k, &pt, "em_j", "em_pm0", "em_pn0", WS_PRE_NONE);
   c->indent--;
   ex_line(c, "}");
 }
@@ -457,6 +471,32 @@ static void ws_tma_store_half(ectx *c, int h, int half, int panel, int tmo) {
   ex_line(c, "}");
 }
 
+/* The fragments j0 <= j < j1 of the accumulators (the linear's results, rounded to the outputs' dtype) written two
+ * columns a 32-bit word into the staged panels (ws_epilogue_halves' layout), their column less hofs. */
+static void ws_stage_frags(ectx *c, const ex_ctr *k, int j0, int j1, int hofs, int panel) {
+  int nst = k->dual ? 2 : 1;
+  ex_line(c, "#pragma unroll");
+  ex_line(c, "for (int j = %d; j < %d; j++) {", j0, j1);
+  ex_line(c, "  #pragma unroll");
+  ex_line(c, "  for (int q = 0; q < 4; q += 2) {");
+  c->indent += 2;
+  ex_line(c, "const int ml = wm * 16 + (lane >> 2) + (q >> 1) * 8, nl = j * 8 + (lane & 3) * 2, nh = nl - %d;", hofs);
+  ex_line(c, "const long long n = n0 + nl;");
+  ex_line(c, "const unsigned em_o = em_swz((unsigned)(nh >> 6) * %du, ml, nh & 63) + (nh & 7) * 2;", panel);
+  for (int s = 0; s < nst; s++) {
+    int mark = c->memo.n;
+    em_dtype dt = ex_V(c, k->sib[s])->dtype;
+    const char *acc = s ? "acc2" : "acc";
+    const char *lo = ex_store_conv(c, dt, ex_ctr_result(c, k->sib[s], ex_A(c, "%s[0][j][q]", acc), "n"));
+    const char *hi = ex_store_conv(c, dt, ex_ctr_result(c, k->sib[s], ex_A(c, "%s[0][j][q + 1]", acc), "(n + 1)"));
+    ex_line(c, "*reinterpret_cast<unsigned *>(em_ep%d + em_o) = %s;", s, ex_store_pair(c, lo, hi));
+    c->memo.n = mark;
+  }
+  c->indent -= 2;
+  ex_line(c, "  }");
+  ex_line(c, "}");
+}
+
 /* The epilogue in halves (EPI_SMEM=3, 4, 5): the tile's results staged half its columns at a time in one buffer of
  * BM x BN/2 elements an accumulator (32 KB at 128 x 256, so a 4-stage ring fits beside it). The buffer holds
  * 64-column panels, BM rows of 128 bytes each, in the 128-byte swizzle (16-byte chunk q of row r at q ^ r % 8):
@@ -475,36 +515,18 @@ static void ws_epilogue_halves(ectx *c, const ex_ctr *k, int cw, int staged, int
   for (int h = 0; h < parts; h++) {
     if (staged == 4) ex_line(c, "if (tid == 0) em_bulk_wait_read0(); /* the last stores have read the buffer */");
     ex_line(c, "asm volatile(\"bar.sync 1, %d;\" ::: \"memory\");", threads);
-    ex_line(c, "#pragma unroll");
-    ex_line(c, "for (int j = %d; j < %d; j++) {", h * k->FN / parts, (h + 1) * k->FN / parts);
-    ex_line(c, "  #pragma unroll");
-    ex_line(c, "  for (int q = 0; q < 4; q += 2) {");
-    c->indent += 2;
-    ex_line(c, "const int ml = wm * 16 + (lane >> 2) + (q >> 1) * 8, nl = j * 8 + (lane & 3) * 2, nh = nl - %d;", h * half);
-    ex_line(c, "const long long n = n0 + nl;");
-    ex_line(c, "const unsigned em_o = em_swz((unsigned)(nh >> 6) * %du, ml, nh & 63) + (nh & 7) * 2;", panel);
-    for (int s = 0; s < nst; s++) {
-      int mark = c->memo.n;
-      em_dtype dt = ex_V(c, k->sib[s])->dtype;
-      const char *acc = s ? "acc2" : "acc";
-      const char *lo = ex_store_conv(c, dt, ex_ctr_result(c, k->sib[s], ex_A(c, "%s[0][j][q]", acc), "n"));
-      const char *hi = ex_store_conv(c, dt, ex_ctr_result(c, k->sib[s], ex_A(c, "%s[0][j][q + 1]", acc), "(n + 1)"));
-      ex_line(c, "*reinterpret_cast<unsigned *>(em_ep%d + em_o) = %s;", s, ex_store_pair(c, lo, hi));
-      c->memo.n = mark;
-    }
-    c->indent -= 2;
-    ex_line(c, "  }");
-    ex_line(c, "}");
+    ws_stage_frags(c, k, h * k->FN / parts, (h + 1) * k->FN / parts, h * half, panel);
     if (staged == 4) ex_line(c, "em_fence_async_smem();");
     /* (after the half's accumulators are staged: they are dead, the loads in flight across the barrier) */
-    int pre = staged == 5 && ahead ? k->BM * (half / 8) / threads : staged == 5 ? ws_chunk_prefetch(c, k, threads, h, half, panel) : 0;
+    const ws_part pt = {threads, h, half, panel, NULL};
+    int pre = staged == 5 && ahead ? k->BM * (half / 8) / threads : staged == 5 ? ws_chunk_prefetch(c, k, &pt) : 0;
     ex_line(c, "asm volatile(\"bar.sync 1, %d;\" ::: \"memory\");", threads);
     if (staged == 4) {
       ws_tma_store_half(c, h, half, panel, tmo);
       continue;
     }
     if (staged == 5) {
-      ws_chunk_stores(c, k, threads, h, half, panel, pre);
+      ws_chunk_stores(c, k, &pt, pre);
       continue;
     }
     if (staged == 6) {
@@ -704,7 +726,8 @@ static int ws_kgroup_ahead(ectx *c, const ex_ctr *k) {
     ex_line(c, "#pragma unroll");
     ex_line(c, "for (int em_i = 0; em_i < %d; em_i++) {", nch);
     c->indent++;
-    ws_chunk_slot(c, k, 128, h, half, 128 * k->BM, "em_i");
+    const ws_part pt = {128, h, half, 128 * k->BM, NULL};
+    ws_chunk_slot(c, k, &pt, "em_i");
     c->indent--;
     ex_line(c, "}");
   }
