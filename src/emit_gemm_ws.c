@@ -713,8 +713,22 @@ static void ws_kgroup_loop(ectx *c, const ex_ctr *k, int stages, int cl, int sp)
  * accumulators a thread: room for the 16-32 registers). Emits the loads where there is a residual and returns 1, else
  * 0. Measured against the loads after the loop (docs/performance.md, twenty-fourth session): Qwen3 o_proj in the
  * layer 8.2 -> 7.9 us, the layer 70.8 -> 70.5. */
-static int ws_kgroup_ahead(ectx *c, const ex_ctr *k) {
+static int ws_kgroup_ahead(ectx *c, const ex_ctr *k, int split) {
   if (ex_ctr_residual(c, k) < 0) return 0;
+  if (split) {
+    /* (EMMY_KG_SPLIT: each group its own columns' chunks) */
+    const ws_part pt = {128, 0, k->BN / 2, 128 * k->BM, ex_A(c, "em_g * %d", k->BN / 2)};
+    int nch = k->BM * (pt.half / 8) / 128;
+    ex_line(c, "uint4 em_rqa0[%d];", nch);
+    ex_line(c, "bool em_rva0[%d];", nch);
+    ex_line(c, "#pragma unroll");
+    ex_line(c, "for (int em_i = 0; em_i < %d; em_i++) {", nch);
+    c->indent++;
+    ws_chunk_slot(c, k, &pt, "em_i");
+    c->indent--;
+    ex_line(c, "}");
+    return 1;
+  }
   int parts = k->BN >= 128 ? 2 : 1, half = k->BN / parts, nch = k->BM * (half / 8) / 128;
   for (int h = 0; h < parts; h++) {
     ex_line(c, "uint4 em_rqa%d[%d];", h, nch);
@@ -760,6 +774,71 @@ static void ws_kgroup_handover(ectx *c, const ex_ctr *k, int cl) {
   ws_acc_add(c, k, "em_kv", 128);
   ex_line(c, "if (em_t + %s < %s) asm volatile(\"bar.arrive 2, 256;\" ::: \"memory\");", cl == 2 ? "gridDim.x / 2" : "gridDim.x",
           cl == 2 ? "em_pairs" : "em_tiles");
+}
+
+/* EMMY_KG_SPLIT=1 (an experiment, default 0): WG_K=2's tile epilogue split between the two K groups by columns (BN 64,
+ * EPI_SMEM=5): each group hands the other the partial sums of the other's half of the columns (ws_kgroup_exchange)
+ * and adds the other's into its own half, stages its half in the one panel and stores its chunks, its residual
+ * loaded before its K loop (ws_kgroup_split_epilogue) — the exchange and the epilogue each half of group 0's alone
+ * after a whole hand-over, at the price of group 1 no longer going on to its next tile at once (the 512-token
+ * one-wave kernels have one tile a CTA). The hand-over and epilogue took 1,955 cycles a tile against 1,413 for one
+ * warpgroup's epilogue (Qwen3 down, docs/performance.md, twenty-fourth session). */
+static int ws_kg_split(ectx *c, const ex_ctr *k, int staged) {
+  return ex_env_choice("EMMY_KG_SPLIT", 1) && staged == 5 && k->BN == 64;
+}
+
+/* EMMY_KG_SPLIT's exchange: group g writes the fragments of the other group's columns into its region of em_kr (float4
+ * slot (g * nacc + s) * FN/2 + j of thread t at slot * 128 + t), both meet at named barrier 3, and each adds the
+ * other's region into its own columns (the same sum every run). Named barrier 2 first from the second tile on: the
+ * last tile's regions read. Each group's columns as constants in its own branch (the accumulators stay registers). */
+static void ws_kgroup_exchange(ectx *c, const ex_ctr *k) {
+  int nst = k->dual ? 2 : 1, hf = k->FN / 2;
+  ex_line(c, "float4 *const em_kv = reinterpret_cast<float4 *>(em_dsm + (em_kr - em_smem(em_dsm))) + tid;");
+  ex_line(c, "if (em_kn++) asm volatile(\"bar.sync 2, 256;\" ::: \"memory\");");
+  for (int pass = 0; pass < 2; pass++) {
+    if (pass) ex_line(c, "asm volatile(\"bar.sync 3, 256;\" ::: \"memory\");");
+    for (int g = 0; g < 2; g++) {
+      ex_line(c, g ? "} else {" : "if (em_g == 0) {");
+      ex_line(c, "  #pragma unroll");
+      ex_line(c, "  for (int j = 0; j < %d; j++) {", hf);
+      for (int s = 0; s < nst; s++) {
+        const char *a = s ? "acc2" : "acc";
+        if (!pass) {
+          int jo = (1 - g) * hf; /* the other group's columns, into this group's region */
+          ex_line(c, "    em_kv[(%d + j) * 128] = make_float4(%s[0][j + %d][0], %s[0][j + %d][1], %s[0][j + %d][2], %s[0][j + %d][3]);",
+                  (g * nst + s) * hf, a, jo, a, jo, a, jo, a, jo);
+        } else {
+          int jo = g * hf; /* this group's columns, from the other's region */
+          ex_line(c, "    const float4 em_x%d = em_kv[(%d + j) * 128];", s, ((1 - g) * nst + s) * hf);
+          ex_line(c, "    %s[0][j + %d][0] += em_x%d.x, %s[0][j + %d][1] += em_x%d.y, %s[0][j + %d][2] += em_x%d.z, %s[0][j + %d][3] += em_x%d.w;",
+                  a, jo, s, a, jo, s, a, jo, s, a, jo, s);
+        }
+      }
+      ex_line(c, "  }");
+    }
+    ex_line(c, "}");
+  }
+}
+
+/* EMMY_KG_SPLIT's epilogue: each group stages its columns of the tile in the one panel (its own named barrier on both
+ * sides: 1 for group 0, 4 for group 1) and stores their chunks; ahead: the residual loaded before the K loop. */
+static void ws_kgroup_split_epilogue(ectx *c, const ex_ctr *k, int ahead) {
+  int hf = k->FN / 2, panel = 128 * k->BM;
+  const char *bar = "if (em_g == 0) asm volatile(\"bar.sync 1, 128;\" ::: \"memory\"); else asm volatile(\"bar.sync 4, 128;\" ::: \"memory\");";
+  ex_line(c, "%s", bar);
+  ex_line(c, "if (em_g == 0) {");
+  c->indent++;
+  ws_stage_frags(c, k, 0, hf, 0, panel);
+  c->indent--;
+  ex_line(c, "} else {");
+  c->indent++;
+  ws_stage_frags(c, k, hf, k->FN, 0, panel);
+  c->indent--;
+  ex_line(c, "}");
+  const ws_part pt = {128, 0, k->BN / 2, panel, ex_A(c, "em_g * %d", k->BN / 2)};
+  int pre = ahead ? k->BM * (pt.half / 8) / 128 : ws_chunk_prefetch(c, k, &pt);
+  ex_line(c, "%s", bar);
+  ws_chunk_stores(c, k, &pt, pre);
 }
 
 /* The consumers: per tile, every k-slice's wgmma group on its full stage with one group in flight (the stage of
@@ -814,7 +893,8 @@ static void ws_consumers(ectx *c, const ex_ctr *k, em_launch *L, int stages, int
   int pfs = k1.rpf >= 0 && !k1.npf && sk == 1 && k->FN >= 32 ? k->FN / 2 : k->FN;
   if (k1.rpf >= 0 || k1.npf) ex_ctr_residual_load(c, &k1, 0, pfs);
   const int skm = EX_KNOB(c, STREAM_K);
-  const int kg_ahead = wgk == 2 && staged == 5 && ws_kgroup_ahead(c, k);
+  const int kg_split = wgk == 2 && ws_kg_split(c, k, staged);
+  const int kg_ahead = wgk == 2 && staged == 5 && ws_kgroup_ahead(c, k, kg_split);
   if (wgk == 2) {
     ws_kgroup_loop(c, k, stages, cl, sp);
   } else {
@@ -846,13 +926,15 @@ static void ws_consumers(ectx *c, const ex_ctr *k, em_launch *L, int stages, int
             cl == 2 ? 2 : sk >= 2 ? sk : 1, cl == 2 ? "em_pairs" : "em_tiles");
   ws_stamp(c, sp, "const unsigned em_c4 = em_clock();");
   if (skm) ex_sk_fixup(c, k, k->BM / 16); /* a stream-K piece: hand over, or gather and go on to the epilogue */
-  if (wgk == 2) ws_kgroup_handover(c, k, cl);
+  if (kg_split) ws_kgroup_exchange(c, k);
+  else if (wgk == 2) ws_kgroup_handover(c, k, cl);
   if (sk >= 2 && !staged) {
     ws_split_reduce(c, k, k->BM / 16, sk, sp);
   } else if (sk == 2) {
     ws_split_handover(c, k, k->BM / 16);
   }
   if (staged == 7) ws_epilogue_tma_fused(c, &k1, k->BM / 16, tmo);
+  else if (kg_split) ws_kgroup_split_epilogue(c, k, kg_ahead);
   else if (staged >= 3) ws_epilogue_halves(c, k, k->BM / 16, staged, tmo, kg_ahead);
   else if (staged) ws_epilogue(c, k, k->BM / 16, staged, ex_ctr_stage_width(c, k));
   else ex_ctr_epilogue(c, &k1, L); /* each thread's fragments, in place */
@@ -978,11 +1060,14 @@ static int ws_has_prologue(ectx *c, const ex_ctr *k) {
 static int ws_kgroups_refused(ectx *c, const ex_ctr *k, int wgk, int staged, int sk) {
   if (wgk == 1) return 0;
   int ahead = (!staged || staged == 7) && ex_ctr_residual(c, k) >= 0;
+  int64_t kc;
+  /* (a K of one k-step would leave the second group's accumulators unwritten) */
+  int one = em_dim_is_const(k->Kd, &kc) && kc <= 64;
   if (wgk == 2 && k->BM == 64 && sk == 1 && !EX_KNOB(c, STREAM_K) && staged != 6 && !ahead &&
-      !(!staged && ex_ctr_stage_width(c, k) > 0))
+      !(!staged && ex_ctr_stage_width(c, k) > 0) && !one)
     return 0;
-  ex_fail(c, "WG_K=2 deals a 64-row tile's k-steps to two consumer warpgroups: BM=64, SPLIT_K=1, STREAM_K=0, EPI_SMEM not 6, and "
-             "no residual or RoPE table loaded ahead (EPI_SMEM 0 or 7 with a residual, a RoPE from the fragments)");
+  ex_fail(c, "WG_K=2 deals a 64-row tile's k-steps to two consumer warpgroups: BM=64, SPLIT_K=1, STREAM_K=0, EPI_SMEM not 6, "
+             "no residual or RoPE table loaded ahead (EPI_SMEM 0 or 7 with a residual, a RoPE from the fragments), and K over 64");
   return 1;
 }
 

@@ -35,7 +35,7 @@
     "each CTA loading half its rows and multicasting them into both rings (A is two thirds of a 128 x 64 tile's "     \
     "bytes: cuBLAS's q_proj kernel is a 1x2 cluster); 0: neighbouring tile rows sharing B. Written without a GPU "    \
     "run, offered last")                                                                                               \
-  X(WG_K, TILE, 1, "1,2", "contraction (PERSIST=1, BM=64, SPLIT_K=1, STREAM_K=0, EPI_SMEM not 6)",                    \
+  X(WG_K, TILE, 1, "1,2", "contraction (PERSIST=1, BM=64, SPLIT_K=1, STREAM_K=0, EPI_SMEM not 6, K over 64)",                    \
     "2: the persistent pipeline's 64-row tile has two consumer warpgroups (a block of 384 threads) dealt its k-steps " \
     "in turn, each into its own accumulators; at the tile's end the second hands its partial sums to the first "     \
     "through shared memory and goes on to its next tile while the first runs the epilogue (cuBLAS's 64 x 64 kernels " \

@@ -429,9 +429,9 @@ function M.resource_check(k, c, dev)
     return false, "DUAL_WIDE=1 is one wgmma over a dual kernel's two adjacent weight tiles (WGMMA=1, a dual pair, 2·BN <= 256)"
   end
   if k.kind == "contraction" and (c.WG_K or 1) ~= 1 and (c.WG_K ~= 2 or c.PERSIST ~= 1 or c.BM ~= 64 or (c.SPLIT_K or 1) ~= 1
-      or (c.STREAM_K or 0) ~= 0 or c.EPI_SMEM == 6) then
+      or (c.STREAM_K or 0) ~= 0 or c.EPI_SMEM == 6 or (k.K and k.K <= 64)) then
     return false, "WG_K=2 deals a 64-row persistent tile's k-steps to two consumer warpgroups (PERSIST=1, BM=64, SPLIT_K=1, "
-      .. "STREAM_K=0, EPI_SMEM not 6)"
+      .. "STREAM_K=0, EPI_SMEM not 6, K over 64: one k-step would leave the second group's sums unwritten)"
   end
   if k.kind == "contraction" and (c.PAIR_A or 0) ~= 0 and (c.PAIR_A ~= 1 or c.PERSIST ~= 1 or c.CLUSTER ~= 2) then
     return false, "PAIR_A=1 is the persistent pipeline's pair sharing A (PERSIST=1, CLUSTER=2)"
