@@ -261,8 +261,9 @@ local function recorded(timer)
   return recs, dropped
 end
 
--- The in-program times of the launch sequence plans (M.in_program without the experiment below).
-local function in_program_of(cu, plans, picks, bufs, bind, reps)
+-- The in-program times of the launch sequence plans (M.in_program without the experiment below); flush_bytes: the
+-- L2 flushed before each replay (a buffer of that many bytes filled).
+local function in_program_of(cu, plans, picks, bufs, bind, reps, flush_bytes)
   local t, err = M.graph_time(cu, plans, picks, bufs, bind, 3) -- (captured once, warm)
   if not t then return nil, err end
   local recs, dropped = recorded(function()
@@ -272,7 +273,7 @@ local function in_program_of(cu, plans, picks, bufs, bind, reps)
         if not ok2 then return nil, err2 end
       end
       return true
-    end, { graph = true, reps = reps, warmup = 0 })
+    end, { graph = true, reps = reps, warmup = 0, flush_bytes = flush_bytes })
   end)
   if not recs then return nil, dropped end
   return M.group_records(recs, plans, dropped)
@@ -441,6 +442,23 @@ function M.by_kind(whole)
   return { backends = names, rows = rows }
 end
 
+-- emmy's kernels in the program (M.in_program's positions), as torch's are listed: {{name, us (exposed µs a call),
+-- busy_us (end - start), count, kind}}, longest first.
+function M.program_kernels(ip, plans)
+  local ks, at = {}, {}
+  for i, pos in ipairs(ip.positions) do
+    local e = at[pos.name]
+    if not e then
+      e = { name = pos.name, us = 0, busy_us = 0, count = 0, kind = plans[i].kernel.kind }
+      at[pos.name] = e
+      ks[#ks + 1] = e
+    end
+    e.us, e.busy_us, e.count = e.us + pos.exposed_us, e.busy_us + pos.busy_us, e.count + 1
+  end
+  table.sort(ks, function(x, y) return x.us > y.us end)
+  return ks
+end
+
 -- The whole bench of a compiled model or layer on the GPU. a = {cu, g (the graph), graph_after (the graph the
 -- kernels were formed on), plans, picks (name -> built variant, each checked), accuracy (name -> "ok"|"wrong"|…),
 -- ins, vals, bind, at (text: "seq_len=512 (symbolic hint)" | "static"), backends (set), model (optional: {model =
@@ -457,10 +475,12 @@ function M.run(a)
   -- the whole graph
   local bufs = {}
   for name, t in pairs(a.ins) do bufs[name] = assert(cu:upload(t)) end
-  local whole = {}
+  local whole, t_whole = {}, nil
+  local cold = os.getenv("EMMY_INPROG_COLD") == "1"
   if be.eager or be.tcompile then
     progress("the whole graph in torch (op-by-op replay)")
-    local t = M.torch(a.g, function(n) return a.ins[n] end, bind, { backends = be, kernels = 5 })
+    local t = M.torch(a.g, function(n) return a.ins[n] end, bind, { backends = be, kernels = 5, cold = cold and 20 or nil })
+    t_whole = t
     if t.why then note("torch on the whole graph: " .. t.why) end
     if be.eager then whole[#whole + 1] = { backend = "eager", t = t.eager, kernels = t.eager and t.eager.kernels } end
     if be.tcompile then whole[#whole + 1] = { backend = "tcompile", t = t.tcompile, kernels = t.tcompile and t.tcompile.kernels } end
@@ -479,6 +499,14 @@ function M.run(a)
       end
     end
   end
+  -- EMMY_INPROG_COLD=1 (an experiment): the program's kernels also with the L2 flushed before every call, emmy's (CUPTI,
+  -- the replays) and torch.compile's (bench.py --cold), two more columns of the by-kind table: is a matmul's time in
+  -- the program its weights' HBM latency for torch.compile's kernels too, or do its weights stay in L2 across calls?
+  if cold and t_whole and t_whole.tcompile and t_whole.tcompile.cold_kernels then
+    local c = t_whole.tcompile
+    whole[#whole + 1] = { backend = "tcompile, L2 flushed", t = { median_us = c.cold_us, p20_us = c.cold_us, p80_us = c.cold_us },
+      kernels = c.cold_kernels }
+  end
   local inprog
   if be.emmy then
     progress("emmy's whole graph")
@@ -493,22 +521,14 @@ function M.run(a)
     if not t then note("emmy whole graph: " .. tostring(err)) end
     local ip, ierr = M.in_program(cu, plans, picks, bufs, bind)
     if ip then inprog = ip else note("in-program times: " .. tostring(ierr)) end
-    local ks
-    if ip then -- emmy's kernels in the program, as torch's are listed: name, exposed µs per call (busy_us: end - start), count
-      ks = {}
-      local at = {}
-      for i, pos in ipairs(ip.positions) do
-        local e = at[pos.name]
-        if not e then
-          e = { name = pos.name, us = 0, busy_us = 0, count = 0, kind = plans[i].kernel.kind }
-          at[pos.name] = e
-          ks[#ks + 1] = e
-        end
-        e.us, e.busy_us, e.count = e.us + pos.exposed_us, e.busy_us + pos.busy_us, e.count + 1
+    whole[#whole + 1] = { backend = "emmy", t = t, kernels = ip and M.program_kernels(ip, plans) }
+    if cold then
+      local ipc = in_program_of(cu, plans, picks, bufs, bind, 20, 2 * math.max(cu:info().l2 or 0, 32 * 1024 * 1024))
+      if ipc then
+        whole[#whole + 1] = { backend = "emmy, L2 flushed", t = { median_us = ipc.span_us, p20_us = ipc.span_us, p80_us = ipc.span_us },
+          kernels = M.program_kernels(ipc, plans) }
       end
-      table.sort(ks, function(x, y) return x.us > y.us end)
     end
-    whole[#whole + 1] = { backend = "emmy", t = t, kernels = ks }
   end
   local eager_us
   for _, w in ipairs(whole) do if w.backend == "eager" and w.t then eager_us = w.t.median_us end end

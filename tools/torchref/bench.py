@@ -197,10 +197,11 @@ def kernel_breakdown(fn, args, runs):
     return out
 
 
-def cold_time(fn, args, runs):
+def cold_time(fn, args, runs, per_kernel=None):
     """The median over `runs` calls of fn's kernels' summed durations (torch.profiler), the L2 flushed before each
     call by filling a buffer of twice its size: the regime of a kernel in a model's program, whose weights stream
-    from HBM (emmy's bench.cold_us times its kernels the same way)."""
+    from HBM (emmy's bench.cold_us times its kernels the same way). per_kernel: a list that receives each kernel's
+    mean duration a call, [{name, us, count}] as kernel_breakdown's."""
     from torch.profiler import profile, ProfilerActivity
     l2 = getattr(torch.cuda.get_device_properties(0), "L2_cache_size", 0) or 0
     flush = torch.empty(2 * max(l2, 32 << 20), dtype=torch.uint8, device="cuda")
@@ -213,7 +214,7 @@ def cold_time(fn, args, runs):
         torch.cuda.synchronize()
     kern = [e for e in prof.events() if getattr(e, "device_type", None) is not None and str(e.device_type).endswith("CUDA")]
     kern.sort(key=lambda e: e.time_range.start)
-    totals, cur = [], None
+    totals, cur, per = [], None, {}
     for e in kern:
         if "fill" in e.name.lower():  # (the flush: fn's own kernels follow it)
             if cur is not None:
@@ -221,8 +222,13 @@ def cold_time(fn, args, runs):
             cur = 0.0
         elif cur is not None:
             cur += e.time_range.elapsed_us()
+            us, n = per.get(e.name, (0.0, 0))
+            per[e.name] = (us + e.time_range.elapsed_us(), n + 1)
     if cur is not None:
         totals.append(cur)
+    if per_kernel is not None and totals:
+        per_kernel.extend(sorted(({"name": k, "us": us / len(totals), "count": n / len(totals)} for k, (us, n) in per.items()),
+                                 key=lambda x: -x["us"]))
     totals = [t for t in totals if t > 0]
     return statistics.median(totals) if totals else None
 
@@ -402,7 +408,9 @@ def bench_one(graph, inputs_dir, json_out, a, quiet=False, out_dir=None):
                         r["kernels_error"] = replay.first_line(e)
                 if a.cold > 0 and device.type == "cuda":
                     try:
-                        r["cold_us"] = cold_time(fn, inputs, a.cold)
+                        per = []
+                        r["cold_us"] = cold_time(fn, inputs, a.cold, per)
+                        r["cold_kernels"] = per
                     except Exception as e:  # the time stands without it
                         r["cold_error"] = replay.first_line(e)
                 if backend == "compile":  # (dynamo's count: 0 means the graph compiled in one piece)
