@@ -32,6 +32,11 @@ M.METRICS = {
   { key = "issue", metric = "smsp__issue_active.avg.pct_of_peak_sustained_active", label = "issue slots busy (%)", pct = true },
   { key = "l2", metric = "lts__throughput.avg.pct_of_peak_sustained_elapsed", label = "L2 throughput (%)", pct = true },
   { key = "l2_bytes", metric = "lts__t_bytes.sum", label = "L2 bytes", sum = true },
+  -- the bytes the crossbar delivers from L2 into the SMs (TMA's included) and that port's share of its peak: whether a
+  -- 64 x 64 tile is bound by each SM's feed rather than by L2 as a whole (a 2-CTA cluster's multicast halves a shared
+  -- operand's L2 reads, not the bytes each SM takes in; issue 19)
+  { key = "xbar_bytes", metric = "l1tex__m_xbar2l1tex_read_bytes.sum", label = "L2 -> SM bytes", sum = true },
+  { key = "xbar", metric = "l1tex__m_xbar2l1tex_read_bytes.sum.pct_of_peak_sustained_elapsed", label = "L2 -> SM port (%)", pct = true },
 }
 
 -- Where warps wait: ncu's stall reasons, each as warps stalled for that reason per issued instruction (the
