@@ -779,6 +779,22 @@ int ex_pdl_mode(void) {
   return !strcmp(p, "0") ? 0 : !strcmp(p, "1") ? 1 : !strcmp(p, "3") ? 3 : 2;
 }
 
+/* EMMY_TMPF=1 at compile time (an experiment, default 0): the kernel's TMA tensor maps prefetched by one thread before
+ * the grid dependency wait — they do not depend on the previous kernel, and CUTLASS's Hopper kernels prefetch theirs
+ * first (each matmul is 0.6-1 us slower in a layer's program than alone, docs/performance.md, twenty-fifth session).
+ * "" without it, so the emitted CUDA is unchanged. */
+static const char *tmap_prefetch(ectx *c, const em_launch *launch) {
+  if (!ex_env_choice("EMMY_TMPF", 1) || launch->ntmaps <= 0) return "";
+  sbuf sb = {0};
+  ex_sb_add(&sb, "  if (threadIdx.x == 0) {\n");
+  for (int j = 0; j < launch->ntmaps; j++)
+    ex_sb_add(&sb, "    asm volatile(\"prefetch.tensormap [%%0];\" :: \"l\"(reinterpret_cast<unsigned long long>(&tm%d)) : \"memory\");\n", j);
+  ex_sb_add(&sb, "  }\n");
+  const char *out = ex_A(c, "%s", sb.s);
+  free(sb.s);
+  return out;
+}
+
 /* ---- kernel kinds ------------------------------------------------------------------------------------ */
 
 /* A tier switch: a knob whose legal values are a list from 0 ("0,1", FLASH's "0,1,2"), not a range or sizes. */
@@ -958,9 +974,9 @@ em_status em_emit(const em_tile *t, char **src, em_launch *launch, char *err) {
    * lets the next kernel launch as soon as all of this grid's CTAs have started. Hopper and later (guarded). */
   int pdl_mode = ex_pdl_mode();
   launch->pdl = pdl_mode > 0;
-  ex_sb_add(&head, ") {\n%s%s%s%s%s%s}\n", pl >= 1 && pl <= 4 ? plant[pl] : "", pdl_mode ? "#if __CUDA_ARCH__ >= 900\n" : "",
+  ex_sb_add(&head, ") {\n%s%s%s%s%s%s%s}\n", pl >= 1 && pl <= 4 ? plant[pl] : "", pdl_mode ? "#if __CUDA_ARCH__ >= 900\n" : "",
             pdl_mode == 1 ? "  asm volatile(\"griddepcontrol.launch_dependents;\" ::: \"memory\");\n" : "",
-            pdl_mode && c.prewait ? c.prewait : "",
+            pdl_mode ? tmap_prefetch(&c, launch) : "", pdl_mode && c.prewait ? c.prewait : "",
             pdl_mode ? "  asm volatile(\"griddepcontrol.wait;\" ::: \"memory\");\n#endif\n" : "", body.s ? body.s : "");
   /* every knob is read by now: the header's reads (CLUSTER, MINB, PLANT) come last */
   if (check_unread(&c)) {
