@@ -70,6 +70,13 @@ static int fa_rows(ectx *c, int v, int *base, em_dim *st, int64_t D, int64_t *in
 /* Shared memory: the Q tile (D/64 column blocks of NWG x 64 rows), then ST stages of a K and a V tile (D/64
  * column blocks of BKV rows each), every block 1024-byte aligned (the 128-byte swizzle's period). */
 static long long fa_qbytes(const fa_t *f) { return (long long)f->NQ * 64 * f->D * 2; }
+/* EMMY_OS4_SYNC=1 (an experiment, default 0; emitted CUDA unchanged without it): OSMEM=4 with two Q slices stages each
+ * slice's O over K rows of the last stage that the other warpgroup's last QKᵀ also reads; nothing but the tensor
+ * cores' issue order keeps that QKᵀ ahead of the O writes (PINGPONG hands the turn over once it is issued, not
+ * retired). With it, each warpgroup arrives on barrier 6 + wq once its loop's wgmma have retired and waits on the
+ * other's (7 - wq) before staging O; the items then end on barrier 1 (both warpgroups), so that no arrival of the next
+ * item completes a barrier this one still waits on. */
+static int fa_os4_sync(const fa_t *f) { return f->osmem == 4 && f->NQ == 2 && ex_env_choice("EMMY_OS4_SYNC", 1); }
 /* KVSPLIT=2's merge: the second warpgroup's O, max and sum per thread, [element][thread] (f32) */
 static long long fa_mergebytes(const fa_t *f) { return f->P > 1 ? (f->D / 2 + 4) * 128LL * 4 : 0; }
 static long long fa_kvbytes(const fa_t *f) { return (long long)f->BKV * f->D * 2; }
@@ -441,6 +448,7 @@ static void fa_epilogue(ectx *c, const fa_t *f) {
     const char *st = ex_stype(f->dt);
     /* element (row r, head element d) of this warpgroup's slice: 64-column block d/64 (NQ slices of 8 KB a
      * block), 128-byte rows, 16-byte chunks XOR the row */
+    if (fa_os4_sync(f)) ex_line(c, "asm volatile(\"bar.sync %%0, 256;\" :: \"r\"(7 - wq) : \"memory\"); /* the other's last QKᵀ retired */");
     if (osmem == 4) ex_line(c, "unsigned char *const em_os = em_dsm + (em_ost - em_smem(em_dsm)) + wq * 8192;");
     else if (fa_obuf(f)) ex_line(c, "unsigned char *const em_os = em_dsm + (em_sb - em_smem(em_dsm)) + %lldu + wq * 8192;", fa_obuf(f));
     else ex_line(c, "unsigned char *const em_os = em_dsm + (em_sb - em_smem(em_dsm)) + wq * 8192;");
@@ -642,6 +650,7 @@ static void fa_consumers(ectx *c, const fa_t *f) {
   ex_line(c, "}");
   /* PINGPONG: the second warpgroup's last turn handed back is taken, so that no arrival outlives the loop */
   if (f->pp) ex_line(c, "if (wq == 0) asm volatile(\"bar.sync 4, 256;\" ::: \"memory\");");
+  if (fa_os4_sync(f)) ex_line(c, "asm volatile(\"bar.arrive %%0, 256;\" :: \"r\"(6 + wq) : \"memory\"); /* this warpgroup's QKᵀ retired */");
   /* APERSIST=1 with an epilogue from the registers (OSMEM=0) or staged in a buffer of its own (OSMEM=3): every
    * S = QKᵀ of this item has retired, so the Q slice is free for the next item's load while the last PV and the
    * epilogue run (FlashAttention-3 releases Q there too); OSMEM 1 and 2 write O over Q and release it after */
@@ -682,7 +691,7 @@ static void fa_consumers(ectx *c, const fa_t *f) {
   if (f->persist) {
     /* PINGPONG: both warpgroups past this item (the first's last bar.sync 4 taken) before the second's next
      * bar.arrive 4, which would otherwise complete that barrier with its own two arrivals */
-    if (f->pp) ex_line(c, "asm volatile(\"bar.sync 1, 256;\" ::: \"memory\");");
+    if (f->pp || fa_os4_sync(f)) ex_line(c, "asm volatile(\"bar.sync 1, 256;\" ::: \"memory\");");
     if (!qearly) fa_qrelease(c); /* Q's slices (and the staged O over them) free for the next item's loads */
     ex_line(c, "em_ub += nt;");
     c->indent--;
