@@ -870,37 +870,6 @@ static void ctr_accumulators(ectx *c, const ex_ctr *k) {
   }
 }
 
-/* EMMY_WPF=1 (an experiment): before the grid dependency wait, the CTAs together prefetch the weights (the TMA
- * tiers' B operands, kernel inputs of a constant size) into L2, each its share in 64 KB bulk prefetches: they do not
- * depend on the previous kernel, whose tail this overlaps (in a layer the weights stream from HBM: each matmul ran
- * 1-1.5 us slower in the program than alone, H200, docs/performance.md "Seventeenth session"). L2 is the point of
- * coherence, so a line prefetched before the previous grid writes it is still current. */
-static void ctr_weight_prefetch(ectx *c, const ex_ctr *k) {
-  if (!k->tma || !ex_env_choice("EMMY_WPF", 1)) return;
-  sbuf sb = {0};
-  int bs[2] = {k->B_, k->dual ? k->B2 : -1};
-  for (int t = 0; t < 2; t++) {
-    em_dim n;
-    int64_t ne = 0;
-    if (bs[t] < 0 || ex_input_pos(c, bs[t]) < 0 || em_shape_numel(ex_S(c, bs[t]), &n) || !em_dim_is_const(&n, &ne)) continue;
-    unsigned long long bytes = (unsigned long long)ne * em_dtype_bytes(ex_V(c, bs[t])->dtype) & ~15ULL;
-    if (!sb.s) ex_sb_add(&sb, "  if (threadIdx.x == 0) { /* EMMY_WPF: the weights into L2 before the wait */\n"
-                              "    const unsigned long long em_nb = (unsigned long long)gridDim.x * gridDim.y * gridDim.z,\n"
-                              "      em_bid = blockIdx.x + (unsigned long long)gridDim.x * (blockIdx.y + (unsigned long long)gridDim.y * blockIdx.z);\n");
-    ex_sb_add(&sb, "    { const unsigned long long em_wb = %lluULL, em_ch = ((em_wb + em_nb - 1) / em_nb + 15) & ~15ULL,\n"
-                   "        em_e = min(em_wb, (em_bid + 1) * em_ch);\n"
-                   "      for (unsigned long long em_o = em_bid * em_ch; em_o < em_e; em_o += 65536ULL)\n"
-                   "        asm volatile(\"cp.async.bulk.prefetch.L2.global [%%0], %%1;\" :: \"l\"((const char *)in%d + em_o), "
-                   "\"r\"((unsigned)min(65536ULL, em_e - em_o)) : \"memory\"); }\n",
-              bytes, ex_input_pos(c, bs[t]));
-  }
-  if (sb.s) {
-    ex_sb_add(&sb, "  }\n");
-    c->prewait = ex_A(c, "%s", sb.s);
-    free(sb.s);
-  }
-}
-
 /* Contractions. MMA=0: the scalar tier, a TM x TN register tile per thread over float tiles in shared
  * memory. MMA=1: the warp tier, WM x WN warps each computing a (BM/WM) x (BN/WN) tile with
  * mma.sync.m16n8k16 (bf16/f16 in, f32 accumulation) on fragments loaded by ldmatrix from bf16/f16 tiles.
@@ -914,7 +883,6 @@ void ex_k_contraction(ectx *c, em_launch *L) {
   ctr_epilogue_values(c, &K);
   if (ctr_roles(c, &K, L)) return;
   if (K.tma ? ctr_tma_launch(c, &K, L) : K.async ? ctr_async_launch(c, &K, L) : 0) return;
-  ctr_weight_prefetch(c, &K);
   if (K.tma && K.persist) {
     ex_k_contraction_ws(c, &K, L);
     return;

@@ -70,8 +70,6 @@ typedef struct {
   int *vlink;              /* 1 when a view's alignment was derived across it from its input's (or back) */
   char *dimc[EM_MAX_SYMS]; /* C expressions of the symbols */
   const char *extra_prelude; /* helpers only some kernels need (TMA), placed after ex_PRELUDE */
-  const char *prewait;     /* statements before the kernel's griddepcontrol.wait (EMMY_WPF=1: a contraction's
-                            * weights prefetched into L2 while the previous grid finishes), or NULL */
   int bounds_minb;         /* 1: __launch_bounds__ names MINB even at 1 (a kernel that moves registers between its
                             * warpgroups with setmaxnreg needs the one-block-an-SM cap) */
   const char *more_prelude[4]; /* helpers only some variants need (ex_use_prelude: stamps, TMA stores), after those */
