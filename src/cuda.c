@@ -657,6 +657,12 @@ em_status em_cu_fn_attrs_get(em_cu_fn *f, em_cu_fn_attrs *a, char *err) {
 
 em_status em_cu_fn_set_max_dynamic_smem(em_cu_fn *f, int bytes, char *err) {
   if (enter(f->m->ctx, "cuFuncSetAttribute", err)) return EM_ERUN;
+  /* (a variant pinned past the rules' resource check: say what does not fit, not the driver's "invalid argument") */
+  int most = f->m->ctx->info.smem_optin;
+  if (most > 0 && bytes > most) {
+    snprintf(err, EM_ERR_MAX, "%s: %d bytes of dynamic shared memory exceed the device's %d a block (opt-in)", f->name, bytes, most);
+    return EM_EINPUT;
+  }
   CUresult rc = cu.FuncSetAttribute(f->f, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, bytes);
   if (rc) {
     char what[EM_ERR_MAX];
