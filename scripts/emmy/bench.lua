@@ -422,6 +422,23 @@ function M.fused_matmuls(whole)
   return out
 end
 
+-- Each backend's matmul kernels in the whole graph, a line a backend: "tcompile's matmuls (µs a call): nvjet_… 5.3,
+-- …" (longest first; names past 48 characters cut), so that the by-kind row's parts can be set against emmy's.
+function M.matmul_lines(whole)
+  local out = {}
+  for _, w in ipairs(whole) do
+    local parts = {}
+    for _, k in ipairs(w.kernels or {}) do
+      if M.kernel_kind(k.name, k.kind) == "matmul" then
+        local name = #k.name > 48 and k.name:sub(1, 45) .. "..." or k.name
+        parts[#parts + 1] = ("%s %.1f%s"):format(name, k.us, (k.count or 1) > 1 and (" (x%g)"):format(k.count) or "")
+      end
+    end
+    if #parts > 0 then out[#out + 1] = ("%s's matmuls (µs a call): %s"):format(w.backend, table.concat(parts, ", ")) end
+  end
+  return out
+end
+
 function M.by_kind(whole)
   local names, rows, at = {}, {}, {}
   for _, k in ipairs(M.KINDS) do
@@ -782,6 +799,7 @@ function M.print(res)
       print(("emmy's matmul row carries the epilogues fused into its kernels (%s), which torch's rows count under "
         .. "norm, elementwise"):format(table.concat(fused, ", ")))
     end
+    for _, line in ipairs(M.matmul_lines(res.whole)) do print(line) end
   end
   if res.in_program then
     local emmy

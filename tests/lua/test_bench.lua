@@ -96,6 +96,12 @@ test("where the whole graph's time goes: torch kernels classified by name, emmy'
       { name = "k_linear_silu_mul_b9e1e1", kind = "contraction" }, { name = "k_linear_add_67d546", kind = "contraction" },
       { name = "k_rms_norm_rope_40c43c", kind = "row" } } } }, "; "),
     "k_linear_add_67d546: add; k_linear_silu_mul_b9e1e1: silu mul")
+  -- each backend's matmul kernels, a line (the by-kind row's parts)
+  local ml = bench.matmul_lines { { backend = "tcompile", kernels = { { name = "nvjet_sm90_tst_128x64_64x8_1x2_h_bz_TNT", us = 5.31 },
+    { name = "triton_poi_fused_add_0", us = 1.2 }, { name = "nvjet_sm90_tst_64x64_64x13_2x1_v_bz_TNT", us = 4.0, count = 2 } } },
+    { backend = "emmy", kernels = { { name = "k_rms_norm_1", us = 2, kind = "row" } } } }
+  eq(#ml, 1, "emmy has no matmul here")
+  eq(ml[1], "tcompile's matmuls (µs a call): nvjet_sm90_tst_128x64_64x8_1x2_h_bz_TNT 5.3, nvjet_sm90_tst_64x64_64x13_2x1_v_bz_TNT 4.0 (x2)")
 end)
 
 test("bench: backends parsed, a bad one is a one-line error; where a graph is benched, in words", function()
