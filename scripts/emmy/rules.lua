@@ -404,43 +404,42 @@ function M.evaluate(rules, k, dev)
   return res
 end
 
--- The engine's resource check of one candidate (threads per block, static shared memory, an estimate of
--- registers), before anything is compiled. Returns ok, reason.
-function M.resource_check(k, c, dev)
-  local threads, smem = 0, 0
-  if k.kind == "contraction" and c.ASYNC == 1 and c.MMA ~= 1 then
+-- The knob combinations a contraction's candidate may take (one place for each rule; the emitter refuses the
+-- graph-dependent cases too). Returns true, or false and why.
+local function contraction_combos(k, c)
+  if c.ASYNC == 1 and c.MMA ~= 1 then
     return false, "ASYNC=1 needs the warp tier (MMA=1)"
   end
-  if k.kind == "contraction" and (c.SPLIT_K or 1) > 1 and c.MMA ~= 1 then
+  if (c.SPLIT_K or 1) > 1 and c.MMA ~= 1 then
     return false, "SPLIT_K > 1 needs the warp tier (MMA=1)"
   end
-  if k.kind == "contraction" and c.WGMMA == 1 and (c.TMA ~= 1 or c.MMA ~= 1) then
+  if c.WGMMA == 1 and (c.TMA ~= 1 or c.MMA ~= 1) then
     return false, "WGMMA=1 reads TMA-staged swizzled tiles (TMA=1)"
   end
-  if k.kind == "contraction" and c.WG_WAIT == 1 and (c.WGMMA ~= 1 or (c.STAGES or 1) < 2) then
+  if c.WG_WAIT == 1 and (c.WGMMA ~= 1 or (c.STAGES or 1) < 2) then
     return false, "WG_WAIT=1 keeps a wgmma group in flight over a ring of 2+ stages (WGMMA=1, STAGES >= 2)"
   end
-  if k.kind == "contraction" and (c.STREAM_K or 0) ~= 0 and (c.STREAM_K ~= 1 or c.PERSIST ~= 1 or (c.SPLIT_K or 1) ~= 1
+  if (c.STREAM_K or 0) ~= 0 and (c.STREAM_K ~= 1 or c.PERSIST ~= 1 or (c.SPLIT_K or 1) ~= 1
       or (c.CLUSTER or 1) ~= 1 or c.EPI_SMEM == 6 or c.EPI_SMEM == 7) then
     return false, "STREAM_K=1 shares the persistent pipeline's last tiles out by k-tiles (PERSIST=1, SPLIT_K=1, CLUSTER=1, "
       .. "not EPI_SMEM=6 or 7)"
   end
-  if k.kind == "contraction" and (c.DUAL_WIDE or 0) ~= 0 and (c.DUAL_WIDE ~= 1 or not k.dual or c.WGMMA ~= 1 or 2 * (c.BN or 0) > 256) then
+  if (c.DUAL_WIDE or 0) ~= 0 and (c.DUAL_WIDE ~= 1 or not k.dual or c.WGMMA ~= 1 or 2 * (c.BN or 0) > 256) then
     return false, "DUAL_WIDE=1 is one wgmma over a dual kernel's two adjacent weight tiles (WGMMA=1, a dual pair, 2·BN <= 256)"
   end
-  if k.kind == "contraction" and (c.WG_K or 1) ~= 1 and (c.WG_K ~= 2 or c.PERSIST ~= 1 or c.BM ~= 64 or (c.SPLIT_K or 1) ~= 1
+  if (c.WG_K or 1) ~= 1 and (c.WG_K ~= 2 or c.PERSIST ~= 1 or c.BM ~= 64 or (c.SPLIT_K or 1) ~= 1
       or (c.STREAM_K or 0) ~= 0 or c.EPI_SMEM == 6 or (k.K and k.K <= 64)) then
     return false, "WG_K=2 deals a 64-row persistent tile's k-steps to two consumer warpgroups (PERSIST=1, BM=64, SPLIT_K=1, "
       .. "STREAM_K=0, EPI_SMEM not 6, K over 64: one k-step would leave the second group's sums unwritten)"
   end
-  if k.kind == "contraction" and (c.PAIR_A or 0) ~= 0 and (c.PAIR_A ~= 1 or c.PERSIST ~= 1 or c.CLUSTER ~= 2) then
+  if (c.PAIR_A or 0) ~= 0 and (c.PAIR_A ~= 1 or c.PERSIST ~= 1 or c.CLUSTER ~= 2) then
     return false, "PAIR_A=1 is the persistent pipeline's pair sharing A (PERSIST=1, CLUSTER=2)"
   end
-  if k.kind == "contraction" and (c.CLUSTER or 1) ~= 1 and c.PERSIST == 1 then
+  if (c.CLUSTER or 1) ~= 1 and c.PERSIST == 1 then
     -- the persistent pipeline pairs CTAs along M (they share B; PAIR_A=1: along N, sharing A): any order, any
     -- number of tiles
     if c.CLUSTER ~= 2 then return false, ("CLUSTER=%s: the persistent pipeline's clusters are pairs"):format(tostring(c.CLUSTER)) end
-  elseif k.kind == "contraction" and (c.CLUSTER or 1) ~= 1 then
+  elseif (c.CLUSTER or 1) ~= 1 then
     if c.CLUSTER ~= 2 or c.WGMMA ~= 1 or c.TMA ~= 1 or c.WG_WAIT ~= 1 or (c.STAGES or 1) < 3 or (c.SPLIT_K or 1) ~= 1
       or (c.RASTER or 1) ~= 1 then
       return false, ("CLUSTER=%s multicasts wgmma's TMA tiles in pairs (CLUSTER=2 with WGMMA=1, TMA=1, WG_WAIT=1, STAGES >= 3,"
@@ -451,7 +450,7 @@ function M.resource_check(k, c, dev)
       return false, ("CLUSTER=2 pairs N tiles: N=%d makes %d tiles of BN=%d, an odd number"):format(k.N, math.ceil(k.N / c.BN), c.BN)
     end
   end
-  if k.kind == "contraction" and (c.PRODUCER or 0) ~= 0 then
+  if (c.PRODUCER or 0) ~= 0 then
     -- (PERSIST=1 with SPLIT_K=2 or 4: the CTAs of a cluster take one tile's K parts, CLUSTER=1; 4 reduces for the
     -- fragment epilogue only, EPI_SMEM=0)
     local sk = c.SPLIT_K or 1
@@ -472,31 +471,31 @@ function M.resource_check(k, c, dev)
         .. " block-barrier epilogue)"
     end
   end
-  if k.kind == "contraction" and (c.PERSIST or 0) ~= 0 then
+  if (c.PERSIST or 0) ~= 0 then
     if c.PERSIST ~= 1 or c.PRODUCER ~= 1 or (c.BM ~= 64 and c.BM ~= 128) then
       return false, "PERSIST=1 is the persistent producer/consumer pipeline (PRODUCER=1, BM 64 or 128)"
     end
     if (k.siblings or 0) > 1 and not k.dual then return false, "PERSIST=1: merged siblings are not in the persistent pipeline" end
   end
-  if k.kind == "contraction" and (c.EPI_SMEM or 0) ~= 0 and (c.EPI_SMEM < 0 or c.EPI_SMEM > 7 or c.PERSIST ~= 1) then
+  if (c.EPI_SMEM or 0) ~= 0 and (c.EPI_SMEM < 0 or c.EPI_SMEM > 7 or c.PERSIST ~= 1) then
     return false, "EPI_SMEM=1..7 are the persistent pipeline's staged epilogues (PERSIST=1)"
   end
-  if k.kind == "contraction" and (c.EPI_SMEM or 0) >= 3 and (c.BN or 0) % 64 ~= 0 then
+  if (c.EPI_SMEM or 0) >= 3 and (c.BN or 0) % 64 ~= 0 then
     return false, ("EPI_SMEM=%d stages the tile in two halves of whole 64-column panels (BN 64 in one part): BN=%s is not a multiple of 64"):format(
       c.EPI_SMEM, tostring(c.BN))
   end
-  if k.kind == "contraction" and c.EPI_SMEM == 7 and not k.tma_fused then
+  if c.EPI_SMEM == 7 and not k.tma_fused then
     return false, "EPI_SMEM=7 stores the fused epilogue's one output by TMA: one linear, one bf16/f16 output of the result's "
       .. "shape written at its own index, N a constant multiple of 8"
   end
-  if k.kind == "contraction" and c.EPI_SMEM == 4 and not k.tma_store then
+  if c.EPI_SMEM == 4 and not k.tma_store then
     return false, "EPI_SMEM=4 stores the tile by TMA: one output, the linear's result or a contiguous view of it (no dual, "
       .. "no fused op), bf16/f16, N a constant multiple of 8"
   end
-  if k.kind == "contraction" and (c.STAGES or 1) > 4 and (c.TMA ~= 1 or c.WGMMA ~= 1) then
+  if (c.STAGES or 1) > 4 and (c.TMA ~= 1 or c.WGMMA ~= 1) then
     return false, ("a ring of %d stages is the wgmma tier's on TMA tiles (WGMMA=1, TMA=1); the others stop at 4"):format(c.STAGES)
   end
-  if k.kind == "contraction" and c.TMA == 1 then
+  if c.TMA == 1 then
     -- the hardware's box limits and the swizzle's row size
     if c.MMA ~= 1 or c.ASYNC ~= 1 then return false, "TMA=1 stages the warp tier's ring (MMA=1, ASYNC=1)" end
     if c.BK ~= 64 then return false, ("TMA=1 needs BK=64 (128-byte swizzled rows), got BK=%d"):format(c.BK) end
@@ -510,7 +509,7 @@ function M.resource_check(k, c, dev)
       end
     end
   end
-  if k.kind == "contraction" and c.MMA == 1 and (c.WM or 0) > 0 and (c.WN or 0) > 0 then
+  if c.MMA == 1 and (c.WM or 0) > 0 and (c.WN or 0) > 0 then
     -- the f32 accumulators each thread holds: at 256 or more ptxas spills them (1-27 KB of spill stores), the
     -- compile takes seconds, and every such tile measured 2.5-9x slower than its kernel's best (384 of the 3022
     -- timed warp-tier variants in tests/fixtures/prior/, none of them a best)
@@ -520,9 +519,16 @@ function M.resource_check(k, c, dev)
       return false, ("%d f32 accumulators per thread (256 or more spill)"):format(acc)
     end
   end
-  if k.kind == "contraction" and k.stage and c.BN and c.BN % k.stage ~= 0 then
+  if k.stage and c.BN and c.BN % k.stage ~= 0 then
     return false, ("the RoPE epilogue reads whole heads of %d columns: BN=%d is not a multiple"):format(k.stage, c.BN)
   end
+  return true
+end
+
+-- A candidate's threads a block and the shared memory its kind counts against the static cap (0 where it checks its
+-- own dynamic shared memory against the opt-in limit here). Returns threads, smem, or nil and why.
+local function block_shape(k, c, dev)
+  local threads, smem = 0, 0
   if k.kind == "contraction" and c.MMA == 1 and c.TMA == 1 then
     threads = 32 * (c.WM or 0) * (c.WN or 0)
     smem = 1024 + 128 * (c.BM + c.BN * (k.dual and 2 or 1)) * (c.STAGES or 1)
@@ -538,18 +544,20 @@ function M.resource_check(k, c, dev)
       local part = (c.EPI_SMEM or 0) == 0 and (c.SPLIT_K - 1) / c.SPLIT_K or 1
       smem = smem + 4 * part * c.BM * c.BN * (k.dual and 2 or 1) + 16
     end
+    -- WG_K=2: the second K group's f32 partial sums, handed to the first at each tile's end
+    if c.WG_K == 2 then smem = smem + 4 * c.BM * c.BN * (k.dual and 2 or 1) end
   elseif k.kind == "contraction" and c.MMA == 1 then
     threads = 32 * (c.WM or 0) * (c.WN or 0)
     smem = 2 * (c.BM + c.BN * (k.dual and 2 or 1)) * (c.BK + (c.PAD_SMEM or 8)) * ((c.ASYNC == 1) and (c.STAGES or 1) or 1)
   elseif k.kind == "contraction" then
     if not (c.BM and c.BN and c.TM and c.TN) or c.BM % c.TM ~= 0 or c.BN % c.TN ~= 0 then
-      return false, "BM/BN are not multiples of TM/TN"
+      return nil, "BM/BN are not multiples of TM/TN"
     end
     threads = (c.BM / c.TM) * (c.BN / c.TN)
     smem = 4 * c.BK * (c.BM + 1 + (c.BN + 1) * (k.dual and 2 or 1))
   elseif k.kind == "row" then
     threads = (c.THREADS or 0) * (c.RPB or 1)
-    if (c.THREADS or 0) % 32 ~= 0 then return false, "THREADS per row must be a multiple of 32" end
+    if (c.THREADS or 0) % 32 ~= 0 then return nil, "THREADS per row must be a multiple of 32" end
   elseif k.kind == "attention" and c.FLASH == 2 then
     -- a consumer warpgroup per 64 query rows and the producer's; the Q tile and the K/V ring are dynamic shared
     -- memory (opt-in), MINB blocks of it an SM
@@ -558,7 +566,7 @@ function M.resource_check(k, c, dev)
     if (c.KVSPLIT or 1) > 1 then bytes = bytes + ((k.E or 0) / 2 + 4) * 128 * 4 end -- the key parts' merge
     if c.OSMEM == 3 then bytes = bytes + (c.BQ or 0) * (k.E or 0) * 2 end -- O staged in a buffer of its own
     if bytes * (c.MINB or 1) > (dev.smem_optin or dev.smem_static) then
-      return false, ("%d B of dynamic shared memory x MINB=%d exceed %d B an SM"):format(bytes, c.MINB or 1, dev.smem_optin or dev.smem_static)
+      return nil, ("%d B of dynamic shared memory x MINB=%d exceed %d B an SM"):format(bytes, c.MINB or 1, dev.smem_optin or dev.smem_static)
     end
     smem = 0
   elseif k.kind == "attention" and c.FLASH == 1 then
@@ -569,7 +577,7 @@ function M.resource_check(k, c, dev)
       smem = math.max(smem, math.floor((c.BQ or 0) / 16) * 32 * ((k.E or 0) / 2 + 4) * 4) -- the states' merge
       -- dynamic shared memory (opt-in): checked here, the static cap below does not apply
       if smem > (dev.smem_optin or dev.smem_static) then
-        return false, ("%d B of dynamic shared memory exceed %d B per block"):format(smem, dev.smem_optin or dev.smem_static)
+        return nil, ("%d B of dynamic shared memory exceed %d B per block"):format(smem, dev.smem_optin or dev.smem_static)
       end
       smem = 0
     end
@@ -578,11 +586,23 @@ function M.resource_check(k, c, dev)
     smem = 4 * (c.KV_TILE or 0) * ((k.E or 0) + (k.Ev or 0))
     local regs = math.min(255, (k.E or 0) + (k.Ev or 0) + 40)
     if regs * threads > dev.regs_per_block then
-      return false, ("about %d registers x %d threads exceed %d per block"):format(regs, threads, dev.regs_per_block)
+      return nil, ("about %d registers x %d threads exceed %d per block"):format(regs, threads, dev.regs_per_block)
     end
   else
     threads = c.BLOCK or 0
   end
+  return threads, smem
+end
+
+-- The engine's resource check of one candidate (threads per block, static shared memory, an estimate of
+-- registers), before anything is compiled. Returns ok, reason.
+function M.resource_check(k, c, dev)
+  if k.kind == "contraction" then
+    local ok, why = contraction_combos(k, c)
+    if not ok then return false, why end
+  end
+  local threads, smem = block_shape(k, c, dev)
+  if not threads then return false, smem end
   if threads < 32 or threads > dev.max_threads or threads % 32 ~= 0 then
     return false, ("%d threads per block (must be a multiple of 32 in 32..%d)"):format(threads, dev.max_threads)
   end
