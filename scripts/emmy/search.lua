@@ -42,6 +42,54 @@ end
 -- Returns {best = row|nil, best_candidate, rows = {{candidate, row, order, explored}}, measured = n,
 -- stopped = "patience"|"confident"|"max_candidates"|"time"|"exhausted"}. out_of_time = fn() -> true once the kernel's time
 -- is up: the search stops before its next measurement (after at least one).
+-- Each unmeasured candidate's distance (e.dist): the smallest share of knobs in which it differs from a measured
+-- one, folded over rows[from + 1 ..].
+local function fold_distances(rows, from, scored, done)
+  for j = from + 1, #rows do
+    local mk = rows[j].candidate.knobs or {}
+    for _, e in ipairs(scored) do
+      if not done[e.i] then
+        local kn, nk, diff = e.c.knobs or {}, 0, 0
+        for key, v in pairs(mk) do
+          nk = nk + 1
+          if kn[key] ~= v then diff = diff + 1 end
+        end
+        local d = nk > 0 and diff / nk or 1
+        if not e.dist or d < e.dist then e.dist = d end
+      end
+    end
+  end
+end
+
+-- Each unmeasured, prior-scored candidate's predicted µs (e.adj = predict(e)) and, once there is a best (b: its log
+-- µs), its expected improvement in log time (e.ei): with m = log(e.adj) and sigma = spread * (floor + e.dist),
+-- EI = (b - m) Phi(z) + sigma phi(z), z = (b - m) / sigma.
+local function score_ei(scored, done, predict, b, spread, floor)
+  for _, e in ipairs(scored) do
+    if e.s and e.s > 0 and not done[e.i] then
+      e.adj = predict(e)
+      if b and e.adj and e.adj > 0 then
+        local sigma = spread * (floor + (e.dist or 1))
+        local gain = b - math.log(e.adj)
+        local z = gain / sigma
+        e.ei = gain * phi_cdf(z) + sigma * math.exp(-0.5 * z * z) / math.sqrt(2 * math.pi)
+      end
+    end
+  end
+end
+
+-- The largest expected improvement among the candidates left, or nil while one of them has none.
+local function largest_ei(scored, done)
+  local top = 0
+  for _, e in ipairs(scored) do
+    if not done[e.i] then
+      if not e.ei then return nil end
+      top = math.max(top, e.ei)
+    end
+  end
+  return top
+end
+
 function M.run(opts)
   local cands = opts.candidates
   local patience, batch = opts.patience or 24, opts.batch or 8
@@ -122,47 +170,17 @@ function M.run(opts)
     local spread = math.sqrt(math.max(sum2 / nfit - (sum / nfit) ^ 2, 0))
     local S = P.search
     spread = math.max(spread, S.ei_min_spread or 0.02)
-    for j = dist_upto + 1, #rows do
-      local mk = rows[j].candidate.knobs or {}
-      for _, e in ipairs(scored) do
-        if not done[e.i] then
-          local kn, nk, diff = e.c.knobs or {}, 0, 0
-          for key, v in pairs(mk) do
-            nk = nk + 1
-            if kn[key] ~= v then diff = diff + 1 end
-          end
-          local d = nk > 0 and diff / nk or 1
-          if not e.dist or d < e.dist then e.dist = d end
-        end
-      end
-    end
+    fold_distances(rows, dist_upto, scored, done)
     dist_upto = #rows
     local b = best and math.log(best.median_us)
-    local floor = S.ei_floor or 0.25
-    for _, e in ipairs(scored) do
-      if e.s and e.s > 0 and not done[e.i] then
-        e.adj = predict(e.c.knobs or {}, e.s, feat(e))
-        if b and e.adj and e.adj > 0 then
-          local sigma = spread * (floor + (e.dist or 1))
-          local gain = b - math.log(e.adj)
-          local z = gain / sigma
-          e.ei = gain * phi_cdf(z) + sigma * math.exp(-0.5 * z * z) / math.sqrt(2 * math.pi)
-        end
-      end
-    end
+    score_ei(scored, done, function(e) return predict(e.c.knobs or {}, e.s, feat(e)) end, b, spread, S.ei_floor or 0.25)
     table.sort(scored, by_prediction)
     next_prior = 1
     -- the prior's confidence: once every candidate left has an expected improvement and the largest is below
     -- S.ei_stop (in log time: 0.01 is about 1%), more measurements are not expected to pay
     if S.ei_stop and b and #rows >= (S.ei_stop_after or 0) then
-      local top = 0
-      for _, e in ipairs(scored) do
-        if not done[e.i] then
-          if not e.ei then return end
-          top = math.max(top, e.ei)
-        end
-      end
-      confident = top < S.ei_stop
+      local top = largest_ei(scored, done)
+      if top then confident = top < S.ei_stop end
     end
   end
   local stopped = "exhausted"
