@@ -234,8 +234,16 @@ int ex_input_pos(ectx *c, int v) {
   return -1;
 }
 
+/* A float literal of v with `digits` significant digits: "%.<digits>g" with ".0" where that printed an integer (a
+ * bare "2f" is not C++), then "f" — so 0.5 is "0.5f" and 1 is "1.0f". */
+const char *ex_flit(ectx *c, double v, int digits) {
+  char b[64];
+  snprintf(b, sizeof b, "%.*g", digits, v);
+  return ex_A(c, "%s%sf", b, strpbrk(b, ".eEn") ? "" : ".0");
+}
+
 static const char *scalar_lit(ectx *c, const em_arg *a, em_dtype out) {
-  if (a->is_float) return ex_A(c, em_dtype_is_float(out) ? "%.9gf" : "%.17g", a->f);
+  if (a->is_float) return em_dtype_is_float(out) ? ex_flit(c, a->f, 9) : ex_A(c, "%.17g", a->f);
   return ex_A(c, "(%s)%s", ex_ctype(out), ex_dim_c(c, &a->i));
 }
 

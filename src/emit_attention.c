@@ -361,7 +361,7 @@ static void fl_softmax(ectx *c, const fl_t *f) {
   ex_line(c, "  for (int qd = 0; qd < 4; qd++) {");
   c->indent += 2;
   ex_line(c, "const long long s = s0 + j * 8 + (lane & 3) * 2 + (qd & 1), l = qd < 2 ? lr0 : lr1;");
-  ex_line(c, "float x = sc[j][qd] * %.17gf;", an->args[3].present ? f->scale : f->scale * M_LOG2E);
+  ex_line(c, "float x = sc[j][qd] * %s;", ex_flit(c, an->args[3].present ? f->scale : f->scale * M_LOG2E, 17));
   ex_line(c, "if (s >= S%s) x = -INFINITY;", f->causal ? " || s > l" : "");
   if (an->args[3].present) {
     int m = an->args[3].tensor;
@@ -378,7 +378,7 @@ static void fl_softmax(ectx *c, const fl_t *f) {
     c->indent--;
     ex_line(c, "}");
   }
-  if (an->args[3].present) ex_line(c, "x *= %.17gf;", M_LOG2E); /* the softmax runs in base 2 */
+  if (an->args[3].present) ex_line(c, "x *= %s;", ex_flit(c, M_LOG2E, 17)); /* the softmax runs in base 2 */
   ex_line(c, "sc[j][qd] = x;");
   ex_line(c, "mx[qd >> 1] = fmaxf(mx[qd >> 1], x);");
   c->indent -= 2;
@@ -611,7 +611,7 @@ void ex_k_attention(ectx *c, em_launch *L) {
   c->memo.n = mark;
   c->indent--;
   ex_line(c, "}");
-  ex_line(c, "sc *= %.17gf;", scale);
+  ex_line(c, "sc *= %s;", ex_flit(c, scale, 17));
   if (an->args[3].present) {
     int m = an->args[3].tensor;
     ivec full2 = oi;

@@ -89,6 +89,7 @@ static inline int ex_knob(ectx *c, em_knob_id id) {
 
 void ex_sb_add(sbuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 char *ex_A(ectx *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+const char *ex_flit(ectx *c, double v, int digits);
 void ex_line(ectx *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void ex_fail(ectx *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* Adds prelude text (one of the ex_*_PRELUDE strings) after the kernel's other helpers, once. */

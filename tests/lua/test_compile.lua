@@ -824,7 +824,7 @@ test("RoPE from the thread's own fragments: rotate_half shifts by 32 columns (me
   check(not ok2 and why2:find("SPLIT_K=1", 1, true), tostring(why2))
 end)
 
-test("the twenty-fifth session's experiments emit only when asked: EMMY_TMPF, EMMY_KG_SPLIT, EMMY_OS4_SYNC", function()
+test("the twenty-fifth session's experiments emit only when asked: EMMY_TMPF, EMMY_KG_SPLIT, EMMY_OS4_SYNC, EMMY_FA2_MASK", function()
   local L = { "Qwen/Qwen3-Embedding-0.6B", "--layer", "0", "--dynamic", "seq_len@x:1" }
   -- EMMY_TMPF=1: each tensor map prefetched before the grid dependency wait; none in a row kernel
   local c1, src, e1 = emmy(args("compile", L, "--ir", "cuda", "--kernel", "k_linear_7363a2"), { env = "EMMY_TMPF=1" })
@@ -842,6 +842,23 @@ test("the twenty-fifth session's experiments emit only when asked: EMMY_TMPF, EM
   local c4, src4 = emmy(args("compile", L, "--batch", "8", "--ir", "cuda", "--kernel", "k_sdpa"), { env = "EMMY_OS4_SYNC=1" })
   eq(c4, 0, "os4 sync")
   check(src4:find("\"r\"(6 + wq)", 1, true) and src4:find("\"r\"(7 - wq)", 1, true), src4)
+  -- EMMY_FA2_MASK=1: the whole model's masked SDPA on FLASH=2; its base-2 factor 1 is a float literal ("1.0f": a
+  -- bare "1f" did not compile)
+  -- (a one-layer Qwen3 of head dim 64, so that the whole model compiles in seconds)
+  local dir = tmpdir()
+  local f = assert(io.open(dir .. "/config.json", "w"))
+  f:write(require("cjson").encode { architectures = { "Qwen3ForCausalLM" }, model_type = "qwen3", hidden_size = 128,
+    intermediate_size = 256, num_hidden_layers = 1, num_attention_heads = 2, num_key_value_heads = 1, head_dim = 64,
+    hidden_act = "silu", max_position_embeddings = 1024, rms_norm_eps = 1e-6, rope_theta = 10000, tie_word_embeddings = true,
+    vocab_size = 512, attention_bias = false, torch_dtype = "bfloat16" })
+  f:close()
+  local W = { dir, "--dynamic", "seq_len@input_ids:1", "--dynamic", "seq_len@attention_mask:2",
+    "--dynamic", "seq_len@attention_mask:3", "--dynamic", "seq_len@position_ids:1" }
+  local c5, src5, e5 = emmy(args("compile", W, "--ir", "cuda", "--kernel", "k_sdpa"), { env = "EMMY_FA2_MASK=1" })
+  eq(c5, 0, "masked: " .. e5)
+  check(src5:find("FLASH=2", 1, true) and src5:find("mx0 * 1.0f", 1, true) and not src5:find("* 1f", 1, true), src5:sub(1, 3000))
+  local _, tile5 = emmy(args("compile", W, "--ir", "tile", "--kernel", "k_sdpa"))
+  check(not tile5:find("FLASH=2", 1, true), "masked SDPA keeps the mma.sync tier by default: " .. tile5)
   -- off by default (the golden corpus holds the sources without them)
   local _, d1 = emmy(args("compile", L, "--ir", "cuda", "--kernel", "k_linear_add_f97280"))
   local _, d2 = emmy(args("compile", L, "--batch", "8", "--ir", "cuda", "--kernel", "k_sdpa"))
