@@ -328,18 +328,9 @@ static void ws_kgroup_loop(ectx *c, const ex_ctr *k, int stages, int cl, int sp)
 static int ws_kgroup_ahead(ectx *c, const ex_ctr *k, int split) {
   if (ex_ctr_residual(c, k) < 0) return 0;
   if (split) {
-    /* (EMMY_KG_SPLIT: each group its own columns' chunks) */
+    /* (EMMY_KG_SPLIT: each group its own columns' chunks, every one of them: BN 64 has two a thread) */
     const ws_part pt = {128, 0, k->BN / 2, 128 * k->BM, ex_A(c, "em_g * %d", k->BN / 2)};
-    int nch = k->BM * (pt.half / 8) / 128;
-    ex_line(c, "uint4 em_rqa0[%d];", nch);
-    ex_line(c, "bool em_rva0[%d];", nch);
-    ex_line(c, "#pragma unroll");
-    ex_line(c, "for (int em_i = 0; em_i < %d; em_i++) {", nch);
-    c->indent++;
-    ws_chunk_slot(c, k, &pt, "em_i");
-    c->indent--;
-    ex_line(c, "}");
-    return 1;
+    return ws_chunk_prefetch(c, k, &pt) > 0;
   }
   int parts = k->BN >= 128 ? 2 : 1, half = k->BN / parts, nch = k->BM * (half / 8) / 128;
   for (int h = 0; h < parts; h++) {

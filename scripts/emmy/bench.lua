@@ -476,6 +476,9 @@ function M.program_kernels(ip, plans)
   return ks
 end
 
+-- A time known only by its median (a whole row's statistics: p20 = p80 = median).
+local function one_time(us) return { median_us = us, p20_us = us, p80_us = us } end
+
 -- The whole bench of a compiled model or layer on the GPU. a = {cu, g (the graph), graph_after (the graph the
 -- kernels were formed on), plans, picks (name -> built variant, each checked), accuracy (name -> "ok"|"wrong"|…),
 -- ins, vals, bind, at (text: "seq_len=512 (symbolic hint)" | "static"), backends (set), model (optional: {model =
@@ -521,17 +524,13 @@ function M.run(a)
   -- the program its weights' HBM latency for torch.compile's kernels too, or do its weights stay in L2 across calls?
   if cold and t_whole and t_whole.tcompile and t_whole.tcompile.cold_kernels then
     local c = t_whole.tcompile
-    whole[#whole + 1] = { backend = "tcompile, L2 flushed", t = { median_us = c.cold_us, p20_us = c.cold_us, p80_us = c.cold_us },
-      kernels = c.cold_kernels }
+    whole[#whole + 1] = { backend = "tcompile, L2 flushed", t = one_time(c.cold_us), kernels = c.cold_kernels }
   end
   local inprog
   if be.emmy then
     progress("emmy's whole graph")
     if os.getenv("EMMY_REUSE") ~= "0" then
-      local keep = {}
-      for name in pairs(a.ins) do keep[name] = true end
-      for _, o in ipairs(a.g:outputs()) do keep[o] = true end
-      local got, want = gpu.plan_reuse(cu, bufs, plans, bind, keep)
+      local got, want = gpu.plan_reuse(cu, bufs, plans, bind, a.g)
       progress(("emmy's intermediate values in %.1f MB of buffers (one a value: %.1f MB)"):format(got / 1e6, want / 1e6))
     end
     local t, err = M.with_clock(cu, function() return M.graph_time(cu, plans, picks, bufs, bind) end)
@@ -542,8 +541,7 @@ function M.run(a)
     if cold then
       local ipc = in_program_of(cu, plans, picks, bufs, bind, 20, 2 * math.max(cu:info().l2 or 0, 32 * 1024 * 1024))
       if ipc then
-        whole[#whole + 1] = { backend = "emmy, L2 flushed", t = { median_us = ipc.span_us, p20_us = ipc.span_us, p80_us = ipc.span_us },
-          kernels = M.program_kernels(ipc, plans) }
+        whole[#whole + 1] = { backend = "emmy, L2 flushed", t = one_time(ipc.span_us), kernels = M.program_kernels(ipc, plans) }
       end
     end
   end

@@ -138,12 +138,15 @@ end
 
 -- Device buffers for the values a launch sequence writes (plans, in launch order), each taken from the buffers whose
 -- values' last reader has already been launched where one is large enough (the smallest such), else allocated: the
--- bytes a program touches are then about what torch's caching allocator gives torch's, not one buffer a value. keep:
--- names whose buffers are never handed on (the graph's inputs and outputs). Safe under programmatic launch: every
+-- bytes a program touches are then about what torch's caching allocator gives torch's, not one buffer a value. Safe under programmatic launch: every
 -- kernel waits for the previous grid's completion before its first load or store. Only for timing: the check reads
--- every kernel's outputs after the program ran, so it allocates one buffer a value (M.buffer). Returns the bytes
--- allocated and the bytes one buffer a value would take.
-function M.plan_reuse(cu, bufs, plans, bind, keep)
+-- every kernel's outputs after the program ran, so it allocates one buffer a value (M.buffer). g: the whole graph
+-- (its inputs, already in bufs, and its outputs keep their buffers). Returns the bytes allocated and the bytes one
+-- buffer a value would take.
+function M.plan_reuse(cu, bufs, plans, bind, g)
+  local keep = {}
+  for _, v in ipairs(g:inputs()) do keep[v.name] = true end
+  for _, o in ipairs(g:outputs()) do keep[o] = true end
   local last, got, want = {}, 0, 0
   for i, p in ipairs(plans) do
     for _, v in ipairs(p.kernel.repro:inputs()) do last[v.name] = i end
@@ -151,21 +154,21 @@ function M.plan_reuse(cu, bufs, plans, bind, keep)
   local free = {}
   local function release(name) if not keep[name] and bufs[name] then free[#free + 1] = bufs[name] end end
   for i, p in ipairs(plans) do
-    local g = p.kernel.repro
-    for _, o in ipairs(g:outputs()) do
+    local kg = p.kernel.repro
+    for _, o in ipairs(kg:outputs()) do
       if not bufs[o] then
-        local v = g:value(o)
-        local bytes = math.max(1, numel(concrete(g, v.shape, bind)) * BYTES[v.dtype])
+        local v = kg:value(o)
+        local bytes = math.max(1, numel(concrete(kg, v.shape, bind)) * BYTES[v.dtype])
         local best
         want = want + bytes
         for j, b in ipairs(free) do
           if b:size() >= bytes and (not best or b:size() < free[best]:size()) then best = j end
         end
-        if best then bufs[o] = table.remove(free, best) else got = got + M.buffer(cu, bufs, g, o, bind):size() end
+        if best then bufs[o] = table.remove(free, best) else got = got + M.buffer(cu, bufs, kg, o, bind):size() end
       end
     end
-    for _, v in ipairs(g:inputs()) do if last[v.name] == i then release(v.name) end end
-    for _, o in ipairs(g:outputs()) do if not last[o] then release(o) end end
+    for _, v in ipairs(kg:inputs()) do if last[v.name] == i then release(v.name) end end
+    for _, o in ipairs(kg:outputs()) do if not last[o] then release(o) end end
   end
   return got, want
 end
