@@ -1,5 +1,7 @@
 -- Regenerates the golden corpus of emitted CUDA from tests/fixtures/cuda_golden/MANIFEST.lua:
---   emmy tests/lua/gen_golden.lua [SUBSTR]
+--   emmy tests/lua/gen_golden.lua [--recorded] [SUBSTR]
+-- --recorded: each file re-emitted under the knobs it records (an emitter change that keeps every variant: what
+-- tests/lua/test_golden.lua compares), not the rules' first candidate under the pins (a rules change moves those).
 -- Each entry's kernel is formed under its structural knobs, its pins choose the rules' first candidate on the
 -- deploy target (the H200, GPU or not), and that variant's source is written. With SUBSTR only the entries whose
 -- file name contains it are written and no file is removed; without, files the manifest does not list are removed.
@@ -12,7 +14,8 @@ local kernels = require "emmy.kernels"
 local rules = require "emmy.rules"
 local sys = require "emmy.sys"
 
-local filter = arg and arg[1]
+local recorded = arg and arg[1] == "--recorded"
+local filter = arg and arg[recorded and 2 or 1]
 local rl = rules.load()
 local dev = kernels.deploy_device()
 local evals = setmetatable({}, { __mode = "k" })
@@ -30,10 +33,16 @@ for _, e in ipairs(golden.manifest()) do
         error(("%s: pin %s is not a knob of %s (%s)"):format(e.file, key, k.name, k.kind), 0)
       end
     end
-    local ok, cands = pcall(rules.apply_pins, k.name, ev, rules.pins(k.name, ev.declared, envf))
-    if not ok then error(e.file .. ": " .. tostring(cands), 0) end
-    local c = cands[1]
-    if e.add then -- a knob no rule offers (STAMP), set on the chosen variant
+    local c
+    if recorded then
+      local _, _, knobs = golden.recorded(assert(golden.read(golden.DIR .. "/" .. e.file), e.file .. " is missing"))
+      c = { knobs = knobs, string = "(recorded)" }
+    else
+      local ok, cands = pcall(rules.apply_pins, k.name, ev, rules.pins(k.name, ev.declared, envf))
+      if not ok then error(e.file .. ": " .. tostring(cands), 0) end
+      c = cands[1]
+    end
+    if e.add and not recorded then -- a knob no rule offers (STAMP), set on the chosen variant
       local knobs = {}
       for key, v in pairs(c.knobs) do knobs[key] = v end
       local key, v = e.add:match("^([%w_]+)=(%d+)$")
