@@ -20,12 +20,15 @@ end
 return {
   summary = "run a model or graph on the GPU and check every kernel against the CPU reference",
   usage = "usage: emmy run INPUT|--ir FILE.json [trace flags] [--seq-len N | --bind NAME=N …] [--sweep N] [--kernel SUBSTR]\n" ..
-    "                [--seed S] [--dump-dir D] [--bench [--bench-backends L]] [--ab K=V,…] [--profile]\n\n" .. frontend.USAGE .. [[
+    "                [--seed S] [--pad-rows] [--dump-dir D] [--bench [--bench-backends L]] [--ab K=V,…] [--profile]\n\n" .. frontend.USAGE .. [[
 
   --ir FILE.json       the graph to run given by name (a dump's <stage>.kernels/<kname>.torch.json
                        reproducer, or any .torch.json graph); the same as giving it as INPUT
   --seq-len N          with --dynamic: run at seq_len = N (the symbol's value); else the static length
   --bind NAME=N        bind a symbol of a graph file (default: its hint)
+  --pad-rows           a whole model whose attention_mask is an input (--dynamic seq_len@attention_mask:2 …)
+                       with --batch B > 1: batch row b's last ⌊b·S / 2B⌋ keys masked as well (a right-padded
+                       batch), so the masked attention is checked on rows of different lengths (not with --bench)
   --sweep N            also run N knob assignments per distinct kernel (the chosen one and N-1 random legal
                        ones, seeded), each kernel alone on the reference's inputs
   --bench              then bench the whole graph and each kernel's reproducer in torch eager, torch.compile
@@ -49,7 +52,7 @@ return {
       flags = frontend.merge_flags { ["--bind"] = { kind = "string", multi = true }, ["--sweep"] = { kind = "int", default = 0, min = 0 },
         ["--kernel"] = { kind = "string" }, ["--dump-dir"] = { kind = "string" }, ["--json"] = { kind = "bool" },
         ["--ir"] = { kind = "string" }, ["--bench"] = { kind = "bool" }, ["--bench-backends"] = { kind = "string" }, ["--ab"] = { kind = "string", multi = true },
-        ["--profile"] = { kind = "bool" }, ["--clock-control"] = { kind = "string", default = "none" } },
+        ["--profile"] = { kind = "bool" }, ["--pad-rows"] = { kind = "bool" }, ["--clock-control"] = { kind = "string", default = "none" } },
       positional = { "input" }, usage = "emmy run INPUT [--seq-len N]",
     }, "run")
     if opts.ir and pos.input and opts.ir ~= pos.input then
@@ -86,6 +89,15 @@ return {
       binds.seq_len = opts.seq_len
     end
     local bind = cli.check(g:bind(binds))
+    if opts.pad_rows then
+      local m
+      for _, v in ipairs(g:inputs()) do if v.name == "attention_mask" then m = v end end
+      if not m or #m.shape ~= 4 then
+        cli.usage("run: --pad-rows needs a whole model with its attention_mask an input (--dynamic seq_len@attention_mask:2 --dynamic seq_len@attention_mask:3)")
+      end
+      if opts.batch < 2 then cli.usage("run: --pad-rows pads the rows of a batch: give --batch 2 or more") end
+      if opts.bench then cli.usage("run: --pad-rows is a check; --bench times torch on its own unpadded inputs") end
+    end
     local b = {}
     for k2, v in pairs(bind) do b[#b + 1] = k2 .. "=" .. v end
     table.sort(b)
@@ -108,10 +120,11 @@ return {
       d:graph("00_graph", g)
       d:kernels(plans, srcs)
     end
-    local ins, provider = cli.check(inputs.for_graph(g, bind, opts.seed))
+    local ins, provider = cli.check(inputs.for_graph(g, bind, opts.seed, { pad_rows = opts.pad_rows }))
     local vals = cli.check(ref.run(g, ins, { bind = bind, keep_all = true }))
-    print(("at %s on %s; %s; CPU reference %.1f s"):format(#b > 0 and table.concat(b, " ") or "static", info.name,
-      type(provider) == "table" and provider.describe or "seeded random inputs", sys.clock() - t0))
+    print(("at %s on %s; %s%s; CPU reference %.1f s"):format(#b > 0 and table.concat(b, " ") or "static", info.name,
+      type(provider) == "table" and provider.describe or "seeded random inputs", opts.pad_rows and "; padded rows" or "",
+      sys.clock() - t0))
     -- the chosen variant of every distinct kernel
     local order = kernels.distinct(plans)
     local list = {}

@@ -51,9 +51,10 @@ end
 
 -- Inputs of a graph traced from a model (meta "model"): params from the model's weights (safetensors or
 -- seeded random with HF's initializer statistics, rotary tables computed), input_ids uniform over the
--- vocabulary, position_ids 0..seq_len-1, attention_mask causal, x N(0, 1). Returns inputs, weights
--- provider (describe says which weights), or nil, msg.
-function M.for_model(g, bind, seed)
+-- vocabulary, position_ids 0..seq_len-1, attention_mask causal, x N(0, 1). opts.pad_rows: the mask also pads
+-- the batch's rows to different lengths (M.pad_len: row b's last ⌊b·S / 2B⌋ keys masked, as a right-padded
+-- tokenizer batch). Returns inputs, weights provider (describe says which weights), or nil, msg.
+function M.for_model(g, bind, seed, opts)
   local frontend = require "emmy.frontend"
   local weights = require "emmy.weights"
   local model = frontend.model(g:meta("model"))
@@ -79,20 +80,33 @@ function M.for_model(g, bind, seed)
     elseif v.name == "attention_mask" and #shape == 4 then
       local t, terr, code = new_tensor(v.name, ref.tensor, v.dtype, shape)
       if not t then return nil, terr, code end
-      local L, S = shape[3], shape[4]
-      for i = 1, t:numel() do
-        local k = (i - 1) % (L * S)
-        t:set(i, (k % S) <= math.floor(k / S))
-      end
+      M.fill_mask(t, shape, opts and opts.pad_rows)
       out[v.name] = t
     end
   end
   return out, w
 end
 
--- Inputs for any graph: from the model when it was traced from one, else seeded random.
-function M.for_graph(g, bind, seed)
-  if g:meta("model") then return M.for_model(g, bind, seed) end
+-- Fills a [B, H, L, S] boolean attention mask: causal (key j seen by query i where j <= i), and with pad_rows
+-- batch row b's keys from M.pad_len on masked too.
+function M.fill_mask(t, shape, pad_rows)
+  local L, S = shape[3], shape[4]
+  local per_row = shape[2] * L * S
+  for i = 1, t:numel() do
+    local k, valid = (i - 1) % (L * S), S
+    if pad_rows then valid = M.pad_len(math.floor((i - 1) / per_row), shape[1], S) end
+    t:set(i, (k % S) <= math.floor(k / S) and (k % S) < valid)
+  end
+end
+
+-- The keys batch row b (0-based) of B keeps under opts.pad_rows: S - ⌊b·S / 2B⌋ (row 0 whole, none below S/2).
+function M.pad_len(b, B, S)
+  return S - math.floor(b * S / (2 * B))
+end
+
+-- Inputs for any graph: from the model when it was traced from one, else seeded random (opts: M.for_model's).
+function M.for_graph(g, bind, seed, opts)
+  if g:meta("model") then return M.for_model(g, bind, seed, opts) end
   return M.random(g, bind, seed)
 end
 

@@ -63,6 +63,34 @@ test("seeded inputs are deterministic and non-degenerate", function()
   check(zeros < #xa / 100, "not zeros")
 end)
 
+test("a padded batch's attention mask: causal, and row b's last floor(b*S/2B) keys masked (run --pad-rows)", function()
+  local shape = { 4, 1, 6, 6 }
+  local t = ref.tensor("bool", shape)
+  inputs.fill_mask(t, shape, true)
+  local v = t:to_table()
+  local function at(b, i, j) return v[b * 36 + i * 6 + j + 1] end
+  eq(inputs.pad_len(0, 4, 6), 6, "row 0 whole")
+  eq(inputs.pad_len(3, 4, 6), 4, "row 3 loses 2 keys")
+  check(at(0, 5, 5) and not at(0, 2, 3), "row 0: causal only")
+  check(at(3, 5, 3) and not at(3, 5, 4) and not at(3, 5, 5), "row 3: keys 4, 5 masked")
+  for b = 0, 3 do for i = 0, 5 do check(at(b, i, 0), "every query keeps key 0 (no row fully masked)") end end
+  local u = ref.tensor("bool", shape)
+  inputs.fill_mask(u, shape, false)
+  check(u:to_table()[3 * 36 + 5 * 6 + 5 + 1], "without pad_rows: causal only")
+  -- what run --pad-rows refuses, one line each, before it needs a GPU
+  local Q, W = "Qwen/Qwen3-Embedding-0.6B", { "--dynamic", "seq_len@input_ids:1", "--dynamic", "seq_len@attention_mask:2",
+    "--dynamic", "seq_len@attention_mask:3", "--dynamic", "seq_len@position_ids:1", "--seq-len", "7" }
+  local c1, _, e1 = emmy { "run", Q, "--layer", "0", "--pad-rows" }
+  check(c1 == 2 and e1:find("needs a whole model with its attention_mask an input", 1, true) and not e1:find("\n.", 1), e1)
+  local a2 = { "run", Q, "--pad-rows" }
+  for _, x in ipairs(W) do a2[#a2 + 1] = x end
+  local c2, _, e2 = emmy(a2)
+  check(c2 == 2 and e2:find("give --batch 2 or more", 1, true), e2)
+  a2[#a2 + 1], a2[#a2 + 2], a2[#a2 + 3] = "--batch", "4", "--bench"
+  local c3, _, e3 = emmy(a2)
+  check(c3 == 2 and e3:find("--pad-rows is a check", 1, true), e3)
+end)
+
 test("qwen3 0.6B layer at seq_len 512 runs in seconds", function()
   local g = graphs.qwen3_layer()
   local bind = { seq_len = 512 }
