@@ -787,12 +787,11 @@ int ex_pdl_mode(void) {
   return !strcmp(p, "0") ? 0 : !strcmp(p, "1") ? 1 : !strcmp(p, "3") ? 3 : 2;
 }
 
-/* EMMY_TMPF=1 at compile time (an experiment, default 0): the kernel's TMA tensor maps prefetched by one thread before
- * the grid dependency wait — they do not depend on the previous kernel, and CUTLASS's Hopper kernels prefetch theirs
- * first (each matmul is 0.6-1 us slower in a layer's program than alone, docs/performance.md, twenty-fifth session).
- * "" without it, so the emitted CUDA is unchanged. */
+/* The kernel's TMA tensor maps prefetched by one thread before the grid dependency wait: they do not depend on the
+ * previous kernel (CUTLASS's Hopper kernels prefetch theirs first; measured in docs/performance.md, twenty-sixth
+ * session). "" for a kernel without tensor maps. */
 static const char *tmap_prefetch(ectx *c, const em_launch *launch) {
-  if (!ex_env_choice("EMMY_TMPF", 1) || launch->ntmaps <= 0) return "";
+  if (launch->ntmaps <= 0) return "";
   sbuf sb = {0};
   ex_sb_add(&sb, "  if (threadIdx.x == 0) {\n");
   for (int j = 0; j < launch->ntmaps; j++)

@@ -70,13 +70,13 @@ static int fa_rows(ectx *c, int v, int *base, em_dim *st, int64_t D, int64_t *in
 /* Shared memory: the Q tile (D/64 column blocks of NWG x 64 rows), then ST stages of a K and a V tile (D/64
  * column blocks of BKV rows each), every block 1024-byte aligned (the 128-byte swizzle's period). */
 static long long fa_qbytes(const fa_t *f) { return (long long)f->NQ * 64 * f->D * 2; }
-/* EMMY_OS4_SYNC=1 (an experiment, default 0; emitted CUDA unchanged without it): OSMEM=4 with two Q slices stages each
+/* OSMEM=4 with two Q slices stages each
  * slice's O over K rows of the last stage that the other warpgroup's last QKᵀ also reads; nothing but the tensor
  * cores' issue order keeps that QKᵀ ahead of the O writes (PINGPONG hands the turn over once it is issued, not
  * retired). With it, each warpgroup arrives on barrier 6 + wq once its loop's wgmma have retired and waits on the
  * other's (7 - wq) before staging O; the items then end on barrier 1 (both warpgroups), so that no arrival of the next
  * item completes a barrier this one still waits on. */
-static int fa_os4_sync(const fa_t *f) { return f->osmem == 4 && f->NQ == 2 && ex_env_choice("EMMY_OS4_SYNC", 1); }
+static int fa_os4_sync(const fa_t *f) { return f->osmem == 4 && f->NQ == 2 ; }
 /* KVSPLIT=2's merge: the second warpgroup's O, max and sum per thread, [element][thread] (f32) */
 static long long fa_mergebytes(const fa_t *f) { return f->P > 1 ? (f->D / 2 + 4) * 128LL * 4 : 0; }
 static long long fa_kvbytes(const fa_t *f) { return (long long)f->BKV * f->D * 2; }

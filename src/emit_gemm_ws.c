@@ -328,7 +328,7 @@ static void ws_kgroup_loop(ectx *c, const ex_ctr *k, int stages, int cl, int sp)
 static int ws_kgroup_ahead(ectx *c, const ex_ctr *k, int split) {
   if (ex_ctr_residual(c, k) < 0) return 0;
   if (split) {
-    /* (EMMY_KG_SPLIT: each group its own columns' chunks, every one of them: BN 64 has two a thread) */
+    /* (WG_K=2 split: each group its own columns' chunks, every one of them: BN 64 has two a thread) */
     const ws_part pt = {128, 0, k->BN / 2, 128 * k->BM, ex_A(c, "em_g * %d", k->BN / 2)};
     return ws_chunk_prefetch(c, k, &pt) > 0;
   }
@@ -379,18 +379,18 @@ static void ws_kgroup_handover(ectx *c, const ex_ctr *k, int cl) {
           cl == 2 ? "em_pairs" : "em_tiles");
 }
 
-/* EMMY_KG_SPLIT=1 (an experiment, default 0): WG_K=2's tile epilogue split between the two K groups by columns (BN 64,
- * EPI_SMEM=5): each group hands the other the partial sums of the other's half of the columns (ws_kgroup_exchange)
+/* WG_K=2's tile epilogue split between the two K groups by columns (BN 64, EPI_SMEM=5; docs/performance.md, twenty-
+ * sixth session): each group hands the other the partial sums of the other's half of the columns (ws_kgroup_exchange)
  * and adds the other's into its own half, stages its half in the one panel and stores its chunks, its residual
  * loaded before its K loop (ws_kgroup_split_epilogue) — the exchange and the epilogue each half of group 0's alone
  * after a whole hand-over, at the price of group 1 no longer going on to its next tile at once (the 512-token
  * one-wave kernels have one tile a CTA). The hand-over and epilogue took 1,955 cycles a tile against 1,413 for one
  * warpgroup's epilogue (Qwen3 down, docs/performance.md, twenty-fourth session). */
-static int ws_kg_split(ectx *c, const ex_ctr *k, int staged) {
-  return ex_env_choice("EMMY_KG_SPLIT", 1) && staged == 5 && k->BN == 64;
+static int ws_kg_split(const ex_ctr *k, int staged) {
+  return staged == 5 && k->BN == 64;
 }
 
-/* EMMY_KG_SPLIT's exchange: group g writes the fragments of the other group's columns into its region of em_kr (float4
+/* The split epilogue's exchange: group g writes the fragments of the other group's columns into its region of em_kr (float4
  * slot (g * nacc + s) * FN/2 + j of thread t at slot * 128 + t), both meet at named barrier 3, and each adds the
  * other's region into its own columns (the same sum every run). Named barrier 2 first from the second tile on: the
  * last tile's regions read. Each group's columns as constants in its own branch (the accumulators stay registers). */
@@ -423,7 +423,7 @@ static void ws_kgroup_exchange(ectx *c, const ex_ctr *k) {
   }
 }
 
-/* EMMY_KG_SPLIT's epilogue: each group stages its columns of the tile in the one panel (its own named barrier on both
+/* The split epilogue: each group stages its columns of the tile in the one panel (its own named barrier on both
  * sides: 1 for group 0, 4 for group 1) and stores their chunks; ahead: the residual loaded before the K loop. */
 static void ws_kgroup_split_epilogue(ectx *c, const ex_ctr *k, int ahead) {
   int hf = k->FN / 2, panel = 128 * k->BM;
@@ -496,7 +496,7 @@ static void ws_consumers(ectx *c, const ex_ctr *k, em_launch *L, int stages, int
   int pfs = k1.rpf >= 0 && !k1.npf && sk == 1 && k->FN >= 32 ? k->FN / 2 : k->FN;
   if (k1.rpf >= 0 || k1.npf) ex_ctr_residual_load(c, &k1, 0, pfs);
   const int skm = EX_KNOB(c, STREAM_K);
-  const int kg_split = wgk == 2 && ws_kg_split(c, k, staged);
+  const int kg_split = wgk == 2 && ws_kg_split(k, staged);
   const int kg_ahead = wgk == 2 && staged == 5 && ws_kgroup_ahead(c, k, kg_split);
   if (wgk == 2) {
     ws_kgroup_loop(c, k, stages, cl, sp);

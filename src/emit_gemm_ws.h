@@ -9,7 +9,7 @@
 /* A part of the staged tile whose 16-byte chunks a set of consumer threads stores (EPI_SMEM=5, 6): `threads` threads,
  * the part `half` columns wide at tile column h * half, staged in 64-column panels `panel` bytes apart, a chunk at its
  * column within the part. col (NULL for none): a C expression for the part's tile column instead, the chunk staged at
- * its column within the tile (WG_K=2's split epilogue, EMMY_KG_SPLIT: each K group its columns of the one panel). h
+ * its column within the tile (WG_K=2's split epilogue: each K group its columns of the one panel). h
  * also names the residual's load slots (em_rqa<h>, em_rva<h>). */
 typedef struct {
   int threads, h, half, panel;

@@ -255,24 +255,23 @@ gpu_case wgk_seq513 env EMMY_KNOBS=$WGK timeout 120 "$BIN" run $L0 --seq-len 513
 gpu_case wgk_batch8_seq513 env EMMY_KNOBS=$WGK timeout 120 "$BIN" run $L0 --seq-len 513 --batch 8
 gpu_case wgk_cluster_seq513 env EMMY_KNOBS=$WGK,k_linear:CLUSTER=2 timeout 120 "$BIN" run $L0 --seq-len 513
 gpu_case wgk_llama_seq513 env EMMY_KNOBS=k_linear_add:PERSIST=1,k_linear_add:BM=64,k_linear_add:WM=4,k_linear_add:WG_K=2,k_linear_add:EPI_SMEM=5,k_linear_silu:PERSIST=1,k_linear_silu:BM=64,k_linear_silu:WM=4,k_linear_silu:WG_K=2,k_linear_silu:EPI_SMEM=5 timeout 120 "$BIN" run TinyLlama/TinyLlama-1.1B-Chat-v1.0 --layer 0 --dynamic seq_len@x:1 --seq-len 513
-# EMMY_KG_SPLIT=1 (an experiment, written 2026-12-04 without a GPU run): WG_K=2's epilogue split between the two K
-# groups by columns; Qwen3's o and down lead with WG_K=2, TinyLlama's residual kernels pinned to it, batch 8 for
-# several tiles a CTA
-gpu_case kgsplit_seq7 env EMMY_KG_SPLIT=1 timeout 120 "$BIN" run $L0 --seq-len 7
-gpu_case kgsplit_seq513 env EMMY_KG_SPLIT=1 timeout 120 "$BIN" run $L0 --seq-len 513
-gpu_case kgsplit_batch8_seq513 env EMMY_KG_SPLIT=1 EMMY_KNOBS=$WGK timeout 120 "$BIN" run $L0 --seq-len 513 --batch 8
-gpu_case kgsplit_llama_seq513 env EMMY_KG_SPLIT=1 EMMY_KNOBS=k_linear_add:PERSIST=1,k_linear_add:BM=64,k_linear_add:WM=4,k_linear_add:WG_K=2,k_linear_add:EPI_SMEM=5 timeout 120 "$BIN" run TinyLlama/TinyLlama-1.1B-Chat-v1.0 --layer 0 --dynamic seq_len@x:1 --seq-len 513
-# EMMY_TMPF=1 (an experiment, written 2026-12-04 without a GPU run): every kernel's tensor maps prefetched before the
-# grid dependency wait; the layers checked and timed with it
-gpu_case tmpf_layer_seq513 env EMMY_TMPF=1 timeout 120 "$BIN" run $L0 --seq-len 513 --bench --bench-backends emmy
-gpu_case tmpf_llama_seq513 env EMMY_TMPF=1 timeout 120 "$BIN" run TinyLlama/TinyLlama-1.1B-Chat-v1.0 --layer 0 --dynamic seq_len@x:1 --seq-len 513 --bench --bench-backends emmy
-# EMMY_OS4_SYNC=1 (an experiment, written 2026-12-04 without a GPU run): OSMEM=4's O staged only once the other
-# slice's last QK^T retired (barriers 6, 7, and 1 at each item's end): the batch-8 head-dim-128 default (ping-pong),
+# WG_K=2's epilogue split between the two K groups by columns (the default since 2026-12-04; was EMMY_KG_SPLIT=1):
+# Qwen3's o and down lead with WG_K=2, TinyLlama's residual kernels pinned to it, batch 8 for several tiles a CTA
+gpu_case kgsplit_seq7 env timeout 120 "$BIN" run $L0 --seq-len 7
+gpu_case kgsplit_seq513 env timeout 120 "$BIN" run $L0 --seq-len 513
+gpu_case kgsplit_batch8_seq513 env EMMY_KNOBS=$WGK timeout 120 "$BIN" run $L0 --seq-len 513 --batch 8
+gpu_case kgsplit_llama_seq513 env EMMY_KNOBS=k_linear_add:PERSIST=1,k_linear_add:BM=64,k_linear_add:WM=4,k_linear_add:WG_K=2,k_linear_add:EPI_SMEM=5 timeout 120 "$BIN" run TinyLlama/TinyLlama-1.1B-Chat-v1.0 --layer 0 --dynamic seq_len@x:1 --seq-len 513
+# every kernel's tensor maps prefetched before the grid dependency wait (the default since 2026-12-04; was
+# EMMY_TMPF=1): the layers checked and timed
+gpu_case tmpf_layer_seq513 env timeout 120 "$BIN" run $L0 --seq-len 513 --bench --bench-backends emmy
+gpu_case tmpf_llama_seq513 env timeout 120 "$BIN" run TinyLlama/TinyLlama-1.1B-Chat-v1.0 --layer 0 --dynamic seq_len@x:1 --seq-len 513 --bench --bench-backends emmy
+# OSMEM=4's O staged only once the other slice's last QK^T retired (the default since 2026-12-04; was EMMY_OS4_SYNC=1)
+# (barriers 6, 7, and 1 at each item's end): the batch-8 head-dim-128 default (ping-pong),
 # without ping-pong, and a short sequence
-gpu_case os4sync_batch8_seq512 env EMMY_OS4_SYNC=1 timeout 120 "$BIN" run $L0 --seq-len 512 --batch 8
-gpu_case os4sync_nopp_batch8_seq513 env EMMY_OS4_SYNC=1 EMMY_KNOBS=$(fa2 FLASH=2,BQ=128,BKV=128,KVST=3,OSMEM=4,PINGPONG=0,APERSIST=1) timeout 120 "$BIN" run $L0 --seq-len 513 --batch 8
-gpu_case os4sync_seq7 env EMMY_OS4_SYNC=1 EMMY_KNOBS=$(fa2 FLASH=2,BQ=128,BKV=128,KVST=3,OSMEM=4,PINGPONG=1,APERSIST=1) timeout 120 "$BIN" run $L0 --seq-len 7
-# EMMY_FA2_MASK=1 (an experiment, written 2026-12-04 without a GPU run): the whole model's masked SDPA on FLASH=2
+gpu_case os4sync_batch8_seq512 env timeout 120 "$BIN" run $L0 --seq-len 512 --batch 8
+gpu_case os4sync_nopp_batch8_seq513 env EMMY_KNOBS=$(fa2 FLASH=2,BQ=128,BKV=128,KVST=3,OSMEM=4,PINGPONG=0,APERSIST=1) timeout 120 "$BIN" run $L0 --seq-len 513 --batch 8
+gpu_case os4sync_seq7 env EMMY_KNOBS=$(fa2 FLASH=2,BQ=128,BKV=128,KVST=3,OSMEM=4,PINGPONG=1,APERSIST=1) timeout 120 "$BIN" run $L0 --seq-len 7
+# EMMY_FA2_MASK=1 (an experiment; seq 37 batch 1 and 4 passed on the H200 2026-12-04): the whole model's masked SDPA on FLASH=2
 # (its mask read per score; the base-2 factor's literal fixed the same day: it did not compile before)
 gpu_case fa2mask_model_seq37 env EMMY_FA2_MASK=1 timeout 300 "$BIN" run $WHOLE --seq-len 37
 gpu_case fa2mask_model_seq512 env EMMY_FA2_MASK=1 timeout 300 "$BIN" run $WHOLE --seq-len 512

@@ -824,22 +824,22 @@ test("RoPE from the thread's own fragments: rotate_half shifts by 32 columns (me
   check(not ok2 and why2:find("SPLIT_K=1", 1, true), tostring(why2))
 end)
 
-test("the twenty-fifth session's experiments emit only when asked: EMMY_TMPF, EMMY_KG_SPLIT, EMMY_OS4_SYNC, EMMY_FA2_MASK", function()
+test("the tensor maps prefetched before the wait, WG_K=2's split epilogue, OSMEM=4's slices synchronized (the defaults since the twenty-sixth session); EMMY_FA2_MASK only when asked", function()
   local L = { "Qwen/Qwen3-Embedding-0.6B", "--layer", "0", "--dynamic", "seq_len@x:1" }
-  -- EMMY_TMPF=1: each tensor map prefetched before the grid dependency wait; none in a row kernel
-  local c1, src, e1 = emmy(args("compile", L, "--ir", "cuda", "--kernel", "k_linear_7363a2"), { env = "EMMY_TMPF=1" })
+  -- each tensor map prefetched before the grid dependency wait; none in a row kernel
+  local c1, src, e1 = emmy(args("compile", L, "--ir", "cuda", "--kernel", "k_linear_7363a2"))
   eq(c1, 0, "cuda: " .. e1)
   local pf, wait = src:find("prefetch.tensormap", 1, true), src:find("griddepcontrol.wait", 1, true)
   check(pf and wait and pf < wait and src:find("(&tm1)", 1, true), "the prefetches come before the wait: " .. src)
-  local c2, src2 = emmy(args("compile", L, "--ir", "cuda", "--kernel", "k_rms_norm"), { env = "EMMY_TMPF=1" })
+  local c2, src2 = emmy(args("compile", L, "--ir", "cuda", "--kernel", "k_rms_norm"))
   eq(c2, 0, "row")
   check(not src2:find("prefetch.tensormap", 1, true), "row kernels have no tensor maps")
-  -- EMMY_KG_SPLIT=1: WG_K=2's epilogue split by columns (the exchange's barriers, each group its own columns)
-  local c3, src3 = emmy(args("compile", L, "--ir", "cuda", "--kernel", "k_linear_add_f97280"), { env = "EMMY_KG_SPLIT=1" })
+  -- WG_K=2's epilogue split by columns (the exchange's barriers, each group its own columns)
+  local c3, src3 = emmy(args("compile", L, "--ir", "cuda", "--kernel", "k_linear_add_f97280"))
   eq(c3, 0, "kg split")
   check(src3:find("bar.sync 3, 256;", 1, true) and src3:find("nl = nh + (em_g * 32)", 1, true) and src3:find("bar.sync 4, 128;", 1, true), src3)
-  -- EMMY_OS4_SYNC=1: OSMEM=4 with two slices waits for the other's last QK^T before staging O (the batch-8 lead)
-  local c4, src4 = emmy(args("compile", L, "--batch", "8", "--ir", "cuda", "--kernel", "k_sdpa"), { env = "EMMY_OS4_SYNC=1" })
+  -- OSMEM=4 with two slices waits for the other's last QK^T before staging O (the batch-8 lead)
+  local c4, src4 = emmy(args("compile", L, "--batch", "8", "--ir", "cuda", "--kernel", "k_sdpa"))
   eq(c4, 0, "os4 sync")
   check(src4:find("\"r\"(6 + wq)", 1, true) and src4:find("\"r\"(7 - wq)", 1, true), src4)
   -- EMMY_FA2_MASK=1: the whole model's masked SDPA on FLASH=2; its base-2 factor 1 is a float literal ("1.0f": a
@@ -859,10 +859,6 @@ test("the twenty-fifth session's experiments emit only when asked: EMMY_TMPF, EM
   check(src5:find("FLASH=2", 1, true) and src5:find("mx0 * 1.0f", 1, true) and not src5:find("* 1f", 1, true), src5:sub(1, 3000))
   local _, tile5 = emmy(args("compile", W, "--ir", "tile", "--kernel", "k_sdpa"))
   check(not tile5:find("FLASH=2", 1, true), "masked SDPA keeps the mma.sync tier by default: " .. tile5)
-  -- off by default (the golden corpus holds the sources without them)
-  local _, d1 = emmy(args("compile", L, "--ir", "cuda", "--kernel", "k_linear_add_f97280"))
-  local _, d2 = emmy(args("compile", L, "--batch", "8", "--ir", "cuda", "--kernel", "k_sdpa"))
-  check(not d1:find("prefetch.tensormap", 1, true) and not d1:find("em_g * 32", 1, true) and not d2:find("(7 - wq)", 1, true), "defaults")
 end)
 
 test("NORM_EPI=1: Qwen3's q_norm/k_norm + RoPE become the q/k projections' epilogue, a per-head reduction over the staged tile", function()
