@@ -393,12 +393,9 @@ return {
         return false, ("head dims %s/%s (FLASH=2 takes 64 or 128)"):format(tostring(k.E), tostring(k.Ev))
       end
       if not k.qkv_rows then return false, "Q, K or V is not a view of a kernel input with 16-byte rows (TMA)" end
-      -- (the emitter reads an attention mask per element; that path has not run on a GPU yet: the whole model's
-      -- SDPA, which carries the padding mask, keeps the mma.sync tier until its GPU cases have run — k.mask_fa2:
-      -- EMMY_FA2_MASK=1 offers it, tests/gpu/run.sh fa2mask_*)
-      if k.masked and not k.mask_fa2 then
-        return false, "an attention mask (FLASH=2's mask path is not yet checked on a GPU; EMMY_FA2_MASK=1 offers it)"
-      end
+      -- (an attention mask is read per score: the whole model's SDPA with its padding mask. Measured on the H200,
+      -- twenty-sixth session, Qwen3's masked SDPA at batch 4 alone: seq 37 6.1 us against 8.6 for the mma.sync
+      -- tier, 512 52.5 against 80.6, 2048 731 against 1071 — torch eager 19.0, 55.0, 498)
       return true, ("wgmma flash attention with a TMA producer, head dim %d%s"):format(k.E, k.causal and ", causal tiles skipped" or "")
     end,
     fork = function(k, dev)

@@ -27,7 +27,7 @@ return {
   --seq-len N          with --dynamic: run at seq_len = N (the symbol's value); else the static length
   --bind NAME=N        bind a symbol of a graph file (default: its hint)
   --pad-rows           a whole model whose attention_mask is an input (--dynamic seq_len@attention_mask:2 …)
-                       with --batch B > 1: batch row b's last ⌊b·S / 2B⌋ keys masked as well (a right-padded
+                       with --batch B > 1, or a kernel reproducer of one (its attention_mask [B, 1, S, S]): batch row b's last ⌊b·S / 2B⌋ keys masked as well (a right-padded
                        batch), so the masked attention is checked on rows of different lengths (not with --bench)
   --sweep N            also run N knob assignments per distinct kernel (the chosen one and N-1 random legal
                        ones, seeded), each kernel alone on the reference's inputs
@@ -95,7 +95,7 @@ return {
       if not m or #m.shape ~= 4 then
         cli.usage("run: --pad-rows needs a whole model with its attention_mask an input (--dynamic seq_len@attention_mask:2 --dynamic seq_len@attention_mask:3)")
       end
-      if opts.batch < 2 then cli.usage("run: --pad-rows pads the rows of a batch: give --batch 2 or more") end
+      if (tonumber(m.shape[1]) or opts.batch) < 2 then cli.usage("run: --pad-rows pads the rows of a batch: give --batch 2 or more") end
       if opts.bench then cli.usage("run: --pad-rows is a check; --bench times torch on its own unpadded inputs") end
     end
     local b = {}

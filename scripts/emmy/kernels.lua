@@ -158,8 +158,6 @@ function M.facts(k)
     f.causal = x.is_causal == true
     f.gqa = x.enable_gqa == true
     f.masked = type(x.attn_mask) == "string"
-    -- (EMMY_FA2_MASK=1, an experiment: FLASH=2 offered with a mask before its GPU cases have run; rules/tile/010)
-    f.mask_fa2 = f.masked and os.getenv("EMMY_FA2_MASK") == "1" or nil
     -- keys and values whose rows a copy engine can move: view ops only (no computed values) down to a kernel
     -- input with 16-byte rows; the emitter checks the strides exactly (emit.c: ex_strided)
     local strided = require("emmy.opclass").STRIDED_VIEW

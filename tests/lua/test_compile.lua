@@ -824,7 +824,7 @@ test("RoPE from the thread's own fragments: rotate_half shifts by 32 columns (me
   check(not ok2 and why2:find("SPLIT_K=1", 1, true), tostring(why2))
 end)
 
-test("the tensor maps prefetched before the wait, WG_K=2's split epilogue, OSMEM=4's slices synchronized (the defaults since the twenty-sixth session); EMMY_FA2_MASK only when asked", function()
+test("the tensor maps prefetched before the wait, WG_K=2's split epilogue, OSMEM=4's slices synchronized and the masked SDPA on FLASH=2 (the defaults since the twenty-sixth session)", function()
   local L = { "Qwen/Qwen3-Embedding-0.6B", "--layer", "0", "--dynamic", "seq_len@x:1" }
   -- each tensor map prefetched before the grid dependency wait; none in a row kernel
   local c1, src, e1 = emmy(args("compile", L, "--ir", "cuda", "--kernel", "k_linear_7363a2"))
@@ -842,8 +842,8 @@ test("the tensor maps prefetched before the wait, WG_K=2's split epilogue, OSMEM
   local c4, src4 = emmy(args("compile", L, "--batch", "8", "--ir", "cuda", "--kernel", "k_sdpa"))
   eq(c4, 0, "os4 sync")
   check(src4:find("\"r\"(6 + wq)", 1, true) and src4:find("\"r\"(7 - wq)", 1, true), src4)
-  -- EMMY_FA2_MASK=1: the whole model's masked SDPA on FLASH=2; its base-2 factor 1 is a float literal ("1.0f": a
-  -- bare "1f" did not compile)
+  -- the whole model's masked SDPA on FLASH=2; its base-2 factor 1 is a float literal ("1.0f": a bare "1f" did not
+  -- compile)
   -- (a one-layer Qwen3 of head dim 64, so that the whole model compiles in seconds)
   local dir = tmpdir()
   local f = assert(io.open(dir .. "/config.json", "w"))
@@ -854,11 +854,9 @@ test("the tensor maps prefetched before the wait, WG_K=2's split epilogue, OSMEM
   f:close()
   local W = { dir, "--dynamic", "seq_len@input_ids:1", "--dynamic", "seq_len@attention_mask:2",
     "--dynamic", "seq_len@attention_mask:3", "--dynamic", "seq_len@position_ids:1" }
-  local c5, src5, e5 = emmy(args("compile", W, "--ir", "cuda", "--kernel", "k_sdpa"), { env = "EMMY_FA2_MASK=1" })
+  local c5, src5, e5 = emmy(args("compile", W, "--ir", "cuda", "--kernel", "k_sdpa"))
   eq(c5, 0, "masked: " .. e5)
   check(src5:find("FLASH=2", 1, true) and src5:find("mx0 * 1.0f", 1, true) and not src5:find("* 1f", 1, true), src5:sub(1, 3000))
-  local _, tile5 = emmy(args("compile", W, "--ir", "tile", "--kernel", "k_sdpa"))
-  check(not tile5:find("FLASH=2", 1, true), "masked SDPA keeps the mma.sync tier by default: " .. tile5)
 end)
 
 test("NORM_EPI=1: Qwen3's q_norm/k_norm + RoPE become the q/k projections' epilogue, a per-head reduction over the staged tile", function()
