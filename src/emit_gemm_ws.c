@@ -93,6 +93,22 @@ static void ws_tile_coords(ectx *c, const ex_ctr *k, int raster, int cl) {
   if (k->stage_reg) ex_line(c, "__builtin_assume(m0 >= 0); __builtin_assume(n0 >= 0);");
 }
 
+/* DIAG (a diagnostic knob, docs/formats.md): 1 the wgmma left out, 2 CLUSTER=2's ring without multicast, 3 both. */
+static int ws_diag(ectx *c) { return (int)EX_KNOB(c, DIAG); }
+/* The ring's cluster: 2 where both CTAs' producers write each stage and both CTAs' consumers release it (CLUSTER=2's
+ * multicast), else 1 (DIAG 2: the cluster launched, each CTA's ring its own). */
+static int ws_ring_cl(ectx *c, int cl) { return cl == 2 && !(ws_diag(c) & 2) ? 2 : 1; }
+
+/* One k-step's wgmma group (ex_wgmma_step), or with DIAG 1 only its fence and commit: an empty group. */
+static void ws_mma_step(ectx *c, const ex_ctr *k, const char *aS, const char *bS, const char *b2S, const char *scale_d) {
+  if (ws_diag(c) & 1) {
+    ex_line(c, "em_wg_fence();");
+    ex_line(c, "em_wg_commit(); /* DIAG: no wgmma */");
+    return;
+  }
+  ex_wgmma_step(c, aS, bS, b2S, k->BN, k->wide ? 2 : k->dual, k->mma_t, 0, scale_d);
+}
+
 /* CLUSTER=2's stage load: this CTA's A tile, and its half of the shared B tile (B2) multicast into both CTAs'
  * rings at the same offset; each CTA's full barrier takes its A and both halves of B. PAIR_A=1: its half of the
  * shared A tile's rows multicast, its own B tiles (the halves land 1024-byte aligned, so the 128-byte swizzle of
@@ -137,7 +153,7 @@ static void ws_producer(ectx *c, const ex_ctr *k, int stages, int raster, int cw
   c->indent++;
   ws_tile_coords(c, k, raster, cl);
   const char *nkv = ws_k_range(c, sk);
-  if (cl == 2) ws_cluster_load(c, k, stages);
+  if (ws_ring_cl(c, cl) == 2) ws_cluster_load(c, k, stages);
   else ex_ctr_tma_load(c, k, stages, 1, 1, "kt");
   ex_line(c, "for (int kt = %s; kt < %s; kt++, em_it++) {", ws_k_first(c), nkv);
   ex_line(c, "  const int st = em_it %% %d;", stages);
@@ -172,7 +188,7 @@ static void ws_producer(ectx *c, const ex_ctr *k, int stages, int raster, int cw
 
 /* A consumer warp's release of ring use u: one arrival of its first lane on the stage's empty barrier. */
 static void ws_release(ectx *c, const char *cond, const char *use, int stages, int cl) {
-  if (cl == 2) /* both CTAs' producers write this stage (B's halves): release it to both */
+  if (ws_ring_cl(c, cl) == 2) /* both CTAs' producers write this stage (B's halves): release it to both */
     ex_line(c, "if (%slane == 0) for (unsigned q = 0; q < 2u; q++) em_mbar_arrive_cluster(&em_empty[(%s) %% %d], q);", cond, use,
             stages);
   else
@@ -307,7 +323,7 @@ static void ws_kgroup_loop(ectx *c, const ex_ctr *k, int stages, int cl, int sp)
   ws_stamp(c, sp, "const unsigned em_c1 = em_clock();");
   const char *aS = ex_A(c, "(em_sb + st * %lldu)", abytes);
   const char *bS = ex_ctr_b_stage(c, k, stages, 0), *b2S = ex_ctr_b_stage(c, k, stages, 1);
-  ex_wgmma_step(c, aS, bS, b2S, k->BN, k->wide ? 2 : k->dual, k->mma_t, 0, "((kt - em_g) | kk)");
+  ws_mma_step(c, k, aS, bS, b2S, "((kt - em_g) | kk)");
   ex_line(c, "em_wg_wait1();");
   ws_stamp(c, sp, "const unsigned em_c2 = em_clock();");
   ws_release(c, "kt >= em_g + 2 && ", "em_u - 2", stages, cl);
@@ -509,7 +525,7 @@ static void ws_consumers(ectx *c, const ex_ctr *k, em_launch *L, int stages, int
   ws_stamp(c, sp, "const unsigned em_c1 = em_clock();");
   const char *aS = ex_A(c, "(em_sb + st * %lldu)", abytes);
   const char *bS = ex_ctr_b_stage(c, k, stages, 0), *b2S = ex_ctr_b_stage(c, k, stages, 1);
-  ex_wgmma_step(c, aS, bS, b2S, k->BN, k->wide ? 2 : k->dual, k->mma_t, 0, skm ? "((kt - em_kb) | kk)" : "(kt | kk)");
+  ws_mma_step(c, k, aS, bS, b2S, skm ? "((kt - em_kb) | kk)" : "(kt | kk)");
   if (staged == 6) ws_deferred_chunk(c, k, k->BM / 16 * 32, ex_A(c, "em_pm0 >= 0 && kt < %d", ws_deferred_chunks(k, k->BM / 16 * 32)), "kt");
   ex_line(c, "em_wg_wait1();");
   ws_stamp(c, sp, "const unsigned em_c2 = em_clock();");
@@ -688,7 +704,7 @@ void ex_k_contraction_ws(ectx *c, const ex_ctr *k, em_launch *L) {
     /* pairs of tile rows, two CTAs a pair; B's tensor map loads half a tile (each CTA its half, multicast) */
     snprintf(L->grid[0], sizeof L->grid[0], "cdiv(%s,%d)*cdiv(%s,%d)*2", ex_numel_text(c, &k->mdims), 2 * k->BM, ntext, k->BN);
     L->tmaps[0].box[1] = k->BM;
-    for (int b = 1; b <= (k->dual ? 2 : 1); b++) L->tmaps[b].box[1] = k->BN / 2;
+    for (int b = 1; b <= (k->dual ? 2 : 1); b++) L->tmaps[b].box[1] = ws_ring_cl(c, cl) == 2 ? k->BN / 2 : k->BN;
   } else if (EX_KNOB(c, STREAM_K)) {
     /* (stream-K: a CTA an SM, or one a k-tile where there are fewer) */
     const em_shape *as = ex_S(c, k->A_);
@@ -746,7 +762,7 @@ void ex_k_contraction_ws(ectx *c, const ex_ctr *k, em_launch *L) {
   if (cl == 2 || sk >= 2) ex_line(c, "const unsigned em_cr = em_cluster_rank();");
   ex_line(c, "if (tid == 0) {");
   c->indent++;
-  ws_barrier_init(c, stages, cw / wgk * cl, sk, staged, cw);
+  ws_barrier_init(c, stages, cw / wgk * ws_ring_cl(c, cl), sk, staged, cw);
   c->indent--;
   ex_line(c, "}");
   /* (a cluster: the peer's multicasts and arrivals may only reach barriers that are initialised) */

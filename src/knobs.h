@@ -205,6 +205,11 @@
     "full-barrier waits, wgmma issue to wait_group 1, releases, each tile's tail and epilogue, empty-barrier waits "   \
     "and load issue, totals) into a per-CTA scratch record (`launch.scratch_per_tile` bytes); bench/gemm.lua "         \
     "--stamp prints them. Never chosen by a rule; 0: no stamps (the default text)")                                    \
+  X(DIAG, DEBUG, 0, "0..3", "contraction (PERSIST=1; bench/gemm.lua, timed unchecked)",                            \
+    "a diagnostic whose results are wrong, to take a persistent GEMM's time apart: 1 the wgmma left out (the ring "  \
+    "streams its tiles into shared memory and nothing multiplies them: the transport's time), 2 CLUSTER=2 without "   \
+    "multicast (each CTA loads its whole tiles and releases its own ring: the cluster's launch and placement alone), " \
+    "3 both. bench/gemm.lua times a DIAG variant without checking it and marks it; never chosen by a rule")          \
   X(PLANT, PLANT, 0, "0..4", "any (test-only)",                                                                        \
     "a planted failure (tests/fixtures/plant/): 1 a trap, 2 a hang, 3 a wrong answer (the first block returns at "     \
     "once), 4 a compile error; 0: none")
