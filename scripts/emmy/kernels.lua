@@ -202,18 +202,26 @@ end
 
 -- Runs the rules on every kernel. Returns list of plans {kernel, facts, eval, candidates (after pins),
 -- choice (first candidate)}; a refused pin raises one line naming the gate, and so does a pin no kernel of ctx has
--- (rules.check_pins) unless opts.check_pins is false (the caller checks the whole run's plans itself).
+-- (rules.check_pins) unless opts.check_pins is false (the caller checks the whole run's plans itself). Kernels of
+-- one name (the same structure: a whole model's layers) are evaluated once and share the facts and the verdicts;
+-- each plan has its own candidate list (the whole Qwen3 model: 281 kernels, 13 names).
 function M.plan(ctx, opts)
   opts = opts or {}
   local dev = opts.device or M.device()
   local rl = opts.rules or rules.load()
-  local plans = {}
+  local plans, by_name = {}, {}
   for _, k in ipairs(ctx.kernels) do
-    local f = M.facts(k)
-    local ev = rules.evaluate(rl, f, dev)
-    local pins = rules.pins(k.name, ev.declared, opts.env)
-    local cands = rules.apply_pins(k.name, ev, pins)
-    plans[#plans + 1] = { kernel = k, facts = f, eval = ev, candidates = cands, choice = cands[1], pins = pins }
+    local e = by_name[k.name]
+    if not e then
+      local f = M.facts(k)
+      local ev = rules.evaluate(rl, f, dev)
+      local pins = rules.pins(k.name, ev.declared, opts.env)
+      e = { facts = f, eval = ev, pins = pins, candidates = rules.apply_pins(k.name, ev, pins) }
+      by_name[k.name] = e
+    end
+    local cands = {}
+    for i, c in ipairs(e.candidates) do cands[i] = c end
+    plans[#plans + 1] = { kernel = k, facts = e.facts, eval = e.eval, candidates = cands, choice = cands[1], pins = e.pins }
   end
   if opts.check_pins ~= false then rules.check_pins(plans, opts.env) end
   return plans, dev
