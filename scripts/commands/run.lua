@@ -120,11 +120,12 @@ return {
       d:graph("00_graph", g)
       d:kernels(plans, srcs)
     end
+    local t1 = sys.clock()
     local ins, provider = cli.check(inputs.for_graph(g, bind, opts.seed, { pad_rows = opts.pad_rows }))
     local vals = cli.check(ref.run(g, ins, { bind = bind, keep_all = true }))
-    print(("at %s on %s; %s%s; CPU reference %.1f s"):format(#b > 0 and table.concat(b, " ") or "static", info.name,
-      type(provider) == "table" and provider.describe or "seeded random inputs", opts.pad_rows and "; padded rows" or "",
-      sys.clock() - t0))
+    print(("at %s on %s; %s%s; planned in %.1f s, CPU reference %.1f s"):format(#b > 0 and table.concat(b, " ") or "static",
+      info.name, type(provider) == "table" and provider.describe or "seeded random inputs", opts.pad_rows and "; padded rows" or "",
+      t1 - t0, sys.clock() - t1))
     -- the chosen variant of every distinct kernel
     local order = kernels.distinct(plans)
     local list = {}
