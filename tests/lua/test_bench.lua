@@ -328,6 +328,18 @@ test("bench/gemm.lua --kernels and --pins on the mock driver: the named kernels 
   check(not j3.variants[3].error:find("^emit:"), "the next pin was built: " .. j3.variants[3].error)
   local c2, _, e2 = emmy({ ROOT .. "/bench/gemm.lua", "--pins", "STAGES=99" }, { env = env })
   check(c2 == 2 and e2:find("--pins 'STAGES=99'", 1, true), "a pin outside the knob's values is a usage error: " .. e2)
+  -- DIAG (a diagnostic whose results are wrong by design) is timed unchecked, marked, never the best; DIAG=2
+  -- without CLUSTER=2 is the emitter's one-line refusal (132 SMs: the chosen variant is the persistent one)
+  local c4, o4, e4 = emmy({ ROOT .. "/bench/gemm.lua", "--cases", "qwen", "--batches", "1", "--kernels", "add_f97",
+    "--match", "X=1", "--pins", "DIAG=1;CLUSTER=2,DIAG=3;DIAG=2", "--json", d .. "/g4.json" }, { env = env .. " EMMY_MOCK_SMS=132" })
+  eq(c4, 0, e4 .. o4)
+  local j4 = cjson.decode(read(d .. "/g4.json"))
+  eq(#j4.variants, 4)
+  check(j4.variants[2].role == "diag" and j4.variants[2].us and not j4.variants[2].error, "DIAG=1 timed unchecked")
+  check(j4.variants[3].role == "diag" and j4.variants[3].knobs:find("CLUSTER=2,DIAG=3", 1, true), j4.variants[3].knobs)
+  check(j4.variants[4].error and j4.variants[4].error:find("DIAG=2 takes a persistent GEMM apart", 1, true), tostring(j4.variants[4].error))
+  check(o4:find("unchecked (DIAG=1", 1, true), o4)
+  for _, r in ipairs(j4.rows or {}) do check(not tostring(r[11] or ""):find("DIAG", 1, true), "a DIAG variant is never the best") end
 end)
 
 test("a persistent clustered grid is capped at the clusters that fit at once (cuOccupancyMaxActiveClusters)", function()
