@@ -596,6 +596,79 @@ static void fa_step(ectx *c, const fa_t *f, const char *u, const char *p, const 
   ex_line(c, "}");
 }
 
+/* EMMY_MASK_RANGE=1 (an experiment, compile time; emitted CUDA unchanged without it): with a bool attention mask
+ * (KVSPLIT=1, APERSIST=0, OSMEM below 4), the key tiles a warpgroup computes are bounded by its rows' mask, as causal's
+ * ntw bounds them by the diagonal: scanning up from the first tile and down from the last, each tile's mask read by
+ * the warpgroup and voted on (bar.red.or over its 128 threads, named barrier 8 + wg) until one has a visible key;
+ * with PINGPONG both warpgroups take the union (named barrier 10), so that they keep turns. The tiles before the
+ * range are waited for and released at once, those after it by the tail loop; the rest of the consumer code runs in
+ * a scope where kp and ntw are the range's ends. (A guard on each tile's wgmma instead made ptxas serialize every
+ * wgmma: C7520.) */
+static int fa_mask_range(ectx *c, const fa_t *f) {
+  return f->mask >= 0 && ex_V(c, f->mask)->dtype == EM_BOOL && f->P == 1 && !f->persist && f->osmem < 4 &&
+         ex_env_choice("EMMY_MASK_RANGE", 1);
+}
+/* One key tile's vote (s0 its first key): em_v set where a row of this warpgroup sees a key of the tile. */
+static void fa_tile_vote(ectx *c, const fa_t *f) {
+  int mark = c->memo.n;
+  ivec full = {f->r};
+  for (int i = 0; i < f->r - 2; i++) full.e[i] = ex_A(c, "x%d", i);
+  full.e[f->r - 2] = "l";
+  full.e[f->r - 1] = "s";
+  ivec mi = ex_bcast(c, &full, f->os, ex_S(c, f->mask));
+  ex_line(c, "unsigned em_m = 0u, em_v;");
+  ex_line(c, "#pragma unroll");
+  ex_line(c, "for (int j = 0; j < %d; j++)", f->BKV / 8);
+  ex_line(c, "  #pragma unroll");
+  ex_line(c, "  for (int qd = 0; qd < 4; qd++) {");
+  c->indent += 2;
+  ex_line(c, "const long long s = s0 + j * 8 + (lane & 3) * 2 + (qd & 1), l = qd < 2 ? lr0 : lr1;");
+  ex_line(c, "if (s < S && l < Lq) {");
+  c->indent++;
+  ex_line(c, "if (%s) em_m = 1u;", ex_val(c, f->mask, &mi));
+  c->memo.n = mark;
+  c->indent--;
+  ex_line(c, "}");
+  c->indent -= 2;
+  ex_line(c, "  }");
+  ex_line(c, "asm volatile(\"{ .reg .pred p, q; setp.ne.u32 p, %%1, 0; bar.red.or.pred q, %%2, 128, p; selp.u32 %%0, 1, 0, q; }\" "
+             ": \"=r\"(em_v) : \"r\"(em_m), \"r\"(8 + wg) : \"memory\");");
+}
+/* The range's scans, the union across warpgroups (PINGPONG), the tiles before it released, and the scope opened. */
+static void fa_mask_range_open(ectx *c, const fa_t *f) {
+  ex_line(c, "int em_kf = 0, em_kt = ntw; /* EMMY_MASK_RANGE: the key tiles with a visible key, [em_kf, em_kt) */");
+  ex_line(c, "for (; em_kf < ntw; em_kf++) {");
+  c->indent++;
+  ex_line(c, "const long long s0 = (long long)em_kf * %d;", f->BKV);
+  fa_tile_vote(c, f);
+  ex_line(c, "if (em_v) break;");
+  c->indent--;
+  ex_line(c, "}");
+  ex_line(c, "for (; em_kt > em_kf + 1; em_kt--) {");
+  c->indent++;
+  ex_line(c, "const long long s0 = (long long)(em_kt - 1) * %d;", f->BKV);
+  fa_tile_vote(c, f);
+  ex_line(c, "if (em_v) break;");
+  c->indent--;
+  ex_line(c, "}");
+  ex_line(c, "if (em_kf >= ntw) em_kt = em_kf = ntw;");
+  if (f->pp) {
+    ex_line(c, "__shared__ int em_rng[4];");
+    ex_line(c, "if ((threadIdx.x & 127) == 0) em_rng[2 * wq] = em_kf, em_rng[2 * wq + 1] = em_kt;");
+    ex_line(c, "asm volatile(\"bar.sync 10, 256;\" ::: \"memory\");");
+    ex_line(c, "em_kf = min(em_rng[0], em_rng[2]), em_kt = max(em_rng[1], em_rng[3]);");
+  }
+  ex_line(c, "for (int it = 0; it < em_kf; it++) {");
+  c->indent++;
+  fa_stage(c, f, "", "it");
+  ex_line(c, "em_mbar_wait(&em_fv[st], ph);");
+  fa_release(c, "");
+  c->indent--;
+  ex_line(c, "}");
+  ex_line(c, "{");
+  ex_line(c, "const int kp = em_kf, ntw = em_kt;");
+}
+
 /* The consumer warpgroups: this warpgroup's head and rows and its key range (causal: up to its last row). Tile
  * 0's S and softmax first; then for each tile with a next one, the next tile's S = QKᵀ and this tile's O += PV are
  * issued together, the next softmax runs while PV is on the tensor cores, and O is corrected once PV retired; the
@@ -627,6 +700,7 @@ static void fa_consumers(ectx *c, const fa_t *f) {
   /* PINGPONG: the first turn is the first warpgroup's */
   if (f->pp) ex_line(c, "if (wq == 1) asm volatile(\"bar.arrive 4, 256;\" ::: \"memory\");");
   ex_line(c, "em_mbar_wait(&em_qbar, %s);", f->persist ? "em_n & 1u" : "0u");
+  if (fa_mask_range(c, f)) fa_mask_range_open(c, f);
   ex_line(c, "if (kp < ntw) {");
   c->indent++;
   ex_line(c, "const long long s0 = (long long)kp * %d;", f->BKV);
@@ -688,6 +762,7 @@ static void fa_consumers(ectx *c, const fa_t *f) {
   if (f->P > 1) fa_merge(c, f, f->mask >= 0 ? 1.0 : f->scale * M_LOG2E);
   fa_epilogue(c, f);
   if (f->osmem == 4) fa_arrive(c, "kp < ntw", "em_empty[em_lst]"); /* (every warp past its reads of the staged O) */
+  if (fa_mask_range(c, f)) ex_line(c, "}");
   if (f->persist) {
     /* PINGPONG: both warpgroups past this item (the first's last bar.sync 4 taken) before the second's next
      * bar.arrive 4, which would otherwise complete that barrier with its own two arrivals */

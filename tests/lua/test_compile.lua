@@ -857,6 +857,11 @@ test("the tensor maps prefetched before the wait, WG_K=2's split epilogue, OSMEM
   local c5, src5, e5 = emmy(args("compile", W, "--ir", "cuda", "--kernel", "k_sdpa"))
   eq(c5, 0, "masked: " .. e5)
   check(src5:find("FLASH=2", 1, true) and src5:find("mx0 * 1.0f", 1, true) and not src5:find("* 1f", 1, true), src5:sub(1, 3000))
+  -- EMMY_MASK_RANGE=1 (an experiment): the key tiles bounded by the mask's votes, the rest in a scope of their own
+  check(not src5:find("em_kf", 1, true), "no mask range unless asked")
+  local c6, src6, e6 = emmy(args("compile", W, "--ir", "cuda", "--kernel", "k_sdpa"), { env = "EMMY_MASK_RANGE=1" })
+  eq(c6, 0, "mask range: " .. e6)
+  check(src6:find("bar.red.or.pred q, %2, 128, p", 1, true) and src6:find("const int kp = em_kf, ntw = em_kt;", 1, true), src6:sub(1, 3000))
 end)
 
 test("NORM_EPI=1: Qwen3's q_norm/k_norm + RoPE become the q/k projections' epilogue, a per-head reduction over the staged tile", function()
