@@ -248,6 +248,15 @@ static void fa_qk(ectx *c, const fa_t *f, const char *acc, const char *kbase) {
   ex_line(c, "em_wg_commit();");
 }
 
+/* The attention mask's index at the score (x0…, l, s): its dims broadcast against the output's. */
+static ivec fa_mask_index(ectx *c, const fa_t *f) {
+  ivec full = {f->r};
+  for (int i = 0; i < f->r - 2; i++) full.e[i] = ex_A(c, "x%d", i);
+  full.e[f->r - 2] = "l";
+  full.e[f->r - 1] = "s";
+  return ex_bcast(c, &full, f->os, ex_S(c, f->mask));
+}
+
 /* The scores in base 2: an attention mask's values added (bool: -inf where false) and the keys past the end
  * or (causal) after the row set to -inf, on the tiles that need it. Returns the factor the exponent still
  * applies to a score (scale·log2 e, or 1 where the mask already scaled them). */
@@ -255,11 +264,7 @@ static double fa_mask(ectx *c, const fa_t *f, const char *sc) {
   int nj = f->BKV / 8, mark = c->memo.n;
   double sl = f->scale * M_LOG2E;
   if (f->mask >= 0) {
-    ivec full = {f->r};
-    for (int i = 0; i < f->r - 2; i++) full.e[i] = ex_A(c, "x%d", i);
-    full.e[f->r - 2] = "l";
-    full.e[f->r - 1] = "s";
-    ivec mi = ex_bcast(c, &full, f->os, ex_S(c, f->mask));
+    ivec mi = fa_mask_index(c, f);
     ex_line(c, "#pragma unroll");
     ex_line(c, "for (int j = 0; j < %d; j++)", nj);
     ex_line(c, "  #pragma unroll");
@@ -611,11 +616,7 @@ static int fa_mask_range(ectx *c, const fa_t *f) {
 /* One key tile's vote (s0 its first key): em_v set where a row of this warpgroup sees a key of the tile. */
 static void fa_tile_vote(ectx *c, const fa_t *f) {
   int mark = c->memo.n;
-  ivec full = {f->r};
-  for (int i = 0; i < f->r - 2; i++) full.e[i] = ex_A(c, "x%d", i);
-  full.e[f->r - 2] = "l";
-  full.e[f->r - 1] = "s";
-  ivec mi = ex_bcast(c, &full, f->os, ex_S(c, f->mask));
+  ivec mi = fa_mask_index(c, f);
   ex_line(c, "unsigned em_m = 0u, em_v;");
   ex_line(c, "#pragma unroll");
   ex_line(c, "for (int j = 0; j < %d; j++)", f->BKV / 8);
@@ -634,6 +635,19 @@ static void fa_tile_vote(ectx *c, const fa_t *f) {
   ex_line(c, "asm volatile(\"{ .reg .pred p, q; setp.ne.u32 p, %%1, 0; bar.red.or.pred q, %%2, 128, p; selp.u32 %%0, 1, 0, q; }\" "
              ": \"=r\"(em_v) : \"r\"(em_m), \"r\"(8 + wg) : \"memory\");");
 }
+/* The ring uses lo..hi-1 this warpgroup computes nothing on (its key part's only, KVSPLIT=2): each waited for (its
+ * loads landed, so that the release counts toward its own use) and released. */
+static void fa_pass_tiles(ectx *c, const fa_t *f, const char *lo, const char *hi) {
+  ex_line(c, "for (int it = %s; it < %s; it++) {", lo, hi);
+  c->indent++;
+  if (f->P > 1) ex_line(c, "if (it %% %d != kp) continue;", f->P);
+  fa_stage(c, f, "", "it");
+  ex_line(c, "em_mbar_wait(&em_fv[st], ph);");
+  fa_release(c, "");
+  c->indent--;
+  ex_line(c, "}");
+}
+
 /* The range's scans, the union across warpgroups (PINGPONG), the tiles before it released, and the scope opened. */
 static void fa_mask_range_open(ectx *c, const fa_t *f) {
   ex_line(c, "int em_kf = 0, em_kt = ntw; /* EMMY_MASK_RANGE: the key tiles with a visible key, [em_kf, em_kt) */");
@@ -658,13 +672,7 @@ static void fa_mask_range_open(ectx *c, const fa_t *f) {
     ex_line(c, "asm volatile(\"bar.sync 10, 256;\" ::: \"memory\");");
     ex_line(c, "em_kf = min(em_rng[0], em_rng[2]), em_kt = max(em_rng[1], em_rng[3]);");
   }
-  ex_line(c, "for (int it = 0; it < em_kf; it++) {");
-  c->indent++;
-  fa_stage(c, f, "", "it");
-  ex_line(c, "em_mbar_wait(&em_fv[st], ph);");
-  fa_release(c, "");
-  c->indent--;
-  ex_line(c, "}");
+  fa_pass_tiles(c, f, "0", "em_kf");
   ex_line(c, "{");
   ex_line(c, "const int kp = em_kf, ntw = em_kt;");
 }
@@ -751,14 +759,7 @@ static void fa_consumers(ectx *c, const fa_t *f) {
   else fa_release(c, "");
   c->indent--;
   ex_line(c, "}");
-  ex_line(c, "for (int it = ntw; it < nt; it++) {");
-  c->indent++;
-  if (f->P > 1) ex_line(c, "if (it %% %d != kp) continue;", f->P);
-  fa_stage(c, f, "", "it");
-  ex_line(c, "em_mbar_wait(&em_fv[st], ph);");
-  fa_release(c, "");
-  c->indent--;
-  ex_line(c, "}");
+  fa_pass_tiles(c, f, "ntw", "nt");
   if (f->P > 1) fa_merge(c, f, f->mask >= 0 ? 1.0 : f->scale * M_LOG2E);
   fa_epilogue(c, f);
   if (f->osmem == 4) fa_arrive(c, "kp < ntw", "em_empty[em_lst]"); /* (every warp past its reads of the staged O) */
