@@ -27,8 +27,9 @@ return {
   --seq-len N          with --dynamic: run at seq_len = N (the symbol's value); else the static length
   --bind NAME=N        bind a symbol of a graph file (default: its hint)
   --pad-rows           a whole model whose attention_mask is an input (--dynamic seq_len@attention_mask:2 …)
-                       with --batch B > 1, or a kernel reproducer of one (its attention_mask [B, 1, S, S]): batch row b's last ⌊b·S / 2B⌋ keys masked as well (a right-padded
-                       batch), so the masked attention is checked on rows of different lengths (not with --bench)
+                       with --batch B > 1, or a kernel reproducer of one (its attention_mask [B, 1, S, S]):
+                       batch row b's last ⌊b·S / 2B⌋ keys masked as well (a right-padded batch), so the masked
+                       attention is checked on rows of different lengths (not with --bench)
   --sweep N            also run N knob assignments per distinct kernel (the chosen one and N-1 random legal
                        ones, seeded), each kernel alone on the reference's inputs
   --bench              then bench the whole graph and each kernel's reproducer in torch eager, torch.compile
