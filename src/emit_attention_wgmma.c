@@ -636,12 +636,15 @@ static void fa_tile_vote(ectx *c, const fa_t *f) {
              ": \"=r\"(em_v) : \"r\"(em_m), \"r\"(8 + wg) : \"memory\");");
 }
 /* The ring uses lo..hi-1 this warpgroup computes nothing on (its key part's only, KVSPLIT=2): each waited for (its
- * loads landed, so that the release counts toward its own use) and released. */
+ * loads landed, so that the release counts toward its own use) and released. Under EMMY_MASK_RANGE no warpgroup
+ * may compute on a use, so its K barrier is waited for too: a K load still landing when the stage is refilled
+ * would fold two uses into one phase of that barrier (the GPU's first run: a launch failure at seq 513). */
 static void fa_pass_tiles(ectx *c, const fa_t *f, const char *lo, const char *hi) {
   ex_line(c, "for (int it = %s; it < %s; it++) {", lo, hi);
   c->indent++;
   if (f->P > 1) ex_line(c, "if (it %% %d != kp) continue;", f->P);
   fa_stage(c, f, "", "it");
+  if (fa_mask_range(c, f)) ex_line(c, "em_mbar_wait(&em_fk[st], ph);");
   ex_line(c, "em_mbar_wait(&em_fv[st], ph);");
   fa_release(c, "");
   c->indent--;
