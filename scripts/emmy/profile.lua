@@ -37,6 +37,11 @@ M.METRICS = {
   -- operand's L2 reads, not the bytes each SM takes in; issue 19)
   { key = "xbar_bytes", metric = "l1tex__m_xbar2l1tex_read_bytes.sum", label = "L2 -> SM bytes", sum = true },
   { key = "xbar", metric = "l1tex__m_xbar2l1tex_read_bytes.sum.pct_of_peak_sustained_elapsed", label = "L2 -> SM port (%)", pct = true },
+  -- the L1 / shared-memory unit: its busiest sub-unit's share of peak, and the shared memory's data-path share (TMA's
+  -- writes and wgmma's operand reads go through it: whether a 64 x 64 tile's ring is bound by shared memory; issue 19)
+  { key = "l1", metric = "l1tex__throughput.avg.pct_of_peak_sustained_active", label = "L1 / shared throughput (%)", pct = true },
+  { key = "smem_data", metric = "l1tex__data_pipe_lsu_wavefronts_mem_shared.sum.pct_of_peak_sustained_elapsed", label = "shared memory LSU wavefronts (%)", pct = true },
+  { key = "mem_sm", metric = "sm__memory_throughput.avg.pct_of_peak_sustained_active", label = "SM memory throughput (%)", pct = true },
 }
 
 -- Where warps wait: ncu's stall reasons, each as warps stalled for that reason per issued instruction (the
