@@ -17,6 +17,7 @@ local function bench(model, opts, log)
   if opts.max_len then child[#child + 1] = "--max-len"; child[#child + 1] = opts.max_len end
   if opts.truncate then child[#child + 1] = "--truncate" end
   if opts.max_batch_tokens then child[#child + 1] = "--max-batch-tokens"; child[#child + 1] = opts.max_batch_tokens end
+  child[#child + 1] = "--graph-step"; child[#child + 1] = opts.graph_step
   local argv = {}
   for i, a in ipairs(child) do argv[i] = shq(a) end
   local script = os.tmpname()
@@ -65,8 +66,8 @@ end
 return {
   summary = "serve a model's embeddings over HTTP (OpenAI's /v1/embeddings; on the GPU, or the CPU reference)",
   usage = [==[usage: emmy serve MODEL [--device gpu|cpu] [--host H] [--port P] [--port-file F] [--truncate]
-                  [--max-len N] [--max-payload BYTES] [--max-queue N] [--max-batch-tokens N] [--seed S] [--requests N]
-                  [--bench [--num-prompts N] [--random-input-len L] [--random-range-ratio R]
+                  [--max-len N] [--max-payload BYTES] [--max-queue N] [--max-batch-tokens N] [--graph-step S]
+                  [--seed S] [--requests N] [--bench [--num-prompts N] [--random-input-len L] [--random-range-ratio R]
                   [--max-concurrency C] [--json FILE]]
 
   Serves MODEL (ORG/NAME or a folder with config.json) with last-token pooling and L2 normalization:
@@ -83,21 +84,24 @@ return {
   successful and failed requests, duration, input tokens, req/s, tok/s and the latency mean, median and p99 (and
   writes them with --json FILE). Exit 1 when a request failed.
   Batching: each step takes every waiting request in arrival order and packs the sequences of the embeddings
-  requests end to end (no padding; positions restart at each sequence; the attention is block-diagonal and causal)
-  into model runs of at most --max-batch-tokens tokens (default: 8192 on the GPU, the model's length on the
-  CPU); a request whose sequences exceed it alone still runs, in several.
+  requests end to end (no padding between them; positions restart at each sequence; the attention is
+  block-diagonal and causal) into model runs of at most --max-batch-tokens tokens (default: 2048 on the GPU, the
+  model's length on the CPU); a request whose sequences exceed it alone still runs, in several.
   --device gpu (default) runs the model's kernels as `emmy run` compiles them (the rules' choices, the tune DB's
-  picks), the weights uploaded once and every buffer allocated at the longest sequence; --device cpu runs it on the
-  CPU reference (seconds a sequence: for tests and machines without a GPU). Weights are the folder's safetensors,
-  else seeded random (--seed), made once at start. --host defaults to 127.0.0.1, --port to
-  8000 (0: any free port; --port-file writes the port chosen). --requests N stops after N answers (tests).]==],
+  picks), the weights uploaded once and every buffer allocated at the longest sequence; with --graph-step S
+  (default 128; 0: none) a run's token count is rounded up to a multiple of S (a padding sequence after the
+  others fills it), and each such bucket's kernels are captured into a CUDA graph at its first run and replayed
+  after. --device cpu runs it on the CPU reference (seconds a sequence: for tests and machines without a GPU).
+  Weights are the folder's safetensors, else seeded random (--seed), made once at start. --host defaults to
+  127.0.0.1, --port to 8000 (0: any free port; --port-file writes the port chosen). --requests N stops after N
+  answers (tests).]==],
   run = function(argv)
     local opts, pos = cli.parse(argv, {
       flags = { ["--device"] = { kind = "string", default = "gpu" }, ["--host"] = { kind = "string", default = "127.0.0.1" },
         ["--port"] = { kind = "int", default = 8000, min = 0 }, ["--port-file"] = { kind = "string" },
         ["--truncate"] = { kind = "bool" }, ["--max-len"] = { kind = "int", min = 1 },
         ["--max-payload"] = { kind = "int", default = 4 * 1024 * 1024, min = 1 }, ["--max-queue"] = { kind = "int", default = 64, min = 1 },
-        ["--max-batch-tokens"] = { kind = "int", min = 1 },
+        ["--max-batch-tokens"] = { kind = "int", min = 1 }, ["--graph-step"] = { kind = "int", default = 128, min = 0 },
         ["--seed"] = { kind = "int", default = 0 }, ["--requests"] = { kind = "int", min = 1 },
         ["--bench"] = { kind = "bool" }, ["--num-prompts"] = { kind = "int", default = 100, min = 1 },
         ["--random-input-len"] = { kind = "int", default = 512, min = 1 }, ["--random-range-ratio"] = { kind = "number", default = 0 },
@@ -109,7 +113,7 @@ return {
     if opts.bench then return bench(pos.model, opts, log) end
     log(("loading %s (%s)"):format(pos.model, opts.device))
     local srv = cli.check(serve.open(pos.model, { device = opts.device, seed = opts.seed, truncate = opts.truncate,
-      max_len = opts.max_len, max_payload = opts.max_payload, max_queue = opts.max_queue, max_batch_tokens = opts.max_batch_tokens, log = log }))
+      max_len = opts.max_len, max_payload = opts.max_payload, max_queue = opts.max_queue, max_batch_tokens = opts.max_batch_tokens, graph_step = opts.graph_step, log = log }))
     cli.check(serve.run(srv, opts.host, opts.port, { port_file = opts.port_file, requests = opts.requests }))
     return 0
   end,

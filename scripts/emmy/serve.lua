@@ -85,17 +85,21 @@ local function packed_graph(model, opts)
   return r, r.graph, maxpos
 end
 
--- The packed inputs of seqs (arrays of token ids): input_ids, position_ids, attention_mask, and each sequence's last row.
-local function pack(seqs)
+-- The packed inputs of seqs (arrays of token ids): input_ids, position_ids, attention_mask, and each sequence's last
+-- row. pad > 0: a sequence of that many tokens (id 0) after them, in its own block of the mask, whose rows no
+-- pooling reads (a CUDA graph's bucket filled up to its length).
+local function pack(seqs, pad, bytes)
   local ref = require "emmy.ref"
   local T, lens, last = 0, {}, {}
   for i, s in ipairs(seqs) do lens[i] = #s; T = T + #s; last[i] = T end
+  if pad and pad > 0 then lens[#lens + 1] = pad; T = T + pad end
   local ids, pos = ref.tensor("i64", { 1, T }), ref.tensor("i64", { 1, T })
   local k = 0
   for _, s in ipairs(seqs) do
     for j = 1, #s do k = k + 1; ids:set(k, s[j]); pos:set(k, j - 1) end
   end
-  return { input_ids = ids, position_ids = pos, attention_mask = ref.packed_mask(lens) }, T, last
+  for j = 1, pad or 0 do k = k + 1; ids:set(k, 0); pos:set(k, j - 1) end
+  return { input_ids = ids, position_ids = pos, attention_mask = ref.packed_mask(lens, bytes and "bytes" or nil) }, T, last
 end
 
 -- Row `row` (1-based) of the hidden states [1, T, H] (a tensor), L2-normalized, as a Lua array (the model's
@@ -159,7 +163,9 @@ local function gpu_embedder(model, opts)
   local cu, err = require("emmy.cuda").open()
   if not cu then return nil, "--device gpu needs a GPU: " .. tostring(err) end
   local r, g, maxpos = packed_graph(model, opts)
-  local most = math.min(opts.max_batch_tokens or 8192, maxpos) -- (the mask is most² bytes, every buffer sized for most)
+  -- (the mask is most² bytes and its attention most² work, every buffer sized for most: 2,048 tokens served mixed
+  -- lengths at concurrency 64 2.4x as fast as 8,192 on the H200, docs/performance.md)
+  local most = math.min(opts.max_batch_tokens or 2048, maxpos)
   local t0 = sys.clock()
   local ok, plans = pcall(kernels.plan, compiler.run(g), { device = gpu.device(cu:info()) })
   if not ok then return nil, tostring(plans) end
@@ -182,19 +188,44 @@ local function gpu_embedder(model, opts)
   for _, name in ipairs { "input_ids", "position_ids", "attention_mask" } do gpu.buffer(cu, bufs, g, name, longest) end
   if opts.log then opts.log(("weights on the GPU in %.1f s (%s)"):format(sys.clock() - t0, g:meta("weights") or "?")) end
   local out_name, H = g:outputs()[1], r.model.cfg.hidden_size
+  local function launch_all(bind)
+    for _, p in ipairs(plans) do
+      local ok3, e3 = gpu.launch(cu, p, by_name[p.kernel.name], bufs, bind)
+      if not ok3 then return nil, e3 end
+    end
+    return true
+  end
+  -- CUDA graphs (--graph-step S > 0): a batch of T tokens runs at the bucket T rounded up to a multiple of S (a
+  -- padding sequence fills it); a bucket's first batch launches the kernels one by one (its scratch buffers made,
+  -- the launches checked), and captures them into a graph that later batches of that bucket replay. The buffers
+  -- were allocated at the longest batch, so the pointers a graph holds stay valid.
+  local step, graphs = opts.graph_step or 128, {}
+  local function run(bind)
+    local gr = graphs[bind.seq_len]
+    if gr then return gr:launch() end
+    local ok, e = launch_all(bind)
+    if not ok or step <= 0 or gr == false then return ok, e end
+    local ok2, e2 = cu:sync()
+    if not ok2 then return nil, e2 end
+    local captured, ce = cu:capture(function() return launch_all(bind) end)
+    graphs[bind.seq_len] = captured or false
+    if not captured and opts.log then opts.log(("no CUDA graph for %d tokens (launching each batch): %s"):format(bind.seq_len, ce)) end
+    return true
+  end
   return {
     hidden = H, vocab = r.model.cfg.vocab_size, max_len = maxpos, max_tokens = most, model_dir = r.model.dir,
+    graphs = graphs,
     embed_batch = function(seqs)
-      local ins, T, last = pack(seqs)
+      local n = 0
+      for _, s in ipairs(seqs) do n = n + #s end
+      local padded = step > 0 and math.min(most, math.ceil(n / step) * step) or n
+      local ins, T, last = pack(seqs, math.max(0, padded - n), true)
       for name, t in pairs(ins) do
         local ok2, e2 = bufs[name]:upload(t)
         if not ok2 then return nil, e2 end
       end
-      local bind = { seq_len = T }
-      for _, p in ipairs(plans) do
-        local ok3, e3 = gpu.launch(cu, p, by_name[p.kernel.name], bufs, bind)
-        if not ok3 then return nil, e3 end
-      end
+      local ok3, e3 = run({ seq_len = T })
+      if not ok3 then return nil, e3 end
       local ok4, e4 = cu:sync()
       if not ok4 then return nil, e4 end
       local o, e5 = bufs[out_name]:download(g:value(out_name).dtype, { 1, T, H })

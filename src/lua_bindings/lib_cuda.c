@@ -15,6 +15,7 @@
 #define BUF_T "emmy.cubuf"
 #define MOD_T "emmy.cumodule"
 #define FN_T "emmy.cufn"
+#define GRAPH_T "emmy.cugraph"
 #define TENSOR_T "emmy.tensor"
 
 static em_cu_ctx *check_ctx(lua_State *L, int idx) { return em_lua_check(L, idx, CTX_T, "CUDA context"); }
@@ -337,6 +338,43 @@ static em_status call_body(void *ud, char *err) {
   return EM_OK;
 }
 
+/* ctx:capture(fn) -> graph | nil, msg: fn's launches (as for ctx:time) captured once into a CUDA graph, instantiated;
+ * graph:launch() replays it on the context's stream (emmy serve: one graph a bucket of batch sizes). The buffers and
+ * tensor maps fn passed are baked in: the caller keeps the buffers alive and refills them between replays. */
+static int ctx_capture(lua_State *L) {
+  em_cu_ctx *c = check_ctx(L, 1);
+  luaL_checktype(L, 2, LUA_TFUNCTION);
+  lua_settop(L, 2);
+  lua_body b = {L, 2, 0};
+  char err[EM_ERR_MAX];
+  lua_gc(L, LUA_GCSTOP, 0); /* (a buffer freed during capture would invalidate it) */
+  em_cu_graph *g = em_cu_graph_capture(c, call_body, &b, err);
+  lua_gc(L, LUA_GCRESTART, 0);
+  if (b.raised) return lua_error(L);
+  if (!g) return em_lua_fail(L, err);
+  push_child(L, GRAPH_T, g, 1);
+  return 1;
+}
+
+static int graph_launch(lua_State *L) {
+  em_cu_graph *g = em_lua_check(L, 1, GRAPH_T, "CUDA graph");
+  char err[EM_ERR_MAX];
+  return ok_or_fail(L, em_cu_graph_launch(g, err), err);
+}
+
+static int graph_gc(lua_State *L) {
+  em_box *b = luaL_checkudata(L, 1, GRAPH_T);
+  em_cu_graph_free(b->p);
+  b->p = NULL;
+  return 0;
+}
+
+static int graph_tostring(lua_State *L) {
+  em_box *b = luaL_checkudata(L, 1, GRAPH_T);
+  lua_pushstring(L, b->p ? "emmy.cugraph" : "emmy.cugraph (freed)");
+  return 1;
+}
+
 /* ctx:time(fn, {reps = 50, warmup = 5, graph = false, min_sample_us = 20 (graph: 200), warmup_ms = 0, flush_bytes = 0})
  *   -> {median_us, min_us, p20_us, p80_us, mean_us, samples, batch, graph, flushed, all_us = {...}} | nil, msg
  * fn enqueues work (ctx:launch ...) and returns nothing, or nil, msg on failure. With graph = true its launches
@@ -441,11 +479,17 @@ static int buf_fill(lua_State *L) {
   return ok_or_fail(L, em_cu_fill(b, (unsigned char)v, err), err);
 }
 
-/* buf:upload(tensor) -> true | nil, msg — writes the tensor at the start of the buffer */
+/* buf:upload(tensor | string) -> true | nil, msg — writes the tensor (converted to the device dtype) or the string's raw
+ * bytes at the start of the buffer */
 static int buf_upload(lua_State *L) {
   em_cu_buf *b = check_buf(L, 1);
-  em_tensor *t = em_lua_check(L, 2, TENSOR_T, "tensor");
   char err[EM_ERR_MAX];
+  if (lua_type(L, 2) == LUA_TSTRING) { /* raw bytes, as the device holds them (ref.packed_mask(lens, "bytes")) */
+    size_t n;
+    const char *p = lua_tolstring(L, 2, &n);
+    return ok_or_fail(L, em_cu_write(b, 0, p, n, err), err);
+  }
+  em_tensor *t = em_lua_check(L, 2, TENSOR_T, "tensor");
   return ok_or_fail(L, em_cu_upload_into(b, t, err), err);
 }
 
@@ -613,8 +657,10 @@ int luaopen_emmy_cuda(lua_State *L) {
   }
   static const luaL_Reg ctx_methods[] = {{"info", ctx_info},     {"lost", ctx_lost},   {"alloc", ctx_alloc},
                                          {"upload", ctx_upload}, {"module", ctx_module}, {"launch", ctx_launch}, {"tmap", ctx_tmap},
-                                         {"sync", ctx_sync},     {"time", ctx_time},   {NULL, NULL}};
+                                         {"sync", ctx_sync},     {"time", ctx_time},   {"capture", ctx_capture}, {NULL, NULL}};
   em_lua_class(L, CTX_T, ctx_methods, ctx_gc, ctx_tostring);
+  static const luaL_Reg graph_methods[] = {{"launch", graph_launch}, {NULL, NULL}};
+  em_lua_class(L, GRAPH_T, graph_methods, graph_gc, graph_tostring);
   static const luaL_Reg buf_methods[] = {{"size", buf_size},     {"ptr", buf_ptr},           {"fill", buf_fill},
                                          {"upload", buf_upload}, {"download", buf_download}, {NULL, NULL}};
   em_lua_class(L, BUF_T, buf_methods, buf_gc, buf_tostring);

@@ -78,8 +78,28 @@ static int l_tensor(lua_State *L) {
   return 1;
 }
 
-/* ref.packed_mask({len1, len2, ...}) -> bool [1, 1, T, T], T the lengths' sum: sequences packed end to end, each
- * query attending to the keys of its own sequence up to itself (block-diagonal and causal: emmy serve's batches) */
+/* The mask of l_packed_mask as T*T bytes (0/1, the device's bool), a row's run of ones set by memset: emmy serve's
+ * GPU batches (the reference tensor holds a double an element: 537 MB and seconds at 8,192 tokens). */
+static int packed_mask_bytes(lua_State *L, int n, int64_t T) {
+  if (T > 46340) luaL_argerror(L, 1, "more than 46,340 tokens: the mask would pass 2 GB");
+  unsigned char *m = calloc((size_t)(T * T), 1);
+  if (!m) return luaL_error(L, "packed_mask: out of host memory for %lld bytes", (long long)(T * T));
+  int64_t start = 0;
+  for (int i = 1; i <= n; i++) {
+    lua_rawgeti(L, 1, i);
+    int64_t len = (int64_t)lua_tonumber(L, -1);
+    lua_pop(L, 1);
+    for (int64_t q = start; q < start + len; q++) memset(m + q * T + start, 1, (size_t)(q - start + 1));
+    start += len;
+  }
+  lua_pushlstring(L, (const char *)m, (size_t)(T * T));
+  free(m);
+  return 1;
+}
+
+/* ref.packed_mask({len1, len2, ...} [, "bytes"]) -> bool [1, 1, T, T], T the lengths' sum: sequences packed end to
+ * end, each query attending to the keys of its own sequence up to itself (block-diagonal and causal: emmy serve's
+ * batches); "bytes": the same as a string of T*T bytes, for buf:upload */
 static int l_packed_mask(lua_State *L) {
   luaL_checktype(L, 1, LUA_TTABLE);
   int n = (int)lua_objlen(L, 1);
@@ -92,6 +112,9 @@ static int l_packed_mask(lua_State *L) {
     if (bad || len < 1) luaL_argerror(L, 1, "lengths must be positive integers");
     T += len;
   }
+  const char *form = luaL_optstring(L, 2, "tensor");
+  if (!strcmp(form, "bytes")) return packed_mask_bytes(L, n, T);
+  if (strcmp(form, "tensor")) luaL_argerror(L, 2, "\"tensor\" or \"bytes\"");
   int64_t shape[4] = {1, 1, T, T};
   char err[EM_ERR_MAX];
   em_tensor *t = em_tensor_new(EM_BOOL, 4, shape, err);

@@ -51,6 +51,18 @@ local function norm(v)
   return math.sqrt(s)
 end
 
+test("the packed mask as the device's bytes equals the reference tensor (block-diagonal, causal)", function()
+  local ref = require "emmy.ref"
+  local lens = { 3, 1, 4, 2 }
+  local t, b = ref.packed_mask(lens), ref.packed_mask(lens, "bytes")
+  check(#b == 100, "10 x 10 bytes: " .. #b)
+  for i = 1, 100 do
+    check(t:get(i) == b:byte(i), ("element %d: %s in the tensor, %d in the bytes"):format(i, tostring(t:get(i)), b:byte(i)))
+  end
+  check(b:byte(1 + 3 * 10 + 3) == 1 and b:byte(1 + 3 * 10 + 2) == 0, "row 3 (the second sequence) sees only itself")
+  check(not pcall(ref.packed_mask, lens, "other"), "an unknown form is an error")
+end)
+
 test("embeddings: token ids, arrays of them, text; unit vectors; usage counts the tokens", function()
   local st, r = post("/v1/embeddings", { input = { 1, 2, 3 } })
   check(st == 200 and r.object == "list" and #r.data == 1 and #r.data[1].embedding == 64, cjson.encode(r):sub(1, 200))
@@ -162,7 +174,7 @@ test("over HTTP: a child `emmy serve` answers with keep-alive, JSON errors and 4
   os.remove(log)
 end)
 
-test("--device gpu: the kernels built once and launched a request at its length (the mock driver: the plumbing)", function()
+test("--device gpu: the kernels built once, a run launched at its bucket of 128 tokens and captured as a CUDA graph for the next (the mock driver: the plumbing)", function()
   local d = os.tmpname()
   os.remove(d)
   assert(sys.mkdir_p(d))
