@@ -309,6 +309,34 @@ static void ws_split_reduce(ectx *c, const ex_ctr *k, int cw, int sk, int sp) {
   ex_line(c, "  for (unsigned em_q = 1; em_q < %du; em_q++) em_mbar_arrive_release(&em_rempty, (em_cr + em_q) %% %du);", sk, sk);
 }
 
+/* EMMY_EARLY_REL=1 (an experiment, compile time; emitted CUDA unchanged without it): a consumer warp about to wait for
+ * a stage that has not landed first retires its wgmma group of the step before (wait_group 0) and releases that
+ * step's stage, instead of holding it until its next group is issued. The H200's stamps put the persistent rings'
+ * feed at about the bytes in flight over ~2,400 cycles (Little's law: Qwen3 down 8 of 12 stages in flight with the
+ * wgmma, 58 B/clk an SM; 12 without it, 72 B/clk): a stage held while its consumer waits for the next is a stage
+ * not loading. Where the stage has landed, the step runs as before (one group in flight across the boundary). The
+ * warp decides as one (__all_sync), so each of its releases is made once. Returns whether it is on. */
+static int ws_early_rel(ectx *c) { return ex_env_choice("EMMY_EARLY_REL", 1); }
+
+/* Before step em_u's full-barrier wait (parity expression par): under EMMY_EARLY_REL, em_rd = whether the stage has
+ * landed; where not, the step before retired and released (cond, prev: as for the release after the step). */
+static void ws_early_release(ectx *c, const char *stage, const char *par, const char *cond, const char *prev, int stages, int cl) {
+  if (!ws_early_rel(c)) return;
+  ex_line(c, "unsigned em_rd;");
+  ex_line(c, "asm volatile(\"{ .reg .pred p; mbarrier.test_wait.parity.shared::cta.b64 p, [%%1], %%2; selp.u32 %%0, 1, 0, p; }\" "
+             ": \"=r\"(em_rd) : \"r\"(em_smem(&em_bar[%s])), \"r\"(%s) : \"memory\");", stage, par);
+  ex_line(c, "em_rd = __all_sync(0xffffffffu, em_rd); /* EMMY_EARLY_REL: landed for the whole warp */");
+  ex_line(c, "if (!em_rd) {");
+  c->indent++;
+  ex_line(c, "em_wg_wait0();");
+  ws_release(c, cond, prev, stages, cl);
+  c->indent--;
+  ex_line(c, "}");
+}
+
+/* The release after a step: the early one's condition added under EMMY_EARLY_REL (not made twice). */
+static const char *ws_late_cond(ectx *c, const char *cond) { return ws_early_rel(c) ? ex_A(c, "em_rd && %s", cond) : cond; }
+
 /* WG_K=2: the tile's k-steps dealt between two consumer warpgroups of one 64-row tile, group em_g taking steps
  * em_g, em_g + 2, … into its own accumulators (its first step with scale-d 0), each releasing the stages it read;
  * em_it still counts every k-step of the tile, so the ring's phases stay the producer's. cuBLAS's 64 x 64 kernels
@@ -319,6 +347,7 @@ static void ws_kgroup_loop(ectx *c, const ex_ctr *k, int stages, int cl, int sp)
   c->indent++;
   ex_line(c, "const int em_u = em_it + kt, st = em_u %% %d;", stages);
   ws_stamp(c, sp, "const unsigned em_c0 = em_clock();");
+  ws_early_release(c, "st", ex_A(c, "(unsigned)(em_u / %d) & 1u", stages), "kt >= em_g + 2 && ", "em_u - 2", stages, cl);
   ex_line(c, "em_mbar_wait(&em_bar[st], (unsigned)(em_u / %d) & 1u);", stages);
   ws_stamp(c, sp, "const unsigned em_c1 = em_clock();");
   const char *aS = ex_A(c, "(em_sb + st * %lldu)", abytes);
@@ -326,7 +355,7 @@ static void ws_kgroup_loop(ectx *c, const ex_ctr *k, int stages, int cl, int sp)
   ws_mma_step(c, k, aS, bS, b2S, "((kt - em_g) | kk)");
   ex_line(c, "em_wg_wait1();");
   ws_stamp(c, sp, "const unsigned em_c2 = em_clock();");
-  ws_release(c, "kt >= em_g + 2 && ", "em_u - 2", stages, cl);
+  ws_release(c, ws_late_cond(c, "kt >= em_g + 2 && "), "em_u - 2", stages, cl);
   ws_stamp(c, sp, "em_sw += em_c1 - em_c0, em_sm += em_c2 - em_c1, em_sr += em_clock() - em_c2, em_sk++;");
   c->indent--;
   ex_line(c, "}");
@@ -521,6 +550,7 @@ static void ws_consumers(ectx *c, const ex_ctr *k, em_launch *L, int stages, int
   c->indent++;
   ex_line(c, "const int st = em_it %% %d;", stages);
   ws_stamp(c, sp, "const unsigned em_c0 = em_clock();");
+  ws_early_release(c, "st", ex_A(c, "(unsigned)(em_it / %d) & 1u", stages), skm ? "kt > em_kb && " : "kt >= 1 && ", "em_it - 1", stages, cl);
   ex_line(c, "em_mbar_wait(&em_bar[st], (unsigned)(em_it / %d) & 1u);", stages);
   ws_stamp(c, sp, "const unsigned em_c1 = em_clock();");
   const char *aS = ex_A(c, "(em_sb + st * %lldu)", abytes);
@@ -529,7 +559,7 @@ static void ws_consumers(ectx *c, const ex_ctr *k, em_launch *L, int stages, int
   if (staged == 6) ws_deferred_chunk(c, k, k->BM / 16 * 32, ex_A(c, "em_pm0 >= 0 && kt < %d", ws_deferred_chunks(k, k->BM / 16 * 32)), "kt");
   ex_line(c, "em_wg_wait1();");
   ws_stamp(c, sp, "const unsigned em_c2 = em_clock();");
-  ws_release(c, skm ? "kt > em_kb && " : "kt >= 1 && ", "em_it - 1", stages, cl);
+  ws_release(c, ws_late_cond(c, skm ? "kt > em_kb && " : "kt >= 1 && "), "em_it - 1", stages, cl);
   ws_stamp(c, sp, "em_sw += em_c1 - em_c0, em_sm += em_c2 - em_c1, em_sr += em_clock() - em_c2;");
   c->indent--;
   ex_line(c, "}");
