@@ -309,6 +309,20 @@ static void ws_split_reduce(ectx *c, const ex_ctr *k, int cw, int sk, int sp) {
   ex_line(c, "  for (unsigned em_q = 1; em_q < %du; em_q++) em_mbar_arrive_release(&em_rempty, (em_cr + em_q) %% %du);", sk, sk);
 }
 
+/* EMMY_CLUSTER_LATE=1 (an experiment, compile time; emitted CUDA unchanged without it): SPLIT_K's cluster (CLUSTER=1)
+ * arrives on the cluster barrier once its mbarriers are initialised and waits for the peers only before its first
+ * exchange (or at the kernel's end), so that its producer starts loading without waiting for the other CTAs to be
+ * placed and initialised — the split variants' K loop is 40% shorter than the whole tile's at 512 tokens but their
+ * fixed costs ate it (docs/performance.md, twenty-seventh session). (CLUSTER=2's producer multicasts into the peer
+ * from its first load, so it keeps the barrier at the start.) */
+static int ws_cluster_late(ectx *c, int cl, int sk) { return cl == 1 && sk >= 2 && ex_env_choice("EMMY_CLUSTER_LATE", 1); }
+static void ws_cluster_wait_once(ectx *c) {
+  ex_line(c, "if (!em_cw) {");
+  ex_line(c, "  asm volatile(\"barrier.cluster.wait.acquire.aligned;\" ::: \"memory\");");
+  ex_line(c, "  em_cw = 1u;");
+  ex_line(c, "}");
+}
+
 /* EMMY_EARLY_REL=1 (an experiment, compile time; emitted CUDA unchanged without it): a consumer warp about to wait for
  * a stage that has not landed first retires its wgmma group of the step before (wait_group 0) and releases that
  * step's stage, instead of holding it until its next group is issued. The H200's stamps put the persistent rings'
@@ -577,6 +591,7 @@ static void ws_consumers(ectx *c, const ex_ctr *k, em_launch *L, int stages, int
   if (skm) ex_sk_fixup(c, k, k->BM / 16); /* a stream-K piece: hand over, or gather and go on to the epilogue */
   if (kg_split) ws_kgroup_exchange(c, k);
   else if (wgk == 2) ws_kgroup_handover(c, k, cl);
+  if (sk >= 2 && ws_cluster_late(c, cl, sk)) ws_cluster_wait_once(c);
   if (sk >= 2 && !staged) {
     ws_split_reduce(c, k, k->BM / 16, sk, sp);
   } else if (sk == 2) {
@@ -796,12 +811,19 @@ void ex_k_contraction_ws(ectx *c, const ex_ctr *k, em_launch *L) {
   c->indent--;
   ex_line(c, "}");
   /* (a cluster: the peer's multicasts and arrivals may only reach barriers that are initialised) */
-  ex_line(c, cl == 2 || sk >= 2 ? "em_cluster_sync();" : "__syncthreads();");
+  if (ws_cluster_late(c, cl, sk)) {
+    ex_line(c, "asm volatile(\"barrier.cluster.arrive.release.aligned;\" ::: \"memory\"); /* EMMY_CLUSTER_LATE: waited before the first exchange */");
+    ex_line(c, "__syncthreads();");
+    ex_line(c, "unsigned em_cw = 0u;");
+  } else {
+    ex_line(c, cl == 2 || sk >= 2 ? "em_cluster_sync();" : "__syncthreads();");
+  }
   ws_producer(c, k, stages, raster, cw, cl, sk, sp);
   ws_consumers(c, k, L, stages, raster, staged, cl, sk, tmo, sp);
   if (cl == 2 || sk >= 2) {
     c->indent--;
     ex_line(c, "}");
+    if (ws_cluster_late(c, cl, sk)) ws_cluster_wait_once(c);
     ex_line(c, "em_cluster_sync(); /* no multicast or arrival may reach a CTA that has left */");
   }
 }
