@@ -20,9 +20,17 @@ local function bench(model, opts, log)
   child[#child + 1] = "--graph-step"; child[#child + 1] = opts.graph_step
   local argv = {}
   for i, a in ipairs(child) do argv[i] = shq(a) end
+  local exe = shq(sys.realpath("/proc/self/exe"))
+  if opts.stock then -- the stock baseline: the same model in transformers behind the same API (tools/torchref)
+    if opts.stock ~= "eager" and opts.stock ~= "compile" then cli.usage("--stock %s: eager or compile", opts.stock) end
+    exe = ("%s %s"):format(shq(os.getenv("EMMY_PYTHON") or "python3"), shq(EMMY_HOME .. "/tools/torchref/stock_serve.py"))
+    argv = { shq(require("emmy.frontend").model(model).dir), "--port", "0", "--port-file", shq(pf), "--host", shq(opts.host),
+      "--max-batch-tokens", tostring(opts.max_batch_tokens or 2048) }
+    if opts.stock == "compile" then argv[#argv + 1] = "--compile" end
+  end
   local script = os.tmpname()
   local sf = assert(io.open(script, "w"))
-  sf:write(("echo $$ > %s\nexec %s %s\n"):format(shq(pidf), shq(sys.realpath("/proc/self/exe")), table.concat(argv, " ")))
+  sf:write(("echo $$ > %s\nexec %s %s\n"):format(shq(pidf), exe, table.concat(argv, " ")))
   sf:close()
   os.execute(("sh %s > %s 2>&1 &"):format(shq(script), shq(logf)))
   local port
@@ -33,7 +41,20 @@ local function bench(model, opts, log)
     local lf = io.open(logf)
     local text = lf and lf:read("*a") or ""
     if lf then lf:close() end
-    if not port and text:find("\nemmy: ", 1, true) or text:match("^emmy: ") then cli.fail("the server did not start: %s", text:gsub("\n", " | ")) end
+    local failed = text:find("\nemmy: ", 1, true) or text:match("^emmy: ") or text:find("Traceback", 1, true)
+    for line in text:gmatch("[^\n]+") do
+      if line:match("^stock_serve: ") and not line:match("^stock_serve: serving ") then failed = true end
+    end
+    if not port and not failed then -- (a child that exited without a word: its log, or that it exited)
+      local pf2 = io.open(pidf)
+      local cpid = pf2 and (pf2:read("*a") or ""):match("%d+")
+      if pf2 then pf2:close() end
+      local alive = cpid and os.execute("kill -0 " .. cpid .. " 2>/dev/null")
+      if cpid and alive ~= 0 and alive ~= true and not sys.stat(pf) then
+        failed, text = true, text ~= "" and text or "the server exited without a word"
+      end
+    end
+    if not port and failed then cli.fail("the server did not start: %s", (text:gsub("\n", " | "))) end
     if not port then
       if sys.clock() - t0 > 1800 then cli.fail("the server did not start within 30 minutes: %s", text) end
       os.execute("sleep 0.2")
@@ -49,8 +70,10 @@ local function bench(model, opts, log)
   if not res then cli.fail("%s", err) end
   res.model, res.device, res.num_prompts, res.random_input_len, res.random_range_ratio, res.seed =
     model, opts.device, opts.num_prompts, opts.random_input_len, opts.random_range_ratio, opts.seed
-  print(("emmy serve %s (--device %s): %d prompts, input len %d, range ratio %g, concurrency %d"):format(model, opts.device,
-    opts.num_prompts, opts.random_input_len, opts.random_range_ratio, opts.max_concurrency))
+  res.server = opts.stock and ("stock (transformers, %s)"):format(opts.stock == "compile" and "torch.compile" or "eager") or "emmy"
+  print(("%s serve %s (--device %s): %d prompts, input len %d, range ratio %g, concurrency %d"):format(
+    opts.stock and res.server or "emmy", model, opts.stock and "cuda" or opts.device, opts.num_prompts, opts.random_input_len,
+    opts.random_range_ratio, opts.max_concurrency))
   require("emmy.tbl").print { header = { "successful", "failed", "duration s", "input tokens", "req/s", "tok/s", "latency mean ms",
     "median ms", "p99 ms" }, rows = { { res.successful, res.failed, ("%.2f"):format(res.duration_s), res.input_tokens,
     ("%.2f"):format(res.request_throughput), ("%.1f"):format(res.token_throughput), ("%.1f"):format(res.latency_mean_ms),
@@ -68,7 +91,7 @@ return {
   usage = [==[usage: emmy serve MODEL [--device gpu|cpu] [--host H] [--port P] [--port-file F] [--truncate]
                   [--max-len N] [--max-payload BYTES] [--max-queue N] [--max-batch-tokens N] [--graph-step S]
                   [--seed S] [--requests N] [--bench [--num-prompts N] [--random-input-len L] [--random-range-ratio R]
-                  [--max-concurrency C] [--json FILE]]
+                  [--max-concurrency C] [--stock eager|compile] [--json FILE]]
 
   Serves MODEL (ORG/NAME or a folder with config.json) with last-token pooling and L2 normalization:
     POST /v1/embeddings   {"input": string | [string] | [token id] | [[token id]], "encoding_format": "float" |
@@ -82,7 +105,10 @@ return {
   --num-prompts N (100) random prompts of token ids, each of --random-input-len L (512) tokens, uniform in
   [L(1-R), L(1+R)] with --random-range-ratio R (0), over --max-concurrency C (16) keep-alive connections; it prints
   successful and failed requests, duration, input tokens, req/s, tok/s and the latency mean, median and p99 (and
-  writes them with --json FILE). Exit 1 when a request failed.
+  writes them with --json FILE). Exit 1 when a request failed. --stock eager|compile benches the stock baseline
+  instead: the same model in transformers (eager, or under torch.compile) behind the same API on the GPU
+  (tools/torchref/stock_serve.py: each step's sequences padded to the longest, as a stock PyTorch server batches
+  them; $EMMY_PYTHON, else python3), under the same load.
   Batching: each step takes every waiting request in arrival order and packs the sequences of the embeddings
   requests end to end (no padding between them; positions restart at each sequence; the attention is
   block-diagonal and causal) into model runs of at most --max-batch-tokens tokens (default: 2048 on the GPU, the
@@ -105,7 +131,8 @@ return {
         ["--seed"] = { kind = "int", default = 0 }, ["--requests"] = { kind = "int", min = 1 },
         ["--bench"] = { kind = "bool" }, ["--num-prompts"] = { kind = "int", default = 100, min = 1 },
         ["--random-input-len"] = { kind = "int", default = 512, min = 1 }, ["--random-range-ratio"] = { kind = "number", default = 0 },
-        ["--max-concurrency"] = { kind = "int", default = 16, min = 1 }, ["--json"] = { kind = "string" } },
+        ["--max-concurrency"] = { kind = "int", default = 16, min = 1 }, ["--json"] = { kind = "string" },
+        ["--stock"] = { kind = "string" } },
       positional = { "model" }, required = { "model" }, usage = "emmy serve MODEL [--device gpu|cpu] [--port P]",
     }, "serve")
     if opts.port > 65535 then cli.usage("--port %d: 0 to 65535", opts.port) end

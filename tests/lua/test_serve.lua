@@ -265,4 +265,15 @@ test("--bench: random prompts over keep-alive connections; the summary printed a
   os.remove(js)
 end)
 
+test("--bench --stock: a stock server that cannot start (its python exits at once) is one line and exit 1", function()
+  local log = os.tmpname()
+  local c = os.execute(("EMMY_PYTHON=false %s serve %s --bench --stock eager --num-prompts 2 > %s 2>&1"):format(BIN, model_dir(), log))
+  local out = io.open(log):read("*a")
+  os.remove(log)
+  check(c ~= 0 and c ~= true, "exit status " .. tostring(c))
+  check(out:find("emmy: the server did not start: the server exited without a word", 1, true), out)
+  c = os.execute(("%s serve %s --bench --stock bogus > /dev/null 2>&1"):format(BIN, model_dir()))
+  check(c ~= 0 and c ~= true, "--stock bogus: exit status " .. tostring(c))
+end)
+
 return T
