@@ -65,6 +65,13 @@ local function bench(model, opts, log)
     sys.clock() - t0, opts.num_prompts, opts.random_input_len, opts.random_range_ratio, opts.max_concurrency))
   local prompts = serve.prompts(opts.num_prompts, opts.random_input_len, opts.random_range_ratio, vocab, opts.seed)
   local res, err = serve.bench(opts.host, port, prompts, opts.max_concurrency)
+  -- the server's own account (emmy's GPU server): the model's share of the bench's time, the padding's share
+  local mst, mtext = require("emmy.http_c").request(opts.host, port, "GET", "/metrics")
+  if res and mst == 200 and mtext then
+    local dev, run_tokens = tonumber(mtext:match("\nemmy_device_seconds_total ([%d.eE+-]+)")), tonumber(mtext:match("\nemmy_run_tokens_total (%d+)"))
+    if dev and res.duration_s > 0 then res.device_s, res.device_share = dev, dev / res.duration_s end
+    if run_tokens and run_tokens > 0 then res.run_tokens, res.padding_share = run_tokens, 1 - res.input_tokens / run_tokens end
+  end
   if pid then os.execute("kill " .. pid .. " 2>/dev/null") end
   os.remove(pf); os.remove(pidf); os.remove(logf); os.remove(script)
   if not res then cli.fail("%s", err) end
@@ -78,6 +85,11 @@ local function bench(model, opts, log)
     "median ms", "p99 ms" }, rows = { { res.successful, res.failed, ("%.2f"):format(res.duration_s), res.input_tokens,
     ("%.2f"):format(res.request_throughput), ("%.1f"):format(res.token_throughput), ("%.1f"):format(res.latency_mean_ms),
     ("%.1f"):format(res.latency_median_ms), ("%.1f"):format(res.latency_p99_ms) } }, align = "rrrrrrrrr" }
+  if res.device_share then
+    print(("the model ran %.1f%% of the bench's %.2f s (%.2f s: its runs from launch to finish); the rest is the server's own work and its waits for requests%s")
+      :format(100 * res.device_share, res.duration_s, res.device_s,
+        res.padding_share and (", %.1f%% of the tokens run padding to a CUDA graph's bucket"):format(100 * res.padding_share) or ""))
+  end
   if opts.json then
     local f = assert(io.open(opts.json, "w"))
     f:write(require("cjson").encode(res), "\n")

@@ -33,7 +33,7 @@ local function observe(h, x)
   h.sum, h.n = h.sum + x, h.n + 1
 end
 
-local function metrics_text(m)
+local function metrics_text(m, dev)
   local out = {}
   local function line(fmt, ...) out[#out + 1] = fmt:format(...) end
   line("# HELP emmy_requests_total Requests answered, by route and outcome.")
@@ -69,6 +69,14 @@ local function metrics_text(m)
   line("# HELP emmy_prompt_tokens_total Tokens embedded.")
   line("# TYPE emmy_prompt_tokens_total counter")
   line("emmy_prompt_tokens_total %d", m.tokens)
+  if dev then -- the GPU embedder's: how much of the serving time the model itself ran
+    line("# HELP emmy_device_seconds_total The model runs' time from launch to finish (a CUDA graph's replay and the wait for it).")
+    line("# TYPE emmy_device_seconds_total counter")
+    line("emmy_device_seconds_total %.6f", dev.device_s)
+    line("# HELP emmy_run_tokens_total Tokens run, the padding to each run's bucket included.")
+    line("# TYPE emmy_run_tokens_total counter")
+    line("emmy_run_tokens_total %d", dev.run_tokens)
+  end
   return table.concat(out, "\n") .. "\n"
 end
 
@@ -199,7 +207,7 @@ local function gpu_embedder(model, opts)
   -- padding sequence fills it); a bucket's first batch launches the kernels one by one (its scratch buffers made,
   -- the launches checked), and captures them into a graph that later batches of that bucket replay. The buffers
   -- were allocated at the longest batch, so the pointers a graph holds stay valid.
-  local step, graphs = opts.graph_step or 128, {}
+  local step, graphs, stats = opts.graph_step or 128, {}, { device_s = 0, run_tokens = 0 }
   local function run(bind)
     local gr = graphs[bind.seq_len]
     if gr then return gr:launch() end
@@ -214,7 +222,7 @@ local function gpu_embedder(model, opts)
   end
   return {
     hidden = H, vocab = r.model.cfg.vocab_size, max_len = maxpos, max_tokens = most, model_dir = r.model.dir,
-    graphs = graphs,
+    graphs = graphs, stats = stats,
     embed_batch = function(seqs)
       local n = 0
       for _, s in ipairs(seqs) do n = n + #s end
@@ -224,9 +232,11 @@ local function gpu_embedder(model, opts)
         local ok2, e2 = bufs[name]:upload(t)
         if not ok2 then return nil, e2 end
       end
+      local t0 = sys.clock()
       local ok3, e3 = run({ seq_len = T })
       if not ok3 then return nil, e3 end
       local ok4, e4 = cu:sync()
+      stats.device_s, stats.run_tokens = stats.device_s + (sys.clock() - t0), stats.run_tokens + T
       if not ok4 then return nil, e4 end
       local o, e5 = bufs[out_name]:download(g:value(out_name).dtype, { 1, T, H })
       if not o then return nil, e5 end
@@ -453,7 +463,7 @@ function Server:route(method, path, body)
   elseif p == "/tokenize" and method == "POST" then
     st, out = tokenize(self, body)
   elseif p == "/metrics" and method == "GET" then
-    st, out, ctype = 200, metrics_text(self.metrics), "text/plain; version=0.0.4"
+    st, out, ctype = 200, metrics_text(self.metrics, self.emb.stats), "text/plain; version=0.0.4"
   elseif ROUTES[p] then
     st, out = err_body(405, ("%s does not take %s"):format(p, method))
   else
