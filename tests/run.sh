@@ -23,6 +23,8 @@ if [ "$mode" != "--lua-only" ]; then
   echo "== torchref self-test ($PY)"
   PYTHONDONTWRITEBYTECODE=1 $PY tools/torchref/test_replay.py > "$log/py" 2>&1; grep -vE '^(ok|PASS)' "$log/py" | tail -n 20
   tally "$log/py" tools/torchref/test_replay.py
+  PYTHONDONTWRITEBYTECODE=1 timeout 300 $PY tools/torchref/test_stock_serve.py > "$log/py2" 2>&1; grep -vE '^(ok|PASS)' "$log/py2" | tail -n 20
+  tally "$log/py2" tools/torchref/test_stock_serve.py
 fi
 echo "== Lua tests ($BIN)"
 EMMY_PYTHON=$PY "$BIN" tests/lua/run.lua > "$log/lua" 2>&1; grep -v '^ok ' "$log/lua"; tally "$log/lua" tests/lua
