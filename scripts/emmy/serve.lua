@@ -222,6 +222,7 @@ local function gpu_embedder(model, opts)
   end
   return {
     hidden = H, vocab = r.model.cfg.vocab_size, max_len = maxpos, max_tokens = most, model_dir = r.model.dir,
+    seq_cap = most, -- (every buffer holds `most` tokens: a longer sequence would run past them)
     graphs = graphs, stats = stats,
     embed_batch = function(seqs)
       local n = 0
@@ -323,7 +324,9 @@ local function sequences(srv, input)
     end
     if #s > srv.max_len then
       if not srv.truncate then
-        return nil, 400, ("input[%d] is %d tokens, over the model's %d (the server truncates with --truncate)"):format(i - 1, #s, srv.max_len), "input"
+        local whose = srv.max_len == srv.emb.seq_cap and srv.max_len < (srv.emb.max_len or math.huge)
+          and "this GPU server's --max-batch-tokens" or "the model's"
+        return nil, 400, ("input[%d] is %d tokens, over %s %d (the server truncates with --truncate)"):format(i - 1, #s, whose, srv.max_len), "input"
       end
       local cut = {}
       for j = 1, srv.max_len do cut[j] = s[j] end
@@ -483,7 +486,7 @@ function M.open(model, opts)
   local emb, e = (device == "cpu" and cpu_embedder or gpu_embedder)(model, opts)
   if not emb then return nil, e end
   local srv = setmetatable({ name = model, emb = emb, truncate = opts.truncate, started = os.time(),
-    max_len = opts.max_len or emb.max_len or 32768, max_payload = opts.max_payload or 4 * 1024 * 1024,
+    max_len = math.min(opts.max_len or emb.max_len or 32768, emb.seq_cap or math.huge), max_payload = opts.max_payload or 4 * 1024 * 1024,
     max_queue = opts.max_queue or 64, log = opts.log,
     metrics = { requests = {}, queue = histogram(), tokenize = histogram(), inference = histogram(), sequences = 0, tokens = 0,
       runs = 0, batch_requests = {} } }, Server)

@@ -174,14 +174,14 @@ test("over HTTP: a child `emmy serve` answers with keep-alive, JSON errors and 4
   os.remove(log)
 end)
 
-test("--device gpu: the kernels built once, a run launched at its bucket of 128 tokens and captured as a CUDA graph for the next (the mock driver: the plumbing)", function()
+test("--device gpu: the kernels built once, a run launched at its bucket of tokens and captured as a CUDA graph for the next (the mock driver: the plumbing)", function()
   local d = os.tmpname()
   os.remove(d)
   assert(sys.mkdir_p(d))
   local so = d .. "/libcuda_mock.so"
   local cc = os.execute(("cc -shared -fPIC -O1 -o %s %s/tests/fixtures/cuda_mock.c 2>/dev/null"):format(so, ROOT))
   if cc ~= 0 and cc ~= true then skip("cannot build the mock driver") end
-  local port, log = start("--device gpu --requests 3",
+  local port, log = start("--device gpu --requests 4 --max-batch-tokens 64",
     ("EMMY_MOCK_ANY_KERNEL=1 EMMY_MOCK_LAUNCH_LOG=%s/launches EMMY_LIBCUDA=%s EMMY_CUBIN_CACHE=%s/cc"):format(d, so, d))
   -- (the mock computes nothing: its buffers keep their 0xFF poison, so the answer is the non-finite 500)
   local function served(st, body)
@@ -193,6 +193,11 @@ test("--device gpu: the kernels built once, a run launched at its bucket of 128 
   check(served(st, body), tostring(body):sub(1, 200))
   st = http.request("127.0.0.1", port, "GET", "/health")
   check(st == 200, "health")
+  local long = {}
+  for i = 1, 65 do long[i] = i end
+  st, body = http.request("127.0.0.1", port, "POST", "/v1/embeddings", cjson.encode { input = long })
+  check(st == 400 and body:find("over this GPU server's --max-batch-tokens 64", 1, true),
+    "a sequence longer than the buffers (--max-batch-tokens 64) is a 400: " .. tostring(st) .. " " .. tostring(body))
   local launches = io.open(d .. "/launches"):read("*a")
   local _, n = launches:gsub("\n", "")
   check(n >= 9, "launches for three sequences: " .. n)
