@@ -611,27 +611,69 @@ static void fa_step(ectx *c, const fa_t *f, const char *u, const char *p, const 
  * wgmma: C7520.) */
 static int fa_mask_range(ectx *c, const fa_t *f) {
   return f->mask >= 0 && ex_V(c, f->mask)->dtype == EM_BOOL && f->P == 1 && !f->persist && f->osmem < 4 &&
-         ex_env_choice("EMMY_MASK_RANGE", 1);
+         ex_env_choice("EMMY_MASK_RANGE", 2);
+}
+/* EMMY_MASK_RANGE=2: each thread's share of a tile's vote read as 16-byte loads — the warpgroup's 64 rows, a row a
+ * pair of threads, BKV/2 keys a thread — where the mask is a bool input whose keys lie contiguous and aligned
+ * (checked per row at run time; else the keys one by one). The votes of =1 read a byte a score in the wgmma's own
+ * layout, BKV/4 loads a thread a tile; the range's scans read the mask over every tile they skip (the H200: 512
+ * tokens 52.3 -> 57.9 µs, 2048 730 -> 637, docs/performance.md). Returns whether it emitted the vote's reads. */
+static int fa_tile_vote_vec(ectx *c, const fa_t *f) {
+  if (ex_env_choice("EMMY_MASK_RANGE", 2) != 2) return 0;
+  ivec mi = fa_mask_index(c, f);
+  int src = ex_view_source(c, f->mask, &mi);
+  if (src < 0 || ex_V(c, src)->kind == EM_V_NODE || ex_V(c, src)->dtype != EM_BOOL) return 0;
+  const int p = ex_input_pos(c, src), kpt = f->BKV / 2;
+  const char *flat = ex_linearize(c, &mi, &ex_V(c, src)->shape);
+  ex_line(c, "{");
+  c->indent++;
+  ex_line(c, "const int em_vt = threadIdx.x & 127;");
+  ex_line(c, "const long long l = ql0 + em_vt / 2, em_s1 = s0 + (em_vt & 1) * %d;", kpt);
+  ex_line(c, "if (l < Lq && em_s1 < S) {");
+  c->indent++;
+  ex_line(c, "long long em_f0, em_f1;");
+  ex_line(c, "{ const long long s = em_s1; em_f0 = %s; }", flat);
+  ex_line(c, "{ const long long s = em_s1 + %d; em_f1 = %s; }", kpt - 1, flat);
+  ex_line(c, "const unsigned char *const em_mp = reinterpret_cast<const unsigned char *>(in%d) + em_f0;", p);
+  ex_line(c, "if (em_s1 + %d < S && em_f1 == em_f0 + %d && (reinterpret_cast<unsigned long long>(em_mp) & 15) == 0) {", kpt - 1, kpt - 1);
+  ex_line(c, "  #pragma unroll");
+  ex_line(c, "  for (int q = 0; q < %d; q++) {", kpt / 16);
+  ex_line(c, "    const uint4 em_w = reinterpret_cast<const uint4 *>(em_mp)[q];");
+  ex_line(c, "    if (em_w.x | em_w.y | em_w.z | em_w.w) em_m = 1u;");
+  ex_line(c, "  }");
+  ex_line(c, "} else {");
+  ex_line(c, "  for (int k = 0; k < %d; k++) {", kpt);
+  ex_line(c, "    const long long s = em_s1 + k;");
+  ex_line(c, "    if (s < S && reinterpret_cast<const unsigned char *>(in%d)[%s]) em_m = 1u;", p, flat);
+  ex_line(c, "  }");
+  ex_line(c, "}");
+  c->indent--;
+  ex_line(c, "}");
+  c->indent--;
+  ex_line(c, "}");
+  return 1;
 }
 /* One key tile's vote (s0 its first key): em_v set where a row of this warpgroup sees a key of the tile. */
 static void fa_tile_vote(ectx *c, const fa_t *f) {
   int mark = c->memo.n;
   ivec mi = fa_mask_index(c, f);
   ex_line(c, "unsigned em_m = 0u, em_v;");
-  ex_line(c, "#pragma unroll");
-  ex_line(c, "for (int j = 0; j < %d; j++)", f->BKV / 8);
-  ex_line(c, "  #pragma unroll");
-  ex_line(c, "  for (int qd = 0; qd < 4; qd++) {");
-  c->indent += 2;
-  ex_line(c, "const long long s = s0 + j * 8 + (lane & 3) * 2 + (qd & 1), l = qd < 2 ? lr0 : lr1;");
-  ex_line(c, "if (s < S && l < Lq) {");
-  c->indent++;
-  ex_line(c, "if (%s) em_m = 1u;", ex_val(c, f->mask, &mi));
-  c->memo.n = mark;
-  c->indent--;
-  ex_line(c, "}");
-  c->indent -= 2;
-  ex_line(c, "  }");
+  if (!fa_tile_vote_vec(c, f)) {
+    ex_line(c, "#pragma unroll");
+    ex_line(c, "for (int j = 0; j < %d; j++)", f->BKV / 8);
+    ex_line(c, "  #pragma unroll");
+    ex_line(c, "  for (int qd = 0; qd < 4; qd++) {");
+    c->indent += 2;
+    ex_line(c, "const long long s = s0 + j * 8 + (lane & 3) * 2 + (qd & 1), l = qd < 2 ? lr0 : lr1;");
+    ex_line(c, "if (s < S && l < Lq) {");
+    c->indent++;
+    ex_line(c, "if (%s) em_m = 1u;", ex_val(c, f->mask, &mi));
+    c->memo.n = mark;
+    c->indent--;
+    ex_line(c, "}");
+    c->indent -= 2;
+    ex_line(c, "  }");
+  }
   ex_line(c, "asm volatile(\"{ .reg .pred p, q; setp.ne.u32 p, %%1, 0; bar.red.or.pred q, %%2, 128, p; selp.u32 %%0, 1, 0, q; }\" "
              ": \"=r\"(em_v) : \"r\"(em_m), \"r\"(8 + wg) : \"memory\");");
 }
