@@ -305,7 +305,10 @@ static void ws_split_reduce(ectx *c, const ex_ctr *k, int cw, int sk, int sp) {
   c->indent--;
   ex_line(c, "}");
   ex_line(c, "__syncwarp();");
-  ex_line(c, "if (lane == 0)");
+  /* EMMY_CLUSTER_LATE (below) also leaves out the release after the CTA's last tile: the ranks of a tile take the
+   * same tiles, so no peer waits for it, and a release at cluster scope is not free */
+  if (ex_env_choice("EMMY_CLUSTER_LATE", 1)) ex_line(c, "if (lane == 0 && em_t + (int)gridDim.x / %d < em_tiles)", sk);
+  else ex_line(c, "if (lane == 0)");
   ex_line(c, "  for (unsigned em_q = 1; em_q < %du; em_q++) em_mbar_arrive_release(&em_rempty, (em_cr + em_q) %% %du);", sk, sk);
 }
 
