@@ -21,11 +21,12 @@
  * its loop ends: WS_STAMP_FIELDS unsigned a role, roles 0 and 1 the consumer warpgroups (1 unused at BM 64), 2
  * the producer lane. Consumer fields: tiles, k-steps, full-barrier wait, wgmma issue to wait_group 1, release,
  * the tile's tail (wait_group 0 and the last release), epilogue, total (tile loop entry to exit); the producer's:
- * 0, k-steps, empty-barrier wait, load issue, 0, 0, 0, total. Role 3 is the CTA's timeline, written by thread 0 as it
- * leaves: %globaltimer (ns) at the CTA's entry (low, high word) and as it leaves (low, high), the cycles from entry
- * to the consumers' loop (the prologue: barrier init, the block or cluster barrier, setmaxnreg), 0, 0, 1. bench/gemm.lua
- * --stamp reads this layout (scripts/emmy/stamps.lua). */
-#define WS_STAMP_FIELDS 8
+ * 0, k-steps, empty-barrier wait, load issue, 0, 0, 0, total (fields 8, 9 unused, 0). Role 3 is the CTA's timeline,
+ * written by thread 0 as it leaves: %globaltimer (ns) at the CTA's entry (low, high word) and as it leaves (low,
+ * high), the cycles from entry to the consumers' loop (the prologue: barrier init, the block or cluster barrier,
+ * setmaxnreg), SPLIT_K's reduce-scatter (EPI_SMEM=0) stores, its wait for the peers' parts, its reads, adds and
+ * release (thread 0's sums; 0 without it), 0, 1. bench/gemm.lua --stamp reads this layout (scripts/emmy/stamps.lua). */
+#define WS_STAMP_FIELDS 10
 #define WS_STAMP_ROLES 4
 
 /* One line of stamp code, emitted only when st (STAMP=1) is set. */
@@ -285,7 +286,8 @@ static void ws_split_reduce(ectx *c, const ex_ctr *k, int cw, int sk, int sp) {
   ex_line(c, "}");
   ws_stamp(c, sp, "const unsigned em_q1 = em_clock();");
   ex_line(c, "em_mbar_wait_acquire(&em_rfull, em_n & 1u);");
-  ws_stamp(c, sp, "em_sq += em_q1 - em_q0, em_sv += em_clock() - em_q1;");
+  ws_stamp(c, sp, "const unsigned em_q2 = em_clock();");
+  ws_stamp(c, sp, "em_sq += em_q1 - em_q0, em_sv += em_q2 - em_q1;");
   ex_line(c, "{");
   c->indent++;
   ex_line(c, "const float4 *const em_rv = reinterpret_cast<const float4 *>(em_dsm + (em_rb - em_smem(em_dsm))) + tid;");
@@ -310,6 +312,7 @@ static void ws_split_reduce(ectx *c, const ex_ctr *k, int cw, int sk, int sp) {
   if (ex_env_choice("EMMY_CLUSTER_LATE", 1)) ex_line(c, "if (lane == 0 && em_t + (int)gridDim.x / %d < em_tiles)", sk);
   else ex_line(c, "if (lane == 0)");
   ex_line(c, "  for (unsigned em_q = 1; em_q < %du; em_q++) em_mbar_arrive_release(&em_rempty, (em_cr + em_q) %% %du);", sk, sk);
+  ws_stamp(c, sp, "em_sx += em_clock() - em_q2;");
 }
 
 /* EMMY_CLUSTER_LATE=1 (an experiment, compile time; emitted CUDA unchanged without it): SPLIT_K's cluster (CLUSTER=1)
@@ -539,7 +542,7 @@ static void ws_consumers(ectx *c, const ex_ctr *k, em_launch *L, int stages, int
   if (k1.stage_reg) ex_ctr_prefetch(c, &k1); /* RoPE's cos and sin, loaded ahead too */
   for (int t = 0; t < k1.npf; t++) ex_line(c, "unsigned em_pf%d[%d][2]; /* %s's column pairs, loaded ahead */", t + 1, k->FN, ex_V(c, k1.pfv[t])->name);
   ws_stamp(c, sp, "unsigned em_sn = 0, em_sw = 0, em_sm = 0, em_sr = 0, em_stl = 0, em_se = 0; /* STAMP: see WS_STAMP_FIELDS */");
-  if (sk >= 2 && !staged) ws_stamp(c, sp, "unsigned em_sq = 0, em_sv = 0; /* STAMP: the reduce-scatter's stores, its wait */");
+  if (sk >= 2 && !staged) ws_stamp(c, sp, "unsigned em_sq = 0, em_sv = 0, em_sx = 0; /* STAMP: the reduce-scatter's stores, its wait, its reads and release */");
   if (wgk == 2) ws_stamp(c, sp, "unsigned em_sk = 0; /* STAMP: this K group's k-steps */");
   ws_stamp(c, sp, "const unsigned em_s0 = em_clock();");
   if (sk >= 2)
@@ -626,8 +629,8 @@ static void ws_consumers(ectx *c, const ex_ctr *k, em_launch *L, int stages, int
     ex_line(c, "  unsigned *const em_w = em_st + %d;", 3 * WS_STAMP_FIELDS);
     ex_line(c, "  const unsigned long long em_g1 = em_gtime();");
     ex_line(c, "  em_w[0] = (unsigned)em_g0, em_w[1] = (unsigned)(em_g0 >> 32), em_w[2] = (unsigned)em_g1, em_w[3] = (unsigned)(em_g1 >> 32);");
-    ex_line(c, "  em_w[4] = em_s0 - em_e0, em_w[5] = %s, em_w[6] = %s, em_w[7] = 1u;", sk >= 2 && !staged ? "em_sq" : "0u",
-            sk >= 2 && !staged ? "em_sv" : "0u");
+    ex_line(c, "  em_w[4] = em_s0 - em_e0, em_w[5] = %s, em_w[6] = %s, em_w[7] = %s, em_w[8] = 0u, em_w[9] = 1u;",
+            sk >= 2 && !staged ? "em_sq" : "0u", sk >= 2 && !staged ? "em_sv" : "0u", sk >= 2 && !staged ? "em_sx" : "0u");
     ex_line(c, "}");
   }
   if (wgk == 2) {

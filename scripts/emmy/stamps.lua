@@ -2,13 +2,14 @@
 -- back from the launch scratch, summing them over the CTAs that ran, and the table bench/gemm.lua --stamp prints.
 -- A CTA's record is ROLES x FIELDS unsigned 32-bit counts: roles 1 and 2 the consumer warpgroups (2 is zero at
 -- BM 64), role 3 the producer lane. Consumer fields: tiles, k-steps, full-barrier wait, wgmma issue to
--- wait_group 1, release, the tile's tail (wait_group 0 and the last release), epilogue, total; the producer's:
--- 0, k-steps, empty-barrier wait, load issue, 0, 0, 0, total. Role 4 is the CTA's timeline: %globaltimer (ns) at
--- its entry (low, high word) and exit (low, high), the cycles from entry to the consumers' loop, the split-K
--- reduce-scatter's stores and its wait for the peers' parts (thread 0's sums over its tiles; 0 without SPLIT_K), 1.
+-- wait_group 1, release, the tile's tail (wait_group 0 and the last release), epilogue, total (then 0, 0); the
+-- producer's: 0, k-steps, empty-barrier wait, load issue, 0, 0, 0, total (0, 0). Role 4 is the CTA's timeline:
+-- %globaltimer (ns) at its entry (low, high word) and exit (low, high), the cycles from entry to the consumers' loop,
+-- the split-K reduce-scatter's stores, its wait for the peers' parts, its reads, adds and release (thread 0's sums
+-- over its tiles; 0 without SPLIT_K), 0, 1.
 local tbl = require "emmy.tbl"
 
-local M = { FIELDS = 8, ROLES = 4 }
+local M = { FIELDS = 10, ROLES = 4, TOTAL = 8 } -- (TOTAL: the roles' field of their total cycles)
 
 local function u32(x) return x % 4294967296 end
 
@@ -18,7 +19,7 @@ local function timeline(v, n)
   local t = { ctas = 0, prologue = 0 }
   for cta = 0, n - 1 do
     local b = (cta * M.ROLES + 3) * M.FIELDS
-    if v[b + M.FIELDS] and v[b + M.FIELDS] ~= 0 then
+    if v[b + M.FIELDS] and v[b + M.FIELDS] ~= 0 then -- (the timeline's last field: 1 once written)
       local tin = u32(v[b + 2]) * 4294967296 + u32(v[b + 1])
       local tout = u32(v[b + 4]) * 4294967296 + u32(v[b + 3])
       t.ctas = t.ctas + 1
@@ -27,7 +28,7 @@ local function timeline(v, n)
       t.first_out = math.min(t.first_out or tout, tout)
       t.last_out = math.max(t.last_out or tout, tout)
       t.prologue = t.prologue + u32(v[b + 5])
-      t.rq, t.rv = (t.rq or 0) + u32(v[b + 6]), (t.rv or 0) + u32(v[b + 7])
+      t.rq, t.rv, t.rx = (t.rq or 0) + u32(v[b + 6]), (t.rv or 0) + u32(v[b + 7]), (t.rx or 0) + u32(v[b + 8])
     end
   end
   if t.ctas == 0 then return nil end
@@ -45,7 +46,7 @@ function M.summarize(v, n)
   for cta = 0, n - 1 do
     for r = 1, 3 do
       local base = (cta * M.ROLES + r - 1) * M.FIELDS
-      local total = v[base + M.FIELDS]
+      local total = v[base + M.TOTAL]
       if total and total > 0 then
         local s = roles[r]
         s.ctas = s.ctas + 1
@@ -101,8 +102,8 @@ function M.render(roles, us, probe_mhz)
       (tl.last_in - tl.first_in) / 1e3, (tl.last_out - tl.first_out) / 1e3, (tl.last_out - tl.first_in) / 1e3, us, tl.prologue)
     if tl.rq + tl.rv > 0 and c0.f[1] > 0 then
       local tiles = c0.f[1]
-      out[#out + 1] = ("  split-K reduce-scatter (thread 0): its stores %.0f cycles a tile, its wait for the peers' parts %.0f"):format(
-        tl.rq / tiles, tl.rv / tiles)
+      out[#out + 1] = ("  split-K reduce-scatter (thread 0): its stores %.0f cycles a tile, its wait for the peers' parts %.0f,"
+        .. " its reads, adds and release %.0f; the epilogue's own stores the rest of the epilogue"):format(tl.rq / tiles, tl.rv / tiles, tl.rx / tiles)
     end
   end
   out[#out + 1] = "  cycles. consumer: wait = full barrier, work = wgmma issue to wait_group 1 (which retires the step before),"

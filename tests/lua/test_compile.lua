@@ -553,20 +553,20 @@ test("STAMP=1: clock marks in both roles summed into a per-CTA record in the lau
   kn.STAMP = 1
   local src, la = kernels.emit(q, kn)
   check(src, tostring(la))
-  eq(la.scratch_per_tile, 128, "4 roles x 8 unsigned a CTA")
+  eq(la.scratch_per_tile, 160, "4 roles x 10 unsigned a CTA")
   check(src:find("static __device__ __forceinline__ unsigned em_clock() {", 1, true), "the stamp prelude")
-  check(src:find("unsigned *const em_st = reinterpret_cast<unsigned *>(em_scratch) + blockIdx.x * 32;", 1, true), src)
+  check(src:find("unsigned *const em_st = reinterpret_cast<unsigned *>(em_scratch) + blockIdx.x * 40;", 1, true), src)
   check(src:find("const unsigned long long em_g0 = em_gtime(); const unsigned em_e0 = em_clock();", 1, true), "the CTA's entry")
   -- the producer: its empty-barrier waits and load issue, written by its lane to role 2
   check(src:find("const unsigned em_c0 = em_clock%(%);%s+em_mbar_wait%(&em_empty%[st%]"), src)
-  check(src:find("unsigned *const em_w = em_st + 16;", 1, true), src)
+  check(src:find("unsigned *const em_w = em_st + 20;", 1, true), src)
   -- the consumers: full wait, wgmma issue to wait_group 1, release per k-step; tail and epilogue per tile; the first
   -- thread of each warpgroup writes its role
   check(src:find("const unsigned em_c0 = em_clock%(%);%s+em_mbar_wait%(&em_bar%[st%]"), src)
   check(src:find("em_wg_wait1();\n      const unsigned em_c2 = em_clock();", 1, true), src)
   check(src:find("em_sw += em_c1 - em_c0, em_sm += em_c2 - em_c1, em_sr += em_clock() - em_c2;", 1, true), src)
   check(src:find("em_stl += em_c4 - em_c3, em_se += em_clock() - em_c4;", 1, true), src)
-  check(src:find("if ((tid & 127) == 0) {\n    unsigned *const em_w = em_st + (tid >> 7) * 8;", 1, true), src)
+  check(src:find("if ((tid & 127) == 0) {\n    unsigned *const em_w = em_st + (tid >> 7) * 10;", 1, true), src)
   -- the kernel is otherwise the same: the STAMP=0 kernel's lines appear in order, and every other line is stamp code
   local function body_lines(text)
     local out = {}
@@ -603,12 +603,14 @@ test("emmy.stamps: the CTAs' records summed per role, the SM clock from the slow
   local F = stamps.FIELDS
   -- two CTAs that ran (BM 128: two consumer warpgroups) and one record left at zero
   local rec = {
-    { { 4, 256, 2560, 256000, 2560, 400, 40000, 350000 }, { 4, 256, 5120, 256000, 2560, 400, 40000, 349000 },
-      { 0, 256, 25600, 5120, 0, 0, 0, 348000 }, { -1000, 1, -800, 1, 3000, 0, 0, 1 } },
-    { { 3, 192, 1920, 192000, 1920, 300, 30000, 262500 }, { 3, 192, 3840, 192000, 1920, 300, 30000, 262000 },
-      { 0, 192, 19200, 3840, 0, 0, 0, 261000 }, { -500, 1, -700, 1, 1000, 0, 0, 1 } },
-    { { 0, 0, 0, 0, 0, 0, 0, 0 }, { 0, 0, 0, 0, 0, 0, 0, 0 }, { 0, 0, 0, 0, 0, 0, 0, 0 }, { 0, 0, 0, 0, 0, 0, 0, 0 } },
+    { { 4, 256, 2560, 256000, 2560, 400, 40000, 350000, 0, 0 }, { 4, 256, 5120, 256000, 2560, 400, 40000, 349000, 0, 0 },
+      { 0, 256, 25600, 5120, 0, 0, 0, 348000, 0, 0 }, { -1000, 1, -800, 1, 3000, 800, 1200, 400, 0, 1 } },
+    { { 3, 192, 1920, 192000, 1920, 300, 30000, 262500, 0, 0 }, { 3, 192, 3840, 192000, 1920, 300, 30000, 262000, 0, 0 },
+      { 0, 192, 19200, 3840, 0, 0, 0, 261000, 0, 0 }, { -500, 1, -700, 1, 1000, 600, 900, 300, 0, 1 } },
+    { { 0, 0, 0, 0, 0, 0, 0, 0, 0, 0 }, { 0, 0, 0, 0, 0, 0, 0, 0, 0, 0 }, { 0, 0, 0, 0, 0, 0, 0, 0, 0, 0 },
+      { 0, 0, 0, 0, 0, 0, 0, 0, 0, 0 } },
   }
+  eq(F, 10, "ten fields a role")
   local v = {}
   for _, cta in ipairs(rec) do for _, role in ipairs(cta) do for f = 1, F do v[#v + 1] = role[f] end end end
   local r = stamps.summarize(v, #rec)
@@ -626,6 +628,9 @@ test("emmy.stamps: the CTAs' records summed per role, the SM clock from the slow
   -- apart, exits 0.10, first entry to last exit 0.30 µs; the prologue 2000 cycles on average
   check(text:find("the CTAs entered over 0.50 µs and left over 0.10 µs; first entry to last exit 0.30 µs of the launch's "
     .. "200.0 µs; the prologue (entry to the consumers' loop) 2000 cycles a CTA", 1, true), text)
+  -- the split-K reduce-scatter's parts, thread 0's sums over the 7 tiles: stores 200, wait 300, reads and release 100
+  check(text:find("split-K reduce-scatter (thread 0): its stores 200 cycles a tile, its wait for the peers' parts 300, "
+    .. "its reads, adds and release 100", 1, true), text)
   -- a buffer read back: download as i32, as many records as it holds
   local buf = { size = function() return 4 * F * 4 * #rec end,
     download = function(_, dt, shape)
