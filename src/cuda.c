@@ -545,13 +545,17 @@ em_cu_buf *em_cu_upload(em_cu_ctx *c, const em_tensor *t, char *err) {
 }
 
 em_tensor *em_cu_download(em_cu_buf *b, em_dtype dt, int rank, const int64_t *shape, char *err) {
+  return em_cu_download_at(b, 0, dt, rank, shape, err);
+}
+
+em_tensor *em_cu_download_at(em_cu_buf *b, size_t offset, em_dtype dt, int rank, const int64_t *shape, char *err) {
   em_tensor *t = em_tensor_new(dt, rank, shape, err);
   if (!t) return NULL;
   size_t n = em_cu_dtype_bytes(dt, t->numel);
   void *stage = NULL;
-  if (n > b->bytes) {
-    em_fail(err, EM_EINPUT, "download of a %s tensor of %lld elements needs %zu bytes; the buffer holds %zu",
-            em_dtype_name(dt), (long long)t->numel, n, b->bytes);
+  if (offset > b->bytes || n > b->bytes - offset) {
+    em_fail(err, EM_EINPUT, "download of a %s tensor of %lld elements needs %zu bytes at offset %zu; the buffer holds %zu",
+            em_dtype_name(dt), (long long)t->numel, n, offset, b->bytes);
     goto fail;
   }
   if (!n) return t;
@@ -559,7 +563,7 @@ em_tensor *em_cu_download(em_cu_buf *b, em_dtype dt, int rank, const int64_t *sh
     em_fail(err, EM_ERUN, "download: out of host memory staging %zu bytes", n);
     goto fail;
   }
-  if (em_cu_read(b, 0, stage, n, err)) goto fail;
+  if (em_cu_read(b, offset, stage, n, err)) goto fail;
   from_device(t, stage);
   free(stage);
   return t;

@@ -70,6 +70,8 @@ em_status em_cu_upload_into(em_cu_buf *b, const em_tensor *t, char *err);
 em_cu_buf *em_cu_upload(em_cu_ctx *c, const em_tensor *t, char *err);
 /* A new host tensor of dt and shape read from the start of b (NaN bit patterns stay NaN); the caller owns it. */
 em_tensor *em_cu_download(em_cu_buf *b, em_dtype dt, int rank, const int64_t *shape, char *err);
+/* The same from offset bytes into the buffer (emmy serve: one pooled row of the hidden states). */
+em_tensor *em_cu_download_at(em_cu_buf *b, size_t offset, em_dtype dt, int rank, const int64_t *shape, char *err);
 
 /* Modules and functions. The image (cubin, fatbin or PTX) is read during the call only. A function holds its module
  * alive, a module its context. */

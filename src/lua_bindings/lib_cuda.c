@@ -493,7 +493,7 @@ static int buf_upload(lua_State *L) {
   return ok_or_fail(L, em_cu_upload_into(b, t, err), err);
 }
 
-/* buf:download(dtype, shape) -> emmy.tensor | nil, msg */
+/* buf:download(dtype, shape [, offset]) -> emmy.tensor | nil, msg — from offset bytes into the buffer (default 0) */
 static int buf_download(lua_State *L) {
   em_cu_buf *b = check_buf(L, 1);
   int dt = em_dtype_parse(luaL_checkstring(L, 2));
@@ -509,8 +509,10 @@ static int buf_download(lua_State *L) {
     if (v < 0 || v != floor(v)) luaL_argerror(L, 3, "sizes must be non-negative integers");
     shape[k] = (int64_t)v;
   }
+  lua_Number off = luaL_optnumber(L, 4, 0);
+  if (off < 0 || off != floor(off)) luaL_argerror(L, 4, "the offset must be a non-negative integer (bytes)");
   char err[EM_ERR_MAX];
-  em_tensor *t = em_cu_download(b, (em_dtype)dt, rank, shape, err);
+  em_tensor *t = em_cu_download_at(b, (size_t)off, (em_dtype)dt, rank, shape, err);
   if (!t) return em_lua_fail(L, err);
   em_lua_push(L, TENSOR_T, t);
   return 1;

@@ -85,6 +85,25 @@ test("device: every dtype round-trips through its device layout", function()
   end
 end)
 
+test("device: a download from an offset, an upload of a string's raw bytes (emmy serve's pooled rows and mask)", function()
+  local ctx = gpu()
+  local t = ref.random("bf16", { 6, 4 }, { seed = 3, lo = -10, hi = 10 })
+  local b = assert(ctx:upload(t))
+  local row = assert(b:download("bf16", { 1, 4 }, 4 * 4 * 2)):to_table() -- row 5 (1-based), 4 bf16 a row
+  local x = t:to_table()
+  for i = 1, 4 do eq(row[i], x[16 + i], "row 5, element " .. i) end
+  local none, why = b:download("bf16", { 1, 4 }, 6 * 4 * 2)
+  check(not none and why:find("at offset 48", 1, true), tostring(why))
+  check(not pcall(b.download, b, "bf16", { 1, 4 }, -2), "a negative offset raises")
+  local m = assert(ctx:alloc(8))
+  assert(m:upload("\1\0\1\1\0\0\0\1"))
+  local back = m:download("bool", { 8 }):to_table()
+  for i, v in ipairs(back) do back[i] = (v == true or v == 1) and "1" or "0" end
+  eq(table.concat(back, ","), "1,0,1,1,0,0,0,1", "the bytes as bools")
+  local no, why2 = m:upload(string.rep("x", 9))
+  check(not no and why2:find("9 bytes", 1, true), tostring(why2))
+end)
+
 test("device: the bytes on the device are each dtype's layout", function()
   local ctx = gpu()
   local function as_i32(t, n) return assert(assert(ctx:upload(t)):download("i32", { n })):to_table() end
