@@ -254,6 +254,20 @@ static void ws_split_handover(ectx *c, const ex_ctr *k, int cw) {
   ex_line(c, "em_mbar_arrive_release(&em_rempty, 1u);");
 }
 
+/* EMMY_CLUSTER_LATE=1 (an experiment, compile time; emitted CUDA unchanged without it): SPLIT_K's cluster (CLUSTER=1)
+ * arrives on the cluster barrier once its mbarriers are initialised and waits for the peers only before its first
+ * exchange (or at the kernel's end), so that its producer starts loading without waiting for the other CTAs to be
+ * placed and initialised — the split variants' K loop is 40% shorter than the whole tile's at 512 tokens but their
+ * fixed costs ate it (docs/performance.md, twenty-seventh session). (CLUSTER=2's producer multicasts into the peer
+ * from its first load, so it keeps the barrier at the start.) */
+static int ws_cluster_late(ectx *c, int cl, int sk) { return cl == 1 && sk >= 2 && ex_env_choice("EMMY_CLUSTER_LATE", 1); }
+static void ws_cluster_wait_once(ectx *c) {
+  ex_line(c, "if (!em_cw) {");
+  ex_line(c, "  asm volatile(\"barrier.cluster.wait.acquire.aligned;\" ::: \"memory\");");
+  ex_line(c, "  em_cw = 1u;");
+  ex_line(c, "}");
+}
+
 /* SPLIT_K=2, 4 with the fragment epilogue (EPI_SMEM=0): a reduce-scatter of the tile's partial sums across the
  * cluster. Rank r owns the column groups j with j / (FN / SPLIT_K) == r of every consumer thread's fragments: each
  * thread sends its other groups into their owners' buffers em_rb (distributed shared memory; slot p = the sender's
@@ -307,26 +321,12 @@ static void ws_split_reduce(ectx *c, const ex_ctr *k, int cw, int sk, int sp) {
   c->indent--;
   ex_line(c, "}");
   ex_line(c, "__syncwarp();");
-  /* EMMY_CLUSTER_LATE (below) also leaves out the release after the CTA's last tile: the ranks of a tile take the
-   * same tiles, so no peer waits for it, and a release at cluster scope is not free */
-  if (ex_env_choice("EMMY_CLUSTER_LATE", 1)) ex_line(c, "if (lane == 0 && em_t + (int)gridDim.x / %d < em_tiles)", sk);
+  /* EMMY_CLUSTER_LATE (above) also leaves out the release after the CTA's last tile: the ranks of a tile take the
+   * same tiles, so no peer waits for it, and a release at cluster scope is not free (the split is the cluster) */
+  if (ws_cluster_late(c, 1, sk)) ex_line(c, "if (lane == 0 && em_t + (int)gridDim.x / %d < em_tiles)", sk);
   else ex_line(c, "if (lane == 0)");
   ex_line(c, "  for (unsigned em_q = 1; em_q < %du; em_q++) em_mbar_arrive_release(&em_rempty, (em_cr + em_q) %% %du);", sk, sk);
   ws_stamp(c, sp, "em_sx += em_clock() - em_q2;");
-}
-
-/* EMMY_CLUSTER_LATE=1 (an experiment, compile time; emitted CUDA unchanged without it): SPLIT_K's cluster (CLUSTER=1)
- * arrives on the cluster barrier once its mbarriers are initialised and waits for the peers only before its first
- * exchange (or at the kernel's end), so that its producer starts loading without waiting for the other CTAs to be
- * placed and initialised — the split variants' K loop is 40% shorter than the whole tile's at 512 tokens but their
- * fixed costs ate it (docs/performance.md, twenty-seventh session). (CLUSTER=2's producer multicasts into the peer
- * from its first load, so it keeps the barrier at the start.) */
-static int ws_cluster_late(ectx *c, int cl, int sk) { return cl == 1 && sk >= 2 && ex_env_choice("EMMY_CLUSTER_LATE", 1); }
-static void ws_cluster_wait_once(ectx *c) {
-  ex_line(c, "if (!em_cw) {");
-  ex_line(c, "  asm volatile(\"barrier.cluster.wait.acquire.aligned;\" ::: \"memory\");");
-  ex_line(c, "  em_cw = 1u;");
-  ex_line(c, "}");
 }
 
 /* EMMY_EARLY_REL=1 (an experiment, compile time; emitted CUDA unchanged without it): a consumer warp about to wait for
@@ -338,13 +338,13 @@ static void ws_cluster_wait_once(ectx *c) {
  * warp decides as one (__all_sync), so each of its releases is made once. Returns whether it is on. */
 static int ws_early_rel(ectx *c) { return ex_env_choice("EMMY_EARLY_REL", 1); }
 
-/* Before step em_u's full-barrier wait (parity expression par): under EMMY_EARLY_REL, em_rd = whether the stage has
+/* Before the step's full-barrier wait on stage st (parity expression par): under EMMY_EARLY_REL, em_rd = whether the stage has
  * landed; where not, the step before retired and released (cond, prev: as for the release after the step). */
-static void ws_early_release(ectx *c, const char *stage, const char *par, const char *cond, const char *prev, int stages, int cl) {
+static void ws_early_release(ectx *c, const char *par, const char *cond, const char *prev, int stages, int cl) {
   if (!ws_early_rel(c)) return;
   ex_line(c, "unsigned em_rd;");
   ex_line(c, "asm volatile(\"{ .reg .pred p; mbarrier.test_wait.parity.shared::cta.b64 p, [%%1], %%2; selp.u32 %%0, 1, 0, p; }\" "
-             ": \"=r\"(em_rd) : \"r\"(em_smem(&em_bar[%s])), \"r\"(%s) : \"memory\");", stage, par);
+             ": \"=r\"(em_rd) : \"r\"(em_smem(&em_bar[st])), \"r\"(%s) : \"memory\");", par);
   ex_line(c, "em_rd = __all_sync(0xffffffffu, em_rd); /* EMMY_EARLY_REL: landed for the whole warp */");
   ex_line(c, "if (!em_rd) {");
   c->indent++;
@@ -367,7 +367,7 @@ static void ws_kgroup_loop(ectx *c, const ex_ctr *k, int stages, int cl, int sp)
   c->indent++;
   ex_line(c, "const int em_u = em_it + kt, st = em_u %% %d;", stages);
   ws_stamp(c, sp, "const unsigned em_c0 = em_clock();");
-  ws_early_release(c, "st", ex_A(c, "(unsigned)(em_u / %d) & 1u", stages), "kt >= em_g + 2 && ", "em_u - 2", stages, cl);
+  ws_early_release(c, ex_A(c, "(unsigned)(em_u / %d) & 1u", stages), "kt >= em_g + 2 && ", "em_u - 2", stages, cl);
   ex_line(c, "em_mbar_wait(&em_bar[st], (unsigned)(em_u / %d) & 1u);", stages);
   ws_stamp(c, sp, "const unsigned em_c1 = em_clock();");
   const char *aS = ex_A(c, "(em_sb + st * %lldu)", abytes);
@@ -570,7 +570,7 @@ static void ws_consumers(ectx *c, const ex_ctr *k, em_launch *L, int stages, int
   c->indent++;
   ex_line(c, "const int st = em_it %% %d;", stages);
   ws_stamp(c, sp, "const unsigned em_c0 = em_clock();");
-  ws_early_release(c, "st", ex_A(c, "(unsigned)(em_it / %d) & 1u", stages), skm ? "kt > em_kb && " : "kt >= 1 && ", "em_it - 1", stages, cl);
+  ws_early_release(c, ex_A(c, "(unsigned)(em_it / %d) & 1u", stages), skm ? "kt > em_kb && " : "kt >= 1 && ", "em_it - 1", stages, cl);
   ex_line(c, "em_mbar_wait(&em_bar[st], (unsigned)(em_it / %d) & 1u);", stages);
   ws_stamp(c, sp, "const unsigned em_c1 = em_clock();");
   const char *aS = ex_A(c, "(em_sb + st * %lldu)", abytes);
@@ -597,7 +597,7 @@ static void ws_consumers(ectx *c, const ex_ctr *k, em_launch *L, int stages, int
   if (skm) ex_sk_fixup(c, k, k->BM / 16); /* a stream-K piece: hand over, or gather and go on to the epilogue */
   if (kg_split) ws_kgroup_exchange(c, k);
   else if (wgk == 2) ws_kgroup_handover(c, k, cl);
-  if (sk >= 2 && ws_cluster_late(c, cl, sk)) ws_cluster_wait_once(c);
+  if (ws_cluster_late(c, cl, sk)) ws_cluster_wait_once(c);
   if (sk >= 2 && !staged) {
     ws_split_reduce(c, k, k->BM / 16, sk, sp);
   } else if (sk == 2) {

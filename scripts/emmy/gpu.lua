@@ -7,6 +7,7 @@ local ref = require "emmy.ref"
 local M = {}
 
 local BYTES = { bf16 = 2, f16 = 2, f32 = 4, f64 = 8, i32 = 4, i64 = 8, bool = 1 }
+M.BYTES = BYTES -- (a dtype's bytes an element on the device)
 
 local function concrete(g, shape, bind)
   local out = {}

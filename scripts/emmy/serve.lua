@@ -54,28 +54,24 @@ local function metrics_text(m, dev)
     line("emmy_%s_seconds_sum %.6f", name, h.sum)
     line("emmy_%s_seconds_count %d", name, h.n)
   end
-  line("# HELP emmy_model_runs_total Model runs (each a batch of sequences packed end to end).")
-  line("# TYPE emmy_model_runs_total counter")
-  line("emmy_model_runs_total %d", m.runs)
-  line("# HELP emmy_sequences_total Sequences embedded.")
-  line("# TYPE emmy_sequences_total counter")
-  line("emmy_sequences_total %d", m.sequences)
+  local function counter(name, help, fmt, v)
+    line("# HELP %s %s", name, help)
+    line("# TYPE %s counter", name)
+    line("%s " .. fmt, name, v)
+  end
+  counter("emmy_model_runs_total", "Model runs (each a batch of sequences packed end to end).", "%d", m.runs)
+  counter("emmy_sequences_total", "Sequences embedded.", "%d", m.sequences)
   line("# HELP emmy_batch_requests_total Steps by the number of requests they packed together.")
   line("# TYPE emmy_batch_requests_total counter")
   local sizes = {}
   for k in pairs(m.batch_requests) do sizes[#sizes + 1] = k end
   table.sort(sizes)
   for _, k in ipairs(sizes) do line('emmy_batch_requests_total{requests="%d"} %d', k, m.batch_requests[k]) end
-  line("# HELP emmy_prompt_tokens_total Tokens embedded.")
-  line("# TYPE emmy_prompt_tokens_total counter")
-  line("emmy_prompt_tokens_total %d", m.tokens)
+  counter("emmy_prompt_tokens_total", "Tokens embedded.", "%d", m.tokens)
   if dev then -- the GPU embedder's: how much of the serving time the model itself ran
-    line("# HELP emmy_device_seconds_total The model runs' time from launch to finish (a CUDA graph's replay and the wait for it).")
-    line("# TYPE emmy_device_seconds_total counter")
-    line("emmy_device_seconds_total %.6f", dev.device_s)
-    line("# HELP emmy_run_tokens_total Tokens run, the padding to each run's bucket included.")
-    line("# TYPE emmy_run_tokens_total counter")
-    line("emmy_run_tokens_total %d", dev.run_tokens)
+    counter("emmy_device_seconds_total", "The model runs' time from launch to finish (a CUDA graph's replay and the wait for it).",
+      "%.6f", dev.device_s)
+    counter("emmy_run_tokens_total", "Tokens run, the padding to each run's bucket included.", "%d", dev.run_tokens)
   end
   return table.concat(out, "\n") .. "\n"
 end
@@ -241,10 +237,9 @@ local function gpu_embedder(model, opts)
       if not ok4 then return nil, e4 end
       -- each sequence's last row alone (the whole [1, T, H] read back and converted took ~12 ms at 512 tokens here)
       local dt = g:value(out_name).dtype
-      local eb = ({ bf16 = 2, f16 = 2, f32 = 4 })[dt] or 4
       local res = {}
       for i = 1, #seqs do
-        local o, e5 = bufs[out_name]:download(dt, { 1, 1, H }, (last[i] - 1) * H * eb)
+        local o, e5 = bufs[out_name]:download(dt, { 1, 1, H }, (last[i] - 1) * H * gpu.BYTES[dt])
         if not o then return nil, e5 end
         res[i] = pooled(o, 1, H)
       end
