@@ -5,7 +5,12 @@ server batches: each step takes every waiting request, pads the step's sequences
 attention mask), runs them as one batch and pools each sequence's last real token (L2-normalized).
 
     python3 tools/torchref/stock_serve.py DIR [--port 0] [--port-file F] [--host 127.0.0.1]
-                                          [--max-batch-tokens 2048] [--compile] [--device cuda]
+                                          [--max-batch-tokens 2048] [--compile] [--device cuda] [--cudnn-sdpa]
+
+torch's cuDNN SDPA backend is off unless --cudnn-sdpa: it builds an execution plan for every new padded shape
+(batch, length), 1.1-2.1 s each the first time and 1.6 ms of CPU a call after that (the H200, torch 2.11, a batch of
+four at 500-640 tokens), which made the baseline 2,900 tok/s under a mixed-length load; without it torch's SDPA takes
+its memory-efficient kernel for the padding mask (27-60 ms a batch of four in eager).
 
 DIR holds config.json (random weights: the architecture's own initialization, seeded; the bench times the
 serving, not the answers) or also model.safetensors. POST /v1/embeddings takes OpenAI's schema with token ids
@@ -163,10 +168,13 @@ def main(argv):
     p.add_argument("--max-batch-tokens", type=int, default=2048)
     p.add_argument("--compile", action="store_true")
     p.add_argument("--device", default="cuda")
+    p.add_argument("--cudnn-sdpa", action="store_true")
     a = p.parse_args(argv)
     if a.device == "cuda" and not torch.cuda.is_available():
         sys.stderr.write("stock_serve: --device cuda: torch sees no GPU\n")
         return 1
+    if not a.cudnn_sdpa and hasattr(torch.backends.cuda, "enable_cudnn_sdp"):
+        torch.backends.cuda.enable_cudnn_sdp(False)
     try:
         model, max_len = load(a.dir, a.device, a.compile)
     except Exception as e:  # noqa: BLE001
@@ -177,6 +185,9 @@ def main(argv):
         embed(model, [(None, 0, [1] * min(L, max_len))], a.device)
     q = queue.Queue()
     threading.Thread(target=worker, args=(model, q, a.max_batch_tokens, a.device), daemon=True).start()
+    # (the listen backlog: http.server's default of 5 drops the SYNs of a burst of connections, which the clients
+    # retry 1, 3, 7, 15 and 31 s later — the first GPU run's p99 of 29 s at concurrency 64)
+    ThreadingHTTPServer.request_queue_size = 1024
     srv = ThreadingHTTPServer((a.host, a.port), handler(q, max_len))
     srv.daemon_threads = True
     if a.port_file:
