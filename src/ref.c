@@ -208,3 +208,12 @@ void em_ref_result_free(em_ref_result *res) {
   free(res->vals);
   memset(res, 0, sizeof *res);
 }
+
+void em_packed_mask_bytes(unsigned char *m, const int64_t *lens, int n, int64_t T) {
+  memset(m, 0, (size_t)(T * T));
+  int64_t start = 0;
+  for (int i = 0; i < n; i++) {
+    for (int64_t q = start; q < start + lens[i]; q++) memset(m + q * T + start, 1, (size_t)(q - start + 1));
+    start += lens[i];
+  }
+}

@@ -35,4 +35,9 @@ void em_ref_result_free(em_ref_result *res);
 void em_gemm_nt(int64_t M, int64_t N, int64_t K, const double *A, int64_t lda, const double *B, int64_t ldb,
                 double *C, int64_t ldc, int nthreads);
 
+/* The mask of sequences packed end to end (lens[0..n), T their sum): each query attends to the keys of its own
+ * sequence up to itself (block-diagonal and causal: emmy serve's batches), as T*T bytes 0/1 (the device's bool)
+ * written over m, row-major. */
+void em_packed_mask_bytes(unsigned char *m, const int64_t *lens, int n, int64_t T);
+
 #endif

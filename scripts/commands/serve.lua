@@ -71,6 +71,10 @@ local function bench(model, opts, log)
     local dev, run_tokens = tonumber(mtext:match("\nemmy_device_seconds_total ([%d.eE+-]+)")), tonumber(mtext:match("\nemmy_run_tokens_total (%d+)"))
     if dev and res.duration_s > 0 then res.device_s, res.device_share = dev, dev / res.duration_s end
     if run_tokens and run_tokens > 0 then res.run_tokens, res.padding_share = run_tokens, 1 - res.input_tokens / run_tokens end
+    for ph in ("pack upload download"):gmatch("%a+") do
+      local v = tonumber(mtext:match('\nemmy_host_seconds_total{phase="' .. ph .. '"} ([%d.eE+-]+)'))
+      if v then res.host_s = res.host_s or {}; res.host_s[ph] = v end
+    end
   end
   if pid then os.execute("kill " .. pid .. " 2>/dev/null") end
   os.remove(pf); os.remove(pidf); os.remove(logf); os.remove(script)
@@ -89,6 +93,10 @@ local function bench(model, opts, log)
     print(("the model ran %.1f%% of the bench's %.2f s (%.2f s: its runs from launch to finish); the rest is the server's own work and its waits for requests%s")
       :format(100 * res.device_share, res.duration_s, res.device_s,
         res.padding_share and (", %.1f%% of the tokens run padding to a CUDA graph's bucket"):format(100 * res.padding_share) or ""))
+  end
+  if res.host_s then
+    print(("the host's own work around the runs: packing %.3f s, uploads %.3f s, reading back and pooling %.3f s"):format(
+      res.host_s.pack, res.host_s.upload, res.host_s.download))
   end
   if opts.json then
     local f = assert(io.open(opts.json, "w"))

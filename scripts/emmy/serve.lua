@@ -72,6 +72,9 @@ local function metrics_text(m, dev)
     counter("emmy_device_seconds_total", "The model runs' time from launch to finish (a CUDA graph's replay and the wait for it).",
       "%.6f", dev.device_s)
     counter("emmy_run_tokens_total", "Tokens run, the padding to each run's bucket included.", "%d", dev.run_tokens)
+    line("# HELP emmy_host_seconds_total The host's own work around the model runs, by phase (packing the ids and positions, uploading them and the mask, reading back and pooling the last rows).")
+    line("# TYPE emmy_host_seconds_total counter")
+    for _, ph in ipairs { "pack", "upload", "download" } do line('emmy_host_seconds_total{phase="%s"} %.6f', ph, dev[ph .. "_s"]) end
   end
   return table.concat(out, "\n") .. "\n"
 end
@@ -89,10 +92,11 @@ local function packed_graph(model, opts)
   return r, r.graph, maxpos
 end
 
--- The packed inputs of seqs (arrays of token ids): input_ids, position_ids, attention_mask, and each sequence's last
--- row. pad > 0: a sequence of that many tokens (id 0) after them, in its own block of the mask, whose rows no
--- pooling reads (a CUDA graph's bucket filled up to its length).
-local function pack(seqs, pad, bytes)
+-- The packed inputs of seqs (arrays of token ids): input_ids, position_ids, attention_mask (the block-diagonal causal
+-- mask as a tensor; with lens_only, left out: the sequences' lengths, the fourth result, are what buf:upload_mask
+-- builds it from on the GPU side), and each sequence's last row. pad > 0: a sequence of that many tokens (id 0) after
+-- them, in its own block of the mask, whose rows no pooling reads (a CUDA graph's bucket filled up to its length).
+local function pack(seqs, pad, lens_only)
   local ref = require "emmy.ref"
   local T, lens, last = 0, {}, {}
   for i, s in ipairs(seqs) do lens[i] = #s; T = T + #s; last[i] = T end
@@ -103,7 +107,7 @@ local function pack(seqs, pad, bytes)
     for j = 1, #s do k = k + 1; ids:set(k, s[j]); pos:set(k, j - 1) end
   end
   for j = 1, pad or 0 do k = k + 1; ids:set(k, 0); pos:set(k, j - 1) end
-  return { input_ids = ids, position_ids = pos, attention_mask = ref.packed_mask(lens, bytes and "bytes" or nil) }, T, last
+  return { input_ids = ids, position_ids = pos, attention_mask = not lens_only and ref.packed_mask(lens) or nil }, T, last, lens
 end
 
 -- Row `row` (1-based) of the hidden states [1, T, H] (a tensor), L2-normalized, as a Lua array (the model's
@@ -203,7 +207,7 @@ local function gpu_embedder(model, opts)
   -- padding sequence fills it); a bucket's first batch launches the kernels one by one (its scratch buffers made,
   -- the launches checked), and captures them into a graph that later batches of that bucket replay. The buffers
   -- were allocated at the longest batch, so the pointers a graph holds stay valid.
-  local step, graphs, stats = opts.graph_step or 128, {}, { device_s = 0, run_tokens = 0 }
+  local step, graphs, stats = opts.graph_step or 128, {}, { device_s = 0, run_tokens = 0, pack_s = 0, upload_s = 0, download_s = 0 }
   local function run(bind)
     local gr = graphs[bind.seq_len]
     if gr then return gr:launch() end
@@ -224,12 +228,17 @@ local function gpu_embedder(model, opts)
       local n = 0
       for _, s in ipairs(seqs) do n = n + #s end
       local padded = step > 0 and math.min(most, math.ceil(n / step) * step) or n
-      local ins, T, last = pack(seqs, math.max(0, padded - n), true)
+      local tp = sys.clock()
+      local ins, T, last, lens = pack(seqs, math.max(0, padded - n), true)
+      local tu = sys.clock()
       for name, t in pairs(ins) do
         local ok2, e2 = bufs[name]:upload(t)
         if not ok2 then return nil, e2 end
       end
+      local okm, em = bufs.attention_mask:upload_mask(lens)
+      if not okm then return nil, em end
       local t0 = sys.clock()
+      stats.pack_s, stats.upload_s = stats.pack_s + (tu - tp), stats.upload_s + (t0 - tu)
       local ok3, e3 = run({ seq_len = T })
       if not ok3 then return nil, e3 end
       local ok4, e4 = cu:sync()
@@ -237,12 +246,13 @@ local function gpu_embedder(model, opts)
       if not ok4 then return nil, e4 end
       -- each sequence's last row alone (the whole [1, T, H] read back and converted took ~12 ms at 512 tokens here)
       local dt = g:value(out_name).dtype
-      local res = {}
+      local res, td = {}, sys.clock()
       for i = 1, #seqs do
         local o, e5 = bufs[out_name]:download(dt, { 1, 1, H }, (last[i] - 1) * H * gpu.BYTES[dt])
         if not o then return nil, e5 end
         res[i] = pooled(o, 1, H)
       end
+      stats.download_s = stats.download_s + (sys.clock() - td)
       return res
     end,
   }

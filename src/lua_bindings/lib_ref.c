@@ -78,20 +78,23 @@ static int l_tensor(lua_State *L) {
   return 1;
 }
 
-/* The mask of l_packed_mask as T*T bytes (0/1, the device's bool), a row's run of ones set by memset: emmy serve's
- * GPU batches (the reference tensor holds a double an element: 537 MB and seconds at 8,192 tokens). */
+/* The mask of l_packed_mask as T*T bytes (0/1, the device's bool): em_packed_mask_bytes's, as a string (the
+ * reference tensor holds a double an element: 537 MB and seconds at 8,192 tokens). */
 static int packed_mask_bytes(lua_State *L, int n, int64_t T) {
   if (T > 46340) luaL_argerror(L, 1, "more than 46,340 tokens: the mask would pass 2 GB");
-  unsigned char *m = calloc((size_t)(T * T), 1);
-  if (!m) return luaL_error(L, "packed_mask: out of host memory for %lld bytes", (long long)(T * T));
-  int64_t start = 0;
+  unsigned char *m = malloc((size_t)(T * T));
+  int64_t *lens = malloc(sizeof *lens * (size_t)(n ? n : 1));
+  if (!m || !lens) {
+    free(m), free(lens);
+    return luaL_error(L, "packed_mask: out of host memory for %lld bytes", (long long)(T * T));
+  }
   for (int i = 1; i <= n; i++) {
     lua_rawgeti(L, 1, i);
-    int64_t len = (int64_t)lua_tonumber(L, -1);
+    lens[i - 1] = (int64_t)lua_tonumber(L, -1);
     lua_pop(L, 1);
-    for (int64_t q = start; q < start + len; q++) memset(m + q * T + start, 1, (size_t)(q - start + 1));
-    start += len;
   }
+  em_packed_mask_bytes(m, lens, n, T);
+  free(lens);
   lua_pushlstring(L, (const char *)m, (size_t)(T * T));
   free(m);
   return 1;

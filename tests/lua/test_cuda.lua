@@ -102,6 +102,18 @@ test("device: a download from an offset, an upload of a string's raw bytes (emmy
   eq(table.concat(back, ","), "1,0,1,1,0,0,0,1", "the bytes as bools")
   local no, why2 = m:upload(string.rep("x", 9))
   check(not no and why2:find("9 bytes", 1, true), tostring(why2))
+  -- the packed mask built into the buffer (emmy serve's batches) equals ref.packed_mask's bytes, over what was there
+  local mk = assert(ctx:alloc(100))
+  assert(mk:fill(0xFF))
+  assert(mk:upload_mask({ 3, 1, 4, 2 }))
+  local want, got = ref.packed_mask({ 3, 1, 4, 2 }, "bytes"), mk:download("bool", { 100 }):to_table()
+  for i = 1, 100 do
+    local g = (got[i] == true or got[i] == 1) and 1 or 0
+    if g ~= want:byte(i) then check(false, ("mask byte %d: %d, want %d"):format(i, g, want:byte(i))) break end
+  end
+  local big, why3 = mk:upload_mask({ 6, 5 })
+  check(not big and why3:find("does not fit", 1, true), tostring(why3))
+  check(not pcall(mk.upload_mask, mk, { 2, 0 }), "a zero length raises")
 end)
 
 test("device: the bytes on the device are each dtype's layout", function()
