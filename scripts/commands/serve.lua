@@ -4,11 +4,40 @@ local serve = require "emmy.serve"
 
 local shq = cli.shell_quote
 
+-- --bench --soak: the soak's table (a row a tenth of the run) and verdict; exit 1 when a well-formed request failed,
+-- a malformed one was not answered 4xx, or the server's resident memory grew more than 5% after the first quarter.
+local function soak_report(res, model, opts)
+  print(("emmy serve %s soak%s: %.0f s at concurrency %d, %d-token prompts (range ratio %g), %.0f%% malformed"):format(model,
+    opts.stock and (" (stock, %s)"):format(opts.stock) or "", res.duration_s, opts.max_concurrency, opts.random_input_len,
+    opts.random_range_ratio, 100 * opts.malformed))
+  local rows, step = {}, math.max(1, math.floor(#res.samples / 10))
+  for i, sm in ipairs(res.samples) do
+    if i % step == 0 or i == #res.samples then
+      rows[#rows + 1] = { ("%.0f"):format(sm.t), sm.ok, sm.failed, sm.malformed_4xx, sm.malformed_other,
+        sm.rss_mb and ("%.0f"):format(sm.rss_mb) or "-" }
+    end
+  end
+  require("emmy.tbl").print { header = { "s", "ok", "failed", "malformed 4xx", "malformed other", "resident MB" }, rows = rows,
+    align = "rrrrrr" }
+  local flat = res.rss_growth and res.rss_growth <= 0.05
+  print(("%d well-formed requests answered, %d failed; %d malformed answered 4xx, %d otherwise; %.0f tok/s; resident %s"):format(
+    res.ok, res.failed, res.malformed_4xx, res.malformed_other, res.token_throughput,
+    res.rss_growth and ("%.0f MB at a quarter of the run, %.0f MB at its end (%+.1f%%: %s)"):format(res.rss_start_mb,
+      res.rss_end_mb, 100 * res.rss_growth, flat and "flat" or "GROWING") or "not read (no /proc entry for the server)"))
+  if opts.json then
+    local f = assert(io.open(opts.json, "w"))
+    f:write(require("cjson").encode(res), "\n")
+    f:close()
+  end
+  return (res.failed == 0 and res.malformed_other == 0 and flat ~= false) and 0 or 1
+end
+
 -- --bench: the server as a child process (`emmy serve … --port 0`), driven with random prompts of token ids by the
 -- load client in this one; the summary printed and, with --json, written.
 local function bench(model, opts, log)
   local sys = require "emmy.sys"
   if opts.random_range_ratio < 0 or opts.random_range_ratio >= 1 then cli.usage("--random-range-ratio %g: 0 <= R < 1", opts.random_range_ratio) end
+  if opts.malformed < 0 or opts.malformed >= 1 then cli.usage("--malformed %g: 0 <= F < 1", opts.malformed) end
   local vocab = require("emmy.frontend").model(model).cfg.vocab_size
   local pf, pidf, logf = os.tmpname(), os.tmpname(), os.tmpname()
   os.remove(pf)
@@ -64,6 +93,22 @@ local function bench(model, opts, log)
   log(("server up on port %d after %.1f s; %d prompts of %d tokens (range ratio %g) at concurrency %d"):format(port,
     sys.clock() - t0, opts.num_prompts, opts.random_input_len, opts.random_range_ratio, opts.max_concurrency))
   local prompts = serve.prompts(opts.num_prompts, opts.random_input_len, opts.random_range_ratio, vocab, opts.seed)
+  if opts.soak then
+    local cfg = require("emmy.frontend").model(model).cfg
+    local next_at = 0
+    local res, err = serve.soak(opts.host, port, prompts, opts.max_concurrency, opts.soak, opts.malformed, pid,
+      { vocab = vocab, max_len = opts.max_len or cfg.max_position_embeddings or 32768, progress = function(sm)
+        if sm.t >= next_at then
+          log(("soak %4.0f s: %d ok, %d failed, %d malformed answered 4xx, %d otherwise; server %s MB resident"):format(sm.t,
+            sm.ok, sm.failed, sm.malformed_4xx, sm.malformed_other, sm.rss_mb and ("%.0f"):format(sm.rss_mb) or "?"))
+          next_at = next_at + math.max(10, opts.soak / 20)
+        end
+      end })
+    if pid then os.execute("kill " .. pid .. " 2>/dev/null") end
+    os.remove(pf); os.remove(pidf); os.remove(logf); os.remove(script)
+    if not res then cli.fail("%s", err) end
+    return soak_report(res, model, opts)
+  end
   local res, err = serve.bench(opts.host, port, prompts, opts.max_concurrency)
   -- the server's own account (emmy's GPU server): the model's share of the bench's time, the padding's share
   local mst, mtext = require("emmy.http_c").request(opts.host, port, "GET", "/metrics")
@@ -111,7 +156,7 @@ return {
   usage = [==[usage: emmy serve MODEL [--device gpu|cpu] [--host H] [--port P] [--port-file F] [--truncate]
                   [--max-len N] [--max-payload BYTES] [--max-queue N] [--max-batch-tokens N] [--graph-step S]
                   [--seed S] [--requests N] [--bench [--num-prompts N] [--random-input-len L] [--random-range-ratio R]
-                  [--max-concurrency C] [--stock eager|compile] [--json FILE]]
+                  [--max-concurrency C] [--stock eager|compile] [--soak SECONDS [--malformed F]] [--json FILE]]
 
   Serves MODEL (ORG/NAME or a folder with config.json) with last-token pooling and L2 normalization:
     POST /v1/embeddings   {"input": string | [string] | [token id] | [[token id]], "encoding_format": "float" |
@@ -128,7 +173,12 @@ return {
   writes them with --json FILE). Exit 1 when a request failed. --stock eager|compile benches the stock baseline
   instead: the same model in transformers (eager, or under torch.compile) behind the same API on the GPU
   (tools/torchref/stock_serve.py: each step's sequences padded to the longest, as a stock PyTorch server batches
-  them; $EMMY_PYTHON, else python3), under the same load.
+  them; $EMMY_PYTHON, else python3), under the same load. --soak SECONDS drives it that long instead (the prompts
+  cycled, in rounds of 16 requests a connection) with a fraction --malformed F (0.05) of malformed requests (not JSON,
+  no input, an empty one, a token id outside the vocabulary, a sequence over the model's length), sampling the
+  server's resident memory after each round; it prints a row a tenth of the run and exits 1 when a well-formed
+  request failed, a malformed one was not answered 4xx, or the resident memory grew more than 5% after the first
+  quarter of the run.
   Batching: each step takes every waiting request in arrival order and packs the sequences of the embeddings
   requests end to end (no padding between them; positions restart at each sequence; the attention is
   block-diagonal and causal) into model runs of at most --max-batch-tokens tokens (default: 2048 on the GPU, the
@@ -152,7 +202,7 @@ return {
         ["--bench"] = { kind = "bool" }, ["--num-prompts"] = { kind = "int", default = 100, min = 1 },
         ["--random-input-len"] = { kind = "int", default = 512, min = 1 }, ["--random-range-ratio"] = { kind = "number", default = 0 },
         ["--max-concurrency"] = { kind = "int", default = 16, min = 1 }, ["--json"] = { kind = "string" },
-        ["--stock"] = { kind = "string" } },
+        ["--stock"] = { kind = "string" }, ["--soak"] = { kind = "number", min = 1 }, ["--malformed"] = { kind = "number", default = 0.05 } },
       positional = { "model" }, required = { "model" }, usage = "emmy serve MODEL [--device gpu|cpu] [--port P]",
     }, "serve")
     if opts.port > 65535 then cli.usage("--port %d: 0 to 65535", opts.port) end

@@ -645,4 +645,68 @@ function M.bench(host, port, prompts, concurrency)
     latency_median_ms = 1000 * percentile(lats, 0.5), latency_p99_ms = 1000 * percentile(lats, 0.99) }
 end
 
+-- The malformed requests a soak mixes in, each answered 4xx by a well-behaved server: not JSON, no input, an empty
+-- input, a token id outside the vocabulary, a sequence over the model's length (max_len + 1 ids).
+local function malformed_bodies(vocab, max_len)
+  local long = {}
+  for i = 1, max_len + 1 do long[i] = 1 end
+  return { "{not json", cjson.encode { model = "x" }, cjson.encode { input = {} }, cjson.encode { input = { { 1, 2, vocab + 7 } } },
+    cjson.encode { input = long } }
+end
+
+-- The resident memory of process pid in MB (/proc), or nil.
+local function rss_mb(pid)
+  local f = pid and io.open("/proc/" .. pid .. "/status")
+  if not f then return nil end
+  local s = f:read("*a")
+  f:close()
+  local kb = tonumber(s:match("VmRSS:%s*(%d+)"))
+  return kb and kb / 1024
+end
+
+-- A soak: the prompts (cycled) over `concurrency` keep-alive connections for `seconds`, a fraction `malformed` of the
+-- requests replaced by malformed ones (o.vocab, o.max_len), in rounds of 16 requests a connection, the server's (pid)
+-- resident memory sampled after each round. Returns {samples = {{t, ok, failed, malformed_4xx, malformed_other,
+-- rss_mb}}, ok, failed (well-formed requests not answered 200), malformed_4xx, malformed_other, rss_start_mb (a
+-- quarter into the run, after the warm-up), rss_end_mb, rss_growth, duration_s, input_tokens, token_throughput}.
+function M.soak(host, port, prompts, concurrency, seconds, malformed, pid, o)
+  local http, sys = require "emmy.http_c", require "emmy.sys"
+  local bad = malformed_bodies(o.vocab, o.max_len)
+  local state, k = 12345, 0
+  local r = { samples = {}, ok = 0, failed = 0, malformed_4xx = 0, malformed_other = 0, input_tokens = 0 }
+  local t0 = sys.clock()
+  while sys.clock() - t0 < seconds do
+    local bodies, kind = {}, {}
+    for i = 1, 16 * concurrency do
+      state = (state * 1103515245 + 12345) % 2147483648
+      if state % 10000 < malformed * 10000 then
+        bodies[i], kind[i] = bad[state % #bad + 1], false
+      else
+        k = k % #prompts + 1
+        bodies[i], kind[i] = cjson.encode { input = prompts[k] }, #prompts[k]
+      end
+    end
+    local res, e = http.load(host, port, "/v1/embeddings", bodies, concurrency)
+    if not res then return nil, e end
+    for i, x in ipairs(res) do
+      if kind[i] then
+        if x.status == 200 then r.ok, r.input_tokens = r.ok + 1, r.input_tokens + kind[i] else r.failed = r.failed + 1 end
+      elseif x.status >= 400 and x.status < 500 then r.malformed_4xx = r.malformed_4xx + 1
+      else r.malformed_other = r.malformed_other + 1 end
+    end
+    r.samples[#r.samples + 1] = { t = sys.clock() - t0, ok = r.ok, failed = r.failed, malformed_4xx = r.malformed_4xx,
+      malformed_other = r.malformed_other, rss_mb = rss_mb(pid) }
+    if o.progress then o.progress(r.samples[#r.samples]) end
+  end
+  r.duration_s = sys.clock() - t0
+  r.token_throughput = r.input_tokens / r.duration_s
+  local first
+  for _, sm in ipairs(r.samples) do
+    if sm.t >= r.duration_s / 4 and sm.rss_mb then first = sm.rss_mb break end
+  end
+  local last = r.samples[#r.samples] and r.samples[#r.samples].rss_mb
+  if first and last then r.rss_start_mb, r.rss_end_mb, r.rss_growth = first, last, (last - first) / first end
+  return r
+end
+
 return M

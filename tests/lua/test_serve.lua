@@ -270,6 +270,20 @@ test("--bench: random prompts over keep-alive connections; the summary printed a
   os.remove(js)
 end)
 
+test("--bench --soak: well-formed requests all answered, malformed ones 4xx, the server's memory sampled", function()
+  local js = os.tmpname()
+  local c = os.execute(("%s serve %s --device cpu --bench --soak 3 --malformed 0.3 --num-prompts 8 --random-input-len 6 "
+    .. "--max-concurrency 2 --json %s > /dev/null 2>&1"):format(BIN, model_dir(), js))
+  local r = cjson.decode(io.open(js):read("*a"))
+  os.remove(js)
+  check(r.failed == 0 and r.malformed_other == 0 and r.ok > 0 and r.malformed_4xx > 0, cjson.encode(r))
+  check(#r.samples >= 1 and r.samples[1].rss_mb and r.samples[1].rss_mb > 1 and r.duration_s >= 3, cjson.encode(r.samples[1] or {}))
+  -- (the exit status also answers for the memory: 0 when flat; a 3-second run on the CPU reference may still grow)
+  check(c == 0 or c == true or (r.rss_growth and r.rss_growth > 0.05), "--soak exit status " .. tostring(c))
+  c = os.execute(("%s serve %s --bench --soak 1 --malformed 1.5 > /dev/null 2>&1"):format(BIN, model_dir()))
+  check(c ~= 0 and c ~= true, "--malformed 1.5: exit status " .. tostring(c))
+end)
+
 test("--bench --stock: a stock server that cannot start (its python exits at once) is one line and exit 1", function()
   local log = os.tmpname()
   local c = os.execute(("EMMY_PYTHON=false %s serve %s --bench --stock eager --num-prompts 2 > %s 2>&1"):format(BIN, model_dir(), log))
