@@ -272,13 +272,28 @@ if opts.json then
 end
 -- --cold: every variant's kernel duration with the L2 flushed before each launch (the program's regime, where a
 -- kernel's weights come from HBM), against torch eager's kernels the same way
-if opts.cold then
-  local function differ(label, base) -- the K=V of label not in base
-    local have, out = {}, {}
-    for kv in base:gmatch("[^,]+") do have[kv] = true end
-    for kv in label:gmatch("[^,]+") do if not have[kv] then out[#out + 1] = kv end end
-    return #out > 0 and table.concat(out, ",") or "(chosen)"
+local function differ(label, base) -- the K=V of label not in base
+  local have, out = {}, {}
+  for kv in base:gmatch("[^,]+") do have[kv] = true end
+  for kv in label:gmatch("[^,]+") do if not have[kv] then out[#out + 1] = kv end end
+  return #out > 0 and table.concat(out, ",") or "(chosen)"
+end
+-- --pins (warm): each pinned variant's time beside its kernel's chosen one, so that a pin that lost is not lost
+if pins and not opts.cold then
+  local prow, chosen_us = {}, {}
+  for _, v in ipairs(all) do if v.role == "chosen" then chosen_us[v.case .. " " .. v.kernel] = v.us end end
+  for _, v in ipairs(all) do
+    if v.role == "pinned" then
+      local c = chosen_us[v.case .. " " .. v.kernel]
+      prow[#prow + 1] = { v.case, v.kernel, v.us and ("%.2f"):format(v.us) or "-", c and ("%.2f"):format(c) or "-",
+        (v.us and c) and ("%.3f"):format(v.us / c) or "-", differ(v.knobs, v.chosen_knobs), v.error and v.error:sub(1, 60) or "" }
+    end
   end
+  print("\npinned variants (warm, µs; / chosen below 1: the pin is faster)")
+  tbl.print { header = { "case", "kernel", "pinned µs", "chosen µs", "/ chosen", "pins over the chosen", "error" }, rows = prow,
+    align = "llrrrll" }
+end
+if opts.cold then
   print("\ncold L2 (flushed before each launch; kernel durations by CUPTI, median of 30): every variant")
   local vrows, bestc, chosenc = {}, {}, {}
   for _, v in ipairs(all) do
