@@ -180,9 +180,11 @@ def main(argv):
     except Exception as e:  # noqa: BLE001
         sys.stderr.write("stock_serve: transformers could not build %s: %s\n" % (a.dir, str(e).splitlines()[0] if str(e) else type(e).__name__))
         return 1
-    # a warm-up at a few lengths (torch.compile's first shapes; cuBLAS's and cuDNN's plans)
-    for L in (1, 64, 512):
-        embed(model, [(None, 0, [1] * min(L, max_len))], a.device)
+    # a warm-up at a few batch sizes and lengths, before the port is announced: torch.compile's first graphs (one
+    # sequence specializes the batch dim to 1, so batches of two and four are compiled here too, not under load) and
+    # cuBLAS's plans
+    for rows, L in ((1, 1), (1, 64), (1, 512), (2, 300), (4, 500), (3, 701)):
+        embed(model, [(None, 0, [1] * min(L - r, max_len)) for r in range(rows)], a.device)
     q = queue.Queue()
     threading.Thread(target=worker, args=(model, q, a.max_batch_tokens, a.device), daemon=True).start()
     # (the listen backlog: http.server's default of 5 drops the SYNs of a burst of connections, which the clients
