@@ -135,7 +135,7 @@ local function bench(model, opts, log)
     ("%.2f"):format(res.request_throughput), ("%.1f"):format(res.token_throughput), ("%.1f"):format(res.latency_mean_ms),
     ("%.1f"):format(res.latency_median_ms), ("%.1f"):format(res.latency_p99_ms) } }, align = "rrrrrrrrr" }
   if res.device_share then
-    print(("the model ran %.1f%% of the bench's %.2f s (%.2f s: its runs from launch to finish); the rest is the server's own work and its waits for requests%s")
+    print(("the model ran %.1f%% of the bench's %.2f s (%.2f s: its runs' GPU time, by CUDA events); the rest is the server's own work and its waits for requests%s")
       :format(100 * res.device_share, res.duration_s, res.device_s,
         res.padding_share and (", %.1f%% of the tokens run padding to a CUDA graph's bucket"):format(100 * res.padding_share) or ""))
   end
@@ -187,7 +187,8 @@ return {
   picks), the weights uploaded once and every buffer allocated at the longest sequence; with --graph-step S
   (default 128; 0: none) a run's token count is rounded up to a multiple of S (a padding sequence after the
   others fills it), and each such bucket's kernels are captured into a CUDA graph at its first run and replayed
-  after. --device cpu runs it on the CPU reference (seconds a sequence: for tests and machines without a GPU).
+  after. The steps overlap the model: while a run is on the GPU the server takes and parses new requests, and it
+  launches the next run before it writes and sends the last one's answers. --device cpu runs it on the CPU reference (seconds a sequence: for tests and machines without a GPU).
   Weights are the folder's safetensors, else seeded random (--seed), made once at start. --host defaults to
   127.0.0.1, --port to 8000 (0: any free port; --port-file writes the port chosen). --requests N stops after N
   answers (tests).]==],

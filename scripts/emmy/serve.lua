@@ -69,7 +69,7 @@ local function metrics_text(m, dev)
   for _, k in ipairs(sizes) do line('emmy_batch_requests_total{requests="%d"} %d', k, m.batch_requests[k]) end
   counter("emmy_prompt_tokens_total", "Tokens embedded.", "%d", m.tokens)
   if dev then -- the GPU embedder's: how much of the serving time the model itself ran
-    counter("emmy_device_seconds_total", "The model runs' time from launch to finish (a CUDA graph's replay and the wait for it).",
+    counter("emmy_device_seconds_total", "The model runs' time on the GPU (CUDA events before and after each run).",
       "%.6f", dev.device_s)
     counter("emmy_run_tokens_total", "Tokens run, the padding to each run's bucket included.", "%d", dev.run_tokens)
     line("# HELP emmy_host_seconds_total The host's own work around the model runs, by phase (packing the ids and positions, uploading them and the mask, reading back and pooling the last rows).")
@@ -220,11 +220,16 @@ local function gpu_embedder(model, opts)
     if not captured and opts.log then opts.log(("no CUDA graph for %d tokens (launching each batch): %s"):format(bind.seq_len, ce)) end
     return true
   end
-  return {
+  local ev0, ev1 = assert(cu:event()), assert(cu:event())
+  local emb = {
     hidden = H, vocab = r.model.cfg.vocab_size, max_len = maxpos, max_tokens = most, model_dir = r.model.dir,
     seq_cap = most, -- (every buffer holds `most` tokens: a longer sequence would run past them)
     graphs = graphs, stats = stats,
-    embed_batch = function(seqs)
+    -- a batch in two halves, so that the server's host work overlaps the model's run: launch (the inputs packed and
+    -- uploaded, the run enqueued between two events) returns at once; collect waits for it and reads back and pools
+    -- each sequence's last row (the whole [1, T, H] read back and converted took ~12 ms at 512 tokens here). The
+    -- model's time is the events' (the GPU's own), not the host's wait.
+    launch_batch = function(seqs)
       local n = 0
       for _, s in ipairs(seqs) do n = n + #s end
       local padded = step > 0 and math.min(most, math.ceil(n / step) * step) or n
@@ -237,18 +242,24 @@ local function gpu_embedder(model, opts)
       end
       local okm, em = bufs.attention_mask:upload_mask(lens)
       if not okm then return nil, em end
-      local t0 = sys.clock()
-      stats.pack_s, stats.upload_s = stats.pack_s + (tu - tp), stats.upload_s + (t0 - tu)
+      stats.pack_s, stats.upload_s = stats.pack_s + (tu - tp), stats.upload_s + (sys.clock() - tu)
+      local ok0, e0 = ev0:record()
+      if not ok0 then return nil, e0 end
       local ok3, e3 = run({ seq_len = T })
       if not ok3 then return nil, e3 end
+      local ok1, e1 = ev1:record()
+      if not ok1 then return nil, e1 end
+      return { n = #seqs, T = T, last = last }
+    end,
+    collect_batch = function(h)
       local ok4, e4 = cu:sync()
-      stats.device_s, stats.run_tokens = stats.device_s + (sys.clock() - t0), stats.run_tokens + T
       if not ok4 then return nil, e4 end
-      -- each sequence's last row alone (the whole [1, T, H] read back and converted took ~12 ms at 512 tokens here)
+      local ms = ev1:ms_since(ev0)
+      stats.device_s, stats.run_tokens = stats.device_s + (ms or 0) / 1000, stats.run_tokens + h.T
       local dt = g:value(out_name).dtype
       local res, td = {}, sys.clock()
-      for i = 1, #seqs do
-        local o, e5 = bufs[out_name]:download(dt, { 1, 1, H }, (last[i] - 1) * H * gpu.BYTES[dt])
+      for i = 1, h.n do
+        local o, e5 = bufs[out_name]:download(dt, { 1, 1, H }, (h.last[i] - 1) * H * gpu.BYTES[dt])
         if not o then return nil, e5 end
         res[i] = pooled(o, 1, H)
       end
@@ -256,6 +267,12 @@ local function gpu_embedder(model, opts)
       return res
     end,
   }
+  emb.embed_batch = function(seqs)
+    local h, e = emb.launch_batch(seqs)
+    if not h then return nil, e end
+    return emb.collect_batch(h)
+  end
+  return emb
 end
 
 -- The embeddings of seqs in runs of at most max_tokens tokens each (greedy, in order), with the metrics.
@@ -417,12 +434,17 @@ end
 
 -- Several parsed requests' sequences packed into as few model runs as the token budget allows; each job's answer
 -- (status, body) in order. A failed run fails the jobs it held only.
-local function embed_jobs(srv, jobs)
-  local all, owner = {}, {}
-  for j, job in ipairs(jobs) do
-    for _, s in ipairs(job.seqs) do all[#all + 1] = s; owner[#owner + 1] = j end
+local function job_seqs(jobs)
+  local all = {}
+  for _, job in ipairs(jobs) do
+    for _, s in ipairs(job.seqs) do all[#all + 1] = s end
   end
-  local vs, e = embed_all(srv, all)
+  return all
+end
+
+-- (vs, e: the sequences' embeddings already made, by a deferred step's one run)
+local function embed_jobs(srv, jobs, vs, e)
+  if not vs and not e then vs, e = embed_all(srv, job_seqs(jobs)) end
   local answers, k = {}, 0
   for j, job in ipairs(jobs) do
     if not vs then answers[j] = { err_body(500, "the model failed: " .. tostring(e)) }
@@ -511,17 +533,22 @@ function M.open(model, opts)
 end
 
 -- One step of the server over the waiting requests q ({method, path, body, t}, in arrival order): the embeddings
--- requests parsed and their sequences packed together while their tokens fit the batch budget (--max-batch-tokens;
--- a larger request runs alone, in several runs), the others answered at once. Returns the answers of the first
--- requests of q it took ({id, status, ctype, body, waited}, in q's order); the rest wait for the next step.
-function Server:step(q)
+-- requests parsed (or taken as parsed: r.parsed) and their sequences packed together while their tokens fit the
+-- batch budget (--max-batch-tokens; a larger request runs alone, in several runs), the others answered at once.
+-- Returns the answers of the first requests of q it took ({id, status, ctype, body, waited}, in q's order); the rest
+-- wait for the next step. With defer, where the embedder runs a batch in two halves and the step's sequences make
+-- one run, the run is launched and a second result, {collect, complete}, finishes it: collect() waits for the run and
+-- reads the embeddings back, complete(vs, e) writes the embeddings answers' bodies; the caller's host work before
+-- collect (and, after launching the next run, complete) overlaps the model.
+function Server:step(q, defer)
   local out, jobs, held, tokens = {}, {}, {}, 0
   local now = sys.clock()
   for _, r in ipairs(q) do
     local p = r.path:gsub("%?.*$", "")
     local a = { id = r.id, ctype = "application/json", waited = now - (r.t or now) }
     if p == "/v1/embeddings" and r.method == "POST" then
-      local job, st, body = parse_embeddings(self, r.body)
+      local job, st, body
+      if r.parsed then job, st, body = r.parsed[1], r.parsed[2], r.parsed[3] else job, st, body = parse_embeddings(self, r.body) end
       if job then
         local n = 0
         for _, sq in ipairs(job.seqs) do n = n + #sq end
@@ -537,24 +564,49 @@ function Server:step(q)
     end
     out[#out + 1] = a
   end
-  if #jobs > 0 then
-    local ok, answers = pcall(embed_jobs, self, jobs)
+  local function count()
+    for i, a in ipairs(out) do
+      local r = q[i]
+      if r.method == "POST" and r.path:gsub("%?.*$", "") == "/v1/embeddings" then
+        local key = "/v1/embeddings|" .. (a.status == 200 and "ok" or tostring(a.status))
+        self.metrics.requests[key] = (self.metrics.requests[key] or 0) + 1
+      end
+    end
+  end
+  local function fill(ok, answers)
     for i, a in ipairs(held) do
       if ok then a.status, a.body = answers[i][1], answers[i][2]
       else a.status, a.body = err_body(500, "internal error: " .. tostring(answers):sub(1, 200)) end
     end
+    count()
   end
-  for i, a in ipairs(out) do
-    local r = q[i]
-    if r.method == "POST" and r.path:gsub("%?.*$", "") == "/v1/embeddings" then
-      local key = "/v1/embeddings|" .. (a.status == 200 and "ok" or tostring(a.status))
-      self.metrics.requests[key] = (self.metrics.requests[key] or 0) + 1
-    end
+  if #jobs == 0 then count(); return out end
+  if defer and self.emb.launch_batch and tokens <= self.max_tokens then
+    local seqs = job_seqs(jobs)
+    local t0 = sys.clock()
+    local ok, h, e = pcall(self.emb.launch_batch, seqs)
+    return out, {
+      collect = function() -- waits for the run: the embeddings, or nil, msg
+        if not (ok and h) then return nil, ok and e or h end
+        local ok2, vs, e2 = pcall(self.emb.collect_batch, h)
+        if not ok2 then return nil, vs end
+        if vs then
+          observe(self.metrics.inference, sys.clock() - t0)
+          self.metrics.runs, self.metrics.sequences = self.metrics.runs + 1, self.metrics.sequences + #seqs
+        end
+        return vs, e2
+      end,
+      complete = function(vs, e2) fill(pcall(embed_jobs, self, jobs, vs, e2 or "the run failed")) end, -- the answers' bodies
+    }
   end
+  fill(pcall(embed_jobs, self, jobs))
   return out
 end
 
 -- Serves until stopped (opts.requests: after that many answers). Requests past max_queue waiting are answered 503.
+-- Where the embedder runs a batch in two halves (the GPU), the steps overlap the model: while run i is on the GPU the
+-- loop takes new requests and parses them; once run i is read back, run i+1 is launched before run i's answers are
+-- written (their JSON) and sent.
 function M.run(srv, host, port, opts)
   opts = opts or {}
   local http = require "emmy.http_c"
@@ -566,9 +618,16 @@ function M.run(srv, host, port, opts)
     f:close()
   end
   if srv.log then srv.log(("serving %s on http://%s:%d (POST /v1/embeddings, /tokenize; GET /v1/models, /health, /metrics)"):format(srv.name, host, h:port())) end
-  local answered, queue = 0, {}
+  local answered, queue, inflight = 0, {}, nil -- inflight: {out, pending} of the step whose run is on the GPU
+  local function reply(out)
+    for _, a in ipairs(out) do
+      h:reply(a.id, a.status, a.ctype, a.body)
+      observe(srv.metrics.queue, a.waited)
+      answered = answered + 1
+    end
+  end
   while not opts.requests or answered < opts.requests do
-    for _, r in ipairs(h:poll(#queue > 0 and 0 or 200)) do
+    for _, r in ipairs(h:poll((#queue > 0 or inflight) and 0 or 200)) do
       if #queue >= srv.max_queue then
         local st, out = err_body(503, ("the queue is full (%d requests waiting)"):format(#queue))
         h:reply(r.id, st, "application/json", out)
@@ -579,15 +638,29 @@ function M.run(srv, host, port, opts)
         queue[#queue + 1] = r
       end
     end
-    local step = srv:step(queue)
-    for _, a in ipairs(step) do
-      h:reply(a.id, a.status, a.ctype, a.body)
-      observe(srv.metrics.queue, a.waited)
-      answered = answered + 1
+    local done, vs, ve
+    if inflight then -- (the run is on the GPU: the waiting requests parsed meanwhile, then its results read back)
+      for _, r in ipairs(queue) do
+        if not r.parsed and r.method == "POST" and r.path:gsub("%?.*$", "") == "/v1/embeddings" then
+          r.parsed = { parse_embeddings(srv, r.body) }
+        end
+      end
+      done, vs, ve = inflight, inflight.pending.collect()
+      inflight = nil
     end
+    local step, pending = srv:step(queue, true) -- (the next run launched)
     local rest = {}
     for i = #step + 1, #queue do rest[#rest + 1] = queue[i] end
     queue = rest
+    if done then
+      done.pending.complete(vs, ve)
+      reply(done.out)
+    end
+    if pending then inflight = { out = step, pending = pending } else reply(step) end
+  end
+  if inflight then
+    inflight.pending.complete(inflight.pending.collect())
+    reply(inflight.out)
   end
   h:poll(50) -- (the last answers written out)
   return true

@@ -17,6 +17,7 @@
 #define MOD_T "emmy.cumodule"
 #define FN_T "emmy.cufn"
 #define GRAPH_T "emmy.cugraph"
+#define EVENT_T "emmy.cuevent"
 #define TENSOR_T "emmy.tensor"
 
 static em_cu_ctx *check_ctx(lua_State *L, int idx) { return em_lua_check(L, idx, CTX_T, "CUDA context"); }
@@ -354,6 +355,43 @@ static int ctx_capture(lua_State *L) {
   if (b.raised) return lua_error(L);
   if (!g) return em_lua_fail(L, err);
   push_child(L, GRAPH_T, g, 1);
+  return 1;
+}
+
+/* ctx:event() -> a CUDA event of the context: ev:record() marks the context's stream there; ev:ms_since(start) waits
+ * for ev and gives the milliseconds from start's mark to ev's (the GPU's own timing of the work between) */
+static int ctx_event(lua_State *L) {
+  char err[EM_ERR_MAX];
+  em_cu_event *e = em_cu_event_new(check_ctx(L, 1), err);
+  if (!e) return em_lua_fail(L, err);
+  push_child(L, EVENT_T, e, 1);
+  return 1;
+}
+
+static int event_record(lua_State *L) {
+  char err[EM_ERR_MAX];
+  return ok_or_fail(L, em_cu_event_record(em_lua_check(L, 1, EVENT_T, "CUDA event"), NULL, err), err);
+}
+
+static int event_ms_since(lua_State *L) {
+  em_cu_event *e = em_lua_check(L, 1, EVENT_T, "CUDA event"), *s = em_lua_check(L, 2, EVENT_T, "CUDA event");
+  char err[EM_ERR_MAX];
+  float ms = 0;
+  if (em_cu_event_sync(e, err) || em_cu_event_elapsed_ms(s, e, &ms, err)) return em_lua_fail(L, err);
+  lua_pushnumber(L, ms);
+  return 1;
+}
+
+static int event_gc(lua_State *L) {
+  em_box *b = luaL_checkudata(L, 1, EVENT_T);
+  em_cu_event_free(b->p);
+  b->p = NULL;
+  return 0;
+}
+
+static int event_tostring(lua_State *L) {
+  em_box *b = luaL_checkudata(L, 1, EVENT_T);
+  lua_pushstring(L, b->p ? "emmy.cuevent" : "emmy.cuevent (freed)");
   return 1;
 }
 
@@ -702,10 +740,13 @@ int luaopen_emmy_cuda(lua_State *L) {
   }
   static const luaL_Reg ctx_methods[] = {{"info", ctx_info},     {"lost", ctx_lost},   {"alloc", ctx_alloc},
                                          {"upload", ctx_upload}, {"module", ctx_module}, {"launch", ctx_launch}, {"tmap", ctx_tmap},
-                                         {"sync", ctx_sync},     {"time", ctx_time},   {"capture", ctx_capture}, {NULL, NULL}};
+                                         {"sync", ctx_sync},     {"time", ctx_time},   {"capture", ctx_capture}, {"event", ctx_event},
+                                         {NULL, NULL}};
   em_lua_class(L, CTX_T, ctx_methods, ctx_gc, ctx_tostring);
   static const luaL_Reg graph_methods[] = {{"launch", graph_launch}, {NULL, NULL}};
   em_lua_class(L, GRAPH_T, graph_methods, graph_gc, graph_tostring);
+  static const luaL_Reg event_methods[] = {{"record", event_record}, {"ms_since", event_ms_since}, {NULL, NULL}};
+  em_lua_class(L, EVENT_T, event_methods, event_gc, event_tostring);
   static const luaL_Reg buf_methods[] = {{"size", buf_size},     {"ptr", buf_ptr},           {"fill", buf_fill},
                                          {"upload", buf_upload}, {"upload_mask", buf_upload_mask}, {"download", buf_download}, {NULL, NULL}};
   em_lua_class(L, BUF_T, buf_methods, buf_gc, buf_tostring);

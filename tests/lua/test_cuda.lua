@@ -116,6 +116,18 @@ test("device: a download from an offset, an upload of a string's raw bytes (emmy
   check(not pcall(mk.upload_mask, mk, { 2, 0 }), "a zero length raises")
 end)
 
+test("device: an event pair times the work between on the GPU", function()
+  local ctx = gpu()
+  local a, b = assert(ctx:event()), assert(ctx:event())
+  assert(a:record())
+  local buf = assert(ctx:alloc(1048576))
+  assert(buf:fill(0))
+  assert(b:record())
+  local ms = assert(b:ms_since(a))
+  check(type(ms) == "number" and ms >= 0, "elapsed ms: " .. tostring(ms))
+  check(tostring(a) == "emmy.cuevent", tostring(a))
+end)
+
 test("device: the bytes on the device are each dtype's layout", function()
   local ctx = gpu()
   local function as_i32(t, n) return assert(assert(ctx:upload(t)):download("i32", { n })):to_table() end
