@@ -284,6 +284,25 @@ test("--bench --soak: well-formed requests all answered, malformed ones 4xx, the
   check(c ~= 0 and c ~= true, "--malformed 1.5: exit status " .. tostring(c))
 end)
 
+test("--device gpu on the mock driver: the loop that overlaps the host with the runs answers every request", function()
+  local sh, shell_quote = require("emmy.cli").sh, require("emmy.cli").shell_quote
+  local d = tmpdir()
+  local so = d .. "/libcuda_mock.so"
+  local code = sh(("cc -shared -fPIC -O1 -o %s %s"):format(shell_quote(so), shell_quote(ROOT .. "/tests/fixtures/cuda_mock.c")))
+  if code ~= 0 then skip("cannot build the mock driver with cc") end
+  -- (the mock's kernels do nothing; EMMY_MOCK_FILL keeps the embeddings finite, which the server checks)
+  local env = ("EMMY_LIBCUDA=%s EMMY_MOCK_ANY_KERNEL=1 EMMY_MOCK_SMS=132 EMMY_LIBCUPTI=/nonexistent EMMY_MOCK_FILL=0x3c EMMY_CUBIN_CACHE=%s")
+    :format(shell_quote(so), shell_quote(d .. "/cubins"))
+  for _, c in ipairs { 4, 1 } do
+    local js = d .. "/b" .. c .. ".json"
+    local rc = os.execute(("%s %s serve %s --device gpu --bench --num-prompts 40 --random-input-len 20 --random-range-ratio 0.5 "
+      .. "--max-concurrency %d --json %s > %s/log 2>&1"):format(env, BIN, model_dir(), c, js, d))
+    local r = cjson.decode(io.open(js):read("*a"))
+    check((rc == 0 or rc == true) and r.successful == 40 and r.failed == 0, ("concurrency %d: %s"):format(c, cjson.encode(r)))
+    check(r.device_s and r.host_s and r.host_s.pack, "the server's account: " .. cjson.encode(r))
+  end
+end)
+
 test("--bench --stock: a stock server that cannot start (its python exits at once) is one line and exit 1", function()
   local log = os.tmpname()
   local c = os.execute(("EMMY_PYTHON=false %s serve %s --bench --stock eager --num-prompts 2 > %s 2>&1"):format(BIN, model_dir(), log))
