@@ -14,12 +14,17 @@
 -- its fastest is the torch column. EMMY_KNOBS pins narrow the candidates as in any compile.
 --   ./emmy bench/attention.lua [--shapes b1s512,b8s512,b1s2048,b1s8192] [--causal 1,0] [--heads 128:16:8,64:32:4]
 --        [--match "K=V,K=V;K=V"] [--pins "K=V,K=V;K=V"] [--limit N] [--all] [--torch eager,flash,efficient,cudnn]
---        [--compile] [--ref auto|cpu|torch] [--layout bhsd|model] [--json FILE] [--graphs DIR] [--dry-run]
+--        [--compile] [--ref auto|cpu|torch] [--layout bhsd|model] [--json FILE] [--graphs DIR] [--dry-run] [--stamp]
 -- --shapes bBsS: batch B, sequence S (queries and keys); --heads D:HQ:HKV: head dim, query heads, key/value heads;
 -- --causal 1,0: which masks; --match keeps the candidates whose knobs include every K=V of one ';'-separated set;
 -- --torch none: no torch timing; --graphs DIR writes each case's graph there (emmy compile DIR/CASE.torch.json);
 -- --dry-run plans every case on the target (with no GPU, the deploy H200), emits each variant it would time and
--- prints them, without a GPU. Exit status 1 when a case's chosen variant gives no checked time.
+-- prints them, without a GPU. --stamp: each FLASH=2 variant also as STAMP=1 (clock marks in its roles,
+-- src/emit_attention_wgmma.c), checked and timed like the others, then launched once more on a zeroed record and its
+-- cycles printed: per step (a K/V tile with a next one) a consumer warpgroup's K wait, PINGPONG turn, S and PV issue,
+-- S wait, softmax, PV wait with the release; per item its epilogue and the rest; the producer's waits and issue; the
+-- CTAs' timeline; a PASS/FAIL line (a stamped variant wrong or without records fails). Exit status 1 when a case's
+-- chosen variant gives no checked time.
 io.stdout:setvbuf("line")
 local cli = require "emmy.cli"
 local compiler = require "emmy.compiler"
@@ -41,7 +46,7 @@ local opts = cli.parse(arg, { flags = {
   ["--all"] = { kind = "bool" }, ["--torch"] = { kind = "string", default = "eager,flash,efficient,cudnn" },
   ["--compile"] = { kind = "bool" }, ["--ref"] = { kind = "string", default = "auto" },
   ["--layout"] = { kind = "string", default = "bhsd" }, ["--json"] = { kind = "string" }, ["--graphs"] = { kind = "string" },
-  ["--dry-run"] = { kind = "bool" } } }, CMD)
+  ["--dry-run"] = { kind = "bool" }, ["--stamp"] = { kind = "bool" } } }, CMD)
 
 -- ---- the command line ----------------------------------------------------------------------------------------
 
@@ -181,6 +186,18 @@ local function variants(p)
       add(kn, label, "pinned")
     end
   end
+  -- --stamp: each FLASH=2 variant again with STAMP=1 (clock marks in its roles), after it
+  if opts.stamp then
+    for i = #list, 1, -1 do
+      local it = list[i]
+      if not it.refused and (it.knobs.FLASH or 0) == 2 then
+        local kn = {}
+        for k, v in pairs(it.knobs) do kn[k] = v end
+        kn.STAMP = 1
+        table.insert(list, i + 1, { plan = p, knobs = kn, label = it.label, role = "stamp", plain = it })
+      end
+    end
+  end
   for _, it in ipairs(list) do
     if not it.refused then
       local ok, src, why = pcall(kernels.emit, it.plan, it.knobs)
@@ -296,7 +313,8 @@ local function time_variant(c, it, e, kb, vals)
   return t, err
 end
 
-local rows, all, results, failed, notes = {}, {}, {}, false, {}
+local rows, all, results, failed, notes, stamp_bad = {}, {}, {}, false, {}, {}
+local stamps = require "emmy.stamps"
 local function fmt(x, f) return x and (f or "%.1f"):format(x) or "-" end
 for _, c in ipairs(cases) do
   local ins = ins_of(c)
@@ -325,6 +343,7 @@ for _, c in ipairs(cases) do
     local kb = {}
     for _, v in ipairs(p.kernel.repro:inputs()) do kb[v.name] = cli.must(cu:upload(vals[v.name] or ins[v.name])) end
     local bi, timed, best, chosen = 0, 0, nil, nil
+    local nvar = count(a.list, function(it) return it.role ~= "stamp" end)
     for _, it in ipairs(a.list) do
       local t, err
       if noref or it.refused then
@@ -334,12 +353,37 @@ for _, c in ipairs(cases) do
         t, err = time_variant(c, it, built[bi], kb, vals)
       end
       local us = t and t.median_us
+      if it.role == "stamp" then
+        local st, serr
+        if us then
+          local buf = gpu.scratch(kb, p)
+          if buf then
+            buf:fill(0)
+            st, serr = gpu.launch(cu, p, built[bi], kb, c.bind)
+            if st then st, serr = cu:sync() end
+            if st then st, serr = stamps.read_attention(buf) end
+          else
+            serr = "no stamp record (the variant has no scratch)"
+          end
+        end
+        if st then
+          print(("\nstamps: %s %s %s\n  STAMP=1 %.1f µs (unstamped %s)"):format(c.label, p.kernel.name, it.label, us,
+            it.plain.us and ("%.1f µs"):format(it.plain.us) or "not timed"))
+          print(stamps.render_attention(st, us))
+        else
+          stamp_bad[#stamp_bad + 1] = ("%s %s: %s"):format(p.kernel.name, it.label, tostring(serr or err))
+        end
+        all[#all + 1] = { case = c.label, kernel = p.kernel.name, knobs = it.label, role = "stamp", us = us, stamps = st }
+        goto next_variant
+      end
+      it.us = us
       all[#all + 1] = { case = c.label, kernel = p.kernel.name, knobs = it.label, role = it.role, us = us,
         p20_us = t and t.p20_us, p80_us = t and t.p80_us, tflops = us and c.flops / us / 1e6,
         error = not us and tostring(err) or nil }
       if us then timed = timed + 1 else print(("  %s %s %s: %s"):format(p.kernel.name, it.role, it.label, tostring(err))) end
       if us and (not best or us < best.us) then best = { us = us, knobs = it.label } end
       if it.role == "chosen" then chosen = { us = us, knobs = it.label, error = not us and tostring(err) or nil } end
+      ::next_variant::
     end
     if not chosen.us then failed = true end
     -- torch's fastest backend
@@ -356,8 +400,8 @@ for _, c in ipairs(cases) do
         c.label, tname, tm)
     end
     print(("  chosen %s µs, best %s µs (%s), torch %s µs (%s), %d of %d variants timed"):format(fmt(chosen.us),
-      fmt(best and best.us), best and best.knobs or "-", fmt(tus), tname or "-", timed, #a.list))
-    rows[#rows + 1] = { c.label, check, ("%d/%d"):format(timed, #a.list),
+      fmt(best and best.us), best and best.knobs or "-", fmt(tus), tname or "-", timed, nvar))
+    rows[#rows + 1] = { c.label, check, ("%d/%d"):format(timed, nvar),
       chosen.us and ("%.1f"):format(chosen.us) or chosen.error:match("^[^:(]*"):gsub("%s+$", ""), fmt(best and best.us),
       fmt(tus), tname or "-", (chosen.us and tus) and ("%.2f"):format(chosen.us / tus) or "-",
       (best and tus) and ("%.2f"):format(best.us / tus) or "-", best and ("%.0f"):format(c.flops / best.us / 1e6) or "-",
@@ -366,7 +410,7 @@ for _, c in ipairs(cases) do
     for key, name in pairs(torch_name) do tj[name] = t[key] end
     results[#results + 1] = { label = c.label, batch = c.batch, seq = c.seq, head_dim = c.d, heads = c.hq,
       kv_heads = c.hkv, causal = c.causal, flops = c.flops, check = check, kernel = p.kernel.name,
-      candidates = #p.candidates, variants = #a.list, timed = timed, chosen = chosen, best = best, torch = tj }
+      candidates = #p.candidates, variants = nvar, timed = timed, chosen = chosen, best = best, torch = tj }
   end
   held_case, held_ins = nil, nil
   collectgarbage()
@@ -384,6 +428,11 @@ if opts.compile then tnames[#tnames + 1] = "compile" end
 print(("torch: the fastest of %s; x / torch below 1: emmy faster; TFLOP/s: 4·B·HQ·S²·D, halved when causal"):format(
   #tnames > 0 and table.concat(tnames, ", ") or "nothing (--torch none)"))
 for _, n in ipairs(notes) do print(n) end
+if opts.stamp then
+  print(#stamp_bad == 0 and "PASS: every stamped variant checked, its records read"
+    or ("FAIL: %d stamped variants: %s"):format(#stamp_bad, table.concat(stamp_bad, "; ")))
+  if #stamp_bad > 0 then failed = true end
+end
 if opts.json then
   cli.must(sys.write_file(opts.json, require("cjson").encode { format = "emmy.bench.attention", version = 1,
     device = info.name, layout = opts.layout, cases = results, variants = all, rows = rows }))

@@ -910,10 +910,11 @@ em_status em_emit(const em_tile *t, char **src, em_launch *launch, char *err) {
     }
   if (t->kind != EM_K_POINTWISE && (t->anchor < 0 || ex_V(&c, t->anchor)->kind != EM_V_NODE)) {
     ex_fail(&c, "a %s kernel needs an anchor node", em_kkind_name(t->kind));
-  } else if (c.kv[EM_KNOB_STAMP] && (t->kind != EM_K_CONTRACTION || !c.kv[EM_KNOB_PERSIST])) {
-    /* (emit_gemm_ws.c reads STAMP; elsewhere it would be a knob no emitter reads. A guard, not a read: kv[]
-     * directly, so that the unread-knob check does not count it) */
-    ex_fail(&c, "STAMP=1 stamps the persistent pipeline's roles (a contraction with PERSIST=1)");
+  } else if (c.kv[EM_KNOB_STAMP] && !(t->kind == EM_K_CONTRACTION && c.kv[EM_KNOB_PERSIST]) &&
+             !(t->kind == EM_K_ATTENTION && c.kv[EM_KNOB_FLASH] == 2)) {
+    /* (emit_gemm_ws.c and emit_attention_wgmma.c read STAMP; elsewhere it would be a knob no emitter reads. A guard,
+     * not a read: kv[] directly, so that the unread-knob check does not count it) */
+    ex_fail(&c, "STAMP=1 stamps the roles of the persistent GEMM (a contraction with PERSIST=1) or of FLASH=2 attention");
   } else if (c.kv[EM_KNOB_DIAG] && (t->kind != EM_K_CONTRACTION || !c.kv[EM_KNOB_PERSIST] ||
                                     ((c.kv[EM_KNOB_DIAG] & 2) && (c.kv[EM_KNOB_CLUSTER] != 2 || c.kv[EM_KNOB_PAIR_A])))) {
     ex_fail(&c, "DIAG=%lld takes a persistent GEMM apart (a contraction with PERSIST=1; DIAG 2, 3: CLUSTER=2, PAIR_A=0)",

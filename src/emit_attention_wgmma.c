@@ -26,6 +26,7 @@ typedef struct {
   int persist;                   /* APERSIST: CTAs loop over (query tile, head) items, the ring's uses counted on */
   int osmem;                     /* OSMEM: 0 from the registers, 1 and 2 staged over Q, 3 in a buffer of its own, 4 over
                                   * the last K/V stage */
+  int sp;                        /* STAMP: clock marks in the roles (FA_STAMP_FIELDS) */
   double scale;
   em_dtype dt;
   const char *mt, *pk;           /* "bf16"/"f16"; the f32-pair to 16-bit-pair conversion */
@@ -47,6 +48,25 @@ static int fa_consumer_regs(const fa_t *f) {
   if (f->NWG == 1 && f->minb == 1) return 0;
   int r = (65536 / f->minb - fa_producer_regs(f) * 128) / (128 * f->NWG) / 8 * 8;
   return r > 240 ? 240 : r;
+}
+
+/* STAMP=1: each role sums clock intervals (32-bit %clock) in registers and writes them once, at its end, into the CTA's
+ * scratch record of FA_STAMP_ROLES x FA_STAMP_FIELDS unsigned (scripts/emmy/stamps.lua reads it; bench/attention.lua
+ * --stamp prints it). Roles 0-2, the consumer warpgroups (thread 0 of each): items, steps (a K/V tile with a next
+ * one), the K barrier's wait, PINGPONG's turn, the issue of the next S and this tile's PV (the V barrier's wait
+ * included), the wait for S (wait_group 1), the mask and softmax, the wait for PV (wait_group 0) with the release and
+ * O's correction, the epilogue, the total; the rest of the total is the first tile's S and softmax, the last PV and
+ * the tiles past the range. Role 3, the producer lane: items, loads (K/V tiles), the empty barrier's wait, the
+ * loads' issue, total in field 9. Role 4, the timeline (consumer thread 0): %globaltimer at the CTA's entry (low,
+ * high) and the consumers' end (low, high), the cycles from entry to the consumers' first wait, 1 in field 9. */
+#define FA_STAMP_FIELDS 10
+#define FA_STAMP_ROLES 5
+static void fa_stamp(ectx *c, const fa_t *f, const char *line) {
+  if (f->sp) ex_line(c, "%s", line);
+}
+/* The interval since em_c added to field i of this warpgroup's sums, em_c moved on. */
+static void fa_mark(ectx *c, const fa_t *f, int i) {
+  if (f->sp) ex_line(c, "{ const unsigned em_n = em_clock(); em_sa[%d] += em_n - em_c; em_c = em_n; }", i);
 }
 
 /* 1 when value v's rows can be loaded by TMA from a 2-d map over its kernel input ([numel/inner, inner]):
@@ -184,6 +204,7 @@ static void fa_producer(ectx *c, const fa_t *f) {
   if (fa_consumer_regs(f)) ex_line(c, "asm volatile(\"setmaxnreg.dec.sync.aligned.u32 %d;\");", fa_producer_regs(f));
   ex_line(c, "if (wid == %d && lane == 0) {", 4 * f->NWG);
   c->indent++;
+  fa_stamp(c, f, "unsigned em_pm = 0u, em_pn = 0u, em_pw = 0u, em_pi = 0u; const unsigned em_p0 = em_clock(); /* STAMP */");
   if (f->persist) {
     ex_line(c, "unsigned em_ub = 0, em_n = 0;");
     fa_items_loop(c, f);
@@ -203,7 +224,9 @@ static void fa_producer(ectx *c, const fa_t *f) {
   ex_line(c, "for (int it = 0; it < nt; it++) {");
   c->indent++;
   ex_line(c, "const int st = %s %% %d;", u, f->ST);
+  fa_stamp(c, f, "unsigned em_c = em_clock();");
   ex_line(c, "em_mbar_wait(&em_empty[st], ((unsigned)(%s / %d) & 1u) ^ 1u);", u, f->ST);
+  fa_stamp(c, f, "{ const unsigned em_n = em_clock(); em_pw += em_n - em_c; em_c = em_n; }");
   ex_line(c, "const unsigned kb = em_sb + %lldu + (unsigned)st * %lldu;", fa_qbytes(f), 2 * kvb);
   ex_line(c, "em_mbar_expect(&em_fk[st], %lldu);", kvb);
   for (int j = 0; j < nd; j++)
@@ -212,6 +235,7 @@ static void fa_producer(ectx *c, const fa_t *f) {
   for (int j = 0; j < nd; j++)
     ex_line(c, "em_tma_2d(kb + %lldu, &tm2, vcol + %d, vrow + it * %d, &em_fv[st]);", kvb + (long long)j * f->BKV * 128, 64 * j,
             f->BKV);
+  fa_stamp(c, f, "em_pi += em_clock() - em_c; em_pn++;");
   if (f->persist) {
     ex_line(c, "if (it == em_qa) {");
     c->indent++;
@@ -222,10 +246,15 @@ static void fa_producer(ectx *c, const fa_t *f) {
   }
   c->indent--;
   ex_line(c, "}");
+  fa_stamp(c, f, "em_pm++;");
   if (f->persist) {
     ex_line(c, "em_ub += nt;");
     c->indent--;
     ex_line(c, "}");
+  }
+  if (f->sp) {
+    ex_line(c, "unsigned *const em_w = em_st + %d; /* STAMP: the producer's record */", 3 * FA_STAMP_FIELDS);
+    ex_line(c, "em_w[0] = em_pm, em_w[1] = em_pn, em_w[2] = em_pw, em_w[3] = em_pi, em_w[9] = em_clock() - em_p0;");
   }
   c->indent--;
   ex_line(c, "}");
@@ -584,19 +613,29 @@ static void fa_step(ectx *c, const fa_t *f, const char *u, const char *p, const 
   fa_stage(c, f, "n", ex_A(c, "%s + %d", u, f->P));
   ex_line(c, "const long long s0 = (long long)(%s + %d) * %d;", u, f->P, f->BKV);
   ex_line(c, "float sn[%d][4];", nj);
+  fa_stamp(c, f, "unsigned em_c = em_clock();");
   ex_line(c, "em_mbar_wait(&em_fk[stn], phn);");
+  fa_mark(c, f, 2);
   /* PINGPONG: this warpgroup's turn (named barrier 4 + wq) before its wgmma, the other's turn after them, so one
    * warpgroup's softmax runs while the other's matrix products hold the tensor cores */
-  if (f->pp) ex_line(c, "asm volatile(\"bar.sync %%0, 256;\" :: \"r\"(4 + wq) : \"memory\");");
+  if (f->pp) {
+    ex_line(c, "asm volatile(\"bar.sync %%0, 256;\" :: \"r\"(4 + wq) : \"memory\");");
+    fa_mark(c, f, 3);
+  }
   fa_qk(c, f, "sn", "kbn");
   ex_line(c, "em_mbar_wait(&em_fv[st], ph);");
   fa_pv(c, f, "kb", p);
   if (f->pp) ex_line(c, "asm volatile(\"bar.arrive %%0, 256;\" :: \"r\"(5 - wq) : \"memory\");");
+  fa_mark(c, f, 4);
   ex_line(c, "em_wg_wait1();"); /* the next S is in registers; PV may still run */
+  fa_mark(c, f, 5);
   fa_softmax(c, f, fa_mask(c, f, "sn"), "sn", pn);
+  fa_mark(c, f, 6);
   ex_line(c, "em_wg_wait0();");
   fa_release(c, "");
   fa_rescale(c, f);
+  fa_mark(c, f, 7);
+  fa_stamp(c, f, "em_sa[1]++;");
   c->indent--;
   ex_line(c, "}");
 }
@@ -730,6 +769,7 @@ static void fa_mask_range_open(ectx *c, const fa_t *f) {
 static void fa_consumers(ectx *c, const fa_t *f) {
   int regs = fa_consumer_regs(f), nj = f->BKV / 8, kbk = f->BKV / 16;
   if (regs) ex_line(c, "asm volatile(\"setmaxnreg.inc.sync.aligned.u32 %d;\");", regs);
+  fa_stamp(c, f, "unsigned em_sa[9] = {0u, 0u, 0u, 0u, 0u, 0u, 0u, 0u, 0u}; const unsigned em_t0 = em_clock(); /* STAMP */");
   if (f->persist) {
     /* APERSIST=1: item after item, the ring's uses and Q's phase counted on */
     ex_line(c, "unsigned em_ub = 0, em_n = 0;");
@@ -806,7 +846,9 @@ static void fa_consumers(ectx *c, const fa_t *f) {
   ex_line(c, "}");
   fa_pass_tiles(c, f, "ntw", "nt");
   if (f->P > 1) fa_merge(c, f, f->mask >= 0 ? 1.0 : f->scale * M_LOG2E);
+  fa_stamp(c, f, "const unsigned em_ce = em_clock();");
   fa_epilogue(c, f);
+  fa_stamp(c, f, "em_sa[8] += em_clock() - em_ce; em_sa[0]++;");
   if (f->osmem == 4) fa_arrive(c, "kp < ntw", "em_empty[em_lst]"); /* (every warp past its reads of the staged O) */
   if (fa_mask_range(c, f)) ex_line(c, "}");
   if (f->persist) {
@@ -816,6 +858,19 @@ static void fa_consumers(ectx *c, const fa_t *f) {
     if (!qearly) fa_qrelease(c); /* Q's slices (and the staged O over them) free for the next item's loads */
     ex_line(c, "em_ub += nt;");
     c->indent--;
+    ex_line(c, "}");
+  }
+  if (f->sp) {
+    ex_line(c, "if ((tid & 127) == 0) { /* STAMP: this warpgroup's record, and (the first) the CTA's timeline */");
+    ex_line(c, "  unsigned *const em_w = em_st + (wid >> 2) * %d;", FA_STAMP_FIELDS);
+    ex_line(c, "  for (int i = 0; i < 9; i++) em_w[i] = em_sa[i];");
+    ex_line(c, "  em_w[9] = em_clock() - em_t0;");
+    ex_line(c, "  if (wid == 0) {");
+    ex_line(c, "    const unsigned long long em_g1 = em_gtime();");
+    ex_line(c, "    unsigned *const em_l = em_st + %d;", 4 * FA_STAMP_FIELDS);
+    ex_line(c, "    em_l[0] = (unsigned)em_g0, em_l[1] = (unsigned)(em_g0 >> 32), em_l[2] = (unsigned)em_g1, em_l[3] = (unsigned)(em_g1 >> 32);");
+    ex_line(c, "    em_l[4] = em_t0 - em_e0, em_l[9] = 1u;");
+    ex_line(c, "  }");
     ex_line(c, "}");
   }
 }
@@ -848,6 +903,7 @@ static int fa_facts(ectx *c, fa_t *f) {
   f->pp = EX_KNOB(c, PINGPONG);
   f->persist = EX_KNOB(c, APERSIST);
   f->osmem = EX_KNOB(c, OSMEM);
+  f->sp = (int)EX_KNOB(c, STAMP);
   if (f->osmem >= 3 && !f->persist) {
     ex_fail(c, "OSMEM=3 and 4 (O staged in a buffer of its own or over the last K/V stage, so that Q is free after the "
                "last QK^T) need APERSIST=1");
@@ -954,6 +1010,13 @@ void ex_k_flash_wgmma(ectx *c, em_launch *L) {
   ex_line(c, "const unsigned em_sb = (em_smem(em_dsm) + 1023u) & ~1023u;");
   ex_line(c, "const long long Lq = %s, S = %s;", ex_dim_c(c, &f.os->d[f.r - 2]), ex_dim_c(c, &f.ks->d[f.r - 2]));
   ex_line(c, "const int tid = threadIdx.x, lane = tid & 31, wid = tid >> 5;");
+  if (f.sp) {
+    L->scratch_per_tile = 4LL * FA_STAMP_FIELDS * FA_STAMP_ROLES; /* a record per CTA of the grid */
+    ex_use_prelude(c, ex_STAMP_PRELUDE);
+    ex_line(c, "unsigned *const em_st = reinterpret_cast<unsigned *>(em_scratch) + (blockIdx.y * gridDim.x + blockIdx.x) * %d; /* STAMP */",
+            FA_STAMP_FIELDS * FA_STAMP_ROLES);
+    ex_line(c, "const unsigned long long em_g0 = em_gtime(); const unsigned em_e0 = em_clock(); /* STAMP: the CTA's entry */");
+  }
   if (f.persist) {
     ex_line(c, "const long long em_nq = (Lq + %d) / %d, em_nbh = %s, em_items = em_nq * em_nbh;", BQ - 1, BQ, fa_nbh_c(c, &f));
   } else if (f.causal) {

@@ -112,4 +112,86 @@ function M.render(roles, us, probe_mhz)
   return table.concat(out, "\n")
 end
 
+-- ---- FLASH=2 attention's records (src/emit_attention_wgmma.c, FA_STAMP_FIELDS) ------------------------------------
+-- A CTA's record is 5 roles x 10 unsigned: roles 1-3 the consumer warpgroups (items, steps, K wait, PINGPONG's turn,
+-- S and PV issue, S wait, softmax, PV wait with the release and O's correction, epilogue, total), role 4 the
+-- producer lane (items, loads, empty wait, issue, …, total in field 10), role 5 the timeline (%globaltimer entry
+-- low, high, the consumers' end low, high, cycles from entry to the consumers' start, …, 1 in field 10).
+local A = { FIELDS = 10, ROLES = 5 }
+M.ATTENTION = A
+
+function M.read_attention(buf)
+  local rec = 4 * A.FIELDS * A.ROLES
+  local n = math.floor(buf:size() / rec)
+  if n < 1 then return nil, ("an attention stamp record needs %d bytes; the scratch holds %d"):format(rec, buf:size()) end
+  local t, err = buf:download("i32", { n * A.FIELDS * A.ROLES })
+  if not t then return nil, err end
+  local v = t:to_table()
+  local roles = {}
+  for r = 1, 4 do roles[r] = { ctas = 0, f = {}, max_total = 0 } end
+  for r = 1, 4 do for f = 1, A.FIELDS do roles[r].f[f] = 0 end end
+  local tl = { ctas = 0, prologue = 0 }
+  for cta = 0, n - 1 do
+    for r = 1, 4 do
+      local base = (cta * A.ROLES + r - 1) * A.FIELDS
+      local total = u32(v[base + A.FIELDS])
+      if total > 0 then
+        local s = roles[r]
+        s.ctas = s.ctas + 1
+        for f = 1, A.FIELDS do s.f[f] = s.f[f] + u32(v[base + f]) end
+        s.max_total = math.max(s.max_total, total)
+      end
+    end
+    local b = (cta * A.ROLES + 4) * A.FIELDS
+    if v[b + A.FIELDS] == 1 then
+      local tin, tout = u32(v[b + 2]) * 4294967296 + u32(v[b + 1]), u32(v[b + 4]) * 4294967296 + u32(v[b + 3])
+      tl.ctas, tl.prologue = tl.ctas + 1, tl.prologue + u32(v[b + 5])
+      tl.first_in, tl.last_in = math.min(tl.first_in or tin, tin), math.max(tl.last_in or tin, tin)
+      tl.first_out, tl.last_out = math.min(tl.first_out or tout, tout), math.max(tl.last_out or tout, tout)
+    end
+  end
+  if tl.ctas > 0 then tl.prologue = tl.prologue / tl.ctas; roles.timeline = tl end
+  roles.records = n
+  return roles
+end
+
+-- The printed summary of an attention launch's records (M.read_attention) that took us µs.
+function M.render_attention(roles, us)
+  local c0 = roles[1]
+  if c0.ctas == 0 then return "  no consumer record was written" end
+  local ghz = c0.max_total / (us * 1e3)
+  local out = { ("  %d CTAs with records; a consumer warpgroup %.2f items, %.1f steps (a K/V tile with a next one); SM clock ≈ %.2f GHz"
+    .. " (the slowest warpgroup's %d cycles in %.1f µs)"):format(c0.ctas, c0.f[1] / c0.ctas, c0.f[2] / c0.ctas, ghz, c0.max_total, us) }
+  local function per(x, n) return n > 0 and ("%.0f"):format(x / n) or "-" end
+  local rows = {}
+  for r = 1, 3 do
+    local s = roles[r]
+    if s.ctas > 0 then
+      local f, steps = s.f, s.f[2]
+      local in_steps = f[3] + f[4] + f[5] + f[6] + f[7] + f[8]
+      rows[#rows + 1] = { ("consumer wg%d"):format(r - 1), per(f[3], steps), per(f[4], steps), per(f[5], steps), per(f[6], steps),
+        per(f[7], steps), per(f[8], steps), per(f[9], f[1]), per(f[10] - in_steps - f[9], f[1]), per(f[10], s.ctas), s.max_total,
+        ("%.0f%%"):format(100 * in_steps / math.max(1, f[10])) }
+    end
+  end
+  local pr = roles[4]
+  if pr.ctas > 0 then
+    local f = pr.f
+    rows[#rows + 1] = { "producer", per(f[3], f[2]), "-", per(f[4], f[2]), "-", "-", "-", "-", "-", per(f[10], pr.ctas), pr.max_total,
+      ("%.0f%%"):format(100 * (f[3] + f[4]) / math.max(1, f[10])) }
+  end
+  out[#out + 1] = tbl.render { header = { "role", "K wait/step", "turn/step", "S+PV issue/step", "S wait/step", "softmax/step",
+    "PV wait+release/step", "epilogue/item", "rest/item", "total (mean)", "total (max)", "in steps" }, rows = rows,
+    align = "lrrrrrrrrrrr", indent = "  " }
+  local tl = roles.timeline
+  if tl then
+    out[#out + 1] = ("  timeline (the GPU's global timer): the CTAs entered over %.2f µs and the consumers ended over %.2f µs;"
+      .. " first entry to last end %.2f µs of the launch's %.1f µs; entry to the consumers' start %.0f cycles a CTA"):format(
+      (tl.last_in - tl.first_in) / 1e3, (tl.last_out - tl.first_out) / 1e3, (tl.last_out - tl.first_in) / 1e3, us, tl.prologue)
+  end
+  out[#out + 1] = "  cycles, thread 0 of each consumer warpgroup (producer: the empty barrier's wait and the loads' issue, a K/V tile);"
+    .. " rest: the first tile's S and softmax, the last PV, the tiles past the range, the prologue's waits"
+  return table.concat(out, "\n")
+end
+
 return M

@@ -29,6 +29,20 @@ local function dry_cases(out)
   return cases, order
 end
 
+test("--dry-run --stamp: each FLASH=2 variant also stamped (STAMP=1), and every stamped one emits", function()
+  local code, out, err = bench({ "--dry-run", "--limit", "1", "--shapes", "b8s512", "--causal", "1", "--stamp" })
+  eq(code, 0, "exit: " .. err)
+  local n = 0
+  for _, l in ipairs(lines_of(out)) do
+    local role, knobs, rest = l:match("^  (%a+)%s+(%S+)(.*)$")
+    if role == "stamp" then
+      n = n + 1
+      check(knobs:find("FLASH=2", 1, true) and not rest:find("refused", 1, true), l)
+    end
+  end
+  check(n >= 2, "a stamped variant a case at least (two head layouts): " .. out)
+end)
+
 test("--dry-run: each case of issue 20's table is one attention kernel; b1s512 d128 16/8 causal is the Qwen3 layer's", function()
   local d = tmpdir()
   local code, out, err = bench({ "--dry-run", "--limit", "2", "--graphs", d, "--layout", "model" })

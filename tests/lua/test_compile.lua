@@ -589,7 +589,7 @@ test("STAMP=1: clock marks in both roles summed into a per-CTA record in the lau
   -- refused off the persistent pipeline
   local off = candidate(q, { PERSIST = 0 }, { STAMP = 1 })
   local none, why = kernels.emit(q, off)
-  check(not none and why:find("STAMP=1 stamps the persistent pipeline", 1, true), tostring(why))
+  check(not none and why:find("STAMP=1 stamps the roles of the persistent GEMM", 1, true), tostring(why))
   -- NVRTC compiles it (nothing to check where NVRTC is missing)
   local ok, nv = pcall(require, "emmy.nvrtc")
   if ok and nv.version() then
