@@ -270,6 +270,24 @@ test("--bench: random prompts over keep-alive connections; the summary printed a
   os.remove(js)
 end)
 
+test("--bench over several (concurrency, range ratio) points: one server, one table, {points} in the JSON", function()
+  local js = os.tmpname()
+  local c = os.execute(("%s serve %s --device cpu --bench --num-prompts 8 --random-input-len 6 --random-range-ratio 0,0.5 "
+    .. "--max-concurrency 1,3 --json %s > /dev/null 2>&1"):format(BIN, model_dir(), js))
+  check(c == 0 or c == true, "exit status " .. tostring(c))
+  local r = cjson.decode(io.open(js):read("*a"))
+  os.remove(js)
+  check(r.points and #r.points == 4, cjson.encode(r))
+  local seen = {}
+  for _, p in ipairs(r.points) do
+    check(p.successful == 8 and p.failed == 0, cjson.encode(p))
+    seen[p.concurrency .. "/" .. p.random_range_ratio] = true
+  end
+  check(seen["1/0"] and seen["1/0.5"] and seen["3/0"] and seen["3/0.5"], "every point: " .. cjson.encode(r.points))
+  c = os.execute(("%s serve %s --bench --max-concurrency 2,0 > /dev/null 2>&1"):format(BIN, model_dir()))
+  check(c ~= 0 and c ~= true, "--max-concurrency 2,0: exit status " .. tostring(c))
+end)
+
 test("--bench --soak: well-formed requests all answered, malformed ones 4xx, the server's memory sampled", function()
   local js = os.tmpname()
   local c = os.execute(("%s serve %s --device cpu --bench --soak 3 --malformed 0.3 --num-prompts 8 --random-input-len 6 "
