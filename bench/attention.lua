@@ -355,17 +355,7 @@ for _, c in ipairs(cases) do
       local us = t and t.median_us
       if it.role == "stamp" then
         local st, serr
-        if us then
-          local buf = gpu.scratch(kb, p)
-          if buf then
-            buf:fill(0)
-            st, serr = gpu.launch(cu, p, built[bi], kb, c.bind)
-            if st then st, serr = cu:sync() end
-            if st then st, serr = stamps.read_attention(buf) end
-          else
-            serr = "no stamp record (the variant has no scratch)"
-          end
-        end
+        if us then st, serr = stamps.run(cu, p, built[bi], kb, c.bind, stamps.read_attention) end
         if st then
           print(("\nstamps: %s %s %s\n  STAMP=1 %.1f µs (unstamped %s)"):format(c.label, p.kernel.name, it.label, us,
             it.plain.us and ("%.1f µs"):format(it.plain.us) or "not timed"))

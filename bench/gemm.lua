@@ -140,18 +140,6 @@ local function with_stamp(knobs)
   return out
 end
 
--- Launches a STAMP=1 variant once more on its zeroed record; the summary of its CTAs' records (emmy.stamps) or
--- nil, msg.
-local function stamp_run(p, e, kb, bind)
-  local buf = gpu.scratch(kb, p)
-  if not buf then return nil, "no stamp record (the variant has no scratch)" end
-  buf:fill(0)
-  local ok, err = gpu.launch(cu, p, e, kb, bind)
-  if ok then ok, err = cu:sync() end
-  if not ok then return nil, err end
-  return stamps_lib.read(buf)
-end
-
 local ceil
 if opts.ceilings then
   local tmpj = os.tmpname()
@@ -215,7 +203,7 @@ for _, case in ipairs(cases) do
     local flops = kernels.facts(p.kernel).flops
     local stamps
     if us and it.role == "stamp" then
-      stamps, err = stamp_run(p, built[i], kbs[p.kernel.name], case.bind)
+      stamps, err = stamps_lib.run(cu, p, built[i], kbs[p.kernel.name], case.bind)
       if stamps then
         print(("\nstamps: %s %s %s\n  STAMP=1 %.1f µs (unstamped %s)"):format(case.label, p.kernel.name, it.label, us,
           it.plain.us and ("%.1f µs"):format(it.plain.us) or "not timed"))

@@ -13,12 +13,13 @@ local M = { FIELDS = 10, ROLES = 4, TOTAL = 8 } -- (TOTAL: the roles' field of t
 
 local function u32(x) return x % 4294967296 end
 
--- The CTAs' timeline from role 4 of the records: {ctas, first_in, last_in, first_out, last_out (ns on the GPU's
--- global timer), prologue (mean cycles)}, or nil when no CTA wrote one.
-local function timeline(v, n)
+-- The CTAs' timeline from role `at` (0-based) of records of `roles` roles: {ctas, first_in, last_in, first_out,
+-- last_out (ns on the GPU's global timer), prologue (mean cycles), rq, rv, rx (the split-K reduce-scatter's sums)},
+-- or nil when no CTA wrote one. (The GEMM's role 4 and attention's role 5 have the same fields.)
+local function timeline(v, n, roles, at)
   local t = { ctas = 0, prologue = 0 }
   for cta = 0, n - 1 do
-    local b = (cta * M.ROLES + 3) * M.FIELDS
+    local b = (cta * roles + at) * M.FIELDS
     if v[b + M.FIELDS] and v[b + M.FIELDS] ~= 0 then -- (the timeline's last field: 1 once written)
       local tin = u32(v[b + 2]) * 4294967296 + u32(v[b + 1])
       local tout = u32(v[b + 4]) * 4294967296 + u32(v[b + 3])
@@ -36,26 +37,48 @@ local function timeline(v, n)
   return t
 end
 
--- Sums the records in v (a flat list of n CTAs' records) over the roles that ran (a non-zero total): per role
--- {ctas, f = {sum of each field}, max_total}; roles.timeline from role 4.
-function M.summarize(v, n)
-  local roles = {}
-  for r = 1, 3 do roles[r] = { ctas = 0, f = {}, max_total = 0 } end
-  for r = 1, 3 do for f = 1, M.FIELDS do roles[r].f[f] = 0 end end
-  roles.timeline = timeline(v, n)
+-- The first `count` roles of records of `roles` roles summed over the CTAs where they ran (field `total`, their
+-- total cycles, non-zero): per role {ctas, f = {sum of each field}, max_total}.
+local function sum_roles(v, n, roles, count, total)
+  local out = {}
+  for r = 1, count do
+    out[r] = { ctas = 0, f = {}, max_total = 0 }
+    for f = 1, M.FIELDS do out[r].f[f] = 0 end
+  end
   for cta = 0, n - 1 do
-    for r = 1, 3 do
-      local base = (cta * M.ROLES + r - 1) * M.FIELDS
-      local total = v[base + M.TOTAL]
-      if total and total > 0 then
-        local s = roles[r]
+    for r = 1, count do
+      local base = (cta * roles + r - 1) * M.FIELDS
+      local t = v[base + total]
+      if t and t > 0 then
+        local s = out[r]
         s.ctas = s.ctas + 1
         for f = 1, M.FIELDS do s.f[f] = s.f[f] + v[base + f] end
-        s.max_total = math.max(s.max_total, total)
+        s.max_total = math.max(s.max_total, t)
       end
     end
   end
+  return out
+end
+
+-- Sums the records in v (a flat list of n CTAs' records) over the roles that ran (a non-zero total): per role
+-- {ctas, f = {sum of each field}, max_total}; roles.timeline from role 4.
+function M.summarize(v, n)
+  local roles = sum_roles(v, n, M.ROLES, 3, M.TOTAL)
+  roles.timeline = timeline(v, n, M.ROLES, 3)
   return roles
+end
+
+-- A STAMP=1 variant launched once more on its zeroed record (gpu.scratch) and the records read back by read
+-- (M.read, M.read_attention): the summary, or nil, msg.
+function M.run(cu, p, e, kb, bind, read)
+  local gpu = require "emmy.gpu"
+  local buf = gpu.scratch(kb, p)
+  if not buf then return nil, "no stamp record (the variant has no scratch)" end
+  buf:fill(0)
+  local ok, err = gpu.launch(cu, p, e, kb, bind)
+  if ok then ok, err = cu:sync() end
+  if not ok then return nil, err end
+  return (read or M.read)(buf)
 end
 
 -- Reads the records from the scratch buffer buf (every CTA's, as many as it holds): the summary, or nil, msg.
@@ -127,30 +150,8 @@ function M.read_attention(buf)
   local t, err = buf:download("i32", { n * A.FIELDS * A.ROLES })
   if not t then return nil, err end
   local v = t:to_table()
-  local roles = {}
-  for r = 1, 4 do roles[r] = { ctas = 0, f = {}, max_total = 0 } end
-  for r = 1, 4 do for f = 1, A.FIELDS do roles[r].f[f] = 0 end end
-  local tl = { ctas = 0, prologue = 0 }
-  for cta = 0, n - 1 do
-    for r = 1, 4 do
-      local base = (cta * A.ROLES + r - 1) * A.FIELDS
-      local total = u32(v[base + A.FIELDS])
-      if total > 0 then
-        local s = roles[r]
-        s.ctas = s.ctas + 1
-        for f = 1, A.FIELDS do s.f[f] = s.f[f] + u32(v[base + f]) end
-        s.max_total = math.max(s.max_total, total)
-      end
-    end
-    local b = (cta * A.ROLES + 4) * A.FIELDS
-    if v[b + A.FIELDS] == 1 then
-      local tin, tout = u32(v[b + 2]) * 4294967296 + u32(v[b + 1]), u32(v[b + 4]) * 4294967296 + u32(v[b + 3])
-      tl.ctas, tl.prologue = tl.ctas + 1, tl.prologue + u32(v[b + 5])
-      tl.first_in, tl.last_in = math.min(tl.first_in or tin, tin), math.max(tl.last_in or tin, tin)
-      tl.first_out, tl.last_out = math.min(tl.first_out or tout, tout), math.max(tl.last_out or tout, tout)
-    end
-  end
-  if tl.ctas > 0 then tl.prologue = tl.prologue / tl.ctas; roles.timeline = tl end
+  local roles = sum_roles(v, n, A.ROLES, 4, A.FIELDS)
+  roles.timeline = timeline(v, n, A.ROLES, 4)
   roles.records = n
   return roles
 end
