@@ -174,13 +174,18 @@ test("over HTTP: a child `emmy serve` answers with keep-alive, JSON errors and 4
   os.remove(log)
 end)
 
-test("--device gpu: the kernels built once, a run launched at its bucket of tokens and captured as a CUDA graph for the next (the mock driver: the plumbing)", function()
-  local d = os.tmpname()
-  os.remove(d)
-  assert(sys.mkdir_p(d))
+-- The mock driver (tests/fixtures/cuda_mock.c) built in folder d; skips the test where cc cannot.
+local function mock_driver(d)
   local so = d .. "/libcuda_mock.so"
-  local cc = os.execute(("cc -shared -fPIC -O1 -o %s %s/tests/fixtures/cuda_mock.c 2>/dev/null"):format(so, ROOT))
-  if cc ~= 0 and cc ~= true then skip("cannot build the mock driver") end
+  if sh(("cc -shared -fPIC -O1 -o %s %s"):format(shell_quote(so), shell_quote(ROOT .. "/tests/fixtures/cuda_mock.c"))) ~= 0 then
+    skip("cannot build the mock driver with cc")
+  end
+  return so
+end
+
+test("--device gpu: the kernels built once, a run launched at its bucket of tokens and captured as a CUDA graph for the next (the mock driver: the plumbing)", function()
+  local d = tmpdir()
+  local so = mock_driver(d)
   local port, log = start("--device gpu --requests 4 --max-batch-tokens 64",
     ("EMMY_MOCK_ANY_KERNEL=1 EMMY_MOCK_LAUNCH_LOG=%s/launches EMMY_LIBCUDA=%s EMMY_CUBIN_CACHE=%s/cc"):format(d, so, d))
   -- (the mock computes nothing: its buffers keep their 0xFF poison, so the answer is the non-finite 500)
@@ -303,11 +308,8 @@ test("--bench --soak: well-formed requests all answered, malformed ones 4xx, the
 end)
 
 test("--device gpu on the mock driver: the loop that overlaps the host with the runs answers every request", function()
-  local sh, shell_quote = require("emmy.cli").sh, require("emmy.cli").shell_quote
   local d = tmpdir()
-  local so = d .. "/libcuda_mock.so"
-  local code = sh(("cc -shared -fPIC -O1 -o %s %s"):format(shell_quote(so), shell_quote(ROOT .. "/tests/fixtures/cuda_mock.c")))
-  if code ~= 0 then skip("cannot build the mock driver with cc") end
+  local so = mock_driver(d)
   -- (the mock's kernels do nothing; EMMY_MOCK_FILL keeps the embeddings finite, which the server checks)
   local env = ("EMMY_LIBCUDA=%s EMMY_MOCK_ANY_KERNEL=1 EMMY_MOCK_SMS=132 EMMY_LIBCUPTI=/nonexistent EMMY_MOCK_FILL=0x3c EMMY_CUBIN_CACHE=%s")
     :format(shell_quote(so), shell_quote(d .. "/cubins"))
