@@ -641,6 +641,30 @@ test("emmy.stamps: the CTAs' records summed per role, the SM clock from the slow
   eq(stamps.read(buf)[1].ctas, 2, "read")
 end)
 
+test("emmy.stamps: FLASH=2 attention's records (5 roles) summed per role, the timeline, the printed table", function()
+  local stamps = require "emmy.stamps"
+  local A = stamps.ATTENTION
+  -- one CTA: consumer warpgroup 0 (1 item, 3 steps: K wait 30, turn 0, issue 300, S wait 60, softmax 900, PV wait
+  -- 90, epilogue 500, total 6000), warpgroups 1 and 2 absent, the producer (1 item, 4 loads, waits 400, issue 80,
+  -- total 5000), the timeline (entry 1000 ns, end 3000 ns, 700 cycles to the consumers' start)
+  local rec = { { 1, 3, 30, 0, 300, 60, 900, 90, 500, 6000 }, { 0, 0, 0, 0, 0, 0, 0, 0, 0, 0 }, { 0, 0, 0, 0, 0, 0, 0, 0, 0, 0 },
+    { 1, 4, 400, 80, 0, 0, 0, 0, 0, 5000 }, { 1000, 0, 3000, 0, 700, 0, 0, 0, 0, 1 } }
+  local v = {}
+  for _, role in ipairs(rec) do for f = 1, A.FIELDS do v[#v + 1] = role[f] end end
+  local buf = { size = function() return 4 * A.FIELDS * A.ROLES end,
+    download = function(_, dt, shape) eq(dt, "i32"); eq(shape[1], #v); return { to_table = function() return v end } end }
+  local r = assert(stamps.read_attention(buf))
+  eq(r[1].ctas, 1, "consumer wg0")
+  eq(r[2].ctas, 0, "wg1 absent")
+  eq(r[4].f[2], 4, "the producer's loads")
+  eq(r.timeline.prologue, 700, "entry to the consumers' start")
+  local text = stamps.render_attention(r, 3.0)
+  -- per step 10 / 0 / 100 / 20 / 300 / 30; epilogue 500 and the rest 6000 - 1380 - 500 = 4120 an item
+  check(text:find("consumer wg0%s+10%s+0%s+100%s+20%s+300%s+30%s+500%s+4120%s+6000%s+6000%s+23%%"), text)
+  check(text:find("producer%s+100%s+%-%s+20"), text)
+  check(text:find("first entry to last end 2.00 µs of the launch's 3.0 µs; entry to the consumers' start 700 cycles", 1, true), text)
+end)
+
 test("PERSIST=1 leads where a 128 x 128 tile grid fills every SM (batch 8), and at batch 1 where its tiles make one wave", function()
   local _, o8 = emmy(args("compile", L0, "--batch", "8", "--ir", "tile", "--kernel", "k_linear_add"))
   check(o8:find("PERSIST=1", 1, true), o8)
