@@ -14,17 +14,19 @@
 -- its fastest is the torch column. EMMY_KNOBS pins narrow the candidates as in any compile.
 --   ./emmy bench/attention.lua [--shapes b1s512,b8s512,b1s2048,b1s8192] [--causal 1,0] [--heads 128:16:8,64:32:4]
 --        [--match "K=V,K=V;K=V"] [--pins "K=V,K=V;K=V"] [--limit N] [--all] [--torch eager,flash,efficient,cudnn]
---        [--compile] [--ref auto|cpu|torch] [--layout bhsd|model] [--json FILE] [--graphs DIR] [--dry-run] [--stamp]
+--        [--compile] [--ref auto|cpu|torch] [--layout bhsd|model] [--json FILE] [--graphs DIR] [--dry-run [--nvrtc]]
+--        [--stamp] [--strict]
 -- --shapes bBsS: batch B, sequence S (queries and keys); --heads D:HQ:HKV: head dim, query heads, key/value heads;
 -- --causal 1,0: which masks; --match keeps the candidates whose knobs include every K=V of one ';'-separated set;
 -- --torch none: no torch timing; --graphs DIR writes each case's graph there (emmy compile DIR/CASE.torch.json);
 -- --dry-run plans every case on the target (with no GPU, the deploy H200), emits each variant it would time and
--- prints them, without a GPU. --stamp: each FLASH=2 variant also as STAMP=1 (clock marks in its roles,
+-- prints them, without a GPU; with --nvrtc it also compiles each (registers, spill stores; a failed compile fails). --stamp: each FLASH=2 variant also as STAMP=1 (clock marks in its roles,
 -- src/emit_attention_wgmma.c), checked and timed like the others, then launched once more on a zeroed record and its
 -- cycles printed: per step (a K/V tile with a next one) a consumer warpgroup's K wait, PINGPONG turn, S and PV issue,
 -- S wait, softmax, PV wait with the release; per item its epilogue and the rest; the producer's waits and issue; the
 -- CTAs' timeline; a PASS/FAIL line (a stamped variant wrong or without records fails). Exit status 1 when a case's
--- chosen variant gives no checked time.
+-- chosen variant gives no checked time (--strict: when any built variant does: wrong, failed or refused at launch;
+-- the GPU tests' correctness runs of pinned variants).
 io.stdout:setvbuf("line")
 local cli = require "emmy.cli"
 local compiler = require "emmy.compiler"
@@ -46,7 +48,8 @@ local opts = cli.parse(arg, { flags = {
   ["--all"] = { kind = "bool" }, ["--torch"] = { kind = "string", default = "eager,flash,efficient,cudnn" },
   ["--compile"] = { kind = "bool" }, ["--ref"] = { kind = "string", default = "auto" },
   ["--layout"] = { kind = "string", default = "bhsd" }, ["--json"] = { kind = "string" }, ["--graphs"] = { kind = "string" },
-  ["--dry-run"] = { kind = "bool" }, ["--stamp"] = { kind = "bool" } } }, CMD)
+  ["--dry-run"] = { kind = "bool" }, ["--nvrtc"] = { kind = "bool" }, ["--stamp"] = { kind = "bool" },
+  ["--strict"] = { kind = "bool" } } }, CMD)
 
 -- ---- the command line ----------------------------------------------------------------------------------------
 
@@ -202,6 +205,7 @@ local function variants(p)
     if not it.refused then
       local ok, src, why = pcall(kernels.emit, it.plan, it.knobs)
       if not ok or not src then it.refused = "emit refused: " .. tostring(ok and why or src) end
+      if opts.nvrtc and ok and src then it.src = src end
     end
   end
   return list
@@ -242,8 +246,31 @@ if opts.dry_run then
       local p = a.plan
       print(("%s: %d kernel%s, attention %s: %d candidates, check %s, %.4g GFLOP"):format(c.label, #c.plans,
         #c.plans == 1 and "" or "s", p.kernel.name, #p.candidates, c.ref == "cpu" and "cpu ref" or "torch", c.flops / 1e9))
+      local built = {}
+      if opts.nvrtc then
+        local jobs = {}
+        for _, it in ipairs(a.list) do
+          if it.src then
+            jobs[#jobs + 1] = { source = it.src, arch = dev.arch, name = p.kernel.name .. ".cu", options = { "-std=c++17" }, timeout_ms = 120000 }
+            built[#jobs] = it
+          end
+        end
+        local res = require("emmy.nvrtc").compile_many(jobs, {})
+        if not res then cli.fail("%s: --nvrtc: NVRTC is not available", CMD) end
+        for j, r in ipairs(res) do
+          local it = built[j]
+          -- (a failure: the log's error lines, not its warnings)
+          local errs = {}
+          for line in tostring(r.log or ""):gmatch("[^\n]+") do
+            if line:find("error", 1, true) and not line:find("warning", 1, true) then errs[#errs + 1] = line end
+          end
+          it.nv = r.status == "ok" and ("  nvrtc ok, %s registers, %s bytes spilled"):format(tostring(r.regs), tostring(r.spill_stores))
+            or ("  nvrtc %s: %s"):format(tostring(r.status), table.concat(errs, " | "):sub(1, 400))
+          if r.status ~= "ok" then bad = true end
+        end
+      end
       for _, it in ipairs(a.list) do
-        print(("  %-7s %s%s"):format(it.role, it.label, it.refused and ("  refused: " .. it.refused) or ""))
+        print(("  %-7s %s%s%s"):format(it.role, it.label, it.refused and ("  refused: " .. it.refused) or "", it.nv or ""))
         if it.role == "chosen" and it.refused then bad = true end
       end
       print(("  %d to time, %d refused"):format(count(a.list, function(it) return not it.refused end),
@@ -370,7 +397,10 @@ for _, c in ipairs(cases) do
       all[#all + 1] = { case = c.label, kernel = p.kernel.name, knobs = it.label, role = it.role, us = us,
         p20_us = t and t.p20_us, p80_us = t and t.p80_us, tflops = us and c.flops / us / 1e6,
         error = not us and tostring(err) or nil }
-      if us then timed = timed + 1 else print(("  %s %s %s: %s"):format(p.kernel.name, it.role, it.label, tostring(err))) end
+      if us then timed = timed + 1 else
+        print(("  %s %s %s: %s"):format(p.kernel.name, it.role, it.label, tostring(err)))
+        if opts.strict then failed = true end
+      end
       if us and (not best or us < best.us) then best = { us = us, knobs = it.label } end
       if it.role == "chosen" then chosen = { us = us, knobs = it.label, error = not us and tostring(err) or nil } end
       ::next_variant::
