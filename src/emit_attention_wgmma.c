@@ -27,6 +27,7 @@ typedef struct {
   int osmem;                     /* OSMEM: 0 from the registers, 1 and 2 staged over Q, 3 in a buffer of its own, 4 over
                                   * the last K/V stage */
   int sp;                        /* STAMP: clock marks in the roles (FA_STAMP_FIELDS) */
+  int lazy;                      /* RESCALE=1: O and l corrected only when a warp's row maximum grew by more than 2^8 */
   double scale;
   em_dtype dt;
   const char *mt, *pk;           /* "bf16"/"f16"; the f32-pair to 16-bit-pair conversion */
@@ -40,13 +41,16 @@ typedef struct {
  * (65536 / MINB registers: 40 x 128 + 232 x 256 for two consumer warpgroups, 40 x 128 + 216 x 128 for one
  * at MINB=2; three (BQ=192): 32 x 128 + 160 x 384, FlashAttention-3's split for its head-dim-64 kernels) */
 #define FA_PRODUCER_REGS 40
-static int fa_producer_regs(const fa_t *f) { return f->NWG == 3 ? 32 : FA_PRODUCER_REGS; }
+static int fa_producer_regs(const fa_t *f) { return f->NWG == 3 ? 32 : f->minb == 3 ? 24 : FA_PRODUCER_REGS; }
 
 /* The consumers' registers after setmaxnreg, or 0 where the block runs without it (one consumer warpgroup, one
- * block an SM: 255 registers a thread at launch already). */
+ * block an SM: 255 registers a thread at launch already). setmaxnreg.inc takes only what the block's producer gave
+ * back: a thread starts with the launch bound's cap (65536 / (MINB x threads), in 8s) and the consumers may grow
+ * by what the producer's warps released (MINB=3: 80 at launch, 24 / 136). */
 static int fa_consumer_regs(const fa_t *f) {
   if (f->NWG == 1 && f->minb == 1) return 0;
-  int r = (65536 / f->minb - fa_producer_regs(f) * 128) / (128 * f->NWG) / 8 * 8;
+  int cap = 65536 / (f->minb * 128 * (f->NWG + 1)) / 8 * 8;
+  int r = (cap + (cap - fa_producer_regs(f)) / f->NWG) / 8 * 8;
   return r > 240 ? 240 : r;
 }
 
@@ -344,11 +348,24 @@ static void fa_softmax(ectx *c, const fa_t *f, double sl, const char *sc, const 
   ex_line(c, "mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 2));");
   ex_line(c, "mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 1));");
   ex_line(c, "mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 2));");
+  if (f->lazy) {
+    /* RESCALE=1: the maxima move (and O and l are corrected) only where a row of the warp grew by more than 8 in
+     * base 2 (warp-uniform: the correction's branch does not diverge); else P is taken against the stale maximum */
+    ex_line(c, "em_up = __any_sync(0xffffffffu, mx0 * %s > mrow[0] * %s + 8.0f || mx1 * %s > mrow[1] * %s + 8.0f);",
+            ex_flit(c, sl, 17), ex_flit(c, sl, 17), ex_flit(c, sl, 17), ex_flit(c, sl, 17));
+    ex_line(c, "if (!em_up) mx0 = mrow[0], mx1 = mrow[1];");
+  }
   ex_line(c, "const float mb0 = mx0 == -INFINITY ? 0.0f : mx0 * %s, mb1 = mx1 == -INFINITY ? 0.0f : mx1 * %s;", ex_flit(c, sl, 17), ex_flit(c, sl, 17));
-  ex_line(c, "corr0 = em_ex2(mrow[0] * %s - mb0);", ex_flit(c, sl, 17));
-  ex_line(c, "corr1 = em_ex2(mrow[1] * %s - mb1);", ex_flit(c, sl, 17));
-  ex_line(c, "mrow[0] = mx0;");
-  ex_line(c, "mrow[1] = mx1;");
+  if (f->lazy) ex_line(c, "if (em_up) {");
+  ex_line(c, "%scorr0 = em_ex2(mrow[0] * %s - mb0);", f->lazy ? "  " : "", ex_flit(c, sl, 17));
+  ex_line(c, "%scorr1 = em_ex2(mrow[1] * %s - mb1);", f->lazy ? "  " : "", ex_flit(c, sl, 17));
+  ex_line(c, "%smrow[0] = mx0;", f->lazy ? "  " : "");
+  ex_line(c, "%smrow[1] = mx1;", f->lazy ? "  " : "");
+  if (f->lazy) {
+    ex_line(c, "} else {");
+    ex_line(c, "  corr0 = corr1 = 1.0f;");
+    ex_line(c, "}");
+  }
   ex_line(c, "float rs0 = 0.0f, rs1 = 0.0f;");
   ex_line(c, "#pragma unroll");
   ex_line(c, "for (int j = 0; j < %d; j++) {", nj);
@@ -365,6 +382,7 @@ static void fa_softmax(ectx *c, const fa_t *f, double sl, const char *sc, const 
 
 /* O *= the rows' corrections (once the PV group that accumulates into O has retired). */
 static void fa_rescale(ectx *c, const fa_t *f) {
+  if (f->lazy) ex_line(c, "if (em_up)");
   ex_line(c, "#pragma unroll");
   ex_line(c, "for (int j = 0; j < %d; j++) {", (int)(f->D / 8));
   ex_line(c, "  o[j][0] *= corr0; o[j][1] *= corr0; o[j][2] *= corr1; o[j][3] *= corr1;");
@@ -789,6 +807,7 @@ static void fa_consumers(ectx *c, const fa_t *f) {
   ex_line(c, "#pragma unroll");
   ex_line(c, "for (int j = 0; j < %d; j++) o[j][0] = o[j][1] = o[j][2] = o[j][3] = 0.0f;", (int)(f->D / 8));
   ex_line(c, "float mrow[2] = {-INFINITY, -INFINITY}, lrow[2] = {0.0f, 0.0f}, corr0, corr1;");
+  if (f->lazy) ex_line(c, "bool em_up = true;");
   ex_line(c, "unsigned pa[%d][4], pb[%d][4];", kbk, kbk);
   /* PINGPONG: the first turn is the first warpgroup's */
   if (f->pp) ex_line(c, "if (wq == 1) asm volatile(\"bar.arrive 4, 256;\" ::: \"memory\");");
@@ -904,13 +923,15 @@ static int fa_facts(ectx *c, fa_t *f) {
   f->persist = EX_KNOB(c, APERSIST);
   f->osmem = EX_KNOB(c, OSMEM);
   f->sp = (int)EX_KNOB(c, STAMP);
+  f->lazy = (int)EX_KNOB(c, RESCALE);
   if (f->osmem >= 3 && !f->persist) {
     ex_fail(c, "OSMEM=3 and 4 (O staged in a buffer of its own or over the last K/V stage, so that Q is free after the "
                "last QK^T) need APERSIST=1");
     return 0;
   }
-  if (f->persist && (f->P != 1 || f->pack || f->minb != 1)) {
-    ex_fail(c, "APERSIST=1 needs KVSPLIT=1, QPACK=0 and MINB=1 (one CTA an SM looping over (query tile, head) items)");
+  if (f->persist && (f->P != 1 || f->pack || (f->minb != 1 && f->NWG != 1))) {
+    ex_fail(c, "APERSIST=1 needs KVSPLIT=1, QPACK=0 and MINB=1, or MINB 2 or 3 with one consumer warpgroup (BQ=64) (MINB CTAs "
+               "an SM looping over (query tile, head) items)");
     return 0;
   }
   if (f->pp && (f->NQ != 2 || f->P != 1 || (f->causal && f->BKV != 128))) {
@@ -933,17 +954,21 @@ static int fa_facts(ectx *c, fa_t *f) {
   }
   f->mt = f->dt == EM_F16 ? "f16" : "bf16";
   f->pk = f->dt == EM_F16 ? "f16x2" : "bf16x2";
-  if ((BQ != 64 && BQ != 128 && BQ != 192) || (f->BKV != 64 && f->BKV != 128 && f->BKV != 176 && f->BKV != 192) || f->ST < 2 || f->ST > 4 || (f->minb != 1 && f->minb != 2) ||
-      (f->minb == 2 && f->NWG != 1) || (f->P != 1 && f->P != 2) || (f->P == 2 && (BQ != 64 || f->pack || f->ST != 4)) ||
+  if ((BQ != 64 && BQ != 128 && BQ != 192) || (f->BKV != 64 && f->BKV != 128 && f->BKV != 176 && f->BKV != 192) || f->ST < 2 || f->ST > 4 || f->minb < 1 || f->minb > 3 ||
+      (f->minb > 1 && f->NWG != 1) || (f->P != 1 && f->P != 2) || (f->P == 2 && (BQ != 64 || f->pack || f->ST != 4)) ||
       (BQ == 192 && (f->D != 64 || f->minb != 1))) {
     ex_fail(c, "FLASH=2 needs BQ 64, 128 or 192 (a warpgroup per 64 rows; 192: head dim 64, MINB 1), BKV 64, 128, 176 or 192, KVST 2..4, MINB 1 "
-               "(2 with one warpgroup), KVSPLIT 1 or 2 (2: BQ=64, QPACK=0, KVST=4: each part's next tile loads while it reads this one)");
+               "(2 or 3 with one warpgroup), KVSPLIT 1 or 2 (2: BQ=64, QPACK=0, KVST=4: each part's next tile loads while it reads this one)");
     return 0;
   }
   /* (each warpgroup stages its slice at its own last stage + its slice's offset: past the K half it lands on V, which
    * another warpgroup's last P·V may still read — BQ=192 at BKV=128 so was wrong on the H200, twenty-fifth session) */
   if (f->osmem == 4 && fa_qbytes(f) > fa_kvbytes(f)) {
     ex_fail(c, "OSMEM=4 stages O over a K/V stage's K half: the warpgroups' %lld bytes of O exceed its %lld", fa_qbytes(f), fa_kvbytes(f));
+    return 0;
+  }
+  if (f->minb == 3 && (f->BKV != 64 || f->D != 64)) { /* (S, O and two P sets of 128-key tiles need ~180; head dim 128's O 64 more) */
+    ex_fail(c, "MINB=3 (%d registers a consumer thread) holds S, O and P for head dim 64 and 64-key tiles only (BKV=64)", fa_consumer_regs(f));
     return 0;
   }
   long long smem = fa_smem(f);
@@ -995,6 +1020,7 @@ void ex_k_flash_wgmma(ectx *c, em_launch *L) {
     snprintf(L->grid[0], sizeof L->grid[0], "%s", gx);
     snprintf(L->grid[1], sizeof L->grid[1], "1");
     L->persistent = 1;
+    L->sm_blocks = f.minb;
   }
   L->ntmaps = 3;
   int in[3] = {f.qb, f.kb, f.vb}, rows[3] = {64, f.BKV, f.BKV};

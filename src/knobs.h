@@ -157,7 +157,9 @@
     "1: linears reading the same operand (q/k/v, gate/up) are one kernel, their N side by side; 0: apart")             \
   X(MINB, WORK, 1, "1..4", "attention (flash)",                                                                        \
     "blocks per SM the register allocation must allow (`__launch_bounds__(threads, MINB)`): 1 (default) leaves it "    \
-    "to ptxas, 2 caps registers for two blocks")                                                                       \
+    "to ptxas, 2 caps registers for two blocks; 3 (FLASH=2, head dim 64, 64-key tiles: 24 / 136 registers after "     \
+    "setmaxnreg) for three — the lead of short causal head-dim-64 attention with three query tiles an SM (b8 s512 "    \
+    "44.1 -> 36.4 us, H200)")                                                                                          \
   X(QSMEM, WORK, 0, "0,1", "attention (flash)",                                                                        \
     "1: the Q tile keeps shared-memory rows of its own (before the K/V stages) and its fragments are reloaded with "   \
     "ldmatrix every k-step, D/2 fewer registers per thread; 0 (default): fragments held in registers, the K/V "        \
@@ -182,10 +184,11 @@
     "barriers 4 and 5), so one's softmax overlaps the other's matrix products (FlashAttention-3's ping-pong); "        \
     "the head-dim-128 non-causal lead where BQ=128 leads (b8 s512 46.5 -> 43.6 us, H200), else offered last")        \
   X(APERSIST, WORK, 0, "0,1", "attention (FLASH=2)",                                                                   \
-    "1: one CTA an SM loops over (query tile, head) items (KVSPLIT=1, QPACK=0, MINB=1; causal: rounds in mirrored " \
+    "1: MINB CTAs an SM loop over (query tile, head) items (KVSPLIT=1, QPACK=0; MINB 2, 3: BQ=64; causal: rounds in mirrored " \
     "order), its producer loading the next item's first K/V tiles during this item's epilogue and its Q once Q is "  \
     "released (after the last QK^T with OSMEM=0, else after the epilogue) (FlashAttention-3's persistent scheduler); " \
-    "the head-dim-128 lead where items are at most 4 key tiles and 2 or more an SM (b8 s512 43.7 -> 41.1 us, H200), " \
+    "the head-dim-128 lead where items are at most 4 key tiles and 2 or more an SM (b8 s512 43.7 -> 41.1 us, H200), "  \
+    "and with MINB=3 the head-dim-64 non-causal one at 512 keys (b8 53.5 -> 47.7 us), " \
     "else offered last")                                                                                              \
   X(OSMEM, WORK, 0, "0,1,2,3,4", "attention (FLASH=2)",                                                                \
     "1: each warpgroup stages O / l (rounded) in its Q slice of shared memory (128-byte swizzled, conflict-free) and " \
@@ -195,6 +198,10 @@
     "(b8 s512 causal 38.0 -> 36.0 us against OSMEM=2 on the same 2-deep ring, H200); 4 (APERSIST=1): as 3 over the "  \
     "warpgroup's last K/V stage, released after the epilogue (no more shared memory: a 3-deep ring at head dim "    \
     "128); 3 and 4 offered last; 0: each thread stores its own fragments (eight rows an instruction)")               \
+  X(RESCALE, WORK, 0, "0,1", "attention (FLASH=2)",                                                                   \
+    "1: O and the row sums are corrected only when a warp's row maximum grew by more than 8 (base 2) since the last "  \
+    "correction, else P is taken against the stale maximum (P up to 256; FlashAttention-4's conditional rescaling): " \
+    "the correction's exp2, its multiplies of O (D/2 a thread) skipped on most key tiles; 0 (default): every tile")   \
   X(QPACK, WORK, 0, "0,1", "attention (FLASH=2)",                                                                      \
     "1: a CTA's consumer warpgroups take the same 64 query rows of consecutive query heads that share a KV head (GQA), " \
     "so each K/V tile is loaded once for them; 0: consecutive 64-row slices of one head's query tile")                 \

@@ -385,7 +385,7 @@ return {
   -- 25.1 for the mma.sync tier's best; b8 s512 61.1 (BQ 128) against 131.6; s2048 73.5 (BQ 64, MINB 2) and 76.6
   -- (BQ 128) against 183.5; TinyLlama (head dim 64) 13.0 against 19.1 for BQ 64 with BKV 128. First on sm_90.
   { name = "flash_wgmma", family = "WORK", kinds = { "attention" },
-    knobs = { FLASH = 0, BQ = 64, BKV = 32, KVST = 1, KVSPLIT = 1, MINB = 1, QSMEM = 0, QPACK = 0, OSMEM = 0, PINGPONG = 0, APERSIST = 0 },
+    knobs = { FLASH = 0, BQ = 64, BKV = 32, KVST = 1, KVSPLIT = 1, MINB = 1, QSMEM = 0, QPACK = 0, OSMEM = 0, PINGPONG = 0, APERSIST = 0, RESCALE = 0 },
     gate = function(k, dev)
       if (dev.cc_major or 0) < 9 then return false, ("compute capability %s has no wgmma (needs 9.0)"):format(dev.cc) end
       if not atom.is_half(k.dtype) then return false, ("dtype %s (wgmma needs bf16/f16)"):format(k.dtype) end
@@ -414,9 +414,11 @@ return {
               local merge = split == 2 and (k.E / 2 + 4) * 128 * 4 or 0
               local smem = 1024 + bq * k.E * 2 + 2 * st * bkv * k.E * 2 + merge
               for _, pack in ipairs { 0, 1 } do
-                for _, minb in ipairs { 1, 2 } do
+                -- MINB=3 (head dim 64, 64-key tiles: what 136 registers a consumer thread hold): three CTAs an SM
+                for _, minb in ipairs { 1, 2, 3 } do
                   local ok = smem * minb <= (dev.smem_optin or dev.smem_static)
                     and (pack == 0 or (bq == 128 and k.gqa and ratio % 2 == 0)) and (minb == 1 or (bq == 64 and split == 1))
+                    and (minb < 3 or (k.E == 64 and bkv == 64))
                     and (split == 1 or (bq == 64 and pack == 0 and st == 4))
                   if ok then
                     out[#out + 1] = { FLASH = 2, BQ = bq, BKV = bkv, KVST = st, KVSPLIT = split, MINB = minb, QSMEM = 0, QPACK = pack }
@@ -455,9 +457,10 @@ return {
       -- us against torch's 32.6, H200, seventeenth session). Written without a GPU run: offered last.
       do
         local n = #out
+        -- (MINB 2 and 3, one consumer warpgroup: that many CTAs an SM, each looping over items)
         for i = 1, n do
           local o = out[i]
-          if o.KVSPLIT == 1 and o.QPACK == 0 and o.MINB == 1 then out[#out + 1] = atom.with(o, "APERSIST", 1) end
+          if o.KVSPLIT == 1 and o.QPACK == 0 and (o.MINB == 1 or o.BQ == 64) then out[#out + 1] = atom.with(o, "APERSIST", 1) end
         end
         -- OSMEM=3 (APERSIST=1): O staged in a buffer of its own, so that Q is released to the next item's load
         -- after the last QK^T (FlashAttention-3's order; the Q tile's size more shared memory — the resource check
@@ -501,8 +504,32 @@ return {
       -- Both leads store their output in 16-byte chunks (OSMEM=2), which beat OSMEM=1 (head dim 128) and 0 (64) on
       -- all eight BKV=128 cases of a bhsd sweep (H200, fourteenth session): b8 s512 d128 causal 43.5 -> 39.1 us,
       -- non-causal 51.4 -> 47.3, b1 s2048 d128 42.4 -> 39.8 and 63.1 -> 59.5, d64 b1 s512 non-causal 8.9 -> 8.0
+      -- RESCALE=1 (O and the sums corrected only when a row's maximum grew by more than 2^8): a twin of each
+      -- 16-byte-store option (OSMEM 2-4), offered last; the lead where an item has 32 key tiles or more (non-causal), as the
+      -- first tile always corrects and the vote costs a little on short items (H200, twenty-ninth session, b1 s8192
+      -- d128 non-causal 872.7 -> 822.2 us, twice; s512 and s2048 within +-2%)
+      do
+        local n = #out
+        for i = 1, n do if (out[i].OSMEM or 0) >= 2 then out[#out + 1] = atom.with(out[i], "RESCALE", 1) end end
+      end
+      local items64 = math.ceil((type(k.L) == "number" and k.L or 0) / 64) * (k.heads or 1) * (k.batch or 1)
+      local long = type(k.L) == "number" and not k.causal and math.ceil(k.L / 128) >= 32
       if k.E == 64 then
-        atom.lead(out, { BQ = 64, BKV = 128, KVST = 3, KVSPLIT = 1, MINB = 2, QPACK = 0, OSMEM = 2 })
+        -- three CTAs an SM on 64-key tiles where there are three query tiles an SM or more and items are short
+        -- (each CTA's prologue and epilogue are a large share of its few key tiles; a third CTA hides them): b8 s512
+        -- causal 44.1 -> 36.4 us (torch 38.5), b1 s2048 causal 51.7 -> 50.5; non-causal b8 s512 persistent 53.5 ->
+        -- 47.7 (47.1); b1 s512 (256 tiles) lost 7.2 -> 7.9, b1 s8192 causal 617 -> 665, b1 s2048 non-causal 82.1 ->
+        -- 87.5 (H200, twenty-ninth session, bench/attention.lua --pins)
+        local short = type(k.L) == "number" and k.L <= (k.causal and 2048 or 512)
+        if short and items64 >= 3 * (dev.sm_count or 132) then
+          if k.causal then
+            atom.lead(out, { BQ = 64, BKV = 64, KVST = 3, KVSPLIT = 1, MINB = 3, QPACK = 0, OSMEM = 2 })
+          else
+            atom.lead(out, { BQ = 64, BKV = 64, KVST = 4, KVSPLIT = 1, MINB = 3, QPACK = 0, OSMEM = 4, APERSIST = 1 })
+          end
+        else
+          atom.lead(out, { BQ = 64, BKV = 128, KVST = 3, KVSPLIT = 1, MINB = 2, QPACK = 0, OSMEM = 2 })
+        end
       elseif bqs[1] == 128 then
         -- with PINGPONG=1, which beat it on every such bhsd case of a sweep (H200, fifteenth session, non-causal:
         -- b8 s512 46.5 -> 43.6 us, b1 s2048 58.7 -> 56.6, b1 s8192 870.8 -> 822.0; sixteenth session, causal:
@@ -520,6 +547,7 @@ return {
         -- requested after its first K/V tile rather than after a stage the epilogue holds (twentieth session): causal
         -- 33.7 -> 31.1 (torch 32.5), non-causal 40.7 -> 36.1 (35.2)
         if lead.APERSIST == 1 then lead.OSMEM = 4 end
+        if long then lead.RESCALE = 1 end
         atom.lead(out, lead)
       end
       return out

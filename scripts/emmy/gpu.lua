@@ -191,12 +191,13 @@ function M.launch(cu, plan, e, bufs, bind)
     if not x then error(("%s: cannot evaluate grid %s"):format(k.name, e.launch.grid[i]), 0) end
     grid[i] = math.max(1, x)
   end
-  -- a persistent kernel loops over its tiles: one CTA an SM at most, whole clusters, and no more clusters than fit
+  -- a persistent kernel loops over its tiles: one CTA an SM at most (sm_blocks: MINB=2 attention two), whole
+  -- clusters, and no more clusters than fit
   -- at once (cuOccupancyMaxActiveClusters: a GPC's SMs pair up, so a clustered grid of one CTA an SM may not fit
   -- whole, and the clusters left over would run as a second wave)
   local cl = e.launch.persistent or 0
   if cl > 0 then
-    local cap = cu:info().sm_count
+    local cap = cu:info().sm_count * (e.launch.sm_blocks or 1)
     if cl >= 2 then
       if e.max_clusters == nil then e.max_clusters = e.fn:max_clusters({ cl, 1, 1 }, e.launch.block, e.launch.smem) or -1 end
       if e.max_clusters > 0 then cap = math.min(cap, e.max_clusters * cl) end

@@ -797,7 +797,8 @@ static int g_dim(lua_State *L) {
  *                     (only where not the tensor's last dim), box = {inner, rows}}, ...},
  *           scratch_per_tile = bytes per block (SPLIT_K > 1, STAMP=1; 0 otherwise),
  *           persistent = 0, or the cluster size (1, 2) when grid[1] counts tiles and the launcher caps it at the
- *           SM count (a multiple of the cluster size)} */
+ *           SM count (a multiple of the cluster size), sm_blocks = a persistent grid's CTAs an SM (the cap's
+ *           multiplier, 1 but for MINB=2 persistent attention)} */
 static int l_emit(lua_State *L) {
   em_graph *g = em_lua_checkgraph(L, 1);
   luaL_checktype(L, 2, LUA_TTABLE);
@@ -868,6 +869,8 @@ static int l_emit(lua_State *L) {
   lua_setfield(L, -2, "scratch_per_tile");
   lua_pushinteger(L, la.persistent);
   lua_setfield(L, -2, "persistent");
+  lua_pushinteger(L, la.sm_blocks > 1 ? la.sm_blocks : 1);
+  lua_setfield(L, -2, "sm_blocks");
   lua_pushboolean(L, la.pdl);
   lua_setfield(L, -2, "pdl");
   lua_createtable(L, la.ntmaps, 0);
