@@ -541,6 +541,9 @@ return {
         -- too (825.3 -> 836.7) (H200, eighteenth session, bench/attention.lua --pins)
         local items = math.ceil((type(k.L) == "number" and k.L or 0) / 128) * (k.heads or 1) * (k.batch or 1)
         if type(k.L) == "number" and k.L <= 512 and items >= 2 * (dev.sm_count or 132) then lead.APERSIST = 1 end
+        -- non-causal up to 2048 keys with a wave of items or more (b1 s2048: 256 items, 1.94 waves of CTAs without
+        -- it): 56.7 -> 55.3 us and 56.9 -> 55.8, torch 55.8 / 56.0 (H200, twenty-ninth session, twice)
+        if type(k.L) == "number" and not k.causal and k.L <= 2048 and items >= (dev.sm_count or 132) then lead.APERSIST = 1 end
         -- O staged over the warpgroup's last K/V stage so that Q is released after the last QK^T (OSMEM=4): b8 s512
         -- d128 causal 35.9 -> 33.8 us (torch 32.6); non-causal no faster (40.6 with OSMEM=2) (H200, nineteenth
         -- session, bench/attention.lua --pins "APERSIST=1,OSMEM=4;APERSIST=1,OSMEM=2") until the next item's Q was
