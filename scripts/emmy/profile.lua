@@ -19,6 +19,10 @@ M.METRICS = {
   -- is not known to ncu 2025.3)
   { key = "tensor_mma", metric = "sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active", label = "tensor pipe (%)", pct = true },
   { key = "fma", metric = "sm__pipe_fma_cycles_active.avg.pct_of_peak_sustained_active", label = "FMA pipe (%)", pct = true },
+  -- the XU pipe (MUFU: ex2, rcp; conversions) and the ALU pipe (integer, compare, min/max, logic): which of attention's
+  -- softmax pipes is full (issue 20)
+  { key = "xu", metric = "sm__inst_executed_pipe_xu.avg.pct_of_peak_sustained_active", label = "XU pipe (%)", pct = true },
+  { key = "alu", metric = "sm__pipe_alu_cycles_active.avg.pct_of_peak_sustained_active", label = "ALU pipe (%)", pct = true },
   { key = "lsu", metric = "sm__inst_executed_pipe_lsu.sum", label = "LSU instructions", sum = true },
   { key = "bank_conflicts", metric = "l1tex__data_bank_conflicts_pipe_lsu_mem_shared.sum", label = "shared-memory bank conflicts", sum = true },
   { key = "regs", metric = "launch__registers_per_thread", label = "registers per thread", max = true },
