@@ -183,6 +183,47 @@ test("on the mock driver: every variant is built, launched and checked before ti
   end
 end)
 
+test("--dry-run --nvrtc compiles each variant (registers, spills); MINB=3 leads b8 s512 d64 causal; a pin the emitter refuses is a row with its reason", function()
+  local okn, nv = pcall(require, "emmy.nvrtc")
+  if not okn or not nv.version() then skip("NVRTC not found") end
+  local small = { "--shapes", "b8s512", "--heads", "64:32:4", "--causal", "1", "--limit", "0", "--dry-run", "--nvrtc" }
+  local code, out, err = bench(args(small, "--pins", "MINB=3,BKV=64,KVST=4,OSMEM=2;MINB=3,BKV=64,KVST=4,OSMEM=4,APERSIST=1;RESCALE=1"))
+  eq(code, 0, err .. out)
+  local c = dry_cases(out)["b8s512 d64 32/4 causal"]
+  check(c.chosen:find("MINB=3", 1, true) and c.chosen:find("BKV=64", 1, true), "three CTAs an SM lead b8 s512 causal: " .. c.chosen)
+  check(out:find("chosen%s+%S+%s+nvrtc ok, %d+ registers, 0 bytes spilled"), out)
+  eq(#c.pinned, 3)
+  for _, l in ipairs(c.pinned) do check(l:find("nvrtc ok, %d+ registers, 0 bytes spilled"), l) end
+  -- MINB=3 on 128-key tiles: refused by the emitter with the reason (registers), not compiled
+  local c2, o2 = bench(args(small, "--pins", "MINB=3,BKV=128,KVST=2"))
+  eq(c2, 0, o2)
+  check(o2:find("MINB=3 %(136 registers a consumer thread%) holds S, O and P for head dim 64 and 64%-key tiles only"), o2)
+end)
+
+test("bench/pipes.lua: its kernels compile (--dry-run) and run end to end on the mock driver; an unknown case is one line", function()
+  local okn, nv = pcall(require, "emmy.nvrtc")
+  if not okn or not nv.version() then skip("NVRTC not found") end
+  local P = ROOT .. "/bench/pipes.lua"
+  local code, out, err = emmy({ P, "--dry-run" })
+  eq(code, 0, err)
+  check(out:find("^8 kernels compiled for sm_90a %(NVRTC%), %d+ registers at most, 0 bytes spilled"), out)
+  local c2, _, e2 = emmy({ P, "--cases", "ex2,nope" })
+  eq(c2, 2, e2)
+  check(e2:find("unknown case 'nope'", 1, true), e2)
+  local d = tmpdir()
+  local so = d .. "/libcuda_mock.so"
+  local cc, cout = sh(("cc -shared -fPIC -O1 -o %s %s"):format(shell_quote(so), shell_quote(ROOT .. "/tests/fixtures/cuda_mock.c")))
+  if cc ~= 0 then skip("cannot build the mock driver: " .. cout:sub(1, 200)) end
+  local c3, o3, e3 = emmy({ P, "--iters", "2", "--cases", "ex2,cvt", "--json", d .. "/p.json" },
+    { env = ("EMMY_MOCK_ANY_KERNEL=1 EMMY_LIBCUDA=%s EMMY_CUBIN_CACHE=%s/cc"):format(so, d) })
+  eq(c3, 0, e3)
+  check(o3:find("instruction cost on Mock GPU", 1, true) and o3:find("\nex2 ") and o3:find("\ncvt "), o3)
+  local j = cjson.decode(read_file(d .. "/p.json"))
+  eq(j.format, "emmy.bench.pipes")
+  eq(#j.rows, 2)
+  eq(j.rows[1].w1, 0, "the mock's kernels do nothing: the zeroed cycle counts read back")
+end)
+
 test("torch's reference (bench.py --out, --backends none) agrees with emmy's CPU reference", function()
   if sh(PY .. " -c 'import torch, numpy' 2>/dev/null") ~= 0 then skip(PY .. " has no torch/numpy") end
   local d = tmpdir()
