@@ -336,14 +336,36 @@ static double fa_mask(ectx *c, const fa_t *f, const char *sc) {
  * the correction of the old sum (corr0/1, also O's, applied by fa_rescale), P = exp2(s·sl - max·sl) packed two
  * to a register as PV's A fragments (p[k16 block][4], mma's A order), each thread's partial row sums (reduced
  * over the quad at the end). */
+/* EMMY_SMX_TREE=1 (an experiment, compile time; emitted CUDA unchanged without it): a thread's row maxima and partial
+ * sums over its 2·BKV/8 scores a row as pairwise trees (log2 levels) instead of one chain through every score — the
+ * softmax of a 64 x 128 tile takes 1,000-1,600 cycles a step where its MUFU work is ~530, so its dependence chains
+ * may be what it waits on (docs/performance.md, twenty-ninth session). */
+static int fa_tree(void) { return ex_env_choice("EMMY_SMX_TREE", 1); }
+static void fa_tree_reduce(ectx *c, const char *op, const char *dst, const char *sc, int nj, int q0, const char *first) {
+  ex_line(c, "{");
+  ex_line(c, "  float t[%d];", nj);
+  ex_line(c, "  #pragma unroll");
+  ex_line(c, "  for (int j = 0; j < %d; j++) t[j] = %s(%s[j][%d], %s[j][%d]);", nj, op, sc, q0, sc, q0 + 1);
+  ex_line(c, "  #pragma unroll");
+  ex_line(c, "  for (int w = %d; w > 0; w >>= 1)", nj / 2);
+  ex_line(c, "    #pragma unroll");
+  ex_line(c, "    for (int j = 0; j < w; j++) t[j] = %s(t[j], t[j + w]);", op);
+  ex_line(c, "  %s = %s(%s, t[0]);", dst, op, first);
+  ex_line(c, "}");
+}
 static void fa_softmax(ectx *c, const fa_t *f, double sl, const char *sc, const char *p) {
   int nj = f->BKV / 8;
   ex_line(c, "float mx0 = mrow[0], mx1 = mrow[1];");
-  ex_line(c, "#pragma unroll");
-  ex_line(c, "for (int j = 0; j < %d; j++) {", nj);
-  ex_line(c, "  mx0 = fmaxf(mx0, fmaxf(%s[j][0], %s[j][1]));", sc, sc);
-  ex_line(c, "  mx1 = fmaxf(mx1, fmaxf(%s[j][2], %s[j][3]));", sc, sc);
-  ex_line(c, "}");
+  if (fa_tree()) {
+    fa_tree_reduce(c, "fmaxf", "mx0", sc, nj, 0, "mx0");
+    fa_tree_reduce(c, "fmaxf", "mx1", sc, nj, 2, "mx1");
+  } else {
+    ex_line(c, "#pragma unroll");
+    ex_line(c, "for (int j = 0; j < %d; j++) {", nj);
+    ex_line(c, "  mx0 = fmaxf(mx0, fmaxf(%s[j][0], %s[j][1]));", sc, sc);
+    ex_line(c, "  mx1 = fmaxf(mx1, fmaxf(%s[j][2], %s[j][3]));", sc, sc);
+    ex_line(c, "}");
+  }
   ex_line(c, "mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 1));");
   ex_line(c, "mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 2));");
   ex_line(c, "mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 1));");
@@ -371,11 +393,21 @@ static void fa_softmax(ectx *c, const fa_t *f, double sl, const char *sc, const 
   ex_line(c, "for (int j = 0; j < %d; j++) {", nj);
   ex_line(c, "  const float p0 = em_ex2(fmaf(%s[j][0], %s, -mb0)), p1 = em_ex2(fmaf(%s[j][1], %s, -mb0));", sc, ex_flit(c, sl, 17), sc, ex_flit(c, sl, 17));
   ex_line(c, "  const float p2 = em_ex2(fmaf(%s[j][2], %s, -mb1)), p3 = em_ex2(fmaf(%s[j][3], %s, -mb1));", sc, ex_flit(c, sl, 17), sc, ex_flit(c, sl, 17));
-  ex_line(c, "  rs0 += p0 + p1;");
-  ex_line(c, "  rs1 += p2 + p3;");
+  if (fa_tree()) { /* (the scores are dead once exponentiated: P kept in their registers for the sums' trees) */
+    ex_line(c, "  %s[j][0] = p0; %s[j][1] = p1; %s[j][2] = p2; %s[j][3] = p3;", sc, sc, sc, sc);
+  } else {
+    ex_line(c, "  rs0 += p0 + p1;");
+    ex_line(c, "  rs1 += p2 + p3;");
+  }
   ex_line(c, "  %s[j >> 1][(j & 1) * 2] = em_pk(p0, p1);", p);
   ex_line(c, "  %s[j >> 1][(j & 1) * 2 + 1] = em_pk(p2, p3);", p);
   ex_line(c, "}");
+  if (fa_tree()) {
+    ex_line(c, "#define em_add(a, b) ((a) + (b))");
+    fa_tree_reduce(c, "em_add", "rs0", sc, nj, 0, "rs0");
+    fa_tree_reduce(c, "em_add", "rs1", sc, nj, 2, "rs1");
+    ex_line(c, "#undef em_add");
+  }
   ex_line(c, "lrow[0] = lrow[0] * corr0 + rs0;");
   ex_line(c, "lrow[1] = lrow[1] * corr1 + rs1;");
 }
