@@ -520,8 +520,10 @@ return {
         -- causal 44.1 -> 36.4 us (torch 38.5), b1 s2048 causal 51.7 -> 50.5; non-causal b8 s512 persistent 53.5 ->
         -- 47.7 (47.1); b1 s512 (256 tiles) lost 7.2 -> 7.9, b1 s8192 causal 617 -> 665, b1 s2048 non-causal 82.1 ->
         -- 87.5 (H200, twenty-ninth session, bench/attention.lua --pins)
+        -- (not with an attention mask — the whole model's SDPA, non-causal with its causal and padding mask read per
+        -- score: MINB=3 with a mask has not run on a GPU, and spills there, NVRTC 13.0: 20 bytes)
         local short = type(k.L) == "number" and k.L <= (k.causal and 2048 or 512)
-        if short and items64 >= 3 * (dev.sm_count or 132) then
+        if short and not k.masked and items64 >= 3 * (dev.sm_count or 132) then
           if k.causal then
             atom.lead(out, { BQ = 64, BKV = 64, KVST = 3, KVSPLIT = 1, MINB = 3, QPACK = 0, OSMEM = 2 })
           else
@@ -543,7 +545,8 @@ return {
         if type(k.L) == "number" and k.L <= 512 and items >= 2 * (dev.sm_count or 132) then lead.APERSIST = 1 end
         -- non-causal up to 2048 keys with a wave of items or more (b1 s2048: 256 items, 1.94 waves of CTAs without
         -- it): 56.7 -> 55.3 us and 56.9 -> 55.8, torch 55.8 / 56.0 (H200, twenty-ninth session, twice)
-        if type(k.L) == "number" and not k.causal and k.L <= 2048 and items >= (dev.sm_count or 132) then lead.APERSIST = 1 end
+        -- (not with an attention mask: that pairing has not run on a GPU)
+        if type(k.L) == "number" and not k.causal and not k.masked and k.L <= 2048 and items >= (dev.sm_count or 132) then lead.APERSIST = 1 end
         -- O staged over the warpgroup's last K/V stage so that Q is released after the last QK^T (OSMEM=4): b8 s512
         -- d128 causal 35.9 -> 33.8 us (torch 32.6); non-causal no faster (40.6 with OSMEM=2) (H200, nineteenth
         -- session, bench/attention.lua --pins "APERSIST=1,OSMEM=4;APERSIST=1,OSMEM=2") until the next item's Q was
