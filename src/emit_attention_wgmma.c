@@ -28,6 +28,8 @@ typedef struct {
                                   * the last K/V stage */
   int sp;                        /* STAMP: clock marks in the roles (FA_STAMP_FIELDS) */
   int lazy;                      /* RESCALE=1: O and l corrected only when a warp's row maximum grew by more than 2^8 */
+  int otma;                      /* EMMY_OTMA=1 (an experiment): a full staged O tile stored by TMA from one thread */
+  em_launch *L;                  /* the launch (EMMY_OTMA adds the output's tensor map to it) */
   double scale;
   em_dtype dt;
   const char *mt, *pk;           /* "bf16"/"f16"; the f32-pair to 16-bit-pair conversion */
@@ -489,9 +491,44 @@ static int fa_pair_store(ectx *c, const fa_t *f, ivec di) {
  * to the output, one 16-byte store where the output's index steps 1 and 7 over the chunk from a multiple of 8 (a
  * contiguous head dim; checked where it runs), else eight element stores. Only where the output is the result
  * through views (fa_index_fn); returns 0 (nothing emitted) elsewhere, and the caller's element loop runs. */
+/* EMMY_OTMA=1 (an experiment, compile time; emitted CUDA unchanged without it): where this warpgroup's 64 rows are all
+ * inside the sequence and lie in the output as rows of a [numel / inner, inner] matrix (inner: the output's last dim;
+ * the head dim contiguous, the next row `inner` elements on, the D columns inside one row, 16-byte aligned — checked
+ * where it runs), the staged O (OSMEM 2-4: 128-byte swizzled 64-column blocks, the TMA's own layout) goes out as D/64
+ * bulk tensor stores from one thread, which waits until they have read the buffer; else the 16-byte chunk stores
+ * (the caller's). The consumers then issue no global stores for a full tile: the chunk stores' index arithmetic and
+ * 8-16 stores a thread were a large share of the epilogue's ~1,500 cycles an item (stamps, H200, twenty-ninth
+ * session). Emits the branch's opening (the caller closes it); returns 1, or 0 where it emitted nothing. */
+static int fa_tma_store(ectx *c, const fa_t *f, int pos) {
+  const em_shape *os = ex_S(c, c->g->outputs.v[pos]);
+  if (os->rank < 2 || f->L->ntmaps >= 4) return 0;
+  int tmo = f->L->ntmaps++;
+  f->L->tmaps[tmo].input = pos;
+  f->L->tmaps[tmo].output = 1;
+  f->L->tmaps[tmo].box[0] = 64;
+  f->L->tmaps[tmo].box[1] = 64;
+  ex_use_prelude(c, ex_TMA_STORE_PRELUDE);
+  int D = (int)f->D;
+  ex_line(c, "const long long em_i0 = em_ix(ql0, 0), em_in = %s;", ex_dim_c(c, &os->d[os->rank - 1]));
+  ex_line(c, "if (ql0 + 64 <= Lq && em_ix(ql0, %d) - em_i0 == %d && em_ix(ql0 + 1, 0) - em_i0 == em_in && em_i0 %% em_in + %d <= em_in &&",
+          D - 1, D - 1, D);
+  ex_line(c, "    (em_i0 & 7) == 0) { /* EMMY_OTMA: a full tile by TMA */");
+  ex_line(c, "  if ((tid & 127) == 0) {");
+  for (int b = 0; b < D / 64; b++)
+    ex_line(c, "    em_tma_store_2d(&tm%d, em_smem(em_os) + %du, (int)(em_i0 %% em_in) + %d, (int)(em_i0 / em_in));", tmo, b * f->NQ * 8192,
+            b * 64);
+  ex_line(c, "    em_bulk_commit();");
+  ex_line(c, "    em_bulk_wait_read0(); /* the staged O read: its buffer may be released */");
+  ex_line(c, "  }");
+  ex_line(c, "} else {");
+  c->indent++;
+  return 1;
+}
+
 static int fa_chunk_store(ectx *c, const fa_t *f, ivec di) {
   int pos = 0, cpr = (int)(f->D / 8);
   if (em_dtype_bytes(f->dt) != 2 || f->D % 8 || !fa_index_fn(c, f, di, &pos)) return 0;
+  int tma = f->otma ? fa_tma_store(c, f, pos) : 0;
   ex_line(c, "#pragma unroll 4");
   ex_line(c, "for (int em_i = 0; em_i < %d; em_i++) {", 64 * cpr / 128);
   c->indent++;
@@ -504,6 +541,10 @@ static int fa_chunk_store(ectx *c, const fa_t *f, ivec di) {
   ex_line(c, "else for (int e = 0; e < 8; e++) out%d[em_ix(l, dc + e)] = *em_oa(r, dc + e);", pos);
   c->indent--;
   ex_line(c, "}");
+  if (tma) {
+    c->indent--;
+    ex_line(c, "}");
+  }
   return 1;
 }
 
@@ -554,6 +595,7 @@ static void fa_epilogue(ectx *c, const fa_t *f) {
     ex_line(c, "}");
     /* (immediate barrier ids: a register id makes ptxas reserve all sixteen) */
     /* (slice w's barrier 2 + w; BQ=192's 4 is PINGPONG's, which needs two slices) */
+    if (f->otma) ex_line(c, "em_fence_async_smem(); /* EMMY_OTMA: O's writes seen by the bulk stores */");
     sbuf bs = {0};
     for (int w = 0; w < f->NQ; w++)
       ex_sb_add(&bs, "%sasm volatile(\"bar.sync %d, 128;\" ::: \"memory\");",
@@ -912,6 +954,7 @@ static void fa_consumers(ectx *c, const fa_t *f) {
     c->indent--;
     ex_line(c, "}");
   }
+  if (f->otma && f->L->ntmaps > 3) ex_line(c, "if ((tid & 127) == 0) em_bulk_wait0(); /* EMMY_OTMA: this thread's stores complete */");
   if (f->sp) {
     ex_line(c, "if ((tid & 127) == 0) { /* STAMP: this warpgroup's record, and (the first) the CTA's timeline */");
     ex_line(c, "  unsigned *const em_w = em_st + (wid >> 2) * %d;", FA_STAMP_FIELDS);
@@ -957,6 +1000,7 @@ static int fa_facts(ectx *c, fa_t *f) {
   f->osmem = EX_KNOB(c, OSMEM);
   f->sp = (int)EX_KNOB(c, STAMP);
   f->lazy = (int)EX_KNOB(c, RESCALE);
+  f->otma = ex_env_choice("EMMY_OTMA", 1) && f->osmem >= 2;
   if (f->osmem >= 3 && !f->persist) {
     ex_fail(c, "OSMEM=3 and 4 (O staged in a buffer of its own or over the last K/V stage, so that Q is free after the "
                "last QK^T) need APERSIST=1");
@@ -1039,6 +1083,7 @@ static const char *fa_nbh_c(ectx *c, const fa_t *f) {
 void ex_k_flash_wgmma(ectx *c, em_launch *L) {
   fa_t f;
   if (!fa_facts(c, &f)) return;
+  f.L = L;
   int BQ = f.pack ? 64 : 64 * f.NQ;
   L->block[0] = 128 * (f.NWG + 1);
   L->smem = fa_smem(&f);
