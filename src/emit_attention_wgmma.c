@@ -349,9 +349,9 @@ static void fa_tree_reduce(ectx *c, const char *op, const char *dst, const char 
   ex_line(c, "  #pragma unroll");
   ex_line(c, "  for (int j = 0; j < %d; j++) t[j] = %s(%s[j][%d], %s[j][%d]);", nj, op, sc, q0, sc, q0 + 1);
   ex_line(c, "  #pragma unroll");
-  ex_line(c, "  for (int w = %d; w > 0; w >>= 1)", nj / 2);
+  ex_line(c, "  for (int n = %d; n > 1; n = (n + 1) / 2)", nj); /* (any count: an odd one's last value carried) */
   ex_line(c, "    #pragma unroll");
-  ex_line(c, "    for (int j = 0; j < w; j++) t[j] = %s(t[j], t[j + w]);", op);
+  ex_line(c, "    for (int j = 0; j < n / 2; j++) t[j] = %s(t[j], t[j + (n + 1) / 2]);", op);
   ex_line(c, "  %s = %s(%s, t[0]);", dst, op, first);
   ex_line(c, "}");
 }
