@@ -180,35 +180,6 @@ function M.knob_string_in(knobs, keys)
   return table.concat(parts, ",")
 end
 
--- The leaves of the fork tree, one at a time: an iterator over the cartesian product of the families' options
--- (fam_order: family names; fam_opts[family] = {option table, ...}), each leaf a fresh knob table in which a later
--- family's option overrides an earlier one's knob. The product is walked like an odometer and never built, so a
--- large tree costs the leaves the caller keeps, not the product. A family with no options is skipped.
-function M.leaves(fam_order, fam_opts)
-  local fams = {}
-  for _, f in ipairs(fam_order) do if fam_opts[f] and #fam_opts[f] > 0 then fams[#fams + 1] = fam_opts[f] end end
-  local idx, started = {}, false
-  for i = 1, #fams do idx[i] = 1 end
-  return function()
-    if started then
-      local i = #fams
-      while i >= 1 do
-        idx[i] = idx[i] + 1
-        if idx[i] <= #fams[i] then break end
-        idx[i] = 1
-        i = i - 1
-      end
-      if i < 1 then return nil end
-    end
-    started = true
-    local c = {}
-    for i, opts in ipairs(fams) do
-      for key, v in pairs(opts[idx[i]]) do c[key] = v end
-    end
-    return c
-  end
-end
-
 -- The codes that name a leaf by a number: the knobs some family's option sets (sorted), code[key][value] (0 the
 -- default, then each value an option gives) and each key's weight in the mixed radix; nil where the product of the
 -- keys' value counts passes 2^52 (the caller then names leaves by their knob strings).
@@ -237,8 +208,10 @@ local function leaf_codes(fam_order, fam_opts, defaults)
   return vkeys, code, weight
 end
 
--- M.leaves' walk for the planner: fn(c) for each leaf in the same order, c one scratch table reused from leaf to
--- leaf (the defaults of every key of keys, then each family's current option over them; fn copies what it keeps).
+-- The leaves of the fork tree, one at a time: fn(c) for each leaf of the cartesian product of the families' options
+-- (fam_order: family names; fam_opts[family] = {option table, ...}; a family with no options skipped), walked like an
+-- odometer and never built, c one scratch table reused from leaf to leaf — the defaults of every key of keys, then
+-- each family's current option over them, a later family's overriding an earlier one's knob; fn copies what it keeps.
 -- A layer's planning walks ~4 x 10^5 leaves, ~90% of them rejected by the resource check: a fresh table a leaf and
 -- the defaults filled through pairs() were half of its ~3 s (jit.profile, twenty-ninth session).
 function M.each_leaf(fam_order, fam_opts, defaults, keys, fn)

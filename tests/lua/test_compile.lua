@@ -927,14 +927,13 @@ end)
 
 test("the fork tree's leaves are walked one at a time: the product in order, later families override, empty ones skipped", function()
   local rules = require "emmy.rules"
-  local got = {}
-  for c in rules.leaves({ "a", "none", "b" }, { a = { { X = 1 }, { X = 2, P = 0 } }, none = {}, b = { { Y = 1, P = 8 }, { Y = 2 } } }) do
-    got[#got + 1] = rules.knob_string(c)
-  end
-  eq(table.concat(got, " "), "P=8,X=1,Y=1 X=1,Y=2 P=8,X=2,Y=1 P=0,X=2,Y=2")
+  local got, defaults, keys = {}, { P = 4, X = 0, Y = 0 }, { "P", "X", "Y" }
+  rules.each_leaf({ "a", "none", "b" }, { a = { { X = 1 }, { X = 2, P = 0 } }, none = {}, b = { { Y = 1, P = 8 }, { Y = 2 } } },
+    defaults, keys, function(c) got[#got + 1] = rules.knob_string(c) end)
+  eq(table.concat(got, " "), "P=8,X=1,Y=1 P=4,X=1,Y=2 P=8,X=2,Y=1 P=0,X=2,Y=2", "the defaults under each leaf's options")
   local n = 0
-  for c in rules.leaves({}, {}) do n = n + 1 eq(next(c), nil) end
-  eq(n, 1, "no family: one empty leaf")
+  rules.each_leaf({}, {}, { Z = 3 }, { "Z" }, function(c) n = n + 1; eq(c.Z, 3) end)
+  eq(n, 1, "no family: one leaf of the defaults")
 end)
 
 test("passes list and stop-after", function()
