@@ -9,84 +9,19 @@ local function test(name, fn) T[#T + 1] = { name, fn } end
 
 local sh = require("emmy.cli").sh
 
+-- Starts the cluster in dir (emmy.slurm_local), or skips with the reason.
+local function cluster(dir)
+  local env, stop = require("emmy.slurm_local").start(dir)
+  if not env then skip(stop) end
+  return env, stop
+end
+
 local function read(path)
   local f = io.open(path)
   if not f then return nil end
   local s = f:read("*a")
   f:close()
   return s
-end
-
--- Starts munged, slurmctld and slurmd in dir; returns the SLURM_CONF path and a stop function.
-local function cluster(dir)
-  for _, b in ipairs { "munged", "slurmctld", "slurmd", "sbatch", "squeue" } do
-    if sh("command -v " .. b) ~= 0 and sh("test -x /usr/sbin/" .. b) ~= 0 then
-      skip(("no %s (make test installs Debian's slurm-wlm and munge)"):format(b))
-    end
-  end
-  if select(2, sh("id -u")):match("%d+") ~= "0" then skip("slurmd runs as root here and this is not root") end
-  local host = select(2, sh("hostname -s")):match("%S+")
-  local cpus = sys.nproc()
-  local port = 20000 + (tonumber(select(2, sh("echo $$")):match("%d+")) or 0) % 20000
-  assert(sys.mkdir_p(dir .. "/m") and sys.mkdir_p(dir .. "/state") and sys.mkdir_p(dir .. "/spool"))
-  sh(("dd if=/dev/urandom of=%s/m/munge.key bs=1024 count=1 && chmod 600 %s/m/munge.key"):format(dir, dir))
-  local pids = {}
-  local function stop()
-    for _, f in ipairs { "slurmd.pid", "slurmctld.pid", "m/munged.pid" } do
-      local pid = (read(dir .. "/" .. f) or ""):match("%d+")
-      if pid then sh("kill " .. pid); pids[#pids + 1] = pid end
-    end
-    for _ = 1, 50 do
-      local alive = false
-      for _, pid in ipairs(pids) do if sh("kill -0 " .. pid) == 0 then alive = true end end
-      if not alive then break end
-      os.execute("sleep 0.1")
-    end
-  end
-  local c, out = sh(("/usr/sbin/munged --key-file=%s/m/munge.key --socket=%s/m/munge.sock --pid-file=%s/m/munged.pid "
-    .. "--log-file=%s/m/munged.log --seed-file=%s/m/seed"):format(dir, dir, dir, dir, dir))
-  if c ~= 0 then stop(); error("munged: " .. out) end
-  local conf = dir .. "/slurm.conf"
-  local f = assert(io.open(conf, "w"))
-  f:write(([[ClusterName=emmytest
-SlurmctldHost=%s(127.0.0.1)
-SlurmctldPort=%d
-SlurmdPort=%d
-AuthType=auth/munge
-AuthInfo=socket=%s/m/munge.sock
-CredType=cred/munge
-StateSaveLocation=%s/state
-SlurmdSpoolDir=%s/spool
-SlurmctldPidFile=%s/slurmctld.pid
-SlurmdPidFile=%s/slurmd.pid
-SlurmctldLogFile=%s/slurmctld.log
-SlurmdLogFile=%s/slurmd.log
-SlurmUser=root
-ProctrackType=proctrack/linuxproc
-TaskPlugin=task/none
-SchedulerType=sched/backfill
-SelectType=select/cons_tres
-SelectTypeParameters=CR_Core
-JobAcctGatherType=jobacct_gather/none
-AccountingStorageType=accounting_storage/none
-MpiDefault=none
-ReturnToService=2
-NodeName=%s NodeAddr=127.0.0.1 CPUs=%d State=UNKNOWN
-PartitionName=emmy Nodes=%s Default=YES MaxTime=INFINITE State=UP
-]]):format(host, port, port + 1, dir, dir, dir, dir, dir, dir, dir, host, cpus, host))
-  f:close()
-  local env = "SLURM_CONF=" .. conf
-  -- (addresses given as 127.0.0.1 and the node named on slurmd's command line: no name lookup of the host needed)
-  c, out = sh(("%s /usr/sbin/slurmctld -c -f %s && %s /usr/sbin/slurmd -f %s -N %s"):format(env, conf, env, conf, host))
-  if c ~= 0 then stop(); error("slurm: " .. out) end
-  for _ = 1, 100 do
-    local _, s = sh(env .. " sinfo -h -o %t")
-    if s:match("idle") then return env, stop end
-    os.execute("sleep 0.2")
-  end
-  local logs = (read(dir .. "/slurmctld.log") or "") .. (read(dir .. "/slurmd.log") or "")
-  stop()
-  error("the node never became idle: " .. logs:sub(-600))
 end
 
 test("emmy slurm compile: 4 array tasks and a merge on a real single-node SLURM equal one process", function()
@@ -165,6 +100,19 @@ test("emmy slurm tune: 2 array tasks (the mock driver, no GPU) and the merge int
   end)
   stop()
   if not ok then error(err, 0) end
+end)
+
+test("bench/slurm.lua: one process against SLURM tasks on a cluster of its own; the results equal, the timeline printed", function()
+  local okc, why = pcall(function()
+    local _, stop = cluster(os.tmpname() .. ".probe") -- (skips, with the reason, where there is no local SLURM)
+    stop()
+  end)
+  if not okc then error(why, 0) end
+  local code, out, err = emmy({ ROOT .. "/bench/slurm.lua", "--model", "TinyLlama/TinyLlama-1.1B-Chat-v1.0", "--shards", "2",
+    "--sample", "1", "--runs", "1" })
+  eq(code, 0, out .. err)
+  check(out:find("run 1: one process [%d.]+ s, 2 SLURM tasks and the merge [%d.]+ s: [%d.]+x; the merged results equal one process's"), out)
+  check(out:find("the last run's timeline (slurmctld):", 1, true) and out:find("sched: Allocate", 1, true), out)
 end)
 
 return T
