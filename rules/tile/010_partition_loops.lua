@@ -2,6 +2,63 @@
 -- each tier. Gates return ok, reason; forks return the candidate option tables of their family.
 local atom = use "_atom"
 
+-- The flash_wgmma fork's lead (moved to the front of out): by head dim, the query tiles at the hint, the key length,
+-- causal or not, and whether an attention mask is read.
+local function flash_wgmma_lead(out, k, dev, bqs)
+  -- the lead, from a sweep of 25 candidates a case (H200, eleventh session, bench/attention.lua --layout bhsd
+  -- --limit 24; docs/performance.md): head dim 64, 128-key tiles two CTAs an SM (b1 s512 causal 9.0 us against
+  -- 10.9 for the order above, s2048 54.2 against 66.2, b8 47.3 against 57.9); head dim 128 with query tiles
+  -- for every SM, 128-key tiles and the staged output (b1 s2048 non-causal 64.5 against 74.8, causal 43.7
+  -- against 45.2, b8 non-causal 53.0 against 55.9); with few query tiles (b1 s512) the order above leads.
+  -- Both leads store their output in 16-byte chunks (OSMEM=2), which beat OSMEM=1 (head dim 128) and 0 (64) on
+  -- all eight BKV=128 cases of a bhsd sweep (H200, fourteenth session): b8 s512 d128 causal 43.5 -> 39.1 us,
+  -- non-causal 51.4 -> 47.3, b1 s2048 d128 42.4 -> 39.8 and 63.1 -> 59.5, d64 b1 s512 non-causal 8.9 -> 8.0
+  local items64 = math.ceil((type(k.L) == "number" and k.L or 0) / 64) * (k.heads or 1) * (k.batch or 1)
+  local long = type(k.L) == "number" and not k.causal and math.ceil(k.L / 128) >= 32
+  if k.E == 64 then
+    -- three CTAs an SM on 64-key tiles where there are three query tiles an SM or more and items are short
+    -- (each CTA's prologue and epilogue are a large share of its few key tiles; a third CTA hides them): b8 s512
+    -- causal 44.1 -> 36.4 us (torch 38.5), b1 s2048 causal 51.7 -> 50.5; non-causal b8 s512 persistent 53.5 ->
+    -- 47.7 (47.1); b1 s512 (256 tiles) lost 7.2 -> 7.9, b1 s8192 causal 617 -> 665, b1 s2048 non-causal 82.1 ->
+    -- 87.5 (H200, twenty-ninth session, bench/attention.lua --pins)
+    -- (not with an attention mask — the whole model's SDPA, non-causal with its causal and padding mask read per
+    -- score: MINB=3 with a mask has not run on a GPU, and spills there, NVRTC 13.0: 20 bytes)
+    local short = type(k.L) == "number" and k.L <= (k.causal and 2048 or 512)
+    if short and not k.masked and items64 >= 3 * (dev.sm_count or 132) then
+      if k.causal then
+        atom.lead(out, { BQ = 64, BKV = 64, KVST = 3, KVSPLIT = 1, MINB = 3, QPACK = 0, OSMEM = 2 })
+      else
+        atom.lead(out, { BQ = 64, BKV = 64, KVST = 4, KVSPLIT = 1, MINB = 3, QPACK = 0, OSMEM = 4, APERSIST = 1 })
+      end
+    else
+      atom.lead(out, { BQ = 64, BKV = 128, KVST = 3, KVSPLIT = 1, MINB = 2, QPACK = 0, OSMEM = 2 })
+    end
+  elseif bqs[1] == 128 then
+    -- with PINGPONG=1, which beat it on every such bhsd case of a sweep (H200, fifteenth session, non-causal:
+    -- b8 s512 46.5 -> 43.6 us, b1 s2048 58.7 -> 56.6, b1 s8192 870.8 -> 822.0; sixteenth session, causal:
+    -- b8 s512 37.9 -> 35.8, b1 s2048 39.4 -> 35.4, b1 s8192 454.6 -> 441.8)
+    local lead = { BQ = 128, BKV = 128, KVST = 3, KVSPLIT = 1, MINB = 1, QPACK = 0, OSMEM = 2, PINGPONG = 1 }
+    -- persistent (APERSIST=1) where an item is at most four key tiles and there are two items or more an SM
+    -- (batch 8 at 512: each CTA's prologue and epilogue are a large share of its few key tiles): b8 s512 d128
+    -- non-causal 43.7 -> 41.1 us, causal 36.2 -> 35.7; b1 s2048 causal lost (35.6 -> 36.5), s8192 non-causal
+    -- too (825.3 -> 836.7) (H200, eighteenth session, bench/attention.lua --pins)
+    local items = math.ceil((type(k.L) == "number" and k.L or 0) / 128) * (k.heads or 1) * (k.batch or 1)
+    if type(k.L) == "number" and k.L <= 512 and items >= 2 * (dev.sm_count or 132) then lead.APERSIST = 1 end
+    -- non-causal up to 2048 keys with a wave of items or more (b1 s2048: 256 items, 1.94 waves of CTAs without
+    -- it): 56.7 -> 55.3 us and 56.9 -> 55.8, torch 55.8 / 56.0 (H200, twenty-ninth session, twice)
+    -- (not with an attention mask: that pairing has not run on a GPU)
+    if type(k.L) == "number" and not k.causal and not k.masked and k.L <= 2048 and items >= (dev.sm_count or 132) then lead.APERSIST = 1 end
+    -- O staged over the warpgroup's last K/V stage so that Q is released after the last QK^T (OSMEM=4): b8 s512
+    -- d128 causal 35.9 -> 33.8 us (torch 32.6); non-causal no faster (40.6 with OSMEM=2) (H200, nineteenth
+    -- session, bench/attention.lua --pins "APERSIST=1,OSMEM=4;APERSIST=1,OSMEM=2") until the next item's Q was
+    -- requested after its first K/V tile rather than after a stage the epilogue holds (twentieth session): causal
+    -- 33.7 -> 31.1 (torch 32.5), non-causal 40.7 -> 36.1 (35.2)
+    if lead.APERSIST == 1 then lead.OSMEM = 4 end
+    if long then lead.RESCALE = 1 end
+    atom.lead(out, lead)
+  end
+end
+
 return {
   -- The Hopper warpgroup tier: wgmma.mma_async m64nBNk16 reading both operands from the TMA-staged,
   -- 128-byte-swizzled tiles through shared-memory descriptors; a warpgroup (4 warps) per 64 rows of the tile.
@@ -496,66 +553,15 @@ return {
           end
         end
       end
-      -- the lead, from a sweep of 25 candidates a case (H200, eleventh session, bench/attention.lua --layout bhsd
-      -- --limit 24; docs/performance.md): head dim 64, 128-key tiles two CTAs an SM (b1 s512 causal 9.0 us against
-      -- 10.9 for the order above, s2048 54.2 against 66.2, b8 47.3 against 57.9); head dim 128 with query tiles
-      -- for every SM, 128-key tiles and the staged output (b1 s2048 non-causal 64.5 against 74.8, causal 43.7
-      -- against 45.2, b8 non-causal 53.0 against 55.9); with few query tiles (b1 s512) the order above leads.
-      -- Both leads store their output in 16-byte chunks (OSMEM=2), which beat OSMEM=1 (head dim 128) and 0 (64) on
-      -- all eight BKV=128 cases of a bhsd sweep (H200, fourteenth session): b8 s512 d128 causal 43.5 -> 39.1 us,
-      -- non-causal 51.4 -> 47.3, b1 s2048 d128 42.4 -> 39.8 and 63.1 -> 59.5, d64 b1 s512 non-causal 8.9 -> 8.0
       -- RESCALE=1 (O and the sums corrected only when a row's maximum grew by more than 2^8): a twin of each
-      -- 16-byte-store option (OSMEM 2-4), offered last; the lead where an item has 32 key tiles or more (non-causal), as the
-      -- first tile always corrects and the vote costs a little on short items (H200, twenty-ninth session, b1 s8192
-      -- d128 non-causal 872.7 -> 822.2 us, twice; s512 and s2048 within +-2%)
+      -- 16-byte-store option (OSMEM 2-4), offered last; the lead where an item has 32 key tiles or more
+      -- (non-causal), as the first tile always corrects and the vote costs a little on short items (H200,
+      -- twenty-ninth session, b1 s8192 d128 non-causal 872.7 -> 822.2 us, twice; s512 and s2048 within +-2%)
       do
         local n = #out
         for i = 1, n do if (out[i].OSMEM or 0) >= 2 then out[#out + 1] = atom.with(out[i], "RESCALE", 1) end end
       end
-      local items64 = math.ceil((type(k.L) == "number" and k.L or 0) / 64) * (k.heads or 1) * (k.batch or 1)
-      local long = type(k.L) == "number" and not k.causal and math.ceil(k.L / 128) >= 32
-      if k.E == 64 then
-        -- three CTAs an SM on 64-key tiles where there are three query tiles an SM or more and items are short
-        -- (each CTA's prologue and epilogue are a large share of its few key tiles; a third CTA hides them): b8 s512
-        -- causal 44.1 -> 36.4 us (torch 38.5), b1 s2048 causal 51.7 -> 50.5; non-causal b8 s512 persistent 53.5 ->
-        -- 47.7 (47.1); b1 s512 (256 tiles) lost 7.2 -> 7.9, b1 s8192 causal 617 -> 665, b1 s2048 non-causal 82.1 ->
-        -- 87.5 (H200, twenty-ninth session, bench/attention.lua --pins)
-        -- (not with an attention mask — the whole model's SDPA, non-causal with its causal and padding mask read per
-        -- score: MINB=3 with a mask has not run on a GPU, and spills there, NVRTC 13.0: 20 bytes)
-        local short = type(k.L) == "number" and k.L <= (k.causal and 2048 or 512)
-        if short and not k.masked and items64 >= 3 * (dev.sm_count or 132) then
-          if k.causal then
-            atom.lead(out, { BQ = 64, BKV = 64, KVST = 3, KVSPLIT = 1, MINB = 3, QPACK = 0, OSMEM = 2 })
-          else
-            atom.lead(out, { BQ = 64, BKV = 64, KVST = 4, KVSPLIT = 1, MINB = 3, QPACK = 0, OSMEM = 4, APERSIST = 1 })
-          end
-        else
-          atom.lead(out, { BQ = 64, BKV = 128, KVST = 3, KVSPLIT = 1, MINB = 2, QPACK = 0, OSMEM = 2 })
-        end
-      elseif bqs[1] == 128 then
-        -- with PINGPONG=1, which beat it on every such bhsd case of a sweep (H200, fifteenth session, non-causal:
-        -- b8 s512 46.5 -> 43.6 us, b1 s2048 58.7 -> 56.6, b1 s8192 870.8 -> 822.0; sixteenth session, causal:
-        -- b8 s512 37.9 -> 35.8, b1 s2048 39.4 -> 35.4, b1 s8192 454.6 -> 441.8)
-        local lead = { BQ = 128, BKV = 128, KVST = 3, KVSPLIT = 1, MINB = 1, QPACK = 0, OSMEM = 2, PINGPONG = 1 }
-        -- persistent (APERSIST=1) where an item is at most four key tiles and there are two items or more an SM
-        -- (batch 8 at 512: each CTA's prologue and epilogue are a large share of its few key tiles): b8 s512 d128
-        -- non-causal 43.7 -> 41.1 us, causal 36.2 -> 35.7; b1 s2048 causal lost (35.6 -> 36.5), s8192 non-causal
-        -- too (825.3 -> 836.7) (H200, eighteenth session, bench/attention.lua --pins)
-        local items = math.ceil((type(k.L) == "number" and k.L or 0) / 128) * (k.heads or 1) * (k.batch or 1)
-        if type(k.L) == "number" and k.L <= 512 and items >= 2 * (dev.sm_count or 132) then lead.APERSIST = 1 end
-        -- non-causal up to 2048 keys with a wave of items or more (b1 s2048: 256 items, 1.94 waves of CTAs without
-        -- it): 56.7 -> 55.3 us and 56.9 -> 55.8, torch 55.8 / 56.0 (H200, twenty-ninth session, twice)
-        -- (not with an attention mask: that pairing has not run on a GPU)
-        if type(k.L) == "number" and not k.causal and not k.masked and k.L <= 2048 and items >= (dev.sm_count or 132) then lead.APERSIST = 1 end
-        -- O staged over the warpgroup's last K/V stage so that Q is released after the last QK^T (OSMEM=4): b8 s512
-        -- d128 causal 35.9 -> 33.8 us (torch 32.6); non-causal no faster (40.6 with OSMEM=2) (H200, nineteenth
-        -- session, bench/attention.lua --pins "APERSIST=1,OSMEM=4;APERSIST=1,OSMEM=2") until the next item's Q was
-        -- requested after its first K/V tile rather than after a stage the epilogue holds (twentieth session): causal
-        -- 33.7 -> 31.1 (torch 32.5), non-causal 40.7 -> 36.1 (35.2)
-        if lead.APERSIST == 1 then lead.OSMEM = 4 end
-        if long then lead.RESCALE = 1 end
-        atom.lead(out, lead)
-      end
+      flash_wgmma_lead(out, k, dev, bqs)
       return out
     end },
 
