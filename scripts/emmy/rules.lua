@@ -637,6 +637,15 @@ local function block_shape(k, c, dev)
     smem = 0
   elseif k.kind == "attention" and c.FLASH == 1 then
     threads = 32 * math.floor((c.BQ or 0) / 16) * (c.KVSPLIT or 1)
+    -- a thread's registers: its Q fragments (D/4, unless QSMEM=1 reloads them), O's accumulators (D/2), S's (BKV/2)
+    -- and P (BKV/4), and ~32 more, against what MINB blocks of these threads leave it (65536 / (threads x MINB), in
+    -- 8s, at most 255): every sampled variant over it spilled, none under it did (NVRTC 13.0, 100 of Qwen3 layer
+    -- 0's sdpa candidates: 9 of 33 FLASH=1 ones spilled 52-1,444 bytes; twenty-ninth session)
+    local est = ((c.QSMEM == 1) and 0 or (k.E or 0) / 4) + (k.E or 0) / 2 + 3 * (c.BKV or 0) / 4 + 32
+    local cap = threads > 0 and math.min(255, math.floor(65536 / (threads * (c.MINB or 1)) / 8) * 8) or 255
+    if est > cap then
+      return nil, ("about %d registers a thread; %d threads x MINB=%d leave %d"):format(est, threads, c.MINB or 1, cap)
+    end
     local q, kv = c.BQ or 0, 2 * (c.BKV or 0) * (c.KVST or 1) * (c.KVSPLIT or 1)
     smem = (c.QSMEM == 1 and q + kv or math.max(q, kv)) * ((k.E or 0) + 8) * 2
     if (c.KVSPLIT or 1) > 1 then
