@@ -16,13 +16,6 @@ local function cluster(dir)
   return env, stop
 end
 
-local function read(path)
-  local f = io.open(path)
-  if not f then return nil end
-  local s = f:read("*a")
-  f:close()
-  return s
-end
 
 test("emmy slurm compile: 4 array tasks and a merge on a real single-node SLURM equal one process", function()
   local dir = os.tmpname()
@@ -40,7 +33,7 @@ test("emmy slurm compile: 4 array tasks and a merge on a real single-node SLURM 
     check(sys.stat(wd .. "/plan.json") == nil, "a dry run submits nothing")
     c, out, e = emmy({ "slurm", "compile", model[1], model[2], model[3], model[4], model[5], "--shards", "4", "--sample", "2",
       "--work-dir", wd, "--wait", "--timeout", "600" }, { env = env .. " " .. cache })
-    eq(c, 0, "submit and wait: " .. out .. e .. (read(wd .. "/shard_0.log") or ""))
+    eq(c, 0, "submit and wait: " .. out .. e .. read_file(wd .. "/shard_0.log"))
     check(out:find("tasks: 4 done; merge: done", 1, true), out)
     c, out = emmy({ "slurm", "status", wd }, { env = env })
     eq(c, 0, "status")
@@ -48,7 +41,7 @@ test("emmy slurm compile: 4 array tasks and a merge on a real single-node SLURM 
     c, _, e = emmy({ "compile", model[1], model[2], model[3], model[4], model[5], "--nvrtc", "--sample", "2", "--results", dir .. "/one.jsonl" },
       { env = cache })
     eq(c, 0, "one process: " .. e)
-    local one, merged = read(dir .. "/one.jsonl"), read(wd .. "/results.jsonl")
+    local one, merged = read_file(dir .. "/one.jsonl"), read_file(wd .. "/results.jsonl")
     check(one and #one > 0 and one == merged, "the merged results differ from one process's")
     -- a lost shard is failed in the status, and resubmitted alone it completes the merge again
     os.remove(wd .. "/shard_2.jsonl")
@@ -62,7 +55,7 @@ test("emmy slurm compile: 4 array tasks and a merge on a real single-node SLURM 
       os.execute("sleep 0.2")
     end
     os.execute("sleep 0.5")
-    check(read(wd .. "/results.jsonl") == one, "the merge after the resubmitted task")
+    check(read_file(wd .. "/results.jsonl") == one, "the merge after the resubmitted task")
   end)
   stop()
   if not ok then error(err, 0) end
@@ -84,14 +77,14 @@ test("emmy slurm tune: 2 array tasks (the mock driver, no GPU) and the merge int
     local tenv = ("%s EMMY_LIBCUDA=%s EMMY_CUBIN_CACHE=%s/cubin EMMY_ONLINE_FILE=%s/online.json"):format(env, mock, dir, dir)
     local c, out, e = emmy({ "slurm", "tune", graph, "--patience", "1", "--shards", "2", "--gpus-per-task", "0", "--work-dir", wd,
       "--wait", "--timeout", "300" }, { env = tenv })
-    eq(c, 0, "submit and wait: " .. out .. e .. (read(wd .. "/shard_0.log") or "") .. (read(wd .. "/merge.log") or ""))
+    eq(c, 0, "submit and wait: " .. out .. e .. read_file(wd .. "/shard_0.log") .. read_file(wd .. "/merge.log"))
     check(out:find("tasks: 2 done; merge: done", 1, true), out)
     local tunedb = require "emmy.tunedb"
     local db = assert(tunedb.open(wd .. "/tune.db", { readonly = true }))
     local ks = assert(db.h:rows("SELECT name FROM kernels ORDER BY name"))
     db:close()
     eq(#ks, 2, "both shards' kernels in the merged DB")
-    local rep = read(wd .. "/report.txt") or ""
+    local rep = read_file(wd .. "/report.txt")
     check(rep:find(ks[1].name, 1, true) and rep:find(ks[2].name, 1, true), "the report names both kernels: " .. rep)
     check(sys.stat(dir .. "/online.json") == "file", "the merge refit the prior")
     c, out = emmy({ "slurm", "tune", graph, "--shards", "2", "--work-dir", wd .. "2", "--dry-run" }, { env = tenv })
