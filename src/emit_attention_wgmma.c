@@ -343,24 +343,26 @@ static double fa_mask(ectx *c, const fa_t *f, const char *sc) {
  * softmax of a 64 x 128 tile takes 1,000-1,600 cycles a step where its MUFU work is ~530, so its dependence chains
  * may be what it waits on (docs/performance.md, twenty-ninth session). */
 static int fa_tree(void) { return ex_env_choice("EMMY_SMX_TREE", 1); }
-static void fa_tree_reduce(ectx *c, const char *op, const char *dst, const char *sc, int nj, int q0, const char *first) {
+/* dst = op over dst and the scores sc[j][q0], sc[j][q0 + 1] of every j, as a tree; op is fmaxf, or + where add */
+static void fa_tree_reduce(ectx *c, int add, const char *dst, const char *sc, int nj, int q0) {
+  const char *f = add ? "" : "fmaxf", *o = add ? " + " : ", ";
   ex_line(c, "{");
   ex_line(c, "  float t[%d];", nj);
   ex_line(c, "  #pragma unroll");
-  ex_line(c, "  for (int j = 0; j < %d; j++) t[j] = %s(%s[j][%d], %s[j][%d]);", nj, op, sc, q0, sc, q0 + 1);
+  ex_line(c, "  for (int j = 0; j < %d; j++) t[j] = %s(%s[j][%d]%s%s[j][%d]);", nj, f, sc, q0, o, sc, q0 + 1);
   ex_line(c, "  #pragma unroll");
   ex_line(c, "  for (int n = %d; n > 1; n = (n + 1) / 2)", nj); /* (any count: an odd one's last value carried) */
   ex_line(c, "    #pragma unroll");
-  ex_line(c, "    for (int j = 0; j < n / 2; j++) t[j] = %s(t[j], t[j + (n + 1) / 2]);", op);
-  ex_line(c, "  %s = %s(%s, t[0]);", dst, op, first);
+  ex_line(c, "    for (int j = 0; j < n / 2; j++) t[j] = %s(t[j]%st[j + (n + 1) / 2]);", f, o);
+  ex_line(c, "  %s = %s(%s%st[0]);", dst, f, dst, o);
   ex_line(c, "}");
 }
 static void fa_softmax(ectx *c, const fa_t *f, double sl, const char *sc, const char *p) {
   int nj = f->BKV / 8;
   ex_line(c, "float mx0 = mrow[0], mx1 = mrow[1];");
   if (fa_tree()) {
-    fa_tree_reduce(c, "fmaxf", "mx0", sc, nj, 0, "mx0");
-    fa_tree_reduce(c, "fmaxf", "mx1", sc, nj, 2, "mx1");
+    fa_tree_reduce(c, 0, "mx0", sc, nj, 0);
+    fa_tree_reduce(c, 0, "mx1", sc, nj, 2);
   } else {
     ex_line(c, "#pragma unroll");
     ex_line(c, "for (int j = 0; j < %d; j++) {", nj);
@@ -405,10 +407,8 @@ static void fa_softmax(ectx *c, const fa_t *f, double sl, const char *sc, const 
   ex_line(c, "  %s[j >> 1][(j & 1) * 2 + 1] = em_pk(p2, p3);", p);
   ex_line(c, "}");
   if (fa_tree()) {
-    ex_line(c, "#define em_add(a, b) ((a) + (b))");
-    fa_tree_reduce(c, "em_add", "rs0", sc, nj, 0, "rs0");
-    fa_tree_reduce(c, "em_add", "rs1", sc, nj, 2, "rs1");
-    ex_line(c, "#undef em_add");
+    fa_tree_reduce(c, 1, "rs0", sc, nj, 0);
+    fa_tree_reduce(c, 1, "rs1", sc, nj, 2);
   }
   ex_line(c, "lrow[0] = lrow[0] * corr0 + rs0;");
   ex_line(c, "lrow[1] = lrow[1] * corr1 + rs1;");
