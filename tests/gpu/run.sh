@@ -306,7 +306,7 @@ gpu_case fa2_otma_model_layout env EMMY_OTMA=1 timeout 300 "$BIN" bench/attentio
 # (written 2026-12-04, not yet run on a GPU) the new leads with an attention mask, which the rules keep them from until
 # these pass: MINB=3 and MINB=3 persistent on TinyLlama's whole masked model, d128 persistent non-causal on Qwen3's
 LLW=$(echo "$WHOLE" | sed 's|Qwen/Qwen3-Embedding-0.6B|TinyLlama/TinyLlama-1.1B-Chat-v1.0|')
-gpu_case fa2_otma_bench fa2_otma_model_layout fa2_minb3_mask_llama_pad_batch4_seq513 env EMMY_KNOBS=k_sdpa:FLASH=2,k_sdpa:BQ=64,k_sdpa:BKV=64,k_sdpa:KVST=3,k_sdpa:MINB=3,k_sdpa:OSMEM=2,k_sdpa:APERSIST=0 timeout 300 "$BIN" run $LLW --seq-len 513 --batch 4 --pad-rows
+gpu_case fa2_minb3_mask_llama_pad_batch4_seq513 env EMMY_KNOBS=k_sdpa:FLASH=2,k_sdpa:BQ=64,k_sdpa:BKV=64,k_sdpa:KVST=3,k_sdpa:MINB=3,k_sdpa:OSMEM=2,k_sdpa:APERSIST=0 timeout 300 "$BIN" run $LLW --seq-len 513 --batch 4 --pad-rows
 gpu_case fa2_minb3p_mask_llama_pad_batch4_seq513 env EMMY_KNOBS=k_sdpa:FLASH=2,k_sdpa:BQ=64,k_sdpa:BKV=64,k_sdpa:KVST=4,k_sdpa:MINB=3,k_sdpa:OSMEM=4,k_sdpa:APERSIST=1 timeout 300 "$BIN" run $LLW --seq-len 513 --batch 4 --pad-rows
 gpu_case fa2_persist_mask_model_pad_batch4_seq513 env EMMY_KNOBS=k_sdpa:FLASH=2,k_sdpa:BQ=128,k_sdpa:BKV=128,k_sdpa:KVST=3,k_sdpa:PINGPONG=1,k_sdpa:OSMEM=4,k_sdpa:APERSIST=1 timeout 300 "$BIN" run $WHOLE --seq-len 513 --batch 4 --pad-rows
 # the whole model's masked SDPA on FLASH=2 (the default since 2026-12-04, was EMMY_FA2_MASK=1; its mask read per
