@@ -28,8 +28,8 @@ typedef struct {
                                   * the last K/V stage */
   int sp;                        /* STAMP: clock marks in the roles (FA_STAMP_FIELDS) */
   int lazy;                      /* RESCALE=1: O and l corrected only when a warp's row maximum grew by more than 2^8 */
-  int otma;                      /* EMMY_OTMA=1 (an experiment): a full staged O tile stored by TMA from one thread */
-  em_launch *L;                  /* the launch (EMMY_OTMA adds the output's tensor map to it) */
+  int otma;                      /* OTMA=1: a full staged O tile stored by TMA from one thread */
+  em_launch *L;                  /* the launch (OTMA=1 adds the output's tensor map to it) */
   double scale;
   em_dtype dt;
   const char *mt, *pk;           /* "bf16"/"f16"; the f32-pair to 16-bit-pair conversion */
@@ -338,14 +338,15 @@ static double fa_mask(ectx *c, const fa_t *f, const char *sc) {
  * the correction of the old sum (corr0/1, also O's, applied by fa_rescale), P = exp2(s·sl - max·sl) packed two
  * to a register as PV's A fragments (p[k16 block][4], mma's A order), each thread's partial row sums (reduced
  * over the quad at the end). */
-/* EMMY_SMX_TREE=1 (an experiment, compile time; emitted CUDA unchanged without it): a thread's row maxima and partial
- * sums over its 2·BKV/8 scores a row as pairwise trees (log2 levels) instead of one chain through every score — the
- * softmax of a 64 x 128 tile takes 1,000-1,600 cycles a step where its MUFU work is ~530, so its dependence chains
- * may be what it waits on (docs/performance.md, twenty-ninth session). */
+/* EMMY_SMX_TREE=1 (an experiment, compile time; emitted CUDA unchanged without it): a thread's row maxima over its
+ * 2·BKV/8 scores a row as pairwise trees (log2 levels) instead of one chain through every score — the softmax of a
+ * 64 x 128 tile takes 1,000-1,600 cycles a step where its MUFU work is ~530, so its dependence chains may be what it
+ * waits on. (The sums as trees too, P kept in the scores' registers for them, doubled d128's times and tripled d64
+ * b1 s2048 non-causal's: 82.1 -> 253.4 us, H200, thirtieth session.) */
 static int fa_tree(void) { return ex_env_choice("EMMY_SMX_TREE", 1); }
-/* dst = op over dst and the scores sc[j][q0], sc[j][q0 + 1] of every j, as a tree; op is fmaxf, or + where add */
-static void fa_tree_reduce(ectx *c, int add, const char *dst, const char *sc, int nj, int q0) {
-  const char *f = add ? "" : "fmaxf", *o = add ? " + " : ", ";
+/* dst = the maximum of dst and the scores sc[j][q0], sc[j][q0 + 1] of every j, as a tree */
+static void fa_tree_max(ectx *c, const char *dst, const char *sc, int nj, int q0) {
+  const char *f = "fmaxf", *o = ", ";
   ex_line(c, "{");
   ex_line(c, "  float t[%d];", nj);
   ex_line(c, "  #pragma unroll");
@@ -361,8 +362,8 @@ static void fa_softmax(ectx *c, const fa_t *f, double sl, const char *sc, const 
   int nj = f->BKV / 8;
   ex_line(c, "float mx0 = mrow[0], mx1 = mrow[1];");
   if (fa_tree()) {
-    fa_tree_reduce(c, 0, "mx0", sc, nj, 0);
-    fa_tree_reduce(c, 0, "mx1", sc, nj, 2);
+    fa_tree_max(c, "mx0", sc, nj, 0);
+    fa_tree_max(c, "mx1", sc, nj, 2);
   } else {
     ex_line(c, "#pragma unroll");
     ex_line(c, "for (int j = 0; j < %d; j++) {", nj);
@@ -397,19 +398,11 @@ static void fa_softmax(ectx *c, const fa_t *f, double sl, const char *sc, const 
   ex_line(c, "for (int j = 0; j < %d; j++) {", nj);
   ex_line(c, "  const float p0 = em_ex2(fmaf(%s[j][0], %s, -mb0)), p1 = em_ex2(fmaf(%s[j][1], %s, -mb0));", sc, ex_flit(c, sl, 17), sc, ex_flit(c, sl, 17));
   ex_line(c, "  const float p2 = em_ex2(fmaf(%s[j][2], %s, -mb1)), p3 = em_ex2(fmaf(%s[j][3], %s, -mb1));", sc, ex_flit(c, sl, 17), sc, ex_flit(c, sl, 17));
-  if (fa_tree()) { /* (the scores are dead once exponentiated: P kept in their registers for the sums' trees) */
-    ex_line(c, "  %s[j][0] = p0; %s[j][1] = p1; %s[j][2] = p2; %s[j][3] = p3;", sc, sc, sc, sc);
-  } else {
-    ex_line(c, "  rs0 += p0 + p1;");
-    ex_line(c, "  rs1 += p2 + p3;");
-  }
+  ex_line(c, "  rs0 += p0 + p1;");
+  ex_line(c, "  rs1 += p2 + p3;");
   ex_line(c, "  %s[j >> 1][(j & 1) * 2] = em_pk(p0, p1);", p);
   ex_line(c, "  %s[j >> 1][(j & 1) * 2 + 1] = em_pk(p2, p3);", p);
   ex_line(c, "}");
-  if (fa_tree()) {
-    fa_tree_reduce(c, 1, "rs0", sc, nj, 0);
-    fa_tree_reduce(c, 1, "rs1", sc, nj, 2);
-  }
   ex_line(c, "lrow[0] = lrow[0] * corr0 + rs0;");
   ex_line(c, "lrow[1] = lrow[1] * corr1 + rs1;");
 }
@@ -491,7 +484,7 @@ static int fa_pair_store(ectx *c, const fa_t *f, ivec di) {
  * to the output, one 16-byte store where the output's index steps 1 and 7 over the chunk from a multiple of 8 (a
  * contiguous head dim; checked where it runs), else eight element stores. Only where the output is the result
  * through views (fa_index_fn); returns 0 (nothing emitted) elsewhere, and the caller's element loop runs. */
-/* EMMY_OTMA=1 (an experiment, compile time; emitted CUDA unchanged without it): where this warpgroup's 64 rows are all
+/* OTMA=1: where this warpgroup's 64 rows are all
  * inside the sequence and lie in the output as rows of a [numel / inner, inner] matrix (inner: the output's last dim;
  * the head dim contiguous, the next row `inner` elements on, the D columns inside one row, 16-byte aligned — checked
  * where it runs), the staged O (OSMEM 2-4: 128-byte swizzled 64-column blocks, the TMA's own layout) goes out as D/64
@@ -512,7 +505,7 @@ static int fa_tma_store(ectx *c, const fa_t *f, int pos) {
   ex_line(c, "const long long em_i0 = em_ix(ql0, 0), em_in = %s;", ex_dim_c(c, &os->d[os->rank - 1]));
   ex_line(c, "if (ql0 + 64 <= Lq && em_ix(ql0, %d) - em_i0 == %d && em_ix(ql0 + 1, 0) - em_i0 == em_in && em_i0 %% em_in + %d <= em_in &&",
           D - 1, D - 1, D);
-  ex_line(c, "    (em_i0 & 7) == 0) { /* EMMY_OTMA: a full tile by TMA */");
+  ex_line(c, "    (em_i0 & 7) == 0) { /* OTMA: a full tile by TMA */");
   ex_line(c, "  if ((tid & 127) == 0) {");
   for (int b = 0; b < D / 64; b++)
     ex_line(c, "    em_tma_store_2d(&tm%d, em_smem(em_os) + %du, (int)(em_i0 %% em_in) + %d, (int)(em_i0 / em_in));", tmo, b * f->NQ * 8192,
@@ -595,7 +588,7 @@ static void fa_epilogue(ectx *c, const fa_t *f) {
     ex_line(c, "}");
     /* (immediate barrier ids: a register id makes ptxas reserve all sixteen) */
     /* (slice w's barrier 2 + w; BQ=192's 4 is PINGPONG's, which needs two slices) */
-    if (f->otma) ex_line(c, "em_fence_async_smem(); /* EMMY_OTMA: O's writes seen by the bulk stores */");
+    if (f->otma) ex_line(c, "em_fence_async_smem(); /* OTMA: O's writes seen by the bulk stores */");
     sbuf bs = {0};
     for (int w = 0; w < f->NQ; w++)
       ex_sb_add(&bs, "%sasm volatile(\"bar.sync %d, 128;\" ::: \"memory\");",
@@ -954,7 +947,7 @@ static void fa_consumers(ectx *c, const fa_t *f) {
     c->indent--;
     ex_line(c, "}");
   }
-  if (f->otma && f->L->ntmaps > 3) ex_line(c, "if ((tid & 127) == 0) em_bulk_wait0(); /* EMMY_OTMA: this thread's stores complete */");
+  if (f->otma && f->L->ntmaps > 3) ex_line(c, "if ((tid & 127) == 0) em_bulk_wait0(); /* OTMA: this thread's stores complete */");
   if (f->sp) {
     ex_line(c, "if ((tid & 127) == 0) { /* STAMP: this warpgroup's record, and (the first) the CTA's timeline */");
     ex_line(c, "  unsigned *const em_w = em_st + (wid >> 2) * %d;", FA_STAMP_FIELDS);
@@ -1000,7 +993,11 @@ static int fa_facts(ectx *c, fa_t *f) {
   f->osmem = EX_KNOB(c, OSMEM);
   f->sp = (int)EX_KNOB(c, STAMP);
   f->lazy = (int)EX_KNOB(c, RESCALE);
-  f->otma = ex_env_choice("EMMY_OTMA", 1) && f->osmem >= 2;
+  f->otma = (int)EX_KNOB(c, OTMA);
+  if (f->otma && f->osmem < 2) {
+    ex_fail(c, "OTMA=1 (O stored by TMA) needs O staged in 64-column swizzled blocks (OSMEM 2-4)");
+    return 0;
+  }
   if (f->osmem >= 3 && !f->persist) {
     ex_fail(c, "OSMEM=3 and 4 (O staged in a buffer of its own or over the last K/V stage, so that Q is free after the "
                "last QK^T) need APERSIST=1");

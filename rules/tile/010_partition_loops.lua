@@ -26,12 +26,12 @@ local function flash_wgmma_lead(out, k, dev, bqs)
     local short = type(k.L) == "number" and k.L <= (k.causal and 2048 or 512)
     if short and not k.masked and items64 >= 3 * (dev.sm_count or 132) then
       if k.causal then
-        atom.lead(out, { BQ = 64, BKV = 64, KVST = 3, KVSPLIT = 1, MINB = 3, QPACK = 0, OSMEM = 2 })
+        atom.lead(out, { BQ = 64, BKV = 64, KVST = 3, KVSPLIT = 1, MINB = 3, QPACK = 0, OSMEM = 2, OTMA = 1 })
       else
-        atom.lead(out, { BQ = 64, BKV = 64, KVST = 4, KVSPLIT = 1, MINB = 3, QPACK = 0, OSMEM = 4, APERSIST = 1 })
+        atom.lead(out, { BQ = 64, BKV = 64, KVST = 4, KVSPLIT = 1, MINB = 3, QPACK = 0, OSMEM = 4, APERSIST = 1, OTMA = 1 })
       end
     else
-      atom.lead(out, { BQ = 64, BKV = 128, KVST = 3, KVSPLIT = 1, MINB = 2, QPACK = 0, OSMEM = 2 })
+      atom.lead(out, { BQ = 64, BKV = 128, KVST = 3, KVSPLIT = 1, MINB = 2, QPACK = 0, OSMEM = 2, OTMA = 1 })
     end
   elseif bqs[1] == 128 then
     -- with PINGPONG=1, which beat it on every such bhsd case of a sweep (H200, fifteenth session, non-causal:
@@ -442,7 +442,7 @@ return {
   -- 25.1 for the mma.sync tier's best; b8 s512 61.1 (BQ 128) against 131.6; s2048 73.5 (BQ 64, MINB 2) and 76.6
   -- (BQ 128) against 183.5; TinyLlama (head dim 64) 13.0 against 19.1 for BQ 64 with BKV 128. First on sm_90.
   { name = "flash_wgmma", family = "WORK", kinds = { "attention" },
-    knobs = { FLASH = 0, BQ = 64, BKV = 32, KVST = 1, KVSPLIT = 1, MINB = 1, QSMEM = 0, QPACK = 0, OSMEM = 0, PINGPONG = 0, APERSIST = 0, RESCALE = 0 },
+    knobs = { FLASH = 0, BQ = 64, BKV = 32, KVST = 1, KVSPLIT = 1, MINB = 1, QSMEM = 0, QPACK = 0, OSMEM = 0, PINGPONG = 0, APERSIST = 0, RESCALE = 0, OTMA = 0 },
     gate = function(k, dev)
       if (dev.cc_major or 0) < 9 then return false, ("compute capability %s has no wgmma (needs 9.0)"):format(dev.cc) end
       if not atom.is_half(k.dtype) then return false, ("dtype %s (wgmma needs bf16/f16)"):format(k.dtype) end
@@ -560,6 +560,15 @@ return {
       do
         local n = #out
         for i = 1, n do if (out[i].OSMEM or 0) >= 2 then out[#out + 1] = atom.with(out[i], "RESCALE", 1) end end
+      end
+      -- OTMA=1 (a warpgroup's full staged O tile out by TMA from one thread instead of a 16-byte chunk a thread):
+      -- a twin of each staged option (OSMEM 2-4), offered last; the head-dim-64 lead (its items are short, the
+      -- epilogue a large share): b8 s512 causal 36.0 -> 34.6 us, non-causal 47.7 -> 46.4, b1 s2048 50.5 -> 49.7 and
+      -- 82.1 -> 81.2; head dim 128 not faster (b8 s512 non-causal 35.7 -> 36.3, the others within 1%) (H200,
+      -- thirtieth session, twice, bench/attention.lua with the switch at compile time)
+      do
+        local n = #out
+        for i = 1, n do if (out[i].OSMEM or 0) >= 2 then out[#out + 1] = atom.with(out[i], "OTMA", 1) end end
       end
       flash_wgmma_lead(out, k, dev, bqs)
       return out

@@ -148,7 +148,7 @@ test("on the mock driver: every variant is built, launched and checked before ti
   local env = ("EMMY_MOCK_ANY_KERNEL=1 EMMY_LIBCUDA=%s EMMY_CUBIN_CACHE=%s/cc EMMY_TORCH_DEVICE=cpu EMMY_PYTHON=%s"):format(
     so, d, PY)
   local small = { "--shapes", "b1s64", "--heads", "64:4:2", "--causal", "1", "--layout", "model" }
-  local code, out, err = bench(args(small, "--limit", "1", "--pins", "FLASH=1,BQ=32,BKV=32,KVSPLIT=1,KVST=2,OSMEM=0;BM=64", "--torch", torch and "eager" or "none",
+  local code, out, err = bench(args(small, "--limit", "1", "--pins", "FLASH=1,BQ=32,BKV=32,KVSPLIT=1,KVST=2,OSMEM=0,OTMA=0;BM=64", "--torch", torch and "eager" or "none",
     "--json", d .. "/a.json"), { env = env })
   eq(code, 1, "the no-op kernels are wrong, so the chosen variant has no time: " .. err)
   check(out:find("b1s64 d64 4/2 causal: reference (cpu ref)", 1, true), out)
