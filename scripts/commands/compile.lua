@@ -25,6 +25,117 @@ local function shapes(g, names)
 end
 
 
+-- --nvrtc: compiles the variants of which ({plan, cand}, in order; sources: each distinct kernel's chosen variant,
+-- emitted already) for dev, a chunk at a time in forked compiles; prints a row a variant (a summary a kernel with
+-- many), writes --results. Returns the exit status (1 when a variant failed).
+local function nvrtc_compile(which, sources, dev, opts)
+  local nv = require "emmy.nvrtc"
+  local sys = require "emmy.sys"
+  if opts.shard then
+    local total = #which
+    which = kernels.shard(which, cli.check(kernels.parse_shard(opts.shard)))
+    io.stderr:write(("shard %s: %d of %d variants\n"):format(opts.shard, #which, total))
+  end
+  -- emitted and compiled a chunk at a time, each result kept as its numbers only: every candidate's source
+  -- (~9 KB) and cubin (~45 KB) held at once — Qwen3 layer 0 has 29,462 — is ~1.6 GB; a chunk at a time the
+  -- process stays near 200 MB (measured, 2 cores). (It was not what limits the rate on a 32-core host:
+  -- ~20 compiles a second there either way, docs/performance.md, eighth session.)
+  local res, t0, last = {}, sys.clock(), 0
+  local chunk = math.max(256, 16 * sys.nproc())
+  for base = 1, #which, chunk do
+    local jobs, at = {}, {}
+    for i = base, math.min(#which, base + chunk - 1) do
+      local w, p = which[i], which[i].plan
+      local src, la
+      if w.cand == p.choice then src, la = sources[p.kernel.name].src, sources[p.kernel.name].launch
+      else src, la = kernels.emit(p, w.cand.knobs) end
+      -- shared memory: ptxas's static bytes plus the launch's dynamic bytes (the cp.async ring)
+      w.dyn = type(la) == "table" and la.smem or 0
+      -- a forked compile with a deadline: a pathological variant becomes a timeout row, never a hang; a
+      -- variant the emitter refuses is an emit_fail row (a gate or the resource check should have refused it)
+      if src then
+        jobs[#jobs + 1] = { source = src, arch = dev.arch, name = p.kernel.name .. ".cu",
+          options = { "-std=c++17" }, timeout_ms = 120000 }
+        at[#jobs] = i
+      else
+        res[i] = { status = "emit_fail", log = "error: " .. tostring(la) }
+      end
+    end
+    -- (a SLURM task compiles on the CPUs it was given, not on every CPU of the node it shares)
+    local compiled = nv.compile_many(jobs, { threads = tonumber(os.getenv("SLURM_CPUS_PER_TASK") or "") or 0, progress = function(done)
+      local now = sys.clock()
+      local d, total = base - 1 + done, #which
+      if now - last > 3 or d == total then
+        local left = d > 0 and d < total and (now - t0) / d * (total - d) or nil
+        io.stderr:write(("  nvrtc %d/%d (%.1fs%s)\n"):format(d, total, now - t0,
+          left and (", about %.0f s left"):format(left) or ""))
+        last = now
+      end
+    end })
+    if not compiled then cli.fail("NVRTC is not available") end
+    for j, r2 in ipairs(compiled) do
+      res[at[j]] = { status = r2.status, regs = r2.regs, spill_stores = r2.spill_stores, smem = r2.smem, ms = r2.ms,
+        cache_hit = r2.cache_hit, log = r2.status ~= "ok" and r2.log or nil }
+    end
+    jobs, compiled = nil, nil
+    collectgarbage()
+  end
+  local rows, bad = {}, 0
+  local many = opts.all_variants or opts.sample
+  -- with many variants per kernel: one summary row per kernel (ranges), then a row per failed variant
+  local per, korder = {}, {}
+  for i, r2 in ipairs(res) do
+    local w = which[i]
+    if r2.status ~= "ok" then bad = bad + 1 end
+    if r2.smem then r2.smem = r2.smem + w.dyn end
+    if not many or r2.status ~= "ok" then
+      rows[#rows + 1] = { w.plan.kernel.name, w.cand.string, r2.status, r2.regs or "-", r2.spill_stores or "-",
+        r2.smem or "-", ("%.0f"):format(r2.ms or 0), r2.cache_hit and "hit" or "" }
+    end
+    if many then
+      local name = w.plan.kernel.name
+      local a = per[name]
+      if not a then
+        a = { n = 0, ok = 0, hits = 0, ms = 0 }
+        per[name] = a
+        korder[#korder + 1] = name
+      end
+      a.n, a.ms = a.n + 1, a.ms + (r2.ms or 0)
+      if r2.cache_hit then a.hits = a.hits + 1 end
+      if r2.status == "ok" then
+        a.ok = a.ok + 1
+        local rg, sp, sm = r2.regs or 0, r2.spill_stores or 0, r2.smem or 0
+        a.rlo, a.rhi = math.min(a.rlo or rg, rg), math.max(a.rhi or rg, rg)
+        a.spill, a.spilled = math.max(a.spill or 0, sp), (a.spilled or 0) + (sp > 0 and 1 or 0)
+        a.smem = math.max(a.smem or 0, sm)
+      end
+    end
+    if r2.status ~= "ok" then io.stderr:write(("%s %s: %s\n"):format(w.plan.kernel.name, w.cand.string,
+      (r2.log or ""):match("[^\n]*error[^\n]*") or r2.status)) end
+  end
+  print("")
+  if many then
+    local srows = {}
+    for _, name in ipairs(korder) do
+      local a = per[name]
+      srows[#srows + 1] = { name, a.n, a.n - a.ok, a.rlo and (a.rlo == a.rhi and tostring(a.rlo) or (a.rlo .. "-" .. a.rhi)) or "-",
+        a.spill and (a.spilled > 0 and ("%d (%d of %d)"):format(a.spill, a.spilled, a.ok) or "0") or "-", a.smem or "-", ("%.0f"):format(a.ms),
+        ("%d/%d"):format(a.hits, a.n) }
+    end
+    tbl.print { header = { "kernel", "variants", "failed", "regs", "max spill B", "max smem B", "ms", "cache hits" },
+      rows = srows, align = "lrrrrrrr" }
+    if #rows > 0 then print("") end
+  end
+  if not many or #rows > 0 then
+    tbl.print { header = { "kernel", "knobs", "status", "regs", "spill B", "smem B", "ms", "cache" }, rows = rows,
+      align = "lllrrrrl" }
+  end
+  if opts.results then cli.must(sys.write_file(opts.results, kernels.results_jsonl(which, res))) end
+  print(("\nNVRTC %s for %s: %d compiled, %d failed, %.1f s"):format(nv.version() or "?", dev.arch, #res - bad, bad,
+    sys.clock() - t0))
+  return bad > 0 and 1 or 0
+end
+
 return {
   summary = "compile a model or graph to kernels: passes, kernel/tile IR, CUDA source, gate verdicts (no GPU)",
   usage = "usage: emmy compile INPUT [trace flags] [--ir graph|kernel|tile|cuda] [--explain] [--kernel SUBSTR]\n" ..
@@ -44,6 +155,9 @@ return {
   --shard I/N          with --nvrtc: compile only shard I (0-based) of N of the variants — every N-th of the list
                        (kernel order, then candidate order) from the I-th, so N shards together compile each once
   --results FILE       with --nvrtc: one JSON line a variant (kernel, knobs, status, regs, spills, smem), sorted
+  --variants-out FILE  with --nvrtc: write the variants it would compile (one JSON line each, in order) and stop
+  --variants FILE      with --nvrtc: compile the variants of FILE (--variants-out's) without planning the model
+                       again (emmy slurm compile's tasks: the submitter plans once)
   --dump-dir D         write the stage files (docs/formats.md: dump layout)
   Knob pins: EMMY_KNOBS="K=V,kname:K=V", EMMY_<KNOB>=V; a pin a gate refuses is an error naming the gate.
   Rules come from rules/tile/ (EMMY_RULES=DIR to use another folder); editing them needs no rebuild.]],
@@ -53,6 +167,7 @@ return {
         ["--kernel"] = { kind = "string" }, ["--passes"] = { kind = "bool" }, ["--stop-after"] = { kind = "string" },
         ["--nvrtc"] = { kind = "bool" }, ["--all-variants"] = { kind = "bool" }, ["--dump-dir"] = { kind = "string" },
         ["--sample"] = { kind = "int", min = 1 }, ["--shard"] = { kind = "string" }, ["--results"] = { kind = "string" },
+        ["--variants"] = { kind = "string" }, ["--variants-out"] = { kind = "string" },
         ["-o"] = { kind = "string" }, ["--json"] = { kind = "bool" } },
       positional = { "input" }, usage = "emmy compile INPUT [--ir graph|kernel|tile|cuda]",
     }, "compile")
@@ -64,6 +179,12 @@ return {
       cli.usage("compile: --ir names the IR to show (graph, kernel, tile, cuda); give the graph file as INPUT: emmy compile %s", opts.ir)
     end
     if not pos.input then cli.usage("compile: missing INPUT (usage: emmy compile INPUT [--ir kernel])") end
+    for _, f in ipairs { "variants", "variants_out" } do
+      if opts[f] and not opts.nvrtc then cli.usage("compile: --%s needs --nvrtc", (f:gsub("_", "-"))) end
+    end
+    if opts.variants and (opts.sample or opts.all_variants or opts.kernel or opts.variants_out) then
+      cli.usage("compile: --variants names the variants itself (not with --sample, --all-variants, --kernel or --variants-out)")
+    end
     if opts.ir and not ({ graph = true, kernel = true, tile = true, cuda = true })[opts.ir] then
       cli.usage("compile: --ir '%s': graph, kernel, tile or cuda", opts.ir)
     end
@@ -83,6 +204,12 @@ return {
       if opts.o then cli.must(graphjson.write(ctx.graph, opts.o)) end
       show.print_graph(ctx.graph, { nodes = true })
       return 0
+    end
+    if opts.variants then
+      -- the submitter's plan (emmy slurm compile): the listed variants over this model's kernels, not planned again
+      local which = cli.check(kernels.read_variants(ctx, opts.variants))
+      print(("%d variants from %s"):format(#which, opts.variants))
+      return nvrtc_compile(which, {}, kernels.device(), opts)
     end
     local okp, plans, dev = pcall(kernels.plan, ctx)
     if not okp then cli.usage("%s", tostring(plans)) end
@@ -159,117 +286,14 @@ return {
       end
     end
     if opts.nvrtc then
-      local nv = require "emmy.nvrtc"
-      local sys = require "emmy.sys"
-      local which = {}
-      for _, p in ipairs(kernels.distinct(sel)) do
-        local list = opts.all_variants and p.candidates or { p.choice }
-        if opts.sample and opts.sample > 1 then list = kernels.sample(p.candidates, opts.sample, opts.seed + 1) end
-        for _, c in ipairs(list) do which[#which + 1] = { plan = p, cand = c } end
+      local which = kernels.variant_list(sel, opts)
+      if opts.variants_out then
+        cli.must(require("emmy.sys").write_file(opts.variants_out, kernels.variants_jsonl(which)))
+        print(("wrote %s: %d variants"):format(opts.variants_out, #which))
+        return 0
       end
-      if opts.shard then
-        local total = #which
-        which = kernels.shard(which, cli.check(kernels.parse_shard(opts.shard)))
-        io.stderr:write(("shard %s: %d of %d variants\n"):format(opts.shard, #which, total))
-      end
-      -- emitted and compiled a chunk at a time, each result kept as its numbers only: every candidate's source
-      -- (~9 KB) and cubin (~45 KB) held at once — Qwen3 layer 0 has 29,462 — is ~1.6 GB; a chunk at a time the
-      -- process stays near 200 MB (measured, 2 cores). (It was not what limits the rate on a 32-core host:
-      -- ~20 compiles a second there either way, docs/performance.md, eighth session.)
-      local res, t0, last = {}, sys.clock(), 0
-      local chunk = math.max(256, 16 * sys.nproc())
-      for base = 1, #which, chunk do
-        local jobs, at = {}, {}
-        for i = base, math.min(#which, base + chunk - 1) do
-          local w, p = which[i], which[i].plan
-          local src, la
-          if w.cand == p.choice then src, la = sources[p.kernel.name].src, sources[p.kernel.name].launch
-          else src, la = kernels.emit(p, w.cand.knobs) end
-          -- shared memory: ptxas's static bytes plus the launch's dynamic bytes (the cp.async ring)
-          w.dyn = type(la) == "table" and la.smem or 0
-          -- a forked compile with a deadline: a pathological variant becomes a timeout row, never a hang; a
-          -- variant the emitter refuses is an emit_fail row (a gate or the resource check should have refused it)
-          if src then
-            jobs[#jobs + 1] = { source = src, arch = dev.arch, name = p.kernel.name .. ".cu",
-              options = { "-std=c++17" }, timeout_ms = 120000 }
-            at[#jobs] = i
-          else
-            res[i] = { status = "emit_fail", log = "error: " .. tostring(la) }
-          end
-        end
-        -- (a SLURM task compiles on the CPUs it was given, not on every CPU of the node it shares)
-        local compiled = nv.compile_many(jobs, { threads = tonumber(os.getenv("SLURM_CPUS_PER_TASK") or "") or 0, progress = function(done)
-          local now = sys.clock()
-          local d, total = base - 1 + done, #which
-          if now - last > 3 or d == total then
-            local left = d > 0 and d < total and (now - t0) / d * (total - d) or nil
-            io.stderr:write(("  nvrtc %d/%d (%.1fs%s)\n"):format(d, total, now - t0,
-              left and (", about %.0f s left"):format(left) or ""))
-            last = now
-          end
-        end })
-        if not compiled then cli.fail("NVRTC is not available") end
-        for j, r2 in ipairs(compiled) do
-          res[at[j]] = { status = r2.status, regs = r2.regs, spill_stores = r2.spill_stores, smem = r2.smem, ms = r2.ms,
-            cache_hit = r2.cache_hit, log = r2.status ~= "ok" and r2.log or nil }
-        end
-        jobs, compiled = nil, nil
-        collectgarbage()
-      end
-      local rows, bad = {}, 0
-      local many = opts.all_variants or opts.sample
-      -- with many variants per kernel: one summary row per kernel (ranges), then a row per failed variant
-      local per, korder = {}, {}
-      for i, r2 in ipairs(res) do
-        local w = which[i]
-        if r2.status ~= "ok" then bad = bad + 1 end
-        if r2.smem then r2.smem = r2.smem + w.dyn end
-        if not many or r2.status ~= "ok" then
-          rows[#rows + 1] = { w.plan.kernel.name, w.cand.string, r2.status, r2.regs or "-", r2.spill_stores or "-",
-            r2.smem or "-", ("%.0f"):format(r2.ms or 0), r2.cache_hit and "hit" or "" }
-        end
-        if many then
-          local name = w.plan.kernel.name
-          local a = per[name]
-          if not a then
-            a = { n = 0, ok = 0, hits = 0, ms = 0 }
-            per[name] = a
-            korder[#korder + 1] = name
-          end
-          a.n, a.ms = a.n + 1, a.ms + (r2.ms or 0)
-          if r2.cache_hit then a.hits = a.hits + 1 end
-          if r2.status == "ok" then
-            a.ok = a.ok + 1
-            local rg, sp, sm = r2.regs or 0, r2.spill_stores or 0, r2.smem or 0
-            a.rlo, a.rhi = math.min(a.rlo or rg, rg), math.max(a.rhi or rg, rg)
-            a.spill, a.spilled = math.max(a.spill or 0, sp), (a.spilled or 0) + (sp > 0 and 1 or 0)
-            a.smem = math.max(a.smem or 0, sm)
-          end
-        end
-        if r2.status ~= "ok" then io.stderr:write(("%s %s: %s\n"):format(w.plan.kernel.name, w.cand.string,
-          (r2.log or ""):match("[^\n]*error[^\n]*") or r2.status)) end
-      end
-      print("")
-      if many then
-        local srows = {}
-        for _, name in ipairs(korder) do
-          local a = per[name]
-          srows[#srows + 1] = { name, a.n, a.n - a.ok, a.rlo and (a.rlo == a.rhi and tostring(a.rlo) or (a.rlo .. "-" .. a.rhi)) or "-",
-            a.spill and (a.spilled > 0 and ("%d (%d of %d)"):format(a.spill, a.spilled, a.ok) or "0") or "-", a.smem or "-", ("%.0f"):format(a.ms),
-            ("%d/%d"):format(a.hits, a.n) }
-        end
-        tbl.print { header = { "kernel", "variants", "failed", "regs", "max spill B", "max smem B", "ms", "cache hits" },
-          rows = srows, align = "lrrrrrrr" }
-        if #rows > 0 then print("") end
-      end
-      if not many or #rows > 0 then
-        tbl.print { header = { "kernel", "knobs", "status", "regs", "spill B", "smem B", "ms", "cache" }, rows = rows,
-          align = "lllrrrrl" }
-      end
-      if opts.results then cli.must(sys.write_file(opts.results, kernels.results_jsonl(which, res))) end
-      print(("\nNVRTC %s for %s: %d compiled, %d failed, %.1f s"):format(nv.version() or "?", dev.arch, #res - bad, bad,
-        sys.clock() - t0))
-      if bad > 0 then return 1 end
+      local rc = nvrtc_compile(which, sources, dev, opts)
+      if rc ~= 0 then return rc end
     end
     if d then print("dump: " .. d.dir) end
     return 0

@@ -11,7 +11,8 @@ local USAGE = [==[usage: emmy slurm compile MODEL|GRAPH [emmy compile's flags] -
        emmy slurm status D
        emmy slurm resubmit D I
 
-  compile: writes D/task.sh (one `emmy compile … --nvrtc --shard $SLURM_ARRAY_TASK_ID/N --results
+  compile: plans the variants once (D/variants.jsonl: `emmy compile … --nvrtc --variants-out`), writes D/task.sh
+  (one `emmy compile … --nvrtc --variants D/variants.jsonl --shard $SLURM_ARRAY_TASK_ID/N --results
   D/shard_I.jsonl` a task) and D/merge.sh (the shards' results merged into D/results.jsonl, each variant once,
   equal to one process's `emmy compile … --nvrtc --results`), and submits them: `sbatch --array=0-(N-1)` and the
   merge with `--dependency=afterok` on the array. --dry-run prints the scripts and the sbatch lines, submitting

@@ -362,6 +362,58 @@ function M.emit(plan, knobs)
   return ir.emit(k.repro, { kind = k.kind, anchor = k.anchor, name = k.name, knobs = knobs or (plan.choice and plan.choice.knobs) or {} })
 end
 
+-- The variants `emmy compile --nvrtc` compiles, in order: each distinct kernel's chosen candidate, every candidate
+-- (opts.all_variants) or the chosen and opts.sample - 1 others drawn by a seeded shuffle (opts.seed). {{plan, cand}, ...}
+function M.variant_list(plans, opts)
+  local which = {}
+  for _, p in ipairs(M.distinct(plans)) do
+    local list = opts.all_variants and p.candidates or { p.choice }
+    if opts.sample and opts.sample > 1 then list = M.sample(p.candidates, opts.sample, (opts.seed or 0) + 1) end
+    for _, c in ipairs(list) do which[#which + 1] = { plan = p, cand = c } end
+  end
+  return which
+end
+
+-- A variant list as JSON lines ({"kernel", "knobs" (a table), "string"}), in its order: what `emmy slurm compile`
+-- plans once and its tasks read (`emmy compile --variants`), so that no task plans the model again.
+function M.variants_jsonl(which)
+  local cjson = require "cjson"
+  local lines = {}
+  for i, w in ipairs(which) do
+    lines[i] = cjson.encode({ kernel = w.plan.kernel.name, knobs = w.cand.knobs, string = w.cand.string })
+  end
+  return table.concat(lines, "\n") .. (#lines > 0 and "\n" or "")
+end
+
+-- The variant list of path (M.variants_jsonl's lines) over the kernels of ctx (compiler.run's, not planned: a
+-- variant's plan is {kernel = k} with the first kernel of its name). Returns the list, or nil, msg naming the line.
+function M.read_variants(ctx, path)
+  local cjson = require "cjson"
+  local f, err = io.open(path)
+  if not f then return nil, ("--variants: %s"):format(err) end
+  local by_name = {}
+  for _, k in ipairs(ctx.kernels) do if not by_name[k.name] then by_name[k.name] = { kernel = k } end end
+  local which, n = {}, 0
+  for line in f:lines() do
+    n = n + 1
+    if line:find("%S") then
+      local ok, v = pcall(cjson.decode, line)
+      if not ok or type(v) ~= "table" or type(v.kernel) ~= "string" or type(v.knobs) ~= "table" or type(v.string) ~= "string" then
+        f:close()
+        return nil, ("--variants %s:%d: not a variant line ({\"kernel\", \"knobs\", \"string\"})"):format(path, n)
+      end
+      local p = by_name[v.kernel]
+      if not p then
+        f:close()
+        return nil, ("--variants %s:%d: kernel %s is not a kernel of this model (written for another model or flags?)"):format(path, n, v.kernel)
+      end
+      which[#which + 1] = { plan = p, cand = { knobs = v.knobs, string = v.string } }
+    end
+  end
+  f:close()
+  return which
+end
+
 -- "I/N" (0 <= I < N) as {i, n}, or nil, msg.
 function M.parse_shard(spec)
   local i, n = tostring(spec):match("^(%d+)/(%d+)$")

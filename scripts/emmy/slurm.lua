@@ -4,6 +4,7 @@
 -- that depends on the array (`--dependency=afterok`), their submission, each task's state and a failed task's
 -- resubmission. Everything lives in one work folder:
 --   D/plan.json       what was submitted (command, shards, job ids)
+--   D/variants.jsonl  compile: the variants, planned once by the submitter (`emmy compile … --variants-out`)
 --   D/task.sh, D/merge.sh, D/shard_I.log, D/shard_I.jsonl (a task's results), D/results.jsonl (the merge)
 local cjson = require "cjson"
 local sys = require "emmy.sys"
@@ -57,12 +58,18 @@ function M.scripts(p)
   local args = {}
   for i, a in ipairs(p.args) do args[i] = shq(a) end
   if p.kind == "tune" then return tune_scripts(p, args) end
+  -- (the variants are the submitter's list, D/variants.jsonl: a task does not plan the model again — 1.4 of a task's
+  -- ~18 s on 2 cores, Qwen3 layer 0's sample of 20; --kernel and --all-variants chose that list)
+  local targs = {}
+  for i = 1, #args do
+    if p.args[i] ~= "--all-variants" and p.args[i] ~= "--kernel" and p.args[i - 1] ~= "--kernel" then targs[#targs + 1] = args[i] end
+  end
   local task = table.concat({
     "#!/bin/sh",
-    "# one shard of the variants: emmy compile --nvrtc --shard $SLURM_ARRAY_TASK_ID/" .. p.shards,
+    "# one shard of the variants: emmy compile --nvrtc --variants D/variants.jsonl --shard $SLURM_ARRAY_TASK_ID/" .. p.shards,
     "set -e",
-    ("exec %s compile %s --nvrtc%s --shard \"$SLURM_ARRAY_TASK_ID/%d\" --results %s/shard_\"$SLURM_ARRAY_TASK_ID\".jsonl"):format(
-      shq(p.exe), table.concat(args, " "), p.sample and (" --sample " .. p.sample) or "", p.shards, shq(p.dir)),
+    ("exec %s compile %s --nvrtc --variants %s/variants.jsonl --shard \"$SLURM_ARRAY_TASK_ID/%d\" --results %s/shard_\"$SLURM_ARRAY_TASK_ID\".jsonl"):format(
+      shq(p.exe), table.concat(targs, " "), shq(p.dir), p.shards, shq(p.dir)),
   }, "\n") .. "\n"
   local merge = table.concat({
     "#!/bin/sh",
@@ -88,6 +95,14 @@ end
 function M.submit(p, dry_run)
   assert(sys.mkdir_p(p.dir))
   local task, merge = M.scripts(p)
+  if p.kind == "compile" then
+    -- the variants, planned once here (one process's list, in its order), for every task to read
+    local args = {}
+    for i, a in ipairs(p.args) do args[i] = shq(a) end
+    local rc, out = sh(("%s compile %s --nvrtc%s --variants-out %s/variants.jsonl"):format(shq(p.exe), table.concat(args, " "),
+      p.sample and (" --sample " .. p.sample) or "", shq(p.dir)))
+    if rc ~= 0 then return nil, "planning the variants (emmy compile … --variants-out): " .. out:gsub("%s+$", ""):gsub("\n", " ") end
+  end
   write(p.dir .. "/task.sh", task, "755")
   write(p.dir .. "/merge.sh", merge, "755")
   local c1, c2 = M.commands(p)

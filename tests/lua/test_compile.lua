@@ -1064,6 +1064,39 @@ test("sampled knob points of every structural fork compile with NVRTC", function
   end
 end)
 
+test("--variants-out lists the variants once; --variants compiles a shard of that list without planning, equal to one process; its bad input is one line", function()
+  local ok, nv = pcall(require, "emmy.nvrtc")
+  if not ok or not nv.version() then skip("NVRTC not found") end
+  local d = tmpdir()
+  local env = { env = "EMMY_CUBIN_CACHE=" .. d .. "/cc" }
+  local code, out, err = emmy(args("compile", L0, "--nvrtc", "--sample", "2", "--variants-out", d .. "/v.jsonl"), env)
+  eq(code, 0, "exit: " .. err)
+  check(out:find("wrote " .. d .. "/v.jsonl: 18 variants", 1, true), out)
+  code, out, err = emmy(args("compile", L0, "--nvrtc", "--sample", "2", "--results", d .. "/one.jsonl"), env)
+  eq(code, 0, "exit: " .. err)
+  local merged = {}
+  for i = 0, 2 do
+    code, out, err = emmy(args("compile", L0, "--nvrtc", "--variants", d .. "/v.jsonl", "--shard", i .. "/3", "--results",
+      ("%s/s%d.jsonl"):format(d, i)), env)
+    eq(code, 0, "exit: " .. err)
+    check(out:find("18 variants from", 1, true) and err:find(("shard %d/3: 6 of 18 variants"):format(i), 1, true), out .. err)
+    for l in read_file(("%s/s%d.jsonl"):format(d, i)):gmatch("[^\n]+") do merged[#merged + 1] = l end
+  end
+  table.sort(merged)
+  eq(table.concat(merged, "\n") .. "\n", read_file(d .. "/one.jsonl"), "the shards' results, sorted, are one process's")
+  -- bad input: one line, a usage exit
+  write_file(d .. "/bad.jsonl", '{"kernel":"k_nowhere_000000","knobs":{},"string":""}\n')
+  code, _, err = emmy(args("compile", L0, "--nvrtc", "--variants", d .. "/bad.jsonl"))
+  check(code ~= 0 and err:find("bad.jsonl:1: kernel k_nowhere_000000 is not a kernel of this model", 1, true), err)
+  write_file(d .. "/bad.jsonl", "not json\n")
+  code, _, err = emmy(args("compile", L0, "--nvrtc", "--variants", d .. "/bad.jsonl"))
+  check(code ~= 0 and err:find("bad.jsonl:1: not a variant line", 1, true), err)
+  code, _, err = emmy(args("compile", L0, "--variants", d .. "/v.jsonl"))
+  check(code == 2 and err:find("--variants needs --nvrtc", 1, true), err)
+  code, _, err = emmy(args("compile", L0, "--nvrtc", "--variants", d .. "/v.jsonl", "--sample", "3"))
+  check(code == 2 and err:find("not with --sample", 1, true), err)
+end)
+
 test("an NVRTC error is one line and a non-zero exit", function()
   local ok, nv = pcall(require, "emmy.nvrtc")
   if not ok or not nv.version() then skip("NVRTC not found") end
