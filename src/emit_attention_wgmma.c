@@ -270,14 +270,29 @@ static void fa_producer(ectx *c, const fa_t *f) {
 }
 
 /* S = Q Kᵀ for this warpgroup's 64 rows and the stage's BKV keys: D/16 wgmma k16 steps from shared memory. */
+/* EMMY_DESC_INC=1 (an experiment, compile time; emitted CUDA unchanged without it): each wgmma's shared-memory
+ * descriptors are the first one's plus the operand's byte offset / 16 (the address field is bits 0-13 of
+ * (address & 0x3FFFF) >> 4, and a tile never crosses 256 KB), instead of each built from its address — the d64 lead's
+ * step spends ~7 instructions a wgmma on them (VIADD, LOP3, SHF, LOP3, MOV, two R2UR: ~85 of ~455 a step, SASS, H200,
+ * thirtieth session), and the ALU pipe was busier than cuDNN's (32% against 27%, ncu). */
+static int fa_desc_inc(void) { return ex_env_choice("EMMY_DESC_INC", 1); }
+
 static void fa_qk(ectx *c, const fa_t *f, const char *acc, const char *kbase) {
   ex_line(c, "em_wg_fence();");
+  int inc = fa_desc_inc();
+  if (inc) ex_line(c, "const unsigned long long em_qd = em_wg_desc(em_sb + (unsigned)wq * 8192u), em_kd = em_wg_desc(%s);", kbase);
   ex_line(c, "#pragma unroll");
   ex_line(c, "for (int kd = 0; kd < %d; kd++) {", (int)(f->D / 16));
   c->indent++;
-  ex_line(c, "const unsigned qa = em_sb + (unsigned)(kd >> 2) * %du + (unsigned)wq * 8192u + (unsigned)(kd & 3) * 32u;", f->NQ * 8192);
-  ex_line(c, "const unsigned ka = %s + (unsigned)(kd >> 2) * %du + (unsigned)(kd & 3) * 32u;", kbase, f->BKV * 128);
-  ex_wgmma_insn(c, f->BKV, f->mt, acc, NULL, "em_wg_desc(qa)", NULL, "em_wg_desc(ka)", "kd", 0);
+  if (inc) {
+    ex_line(c, "const unsigned long long qd = em_qd + (unsigned)(((kd >> 2) * %d + (kd & 3) * 32) >> 4);", f->NQ * 8192);
+    ex_line(c, "const unsigned long long kdd = em_kd + (unsigned)(((kd >> 2) * %d + (kd & 3) * 32) >> 4);", f->BKV * 128);
+    ex_wgmma_insn(c, f->BKV, f->mt, acc, NULL, "qd", NULL, "kdd", "kd", 0);
+  } else {
+    ex_line(c, "const unsigned qa = em_sb + (unsigned)(kd >> 2) * %du + (unsigned)wq * 8192u + (unsigned)(kd & 3) * 32u;", f->NQ * 8192);
+    ex_line(c, "const unsigned ka = %s + (unsigned)(kd >> 2) * %du + (unsigned)(kd & 3) * 32u;", kbase, f->BKV * 128);
+    ex_wgmma_insn(c, f->BKV, f->mt, acc, NULL, "em_wg_desc(qa)", NULL, "em_wg_desc(ka)", "kd", 0);
+  }
   c->indent--;
   ex_line(c, "}");
   ex_line(c, "em_wg_commit();");
@@ -420,13 +435,24 @@ static void fa_rescale(ectx *c, const fa_t *f) {
  * apart: the descriptor's leading offset; 8-key groups 1024 bytes apart: its stride offset). */
 static void fa_pv(ectx *c, const fa_t *f, const char *kbase, const char *p) {
   ex_line(c, "em_wg_fence();");
+  int inc = fa_desc_inc();
+  if (inc) {
+    ex_line(c, "const unsigned em_va = %s + %lldu;", kbase, fa_kvbytes(f));
+    ex_line(c, "const unsigned long long em_vd = (unsigned long long)((em_va & 0x3FFFFu) >> 4) | ((unsigned long long)%d << 16) | "
+               "((unsigned long long)(1024 >> 4) << 32) | (1ull << 62);",
+            f->BKV * 128 >> 4);
+  }
   ex_line(c, "#pragma unroll");
   ex_line(c, "for (int kb2 = 0; kb2 < %d; kb2++) {", f->BKV / 16);
   c->indent++;
-  ex_line(c, "const unsigned va = %s + %lldu + (unsigned)kb2 * 2048u;", kbase, fa_kvbytes(f));
-  ex_line(c, "const unsigned long long vd = (unsigned long long)((va & 0x3FFFFu) >> 4) | ((unsigned long long)%d << 16) | "
-             "((unsigned long long)(1024 >> 4) << 32) | (1ull << 62);",
-          f->BKV * 128 >> 4);
+  if (inc) {
+    ex_line(c, "const unsigned long long vd = em_vd + (unsigned)(kb2 * (2048 >> 4));");
+  } else {
+    ex_line(c, "const unsigned va = %s + %lldu + (unsigned)kb2 * 2048u;", kbase, fa_kvbytes(f));
+    ex_line(c, "const unsigned long long vd = (unsigned long long)((va & 0x3FFFFu) >> 4) | ((unsigned long long)%d << 16) | "
+               "((unsigned long long)(1024 >> 4) << 32) | (1ull << 62);",
+            f->BKV * 128 >> 4);
+  }
   ex_wgmma_insn(c, (int)f->D, f->mt, "o", NULL, NULL, ex_A(c, "\"r\"(%s[kb2][0]), \"r\"(%s[kb2][1]), \"r\"(%s[kb2][2]), \"r\"(%s[kb2][3])", p, p, p, p),
            "vd", "1", 1);
   c->indent--;
