@@ -22,7 +22,8 @@ local function flash_wgmma_lead(out, k, dev, bqs)
     -- 47.7 (47.1); b1 s512 (256 tiles) lost 7.2 -> 7.9, b1 s8192 causal 617 -> 665, b1 s2048 non-causal 82.1 ->
     -- 87.5 (H200, twenty-ninth session, bench/attention.lua --pins)
     -- (not with an attention mask — the whole model's SDPA, non-causal with its causal and padding mask read per
-    -- score: MINB=3 with a mask has not run on a GPU, and spills there, NVRTC 13.0: 20 bytes)
+    -- score: MINB=3 with a mask is correct there (every k_sdpa of TinyLlama's padded whole model at 513 tokens,
+    -- batch 4, matched alone and in order, H200, thirtieth session) but not timed, and spills, NVRTC 13.0: 20 bytes)
     local short = type(k.L) == "number" and k.L <= (k.causal and 2048 or 512)
     if short and not k.masked and items64 >= 3 * (dev.sm_count or 132) then
       if k.causal then
@@ -46,7 +47,8 @@ local function flash_wgmma_lead(out, k, dev, bqs)
     if type(k.L) == "number" and k.L <= 512 and items >= 2 * (dev.sm_count or 132) then lead.APERSIST = 1 end
     -- non-causal up to 2048 keys with a wave of items or more (b1 s2048: 256 items, 1.94 waves of CTAs without
     -- it): 56.7 -> 55.3 us and 56.9 -> 55.8, torch 55.8 / 56.0 (H200, twenty-ninth session, twice)
-    -- (not with an attention mask: that pairing has not run on a GPU)
+    -- (not with an attention mask: correct there — Qwen3's padded whole model at 513, batch 4, every k_sdpa matched,
+    -- H200, thirtieth session — but not timed)
     if type(k.L) == "number" and not k.causal and not k.masked and k.L <= 2048 and items >= (dev.sm_count or 132) then lead.APERSIST = 1 end
     -- O staged over the warpgroup's last K/V stage so that Q is released after the last QK^T (OSMEM=4): b8 s512
     -- d128 causal 35.9 -> 33.8 us (torch 32.6); non-causal no faster (40.6 with OSMEM=2) (H200, nineteenth
