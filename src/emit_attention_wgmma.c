@@ -431,6 +431,13 @@ static void fa_rescale(ectx *c, const fa_t *f) {
   ex_line(c, "}");
 }
 
+/* V's descriptor `name` at shared address `addr` (N-major: D/64 column blocks BKV·128 bytes apart, 8-key groups 1024). */
+static void fa_v_desc(ectx *c, const fa_t *f, const char *name, const char *addr) {
+  ex_line(c, "const unsigned long long %s = (unsigned long long)((%s & 0x3FFFFu) >> 4) | ((unsigned long long)%d << 16) | "
+             "((unsigned long long)(1024 >> 4) << 32) | (1ull << 62);",
+          name, addr, f->BKV * 128 >> 4);
+}
+
 /* O += P V: BKV/16 wgmma k16 steps, P from registers, V's tile N-major (its D/64 column blocks BKV·128 bytes
  * apart: the descriptor's leading offset; 8-key groups 1024 bytes apart: its stride offset). */
 static void fa_pv(ectx *c, const fa_t *f, const char *kbase, const char *p) {
@@ -438,9 +445,7 @@ static void fa_pv(ectx *c, const fa_t *f, const char *kbase, const char *p) {
   int inc = fa_desc_inc();
   if (inc) {
     ex_line(c, "const unsigned em_va = %s + %lldu;", kbase, fa_kvbytes(f));
-    ex_line(c, "const unsigned long long em_vd = (unsigned long long)((em_va & 0x3FFFFu) >> 4) | ((unsigned long long)%d << 16) | "
-               "((unsigned long long)(1024 >> 4) << 32) | (1ull << 62);",
-            f->BKV * 128 >> 4);
+    fa_v_desc(c, f, "em_vd", "em_va");
   }
   ex_line(c, "#pragma unroll");
   ex_line(c, "for (int kb2 = 0; kb2 < %d; kb2++) {", f->BKV / 16);
@@ -449,9 +454,7 @@ static void fa_pv(ectx *c, const fa_t *f, const char *kbase, const char *p) {
     ex_line(c, "const unsigned long long vd = em_vd + (unsigned)(kb2 * (2048 >> 4));");
   } else {
     ex_line(c, "const unsigned va = %s + %lldu + (unsigned)kb2 * 2048u;", kbase, fa_kvbytes(f));
-    ex_line(c, "const unsigned long long vd = (unsigned long long)((va & 0x3FFFFu) >> 4) | ((unsigned long long)%d << 16) | "
-               "((unsigned long long)(1024 >> 4) << 32) | (1ull << 62);",
-            f->BKV * 128 >> 4);
+    fa_v_desc(c, f, "vd", "va");
   }
   ex_wgmma_insn(c, (int)f->D, f->mt, "o", NULL, NULL, ex_A(c, "\"r\"(%s[kb2][0]), \"r\"(%s[kb2][1]), \"r\"(%s[kb2][2]), \"r\"(%s[kb2][3])", p, p, p, p),
            "vd", "1", 1);
