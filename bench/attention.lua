@@ -448,6 +448,22 @@ if opts.compile then tnames[#tnames + 1] = "compile" end
 print(("torch: the fastest of %s; x / torch below 1: emmy faster; TFLOP/s: 4·B·HQ·S²·D, halved when causal"):format(
   #tnames > 0 and table.concat(tnames, ", ") or "nothing (--torch none)"))
 for _, n in ipairs(notes) do print(n) end
+-- --pins: each pinned variant's time beside its case's chosen one, so that a pin that lost is not lost
+if pins then
+  local prow, chosen = {}, {}
+  for _, v in ipairs(all) do if v.role == "chosen" then chosen[v.case] = v end end
+  for _, v in ipairs(all) do
+    local c = chosen[v.case]
+    if v.role == "pinned" and c then
+      prow[#prow + 1] = { v.case, v.us and ("%.1f"):format(v.us) or "-", c.us and ("%.1f"):format(c.us) or "-",
+        (v.us and c.us) and ("%.3f"):format(v.us / c.us) or "-", bench.knob_diff(v.knobs, c.knobs),
+        v.error and v.error:sub(1, 60) or "" }
+    end
+  end
+  print("\npinned variants (µs; / chosen below 1: the pin is faster)")
+  tbl.print { header = { "case", "pinned µs", "chosen µs", "/ chosen", "pins over the chosen", "error" }, rows = prow,
+    align = "lrrrll" }
+end
 if opts.stamp then
   print(#stamp_bad == 0 and "PASS: every stamped variant checked, its records read"
     or ("FAIL: %d stamped variants: %s"):format(#stamp_bad, table.concat(stamp_bad, "; ")))

@@ -260,12 +260,7 @@ if opts.json then
 end
 -- --cold: every variant's kernel duration with the L2 flushed before each launch (the program's regime, where a
 -- kernel's weights come from HBM), against torch eager's kernels the same way
-local function differ(label, base) -- the K=V of label not in base
-  local have, out = {}, {}
-  for kv in base:gmatch("[^,]+") do have[kv] = true end
-  for kv in label:gmatch("[^,]+") do if not have[kv] then out[#out + 1] = kv end end
-  return #out > 0 and table.concat(out, ",") or "(chosen)"
-end
+local differ = bench.knob_diff
 -- --pins (warm): each pinned variant's time beside its kernel's chosen one, so that a pin that lost is not lost
 if pins and not opts.cold then
   local prow, chosen_us = {}, {}

@@ -22,6 +22,14 @@ M.LAYER_REPS = 30
 M.DRIFT = 0.03 -- a row whose SM clock moved by more than this share is flagged
 M.COMPILE_TOL = 0.125 -- torch.compile's output is checked against eager's: a larger max abs difference is said
 
+-- The K=V items of knob string label that base lacks ("(chosen)" when none): what a pinned variant changes.
+function M.knob_diff(label, base)
+  local have, out = {}, {}
+  for kv in base:gmatch("[^,]+") do have[kv] = true end
+  for kv in label:gmatch("[^,]+") do if not have[kv] then out[#out + 1] = kv end end
+  return #out > 0 and table.concat(out, ",") or "(chosen)"
+end
+
 -- Parses --bench-backends ("eager,tcompile,emmy" in any order, a subset); returns a set or nil, msg.
 function M.parse_backends(s)
   local set, n = {}, 0
