@@ -302,7 +302,7 @@ gpu_case fa2_rescale_model_pad_batch4_seq37 env EMMY_KNOBS=k_sdpa:RESCALE=1 time
 # variant the rules lead with and staged ones pinned with it, in both layouts (bhsd: rows of D; model: rows of
 # HQ·D), partial tiles (7, 513) taking the chunk stores
 gpu_case fa2_otma_bench_d64 timeout 300 "$BIN" bench/attention.lua --limit 0 --torch none --strict --shapes b1s7,b1s513,b8s512,b1s2048 --heads 64:32:4 --pins "OSMEM=2,OTMA=1;MINB=3,BKV=64,KVST=4,OSMEM=4,APERSIST=1,OTMA=1;MINB=2,BKV=128,KVST=3,OSMEM=4,APERSIST=1,OTMA=1"
-gpu_case fa2_otma_bench_d128 timeout 300 "$BIN" bench/attention.lua --limit 0 --torch none --strict --shapes b1s7,b1s513,b8s512,b1s2048 --heads 128:16:8 --pins "OSMEM=2,OTMA=1;BQ=128,BKV=128,KVST=3,PINGPONG=1,APERSIST=1,OSMEM=4,OTMA=1"
+gpu_case fa2_otma_bench_d128 timeout 300 "$BIN" bench/attention.lua --limit 0 --torch none --strict --shapes b1s7,b1s513,b8s512,b1s2048 --heads 128:16:8 --pins "OSMEM=2,OTMA=1;BQ=128,BKV=128,KVST=3,KVSPLIT=1,QPACK=0,MINB=1,PINGPONG=1,APERSIST=1,OSMEM=4,OTMA=1"
 gpu_case fa2_otma_model_layout timeout 300 "$BIN" bench/attention.lua --layout model --limit 0 --torch none --strict --shapes b1s513,b8s512 --heads 64:32:4,128:16:8 --pins "OSMEM=2,OTMA=1"
 # EMMY_DESC_INC=1 (an experiment, written 2026-12-04, not yet run on a GPU): the wgmma descriptors of S = QK^T and O += PV
 # incremented from the first one's; every lead of both head dims and layouts, partial tiles
