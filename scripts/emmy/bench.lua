@@ -233,21 +233,24 @@ function M.transformers(model, mode, layer, g, ins, compile)
   return done(nil, last ~= "" and last or "tools/torchref/hf_bench.py gave no result")
 end
 
--- Times every kernel of plans, in order, as one captured graph (picks[name] = a built variant of gpu.build).
-function M.graph_time(cu, plans, picks, bufs, bind, reps)
-  for _, p in ipairs(plans) do
-    local ok, err = gpu.launch(cu, p, picks[p.kernel.name], bufs, bind)
+-- Launches every kernel of plans in order (picks[name] = a built variant of gpu.build); true | nil, msg.
+local function launch_all(cu, plans, picks, bufs, bind)
+  local pf = gpu.prefetch_targets(plans, bufs)
+  for i, p in ipairs(plans) do
+    local ok, err = gpu.launch(cu, p, picks[p.kernel.name], bufs, bind, pf[i])
     if not ok then return nil, err end
   end
-  local ok, err = cu:sync()
+  return true
+end
+
+-- Times every kernel of plans, in order, as one captured graph (picks[name] = a built variant of gpu.build).
+function M.graph_time(cu, plans, picks, bufs, bind, reps)
+  local ok, err = launch_all(cu, plans, picks, bufs, bind)
   if not ok then return nil, err end
-  return cu:time(function()
-    for _, p in ipairs(plans) do
-      local ok2, err2 = gpu.launch(cu, p, picks[p.kernel.name], bufs, bind)
-      if not ok2 then return nil, err2 end
-    end
-    return true
-  end, { graph = true, reps = reps or M.LAYER_REPS, warmup = 3 })
+  ok, err = cu:sync()
+  if not ok then return nil, err end
+  return cu:time(function() return launch_all(cu, plans, picks, bufs, bind) end,
+    { graph = true, reps = reps or M.LAYER_REPS, warmup = 3 })
 end
 
 -- Each kernel's time inside the whole-graph replay, from CUPTI kernel records of `reps` replays: per launch
@@ -275,13 +278,8 @@ local function in_program_of(cu, plans, picks, bufs, bind, reps, flush_bytes)
   local t, err = M.graph_time(cu, plans, picks, bufs, bind, 3) -- (captured once, warm)
   if not t then return nil, err end
   local recs, dropped = recorded(function()
-    return cu:time(function()
-      for _, p in ipairs(plans) do
-        local ok2, err2 = gpu.launch(cu, p, picks[p.kernel.name], bufs, bind)
-        if not ok2 then return nil, err2 end
-      end
-      return true
-    end, { graph = true, reps = reps, warmup = 0, flush_bytes = flush_bytes })
+    return cu:time(function() return launch_all(cu, plans, picks, bufs, bind) end,
+      { graph = true, reps = reps, warmup = 0, flush_bytes = flush_bytes })
   end)
   if not recs then return nil, dropped end
   return M.group_records(recs, plans, dropped)

@@ -174,8 +174,29 @@ function M.plan_reuse(cu, bufs, plans, bind, g)
   return got, want
 end
 
--- Launches one compiled kernel (e from M.build) of plan on buffers bufs at binding bind.
-function M.launch(cu, plan, e, bufs, bind)
+-- EMMY_L2PF=1 (an experiment, docs/formats.md): for each position i of the launch sequence plans, the weight (the
+-- largest param input) of the next contraction after it, {buf, bytes}, for kernel i to prefetch into L2; nil where
+-- none follows. Buffers from bufs (the program's, weights uploaded).
+function M.prefetch_targets(plans, bufs)
+  local pf, nxt = {}, nil
+  for i = #plans, 1, -1 do
+    pf[i] = nxt
+    local k = plans[i].kernel
+    if k.kind == "contraction" then
+      local best
+      for _, v in ipairs(k.repro:inputs()) do
+        local b = v.kind == "param" and bufs[v.name]
+        if b and (not best or b:size() > best.bytes) then best = { buf = b, bytes = b:size() } end
+      end
+      nxt = best or nxt
+    end
+  end
+  return pf
+end
+
+-- Launches one compiled kernel (e from M.build) of plan on buffers bufs at binding bind (pf: with EMMY_L2PF=1's
+-- kernels, the buffer to prefetch into L2, {buf, bytes}, or nil).
+function M.launch(cu, plan, e, bufs, bind, pf)
   local k = plan.kernel
   local g = k.repro
   local args = {}
@@ -232,6 +253,10 @@ function M.launch(cu, plan, e, bufs, bind)
     args[#args + 1] = { tmap = m }
   end
   for _, s in ipairs(e.launch.syms) do args[#args + 1] = { i64 = bind[s] } end
+  if e.launch.l2pf then
+    args[#args + 1] = pf and pf.buf or { i64 = 0 }
+    args[#args + 1] = { i64 = pf and pf.bytes or 0 }
+  end
   return cu:launch(e.fn, { grid = grid, block = e.launch.block, smem = e.launch.smem, args = args, pdl = e.launch.pdl })
 end
 
