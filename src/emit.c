@@ -802,26 +802,31 @@ static const char *tmap_prefetch(ectx *c, const em_launch *launch) {
   return out;
 }
 
-/* EMMY_L2PF=1 at compile time (an experiment; the emitted CUDA unchanged without it): the kernel takes a buffer and
- * its size after its symbols (launch.l2pf) — the weight of a later kernel of the program, which the launcher passes
- * (null and 0 alone) — and its CTAs prefetch it into L2, a 16-byte-aligned slice a CTA by cp.async.bulk.prefetch
+/* EMMY_L2PF=1 at compile time (an experiment; the emitted CUDA unchanged without it): the kernel takes two buffers and
+ * their sizes after its symbols (launch.l2pf) — the weights of the next GEMM of the program, which the launcher passes
+ * (null and 0 where none) — and its CTAs prefetch them into L2, a 16-byte-aligned slice a CTA by cp.async.bulk.prefetch
  * from one thread, before the grid dependency wait (the weight does not depend on the previous kernel). Why: each
  * GEMM streams its weight from HBM in the program and is ~1 us slower there than alone (q 5.7 / 6.7, down 10.3 /
  * 11.0, H200); a kernel before it with HBM to spare (attention, a norm) can bring that weight into L2 first. */
 static const char *l2_prefetch(ectx *c, em_launch *launch, sbuf *head, int *np) {
   if (!ex_env_choice("EMMY_L2PF", 1)) return "";
   launch->l2pf = 1;
-  ex_sb_add(head, "%s\n    const char *__restrict__ em_pf, long long em_pfb", (*np)++ ? "," : "");
+  ex_sb_add(head, "%s\n    const char *__restrict__ em_l2p0, long long em_l2b0, const char *__restrict__ em_l2p1, long long em_l2b1",
+            (*np)++ ? "," : "");
   return ex_A(c, "%s",
               "#if __CUDA_ARCH__ >= 900\n"
-              "  if (em_pfb >= 16 && threadIdx.x + threadIdx.y + threadIdx.z == 0) { /* EMMY_L2PF: this CTA's slice into L2 */\n"
-              "    const long long em_nb = (long long)gridDim.x * gridDim.y * gridDim.z;\n"
-              "    const long long em_b = blockIdx.x + (long long)gridDim.x * (blockIdx.y + (long long)gridDim.y * blockIdx.z);\n"
-              "    const long long em_per = ((em_pfb + em_nb - 1) / em_nb + 15) & ~15LL;\n"
-              "    const long long em_end = ((em_b + 1) * em_per < em_pfb ? (em_b + 1) * em_per : em_pfb) & ~15LL;\n"
-              "    for (long long em_o = em_b * em_per; em_o < em_end; em_o += 65536) {\n"
-              "      const unsigned em_n = (unsigned)(em_end - em_o < 65536 ? em_end - em_o : 65536);\n"
-              "      asm volatile(\"cp.async.bulk.prefetch.L2.global [%0], %1;\" :: \"l\"(em_pf + em_o), \"r\"(em_n) : \"memory\");\n"
+              "  if (threadIdx.x + threadIdx.y + threadIdx.z == 0) { /* EMMY_L2PF: this CTA's slice of each buffer into L2 */\n"
+              "    const long long em_l2nb = (long long)gridDim.x * gridDim.y * gridDim.z;\n"
+              "    const long long em_l2c = blockIdx.x + (long long)gridDim.x * (blockIdx.y + (long long)gridDim.y * blockIdx.z);\n"
+              "    const char *const em_l2p[2] = {em_l2p0, em_l2p1};\n"
+              "    const long long em_l2b[2] = {em_l2b0, em_l2b1};\n"
+              "    for (int em_l2q = 0; em_l2q < 2; em_l2q++) {\n"
+              "      const long long em_l2per = ((em_l2b[em_l2q] + em_l2nb - 1) / em_l2nb + 15) & ~15LL;\n"
+              "      const long long em_l2end = ((em_l2c + 1) * em_l2per < em_l2b[em_l2q] ? (em_l2c + 1) * em_l2per : em_l2b[em_l2q]) & ~15LL;\n"
+              "      for (long long em_l2o = em_l2c * em_l2per; em_l2o < em_l2end; em_l2o += 65536) {\n"
+              "        const unsigned em_l2n = (unsigned)(em_l2end - em_l2o < 65536 ? em_l2end - em_l2o : 65536);\n"
+              "        asm volatile(\"cp.async.bulk.prefetch.L2.global [%0], %1;\" :: \"l\"(em_l2p[em_l2q] + em_l2o), \"r\"(em_l2n) : \"memory\");\n"
+              "      }\n"
               "    }\n"
               "  }\n"
               "#endif\n");
