@@ -361,16 +361,15 @@ static double fa_mask(ectx *c, const fa_t *f, const char *sc) {
 static int fa_tree(void) { return ex_env_choice("EMMY_SMX_TREE", 1); }
 /* dst = the maximum of dst and the scores sc[j][q0], sc[j][q0 + 1] of every j, as a tree */
 static void fa_tree_max(ectx *c, const char *dst, const char *sc, int nj, int q0) {
-  const char *f = "fmaxf", *o = ", ";
   ex_line(c, "{");
   ex_line(c, "  float t[%d];", nj);
   ex_line(c, "  #pragma unroll");
-  ex_line(c, "  for (int j = 0; j < %d; j++) t[j] = %s(%s[j][%d]%s%s[j][%d]);", nj, f, sc, q0, o, sc, q0 + 1);
+  ex_line(c, "  for (int j = 0; j < %d; j++) t[j] = fmaxf(%s[j][%d], %s[j][%d]);", nj, sc, q0, sc, q0 + 1);
   ex_line(c, "  #pragma unroll");
   ex_line(c, "  for (int n = %d; n > 1; n = (n + 1) / 2)", nj); /* (any count: an odd one's last value carried) */
   ex_line(c, "    #pragma unroll");
-  ex_line(c, "    for (int j = 0; j < n / 2; j++) t[j] = %s(t[j]%st[j + (n + 1) / 2]);", f, o);
-  ex_line(c, "  %s = %s(%s%st[0]);", dst, f, dst, o);
+  ex_line(c, "    for (int j = 0; j < n / 2; j++) t[j] = fmaxf(t[j], t[j + (n + 1) / 2]);");
+  ex_line(c, "  %s = fmaxf(%s, t[0]);", dst, dst);
   ex_line(c, "}");
 }
 static void fa_softmax(ectx *c, const fa_t *f, double sl, const char *sc, const char *p) {

@@ -53,10 +53,16 @@ local function tune_scripts(p, args)
   return task, merge
 end
 
--- The scripts of a plan {kind, dir, exe, args (the command's arguments), shards, sample}: task, merge.
-function M.scripts(p)
+-- The command's arguments of plan p, each shell-quoted.
+local function quoted_args(p)
   local args = {}
   for i, a in ipairs(p.args) do args[i] = shq(a) end
+  return args
+end
+
+-- The scripts of a plan {kind, dir, exe, args (the command's arguments), shards, sample}: task, merge.
+function M.scripts(p)
+  local args = quoted_args(p)
   if p.kind == "tune" then return tune_scripts(p, args) end
   -- (the variants are the submitter's list, D/variants.jsonl: a task does not plan the model again — 1.4 of a task's
   -- ~18 s on 2 cores, Qwen3 layer 0's sample of 20; --kernel and --all-variants chose that list)
@@ -97,9 +103,7 @@ function M.submit(p, dry_run)
   local task, merge = M.scripts(p)
   if p.kind == "compile" then
     -- the variants, planned once here (one process's list, in its order), for every task to read
-    local args = {}
-    for i, a in ipairs(p.args) do args[i] = shq(a) end
-    local rc, out = sh(("%s compile %s --nvrtc%s --variants-out %s/variants.jsonl"):format(shq(p.exe), table.concat(args, " "),
+    local rc, out = sh(("%s compile %s --nvrtc%s --variants-out %s/variants.jsonl"):format(shq(p.exe), table.concat(quoted_args(p), " "),
       p.sample and (" --sample " .. p.sample) or "", shq(p.dir)))
     if rc ~= 0 then return nil, "planning the variants (emmy compile … --variants-out): " .. out:gsub("%s+$", ""):gsub("\n", " ") end
   end
