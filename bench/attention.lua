@@ -15,12 +15,13 @@
 --   ./emmy bench/attention.lua [--shapes b1s512,b8s512,b1s2048,b1s8192] [--causal 1,0] [--heads 128:16:8,64:32:4]
 --        [--match "K=V,K=V;K=V"] [--pins "K=V,K=V;K=V"] [--limit N] [--all] [--torch eager,flash,efficient,cudnn]
 --        [--compile] [--ref auto|cpu|torch] [--layout bhsd|model] [--json FILE] [--graphs DIR] [--dry-run [--nvrtc]]
---        [--stamp] [--strict]
+--        [--stamp] [--strict] [--sources DIR]
 -- --shapes bBsS: batch B, sequence S (queries and keys); --heads D:HQ:HKV: head dim, query heads, key/value heads;
 -- --causal 1,0: which masks; --match keeps the candidates whose knobs include every K=V of one ';'-separated set;
 -- --torch none: no torch timing; --graphs DIR writes each case's graph there (emmy compile DIR/CASE.torch.json);
 -- --dry-run plans every case on the target (with no GPU, the deploy H200), emits each variant it would time and
--- prints them, without a GPU; with --nvrtc it also compiles each (registers, spill stores; a failed compile fails). --stamp: each FLASH=2 variant also as STAMP=1 (clock marks in its roles,
+-- prints them, without a GPU; with --nvrtc it also compiles each (registers, spill stores; a failed compile fails),
+-- and --sources DIR writes each one's CUDA there (CASE.N.cu, N its row in the printed list). --stamp: each FLASH=2 variant also as STAMP=1 (clock marks in its roles,
 -- src/emit_attention_wgmma.c), checked and timed like the others, then launched once more on a zeroed record and its
 -- cycles printed: per step (a K/V tile with a next one) a consumer warpgroup's K wait, PINGPONG turn, S and PV issue,
 -- S wait, softmax, PV wait with the release; per item its epilogue and the rest; the producer's waits and issue; the
@@ -49,7 +50,7 @@ local opts = cli.parse(arg, { flags = {
   ["--compile"] = { kind = "bool" }, ["--ref"] = { kind = "string", default = "auto" },
   ["--layout"] = { kind = "string", default = "bhsd" }, ["--json"] = { kind = "string" }, ["--graphs"] = { kind = "string" },
   ["--dry-run"] = { kind = "bool" }, ["--nvrtc"] = { kind = "bool" }, ["--stamp"] = { kind = "bool" },
-  ["--strict"] = { kind = "bool" } } }, CMD)
+  ["--strict"] = { kind = "bool" }, ["--sources"] = { kind = "string" } } }, CMD)
 
 -- ---- the command line ----------------------------------------------------------------------------------------
 
@@ -205,7 +206,7 @@ local function variants(p)
     if not it.refused then
       local ok, src, why = pcall(kernels.emit, it.plan, it.knobs)
       if not ok or not src then it.refused = "emit refused: " .. tostring(ok and why or src) end
-      if opts.nvrtc and ok and src then it.src = src end
+      if (opts.nvrtc or opts.sources) and ok and src then it.src = src end
     end
   end
   return list
@@ -241,6 +242,7 @@ if opts.dry_run then
   print(("%d cases on %s%s (layout %s); no GPU used"):format(#cases, dev.name, dev.assumed and " (the deploy target)" or "",
     opts.layout))
   local bad = false
+  if opts.sources then cli.must(sys.mkdir_p(opts.sources)) end
   for _, c in ipairs(cases) do
     for _, a in ipairs(c.att) do
       local p = a.plan
@@ -269,7 +271,8 @@ if opts.dry_run then
           if r.status ~= "ok" then bad = true end
         end
       end
-      for _, it in ipairs(a.list) do
+      for i, it in ipairs(a.list) do
+        if opts.sources and it.src then cli.must(sys.write_file(("%s/%s.%d.cu"):format(opts.sources, c.slug, i), it.src)) end
         print(("  %-7s %s%s%s"):format(it.role, it.label, it.refused and ("  refused: " .. it.refused) or "", it.nv or ""))
         if it.role == "chosen" and it.refused then bad = true end
       end

@@ -29,6 +29,7 @@ typedef struct {
   int sp;                        /* STAMP: clock marks in the roles (FA_STAMP_FIELDS) */
   int lazy;                      /* RESCALE=1: O and l corrected only when a warp's row maximum grew by more than 2^8 */
   int otma;                      /* OTMA=1: a full staged O tile stored by TMA from one thread */
+  int psm;                       /* PSMEM=1: P through shared memory of each warpgroup's own, PV from shared memory */
   em_launch *L;                  /* the launch (OTMA=1 adds the output's tensor map to it) */
   double scale;
   em_dtype dt;
@@ -108,10 +109,14 @@ static long long fa_mergebytes(const fa_t *f) { return f->P > 1 ? (f->D / 2 + 4)
 static long long fa_kvbytes(const fa_t *f) { return (long long)f->BKV * f->D * 2; }
 /* OSMEM=3's O buffer: after the ring (and the merge area), the size of the Q tile; 0 where O is staged over Q. */
 static long long fa_obuf(const fa_t *f) { return f->osmem == 3 ? fa_qbytes(f) + 2LL * f->ST * fa_kvbytes(f) + fa_mergebytes(f) : 0; }
-/* The block's dynamic shared memory: alignment slack, Q, the K/V ring, the merge area, OSMEM=3's O buffer. */
-static long long fa_smem(const fa_t *f) {
-  return 1024 + fa_qbytes(f) + 2LL * f->ST * fa_kvbytes(f) + fa_mergebytes(f) + (f->osmem == 3 ? fa_qbytes(f) : 0);
+/* PSMEM=1's P buffers: after the ring, the merge area and OSMEM=3's O buffer, a warpgroup's 64 x BKV tile of P each
+ * (BKV/64 column blocks of 8 KB, 128-byte swizzled K-major: the A operand's layout, as Q's slices). */
+static long long fa_pbuf(const fa_t *f) {
+  return fa_qbytes(f) + 2LL * f->ST * fa_kvbytes(f) + fa_mergebytes(f) + (f->osmem == 3 ? fa_qbytes(f) : 0);
 }
+static long long fa_pbytes(const fa_t *f) { return f->psm ? (long long)f->NWG * 64 * f->BKV * 2 : 0; }
+/* The block's dynamic shared memory: alignment slack, Q, the K/V ring, the merge area, OSMEM=3's O buffer, P. */
+static long long fa_smem(const fa_t *f) { return 1024 + fa_pbuf(f) + fa_pbytes(f); }
 
 /* The element offset of (head index bh, row l, element 0) of operand x (Q: qi, K/V: through kv_index) in its
  * kernel input, as a lambda em_<name>(bh, l) -> long long; the batch dims unravel from bh inside it. */
@@ -274,25 +279,28 @@ static void fa_producer(ectx *c, const fa_t *f) {
  * descriptors are the first one's plus the operand's byte offset / 16 (the address field is bits 0-13 of
  * (address & 0x3FFFF) >> 4, and a tile never crosses 256 KB), instead of each built from its address — the d64 lead's
  * step spends ~7 instructions a wgmma on them (VIADD, LOP3, SHF, LOP3, MOV, two R2UR: ~85 of ~455 a step, SASS, H200,
- * thirtieth session), and the ALU pipe was busier than cuDNN's (32% against 27%, ncu). */
+ * thirtieth session), and the ALU pipe was busier than cuDNN's (32% against 27%, ncu). The k16 steps are unrolled by
+ * the emitter and each offset is added inside its wgmma's asm block (ex_wgmma_insn_at), so that only the base
+ * descriptors stay live: computed outside, the compiler hoisted one 64-bit descriptor a step ahead of the run and
+ * spilled (NVRTC 13.0: BQ=192, BKV=192 with PSMEM=1 264 -> 32 bytes; the d128 persistent lead 44 -> 0). */
 static int fa_desc_inc(void) { return ex_env_choice("EMMY_DESC_INC", 1); }
 
 static void fa_qk(ectx *c, const fa_t *f, const char *acc, const char *kbase) {
   ex_line(c, "em_wg_fence();");
-  int inc = fa_desc_inc();
-  if (inc) ex_line(c, "const unsigned long long em_qd = em_wg_desc(em_sb + (unsigned)wq * 8192u), em_kd = em_wg_desc(%s);", kbase);
+  if (fa_desc_inc()) { /* (the k16 steps unrolled here, each descriptor's offset added inside its asm block) */
+    ex_line(c, "const unsigned long long em_qd = em_wg_desc(em_sb + (unsigned)wq * 8192u), em_kd = em_wg_desc(%s);", kbase);
+    for (int kd = 0; kd < f->D / 16; kd++)
+      ex_wgmma_insn_at(c, f->BKV, f->mt, acc, "em_qd", ((kd >> 2) * f->NQ * 8192 + (kd & 3) * 32) >> 4, NULL, "em_kd",
+                       ((kd >> 2) * f->BKV * 128 + (kd & 3) * 32) >> 4, kd ? "1" : "0", 0);
+    ex_line(c, "em_wg_commit();");
+    return;
+  }
   ex_line(c, "#pragma unroll");
   ex_line(c, "for (int kd = 0; kd < %d; kd++) {", (int)(f->D / 16));
   c->indent++;
-  if (inc) {
-    ex_line(c, "const unsigned long long qd = em_qd + (unsigned)(((kd >> 2) * %d + (kd & 3) * 32) >> 4);", f->NQ * 8192);
-    ex_line(c, "const unsigned long long kdd = em_kd + (unsigned)(((kd >> 2) * %d + (kd & 3) * 32) >> 4);", f->BKV * 128);
-    ex_wgmma_insn(c, f->BKV, f->mt, acc, NULL, "qd", NULL, "kdd", "kd", 0);
-  } else {
-    ex_line(c, "const unsigned qa = em_sb + (unsigned)(kd >> 2) * %du + (unsigned)wq * 8192u + (unsigned)(kd & 3) * 32u;", f->NQ * 8192);
-    ex_line(c, "const unsigned ka = %s + (unsigned)(kd >> 2) * %du + (unsigned)(kd & 3) * 32u;", kbase, f->BKV * 128);
-    ex_wgmma_insn(c, f->BKV, f->mt, acc, NULL, "em_wg_desc(qa)", NULL, "em_wg_desc(ka)", "kd", 0);
-  }
+  ex_line(c, "const unsigned qa = em_sb + (unsigned)(kd >> 2) * %du + (unsigned)wq * 8192u + (unsigned)(kd & 3) * 32u;", f->NQ * 8192);
+  ex_line(c, "const unsigned ka = %s + (unsigned)(kd >> 2) * %du + (unsigned)(kd & 3) * 32u;", kbase, f->BKV * 128);
+  ex_wgmma_insn(c, f->BKV, f->mt, acc, NULL, "em_wg_desc(qa)", NULL, "em_wg_desc(ka)", "kd", 0);
   c->indent--;
   ex_line(c, "}");
   ex_line(c, "em_wg_commit();");
@@ -437,29 +445,65 @@ static void fa_v_desc(ectx *c, const fa_t *f, const char *name, const char *addr
           name, addr, f->BKV * 128 >> 4);
 }
 
-/* O += P V: BKV/16 wgmma k16 steps, P from registers, V's tile N-major (its D/64 column blocks BKV·128 bytes
- * apart: the descriptor's leading offset; 8-key groups 1024 bytes apart: its stride offset). */
+/* PSMEM=1: this warpgroup's P buffer (em_pb, its shared address) — the A operand of k16 step kb2 at
+ * em_pb + (kb2 / 4)·8 KB + (kb2 % 4)·32 (64-key column blocks of 64 rows x 128 bytes, as Q's slices). */
+static const char *fa_pb(ectx *c, const fa_t *f) {
+  return ex_A(c, "(em_sb + %lldu + (unsigned)wg * %du)", fa_pbuf(f), 64 * f->BKV * 2);
+}
+
+/* O += P V: BKV/16 wgmma k16 steps, P from registers (PSMEM=1: from this warpgroup's P buffer), V's tile N-major
+ * (its D/64 column blocks BKV·128 bytes apart: the descriptor's leading offset; 8-key groups 1024 bytes apart: its
+ * stride offset). */
 static void fa_pv(ectx *c, const fa_t *f, const char *kbase, const char *p) {
   ex_line(c, "em_wg_fence();");
-  int inc = fa_desc_inc();
-  if (inc) {
+  if (fa_desc_inc()) { /* (as fa_qk's) */
     ex_line(c, "const unsigned em_va = %s + %lldu;", kbase, fa_kvbytes(f));
     fa_v_desc(c, f, "em_vd", "em_va");
+    if (f->psm) ex_line(c, "const unsigned long long em_pd = em_wg_desc(%s);", fa_pb(c, f));
+    for (int kb2 = 0; kb2 < f->BKV / 16; kb2++)
+      ex_wgmma_insn_at(c, (int)f->D, f->mt, "o", f->psm ? "em_pd" : NULL, ((kb2 >> 2) * 8192 + (kb2 & 3) * 32) >> 4,
+                       f->psm ? NULL : ex_A(c, "\"r\"(%s[%d][0]), \"r\"(%s[%d][1]), \"r\"(%s[%d][2]), \"r\"(%s[%d][3])", p, kb2, p, kb2, p, kb2, p, kb2),
+                       "em_vd", kb2 * (2048 >> 4), "1", 1);
+    ex_line(c, "em_wg_commit();");
+    return;
   }
   ex_line(c, "#pragma unroll");
   ex_line(c, "for (int kb2 = 0; kb2 < %d; kb2++) {", f->BKV / 16);
   c->indent++;
-  if (inc) {
-    ex_line(c, "const unsigned long long vd = em_vd + (unsigned)(kb2 * (2048 >> 4));");
-  } else {
-    ex_line(c, "const unsigned va = %s + %lldu + (unsigned)kb2 * 2048u;", kbase, fa_kvbytes(f));
-    fa_v_desc(c, f, "vd", "va");
-  }
-  ex_wgmma_insn(c, (int)f->D, f->mt, "o", NULL, NULL, ex_A(c, "\"r\"(%s[kb2][0]), \"r\"(%s[kb2][1]), \"r\"(%s[kb2][2]), \"r\"(%s[kb2][3])", p, p, p, p),
-           "vd", "1", 1);
+  ex_line(c, "const unsigned va = %s + %lldu + (unsigned)kb2 * 2048u;", kbase, fa_kvbytes(f));
+  fa_v_desc(c, f, "vd", "va");
+  if (f->psm) ex_line(c, "const unsigned long long pd = em_wg_desc(%s + (unsigned)(kb2 >> 2) * 8192u + (unsigned)(kb2 & 3) * 32u);", fa_pb(c, f));
+  if (f->psm)
+    ex_wgmma_insn(c, (int)f->D, f->mt, "o", NULL, "pd", NULL, "vd", "1", 1);
+  else
+    ex_wgmma_insn(c, (int)f->D, f->mt, "o", NULL, NULL, ex_A(c, "\"r\"(%s[kb2][0]), \"r\"(%s[kb2][1]), \"r\"(%s[kb2][2]), \"r\"(%s[kb2][3])", p, p, p, p),
+                  "vd", "1", 1);
   c->indent--;
   ex_line(c, "}");
   ex_line(c, "em_wg_commit();");
+}
+
+/* PSMEM=1: P (register set p, PV's A fragments) into this warpgroup's P buffer, one stmatrix x4 a k16 step — its
+ * four 8 x 8 matrices are the fragments' (rows +0 / +8) x (keys +0 / +8), lane l giving the address of row l % 8 of
+ * matrix l / 8; the 16-byte chunk XOR the row (128-byte swizzle). Only once the PV that read the buffer retired. */
+static void fa_pstore(ectx *c, const fa_t *f, const char *p) {
+  ex_line(c, "{");
+  c->indent++;
+  ex_line(c, "const unsigned em_pr = %s + (unsigned)(((wid & 3) * 16 + ((lane >> 3) & 1) * 8 + (lane & 7)) * 128), "
+             "em_px = (unsigned)((lane >> 4) ^ (lane & 7));", fa_pb(c, f));
+  ex_line(c, "#pragma unroll");
+  ex_line(c, "for (int kb2 = 0; kb2 < %d; kb2++)", f->BKV / 16);
+  ex_line(c, "  asm volatile(\"stmatrix.sync.aligned.m8n8.x4.shared.b16 [%%0], {%%1, %%2, %%3, %%4};\" :: "
+             "\"r\"(em_pr + (unsigned)(kb2 >> 2) * 8192u + ((((unsigned)(kb2 & 3) * 2u) ^ em_px) << 4)), "
+             "\"r\"(%s[kb2][0]), \"r\"(%s[kb2][1]), \"r\"(%s[kb2][2]), \"r\"(%s[kb2][3]) : \"memory\");", p, p, p, p);
+  c->indent--;
+  ex_line(c, "}");
+}
+/* PSMEM=1: the stores made visible to the tensor cores' reads (the async proxy) before the next PV. Each warp's
+ * wgmma slice reads the 16 rows of P its own lanes wrote, so the warp's own sync suffices (FlashAttention-3). */
+static void fa_pfence(ectx *c) {
+  ex_line(c, "asm volatile(\"fence.proxy.async.shared::cta;\" ::: \"memory\");");
+  ex_line(c, "__syncwarp();");
 }
 
 /* The pair store: where the kernel's one output is the attention's result through views, in the compute dtype, a
@@ -615,7 +659,7 @@ static void fa_epilogue(ectx *c, const fa_t *f) {
     ex_line(c, "  }");
     ex_line(c, "}");
     /* (immediate barrier ids: a register id makes ptxas reserve all sixteen) */
-    /* (slice w's barrier 2 + w; BQ=192's 4 is PINGPONG's, which needs two slices) */
+    /* (slice w's barrier 2 + w; PINGPONG's turns with three slices are 11-13) */
     if (f->otma) ex_line(c, "em_fence_async_smem(); /* OTMA: O's writes seen by the bulk stores */");
     sbuf bs = {0};
     for (int w = 0; w < f->NQ; w++)
@@ -716,9 +760,14 @@ static void fa_qrelease(ectx *c) { fa_arrive(c, NULL, "em_qempty"); }
 /* This warpgroup's release of ring use u (stage st<var>). */
 static void fa_release(ectx *c, const char *var) { fa_arrive(c, NULL, ex_A(c, "em_empty[st%s]", var)); }
 
-/* One tile (ring use u) with a next one: the next tile's S = QKᵀ and this tile's O += PV (P in register set p)
- * issued together, the next softmax (into register set pn) while PV runs on the tensor cores, O corrected once
- * PV retired, the stage released. */
+/* PINGPONG: slice w's turn is named barrier base + w — 4 for two slices, 11 for three (2-4 are the epilogue's
+ * per-slice barriers, 6-7 OSMEM=4's, 8-10 the mask vote's) — and the next slice's, the last handing it to the first. */
+static int fa_pp_bar(const fa_t *f) { return f->NQ == 2 ? 4 : 11; }
+static const char *fa_pp_next(const fa_t *f) { return f->NQ == 2 ? "5 - wq" : "wq == 2 ? 11 : 12 + wq"; }
+
+/* One tile (ring use u) with a next one: the next tile's S = QKᵀ and this tile's O += PV (P in register set p;
+ * PSMEM=1: in the P buffer) issued together, the next softmax (into register set pn) while PV runs on the tensor
+ * cores, O corrected once PV retired, the stage released (PSMEM=1: then P into the buffer). */
 static void fa_step(ectx *c, const fa_t *f, const char *u, const char *p, const char *pn) {
   int nj = f->BKV / 8;
   ex_line(c, "{");
@@ -730,16 +779,16 @@ static void fa_step(ectx *c, const fa_t *f, const char *u, const char *p, const 
   fa_stamp(c, f, "unsigned em_c = em_clock();");
   ex_line(c, "em_mbar_wait(&em_fk[stn], phn);");
   fa_mark(c, f, 2);
-  /* PINGPONG: this warpgroup's turn (named barrier 4 + wq) before its wgmma, the other's turn after them, so one
+  /* PINGPONG: this warpgroup's turn (named barrier fa_pp_bar + wq) before its wgmma, the other's turn after them, so one
    * warpgroup's softmax runs while the other's matrix products hold the tensor cores */
   if (f->pp) {
-    ex_line(c, "asm volatile(\"bar.sync %%0, 256;\" :: \"r\"(4 + wq) : \"memory\");");
+    ex_line(c, "asm volatile(\"bar.sync %%0, 256;\" :: \"r\"(%d + wq) : \"memory\");", fa_pp_bar(f));
     fa_mark(c, f, 3);
   }
   fa_qk(c, f, "sn", "kbn");
   ex_line(c, "em_mbar_wait(&em_fv[st], ph);");
   fa_pv(c, f, "kb", p);
-  if (f->pp) ex_line(c, "asm volatile(\"bar.arrive %%0, 256;\" :: \"r\"(5 - wq) : \"memory\");");
+  if (f->pp) ex_line(c, "asm volatile(\"bar.arrive %%0, 256;\" :: \"r\"(%s) : \"memory\");", fa_pp_next(f));
   fa_mark(c, f, 4);
   ex_line(c, "em_wg_wait1();"); /* the next S is in registers; PV may still run */
   fa_mark(c, f, 5);
@@ -747,7 +796,9 @@ static void fa_step(ectx *c, const fa_t *f, const char *u, const char *p, const 
   fa_mark(c, f, 6);
   ex_line(c, "em_wg_wait0();");
   fa_release(c, "");
+  if (f->psm) fa_pstore(c, f, pn); /* (the PV that read the buffer retired) */
   fa_rescale(c, f);
+  if (f->psm) fa_pfence(c);
   fa_mark(c, f, 7);
   fa_stamp(c, f, "em_sa[1]++;");
   c->indent--;
@@ -906,7 +957,7 @@ static void fa_consumers(ectx *c, const fa_t *f) {
   if (f->lazy) ex_line(c, "bool em_up = true;");
   ex_line(c, "unsigned pa[%d][4], pb[%d][4];", kbk, kbk);
   /* PINGPONG: the first turn is the first warpgroup's */
-  if (f->pp) ex_line(c, "if (wq == 1) asm volatile(\"bar.arrive 4, 256;\" ::: \"memory\");");
+  if (f->pp) ex_line(c, "if (wq == %d) asm volatile(\"bar.arrive %d, 256;\" ::: \"memory\");", f->NQ - 1, fa_pp_bar(f));
   ex_line(c, "em_mbar_wait(&em_qbar, %s);", f->persist ? "em_n & 1u" : "0u");
   if (fa_mask_range(c, f)) fa_mask_range_open(c, f);
   ex_line(c, "if (kp < ntw) {");
@@ -918,6 +969,10 @@ static void fa_consumers(ectx *c, const fa_t *f) {
   fa_qk(c, f, "sc", "kb");
   ex_line(c, "em_wg_wait0();");
   fa_softmax(c, f, fa_mask(c, f, "sc"), "sc", "pa");
+  if (f->psm) {
+    fa_pstore(c, f, "pa");
+    fa_pfence(c);
+  }
   (void)nj;
   c->indent--;
   ex_line(c, "}");
@@ -931,7 +986,7 @@ static void fa_consumers(ectx *c, const fa_t *f) {
   c->indent--;
   ex_line(c, "}");
   /* PINGPONG: the second warpgroup's last turn handed back is taken, so that no arrival outlives the loop */
-  if (f->pp) ex_line(c, "if (wq == 0) asm volatile(\"bar.sync 4, 256;\" ::: \"memory\");");
+  if (f->pp) ex_line(c, "if (wq == 0) asm volatile(\"bar.sync %d, 256;\" ::: \"memory\");", fa_pp_bar(f));
   if (fa_os4_sync(f)) ex_line(c, "asm volatile(\"bar.arrive %%0, 256;\" :: \"r\"(6 + wq) : \"memory\"); /* this warpgroup's QKᵀ retired */");
   /* APERSIST=1 with an epilogue from the registers (OSMEM=0) or staged in a buffer of its own (OSMEM=3): every
    * S = QKᵀ of this item has retired, so the Q slice is free for the next item's load while the last PV and the
@@ -945,15 +1000,19 @@ static void fa_consumers(ectx *c, const fa_t *f) {
   ex_line(c, "const int em_n = (ntw - 1 - kp) / %d;", f->P); /* this part's last tile: kp + P·em_n */
   fa_stage(c, f, "", ex_A(c, "kp + %d * em_n", f->P));
   ex_line(c, "em_mbar_wait(&em_fv[st], ph);");
-  ex_line(c, "if (em_n & 1) {");
-  c->indent++;
-  fa_pv(c, f, "kb", "pb");
-  c->indent--;
-  ex_line(c, "} else {");
-  c->indent++;
-  fa_pv(c, f, "kb", "pa");
-  c->indent--;
-  ex_line(c, "}");
+  if (f->psm) {
+    fa_pv(c, f, "kb", NULL); /* (P in the buffer) */
+  } else {
+    ex_line(c, "if (em_n & 1) {");
+    c->indent++;
+    fa_pv(c, f, "kb", "pb");
+    c->indent--;
+    ex_line(c, "} else {");
+    c->indent++;
+    fa_pv(c, f, "kb", "pa");
+    c->indent--;
+    ex_line(c, "}");
+  }
   ex_line(c, "em_wg_wait0();");
   if (f->osmem == 4) ex_line(c, "em_ost = kb, em_lst = st;");
   else fa_release(c, "");
@@ -969,7 +1028,7 @@ static void fa_consumers(ectx *c, const fa_t *f) {
   if (f->persist) {
     /* PINGPONG: both warpgroups past this item (the first's last bar.sync 4 taken) before the second's next
      * bar.arrive 4, which would otherwise complete that barrier with its own two arrivals */
-    if (f->pp || fa_os4_sync(f)) ex_line(c, "asm volatile(\"bar.sync 1, 256;\" ::: \"memory\");");
+    if (f->pp || fa_os4_sync(f)) ex_line(c, "asm volatile(\"bar.sync 1, %d;\" ::: \"memory\");", 128 * f->NQ);
     if (!qearly) fa_qrelease(c); /* Q's slices (and the staged O over them) free for the next item's loads */
     ex_line(c, "em_ub += nt;");
     c->indent--;
@@ -1022,6 +1081,7 @@ static int fa_facts(ectx *c, fa_t *f) {
   f->sp = (int)EX_KNOB(c, STAMP);
   f->lazy = (int)EX_KNOB(c, RESCALE);
   f->otma = (int)EX_KNOB(c, OTMA);
+  f->psm = (int)EX_KNOB(c, PSMEM);
   if (f->otma && f->osmem < 2) {
     ex_fail(c, "OTMA=1 (O stored by TMA) needs O staged in 64-column swizzled blocks (OSMEM 2-4)");
     return 0;
@@ -1036,11 +1096,21 @@ static int fa_facts(ectx *c, fa_t *f) {
                "an SM looping over (query tile, head) items)");
     return 0;
   }
-  if (f->pp && (f->NQ != 2 || f->P != 1 || (f->causal && f->BKV != 128))) {
-    /* (the turns pair the two warpgroups' steps one for one: equal tile counts. Causal with 128-key tiles keeps
-     * them equal — the two 64-row slices' last keys, min(q0 + 64, S) and min(q0 + 128, S) with q0 a multiple of
-     * 128, fall in the same key tile — while 64-key tiles give the second slice one tile more) */
-    ex_fail(c, "PINGPONG=1 needs two Q slices' warpgroups (BQ=128, KVSPLIT=1) over equal key tile counts (causal: BKV=128)");
+  if (f->pp && (f->NQ < 2 || f->P != 1 || (f->causal && f->BKV != 64 * f->NQ))) {
+    /* (the turns pair the warpgroups' steps one for one: equal tile counts. Causal with BKV = BQ keeps them equal —
+     * the 64-row slices' last keys, min(q0 + 64·(i + 1), S) with q0 a multiple of BQ, fall in the same key tile —
+     * while 64-key tiles give each later slice a tile more) */
+    ex_fail(c, "PINGPONG=1 needs two or three Q slices' warpgroups (BQ 128 or 192, KVSPLIT=1) over equal key tile counts "
+               "(causal: BKV=BQ)");
+    return 0;
+  }
+  if (f->pp && f->NQ == 3 && (f->mask >= 0 || f->osmem == 4)) {
+    /* (named barriers 6 and 8-10 are OSMEM=4's and the mask vote's, written for two slices) */
+    ex_fail(c, "PINGPONG=1 with three Q slices (BQ=192) takes no attention mask and no OSMEM=4");
+    return 0;
+  }
+  if (f->psm && f->BKV % 64) {
+    ex_fail(c, "PSMEM=1 (P through shared memory, 64-key column blocks) needs BKV 64, 128 or 192");
     return 0;
   }
   int64_t Dv;

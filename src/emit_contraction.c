@@ -55,21 +55,26 @@ static void mma_tile_step(ectx *c, const tile_src *s, int BK, int FM, int FN, in
 /* The wgmma of one k16 step into accumulator acc (acc[j][q], n/8 x 4 f32): A from shared memory (adesc, a
  * descriptor expression) or from registers (areg, four 32-bit registers' text), B by descriptor, N-major when
  * tnsp; scale_d is the C expression whose non-zero value keeps the accumulator. */
-void ex_wgmma_insn(ectx *c, int n, const char *mt, const char *acc, const char *acc_hi, const char *adesc, const char *areg,
-                   const char *bdesc, const char *scale_d, int tnsp) {
+/* The wgmma instruction; with off (ex_wgmma_insn_at), the descriptors' offsets (16-byte units) are added inside the
+ * asm block, so that the compiler keeps only the base descriptors live (not one 64-bit value a k16 step). */
+static void wgmma_insn(ectx *c, int n, const char *mt, const char *acc, const char *acc_hi, const char *adesc, const char *areg,
+                       const char *bdesc, const char *scale_d, int tnsp, const long *off) {
   int nreg = n / 2, half = acc_hi ? nreg / 2 : nreg;
-  sbuf regs = {0}, ops = {0};
+  sbuf regs = {0}, ops = {0}, adds = {0};
   for (int i = 0; i < nreg; i++) ex_sb_add(&regs, "%s%%%d", i ? ", " : "", i);
   for (int i = 0; i < nreg; i++)
     ex_sb_add(&ops, "%s\"+f\"(%s[%d][%d])", i ? ", " : "", i < half ? acc : acc_hi, (i % half) / 4, i % 4);
+  if (off && areg) ex_sb_add(&adds, " .reg .b64 db; add.s64 db, %%%d, %ld;", nreg + 4, off[1]);
+  else if (off) ex_sb_add(&adds, " .reg .b64 da, db; add.s64 da, %%%d, %ld; add.s64 db, %%%d, %ld;", nreg, off[0], nreg + 1, off[1]);
   if (areg)
-    ex_line(c, "asm volatile(\"{ .reg .pred p; setp.ne.b32 p, %%%d, 0; wgmma.mma_async.sync.aligned.m64n%dk16.f32.%s.%s {%s}, "
-               "{%%%d, %%%d, %%%d, %%%d}, %%%d, p, 1, 1, %d; }\"",
-            nreg + 5, n, mt, mt, regs.s, nreg, nreg + 1, nreg + 2, nreg + 3, nreg + 4, tnsp);
+    ex_line(c, "asm volatile(\"{ .reg .pred p;%s setp.ne.b32 p, %%%d, 0; wgmma.mma_async.sync.aligned.m64n%dk16.f32.%s.%s {%s}, "
+               "{%%%d, %%%d, %%%d, %%%d}, %s, p, 1, 1, %d; }\"",
+            off ? adds.s : "", nreg + 5, n, mt, mt, regs.s, nreg, nreg + 1, nreg + 2, nreg + 3,
+            off ? "db" : ex_A(c, "%%%d", nreg + 4), tnsp);
   else
-    ex_line(c, "asm volatile(\"{ .reg .pred p; setp.ne.b32 p, %%%d, 0; wgmma.mma_async.sync.aligned.m64n%dk16.f32.%s.%s {%s}, "
-               "%%%d, %%%d, p, 1, 1, 0, %d; }\"",
-            nreg + 2, n, mt, mt, regs.s, nreg, nreg + 1, tnsp);
+    ex_line(c, "asm volatile(\"{ .reg .pred p;%s setp.ne.b32 p, %%%d, 0; wgmma.mma_async.sync.aligned.m64n%dk16.f32.%s.%s {%s}, "
+               "%s, %s, p, 1, 1, 0, %d; }\"",
+            off ? adds.s : "", nreg + 2, n, mt, mt, regs.s, off ? "da" : ex_A(c, "%%%d", nreg), off ? "db" : ex_A(c, "%%%d", nreg + 1), tnsp);
   ex_line(c, "             : %s", ops.s);
   if (areg)
     ex_line(c, "             : %s, \"l\"(%s), \"r\"(%s));", areg, bdesc, scale_d);
@@ -77,6 +82,16 @@ void ex_wgmma_insn(ectx *c, int n, const char *mt, const char *acc, const char *
     ex_line(c, "             : \"l\"(%s), \"l\"(%s), \"r\"(%s));", adesc, bdesc, scale_d);
   free(regs.s);
   free(ops.s);
+  free(adds.s);
+}
+void ex_wgmma_insn(ectx *c, int n, const char *mt, const char *acc, const char *acc_hi, const char *adesc, const char *areg,
+                   const char *bdesc, const char *scale_d, int tnsp) {
+  wgmma_insn(c, n, mt, acc, acc_hi, adesc, areg, bdesc, scale_d, tnsp, NULL);
+}
+void ex_wgmma_insn_at(ectx *c, int n, const char *mt, const char *acc, const char *adesc, long aoff, const char *areg,
+                      const char *bdesc, long boff, const char *scale_d, int tnsp) {
+  const long off[2] = {aoff, boff};
+  wgmma_insn(c, n, mt, acc, NULL, adesc, areg, bdesc, scale_d, tnsp, off);
 }
 
 /* The WGMMA tier's step over one TMA stage (BK=64): each warpgroup (4 warps, 64 rows of A) issues four

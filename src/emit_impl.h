@@ -239,6 +239,10 @@ void ex_wgmma_step(ectx *c, const char *aS, const char *bS, const char *b2S, int
  * expression whose non-zero value keeps the accumulator. Shared by the GEMM and flash attention on wgmma. */
 void ex_wgmma_insn(ectx *c, int n, const char *mt, const char *acc, const char *acc_hi, const char *adesc, const char *areg,
                    const char *bdesc, const char *scale_d, int tnsp);
+/* The same with the descriptors at offsets (16-byte units, literal) from adesc and bdesc, added inside the asm block
+ * (aoff unused with areg): only the base descriptors stay live across an unrolled run of steps. */
+void ex_wgmma_insn_at(ectx *c, int n, const char *mt, const char *acc, const char *adesc, long aoff, const char *areg,
+                      const char *bdesc, long boff, const char *scale_d, int tnsp);
 /* The persistent pipeline's stream-K scheduler (STREAM_K=1, emit_streamk.c): the schedule's variables (after
  * em_tiles and nk), the item loop's head (em_t, the piece's k-tiles em_kb..em_ke, em_u its stream-K tile or -1),
  * the fix-up after a piece's K loop, and the launch scratch a CTA needs. */

@@ -180,8 +180,9 @@
     "K/V tile stages in shared memory: 2 double-buffers them with cp.async (keys and values that are strided views "   \
     "of kernel inputs); 1: one stage. FLASH=2: the TMA ring's depth, 2 to 4")                                          \
   X(PINGPONG, WORK, 0, "0,1", "attention (FLASH=2)",                                                                   \
-    "1: the two Q slices' warpgroups (BQ=128, KVSPLIT=1; causal: BKV=128) take turns issuing a key tile's wgmma (named " \
-    "barriers 4 and 5), so one's softmax overlaps the other's matrix products (FlashAttention-3's ping-pong); "        \
+    "1: the two (BQ=128) or three (BQ=192) Q slices' warpgroups (KVSPLIT=1; causal: BKV=BQ) take turns issuing a key " \
+    "tile's wgmma (named barriers 4 or 11, + slice), so one's softmax overlaps another's matrix products (FlashAttention-3's " \
+    "ping-pong; three slices written without a GPU run); "                                                            \
     "the head-dim-128 non-causal lead where BQ=128 leads (b8 s512 46.5 -> 43.6 us, H200), else offered last")        \
   X(APERSIST, WORK, 0, "0,1", "attention (FLASH=2)",                                                                   \
     "1: MINB CTAs an SM loop over (query tile, head) items (KVSPLIT=1, QPACK=0; MINB 2, 3: BQ=64; causal: rounds in mirrored " \
@@ -207,6 +208,12 @@
     "dim contiguous, 16-byte aligned; checked where it runs), its staged O goes out as D/64 bulk tensor stores (TMA) " \
     "from one thread, else the 16-byte chunk stores; the head-dim-64 lead (b8 s512 causal 36.0 -> 34.6 us, non-causal " \
     "47.7 -> 46.4, H200), else offered after each staged option; 0 (default): a thread a 16-byte chunk")            \
+  X(PSMEM, WORK, 0, "0,1", "attention (FLASH=2, BKV 64, 128 or 192)",                                                \
+    "1: P goes from the softmax's registers to shared memory of the warpgroup's own (stmatrix, 128-byte swizzled) "   \
+    "and O += PV reads both operands from shared memory, so that no P register set lives across a key tile (the "     \
+    "registers that 192-key tiles and three consumer warpgroups need; FlashAttention-3's head-dim-64 non-causal "    \
+    "kernel, 192 x 192); written without a GPU run: pinned only (bench/attention.lua --pins); 0 (default): P from "  \
+    "registers")                                                                                                      \
   X(QPACK, WORK, 0, "0,1", "attention (FLASH=2)",                                                                      \
     "1: a CTA's consumer warpgroups take the same 64 query rows of consecutive query heads that share a KV head (GQA), " \
     "so each K/V tile is loaded once for them; 0: consecutive 64-row slices of one head's query tile")                 \

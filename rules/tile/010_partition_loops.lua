@@ -444,7 +444,7 @@ return {
   -- 25.1 for the mma.sync tier's best; b8 s512 61.1 (BQ 128) against 131.6; s2048 73.5 (BQ 64, MINB 2) and 76.6
   -- (BQ 128) against 183.5; TinyLlama (head dim 64) 13.0 against 19.1 for BQ 64 with BKV 128. First on sm_90.
   { name = "flash_wgmma", family = "WORK", kinds = { "attention" },
-    knobs = { FLASH = 0, BQ = 64, BKV = 32, KVST = 1, KVSPLIT = 1, MINB = 1, QSMEM = 0, QPACK = 0, OSMEM = 0, PINGPONG = 0, APERSIST = 0, RESCALE = 0, OTMA = 0 },
+    knobs = { FLASH = 0, BQ = 64, BKV = 32, KVST = 1, KVSPLIT = 1, MINB = 1, QSMEM = 0, QPACK = 0, OSMEM = 0, PINGPONG = 0, APERSIST = 0, RESCALE = 0, OTMA = 0, PSMEM = 0 },
     gate = function(k, dev)
       if (dev.cc_major or 0) < 9 then return false, ("compute capability %s has no wgmma (needs 9.0)"):format(dev.cc) end
       if not atom.is_half(k.dtype) then return false, ("dtype %s (wgmma needs bf16/f16)"):format(k.dtype) end
@@ -555,6 +555,9 @@ return {
           end
         end
       end
+      -- (PSMEM=1 — P through shared memory, PV from shared memory: the registers of BKV=192 and of three slices
+      -- taking turns, FlashAttention-3's head-dim-64 non-causal 192 x 192 — is not offered: written without a GPU
+      -- run, pinned by the GPU cases psmem_* and bench/attention.lua --pins until it is correct and timed there)
       -- RESCALE=1 (O and the sums corrected only when a row's maximum grew by more than 2^8): a twin of each
       -- 16-byte-store option (OSMEM 2-4), offered last; the lead where an item has 32 key tiles or more
       -- (non-causal), as the first tile always corrects and the vote costs a little on short items (H200,

@@ -200,6 +200,26 @@ test("--dry-run --nvrtc compiles each variant (registers, spills); MINB=3 leads 
   check(o2:find("MINB=3 %(136 registers a consumer thread%) holds S, O and P for head dim 64 and 64%-key tiles only"), o2)
 end)
 
+test("--dry-run --sources: each variant's CUDA written; PSMEM=1 stores P by stmatrix and reads it by descriptor, three slices take turns; BKV=176 refused with the reason", function()
+  local d = tmpdir() .. "/src"
+  local pins = "BQ=192,BKV=192,KVST=2,MINB=1,KVSPLIT=1,QPACK=0,OSMEM=2,APERSIST=0,PSMEM=1,PINGPONG=1;BQ=128,BKV=176,KVST=2,MINB=1,KVSPLIT=1,QPACK=0,OSMEM=2,APERSIST=0,PSMEM=1"
+  local code, out, err = bench({ "--dry-run", "--shapes", "b1s513", "--heads", "64:32:4", "--causal", "0", "--limit", "0",
+    "--sources", d, "--pins", pins })
+  eq(code, 0, err .. out)
+  local c = dry_cases(out)["b1s513 d64 32/4 non-causal"]
+  eq(#c.pinned, 2)
+  check(c.pinned[2]:find("PSMEM=1 %(P through shared memory, 64%-key column blocks%) needs BKV 64, 128 or 192"), c.pinned[2])
+  local chosen = read_file(d .. "/sdpa_b1s513_d64_h32kv4_full_bhsd.1.cu")
+  check(chosen and not chosen:find("stmatrix", 1, true), "the chosen variant keeps P in registers")
+  local src = read_file(d .. "/sdpa_b1s513_d64_h32kv4_full_bhsd.2.cu")
+  check(src and src:find("stmatrix.sync.aligned.m8n8.x4.shared.b16", 1, true), "P stored by stmatrix")
+  check(src:find("fence.proxy.async.shared::cta", 1, true), "the stores fenced for the tensor cores")
+  check(src:find("m64n64k16.f32.bf16.bf16 {[^}]*}, %%32, %%33, p, 1, 1, 0, 1;"), "O += PV with both operands by descriptor")
+  check(src:find("wq == 2 ? 11 : 12 + wq", 1, true) and src:find("if (wq == 2) asm volatile(\"bar.arrive 11, 256;\"", 1, true),
+    "the three slices hand the turn on in a ring (barriers 11-13: 2-4 are the epilogue's)")
+  check(not io.open(d .. "/sdpa_b1s513_d64_h32kv4_full_bhsd.3.cu"), "a refused pin writes no source")
+end)
+
 test("bench/pipes.lua: its kernels compile (--dry-run) and run end to end on the mock driver; an unknown case is one line", function()
   local okn, nv = pcall(require, "emmy.nvrtc")
   if not okn or not nv.version() then skip("NVRTC not found") end
