@@ -110,11 +110,13 @@ static long long fa_kvbytes(const fa_t *f) { return (long long)f->BKV * f->D * 2
 /* OSMEM=3's O buffer: after the ring (and the merge area), the size of the Q tile; 0 where O is staged over Q. */
 static long long fa_obuf(const fa_t *f) { return f->osmem == 3 ? fa_qbytes(f) + 2LL * f->ST * fa_kvbytes(f) + fa_mergebytes(f) : 0; }
 /* PSMEM=1's P buffers: after the ring, the merge area and OSMEM=3's O buffer, a warpgroup's 64 x BKV tile of P each
- * (BKV/64 column blocks of 8 KB, 128-byte swizzled K-major: the A operand's layout, as Q's slices). */
+ * (BKV/64 column blocks of 8 KB, rounded up — BKV=176's last block holds 48 keys —, 128-byte swizzled K-major: the A
+ * operand's layout, as Q's slices). */
 static long long fa_pbuf(const fa_t *f) {
   return fa_qbytes(f) + 2LL * f->ST * fa_kvbytes(f) + fa_mergebytes(f) + (f->osmem == 3 ? fa_qbytes(f) : 0);
 }
-static long long fa_pbytes(const fa_t *f) { return f->psm ? (long long)f->NWG * 64 * f->BKV * 2 : 0; }
+static int fa_pwg(const fa_t *f) { return (f->BKV + 63) / 64 * 8192; }
+static long long fa_pbytes(const fa_t *f) { return f->psm ? (long long)f->NWG * fa_pwg(f) : 0; }
 /* The block's dynamic shared memory: alignment slack, Q, the K/V ring, the merge area, OSMEM=3's O buffer, P. */
 static long long fa_smem(const fa_t *f) { return 1024 + fa_pbuf(f) + fa_pbytes(f); }
 
@@ -448,7 +450,7 @@ static void fa_v_desc(ectx *c, const fa_t *f, const char *name, const char *addr
 /* PSMEM=1: this warpgroup's P buffer (em_pb, its shared address) — the A operand of k16 step kb2 at
  * em_pb + (kb2 / 4)·8 KB + (kb2 % 4)·32 (64-key column blocks of 64 rows x 128 bytes, as Q's slices). */
 static const char *fa_pb(ectx *c, const fa_t *f) {
-  return ex_A(c, "(em_sb + %lldu + (unsigned)wg * %du)", fa_pbuf(f), 64 * f->BKV * 2);
+  return ex_A(c, "(em_sb + %lldu + (unsigned)wg * %du)", fa_pbuf(f), fa_pwg(f));
 }
 
 /* O += P V: BKV/16 wgmma k16 steps, P from registers (PSMEM=1: from this warpgroup's P buffer), V's tile N-major
@@ -1107,10 +1109,6 @@ static int fa_facts(ectx *c, fa_t *f) {
   if (f->pp && f->NQ == 3 && (f->mask >= 0 || f->osmem == 4)) {
     /* (named barriers 6 and 8-10 are OSMEM=4's and the mask vote's, written for two slices) */
     ex_fail(c, "PINGPONG=1 with three Q slices (BQ=192) takes no attention mask and no OSMEM=4");
-    return 0;
-  }
-  if (f->psm && f->BKV % 64) {
-    ex_fail(c, "PSMEM=1 (P through shared memory, 64-key column blocks) needs BKV 64, 128 or 192");
     return 0;
   }
   int64_t Dv;

@@ -208,7 +208,7 @@
     "dim contiguous, 16-byte aligned; checked where it runs), its staged O goes out as D/64 bulk tensor stores (TMA) " \
     "from one thread, else the 16-byte chunk stores; the head-dim-64 lead (b8 s512 causal 36.0 -> 34.6 us, non-causal " \
     "47.7 -> 46.4, H200), else offered after each staged option; 0 (default): a thread a 16-byte chunk")            \
-  X(PSMEM, WORK, 0, "0,1", "attention (FLASH=2, BKV 64, 128 or 192)",                                                \
+  X(PSMEM, WORK, 0, "0,1", "attention (FLASH=2)",                                                                      \
     "1: P goes from the softmax's registers to shared memory of the warpgroup's own (stmatrix, 128-byte swizzled) "   \
     "and O += PV reads both operands from shared memory, so that no P register set lives across a key tile (the "     \
     "registers that 192-key tiles and three consumer warpgroups need; FlashAttention-3's head-dim-64 non-causal "    \

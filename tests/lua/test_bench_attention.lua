@@ -200,15 +200,16 @@ test("--dry-run --nvrtc compiles each variant (registers, spills); MINB=3 leads 
   check(o2:find("MINB=3 %(136 registers a consumer thread%) holds S, O and P for head dim 64 and 64%-key tiles only"), o2)
 end)
 
-test("--dry-run --sources: each variant's CUDA written; PSMEM=1 stores P by stmatrix and reads it by descriptor, three slices take turns; BKV=176 refused with the reason", function()
+test("--dry-run --sources: each variant's CUDA written; PSMEM=1 stores P by stmatrix and reads it by descriptor, three slices take turns (not over OSMEM=4: refused with the reason); 176-key tiles", function()
   local d = tmpdir() .. "/src"
-  local pins = "BQ=192,BKV=192,KVST=2,MINB=1,KVSPLIT=1,QPACK=0,OSMEM=2,APERSIST=0,PSMEM=1,PINGPONG=1;BQ=128,BKV=176,KVST=2,MINB=1,KVSPLIT=1,QPACK=0,OSMEM=2,APERSIST=0,PSMEM=1"
+  local pins = "BQ=192,BKV=192,KVST=2,MINB=1,KVSPLIT=1,QPACK=0,OSMEM=2,APERSIST=0,PSMEM=1,PINGPONG=1;BQ=192,BKV=192,KVST=2,MINB=1,KVSPLIT=1,QPACK=0,OSMEM=4,APERSIST=1,PSMEM=1,PINGPONG=1;BQ=192,BKV=176,KVST=2,MINB=1,KVSPLIT=1,QPACK=0,OSMEM=2,APERSIST=0,PSMEM=1"
   local code, out, err = bench({ "--dry-run", "--shapes", "b1s513", "--heads", "64:32:4", "--causal", "0", "--limit", "0",
     "--sources", d, "--pins", pins })
   eq(code, 0, err .. out)
   local c = dry_cases(out)["b1s513 d64 32/4 non-causal"]
-  eq(#c.pinned, 2)
-  check(c.pinned[2]:find("PSMEM=1 %(P through shared memory, 64%-key column blocks%) needs BKV 64, 128 or 192"), c.pinned[2])
+  eq(#c.pinned, 3)
+  check(c.pinned[2]:find("PINGPONG=1 with three Q slices %(BQ=192%) takes no attention mask and no OSMEM=4"), c.pinned[2])
+  check(not c.pinned[3]:find("refused", 1, true), c.pinned[3])
   local chosen = read_file(d .. "/sdpa_b1s513_d64_h32kv4_full_bhsd.1.cu")
   check(chosen and not chosen:find("stmatrix", 1, true), "the chosen variant keeps P in registers")
   local src = read_file(d .. "/sdpa_b1s513_d64_h32kv4_full_bhsd.2.cu")
@@ -218,6 +219,9 @@ test("--dry-run --sources: each variant's CUDA written; PSMEM=1 stores P by stma
   check(src:find("wq == 2 ? 11 : 12 + wq", 1, true) and src:find("if (wq == 2) asm volatile(\"bar.arrive 11, 256;\"", 1, true),
     "the three slices hand the turn on in a ring (barriers 11-13: 2-4 are the epilogue's)")
   check(not io.open(d .. "/sdpa_b1s513_d64_h32kv4_full_bhsd.3.cu"), "a refused pin writes no source")
+  -- 176 keys: the P buffer's last 64-key column block holds 48 (three k16 steps), a warpgroup's buffer 24 KB
+  local s176 = read_file(d .. "/sdpa_b1s513_d64_h32kv4_full_bhsd.4.cu")
+  check(s176 and s176:find("for (int kb2 = 0; kb2 < 11; kb2++)", 1, true) and s176:find("(unsigned)wg * 24576u", 1, true), "BKV=176's P buffer")
 end)
 
 test("bench/pipes.lua: its kernels compile (--dry-run) and run end to end on the mock driver; an unknown case is one line", function()
