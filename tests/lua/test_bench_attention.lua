@@ -270,4 +270,42 @@ test("torch's reference (bench.py --out, --backends none) agrees with emmy's CPU
   eq(table.concat(got:shape(), ","), "2,40,128", "o [B, S, HQ*D]")
 end)
 
+test("bench/ab.lua: settings interleaved over runs, a median and spread a setting, the ratio to the first; a setting with no timed variant is exit 1; bad flags one line, exit 2", function()
+  local d = tmpdir()
+  -- a bench that writes --json like bench/attention.lua's, its times scaled by an environment variable
+  write_file(d .. "/fake.lua", [[
+local out
+for i = 1, #arg do if arg[i] == "--json" then out = arg[i + 1] end end
+if os.getenv("EMMY_FAKE_FAIL") then os.exit(3) end
+local k = tonumber(os.getenv("EMMY_FAKE_SCALE") or "1")
+local v = { { case = "c1", knobs = "A=1,B=2", role = "chosen", us = 10 * k },
+  { case = "c1", knobs = "A=1,B=3", role = "pinned", us = 12 * k }, { case = "c1", knobs = "A=2,B=2", role = "pinned", error = "wrong" } }
+local f = io.open(out, "w") f:write(require("cjson").encode { variants = v }) f:close()
+return 0
+]])
+  local AB = ROOT .. "/bench/ab.lua"
+  local code, out, err = emmy({ AB, "--env", "EMMY_NONE=1;EMMY_FAKE_SCALE=0.9", "--runs", "3", "--json", d .. "/ab.json", "--", d .. "/fake.lua" })
+  eq(code, 0, err .. out)
+  local runs = {}
+  for r, s in out:gmatch("run (%d), (%S+): exit 0") do runs[#runs + 1] = r .. " " .. s end
+  eq(table.concat(runs, ";"), "1 EMMY_NONE=1;1 EMMY_FAKE_SCALE=0.9;2 EMMY_NONE=1;2 EMMY_FAKE_SCALE=0.9;3 EMMY_NONE=1;3 EMMY_FAKE_SCALE=0.9", "interleaved")
+  check(out:find("c1%s+chosen%s+%(chosen%)%s+10%.0 %(10%.0%-10%.0%)%s+9%.0 %(9%.0%-9%.0%)%s+0%.900"), out)
+  check(out:find("c1%s+pinned%s+B=3%s+12%.0"), "a pin named by the knobs it changes: " .. out)
+  check(out:find("c1%s+pinned%s+A=2%s+—%s+—%s+—"), "a variant never timed: " .. out)
+  local j = require("cjson").decode(read_file(d .. "/ab.json"))
+  eq(j.format, "emmy.bench.ab")
+  eq(#j.rows, 3)
+  eq(#j.rows[1].settings[2].us, 3)
+  check(math.abs(j.rows[1].settings[2].median_us - 9) < 1e-9, "median")
+  local c2, o2 = emmy({ AB, "--env", "EMMY_NONE=1;EMMY_FAKE_FAIL=1", "--runs", "1", "--", d .. "/fake.lua" })
+  eq(c2, 1, o2)
+  check(o2:find("run 1, EMMY_FAKE_FAIL=1: exit 3, no %-%-json written") and o2:find("EMMY_FAKE_FAIL=1: no timed variant in any run"), o2)
+  for _, bad in ipairs { { "--env", "EMMY_NONE=1", "--", "x.lua" }, { "--env", "A=1;B=2" }, { "--env", "A=1;B", "--", "x.lua" },
+    { "--env", "A=1;B=2", "--", "x.lua", "--json", "f" } } do
+    local c3, o3, e3 = emmy(args(AB, bad))
+    eq(c3, 2, o3 .. e3)
+    eq(#lines_of(e3), 1, e3)
+  end
+end)
+
 return T

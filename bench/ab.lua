@@ -1,0 +1,149 @@
+-- bench/ab.lua — an A/B of compile-time switches (EMMY_* experiments, knob pins) over a bench script, interleaved:
+-- for each run, each setting in turn runs `env SETTING ./emmy SCRIPT ARGS --json FILE`, so that a drift of the GPU's
+-- clocks or of torch between runs falls on every setting alike; then one table of every variant the script timed
+-- (case, role, the knobs it pins beyond the case's chosen variant), a column per setting with the median over the
+-- runs (and the spread, min-max, when there are several), and each setting's ratio to the first.
+--   ./emmy bench/ab.lua --env "EMMY_NONE=1;EMMY_DESC_INC=1" [--runs 2] [--json FILE] -- bench/attention.lua ARGS…
+-- --env: settings separated by ';', each one or more NAME=VALUE separated by spaces (EMMY_NONE=1 changes nothing: the
+-- baseline); SCRIPT is any bench that writes --json FILE with its timed variants as {variants = {{case, knobs, role,
+-- us}, …}} (bench/attention.lua, bench/gemm.lua). A run that exits non-zero is reported with its exit status and its
+-- variants still read when it wrote them; exit status 1 when a setting produced no timed variant.
+local cjson = require "cjson"
+local cli = require "emmy.cli"
+local sys = require "emmy.sys"
+local tbl = require "emmy.tbl"
+local bench = require "emmy.bench"
+
+local CMD = "bench/ab.lua"
+local argv, rest = {}, nil
+for i = 1, #arg do
+  if arg[i] == "--" then
+    rest = {}
+    for j = i + 1, #arg do rest[#rest + 1] = arg[j] end
+    break
+  end
+  argv[#argv + 1] = arg[i]
+end
+local opts = cli.parse(argv, { flags = { ["--env"] = { kind = "string" }, ["--runs"] = { kind = "int", default = 2, min = 1, max = 20 },
+  ["--json"] = { kind = "string" } } }, CMD)
+if not opts.env then cli.usage("%s: --env \"SETTING;SETTING\" is required (a setting: NAME=VALUE …; EMMY_NONE=1 for the baseline)", CMD) end
+if not rest or #rest == 0 then cli.usage("%s: the bench to run follows '--' (%s --env … -- bench/attention.lua ARGS)", CMD, CMD) end
+for _, a in ipairs(rest) do
+  if a == "--json" then cli.usage("%s: the bench's --json is ab.lua's to set; give ab.lua --json for the merged table", CMD) end
+end
+
+-- The settings: {label, vars = {{name, value}, …}}.
+local settings = {}
+for set in opts.env:gmatch("[^;]+") do
+  local s = { label = set:gsub("^%s+", ""):gsub("%s+$", ""), vars = {} }
+  for item in set:gmatch("%S+") do
+    local k, v = item:match("^([%a_][%w_]*)=(.*)$")
+    if not k then cli.usage("%s: --env item '%s' is not NAME=VALUE", CMD, item) end
+    s.vars[#s.vars + 1] = { k, v }
+  end
+  if #s.vars == 0 then cli.usage("%s: --env has an empty setting", CMD) end
+  settings[#settings + 1] = s
+end
+if #settings < 2 then cli.usage("%s: --env needs two settings or more, separated by ';'", CMD) end
+
+local dir = os.tmpname()
+os.remove(dir)
+cli.must(sys.mkdir_p(dir))
+local quote = cli.shell_quote
+
+-- One run of setting s: its variants (or nil) and the exit status.
+local function run_once(s, r)
+  local path = ("%s/%d_%d.json"):format(dir, r, s.index)
+  local env = {}
+  for _, kv in ipairs(s.vars) do env[#env + 1] = quote(kv[1] .. "=" .. kv[2]) end
+  local args = {}
+  for _, a in ipairs(rest) do args[#args + 1] = quote(a) end
+  local cmd = ("env %s %s %s --json %s > %s 2>&1"):format(table.concat(env, " "), quote(EMMY_HOME .. "/emmy"),
+    table.concat(args, " "), quote(path), quote(path .. ".log"))
+  local t0 = sys.clock()
+  local rc = os.execute(cmd) -- (LuaJIT: the wait status)
+  local status = rc >= 256 and math.floor(rc / 256) or rc
+  local f = io.open(path)
+  local doc = f and select(2, pcall(cjson.decode, f:read("*a")))
+  if f then f:close() end
+  local variants = type(doc) == "table" and type(doc.variants) == "table" and doc.variants or nil
+  io.write(("run %d, %s: exit %d, %s (%.0f s)\n"):format(r, s.label, status,
+    variants and ("%d variants"):format(#variants) or "no --json written: " .. path .. ".log",
+    sys.clock() - t0))
+  io.flush()
+  return variants, status
+end
+
+for i, s in ipairs(settings) do s.index, s.times = i, {} end
+local order, rows_by = {}, {}
+local function median(t)
+  local c = {}
+  for i, v in ipairs(t) do c[i] = v end
+  table.sort(c)
+  local n = #c
+  if n == 0 then return nil end
+  return n % 2 == 1 and c[(n + 1) / 2] or (c[n / 2] + c[n / 2 + 1]) / 2
+end
+
+print(("%s: %d settings x %d runs, interleaved: %s"):format(CMD, #settings, opts.runs, table.concat(rest, " ")))
+local chosen_of = {} -- case -> the chosen variant's knobs
+for r = 1, opts.runs do
+  for _, s in ipairs(settings) do
+    local variants = run_once(s, r)
+    for _, v in ipairs(variants or {}) do
+      if type(v) == "table" and v.case and v.knobs then
+        if v.role == "chosen" then chosen_of[v.case] = chosen_of[v.case] or v.knobs end
+        local key = ("%s\0%s\0%s"):format(v.case, v.role or "", v.knobs)
+        local row = rows_by[key]
+        if not row then
+          row = { case = v.case, role = v.role or "", knobs = v.knobs, us = {} }
+          rows_by[key], order[#order + 1] = row, key
+        end
+        row.us[s.index] = row.us[s.index] or {}
+        if type(v.us) == "number" then table.insert(row.us[s.index], v.us) end
+      end
+    end
+  end
+end
+
+-- The table: a column per setting (median, spread), the ratio of each later setting to the first.
+local header = { "case", "role", "knobs (beyond the chosen)" }
+for i, s in ipairs(settings) do
+  header[#header + 1] = s.label .. " µs"
+  if i > 1 then header[#header + 1] = "/ first" end
+end
+local rows, out, failed = {}, {}, false
+for _, key in ipairs(order) do
+  local row = rows_by[key]
+  local line = { row.case, row.role, row.role == "chosen" and "(chosen)" or bench.knob_diff(row.knobs, chosen_of[row.case] or "") }
+  local first
+  local rec = { case = row.case, role = row.role, knobs = row.knobs, settings = {} }
+  for i, s in ipairs(settings) do
+    local t = row.us[i] or {}
+    local m = median(t)
+    if i == 1 then first = m end
+    local lo, hi = math.huge, -math.huge
+    for _, x in ipairs(t) do lo, hi = math.min(lo, x), math.max(hi, x) end
+    local spread = #t > 1 and (" (%.1f-%.1f)"):format(lo, hi) or ""
+    line[#line + 1] = m and ("%.1f%s"):format(m, spread) or "—"
+    if i > 1 then line[#line + 1] = (m and first) and ("%.3f"):format(m / first) or "—" end
+    rec.settings[#rec.settings + 1] = { env = s.label, median_us = m, us = t }
+  end
+  rows[#rows + 1], out[#out + 1] = line, rec
+end
+print()
+tbl.print { header = header, rows = rows, align = "lll" .. ("r"):rep(#header - 3) }
+print("µs: the median over the runs (min-max); — : no checked time (wrong, failed or refused in every run)")
+for _, s in ipairs(settings) do
+  local any = false
+  for _, key in ipairs(order) do if #(rows_by[key].us[s.index] or {}) > 0 then any = true end end
+  if not any then
+    print(("%s: no timed variant in any run (the logs: %s/*.log)"):format(s.label, dir))
+    failed = true
+  end
+end
+if opts.json then
+  cli.must(sys.write_file(opts.json, cjson.encode { format = "emmy.bench.ab", version = 1, command = rest, runs = opts.runs,
+    settings = (function() local l = {} for i, s in ipairs(settings) do l[i] = s.label end return l end)(), rows = out }))
+end
+return failed and 1 or 0
