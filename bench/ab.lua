@@ -6,7 +6,7 @@
 --   ./emmy bench/ab.lua --env "EMMY_NONE=1;EMMY_DESC_INC=1" [--runs 2] [--json FILE] -- bench/attention.lua ARGS…
 -- --env: settings separated by ';', each one or more NAME=VALUE separated by spaces (EMMY_NONE=1 changes nothing: the
 -- baseline); SCRIPT is any bench that writes --json FILE with its timed variants as {variants = {{case, knobs, role,
--- us}, …}} (bench/attention.lua, bench/gemm.lua). A run that exits non-zero is reported with its exit status and its
+-- us}, …}} (bench/attention.lua, bench/gemm.lua; attention's torch time a case is a row too). A run that exits non-zero is reported with its exit status and its
 -- variants still read when it wrote them; exit status 1 when a setting produced no timed variant.
 local cjson = require "cjson"
 local cli = require "emmy.cli"
@@ -67,6 +67,14 @@ local function run_once(s, r)
   local doc = f and select(2, pcall(cjson.decode, f:read("*a")))
   if f then f:close() end
   local variants = type(doc) == "table" and type(doc.variants) == "table" and doc.variants or nil
+  -- torch's fastest backend a case (bench/attention.lua's cases[].torch), a row of its own: the same in every
+  -- setting but for noise, which it measures
+  for _, c in ipairs(variants and type(doc.cases) == "table" and doc.cases or {}) do
+    local t = type(c) == "table" and c.torch
+    if type(t) == "table" and type(t.best_us) == "number" then
+      variants[#variants + 1] = { case = c.label, role = "torch", knobs = tostring(t.best), us = t.best_us }
+    end
+  end
   io.write(("run %d, %s: exit %d, %s (%.0f s)\n"):format(r, s.label, status,
     variants and ("%d variants"):format(#variants) or "no --json written: " .. path .. ".log",
     sys.clock() - t0))
@@ -115,7 +123,8 @@ end
 local rows, out, failed = {}, {}, false
 for _, key in ipairs(order) do
   local row = rows_by[key]
-  local line = { row.case, row.role, row.role == "chosen" and "(chosen)" or bench.knob_diff(row.knobs, chosen_of[row.case] or "") }
+  local line = { row.case, row.role, (row.role == "chosen" or row.role == "torch") and ("(" .. (row.role == "torch" and row.knobs or "chosen") .. ")")
+    or bench.knob_diff(row.knobs, chosen_of[row.case] or "") }
   local first
   local rec = { case = row.case, role = row.role, knobs = row.knobs, settings = {} }
   for i, s in ipairs(settings) do

@@ -280,7 +280,8 @@ if os.getenv("EMMY_FAKE_FAIL") then os.exit(3) end
 local k = tonumber(os.getenv("EMMY_FAKE_SCALE") or "1")
 local v = { { case = "c1", knobs = "A=1,B=2", role = "chosen", us = 10 * k },
   { case = "c1", knobs = "A=1,B=3", role = "pinned", us = 12 * k }, { case = "c1", knobs = "A=2,B=2", role = "pinned", error = "wrong" } }
-local f = io.open(out, "w") f:write(require("cjson").encode { variants = v }) f:close()
+local cases = { { label = "c1", torch = { best_us = 11, best = "cudnn" } } }
+local f = io.open(out, "w") f:write(require("cjson").encode { variants = v, cases = cases }) f:close()
 return 0
 ]])
   local AB = ROOT .. "/bench/ab.lua"
@@ -292,9 +293,10 @@ return 0
   check(out:find("c1%s+chosen%s+%(chosen%)%s+10%.0 %(10%.0%-10%.0%)%s+9%.0 %(9%.0%-9%.0%)%s+0%.900"), out)
   check(out:find("c1%s+pinned%s+B=3%s+12%.0"), "a pin named by the knobs it changes: " .. out)
   check(out:find("c1%s+pinned%s+A=2%s+—%s+—%s+—"), "a variant never timed: " .. out)
+  check(out:find("c1%s+torch%s+%(cudnn%)%s+11%.0 %(11%.0%-11%.0%)%s+11%.0 %(11%.0%-11%.0%)%s+1%.000"), "torch's row: " .. out)
   local j = require("cjson").decode(read_file(d .. "/ab.json"))
   eq(j.format, "emmy.bench.ab")
-  eq(#j.rows, 3)
+  eq(#j.rows, 4)
   eq(#j.rows[1].settings[2].us, 3)
   check(math.abs(j.rows[1].settings[2].median_us - 9) < 1e-9, "median")
   local c2, o2 = emmy({ AB, "--env", "EMMY_NONE=1;EMMY_FAKE_FAIL=1", "--runs", "1", "--", d .. "/fake.lua" })
