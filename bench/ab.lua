@@ -3,7 +3,8 @@
 -- clocks or of torch between runs falls on every setting alike; then one table of every variant the script timed
 -- (case, role, the knobs it pins beyond the case's chosen variant), a column per setting with the median over the
 -- runs (and the spread, min-max, when there are several), and each setting's ratio to the first.
---   ./emmy bench/ab.lua --env "EMMY_NONE=1;EMMY_DESC_INC=1" [--runs 2] [--json FILE] -- bench/attention.lua ARGS…
+--   ./emmy bench/ab.lua --env "EMMY_NONE=1;EMMY_DESC_INC=1" [--runs 2] [--timeout S] [--json FILE] -- bench/attention.lua ARGS…
+-- --timeout S: each run killed after S seconds (timeout(1); its variants lost, the others kept).
 -- --env: settings separated by ';', each one or more NAME=VALUE separated by spaces (EMMY_NONE=1 changes nothing: the
 -- baseline); SCRIPT is any bench that writes --json FILE with its timed variants as {variants = {{case, knobs, role,
 -- us}, …}} (bench/attention.lua, bench/gemm.lua; attention's torch time a case is a row too). A run that exits non-zero is reported with its exit status and its
@@ -25,7 +26,7 @@ for i = 1, #arg do
   argv[#argv + 1] = arg[i]
 end
 local opts = cli.parse(argv, { flags = { ["--env"] = { kind = "string" }, ["--runs"] = { kind = "int", default = 2, min = 1, max = 20 },
-  ["--json"] = { kind = "string" } } }, CMD)
+  ["--json"] = { kind = "string" }, ["--timeout"] = { kind = "int", min = 1 } } }, CMD)
 if not opts.env then cli.usage("%s: --env \"SETTING;SETTING\" is required (a setting: NAME=VALUE …; EMMY_NONE=1 for the baseline)", CMD) end
 if not rest or #rest == 0 then cli.usage("%s: the bench to run follows '--' (%s --env … -- bench/attention.lua ARGS)", CMD, CMD) end
 for _, a in ipairs(rest) do
@@ -58,7 +59,8 @@ local function run_once(s, r)
   for _, kv in ipairs(s.vars) do env[#env + 1] = quote(kv[1] .. "=" .. kv[2]) end
   local args = {}
   for _, a in ipairs(rest) do args[#args + 1] = quote(a) end
-  local cmd = ("env %s %s %s --json %s > %s 2>&1"):format(table.concat(env, " "), quote(EMMY_HOME .. "/emmy"),
+  local cmd = ("%senv %s %s %s --json %s > %s 2>&1"):format(opts.timeout and ("timeout %d "):format(opts.timeout) or "",
+    table.concat(env, " "), quote(EMMY_HOME .. "/emmy"),
     table.concat(args, " "), quote(path), quote(path .. ".log"))
   local t0 = sys.clock()
   local rc = os.execute(cmd) -- (LuaJIT: the wait status)
