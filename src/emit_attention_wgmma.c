@@ -116,7 +116,7 @@ static long long fa_pbuf(const fa_t *f) {
   return fa_qbytes(f) + 2LL * f->ST * fa_kvbytes(f) + fa_mergebytes(f) + (f->osmem == 3 ? fa_qbytes(f) : 0);
 }
 static int fa_pwg(const fa_t *f) { return (f->BKV + 63) / 64 * 8192; }
-static long long fa_pbytes(const fa_t *f) { return f->psm ? (long long)f->NWG * fa_pwg(f) : 0; }
+static long long fa_pbytes(const fa_t *f) { return f->psm ? (long long)f->NWG * f->psm * fa_pwg(f) : 0; }
 /* The block's dynamic shared memory: alignment slack, Q, the K/V ring, the merge area, OSMEM=3's O buffer, P. */
 static long long fa_smem(const fa_t *f) { return 1024 + fa_pbuf(f) + fa_pbytes(f); }
 
@@ -382,6 +382,8 @@ static void fa_tree_max(ectx *c, const char *dst, const char *sc, int nj, int q0
   ex_line(c, "  %s = fmaxf(%s, t[0]);", dst, dst);
   ex_line(c, "}");
 }
+static void fa_prow(ectx *c, const fa_t *f, const char *p);
+static const char *fa_stsm(ectx *c, const char *kb2, const char *r0, const char *r1, const char *r2, const char *r3);
 static void fa_softmax(ectx *c, const fa_t *f, double sl, const char *sc, const char *p) {
   int nj = f->BKV / 8;
   ex_line(c, "float mx0 = mrow[0], mx1 = mrow[1];");
@@ -418,14 +420,23 @@ static void fa_softmax(ectx *c, const fa_t *f, double sl, const char *sc, const 
     ex_line(c, "}");
   }
   ex_line(c, "float rs0 = 0.0f, rs1 = 0.0f;");
+  if (f->psm == 2) { /* PSMEM=2: each k16 step's P into the buffer as soon as its two key groups are packed */
+    fa_prow(c, f, p);
+    ex_line(c, "unsigned em_q0 = 0u, em_q1 = 0u;");
+  }
   ex_line(c, "#pragma unroll");
   ex_line(c, "for (int j = 0; j < %d; j++) {", nj);
   ex_line(c, "  const float p0 = em_ex2(fmaf(%s[j][0], %s, -mb0)), p1 = em_ex2(fmaf(%s[j][1], %s, -mb0));", sc, ex_flit(c, sl, 17), sc, ex_flit(c, sl, 17));
   ex_line(c, "  const float p2 = em_ex2(fmaf(%s[j][2], %s, -mb1)), p3 = em_ex2(fmaf(%s[j][3], %s, -mb1));", sc, ex_flit(c, sl, 17), sc, ex_flit(c, sl, 17));
   ex_line(c, "  rs0 += p0 + p1;");
   ex_line(c, "  rs1 += p2 + p3;");
-  ex_line(c, "  %s[j >> 1][(j & 1) * 2] = em_pk(p0, p1);", p);
-  ex_line(c, "  %s[j >> 1][(j & 1) * 2 + 1] = em_pk(p2, p3);", p);
+  if (f->psm == 2) {
+    ex_line(c, "  if (j & 1) %s", fa_stsm(c, "(j >> 1)", "em_q0", "em_q1", "em_pk(p0, p1)", "em_pk(p2, p3)"));
+    ex_line(c, "  else em_q0 = em_pk(p0, p1), em_q1 = em_pk(p2, p3);");
+  } else {
+    ex_line(c, "  %s[j >> 1][(j & 1) * 2] = em_pk(p0, p1);", p);
+    ex_line(c, "  %s[j >> 1][(j & 1) * 2 + 1] = em_pk(p2, p3);", p);
+  }
   ex_line(c, "}");
   ex_line(c, "lrow[0] = lrow[0] * corr0 + rs0;");
   ex_line(c, "lrow[1] = lrow[1] * corr1 + rs1;");
@@ -447,10 +458,12 @@ static void fa_v_desc(ectx *c, const fa_t *f, const char *name, const char *addr
           name, addr, f->BKV * 128 >> 4);
 }
 
-/* PSMEM=1: this warpgroup's P buffer (em_pb, its shared address) — the A operand of k16 step kb2 at
- * em_pb + (kb2 / 4)·8 KB + (kb2 % 4)·32 (64-key column blocks of 64 rows x 128 bytes, as Q's slices). */
-static const char *fa_pb(ectx *c, const fa_t *f) {
-  return ex_A(c, "(em_sb + %lldu + (unsigned)wg * %du)", fa_pbuf(f), fa_pwg(f));
+/* PSMEM: this warpgroup's P buffer (its shared address) — the A operand of k16 step kb2 at + (kb2 / 4)·8 KB +
+ * (kb2 % 4)·32 (64-key column blocks of 64 rows x 128 bytes, as Q's slices). PSMEM=2: two a warpgroup, the one of
+ * register-set name p ("pa" the first, "pb" the second), as the register sets alternate without it. */
+static const char *fa_pb(ectx *c, const fa_t *f, const char *p) {
+  if (f->psm == 1) return ex_A(c, "(em_sb + %lldu + (unsigned)wg * %du)", fa_pbuf(f), fa_pwg(f));
+  return ex_A(c, "(em_sb + %lldu + (unsigned)wg * %du + %du)", fa_pbuf(f), 2 * fa_pwg(f), p && !strcmp(p, "pb") ? fa_pwg(f) : 0);
 }
 
 /* O += P V: BKV/16 wgmma k16 steps, P from registers (PSMEM=1: from this warpgroup's P buffer), V's tile N-major
@@ -461,7 +474,7 @@ static void fa_pv(ectx *c, const fa_t *f, const char *kbase, const char *p) {
   if (fa_desc_inc()) { /* (as fa_qk's) */
     ex_line(c, "const unsigned em_va = %s + %lldu;", kbase, fa_kvbytes(f));
     fa_v_desc(c, f, "em_vd", "em_va");
-    if (f->psm) ex_line(c, "const unsigned long long em_pd = em_wg_desc(%s);", fa_pb(c, f));
+    if (f->psm) ex_line(c, "const unsigned long long em_pd = em_wg_desc(%s);", fa_pb(c, f, p));
     for (int kb2 = 0; kb2 < f->BKV / 16; kb2++)
       ex_wgmma_insn_at(c, (int)f->D, f->mt, "o", f->psm ? "em_pd" : NULL, ((kb2 >> 2) * 8192 + (kb2 & 3) * 32) >> 4,
                        f->psm ? NULL : ex_A(c, "\"r\"(%s[%d][0]), \"r\"(%s[%d][1]), \"r\"(%s[%d][2]), \"r\"(%s[%d][3])", p, kb2, p, kb2, p, kb2, p, kb2),
@@ -474,7 +487,7 @@ static void fa_pv(ectx *c, const fa_t *f, const char *kbase, const char *p) {
   c->indent++;
   ex_line(c, "const unsigned va = %s + %lldu + (unsigned)kb2 * 2048u;", kbase, fa_kvbytes(f));
   fa_v_desc(c, f, "vd", "va");
-  if (f->psm) ex_line(c, "const unsigned long long pd = em_wg_desc(%s + (unsigned)(kb2 >> 2) * 8192u + (unsigned)(kb2 & 3) * 32u);", fa_pb(c, f));
+  if (f->psm) ex_line(c, "const unsigned long long pd = em_wg_desc(%s + (unsigned)(kb2 >> 2) * 8192u + (unsigned)(kb2 & 3) * 32u);", fa_pb(c, f, p));
   if (f->psm)
     ex_wgmma_insn(c, (int)f->D, f->mt, "o", NULL, "pd", NULL, "vd", "1", 1);
   else
@@ -488,16 +501,23 @@ static void fa_pv(ectx *c, const fa_t *f, const char *kbase, const char *p) {
 /* PSMEM=1: P (register set p, PV's A fragments) into this warpgroup's P buffer, one stmatrix x4 a k16 step — its
  * four 8 x 8 matrices are the fragments' (rows +0 / +8) x (keys +0 / +8), lane l giving the address of row l % 8 of
  * matrix l / 8; the 16-byte chunk XOR the row (128-byte swizzle). Only once the PV that read the buffer retired. */
+static void fa_prow(ectx *c, const fa_t *f, const char *p) {
+  ex_line(c, "const unsigned em_pr = %s + (unsigned)(((wid & 3) * 16 + ((lane >> 3) & 1) * 8 + (lane & 7)) * 128), "
+             "em_px = (unsigned)((lane >> 4) ^ (lane & 7));", fa_pb(c, f, p));
+}
+/* One stmatrix x4 of k16 step kb2 (a C primary expression) from four 32-bit registers (their C expressions). */
+static const char *fa_stsm(ectx *c, const char *kb2, const char *r0, const char *r1, const char *r2, const char *r3) {
+  return ex_A(c, "asm volatile(\"stmatrix.sync.aligned.m8n8.x4.shared.b16 [%%0], {%%1, %%2, %%3, %%4};\" :: "
+                 "\"r\"(em_pr + (unsigned)(%s >> 2) * 8192u + ((((unsigned)(%s & 3) * 2u) ^ em_px) << 4)), "
+                 "\"r\"(%s), \"r\"(%s), \"r\"(%s), \"r\"(%s) : \"memory\");", kb2, kb2, r0, r1, r2, r3);
+}
 static void fa_pstore(ectx *c, const fa_t *f, const char *p) {
   ex_line(c, "{");
   c->indent++;
-  ex_line(c, "const unsigned em_pr = %s + (unsigned)(((wid & 3) * 16 + ((lane >> 3) & 1) * 8 + (lane & 7)) * 128), "
-             "em_px = (unsigned)((lane >> 4) ^ (lane & 7));", fa_pb(c, f));
+  fa_prow(c, f, p);
   ex_line(c, "#pragma unroll");
   ex_line(c, "for (int kb2 = 0; kb2 < %d; kb2++)", f->BKV / 16);
-  ex_line(c, "  asm volatile(\"stmatrix.sync.aligned.m8n8.x4.shared.b16 [%%0], {%%1, %%2, %%3, %%4};\" :: "
-             "\"r\"(em_pr + (unsigned)(kb2 >> 2) * 8192u + ((((unsigned)(kb2 & 3) * 2u) ^ em_px) << 4)), "
-             "\"r\"(%s[kb2][0]), \"r\"(%s[kb2][1]), \"r\"(%s[kb2][2]), \"r\"(%s[kb2][3]) : \"memory\");", p, p, p, p);
+  ex_line(c, "  %s", fa_stsm(c, "kb2", ex_A(c, "%s[kb2][0]", p), ex_A(c, "%s[kb2][1]", p), ex_A(c, "%s[kb2][2]", p), ex_A(c, "%s[kb2][3]", p)));
   c->indent--;
   ex_line(c, "}");
 }
@@ -795,12 +815,13 @@ static void fa_step(ectx *c, const fa_t *f, const char *u, const char *p, const 
   ex_line(c, "em_wg_wait1();"); /* the next S is in registers; PV may still run */
   fa_mark(c, f, 5);
   fa_softmax(c, f, fa_mask(c, f, "sn"), "sn", pn);
+  if (f->psm == 2) fa_pfence(c); /* (P written into the other buffer during the softmax) */
   fa_mark(c, f, 6);
   ex_line(c, "em_wg_wait0();");
   fa_release(c, "");
-  if (f->psm) fa_pstore(c, f, pn); /* (the PV that read the buffer retired) */
+  if (f->psm == 1) fa_pstore(c, f, pn); /* (the PV that read the buffer retired) */
   fa_rescale(c, f);
-  if (f->psm) fa_pfence(c);
+  if (f->psm == 1) fa_pfence(c);
   fa_mark(c, f, 7);
   fa_stamp(c, f, "em_sa[1]++;");
   c->indent--;
@@ -971,10 +992,8 @@ static void fa_consumers(ectx *c, const fa_t *f) {
   fa_qk(c, f, "sc", "kb");
   ex_line(c, "em_wg_wait0();");
   fa_softmax(c, f, fa_mask(c, f, "sc"), "sc", "pa");
-  if (f->psm) {
-    fa_pstore(c, f, "pa");
-    fa_pfence(c);
-  }
+  if (f->psm == 1) fa_pstore(c, f, "pa");
+  if (f->psm) fa_pfence(c);
   (void)nj;
   c->indent--;
   ex_line(c, "}");
@@ -1002,9 +1021,9 @@ static void fa_consumers(ectx *c, const fa_t *f) {
   ex_line(c, "const int em_n = (ntw - 1 - kp) / %d;", f->P); /* this part's last tile: kp + P·em_n */
   fa_stage(c, f, "", ex_A(c, "kp + %d * em_n", f->P));
   ex_line(c, "em_mbar_wait(&em_fv[st], ph);");
-  if (f->psm) {
+  if (f->psm == 1) {
     fa_pv(c, f, "kb", NULL); /* (P in the buffer) */
-  } else {
+  } else { /* (PSMEM=2: the buffers alternate as the register sets do) */
     ex_line(c, "if (em_n & 1) {");
     c->indent++;
     fa_pv(c, f, "kb", "pb");

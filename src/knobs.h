@@ -208,12 +208,13 @@
     "dim contiguous, 16-byte aligned; checked where it runs), its staged O goes out as D/64 bulk tensor stores (TMA) " \
     "from one thread, else the 16-byte chunk stores; the head-dim-64 lead (b8 s512 causal 36.0 -> 34.6 us, non-causal " \
     "47.7 -> 46.4, H200), else offered after each staged option; 0 (default): a thread a 16-byte chunk")            \
-  X(PSMEM, WORK, 0, "0,1", "attention (FLASH=2)",                                                                      \
+  X(PSMEM, WORK, 0, "0,1,2", "attention (FLASH=2)",                                                                    \
     "1: P goes from the softmax's registers to shared memory of the warpgroup's own (stmatrix, 128-byte swizzled) "   \
     "and O += PV reads both operands from shared memory, so that no P register set lives across a key tile (the "     \
     "registers that 192-key tiles and three consumer warpgroups need; FlashAttention-3's head-dim-64 non-causal "    \
-    "kernel, 192 x 192); written without a GPU run: pinned only (bench/attention.lua --pins); 0 (default): P from "  \
-    "registers")                                                                                                      \
+    "kernel, 192 x 192); 2: two buffers a warpgroup, alternating by tile, P stored during the softmax as each k16 "  \
+    "step is packed (no P registers, no store after the PV's wait; twice the shared memory); written without a GPU " \
+    "run: pinned only (bench/attention.lua --pins); 0 (default): P from registers")                                  \
   X(QPACK, WORK, 0, "0,1", "attention (FLASH=2)",                                                                      \
     "1: a CTA's consumer warpgroups take the same 64 query rows of consecutive query heads that share a KV head (GQA), " \
     "so each K/V tile is loaded once for them; 0: consecutive 64-row slices of one head's query tile")                 \

@@ -202,12 +202,12 @@ end)
 
 test("--dry-run --sources: each variant's CUDA written; PSMEM=1 stores P by stmatrix and reads it by descriptor, three slices take turns (not over OSMEM=4: refused with the reason); 176-key tiles", function()
   local d = tmpdir() .. "/src"
-  local pins = "BQ=192,BKV=192,KVST=2,MINB=1,KVSPLIT=1,QPACK=0,OSMEM=2,APERSIST=0,PSMEM=1,PINGPONG=1;BQ=192,BKV=192,KVST=2,MINB=1,KVSPLIT=1,QPACK=0,OSMEM=4,APERSIST=1,PSMEM=1,PINGPONG=1;BQ=192,BKV=176,KVST=2,MINB=1,KVSPLIT=1,QPACK=0,OSMEM=2,APERSIST=0,PSMEM=1"
+  local pins = "BQ=192,BKV=192,KVST=2,MINB=1,KVSPLIT=1,QPACK=0,OSMEM=2,APERSIST=0,PSMEM=1,PINGPONG=1;BQ=192,BKV=192,KVST=2,MINB=1,KVSPLIT=1,QPACK=0,OSMEM=4,APERSIST=1,PSMEM=1,PINGPONG=1;BQ=192,BKV=176,KVST=2,MINB=1,KVSPLIT=1,QPACK=0,OSMEM=2,APERSIST=0,PSMEM=1;BQ=192,BKV=128,KVST=2,MINB=1,KVSPLIT=1,QPACK=0,OSMEM=2,APERSIST=0,PSMEM=2,PINGPONG=1"
   local code, out, err = bench({ "--dry-run", "--shapes", "b1s513", "--heads", "64:32:4", "--causal", "0", "--limit", "0",
     "--sources", d, "--pins", pins })
   eq(code, 0, err .. out)
   local c = dry_cases(out)["b1s513 d64 32/4 non-causal"]
-  eq(#c.pinned, 3)
+  eq(#c.pinned, 4)
   check(c.pinned[2]:find("PINGPONG=1 with three Q slices %(BQ=192%) takes no attention mask and no OSMEM=4"), c.pinned[2])
   check(not c.pinned[3]:find("refused", 1, true), c.pinned[3])
   local chosen = read_file(d .. "/sdpa_b1s513_d64_h32kv4_full_bhsd.1.cu")
@@ -222,6 +222,11 @@ test("--dry-run --sources: each variant's CUDA written; PSMEM=1 stores P by stma
   -- 176 keys: the P buffer's last 64-key column block holds 48 (three k16 steps), a warpgroup's buffer 24 KB
   local s176 = read_file(d .. "/sdpa_b1s513_d64_h32kv4_full_bhsd.4.cu")
   check(s176 and s176:find("for (int kb2 = 0; kb2 < 11; kb2++)", 1, true) and s176:find("(unsigned)wg * 24576u", 1, true), "BKV=176's P buffer")
+  -- PSMEM=2: two buffers a warpgroup, P stored during the softmax a k16 step at a time, the buffers alternating
+  local s2 = read_file(d .. "/sdpa_b1s513_d64_h32kv4_full_bhsd.5.cu")
+  check(s2 and s2:find("if (j & 1) asm volatile(\"stmatrix", 1, true), "P stored in the softmax")
+  check(s2:find("(unsigned)wg * 32768u + 0u)", 1, true) and s2:find("(unsigned)wg * 32768u + 16384u)", 1, true), "two 16 KB buffers a warpgroup")
+  check(not s2:find("for (int kb2 = 0; kb2 < 8; kb2++)\n%s*asm volatile%(\"stmatrix"), "no store after the PV's wait")
 end)
 
 test("bench/pipes.lua: its kernels compile (--dry-run) and run end to end on the mock driver; an unknown case is one line", function()
