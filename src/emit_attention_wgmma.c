@@ -3,8 +3,9 @@
  * swizzled), the producer (one lane of the last warpgroup loads the Q tile once and streams K and V tiles
  * through a KVST-deep ring on full/empty mbarriers, K and V on barriers of their own), the consumers (a
  * warpgroup per 64 query rows: S = QKᵀ by wgmma from shared memory, the online softmax in registers in base
- * 2, P re-packed from the S accumulators as the A operand of O += PV by wgmma with P from registers and V
- * N-major), and the epilogue (O / l through the kernel's fused ops to its outputs).
+ * 2, P re-packed from the S accumulators as the A operand of O += PV by wgmma with P from registers — PSMEM: from
+ * a buffer of the warpgroup's own in shared memory — and V N-major), and the epilogue (O / l through the kernel's
+ * fused ops to its outputs).
  * A CTA's warpgroups take consecutive 64-row slices of one head's query tile (QPACK=0), or the same 64 rows
  * of consecutive query heads that share one KV head (QPACK=1: GQA's K/V tiles loaded once for them). */
 #include <math.h>
@@ -29,7 +30,8 @@ typedef struct {
   int sp;                        /* STAMP: clock marks in the roles (FA_STAMP_FIELDS) */
   int lazy;                      /* RESCALE=1: O and l corrected only when a warp's row maximum grew by more than 2^8 */
   int otma;                      /* OTMA=1: a full staged O tile stored by TMA from one thread */
-  int psm;                       /* PSMEM=1: P through shared memory of each warpgroup's own, PV from shared memory */
+  int psm;                       /* PSMEM: P through shared memory of each warpgroup's own (1: one buffer, stored after the
+                                  * PV that read it; 2: two, stored during the softmax), PV from shared memory */
   em_launch *L;                  /* the launch (OTMA=1 adds the output's tensor map to it) */
   double scale;
   em_dtype dt;
@@ -466,7 +468,7 @@ static const char *fa_pb(ectx *c, const fa_t *f, const char *p) {
   return ex_A(c, "(em_sb + %lldu + (unsigned)wg * %du + %du)", fa_pbuf(f), 2 * fa_pwg(f), p && !strcmp(p, "pb") ? fa_pwg(f) : 0);
 }
 
-/* O += P V: BKV/16 wgmma k16 steps, P from registers (PSMEM=1: from this warpgroup's P buffer), V's tile N-major
+/* O += P V: BKV/16 wgmma k16 steps, P from registers (PSMEM: from this warpgroup's P buffer), V's tile N-major
  * (its D/64 column blocks BKV·128 bytes apart: the descriptor's leading offset; 8-key groups 1024 bytes apart: its
  * stride offset). */
 static void fa_pv(ectx *c, const fa_t *f, const char *kbase, const char *p) {
