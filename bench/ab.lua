@@ -7,7 +7,9 @@
 -- --timeout S: each run killed after S seconds (timeout(1); its variants lost, the others kept).
 -- --env: settings separated by ';', each one or more NAME=VALUE separated by spaces (EMMY_NONE=1 changes nothing: the
 -- baseline); SCRIPT is any bench that writes --json FILE with its timed variants as {variants = {{case, knobs, role,
--- us}, …}} (bench/attention.lua, bench/gemm.lua; attention's torch time a case is a row too). A run that exits non-zero is reported with its exit status and its
+-- us}, …}} (bench/attention.lua, bench/gemm.lua; attention's torch time a case is a row too), or `run … --bench`
+-- (`emmy run`: given --dump-dir D, its rows are the whole graph a backend, emmy's time by kind and each kernel's time
+-- in the program, read from D/60_bench_compare.json and 62_kernel_bench.json). A run that exits non-zero is reported with its exit status and its
 -- variants still read when it wrote them; exit status 1 when a setting produced no timed variant.
 local cjson = require "cjson"
 local cli = require "emmy.cli"
@@ -29,8 +31,16 @@ local opts = cli.parse(argv, { flags = { ["--env"] = { kind = "string" }, ["--ru
   ["--json"] = { kind = "string" }, ["--timeout"] = { kind = "int", min = 1 } } }, CMD)
 if not opts.env then cli.usage("%s: --env \"SETTING;SETTING\" is required (a setting: NAME=VALUE …; EMMY_NONE=1 for the baseline)", CMD) end
 if not rest or #rest == 0 then cli.usage("%s: the bench to run follows '--' (%s --env … -- bench/attention.lua ARGS)", CMD, CMD) end
+local RUN = rest[1] == "run" -- emmy run … --bench: its dump's files, not --json
 for _, a in ipairs(rest) do
-  if a == "--json" then cli.usage("%s: the bench's --json is ab.lua's to set; give ab.lua --json for the merged table", CMD) end
+  if a == "--json" or (RUN and a == "--dump-dir") then
+    cli.usage("%s: the bench's %s is ab.lua's to set; give ab.lua --json for the merged table", CMD, a)
+  end
+end
+if RUN then
+  local bench_flag = false
+  for _, a in ipairs(rest) do if a == "--bench" then bench_flag = true end end
+  if not bench_flag then cli.usage("%s: emmy run needs --bench to give times", CMD) end
 end
 
 -- The settings: {label, vars = {{name, value}, …}}.
@@ -52,6 +62,36 @@ os.remove(dir)
 cli.must(sys.mkdir_p(dir))
 local quote = cli.shell_quote
 
+-- emmy run --bench's dump d as variant rows: the whole graph a backend, emmy's kernels by kind, each kernel in the
+-- program (its layer op beside its name).
+local function run_rows(d)
+  local function read(name)
+    local f = io.open(d .. "/" .. name)
+    if not f then return nil end
+    local ok, doc = pcall(cjson.decode, f:read("*a"))
+    f:close()
+    return ok and type(doc) == "table" and doc or nil
+  end
+  local cmp, kb = read("60_bench_compare.json"), read("62_kernel_bench.json")
+  if not cmp then return nil end
+  local v = {}
+  for _, w in ipairs(type(cmp.whole) == "table" and cmp.whole or {}) do
+    local st = type(w) == "table" and w.stats
+    v[#v + 1] = { case = "whole graph", role = tostring(w.backend), knobs = "", us = type(st) == "table" and st.median_us or nil }
+  end
+  local bk = type(cmp.by_kind) == "table" and cmp.by_kind.rows or {}
+  for _, row in ipairs(type(bk) == "table" and bk or {}) do
+    local e = type(row) == "table" and row.emmy
+    if type(e) == "table" then v[#v + 1] = { case = "emmy by kind", role = tostring(row.kind), knobs = "", us = e.us } end
+  end
+  for _, k in ipairs(kb and type(kb.kernels) == "table" and kb.kernels or {}) do
+    if type(k) == "table" and type(k.in_program_us) == "number" then
+      v[#v + 1] = { case = "in the program", role = tostring(k.name), knobs = tostring(k.layer_op or ""), us = k.in_program_us }
+    end
+  end
+  return v
+end
+
 -- One run of setting s: its variants (or nil) and the exit status.
 local function run_once(s, r)
   local path = ("%s/%d_%d.json"):format(dir, r, s.index)
@@ -59,26 +99,27 @@ local function run_once(s, r)
   for _, kv in ipairs(s.vars) do env[#env + 1] = quote(kv[1] .. "=" .. kv[2]) end
   local args = {}
   for _, a in ipairs(rest) do args[#args + 1] = quote(a) end
-  local cmd = ("%senv %s %s %s --json %s > %s 2>&1"):format(opts.timeout and ("timeout %d "):format(opts.timeout) or "",
-    table.concat(env, " "), quote(EMMY_HOME .. "/emmy"),
-    table.concat(args, " "), quote(path), quote(path .. ".log"))
+  local cmd = ("%senv %s %s %s %s %s > %s 2>&1"):format(opts.timeout and ("timeout %d "):format(opts.timeout) or "",
+    table.concat(env, " "), quote(EMMY_HOME .. "/emmy"), table.concat(args, " "), RUN and "--dump-dir" or "--json",
+    quote(RUN and path .. ".d" or path), quote(path .. ".log"))
   local t0 = sys.clock()
   local rc = os.execute(cmd) -- (LuaJIT: the wait status)
   local status = rc >= 256 and math.floor(rc / 256) or rc
-  local f = io.open(path)
+  local f = not RUN and io.open(path)
   local doc = f and select(2, pcall(cjson.decode, f:read("*a")))
   if f then f:close() end
   local variants = type(doc) == "table" and type(doc.variants) == "table" and doc.variants or nil
+  if RUN then variants = run_rows(path .. ".d") end
   -- torch's fastest backend a case (bench/attention.lua's cases[].torch), a row of its own: the same in every
   -- setting but for noise, which it measures
-  for _, c in ipairs(variants and type(doc.cases) == "table" and doc.cases or {}) do
+  for _, c in ipairs(variants and type(doc) == "table" and type(doc.cases) == "table" and doc.cases or {}) do
     local t = type(c) == "table" and c.torch
     if type(t) == "table" and type(t.best_us) == "number" then
       variants[#variants + 1] = { case = c.label, role = "torch", knobs = tostring(t.best), us = t.best_us }
     end
   end
   io.write(("run %d, %s: exit %d, %s (%.0f s)\n"):format(r, s.label, status,
-    variants and ("%d variants"):format(#variants) or "no --json written: " .. path .. ".log",
+    variants and ("%d rows"):format(#variants) or "no results written: " .. path .. ".log",
     sys.clock() - t0))
   io.flush()
   return variants, status
@@ -117,7 +158,7 @@ for r = 1, opts.runs do
 end
 
 -- The table: a column per setting (median, spread), the ratio of each later setting to the first.
-local header = { "case", "role", "knobs (beyond the chosen)" }
+local header = { "case", RUN and "kernel" or "role", RUN and "op" or "knobs (beyond the chosen)" }
 for i, s in ipairs(settings) do
   header[#header + 1] = s.label .. " µs"
   if i > 1 then header[#header + 1] = "/ first" end
@@ -125,8 +166,8 @@ end
 local rows, out, failed = {}, {}, false
 for _, key in ipairs(order) do
   local row = rows_by[key]
-  local line = { row.case, row.role, (row.role == "chosen" or row.role == "torch") and ("(" .. (row.role == "torch" and row.knobs or "chosen") .. ")")
-    or bench.knob_diff(row.knobs, chosen_of[row.case] or "") }
+  local line = { row.case, row.role, RUN and row.knobs or (row.role == "chosen" or row.role == "torch")
+    and ("(" .. (row.role == "torch" and row.knobs or "chosen") .. ")") or bench.knob_diff(row.knobs, chosen_of[row.case] or "") }
   local first
   local rec = { case = row.case, role = row.role, knobs = row.knobs, settings = {} }
   for i, s in ipairs(settings) do

@@ -306,13 +306,33 @@ return 0
   check(math.abs(j.rows[1].settings[2].median_us - 9) < 1e-9, "median")
   local c2, o2 = emmy({ AB, "--env", "EMMY_NONE=1;EMMY_FAKE_FAIL=1", "--runs", "1", "--", d .. "/fake.lua" })
   eq(c2, 1, o2)
-  check(o2:find("run 1, EMMY_FAKE_FAIL=1: exit 3, no %-%-json written") and o2:find("EMMY_FAKE_FAIL=1: no timed variant in any run"), o2)
+  check(o2:find("run 1, EMMY_FAKE_FAIL=1: exit 3, no results written") and o2:find("EMMY_FAKE_FAIL=1: no timed variant in any run"), o2)
   for _, bad in ipairs { { "--env", "EMMY_NONE=1", "--", "x.lua" }, { "--env", "A=1;B=2" }, { "--env", "A=1;B", "--", "x.lua" },
     { "--env", "A=1;B=2", "--", "x.lua", "--json", "f" } } do
     local c3, o3, e3 = emmy(args(AB, bad))
     eq(c3, 2, o3 .. e3)
     eq(#lines_of(e3), 1, e3)
   end
+end)
+
+test("bench/ab.lua over emmy run --bench on the mock driver: the whole graph a backend read from the dump, a row for each setting", function()
+  local d = tmpdir()
+  local so = d .. "/libcuda_mock.so"
+  local cc, cout = sh(("cc -shared -fPIC -O1 -o %s %s"):format(shell_quote(so), shell_quote(ROOT .. "/tests/fixtures/cuda_mock.c")))
+  if cc ~= 0 then skip("cannot build the mock driver: " .. cout:sub(1, 200)) end
+  local okn, nv = pcall(require, "emmy.nvrtc")
+  if not okn or not nv.version() then skip("NVRTC not found") end
+  local env = ("EMMY_MOCK_ANY_KERNEL=1 EMMY_LIBCUDA=%s EMMY_LIBCUPTI=/nonexistent EMMY_CUBIN_CACHE=%s/cc"):format(so, d)
+  local code, out, err = emmy({ ROOT .. "/bench/ab.lua", "--env", "EMMY_NONE=1;EMMY_L2PF=1", "--runs", "1", "--", "run",
+    "Qwen/Qwen3-Embedding-0.6B", "--layer", "0", "--dynamic", "seq_len@x:1", "--seq-len", "16", "--bench", "--bench-backends", "emmy" }, { env = env })
+  eq(code, 0, err .. out)
+  check(out:find("run 1, EMMY_L2PF=1: exit %d+, %d+ rows"), out)
+  check(out:find("whole graph%s+emmy%s+[%d.]+%s+[%d.]+%s+[%d.]+"), "the layer's time both ways: " .. out)
+  local c2, o2, e2 = emmy({ ROOT .. "/bench/ab.lua", "--env", "A=1;B=2", "--", "run", "x", "--dump-dir", "y", "--bench" })
+  eq(c2, 2, o2 .. e2)
+  local c3, o3, e3 = emmy({ ROOT .. "/bench/ab.lua", "--env", "A=1;B=2", "--", "run", "x" })
+  eq(c3, 2, o3 .. e3)
+  check(e3:find("emmy run needs --bench", 1, true), e3)
 end)
 
 return T
