@@ -64,17 +64,24 @@ static void wgmma_insn(ectx *c, int n, const char *mt, const char *acc, const ch
   for (int i = 0; i < nreg; i++) ex_sb_add(&regs, "%s%%%d", i ? ", " : "", i);
   for (int i = 0; i < nreg; i++)
     ex_sb_add(&ops, "%s\"+f\"(%s[%d][%d])", i ? ", " : "", i < half ? acc : acc_hi, (i % half) / 4, i % 4);
-  if (off && areg) ex_sb_add(&adds, " .reg .b64 db; add.s64 db, %%%d, %ld;", nreg + 4, off[1]);
-  else if (off) ex_sb_add(&adds, " .reg .b64 da, db; add.s64 da, %%%d, %ld; add.s64 db, %%%d, %ld;", nreg, off[0], nreg + 1, off[1]);
+  /* (a 64-bit add: adding to the low word alone, through mov.b64 {lo, hi}, left the d128 leads' spills as they were
+   * without the offsets, NVRTC 13.0; a zero offset adds nothing) */
+  const char *da = areg ? NULL : ex_A(c, "%%%d", nreg), *db = ex_A(c, "%%%d", nreg + (areg ? 4 : 1));
+  for (int i = areg ? 1 : 0; off && i < 2; i++) {
+    if (!off[i]) continue;
+    const char *nm = i ? "db" : "da";
+    ex_sb_add(&adds, " .reg .b64 %s; add.s64 %s, %s, %ld;", nm, nm, i ? db : da, off[i]);
+    if (i) db = nm;
+    else da = nm;
+  }
   if (areg)
     ex_line(c, "asm volatile(\"{ .reg .pred p;%s setp.ne.b32 p, %%%d, 0; wgmma.mma_async.sync.aligned.m64n%dk16.f32.%s.%s {%s}, "
                "{%%%d, %%%d, %%%d, %%%d}, %s, p, 1, 1, %d; }\"",
-            off ? adds.s : "", nreg + 5, n, mt, mt, regs.s, nreg, nreg + 1, nreg + 2, nreg + 3,
-            off ? "db" : ex_A(c, "%%%d", nreg + 4), tnsp);
+            adds.s ? adds.s : "", nreg + 5, n, mt, mt, regs.s, nreg, nreg + 1, nreg + 2, nreg + 3, db, tnsp);
   else
     ex_line(c, "asm volatile(\"{ .reg .pred p;%s setp.ne.b32 p, %%%d, 0; wgmma.mma_async.sync.aligned.m64n%dk16.f32.%s.%s {%s}, "
                "%s, %s, p, 1, 1, 0, %d; }\"",
-            off ? adds.s : "", nreg + 2, n, mt, mt, regs.s, off ? "da" : ex_A(c, "%%%d", nreg), off ? "db" : ex_A(c, "%%%d", nreg + 1), tnsp);
+            adds.s ? adds.s : "", nreg + 2, n, mt, mt, regs.s, da, db, tnsp);
   ex_line(c, "             : %s", ops.s);
   if (areg)
     ex_line(c, "             : %s, \"l\"(%s), \"r\"(%s));", areg, bdesc, scale_d);
