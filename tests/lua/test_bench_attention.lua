@@ -29,6 +29,17 @@ local function dry_cases(out)
   return cases, order
 end
 
+-- A scratch folder and the mock driver built in it (skips without a C compiler or NVRTC): d, the library's path.
+local function mock_driver()
+  local d = tmpdir()
+  local so = d .. "/libcuda_mock.so"
+  local cc, cout = sh(("cc -shared -fPIC -O1 -o %s %s"):format(shell_quote(so), shell_quote(ROOT .. "/tests/fixtures/cuda_mock.c")))
+  if cc ~= 0 then skip("cannot build the mock driver: " .. cout:sub(1, 200)) end
+  local okn, nv = pcall(require, "emmy.nvrtc")
+  if not okn or not nv.version() then skip("NVRTC not found") end
+  return d, so
+end
+
 test("--dry-run --stamp: each FLASH=2 variant also stamped (STAMP=1), and every stamped one emits", function()
   local code, out, err = bench({ "--dry-run", "--limit", "1", "--shapes", "b8s512", "--causal", "1", "--stamp" })
   eq(code, 0, "exit: " .. err)
@@ -138,12 +149,7 @@ test("--match, --limit, --all and --pins pick the variants; a pin the kernel lac
 end)
 
 test("on the mock driver: every variant is built, launched and checked before timing; the table, the JSON, exit 1", function()
-  local d = tmpdir()
-  local so = d .. "/libcuda_mock.so"
-  local cc, cout = sh(("cc -shared -fPIC -O1 -o %s %s"):format(shell_quote(so), shell_quote(ROOT .. "/tests/fixtures/cuda_mock.c")))
-  if cc ~= 0 then skip("cannot build the mock driver: " .. cout:sub(1, 200)) end
-  local okn, nv = pcall(require, "emmy.nvrtc")
-  if not okn or not nv.version() then skip("NVRTC not found") end
+  local d, so = mock_driver()
   local torch = sh(PY .. " -c 'import torch, numpy' 2>/dev/null") == 0
   local env = ("EMMY_MOCK_ANY_KERNEL=1 EMMY_LIBCUDA=%s EMMY_CUBIN_CACHE=%s/cc EMMY_TORCH_DEVICE=cpu EMMY_PYTHON=%s"):format(
     so, d, PY)
@@ -316,12 +322,7 @@ return 0
 end)
 
 test("bench/ab.lua over emmy run --bench on the mock driver: the whole graph a backend read from the dump, a row for each setting", function()
-  local d = tmpdir()
-  local so = d .. "/libcuda_mock.so"
-  local cc, cout = sh(("cc -shared -fPIC -O1 -o %s %s"):format(shell_quote(so), shell_quote(ROOT .. "/tests/fixtures/cuda_mock.c")))
-  if cc ~= 0 then skip("cannot build the mock driver: " .. cout:sub(1, 200)) end
-  local okn, nv = pcall(require, "emmy.nvrtc")
-  if not okn or not nv.version() then skip("NVRTC not found") end
+  local d, so = mock_driver()
   local env = ("EMMY_MOCK_ANY_KERNEL=1 EMMY_LIBCUDA=%s EMMY_LIBCUPTI=/nonexistent EMMY_CUBIN_CACHE=%s/cc"):format(so, d)
   local code, out, err = emmy({ ROOT .. "/bench/ab.lua", "--env", "EMMY_NONE=1;EMMY_L2PF=1", "--runs", "1", "--", "run",
     "Qwen/Qwen3-Embedding-0.6B", "--layer", "0", "--dynamic", "seq_len@x:1", "--seq-len", "16", "--bench", "--bench-backends", "emmy" }, { env = env })
