@@ -42,6 +42,14 @@ end
 
 function shell_quote(s) return "'" .. tostring(s):gsub("'", "'\\''") .. "'" end
 
+-- The mock CUDA driver (tests/fixtures/cuda_mock.c) built into folder d: its path; skips the test without a C compiler.
+function mock_driver_so(d)
+  local so = d .. "/libcuda_mock.so"
+  local code, out = sh(("cc -shared -fPIC -O1 -o %s %s"):format(shell_quote(so), shell_quote(ROOT .. "/tests/fixtures/cuda_mock.c")))
+  if code ~= 0 then skip("cannot build the mock driver with cc: " .. tostring(out):gsub("\n", " "):sub(1, 200)) end
+  return so
+end
+
 local function slurp(path)
   local f = io.open(path, "rb")
   if not f then return "" end

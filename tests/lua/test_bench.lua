@@ -9,12 +9,7 @@ local T = {}
 local function test(name, fn) T[#T + 1] = { name, fn } end
 
 -- Builds the mock driver (tests/fixtures/cuda_mock.c) in folder d; skips the test when cc cannot.
-local function mock_driver(d)
-  local so = d .. "/libcuda_mock.so"
-  local cc, cout = sh(("cc -shared -fPIC -O1 -o %s %s"):format(shell_quote(so), shell_quote(ROOT .. "/tests/fixtures/cuda_mock.c")))
-  if cc ~= 0 then skip("cannot build the mock driver: " .. cout:sub(1, 200)) end
-  return so
-end
+local mock_driver = mock_driver_so
 
 local function read(path)
   local f = assert(io.open(path))

@@ -32,9 +32,7 @@ end
 -- A scratch folder and the mock driver built in it (skips without a C compiler or NVRTC): d, the library's path.
 local function mock_driver()
   local d = tmpdir()
-  local so = d .. "/libcuda_mock.so"
-  local cc, cout = sh(("cc -shared -fPIC -O1 -o %s %s"):format(shell_quote(so), shell_quote(ROOT .. "/tests/fixtures/cuda_mock.c")))
-  if cc ~= 0 then skip("cannot build the mock driver: " .. cout:sub(1, 200)) end
+  local so = mock_driver_so(d)
   local okn, nv = pcall(require, "emmy.nvrtc")
   if not okn or not nv.version() then skip("NVRTC not found") end
   return d, so

@@ -186,9 +186,7 @@ end)
 -- The mock's tests: the device tests above and the whole GPU test file run against tests/fixtures/cuda_mock.c.
 local function mock_driver()
   local d = tmpdir()
-  local so = d .. "/libcuda_mock.so"
-  local code, out = sh(("cc -shared -fPIC -O1 -o %s %s"):format(shell_quote(so), shell_quote(ROOT .. "/tests/fixtures/cuda_mock.c")))
-  if code ~= 0 then skip("cannot build the mock driver with cc: " .. out:gsub("\n", " "):sub(1, 200)) end
+  local so = mock_driver_so(d)
   -- nvcc stand-in: the mock loads any ELF image and runs kernels by name.
   local nvcc = d .. "/nvcc"
   write_file(nvcc, "#!/bin/sh\nwhile [ $# -gt 0 ]; do [ \"$1\" = -o ] && out=$2; shift; done\nprintf '\\177ELFmock' > \"$out\"\n")

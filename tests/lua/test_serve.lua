@@ -175,13 +175,7 @@ test("over HTTP: a child `emmy serve` answers with keep-alive, JSON errors and 4
 end)
 
 -- The mock driver (tests/fixtures/cuda_mock.c) built in folder d; skips the test where cc cannot.
-local function mock_driver(d)
-  local so = d .. "/libcuda_mock.so"
-  if sh(("cc -shared -fPIC -O1 -o %s %s"):format(shell_quote(so), shell_quote(ROOT .. "/tests/fixtures/cuda_mock.c"))) ~= 0 then
-    skip("cannot build the mock driver with cc")
-  end
-  return so
-end
+local mock_driver = mock_driver_so
 
 test("--device gpu: the kernels built once, a run launched at its bucket of tokens and captured as a CUDA graph for the next (the mock driver: the plumbing)", function()
   local d = tmpdir()

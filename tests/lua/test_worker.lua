@@ -56,9 +56,7 @@ end)
 -- and the DB agree, failures are rows, and a re-run serves every row from the DB (a killed tune resumes).
 test("emmy tune with the mock driver: failures are rows, a re-run re-measures nothing, more patience adds only new rows, --gpus 2 shares the kernels", function()
   local d = tmpdir()
-  local so = d .. "/libcuda_mock.so"
-  local code, out = sh(("cc -shared -fPIC -O1 -o %s %s"):format(shell_quote(so), shell_quote(ROOT .. "/tests/fixtures/cuda_mock.c")))
-  if code ~= 0 then skip("cannot build the mock driver with cc: " .. out:gsub("\n", " "):sub(1, 200)) end
+  local so = mock_driver_so(d)
   local env = ("EMMY_LIBCUDA=%s EMMY_TUNE_DB=%s/tune.db EMMY_CUBIN_CACHE=%s/cubin EMMY_ONLINE_FILE=%s/online.json"):format(so, d, d, d)
   local L0 = { "tune", "Qwen/Qwen3-Embedding-0.6B", "--layer", "0", "--dynamic", "seq_len@x:1", "--precompile", "2" }
   local function tune(extra)
