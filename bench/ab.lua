@@ -9,8 +9,9 @@
 -- baseline); SCRIPT is any bench that writes --json FILE with its timed variants as {variants = {{case, knobs, role,
 -- us}, …}} (bench/attention.lua, bench/gemm.lua; attention's torch time a case is a row too), or `run … --bench`
 -- (`emmy run`: given --dump-dir D, its rows are the whole graph a backend, emmy's time by kind and each kernel's time
--- in the program, read from D/60_bench_compare.json and 62_kernel_bench.json). A run that exits non-zero is reported with its exit status and its
--- variants still read when it wrote them; exit status 1 when a setting produced no timed variant.
+-- in the program, read from D/60_bench_compare.json and 62_kernel_bench.json). A run that exits non-zero is reported
+-- with its exit status and its variants still read when it wrote them (each run's output: DIR/*.log, the folder named
+-- where a setting timed nothing); exit status 1 when a setting produced no timed variant.
 local cjson = require "cjson"
 local cli = require "emmy.cli"
 local sys = require "emmy.sys"
