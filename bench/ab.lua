@@ -116,7 +116,7 @@ local function run_once(s, r)
   for _, c in ipairs(variants and type(doc) == "table" and type(doc.cases) == "table" and doc.cases or {}) do
     local t = type(c) == "table" and c.torch
     if type(t) == "table" and type(t.best_us) == "number" then
-      variants[#variants + 1] = { case = c.label, role = "torch", knobs = tostring(t.best), us = t.best_us }
+      variants[#variants + 1] = { case = c.label, kernel = c.kernel, role = "torch", knobs = tostring(t.best), us = t.best_us }
     end
   end
   io.write(("run %d, %s: exit %d, %s (%.0f s)\n"):format(r, s.label, status,
@@ -138,17 +138,21 @@ local function median(t)
 end
 
 print(("%s: %d settings x %d runs, interleaved: %s"):format(CMD, #settings, opts.runs, table.concat(rest, " ")))
-local chosen_of = {} -- case -> the chosen variant's knobs
+local chosen_of = {} -- case and kernel -> the chosen variant's knobs
+local kernels_of = {} -- case -> {kernel = true}: bench/gemm.lua's cases hold several kernels, named in the table then
 for r = 1, opts.runs do
   for _, s in ipairs(settings) do
     local variants = run_once(s, r)
     for _, v in ipairs(variants or {}) do
       if type(v) == "table" and v.case and v.knobs then
-        if v.role == "chosen" then chosen_of[v.case] = chosen_of[v.case] or v.knobs end
-        local key = ("%s\0%s\0%s"):format(v.case, v.role or "", v.knobs)
+        local ck = v.case .. "\0" .. tostring(v.kernel or "")
+        if v.role == "chosen" then chosen_of[ck] = chosen_of[ck] or v.knobs end
+        kernels_of[v.case] = kernels_of[v.case] or {}
+        if v.kernel then kernels_of[v.case][v.kernel] = true end
+        local key = ("%s\0%s\0%s"):format(ck, v.role or "", v.knobs)
         local row = rows_by[key]
         if not row then
-          row = { case = v.case, role = v.role or "", knobs = v.knobs, us = {} }
+          row = { case = v.case, kernel = v.kernel, ck = ck, role = v.role or "", knobs = v.knobs, us = {} }
           rows_by[key], order[#order + 1] = row, key
         end
         row.us[s.index] = row.us[s.index] or {}
@@ -167,10 +171,13 @@ end
 local rows, out, failed = {}, {}, false
 for _, key in ipairs(order) do
   local row = rows_by[key]
-  local line = { row.case, row.role, RUN and row.knobs or (row.role == "chosen" or row.role == "torch")
-    and ("(" .. (row.role == "torch" and row.knobs or "chosen") .. ")") or bench.knob_diff(row.knobs, chosen_of[row.case] or "") }
+  local nk = 0
+  for _ in pairs(kernels_of[row.case] or {}) do nk = nk + 1 end
+  local label = nk > 1 and row.kernel and (row.case .. " " .. row.kernel) or row.case
+  local line = { label, row.role, RUN and row.knobs or (row.role == "chosen" or row.role == "torch")
+    and ("(" .. (row.role == "torch" and row.knobs or "chosen") .. ")") or bench.knob_diff(row.knobs, chosen_of[row.ck] or "") }
   local first
-  local rec = { case = row.case, role = row.role, knobs = row.knobs, settings = {} }
+  local rec = { case = row.case, kernel = row.kernel, role = row.role, knobs = row.knobs, settings = {} }
   for i, s in ipairs(settings) do
     local t = row.us[i] or {}
     local m = median(t)

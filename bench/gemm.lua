@@ -107,7 +107,7 @@ for _, m in ipairs { { "qwen", "Qwen/Qwen3-Embedding-0.6B" }, { "llama", "TinyLl
   end
 end
 
-local rows, all, kbs, torch_cold = {}, {}, {}, {}
+local rows, all, kbs, torch_cold, torch_rows = {}, {}, {}, {}, {}
 local function time_variant(case, p, it, e, vals, ins)
   if e.error then return nil, e.error end
   -- the kernel's inputs once; its outputs poisoned again for each variant (an unwritten element fails the check)
@@ -238,6 +238,9 @@ for _, case in ipairs(cases) do
       local e, tc = t.eager and t.eager.median_us, t.tcompile and t.tcompile.median_us
       local tb = (e and tc) and math.min(e, tc) or e or tc
       local tf = function(us) return us and ("%.0f"):format(c.flops / us / 1e6) or "-" end
+      if tb then -- (torch's faster backend a kernel, for bench/ab.lua's rows as bench/attention.lua's cases[].torch)
+        torch_rows[#torch_rows + 1] = { label = case.label, kernel = name, torch = { best_us = tb, best = tb == e and "eager" or "compile" } }
+      end
       rows[#rows + 1] = { case.label, name, c.us and ("%.1f"):format(c.us) or ("error: " .. tostring(c.err)),
         b and ("%.1f"):format(b.us) or "-", b and tf(b.us) or "-",
         (b and ceil) and ("%.0f%%"):format(100 * c.flops / b.us / 1e6 / ceil) or "-",
@@ -255,7 +258,7 @@ tbl.print { header = { "case", "kernel", "chosen µs", "best µs", "best TFLOP/s
 print("best / torch: emmy's best variant over torch's faster backend (below 1: emmy faster)")
 if opts.json then
   local f = assert(io.open(opts.json, "w"))
-  f:write(require("cjson").encode { device = info.name, ceiling_tflops = ceil, variants = all, rows = rows })
+  f:write(require("cjson").encode { device = info.name, ceiling_tflops = ceil, variants = all, rows = rows, cases = torch_rows })
   f:close()
 end
 -- --cold: every variant's kernel duration with the L2 flushed before each launch (the program's regime, where a

@@ -288,7 +288,9 @@ for i = 1, #arg do if arg[i] == "--json" then out = arg[i + 1] end end
 if os.getenv("EMMY_FAKE_FAIL") then os.exit(3) end
 local k = tonumber(os.getenv("EMMY_FAKE_SCALE") or "1")
 local v = { { case = "c1", knobs = "A=1,B=2", role = "chosen", us = 10 * k },
-  { case = "c1", knobs = "A=1,B=3", role = "pinned", us = 12 * k }, { case = "c1", knobs = "A=2,B=2", role = "pinned", error = "wrong" } }
+  { case = "c1", knobs = "A=1,B=3", role = "pinned", us = 12 * k }, { case = "c1", knobs = "A=2,B=2", role = "pinned", error = "wrong" },
+  { case = "g1", kernel = "ka", knobs = "X=1,Y=1", role = "chosen", us = 5 }, { case = "g1", kernel = "kb", knobs = "X=3,Y=1", role = "chosen", us = 6 },
+  { case = "g1", kernel = "kb", knobs = "X=2,Y=1", role = "pinned", us = 7 } }
 local cases = { { label = "c1", torch = { best_us = 11, best = "cudnn" } } }
 local f = io.open(out, "w") f:write(require("cjson").encode { variants = v, cases = cases }) f:close()
 return 0
@@ -305,7 +307,9 @@ return 0
   check(out:find("c1%s+torch%s+%(cudnn%)%s+11%.0 %(11%.0%-11%.0%)%s+11%.0 %(11%.0%-11%.0%)%s+1%.000"), "torch's row: " .. out)
   local j = require("cjson").decode(read_file(d .. "/ab.json"))
   eq(j.format, "emmy.bench.ab")
-  eq(#j.rows, 4)
+  check(out:find("g1 ka%s+chosen%s+%(chosen%)%s+5%.0") and out:find("g1 kb%s+pinned%s+X=2%s+7%.0"),
+    "a case of several kernels (bench/gemm.lua's) names each, a pin against its own kernel's chosen: " .. out)
+  eq(#j.rows, 7)
   eq(#j.rows[1].settings[2].us, 3)
   check(math.abs(j.rows[1].settings[2].median_us - 9) < 1e-9, "median")
   local c2, o2 = emmy({ AB, "--env", "EMMY_NONE=1;EMMY_FAKE_FAIL=1", "--runs", "1", "--", d .. "/fake.lua" })
