@@ -17,6 +17,7 @@ local cli = require "emmy.cli"
 local sys = require "emmy.sys"
 local tbl = require "emmy.tbl"
 local bench = require "emmy.bench"
+local read_json = require("emmy.triage").read_json
 
 local CMD = "bench/ab.lua"
 local argv, rest = {}, nil
@@ -66,15 +67,9 @@ local quote = cli.shell_quote
 -- emmy run --bench's dump d as variant rows: the whole graph a backend, emmy's kernels by kind, each kernel in the
 -- program (its layer op beside its name).
 local function run_rows(d)
-  local function read(name)
-    local f = io.open(d .. "/" .. name)
-    if not f then return nil end
-    local ok, doc = pcall(cjson.decode, f:read("*a"))
-    f:close()
-    return ok and type(doc) == "table" and doc or nil
-  end
-  local cmp, kb = read("60_bench_compare.json"), read("62_kernel_bench.json")
-  if not cmp then return nil end
+  local cmp, kb = read_json(d .. "/60_bench_compare.json"), read_json(d .. "/62_kernel_bench.json")
+  if type(cmp) ~= "table" then return nil end
+  if type(kb) ~= "table" then kb = nil end
   local v = {}
   for _, w in ipairs(type(cmp.whole) == "table" and cmp.whole or {}) do
     local st = type(w) == "table" and w.stats
@@ -106,9 +101,7 @@ local function run_once(s, r)
   local t0 = sys.clock()
   local rc = os.execute(cmd) -- (LuaJIT: the wait status)
   local status = rc >= 256 and math.floor(rc / 256) or rc
-  local f = not RUN and io.open(path)
-  local doc = f and select(2, pcall(cjson.decode, f:read("*a")))
-  if f then f:close() end
+  local doc = not RUN and read_json(path)
   local variants = type(doc) == "table" and type(doc.variants) == "table" and doc.variants or nil
   if RUN then variants = run_rows(path .. ".d") end
   -- torch's fastest backend a case (bench/attention.lua's cases[].torch), a row of its own: the same in every

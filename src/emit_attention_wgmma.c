@@ -333,8 +333,25 @@ static void fa_tree_max(ectx *c, const char *dst, const char *sc, int nj, int q0
   ex_line(c, "  %s = fmaxf(%s, t[0]);", dst, dst);
   ex_line(c, "}");
 }
-static void fa_prow(ectx *c, const fa_t *f, const char *p);
-static const char *fa_stsm(ectx *c, const char *kb2, const char *r0, const char *r1, const char *r2, const char *r3);
+/* PSMEM: this warpgroup's P buffer (its shared address) — the A operand of k16 step kb2 at + (kb2 / 4)·8 KB +
+ * (kb2 % 4)·32 (64-key column blocks of 64 rows x 128 bytes, as Q's slices). PSMEM=2: two a warpgroup, the one of
+ * register-set name p ("pa" the first, "pb" the second), as the register sets alternate without it. */
+static const char *fa_pb(ectx *c, const fa_t *f, const char *p) {
+  if (f->psm == 1) return ex_A(c, "(em_sb + %lldu + (unsigned)wg * %du)", fa_pbuf(f), fa_pwg(f));
+  return ex_A(c, "(em_sb + %lldu + (unsigned)wg * %du + %du)", fa_pbuf(f), 2 * fa_pwg(f), p && !strcmp(p, "pb") ? fa_pwg(f) : 0);
+}
+
+/* PSMEM: this thread's row of P's buffer for register-set name p (em_pr) and its 16-byte chunks' XOR (em_px). */
+static void fa_prow(ectx *c, const fa_t *f, const char *p) {
+  ex_line(c, "const unsigned em_pr = %s + (unsigned)(((wid & 3) * 16 + ((lane >> 3) & 1) * 8 + (lane & 7)) * 128), "
+             "em_px = (unsigned)((lane >> 4) ^ (lane & 7));", fa_pb(c, f, p));
+}
+/* One stmatrix x4 of k16 step kb2 (a C primary expression) from four 32-bit registers (their C expressions). */
+static const char *fa_stsm(ectx *c, const char *kb2, const char *r0, const char *r1, const char *r2, const char *r3) {
+  return ex_A(c, "asm volatile(\"stmatrix.sync.aligned.m8n8.x4.shared.b16 [%%0], {%%1, %%2, %%3, %%4};\" :: "
+                 "\"r\"(em_pr + (unsigned)(%s >> 2) * 8192u + ((((unsigned)(%s & 3) * 2u) ^ em_px) << 4)), "
+                 "\"r\"(%s), \"r\"(%s), \"r\"(%s), \"r\"(%s) : \"memory\");", kb2, kb2, r0, r1, r2, r3);
+}
 static void fa_softmax(ectx *c, const fa_t *f, double sl, const char *sc, const char *p) {
   int nj = f->BKV / 8;
   ex_line(c, "float mx0 = mrow[0], mx1 = mrow[1];");
@@ -409,14 +426,6 @@ static void fa_v_desc(ectx *c, const fa_t *f, const char *name, const char *addr
           name, addr, f->BKV * 128 >> 4);
 }
 
-/* PSMEM: this warpgroup's P buffer (its shared address) — the A operand of k16 step kb2 at + (kb2 / 4)·8 KB +
- * (kb2 % 4)·32 (64-key column blocks of 64 rows x 128 bytes, as Q's slices). PSMEM=2: two a warpgroup, the one of
- * register-set name p ("pa" the first, "pb" the second), as the register sets alternate without it. */
-static const char *fa_pb(ectx *c, const fa_t *f, const char *p) {
-  if (f->psm == 1) return ex_A(c, "(em_sb + %lldu + (unsigned)wg * %du)", fa_pbuf(f), fa_pwg(f));
-  return ex_A(c, "(em_sb + %lldu + (unsigned)wg * %du + %du)", fa_pbuf(f), 2 * fa_pwg(f), p && !strcmp(p, "pb") ? fa_pwg(f) : 0);
-}
-
 /* O += P V: BKV/16 wgmma k16 steps, P from registers (PSMEM: from this warpgroup's P buffer), V's tile N-major
  * (its D/64 column blocks BKV·128 bytes apart: the descriptor's leading offset; 8-key groups 1024 bytes apart: its
  * stride offset). */
@@ -452,16 +461,6 @@ static void fa_pv(ectx *c, const fa_t *f, const char *kbase, const char *p) {
 /* PSMEM=1: P (register set p, PV's A fragments) into this warpgroup's P buffer, one stmatrix x4 a k16 step — its
  * four 8 x 8 matrices are the fragments' (rows +0 / +8) x (keys +0 / +8), lane l giving the address of row l % 8 of
  * matrix l / 8; the 16-byte chunk XOR the row (128-byte swizzle). Only once the PV that read the buffer retired. */
-static void fa_prow(ectx *c, const fa_t *f, const char *p) {
-  ex_line(c, "const unsigned em_pr = %s + (unsigned)(((wid & 3) * 16 + ((lane >> 3) & 1) * 8 + (lane & 7)) * 128), "
-             "em_px = (unsigned)((lane >> 4) ^ (lane & 7));", fa_pb(c, f, p));
-}
-/* One stmatrix x4 of k16 step kb2 (a C primary expression) from four 32-bit registers (their C expressions). */
-static const char *fa_stsm(ectx *c, const char *kb2, const char *r0, const char *r1, const char *r2, const char *r3) {
-  return ex_A(c, "asm volatile(\"stmatrix.sync.aligned.m8n8.x4.shared.b16 [%%0], {%%1, %%2, %%3, %%4};\" :: "
-                 "\"r\"(em_pr + (unsigned)(%s >> 2) * 8192u + ((((unsigned)(%s & 3) * 2u) ^ em_px) << 4)), "
-                 "\"r\"(%s), \"r\"(%s), \"r\"(%s), \"r\"(%s) : \"memory\");", kb2, kb2, r0, r1, r2, r3);
-}
 static void fa_pstore(ectx *c, const fa_t *f, const char *p) {
   ex_line(c, "{");
   c->indent++;
@@ -472,7 +471,7 @@ static void fa_pstore(ectx *c, const fa_t *f, const char *p) {
   c->indent--;
   ex_line(c, "}");
 }
-/* PSMEM=1: the stores made visible to the tensor cores' reads (the async proxy) before the next PV. Each warp's
+/* PSMEM: the stores made visible to the tensor cores' reads (the async proxy) before the next PV. Each warp's
  * wgmma slice reads the 16 rows of P its own lanes wrote, so the warp's own sync suffices (FlashAttention-3). */
 static void fa_pfence(ectx *c) {
   ex_line(c, "asm volatile(\"fence.proxy.async.shared::cta;\" ::: \"memory\");");
