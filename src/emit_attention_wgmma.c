@@ -227,35 +227,18 @@ static void fa_producer(ectx *c, const fa_t *f) {
   ex_line(c, "}");
 }
 
-/* S = Q Kᵀ for this warpgroup's 64 rows and the stage's BKV keys: D/16 wgmma k16 steps from shared memory. */
-/* EMMY_DESC_INC=1 (an experiment, compile time; emitted CUDA unchanged without it): each wgmma's shared-memory
- * descriptors are the first one's plus the operand's byte offset / 16 (the address field is bits 0-13 of
- * (address & 0x3FFFF) >> 4, and a tile never crosses 256 KB), instead of each built from its address — the d64 lead's
- * step spends ~7 instructions a wgmma on them (VIADD, LOP3, SHF, LOP3, MOV, two R2UR: ~85 of ~455 a step, SASS, H200,
- * thirtieth session), and the ALU pipe was busier than cuDNN's (32% against 27%, ncu). The k16 steps are unrolled by
- * the emitter and each offset is added inside its wgmma's asm block (ex_wgmma_insn_at), so that only the base
- * descriptors stay live: computed outside, the compiler hoisted one 64-bit descriptor a step ahead of the run and
- * spilled (NVRTC 13.0: BQ=192, BKV=192 with PSMEM=1 264 -> 32 bytes; the d128 persistent lead 44 -> 0). */
-static int fa_desc_inc(void) { return ex_env_choice("EMMY_DESC_INC", 1); }
-
+/* S = Q Kᵀ for this warpgroup's 64 rows and the stage's BKV keys: D/16 wgmma k16 steps from shared memory, unrolled
+ * by the emitter. Each wgmma's shared-memory descriptors are the base one's plus the operand's byte offset / 16 (the
+ * address field is bits 0-13 of (address & 0x3FFFF) >> 4, and a tile never crosses 256 KB), the offset added inside
+ * its wgmma's asm block (ex_wgmma_insn_at) so that only the base descriptors stay live: built from each address, a
+ * descriptor cost ~7 ALU instructions a wgmma, and computed outside the asm the compiler hoisted them a step ahead and
+ * spilled (docs/performance.md, thirty-first and thirty-second sessions). */
 static void fa_qk(ectx *c, const fa_t *f, const char *acc, const char *kbase) {
   ex_line(c, "em_wg_fence();");
-  if (fa_desc_inc()) { /* (the k16 steps unrolled here, each descriptor's offset added inside its asm block) */
-    ex_line(c, "const unsigned long long em_qd = em_wg_desc(em_sb + (unsigned)wq * 8192u), em_kd = em_wg_desc(%s);", kbase);
-    for (int kd = 0; kd < f->D / 16; kd++)
-      ex_wgmma_insn_at(c, f->BKV, f->mt, acc, "em_qd", ((kd >> 2) * f->NQ * 8192 + (kd & 3) * 32) >> 4, NULL, "em_kd",
-                       ((kd >> 2) * f->BKV * 128 + (kd & 3) * 32) >> 4, kd ? "1" : "0", 0);
-    ex_line(c, "em_wg_commit();");
-    return;
-  }
-  ex_line(c, "#pragma unroll");
-  ex_line(c, "for (int kd = 0; kd < %d; kd++) {", (int)(f->D / 16));
-  c->indent++;
-  ex_line(c, "const unsigned qa = em_sb + (unsigned)(kd >> 2) * %du + (unsigned)wq * 8192u + (unsigned)(kd & 3) * 32u;", f->NQ * 8192);
-  ex_line(c, "const unsigned ka = %s + (unsigned)(kd >> 2) * %du + (unsigned)(kd & 3) * 32u;", kbase, f->BKV * 128);
-  ex_wgmma_insn(c, f->BKV, f->mt, acc, NULL, "em_wg_desc(qa)", NULL, "em_wg_desc(ka)", "kd", 0);
-  c->indent--;
-  ex_line(c, "}");
+  ex_line(c, "const unsigned long long em_qd = em_wg_desc(em_sb + (unsigned)wq * 8192u), em_kd = em_wg_desc(%s);", kbase);
+  for (int kd = 0; kd < f->D / 16; kd++)
+    ex_wgmma_insn_at(c, f->BKV, f->mt, acc, "em_qd", ((kd >> 2) * f->NQ * 8192 + (kd & 3) * 32) >> 4, NULL, "em_kd",
+                     ((kd >> 2) * f->BKV * 128 + (kd & 3) * 32) >> 4, kd ? "1" : "0", 0);
   ex_line(c, "em_wg_commit();");
 }
 
@@ -431,30 +414,13 @@ static void fa_v_desc(ectx *c, const fa_t *f, const char *name, const char *addr
  * stride offset). */
 static void fa_pv(ectx *c, const fa_t *f, const char *kbase, const char *p) {
   ex_line(c, "em_wg_fence();");
-  if (fa_desc_inc()) { /* (as fa_qk's) */
-    ex_line(c, "const unsigned em_va = %s + %lldu;", kbase, fa_kvbytes(f));
-    fa_v_desc(c, f, "em_vd", "em_va");
-    if (f->psm) ex_line(c, "const unsigned long long em_pd = em_wg_desc(%s);", fa_pb(c, f, p));
-    for (int kb2 = 0; kb2 < f->BKV / 16; kb2++)
-      ex_wgmma_insn_at(c, (int)f->D, f->mt, "o", f->psm ? "em_pd" : NULL, ((kb2 >> 2) * 8192 + (kb2 & 3) * 32) >> 4,
-                       f->psm ? NULL : ex_A(c, "\"r\"(%s[%d][0]), \"r\"(%s[%d][1]), \"r\"(%s[%d][2]), \"r\"(%s[%d][3])", p, kb2, p, kb2, p, kb2, p, kb2),
-                       "em_vd", kb2 * (2048 >> 4), "1", 1);
-    ex_line(c, "em_wg_commit();");
-    return;
-  }
-  ex_line(c, "#pragma unroll");
-  ex_line(c, "for (int kb2 = 0; kb2 < %d; kb2++) {", f->BKV / 16);
-  c->indent++;
-  ex_line(c, "const unsigned va = %s + %lldu + (unsigned)kb2 * 2048u;", kbase, fa_kvbytes(f));
-  fa_v_desc(c, f, "vd", "va");
-  if (f->psm) ex_line(c, "const unsigned long long pd = em_wg_desc(%s + (unsigned)(kb2 >> 2) * 8192u + (unsigned)(kb2 & 3) * 32u);", fa_pb(c, f, p));
-  if (f->psm)
-    ex_wgmma_insn(c, (int)f->D, f->mt, "o", NULL, "pd", NULL, "vd", "1", 1);
-  else
-    ex_wgmma_insn(c, (int)f->D, f->mt, "o", NULL, NULL, ex_A(c, "\"r\"(%s[kb2][0]), \"r\"(%s[kb2][1]), \"r\"(%s[kb2][2]), \"r\"(%s[kb2][3])", p, p, p, p),
-                  "vd", "1", 1);
-  c->indent--;
-  ex_line(c, "}");
+  ex_line(c, "const unsigned em_va = %s + %lldu;", kbase, fa_kvbytes(f));
+  fa_v_desc(c, f, "em_vd", "em_va");
+  if (f->psm) ex_line(c, "const unsigned long long em_pd = em_wg_desc(%s);", fa_pb(c, f, p));
+  for (int kb2 = 0; kb2 < f->BKV / 16; kb2++)
+    ex_wgmma_insn_at(c, (int)f->D, f->mt, "o", f->psm ? "em_pd" : NULL, ((kb2 >> 2) * 8192 + (kb2 & 3) * 32) >> 4,
+                     f->psm ? NULL : ex_A(c, "\"r\"(%s[%d][0]), \"r\"(%s[%d][1]), \"r\"(%s[%d][2]), \"r\"(%s[%d][3])", p, kb2, p, kb2, p, kb2, p, kb2),
+                     "em_vd", kb2 * (2048 >> 4), "1", 1);
   ex_line(c, "em_wg_commit();");
 }
 

@@ -31,8 +31,22 @@ local function flash_wgmma_lead(out, k, dev, bqs)
       else
         atom.lead(out, { BQ = 64, BKV = 64, KVST = 4, KVSPLIT = 1, MINB = 3, QPACK = 0, OSMEM = 4, APERSIST = 1, OTMA = 1 })
       end
+    elseif long and not k.masked then
+      -- non-causal over 32 key tiles or more: 128-row query tiles, two consumer warpgroups in ping-pong (each K/V
+      -- tile read from L2 half as often as with 64-row tiles): b1 s8192 1246.4 -> 1196.3 us (cuDNN 1154.4) (H200,
+      -- thirty-second session, bench/ab.lua twice; b1 s2048 lost, 79.2 -> 82.8)
+      atom.lead(out, { BQ = 128, BKV = 128, KVST = 3, KVSPLIT = 1, MINB = 1, QPACK = 0, OSMEM = 2, OTMA = 1, PINGPONG = 1 })
     else
-      atom.lead(out, { BQ = 64, BKV = 128, KVST = 3, KVSPLIT = 1, MINB = 2, QPACK = 0, OSMEM = 2, OTMA = 1 })
+      local lead = { BQ = 64, BKV = 128, KVST = 3, KVSPLIT = 1, MINB = 2, QPACK = 0, OSMEM = 2, OTMA = 1 }
+      -- persistent with O staged over the last K/V stage, non-causal over 512 keys up to 2048 with a wave of items:
+      -- b1 s2048 79.2 -> 78.4 us (cuDNN 78.5), 81.5 -> 80.0 without the in-asm descriptor offsets (H200,
+      -- thirty-second session, bench/ab.lua twice); at s8192 no clearer than the run's spread
+      -- (not with an attention mask: not timed there)
+      if type(k.L) == "number" and not k.causal and not k.masked and k.L > 512 and k.L <= 2048
+         and items64 >= (dev.sm_count or 132) then
+        lead.APERSIST, lead.OSMEM = 1, 4
+      end
+      atom.lead(out, lead)
     end
   elseif bqs[1] == 128 then
     -- with PINGPONG=1, which beat it on every such bhsd case of a sweep (H200, fifteenth session, non-causal:
