@@ -7,7 +7,7 @@
 -- latency-bound single-warp figure beside it.
 --   ./emmy bench/pipes.lua [--iters N] [--cases ex2,cvt,...] [--json FILE] [--dry-run]
 -- --dry-run: compile the kernels for sm_90a (NVRTC, no GPU) and print their registers.
--- Cases: ffma, fmnmx, ex2, cvt (cvt.rn.bf16x2.f32), prmt (P packed by IADD + PRMT), poly (exp2 by a cubic on the
+-- Cases: ffma, fmnmx, ex2, ex2h2 / ex2bf2 (ex2.approx on f16x2 / bf16x2: two a lane), cvt (cvt.rn.bf16x2.f32), prmt (P packed by IADD + PRMT), poly (exp2 by a cubic on the
 -- FMA pipe), ex2cvt (one ex2 and half a cvt an element: the softmax's MUFU-class mix), softmax (an element's FFMA,
 -- ex2, FADD, half a cvt and an FMNMX, the flash kernel's per-score work).
 io.stdout:setvbuf("line")
@@ -15,7 +15,7 @@ local cli = require "emmy.cli"
 local sys = require "emmy.sys"
 local CMD = "bench/pipes.lua"
 local opts = cli.parse(arg, { flags = { ["--iters"] = { kind = "int", default = 256, min = 1 },
-  ["--cases"] = { kind = "string", default = "ffma,fmnmx,ex2,cvt,prmt,poly,ex2cvt,softmax" },
+  ["--cases"] = { kind = "string", default = "ffma,fmnmx,ex2,ex2h2,ex2bf2,cvt,prmt,poly,ex2cvt,softmax" },
   ["--json"] = { kind = "string" }, ["--dry-run"] = { kind = "bool" } } }, CMD)
 
 local U = 8 -- independent chains a thread
@@ -28,6 +28,12 @@ local BODY = {
     step = 'asm volatile("max.f32 %0, %0, %1;" : "+f"(a[k]) : "f"(b[k]));', sink = "a[k]", per = 1 },
   ex2 = { init = "float a[U]; for (int k = 0; k < U; k++) a[k] = -seed - k;",
     step = 'asm volatile("ex2.approx.ftz.f32 %0, %0;" : "+f"(a[k]));', sink = "a[k]", per = 1 },
+  -- two exponentials a lane an instruction (packed halves): if one costs what ex2.f32 costs, the MUFU pipe does twice
+  -- the exponentials a clock in 16-bit (P is rounded to bf16 for PV anyway; the argument's rounding is the question)
+  ex2h2 = { init = "unsigned a[U]; for (int k = 0; k < U; k++) a[k] = 0xBC00BC00u + k;",
+    step = 'asm volatile("ex2.approx.f16x2 %0, %0;" : "+r"(a[k]));', sink = "__uint_as_float(a[k])", per = 1 },
+  ex2bf2 = { init = "unsigned a[U]; for (int k = 0; k < U; k++) a[k] = 0xBF80BF80u + k;",
+    step = 'asm volatile("ex2.approx.ftz.bf16x2 %0, %0;" : "+r"(a[k]));', sink = "__uint_as_float(a[k])", per = 1 },
   cvt = { init = "unsigned a[U]; for (int k = 0; k < U; k++) a[k] = __float_as_uint(seed + k);",
     step = 'asm volatile("cvt.rn.bf16x2.f32 %0, %1, %1;" : "=r"(a[k]) : "f"(__uint_as_float(a[k])));', sink = "__uint_as_float(a[k])", per = 1 },
   prmt = { init = "unsigned a[U]; for (int k = 0; k < U; k++) a[k] = __float_as_uint(seed + k);",
@@ -68,7 +74,7 @@ end
 
 local cases = {}
 for name in opts.cases:gmatch("[^,]+") do
-  if not BODY[name] then cli.usage("%s: --cases: unknown case '%s' (ffma, fmnmx, ex2, cvt, prmt, poly, ex2cvt, softmax)", CMD, name) end
+  if not BODY[name] then cli.usage("%s: --cases: unknown case '%s' (ffma, fmnmx, ex2, ex2h2, ex2bf2, cvt, prmt, poly, ex2cvt, softmax)", CMD, name) end
   cases[#cases + 1] = name
 end
 

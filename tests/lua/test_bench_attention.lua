@@ -239,7 +239,7 @@ test("bench/pipes.lua: its kernels compile (--dry-run) and run end to end on the
   local P = ROOT .. "/bench/pipes.lua"
   local code, out, err = emmy({ P, "--dry-run" })
   eq(code, 0, err)
-  check(out:find("^8 kernels compiled for sm_90a %(NVRTC%), %d+ registers at most, 0 bytes spilled"), out)
+  check(out:find("^10 kernels compiled for sm_90a %(NVRTC%), %d+ registers at most, 0 bytes spilled"), out)
   local c2, _, e2 = emmy({ P, "--cases", "ex2,nope" })
   eq(c2, 2, e2)
   check(e2:find("unknown case 'nope'", 1, true), e2)
