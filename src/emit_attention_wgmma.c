@@ -335,13 +335,6 @@ static const char *fa_stsm(ectx *c, const char *kb2, const char *r0, const char 
                  "\"r\"(em_pr + (unsigned)(%s >> 2) * 8192u + ((((unsigned)(%s & 3) * 2u) ^ em_px) << 4)), "
                  "\"r\"(%s), \"r\"(%s), \"r\"(%s), \"r\"(%s) : \"memory\");", kb2, kb2, r0, r1, r2, r3);
 }
-/* EMMY_EXP2H at compile time (an experiment; the emitted CUDA unchanged without it): the softmax's exponentials two an
- * instruction, ex2.approx on packed halves — 1: f16x2 (the argument rounded to 11 bits), 2: bf16x2 (to 8 bits) — the
- * row sums from the unpacked results, P the ex2's own result where its type is P's. Why: a head-dim-64 step is as much
- * MUFU work as tensor work (docs/performance.md, thirtieth session); if a packed ex2 costs the MUFU what one f32 ex2
- * does (bench/pipes.lua ex2h2, ex2bf2), the MUFU's share halves for ~2 more instructions a pair. */
-static int fa_exp2h(const fa_t *f) { return ex_env_choice("EMMY_EXP2H", 2); }
-
 static void fa_softmax(ectx *c, const fa_t *f, double sl, const char *sc, const char *p) {
   int nj = f->BKV / 8;
   ex_line(c, "float mx0 = mrow[0], mx1 = mrow[1];");
@@ -384,27 +377,16 @@ static void fa_softmax(ectx *c, const fa_t *f, double sl, const char *sc, const 
   }
   ex_line(c, "#pragma unroll");
   ex_line(c, "for (int j = 0; j < %d; j++) {", nj);
-  const char *pa = "em_pk(p0, p1)", *pb = "em_pk(p2, p3)";
-  if (fa_exp2h(f)) { /* two exponentials an instruction; P packed by the ex2 itself where its type is P's */
-    const char *cv = fa_exp2h(f) == 2 ? "em_pk_bf" : "em_pk_h";
-    ex_line(c, "  const unsigned e0 = em_ex2x2(%s(fmaf(%s[j][0], %s, -mb0), fmaf(%s[j][1], %s, -mb0)));", cv, sc, ex_flit(c, sl, 17), sc, ex_flit(c, sl, 17));
-    ex_line(c, "  const unsigned e1 = em_ex2x2(%s(fmaf(%s[j][2], %s, -mb1), fmaf(%s[j][3], %s, -mb1)));", cv, sc, ex_flit(c, sl, 17), sc, ex_flit(c, sl, 17));
-    ex_line(c, "  float p0, p1, p2, p3;");
-    ex_line(c, "  em_unpk(e0, p0, p1);");
-    ex_line(c, "  em_unpk(e1, p2, p3);");
-    if ((fa_exp2h(f) == 2) == !strcmp(f->pk, "bf16x2")) pa = "e0", pb = "e1";
-  } else {
-    ex_line(c, "  const float p0 = em_ex2(fmaf(%s[j][0], %s, -mb0)), p1 = em_ex2(fmaf(%s[j][1], %s, -mb0));", sc, ex_flit(c, sl, 17), sc, ex_flit(c, sl, 17));
-    ex_line(c, "  const float p2 = em_ex2(fmaf(%s[j][2], %s, -mb1)), p3 = em_ex2(fmaf(%s[j][3], %s, -mb1));", sc, ex_flit(c, sl, 17), sc, ex_flit(c, sl, 17));
-  }
+  ex_line(c, "  const float p0 = em_ex2(fmaf(%s[j][0], %s, -mb0)), p1 = em_ex2(fmaf(%s[j][1], %s, -mb0));", sc, ex_flit(c, sl, 17), sc, ex_flit(c, sl, 17));
+  ex_line(c, "  const float p2 = em_ex2(fmaf(%s[j][2], %s, -mb1)), p3 = em_ex2(fmaf(%s[j][3], %s, -mb1));", sc, ex_flit(c, sl, 17), sc, ex_flit(c, sl, 17));
   ex_line(c, "  rs0 += p0 + p1;");
   ex_line(c, "  rs1 += p2 + p3;");
   if (f->psm == 2) {
-    ex_line(c, "  if (j & 1) %s", fa_stsm(c, "(j >> 1)", "em_q0", "em_q1", pa, pb));
-    ex_line(c, "  else em_q0 = %s, em_q1 = %s;", pa, pb);
+    ex_line(c, "  if (j & 1) %s", fa_stsm(c, "(j >> 1)", "em_q0", "em_q1", "em_pk(p0, p1)", "em_pk(p2, p3)"));
+    ex_line(c, "  else em_q0 = em_pk(p0, p1), em_q1 = em_pk(p2, p3);");
   } else {
-    ex_line(c, "  %s[j >> 1][(j & 1) * 2] = %s;", p, pa);
-    ex_line(c, "  %s[j >> 1][(j & 1) * 2 + 1] = %s;", p, pb);
+    ex_line(c, "  %s[j >> 1][(j & 1) * 2] = em_pk(p0, p1);", p);
+    ex_line(c, "  %s[j >> 1][(j & 1) * 2 + 1] = em_pk(p2, p3);", p);
   }
   ex_line(c, "}");
   ex_line(c, "lrow[0] = lrow[0] * corr0 + rs0;");
@@ -952,18 +934,6 @@ void ex_k_flash_wgmma(ectx *c, em_launch *L) {
   ex_line(c, "  asm(\"ex2.approx.ftz.f32 %%0, %%1;\" : \"=f\"(y) : \"f\"(x));");
   ex_line(c, "  return y;");
   ex_line(c, "};");
-  if (fa_exp2h(&f)) {
-    int bf = fa_exp2h(&f) == 2;
-    ex_line(c, "auto em_ex2x2 = [](unsigned x) -> unsigned {");
-    ex_line(c, "  unsigned y;");
-    ex_line(c, "  asm(\"ex2.approx.%s %%0, %%1;\" : \"=r\"(y) : \"r\"(x));", bf ? "ftz.bf16x2" : "f16x2");
-    ex_line(c, "  return y;");
-    ex_line(c, "};");
-    if (bf)
-      ex_line(c, "auto em_unpk = [](unsigned x, float &lo, float &hi) { lo = __uint_as_float(x << 16); hi = __uint_as_float(x & 0xffff0000u); };");
-    else
-      ex_line(c, "auto em_unpk = [](unsigned x, float &lo, float &hi) { asm(\"{ .reg .f16 a, b; mov.b32 {a, b}, %%2; cvt.f32.f16 %%0, a; cvt.f32.f16 %%1, b; }\" : \"=f\"(lo), \"=f\"(hi) : \"r\"(x)); };");
-  }
   ex_line(c, "auto em_pk = [](float lo, float hi) -> unsigned {");
   ex_line(c, "  unsigned r;");
   ex_line(c, "  asm(\"cvt.rn.%s.f32 %%0, %%1, %%2;\" : \"=r\"(r) : \"f\"(hi), \"f\"(lo));", f.pk);
