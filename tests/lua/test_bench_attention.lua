@@ -315,7 +315,11 @@ return 0
   local c2, o2 = emmy({ AB, "--env", "EMMY_NONE=1;EMMY_FAKE_FAIL=1", "--runs", "1", "--", d .. "/fake.lua" })
   eq(c2, 1, o2)
   check(o2:find("run 1, EMMY_FAKE_FAIL=1: exit 3, no results written") and o2:find("EMMY_FAKE_FAIL=1: no timed variant in any run"), o2)
-  for _, bad in ipairs { { "--env", "EMMY_NONE=1", "--", "x.lua" }, { "--env", "A=1;B=2" }, { "--env", "A=1;B", "--", "x.lua" },
+  -- one setting (the default, EMMY_NONE=1): the bench repeated, its medians and spread, no ratio column
+  local c4, o4, e4 = emmy({ AB, "--runs", "2", "--", d .. "/fake.lua" })
+  eq(c4, 0, e4 .. o4)
+  check(o4:find("c1%s+chosen%s+%(chosen%)%s+10%.0 %(10%.0%-10%.0%)") and not o4:find("/ first", 1, true), o4)
+  for _, bad in ipairs { { "--env", ";", "--", "x.lua" }, { "--env", "A=1;B=2" }, { "--env", "A=1;B", "--", "x.lua" },
     { "--env", "A=1;B=2", "--", "x.lua", "--json", "f" } } do
     local c3, o3, e3 = emmy(args(AB, bad))
     eq(c3, 2, o3 .. e3)
