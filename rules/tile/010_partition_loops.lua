@@ -569,9 +569,11 @@ return {
           end
         end
       end
-      -- (PSMEM=1 — P through shared memory, PV from shared memory: the registers of BKV=192 and of three slices
-      -- taking turns, FlashAttention-3's head-dim-64 non-causal 192 x 192 — is not offered: written without a GPU
-      -- run, pinned by the GPU cases psmem_* and bench/attention.lua --pins until it is correct and timed there)
+      -- (PSMEM=1, 2 — P through shared memory, PV from shared memory: the registers of BKV=192 and of three slices
+      -- taking turns, FlashAttention-3's head-dim-64 non-causal 192 x 192 — is not offered: correct on the H200
+      -- (psmem_*) and slower than the lead on every case timed — b1 s2048 d64 non-causal, the lead 79.6 us, the best
+      -- PSMEM pin 86.7 (BQ 128, ping-pong), FlashAttention-3's tile 96.6; b8 s512 45.7 against 54.4 (H200,
+      -- thirty-second session, bench/ab.lua); pins only)
       -- RESCALE=1 (O and the sums corrected only when a row's maximum grew by more than 2^8): a twin of each
       -- 16-byte-store option (OSMEM 2-4), offered last; the lead where an item has 32 key tiles or more
       -- (non-causal), as the first tile always corrects and the vote costs a little on short items (H200,
