@@ -293,29 +293,6 @@ static double fa_mask(ectx *c, const fa_t *f, const char *sc) {
   return sl;
 }
 
-/* The online softmax over one tile's scores sc: each row's running max (over the quad of threads holding it),
- * the correction of the old sum (corr0/1, also O's, applied by fa_rescale), P = exp2(s·sl - max·sl) packed two
- * to a register as PV's A fragments (p[k16 block][4], mma's A order), each thread's partial row sums (reduced
- * over the quad at the end). */
-/* EMMY_SMX_TREE=1 (an experiment, compile time; emitted CUDA unchanged without it): a thread's row maxima over its
- * 2·BKV/8 scores a row as pairwise trees (log2 levels) instead of one chain through every score — the softmax of a
- * 64 x 128 tile takes 1,000-1,600 cycles a step where its MUFU work is ~530, so its dependence chains may be what it
- * waits on. (The sums as trees too, P kept in the scores' registers for them, doubled d128's times and tripled d64
- * b1 s2048 non-causal's: 82.1 -> 253.4 us, H200, thirtieth session.) */
-static int fa_tree(void) { return ex_env_choice("EMMY_SMX_TREE", 1); }
-/* dst = the maximum of dst and the scores sc[j][q0], sc[j][q0 + 1] of every j, as a tree */
-static void fa_tree_max(ectx *c, const char *dst, const char *sc, int nj, int q0) {
-  ex_line(c, "{");
-  ex_line(c, "  float t[%d];", nj);
-  ex_line(c, "  #pragma unroll");
-  ex_line(c, "  for (int j = 0; j < %d; j++) t[j] = fmaxf(%s[j][%d], %s[j][%d]);", nj, sc, q0, sc, q0 + 1);
-  ex_line(c, "  #pragma unroll");
-  ex_line(c, "  for (int n = %d; n > 1; n = (n + 1) / 2)", nj); /* (any count: an odd one's last value carried) */
-  ex_line(c, "    #pragma unroll");
-  ex_line(c, "    for (int j = 0; j < n / 2; j++) t[j] = fmaxf(t[j], t[j + (n + 1) / 2]);");
-  ex_line(c, "  %s = fmaxf(%s, t[0]);", dst, dst);
-  ex_line(c, "}");
-}
 /* PSMEM: this warpgroup's P buffer (its shared address) — the A operand of k16 step kb2 at + (kb2 / 4)·8 KB +
  * (kb2 % 4)·32 (64-key column blocks of 64 rows x 128 bytes, as Q's slices). PSMEM=2: two a warpgroup, the one of
  * register-set name p ("pa" the first, "pb" the second), as the register sets alternate without it. */
@@ -335,19 +312,19 @@ static const char *fa_stsm(ectx *c, const char *kb2, const char *r0, const char 
                  "\"r\"(em_pr + (unsigned)(%s >> 2) * 8192u + ((((unsigned)(%s & 3) * 2u) ^ em_px) << 4)), "
                  "\"r\"(%s), \"r\"(%s), \"r\"(%s), \"r\"(%s) : \"memory\");", kb2, kb2, r0, r1, r2, r3);
 }
+
+/* The online softmax over one tile's scores sc: each row's running max (over the quad of threads holding it),
+ * the correction of the old sum (corr0/1, also O's, applied by fa_rescale), P = exp2(s·sl - max·sl) packed two
+ * to a register as PV's A fragments (p[k16 block][4], mma's A order), each thread's partial row sums (reduced
+ * over the quad at the end). */
 static void fa_softmax(ectx *c, const fa_t *f, double sl, const char *sc, const char *p) {
   int nj = f->BKV / 8;
   ex_line(c, "float mx0 = mrow[0], mx1 = mrow[1];");
-  if (fa_tree()) {
-    fa_tree_max(c, "mx0", sc, nj, 0);
-    fa_tree_max(c, "mx1", sc, nj, 2);
-  } else {
-    ex_line(c, "#pragma unroll");
-    ex_line(c, "for (int j = 0; j < %d; j++) {", nj);
-    ex_line(c, "  mx0 = fmaxf(mx0, fmaxf(%s[j][0], %s[j][1]));", sc, sc);
-    ex_line(c, "  mx1 = fmaxf(mx1, fmaxf(%s[j][2], %s[j][3]));", sc, sc);
-    ex_line(c, "}");
-  }
+  ex_line(c, "#pragma unroll");
+  ex_line(c, "for (int j = 0; j < %d; j++) {", nj);
+  ex_line(c, "  mx0 = fmaxf(mx0, fmaxf(%s[j][0], %s[j][1]));", sc, sc);
+  ex_line(c, "  mx1 = fmaxf(mx1, fmaxf(%s[j][2], %s[j][3]));", sc, sc);
+  ex_line(c, "}");
   ex_line(c, "mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 1));");
   ex_line(c, "mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 2));");
   ex_line(c, "mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 1));");
