@@ -802,36 +802,6 @@ static const char *tmap_prefetch(ectx *c, const em_launch *launch) {
   return out;
 }
 
-/* EMMY_L2PF=1 at compile time (an experiment; the emitted CUDA unchanged without it): the kernel takes two buffers and
- * their sizes after its symbols (launch.l2pf) — the weights of the next GEMM of the program, which the launcher passes
- * (null and 0 where none) — and its CTAs prefetch them into L2, a 16-byte-aligned slice a CTA by cp.async.bulk.prefetch
- * from one thread, before the grid dependency wait (the weight does not depend on the previous kernel). Why: each
- * GEMM streams its weight from HBM in the program and is ~1 us slower there than alone (q 5.7 / 6.7, down 10.3 /
- * 11.0, H200); a kernel before it with HBM to spare (attention, a norm) can bring that weight into L2 first. */
-static const char *l2_prefetch(ectx *c, em_launch *launch, sbuf *head, int *np) {
-  if (!ex_env_choice("EMMY_L2PF", 1)) return "";
-  launch->l2pf = 1;
-  ex_sb_add(head, "%s\n    const char *__restrict__ em_l2p0, long long em_l2b0, const char *__restrict__ em_l2p1, long long em_l2b1",
-            (*np)++ ? "," : "");
-  return ex_A(c, "%s",
-              "#if __CUDA_ARCH__ >= 900\n"
-              "  if (threadIdx.x + threadIdx.y + threadIdx.z == 0) { /* EMMY_L2PF: this CTA's slice of each buffer into L2 */\n"
-              "    const long long em_l2nb = (long long)gridDim.x * gridDim.y * gridDim.z;\n"
-              "    const long long em_l2c = blockIdx.x + (long long)gridDim.x * (blockIdx.y + (long long)gridDim.y * blockIdx.z);\n"
-              "    const char *const em_l2p[2] = {em_l2p0, em_l2p1};\n"
-              "    const long long em_l2b[2] = {em_l2b0, em_l2b1};\n"
-              "    for (int em_l2q = 0; em_l2q < 2; em_l2q++) {\n"
-              "      const long long em_l2per = ((em_l2b[em_l2q] + em_l2nb - 1) / em_l2nb + 15) & ~15LL;\n"
-              "      const long long em_l2end = ((em_l2c + 1) * em_l2per < em_l2b[em_l2q] ? (em_l2c + 1) * em_l2per : em_l2b[em_l2q]) & ~15LL;\n"
-              "      for (long long em_l2o = em_l2c * em_l2per; em_l2o < em_l2end; em_l2o += 65536) {\n"
-              "        const unsigned em_l2n = (unsigned)(em_l2end - em_l2o < 65536 ? em_l2end - em_l2o : 65536);\n"
-              "        asm volatile(\"cp.async.bulk.prefetch.L2.global [%0], %1;\" :: \"l\"(em_l2p[em_l2q] + em_l2o), \"r\"(em_l2n) : \"memory\");\n"
-              "      }\n"
-              "    }\n"
-              "  }\n"
-              "#endif\n");
-}
-
 /* ---- kernel kinds ------------------------------------------------------------------------------------ */
 
 /* A tier switch: a knob whose legal values are a list from 0 ("0,1", FLASH's "0,1,2"), not a range or sizes. */
@@ -1001,7 +971,6 @@ em_status em_emit(const em_tile *t, char **src, em_launch *launch, char *err) {
     ex_sb_add(&head, "%s\n    long long s_%s", np++ ? "," : "", c.g->syms.s[i].name);
     launch->syms[launch->nsyms++] = i;
   }
-  const char *l2pf = l2_prefetch(&c, launch, &head, &np);
   /* PLANT (test-only, tests/fixtures/plant/): a variant that faults (1: trap), hangs (2: spins on nanosleep, an
    * asm volatile with a memory clobber so that the loop has a side effect; a loop on a volatile local was promoted
    * to a register and deleted), answers wrong (3: the first block returns at once, so its part of the poisoned
@@ -1017,7 +986,7 @@ em_status em_emit(const em_tile *t, char **src, em_launch *launch, char *err) {
    * lets the next kernel launch as soon as all of this grid's CTAs have started. Hopper and later (guarded). */
   int pdl_mode = ex_pdl_mode();
   launch->pdl = pdl_mode > 0;
-  ex_sb_add(&head, ") {\n%s%s%s%s%s%s%s}\n", pl >= 1 && pl <= 4 ? plant[pl] : "", l2pf, pdl_mode ? "#if __CUDA_ARCH__ >= 900\n" : "",
+  ex_sb_add(&head, ") {\n%s%s%s%s%s%s}\n", pl >= 1 && pl <= 4 ? plant[pl] : "", pdl_mode ? "#if __CUDA_ARCH__ >= 900\n" : "",
             pdl_mode == 1 ? "  asm volatile(\"griddepcontrol.launch_dependents;\" ::: \"memory\");\n" : "",
             pdl_mode ? tmap_prefetch(&c, launch) : "",
             pdl_mode ? "  asm volatile(\"griddepcontrol.wait;\" ::: \"memory\");\n#endif\n" : "", body.s ? body.s : "");

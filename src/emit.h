@@ -52,8 +52,6 @@ typedef struct {
   int pdl;           /* 1 (EMMY_PDL=1): the kernel waits for the previous grid in the stream (griddepcontrol.wait)
                       * before anything else and lets the next one launch early, so the launcher may use
                       * programmatic dependent launch */
-  int l2pf;          /* 1 (EMMY_L2PF=1, an experiment): four parameters after the symbols, two buffers and their bytes,
-                      * that the kernel's CTAs prefetch into L2 (the next GEMM's weights; null and 0: none) */
   int nsyms;         /* symbol arguments passed after the tensors, in symbol-table order */
   int syms[EM_MAX_SYMS];
 } em_launch;

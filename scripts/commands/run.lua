@@ -138,13 +138,12 @@ return {
     for name, t in pairs(ins) do bufs[name] = assert(cu:upload(t)) end
     local failed = 0
     local rows = {}
-    local pf = gpu.prefetch_targets(plans, bufs) -- (EMMY_L2PF=1's kernels: the next GEMM's weights into L2)
     for i, p in ipairs(plans) do
       local e = by_name[p.kernel.name]
       local status = "ok"
       if e.error then status = e.error
       else
-        local ok, lerr = gpu.launch(cu, p, e, bufs, bind, pf[i])
+        local ok, lerr = gpu.launch(cu, p, e, bufs, bind)
         if not ok then status = "launch_fail: " .. lerr end
       end
       rows[i] = { i, p.kernel.name, p.choice.string, status }

@@ -235,9 +235,8 @@ end
 
 -- Launches every kernel of plans in order (picks[name] = a built variant of gpu.build); true | nil, msg.
 local function launch_all(cu, plans, picks, bufs, bind)
-  local pf = gpu.prefetch_targets(plans, bufs)
-  for i, p in ipairs(plans) do
-    local ok, err = gpu.launch(cu, p, picks[p.kernel.name], bufs, bind, pf[i])
+  for _, p in ipairs(plans) do
+    local ok, err = gpu.launch(cu, p, picks[p.kernel.name], bufs, bind)
     if not ok then return nil, err end
   end
   return true

@@ -174,30 +174,8 @@ function M.plan_reuse(cu, bufs, plans, bind, g)
   return got, want
 end
 
--- EMMY_L2PF=1 (an experiment, docs/formats.md): for each position i of the launch sequence plans, the weights (its
--- param inputs, the two largest) of the next contraction after it, {{buf, bytes}, ...}, for kernel i to prefetch into
--- L2; nil where none follows. Buffers from bufs (the program's, weights uploaded).
-function M.prefetch_targets(plans, bufs)
-  local pf, nxt = {}, nil
-  for i = #plans, 1, -1 do
-    pf[i] = nxt
-    local k = plans[i].kernel
-    if k.kind == "contraction" then
-      local ws = {}
-      for _, v in ipairs(k.repro:inputs()) do
-        local b = v.kind == "param" and bufs[v.name]
-        if b then ws[#ws + 1] = { buf = b, bytes = b:size() } end
-      end
-      table.sort(ws, function(x, y) return x.bytes > y.bytes end)
-      if #ws > 0 then nxt = { ws[1], ws[2] } end
-    end
-  end
-  return pf
-end
-
--- Launches one compiled kernel (e from M.build) of plan on buffers bufs at binding bind (pf: with EMMY_L2PF=1's
--- kernels, the buffers to prefetch into L2, {{buf, bytes}, ...} (two at most), or nil).
-function M.launch(cu, plan, e, bufs, bind, pf)
+-- Launches one compiled kernel (e from M.build) of plan on buffers bufs at binding bind.
+function M.launch(cu, plan, e, bufs, bind)
   local k = plan.kernel
   local g = k.repro
   local args = {}
@@ -254,13 +232,6 @@ function M.launch(cu, plan, e, bufs, bind, pf)
     args[#args + 1] = { tmap = m }
   end
   for _, s in ipairs(e.launch.syms) do args[#args + 1] = { i64 = bind[s] } end
-  if e.launch.l2pf then
-    for q = 1, 2 do
-      local t = pf and pf[q]
-      args[#args + 1] = t and t.buf or { i64 = 0 }
-      args[#args + 1] = { i64 = t and t.bytes or 0 }
-    end
-  end
   return cu:launch(e.fn, { grid = grid, block = e.launch.block, smem = e.launch.smem, args = args, pdl = e.launch.pdl })
 end
 

@@ -196,10 +196,9 @@ local function gpu_embedder(model, opts)
   for _, name in ipairs { "input_ids", "position_ids", "attention_mask" } do gpu.buffer(cu, bufs, g, name, longest) end
   if opts.log then opts.log(("weights on the GPU in %.1f s (%s)"):format(sys.clock() - t0, g:meta("weights") or "?")) end
   local out_name, H = g:outputs()[1], r.model.cfg.hidden_size
-  local pf = gpu.prefetch_targets(plans, bufs) -- (EMMY_L2PF=1's kernels: the next GEMM's weights into L2)
   local function launch_all(bind)
-    for i, p in ipairs(plans) do
-      local ok3, e3 = gpu.launch(cu, p, by_name[p.kernel.name], bufs, bind, pf[i])
+    for _, p in ipairs(plans) do
+      local ok3, e3 = gpu.launch(cu, p, by_name[p.kernel.name], bufs, bind)
       if not ok3 then return nil, e3 end
     end
     return true

@@ -873,8 +873,6 @@ static int l_emit(lua_State *L) {
   lua_setfield(L, -2, "sm_blocks");
   lua_pushboolean(L, la.pdl);
   lua_setfield(L, -2, "pdl");
-  lua_pushboolean(L, la.l2pf);
-  lua_setfield(L, -2, "l2pf");
   lua_createtable(L, la.ntmaps, 0);
   for (int i = 0; i < la.ntmaps; i++) {
     lua_createtable(L, 0, 2);

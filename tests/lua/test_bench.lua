@@ -337,40 +337,6 @@ test("bench/gemm.lua --kernels and --pins on the mock driver: the named kernels 
   for _, r in ipairs(j4.rows or {}) do check(not tostring(r[11] or ""):find("DIAG", 1, true), "a DIAG variant is never the best") end
 end)
 
-test("EMMY_L2PF=1: each kernel is handed the next GEMM's weights (two at most) to prefetch into L2, the last none; the emitted kernel takes the four parameters; the layer runs on the mock", function()
-  local gpu, kernels = require "emmy.gpu", require "emmy.kernels"
-  local g = assert(require("emmy.frontend").load("Qwen/Qwen3-Embedding-0.6B", { layer = 0, dynamic = { "seq_len@x:1" }, batch = 1 }).graph)
-  local plans = kernels.plan(require("emmy.compiler").run(g))
-  local bufs = {}
-  for _, p in ipairs(plans) do
-    for _, v in ipairs(p.kernel.repro:inputs()) do
-      local n = v.name:match("proj") and (v.name:match("gate") and 6 or v.name:match("up_") and 5 or 4) or 1
-      bufs[v.name] = { size = function() return n * 2 ^ 20 end, name = v.name }
-    end
-  end
-  local pf = gpu.prefetch_targets(plans, bufs)
-  local want = { "q_proj", "k_proj v_proj", "o_proj", "o_proj", "o_proj", "o_proj", "gate_proj up_proj", "gate_proj up_proj", "down_proj" }
-  eq(#plans, 10)
-  for i = 1, 9 do
-    local got = {}
-    for _, t in ipairs(pf[i] or {}) do got[#got + 1] = t.buf.name:match("%.([%w_]+)%.weight$") end
-    table.sort(got)
-    eq(table.concat(got, " "), want[i], ("position %d (%s)"):format(i, plans[i].kernel.name))
-  end
-  eq(pf[10], nil, "the last kernel prefetches nothing")
-  local code, out = emmy(args("compile", "Qwen/Qwen3-Embedding-0.6B", "--layer", "0", "--dynamic", "seq_len@x:1", "--ir", "cuda",
-    "--kernel", "k_sdpa"), { env = "EMMY_L2PF=1" })
-  eq(code, 0)
-  check(out:find("const char *__restrict__ em_l2p1, long long em_l2b1)", 1, true) and out:find("cp.async.bulk.prefetch.L2.global", 1, true), out)
-  local d = tmpdir()
-  local so = mock_driver(d)
-  local c2, o2, e2 = emmy({ "run", "Qwen/Qwen3-Embedding-0.6B", "--layer", "0", "--dynamic", "seq_len@x:1", "--seq-len", "8",
-    "--bench", "--bench-backends", "emmy" },
-    { env = ("EMMY_L2PF=1 EMMY_MOCK_ANY_KERNEL=1 EMMY_LIBCUDA=%s EMMY_LIBCUPTI=/nonexistent EMMY_CUBIN_CACHE=%s/cc"):format(so, d) })
-  eq(c2, 1, "the no-op kernels are wrong: " .. e2)
-  check(o2:find("emmy%s+20%.0%s+20%.0%-20%.0"), "the whole layer timed with the prefetch arguments: " .. o2)
-end)
-
 test("a persistent clustered grid is capped at the clusters that fit at once (cuOccupancyMaxActiveClusters)", function()
   local d = tmpdir()
   local so = mock_driver(d)

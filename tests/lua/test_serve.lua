@@ -203,17 +203,6 @@ test("--device gpu: the kernels built once, a run launched at its bucket of toke
   os.remove(log)
 end)
 
-test("--device gpu with EMMY_L2PF=1: every kernel takes the next GEMM's weights to prefetch and the server still answers (the mock driver)", function()
-  local d = tmpdir()
-  local so = mock_driver(d)
-  local port, log = start("--device gpu --requests 1 --max-batch-tokens 64",
-    ("EMMY_L2PF=1 EMMY_MOCK_ANY_KERNEL=1 EMMY_LIBCUDA=%s EMMY_CUBIN_CACHE=%s/cc"):format(so, d))
-  local st, body = http.request("127.0.0.1", port, "POST", "/v1/embeddings", cjson.encode { input = { 1, 2, 3 } })
-  check(st == 200 or st == 500 and body:find("non-finite", 1, true), tostring(st) .. " " .. tostring(body):sub(1, 200) ..
-    " log: " .. (io.open(log):read("*a") or ""))
-  os.remove(log)
-end)
-
 test("a batch packs sequences end to end: each embedding equals its sequence's alone, and the reference's pooling", function()
   local srv = server()
   local a, b, c = { 5, 6, 7, 8 }, { 9 }, { 10, 11, 12 }
