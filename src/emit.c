@@ -494,7 +494,7 @@ const char *ex_val(ectx *c, int v, const ivec *ix) {
     for (int i = 0; i < li.rank; i++) li.e[i] = ix->e[i];
     if (c->stage_reg) /* (the read's shift: its flat index less the element's own, both within one row) */
       expr = ex_ctr_stage_read(c, sv, ix->e[ix->rank - 1],
-                               ex_A(c, "(%s) - (%s)", ex_linearize(c, ix, &x->shape), ex_linearize(c, own, &x->shape)));
+                               ex_index_diff(c, ex_linearize(c, ix, &x->shape), ex_linearize(c, own, &x->shape)));
     else
       expr = ex_load_conv(c, x->dtype, ex_A(c, "%s[(%s - m0) * %d + (%s - n0)]", c->stage_arr[sv],
                                             ex_linearize(c, &li, &c->stage_mdims), c->stage_ld, ix->e[ix->rank - 1]));

@@ -376,6 +376,15 @@ void ex_ctr_prefetch(ectx *c, ex_ctr *k) {
   c->memo.n = mark;
 }
 
+/* A fragment pair's columns (index texts col, the first, and col1 = col + 1) as the warp's first column (a multiple
+ * of its span BN / WN) plus the lane's offset in it (ex_split_tile), so that a view's split of a column by the head
+ * width folds to the offset (TinyLlama's q with RoPE: 2,712 -> 1,568 SASS instructions, NVRTC 13.0). */
+static void ctr_split_columns(ectx *c, const ex_ctr *k, const char *col, const char *col1) {
+  const char *base = ex_A(c, "n0 + wn * %d", k->BN / k->WN);
+  ex_split_tile(c, col, base, k->BN / k->WN, "j * 8 + (lane & 3) * 2");
+  ex_split_tile(c, col1, base, k->BN / k->WN, "j * 8 + (lane & 3) * 2 + 1");
+}
+
 /* Value u's column pair at this thread's (m, n), (m, n + 1) into em_pf<t>[j][q / 2], from the input behind it: one
  * 4-byte load where the two indices are adjacent and the first even, else two. */
 static void prefetch_pair(ectx *c, const ex_ctr *k, int u, int t, const ivec *mi) {
@@ -405,6 +414,7 @@ void ex_ctr_residual_load(ectx *c, const ex_ctr *k, int jlo, int jhi) {
   c->indent += 2;
   ex_line(c, "const long long m = m0 + wm * %d + (lane >> 2) + (q >> 1) * 8, n = n0 + wn * %d + j * 8 + (lane & 3) * 2;", k->BM / k->WM,
           k->BN / k->WN);
+  ctr_split_columns(c, k, "n", "(n + 1)");
   ivec mi = ex_unravel(c, "m", &k->mdims);
   if (v >= 0) {
     ex_ctr_anchor(c, k, 0, "0.0f", NULL, &mi, "n");
@@ -535,6 +545,7 @@ static void ctr_pair_stores(ectx *c, const ex_cap *a, const ex_cap *b) {
 static int ctr_pair_values(ectx *c, const ex_ctr *k, long split, ex_cap *a, ex_cap *b) {
   ex_line(c, "if (m >= M || n >= N) continue;");
   ex_line(c, "const long long n1 = n + 1;");
+  ctr_split_columns(c, k, "n", "n1");
   ivec mi = ctr_row_parts(c, k, split);
   int na = ctr_pair_element(c, k, &mi, 0, a), nb = ctr_pair_element(c, k, &mi, 1, b);
   c->stage_own_n = c->stage_own_q = NULL;
@@ -593,6 +604,7 @@ static void ctr_fragment_outputs(ectx *c, const ex_ctr *k) {
     c->indent++;
     ex_line(c, "const long long m = m0 + wm * %d + i * 16 + (lane >> 2) + (q >> 1) * 8, n = n0 + wn * %d + j * 8 + (lane & 3) * 2 + (q & 1);",
          BM / WM, BN / WN);
+    ex_split_tile(c, "n", ex_A(c, "n0 + wn * %d", BN / WN), BN / WN, "j * 8 + (lane & 3) * 2 + (q & 1)");
   } else {
     ex_line(c, "const long long m = m0 + tr * %d + i, n = n0 + tc * %d + j;", TM, TN);
   }

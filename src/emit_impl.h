@@ -106,11 +106,13 @@ int ex_env_choice(const char *name, int most);
 const char *ex_round_to(ectx *c, em_dtype t, const char *x);
 const char *ex_idx_name(ectx *c, const char *e);
 const char *ex_linearize(ectx *c, const ivec *ix, const em_shape *s);
+const char *ex_index_diff(ectx *c, const char *x, const char *y);
 ivec ex_unravel(ectx *c, const char *lin, const em_shape *s);
 /* The value a chain of view ops over u starts from (a kernel input, say), with u's index ix mapped back to it; -1
  * where u is computed. */
 int ex_view_source(ectx *c, int u, ivec *ix);
 void ex_split_known(ectx *c, const char *lin, const em_dim *d, const char *q, const char *r);
+void ex_split_tile(ectx *c, const char *lin, const char *base, int64_t w, const char *off);
 int ex_is_one(const em_dim *d);
 /* EMMY_PDL (docs/formats.md): 0 plain launches; 1 trigger at each CTA's top; 2 (unset: the default) the wait alone;
  * 3 the wait, and the persistent GEMM's consumers trigger after their last tile's K loop */

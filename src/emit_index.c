@@ -35,6 +35,44 @@ void ex_split_known(ectx *c, const char *lin, const em_dim *d, const char *q, co
   EM_VEC_PUSH(c->memo, mr);
 }
 
+/* Records that index text lin is base + off with base a multiple of w and 0 <= off < w (a thread's column in the
+ * fragment epilogue: its warp's first column, a multiple of the warp's column span w, plus its place in that span;
+ * memo entries with v == -5, scoped like index names). ex_unravel then splits lin by a constant k that w divides, or
+ * that divides w, without dividing the whole: lin % k is base % k + off (the compiler folds base % k to 0 where k
+ * divides base's factor) or off % k, and lin / k is base / k (+ off / k) — so a head-local read of RoPE or of a
+ * column view becomes the lane's own offset, constant once the loop is unrolled. */
+void ex_split_tile(ectx *c, const char *lin, const char *base, int64_t w, const char *off) {
+  if (!ex_env_choice("EMMY_TILE_SPLIT", 1)) return; /* (an experiment until timed: docs/formats.md) */
+  memo_ent m = {-5, (char *)ex_A(c, "%s", lin), ex_A(c, "%s\x1f%lld\x1f%s", base, (long long)w, off)};
+  EM_VEC_PUSH(c->memo, m);
+}
+
+/* lin split by the constant k through its ex_split_tile record (*q, *r), or 0 where it has none k fits. */
+static int split_tile(ectx *c, const char *lin, int64_t k, const char **q, const char **r) {
+  for (int i = c->memo.n - 1; i >= 0; i--) {
+    if (c->memo.v[i].v != -5 || strcmp(c->memo.v[i].key, lin)) continue;
+    const char *v = c->memo.v[i].var, *s1 = strchr(v, '\x1f'), *s2 = s1 ? strchr(s1 + 1, '\x1f') : NULL;
+    if (!s2 || k <= 0) return 0;
+    const char *base = ex_A(c, "%.*s", (int)(s1 - v), v), *off = s2 + 1;
+    int64_t w = strtoll(s1 + 1, NULL, 10);
+    if (w <= 0) return 0;
+    if (k == w) { /* base % k is 0, off < k */
+      *q = ex_A(c, "(%s) / %lldLL", base, (long long)k);
+      *r = ex_A(c, "(%s)", off);
+    } else if (k % w == 0) {
+      *q = ex_A(c, "(%s) / %lldLL", base, (long long)k);
+      *r = ex_A(c, "(%s) %% %lldLL + (%s)", base, (long long)k, off);
+    } else if (w % k == 0) {
+      *q = ex_A(c, "(%s) / %lldLL + (%s) / %lldLL", base, (long long)k, off, (long long)k);
+      *r = ex_A(c, "(%s) %% %lldLL", off, (long long)k);
+    } else {
+      return 0;
+    }
+    return 1;
+  }
+  return 0;
+}
+
 static const char *split_known(ectx *c, char which, const char *lin, const char *dm) {
   const char *key = ex_A(c, "%c\x1f%s\x1f%s", which, lin, dm);
   for (int i = c->memo.n - 1; i >= 0; i--)
@@ -81,6 +119,21 @@ static int linear_parts(ectx *c, const char *e, const char **a, int64_t *d, cons
   return 0;
 }
 
+/* x - y for two flat indices, as text the compiler folds: where both are (a) * d + b over the same a (y's b split
+ * by x's d through its tile record: the element's own column, x a read in its row), the difference of their b. A
+ * read of the partner in RoPE's head is then a constant shift; as (x) - (y) the 64-bit products did not cancel
+ * (TinyLlama's q: 56 selects left an element pair, H200 SASS 216 instructions). */
+const char *ex_index_diff(ectx *c, const char *x, const char *y) {
+  const char *ax, *bx, *ay, *by, *tq, *tr;
+  int64_t dx, dy;
+  if (ex_env_choice("EMMY_TILE_SPLIT", 1) && linear_parts(c, x, &ax, &dx, &bx) && linear_parts(c, y, &ay, &dy, &by) && dx > 0) {
+    if (dy == dx && !strcmp(ax, ay)) return ex_A(c, "(%s) - (%s)", bx, by);
+    if (dy % dx == 0 && split_tile(c, by, dx, &tq, &tr) && !strcmp(ax, ex_A(c, "(%s) * %lldLL + %s", ay, (long long)(dy / dx), tq)))
+      return ex_A(c, "(%s) - (%s)", bx, tr);
+  }
+  return ex_A(c, "(%s) - (%s)", x, y);
+}
+
 const char *ex_linearize(ectx *c, const ivec *ix, const em_shape *s) {
   if (s->rank == 0) return "0LL";
   const char *e = ix->e[0], *a = NULL, *b = NULL;
@@ -114,18 +167,23 @@ ivec ex_unravel(ectx *c, const char *lin, const em_shape *s) {
     else {
       const char *dm = ex_dim_c(c, &s->d[i]), *whole = rest, *a, *b;
       int64_t d;
+      const char *tq, *tr;
       if (em_dim_is_const(&s->d[i], &k) && k > 0 && linear_parts(c, rest, &a, &d, &b) && d % k == 0) {
-        /* (a) * d + b split by k, a divisor of d (linear_record) */
-        r.e[i] = d == k ? b : ex_idx_name(c, ex_A(c, "(%s) %% %s", b, dm));
+        /* (a) * d + b split by k, a divisor of d (linear_record); b split through its tile record where it has one */
+        int tile = d != k && split_tile(c, b, k, &tq, &tr);
+        r.e[i] = d == k ? b : tile ? tr : ex_idx_name(c, ex_A(c, "(%s) %% %s", b, dm));
         if (d == k) rest = a;
         else {
-          const char *bq = ex_idx_name(c, ex_A(c, "(%s) / %s", b, dm));
+          const char *bq = tile ? tq : ex_idx_name(c, ex_A(c, "(%s) / %s", b, dm));
           rest = ex_A(c, "(%s) * %lldLL + %s", a, (long long)(d / k), bq);
           linear_record(c, rest, a, d / k, bq);
         }
       } else if (split_known(c, 'q', rest, dm)) {
         r.e[i] = split_known(c, 'r', rest, dm);
         rest = split_known(c, 'q', rest, dm);
+      } else if (em_dim_is_const(&s->d[i], &k) && split_tile(c, rest, k, &tq, &tr)) {
+        r.e[i] = tr;
+        rest = tq;
       } else {
         r.e[i] = ex_idx_name(c, ex_A(c, "(%s) %% %s", rest, dm));
         rest = ex_idx_name(c, ex_A(c, "(%s) / %s", rest, dm));
