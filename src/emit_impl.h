@@ -107,6 +107,7 @@ const char *ex_round_to(ectx *c, em_dtype t, const char *x);
 const char *ex_idx_name(ectx *c, const char *e);
 const char *ex_linearize(ectx *c, const ivec *ix, const em_shape *s);
 const char *ex_index_diff(ectx *c, const char *x, const char *y);
+const char *ex_index_low(ectx *c, const char *x);
 ivec ex_unravel(ectx *c, const char *lin, const em_shape *s);
 /* The value a chain of view ops over u starts from (a kernel input, say), with u's index ix mapped back to it; -1
  * where u is computed. */

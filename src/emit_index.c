@@ -134,6 +134,14 @@ const char *ex_index_diff(ectx *c, const char *x, const char *y) {
   return ex_A(c, "(%s) - (%s)", x, y);
 }
 
+/* The part of flat index x that decides its parity: b where x is (a) * d + b with d even (linear_record), else x. */
+const char *ex_index_low(ectx *c, const char *x) {
+  const char *a, *b;
+  int64_t d;
+  if (ex_env_choice("EMMY_TILE_SPLIT", 1) && linear_parts(c, x, &a, &d, &b) && d % 2 == 0) return b;
+  return x;
+}
+
 const char *ex_linearize(ectx *c, const ivec *ix, const em_shape *s) {
   if (s->rank == 0) return "0LL";
   const char *e = ix->e[0], *a = NULL, *b = NULL;

@@ -396,7 +396,7 @@ gpu_case persist_rope_reg_bm128_seq513 env EMMY_KNOBS=$RR,k_linear_rope:BM=128,k
 gpu_case persist_rope_reg_dyn_seq37 env EMMY_KNOBS=$RR timeout 120 "$BIN" run $LL --seq-len 37
 gpu_case persist_rope_reg_sweep513 env EMMY_KNOBS=$RR timeout 300 "$BIN" run $LL --seq-len 513 --sweep 20
 # EMMY_TILE_SPLIT=1 (an experiment, written 2026-12-05, not yet run on a GPU): a fragment's column as its warp's first
-# column plus the lane's offset, so that RoPE's head split folds (TinyLlama q 2,712 -> 1,568 SASS instructions): the
+# column plus the lane's offset, so that RoPE's head split folds (TinyLlama q 2,712 -> 1,440 SASS instructions): the
 # layer's sweep at four lengths (every RoPE tier the sweep draws), the register RoPE, the staged one, batch 4 padded
 for n in 1 7 513 2048; do gpu_case tilesplit_llama_sweep$n env EMMY_TILE_SPLIT=1 timeout 200 "$BIN" run $LL --seq-len $n --sweep 20; done
 gpu_case tilesplit_rope_staged_seq513 env EMMY_TILE_SPLIT=1 EMMY_KNOBS=k_linear_rope:PERSIST=1 timeout 120 "$BIN" run $LL --seq-len 513
