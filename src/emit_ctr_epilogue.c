@@ -378,7 +378,7 @@ void ex_ctr_prefetch(ectx *c, ex_ctr *k) {
 
 /* A fragment pair's columns (index texts col, the first, and col1 = col + 1) as the warp's first column (a multiple
  * of its span BN / WN) plus the lane's offset in it (ex_split_tile), so that a view's split of a column by the head
- * width folds to the offset (TinyLlama's q with RoPE: 2,712 -> 1,440 SASS instructions, NVRTC 13.0). */
+ * width folds to the offset (EMMY_TILE_SPLIT=1, an experiment: docs/formats.md). */
 static void ctr_split_columns(ectx *c, const ex_ctr *k, const char *col, const char *col1) {
   const char *base = ex_A(c, "n0 + wn * %d", k->BN / k->WN);
   ex_split_tile(c, col, base, k->BN / k->WN, "j * 8 + (lane & 3) * 2");

@@ -121,8 +121,8 @@ static int linear_parts(ectx *c, const char *e, const char **a, int64_t *d, cons
 
 /* x - y for two flat indices, as text the compiler folds: where both are (a) * d + b over the same a (y's b split
  * by x's d through its tile record: the element's own column, x a read in its row), the difference of their b. A
- * read of the partner in RoPE's head is then a constant shift; as (x) - (y) the 64-bit products did not cancel
- * (TinyLlama's q: 56 selects left an element pair, H200 SASS 216 instructions). */
+ * read of the partner in RoPE's head is then a constant shift; as (x) - (y) the 64-bit products did not cancel and
+ * the partner's selects stayed (docs/formats.md, EMMY_TILE_SPLIT). */
 const char *ex_index_diff(ectx *c, const char *x, const char *y) {
   const char *ax, *bx, *ay, *by, *tq, *tr;
   int64_t dx, dy;
