@@ -376,13 +376,17 @@ void ex_ctr_prefetch(ectx *c, ex_ctr *k) {
   c->memo.n = mark;
 }
 
-/* A fragment pair's columns (index texts col, the first, and col1 = col + 1) as the warp's first column (a multiple
- * of its span BN / WN) plus the lane's offset in it (ex_split_tile), so that a view's split of a column by the head
- * width folds to the offset (EMMY_TILE_SPLIT=1, an experiment: docs/formats.md). */
+/* A fragment's column (index text col: the lane's column of group j, plus the C text extra) as the warp's first column
+ * (a multiple of its span BN / WN) plus the lane's offset in it (ex_split_tile), so that a view's split of a column by
+ * the head width folds to the offset (EMMY_TILE_SPLIT=1, an experiment: docs/formats.md). */
+static void ctr_split_column(ectx *c, const ex_ctr *k, const char *col, const char *extra) {
+  ex_split_tile(c, col, ex_A(c, "n0 + wn * %d", k->BN / k->WN), k->BN / k->WN, ex_A(c, "j * 8 + (lane & 3) * 2%s", extra));
+}
+
+/* A fragment pair's two columns, col and col1 = col + 1 (ctr_split_column). */
 static void ctr_split_columns(ectx *c, const ex_ctr *k, const char *col, const char *col1) {
-  const char *base = ex_A(c, "n0 + wn * %d", k->BN / k->WN);
-  ex_split_tile(c, col, base, k->BN / k->WN, "j * 8 + (lane & 3) * 2");
-  ex_split_tile(c, col1, base, k->BN / k->WN, "j * 8 + (lane & 3) * 2 + 1");
+  ctr_split_column(c, k, col, "");
+  ctr_split_column(c, k, col1, " + 1");
 }
 
 /* Value u's column pair at this thread's (m, n), (m, n + 1) into em_pf<t>[j][q / 2], from the input behind it: one
@@ -530,11 +534,10 @@ static void ctr_pair_stores(ectx *c, const ex_cap *a, const ex_cap *b) {
                       : dt == EM_F32   ? ex_A(c, "*reinterpret_cast<float2 *>(out%d + (%s)) = make_float2(%s, %s);", p, a->ix[t],
                                               a->val[t], b->val[t])
                                        : NULL;
-    if (two && ex_env_choice("EMMY_TILE_SPLIT", 1)) { /* (the difference and parity in parts the compiler folds) */
-      ex_line(c, "if ((%s) == 1 && ((%s) & 1) == 0) %s", ex_index_diff(c, b->ix[t], a->ix[t]), ex_index_low(c, a->ix[t]), two);
-      ex_line(c, "else out%d[%s] = %s, out%d[%s] = %s;", p, a->ix[t], a->val[t], p, b->ix[t], b->val[t]);
-    } else if (two) {
-      ex_line(c, "if ((%s) == (%s) + 1 && ((%s) & 1) == 0) %s", b->ix[t], a->ix[t], a->ix[t], two);
+    if (two) { /* (EMMY_TILE_SPLIT: the difference and the parity in parts the compiler folds) */
+      const char *adjacent = ex_tile_split() ? ex_A(c, "(%s) == 1", ex_index_diff(c, b->ix[t], a->ix[t]))
+                                             : ex_A(c, "(%s) == (%s) + 1", b->ix[t], a->ix[t]);
+      ex_line(c, "if (%s && ((%s) & 1) == 0) %s", adjacent, ex_index_low(c, a->ix[t]), two);
       ex_line(c, "else out%d[%s] = %s, out%d[%s] = %s;", p, a->ix[t], a->val[t], p, b->ix[t], b->val[t]);
     } else {
       ex_line(c, "out%d[%s] = %s, out%d[%s] = %s;", p, a->ix[t], a->val[t], p, b->ix[t], b->val[t]);
@@ -607,7 +610,7 @@ static void ctr_fragment_outputs(ectx *c, const ex_ctr *k) {
     c->indent++;
     ex_line(c, "const long long m = m0 + wm * %d + i * 16 + (lane >> 2) + (q >> 1) * 8, n = n0 + wn * %d + j * 8 + (lane & 3) * 2 + (q & 1);",
          BM / WM, BN / WN);
-    ex_split_tile(c, "n", ex_A(c, "n0 + wn * %d", BN / WN), BN / WN, "j * 8 + (lane & 3) * 2 + (q & 1)");
+    ctr_split_column(c, k, "n", " + (q & 1)");
   } else {
     ex_line(c, "const long long m = m0 + tr * %d + i, n = n0 + tc * %d + j;", TM, TN);
   }

@@ -113,6 +113,7 @@ ivec ex_unravel(ectx *c, const char *lin, const em_shape *s);
  * where u is computed. */
 int ex_view_source(ectx *c, int u, ivec *ix);
 void ex_split_known(ectx *c, const char *lin, const em_dim *d, const char *q, const char *r);
+int ex_tile_split(void);
 void ex_split_tile(ectx *c, const char *lin, const char *base, int64_t w, const char *off);
 int ex_is_one(const em_dim *d);
 /* EMMY_PDL (docs/formats.md): 0 plain launches; 1 trigger at each CTA's top; 2 (unset: the default) the wait alone;

@@ -41,8 +41,12 @@ void ex_split_known(ectx *c, const char *lin, const em_dim *d, const char *q, co
  * that divides w, without dividing the whole: lin % k is base % k + off (the compiler folds base % k to 0 where k
  * divides base's factor) or off % k, and lin / k is base / k (+ off / k) — so a head-local read of RoPE or of a
  * column view becomes the lane's own offset, constant once the loop is unrolled. */
+/* EMMY_TILE_SPLIT=1 at compile time: the tile split below and the index parts read through it (an experiment until
+ * timed: docs/formats.md; the emitted CUDA unchanged without it). */
+int ex_tile_split(void) { return ex_env_choice("EMMY_TILE_SPLIT", 1); }
+
 void ex_split_tile(ectx *c, const char *lin, const char *base, int64_t w, const char *off) {
-  if (!ex_env_choice("EMMY_TILE_SPLIT", 1)) return; /* (an experiment until timed: docs/formats.md) */
+  if (!ex_tile_split()) return;
   memo_ent m = {-5, (char *)ex_A(c, "%s", lin), ex_A(c, "%s\x1f%lld\x1f%s", base, (long long)w, off)};
   EM_VEC_PUSH(c->memo, m);
 }
@@ -126,7 +130,7 @@ static int linear_parts(ectx *c, const char *e, const char **a, int64_t *d, cons
 const char *ex_index_diff(ectx *c, const char *x, const char *y) {
   const char *ax, *bx, *ay, *by, *tq, *tr;
   int64_t dx, dy;
-  if (ex_env_choice("EMMY_TILE_SPLIT", 1) && linear_parts(c, x, &ax, &dx, &bx) && linear_parts(c, y, &ay, &dy, &by) && dx > 0) {
+  if (ex_tile_split() && linear_parts(c, x, &ax, &dx, &bx) && linear_parts(c, y, &ay, &dy, &by) && dx > 0) {
     if (dy == dx && !strcmp(ax, ay)) return ex_A(c, "(%s) - (%s)", bx, by);
     if (dy % dx == 0 && split_tile(c, by, dx, &tq, &tr) && !strcmp(ax, ex_A(c, "(%s) * %lldLL + %s", ay, (long long)(dy / dx), tq)))
       return ex_A(c, "(%s) - (%s)", bx, tr);
@@ -138,7 +142,7 @@ const char *ex_index_diff(ectx *c, const char *x, const char *y) {
 const char *ex_index_low(ectx *c, const char *x) {
   const char *a, *b;
   int64_t d;
-  if (ex_env_choice("EMMY_TILE_SPLIT", 1) && linear_parts(c, x, &a, &d, &b) && d % 2 == 0) return b;
+  if (ex_tile_split() && linear_parts(c, x, &a, &d, &b) && d % 2 == 0) return b;
   return x;
 }
 
