@@ -378,7 +378,7 @@ void ex_ctr_prefetch(ectx *c, ex_ctr *k) {
 
 /* A fragment's column (index text col: the lane's column of group j, plus the C text extra) as the warp's first column
  * (a multiple of its span BN / WN) plus the lane's offset in it (ex_split_tile), so that a view's split of a column by
- * the head width folds to the offset (EMMY_TILE_SPLIT=1, an experiment: docs/formats.md). */
+ * the head width folds to the offset (EMMY_TILE_SPLIT=0 leaves it out: docs/formats.md). */
 static void ctr_split_column(ectx *c, const ex_ctr *k, const char *col, const char *extra) {
   ex_split_tile(c, col, ex_A(c, "n0 + wn * %d", k->BN / k->WN), k->BN / k->WN, ex_A(c, "j * 8 + (lane & 3) * 2%s", extra));
 }

@@ -41,9 +41,12 @@ void ex_split_known(ectx *c, const char *lin, const em_dim *d, const char *q, co
  * that divides w, without dividing the whole: lin % k is base % k + off (the compiler folds base % k to 0 where k
  * divides base's factor) or off % k, and lin / k is base / k (+ off / k) — so a head-local read of RoPE or of a
  * column view becomes the lane's own offset, constant once the loop is unrolled. */
-/* EMMY_TILE_SPLIT=1 at compile time: the tile split below and the index parts read through it (an experiment until
- * timed: docs/formats.md; the emitted CUDA unchanged without it). */
-int ex_tile_split(void) { return ex_env_choice("EMMY_TILE_SPLIT", 1); }
+/* The tile split below and the index parts read through it: the default since 2026-12-05 (docs/formats.md, the
+ * measurement); EMMY_TILE_SPLIT=0 at compile time emits the earlier text, for A/B runs. */
+int ex_tile_split(void) {
+  const char *e = getenv("EMMY_TILE_SPLIT");
+  return !(e && !strcmp(e, "0"));
+}
 
 void ex_split_tile(ectx *c, const char *lin, const char *base, int64_t w, const char *off) {
   if (!ex_tile_split()) return;

@@ -1155,11 +1155,11 @@ test("EMMY_SOURCE_OVERRIDE: DIR/<kernel>.cu replaces the emitted source, its emm
   eq(select(2, gpu.source_override("k_x", "emitted", lp, env)).pdl, true, "the wait: pdl kept")
 end)
 
-test("EMMY_TILE_SPLIT=1: the RoPE projection's head split folds to the lane's offset and its partner to a constant; without it the text is unchanged; NVRTC compiles the layer", function()
+test("the tile split (EMMY_TILE_SPLIT=0 leaves it out): the RoPE projection's head split folds to the lane's offset and its partner to a constant; without it the earlier text; NVRTC compiles the layer", function()
   local LL = { "TinyLlama/TinyLlama-1.1B-Chat-v1.0", "--layer", "0", "--dynamic", "seq_len@x:1", "--ir", "cuda", "--kernel", "k_linear_rope_88e5e1" }
-  local c0, plain, e0 = emmy(args("compile", LL))
+  local c0, plain, e0 = emmy(args("compile", LL), { env = "EMMY_TILE_SPLIT=0" })
   eq(c0, 0, e0)
-  local c1, split, e1 = emmy(args("compile", LL), { env = "EMMY_TILE_SPLIT=1" })
+  local c1, split, e1 = emmy(args("compile", LL))
   eq(c1, 0, e1)
   check(plain:find("if ((n) % 64LL < (0LL + 32LL))", 1, true), "the text without the switch: " .. plain:sub(1, 300))
   check(split:find("if ((j * 8 + (lane & 3) * 2) < (0LL + 32LL))", 1, true), "the head split folded: " .. split:sub(1, 300))
@@ -1169,7 +1169,7 @@ test("EMMY_TILE_SPLIT=1: the RoPE projection's head split folds to the lane's of
   local ok, nv = pcall(require, "emmy.nvrtc")
   if ok and nv.version() then
     local c3, o3, e3 = emmy(args("compile", "TinyLlama/TinyLlama-1.1B-Chat-v1.0", "--layer", "0", "--dynamic", "seq_len@x:1", "--nvrtc"),
-      { env = "EMMY_TILE_SPLIT=1 EMMY_CUBIN_CACHE=" .. tmpdir() })
+      { env = "EMMY_CUBIN_CACHE=" .. tmpdir() })
     eq(c3, 0, "nvrtc: " .. e3)
     check(o3:find(", 0 failed", 1, true), o3)
   end
