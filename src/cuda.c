@@ -682,8 +682,8 @@ em_status em_cu_fn_set_max_dynamic_smem(em_cu_fn *f, int bytes, char *err) {
 typedef CUresult (*tmap_encode_fn)(void *, int, unsigned, void *, const unsigned long long *, const unsigned long long *,
                                    const unsigned *, const unsigned *, int, int, int, int);
 
-em_status em_cu_tmap_encode_2d(void *out128, uint64_t ptr, int bf16, uint64_t inner, uint64_t outer, uint64_t row_bytes,
-                               unsigned box_inner, unsigned box_outer, char *err) {
+em_status em_cu_tmap_encode(void *out128, uint64_t ptr, int bf16, int rank, const uint64_t *dims, const uint64_t *strides,
+                            const unsigned *box, char *err) {
   static tmap_encode_fn enc;
   if (load_api(err)) return EM_ERUN;
   if (!enc) {
@@ -691,22 +691,34 @@ em_status em_cu_tmap_encode_2d(void *out128, uint64_t ptr, int bf16, uint64_t in
     if (!s) return em_fail(err, EM_ERUN, "this CUDA driver has no cuTensorMapEncodeTiled (TMA needs a CUDA 12+ driver)");
     memcpy(&enc, &s, sizeof s);
   }
-  if (box_inner * 2 != 128 || box_outer < 1 || box_outer > 256 || row_bytes % 16 || ptr % 16 || inner < 1 || outer < 1)
-    return em_fail(err, EM_EINPUT, "tensor map: box %ux%u, rows of %llu B at 0x%llx (needs a 128-byte box row, box rows "
-                   "1..256, 16-byte aligned rows)", box_inner, box_outer, (unsigned long long)row_bytes,
-                   (unsigned long long)ptr);
-  unsigned long long dims[2] = {inner, outer}, strides[1] = {row_bytes};
-  unsigned box[2] = {box_inner, box_outer}, estr[2] = {1, 1};
+  int ok = rank >= 2 && rank <= 5 && box[0] * 2 == 128 && ptr % 16 == 0;
+  for (int i = 0; ok && i < rank; i++) ok = dims[i] >= 1 && box[i] >= 1 && box[i] <= 256 && (i == 0 || strides[i - 1] % 16 == 0);
+  if (!ok)
+    return em_fail(err, EM_EINPUT, "tensor map: rank %d, box %ux%u, dims %llux%llu, stride %llu B at 0x%llx (needs rank 2..5, "
+                   "a 128-byte box row, box extents 1..256, 16-byte aligned strides)", rank, box[0], rank > 1 ? box[1] : 0,
+                   (unsigned long long)dims[0], (unsigned long long)(rank > 1 ? dims[1] : 0),
+                   (unsigned long long)(rank > 1 ? strides[0] : 0), (unsigned long long)ptr);
+  unsigned long long d[5], st[4];
+  unsigned bx[5], estr[5];
+  for (int i = 0; i < rank; i++) d[i] = dims[i], bx[i] = box[i], estr[i] = 1;
+  for (int i = 0; i + 1 < rank; i++) st[i] = strides[i];
   /* CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 = 9, FLOAT16 = 6; INTERLEAVE_NONE = 0; SWIZZLE_128B = 3; L2_PROMOTION_L2_128B = 2;
    * FLOAT_OOB_FILL_NONE = 0 (zeros) */
-  CUresult rc = enc(out128, bf16 ? 9 : 6, 2, (void *)(uintptr_t)ptr, dims, strides, box, estr, 0, 3, 2, 0);
+  CUresult rc = enc(out128, bf16 ? 9 : 6, (unsigned)rank, (void *)(uintptr_t)ptr, d, st, bx, estr, 0, 3, 2, 0);
   if (rc) {
     const char *name = NULL;
     if (cu.GetErrorName) cu.GetErrorName(rc, &name);
-    return em_fail(err, EM_ERUN, "cuTensorMapEncodeTiled: %s (dims %llux%llu, row %llu B, box %ux%u)", name ? name : "error",
-                   dims[0], dims[1], strides[0], box[0], box[1]);
+    return em_fail(err, EM_ERUN, "cuTensorMapEncodeTiled: %s (rank %d, dims %llux%llu, stride %llu B, box %ux%u)",
+                   name ? name : "error", rank, d[0], d[1], st[0], bx[0], bx[1]);
   }
   return EM_OK;
+}
+
+em_status em_cu_tmap_encode_2d(void *out128, uint64_t ptr, int bf16, uint64_t inner, uint64_t outer, uint64_t row_bytes,
+                               unsigned box_inner, unsigned box_outer, char *err) {
+  uint64_t dims[2] = {inner, outer}, strides[1] = {row_bytes};
+  unsigned box[2] = {box_inner, box_outer};
+  return em_cu_tmap_encode(out128, ptr, bf16, 2, dims, strides, box, err);
 }
 
 /* ---- launches, streams, events ---- */

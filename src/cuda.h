@@ -133,6 +133,10 @@ typedef struct {
  * The driver entry point is looked up on first use: a driver without it is an error, not a failed start. */
 em_status em_cu_tmap_encode_2d(void *out128, uint64_t ptr, int bf16, uint64_t inner, uint64_t outer, uint64_t row_bytes,
                                unsigned box_inner, unsigned box_outer, char *err);
+/* The same over a tensor of rank 2..5: dims[0] the innermost extent, strides[i] the bytes between steps of dims[i + 1]
+ * (rank - 1 of them, multiples of 16), box[i] the box's extent in dims[i] (box[0] * 2 must be 128, each 1..256). */
+em_status em_cu_tmap_encode(void *out128, uint64_t ptr, int bf16, int rank, const uint64_t *dims, const uint64_t *strides,
+                            const unsigned *box, char *err);
 
 typedef struct {
   unsigned grid[3], block[3];

@@ -45,6 +45,8 @@ typedef struct {
     int output;      /* 1: the map is of kernel output `input` (a TMA store) */
     int64_t inner;   /* the row's elements, when not the tensor's last dim (a contiguous view of [rows, inner]); 0 */
     int box[2];      /* box: inner elements x rows */
+    int own;         /* 1: the map has the tensor's own dims (rank 3..5, innermost first), box[1] rows of the second
+                      * innermost and one of each outer dim (EPI_SMEM=7 into heads: [B, H, S, D]); 0: rows x inner */
   } tmaps[4];
   int persistent;    /* 0, or the cluster size (1, 2): grid[0] counts tiles and the launcher caps it at the SM count,
                       * rounded down to a multiple of the cluster size (a persistent loop) */

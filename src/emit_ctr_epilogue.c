@@ -242,20 +242,22 @@ const char *ex_ctr_stage_read(ectx *c, int s, const char *col, const char *shift
   return ex_ctr_result(c, c->stage_sib[s], stage_pick(c, acc, t, 0, 2 * c->stage_fn), ex_A(c, "(n0 + %s)", cl));
 }
 
+int ex_ctr_stage_regs(ectx *c, const ex_ctr *k, int stageD) {
+  if (!ex_ctr_stage_in_regs(c, k)) {
+    ex_fail(c, "a head-local epilogue from the thread's own fragments needs tensor-core fragments of whole tile rows "
+               "(WN=1), column shifts in multiples of 8 (meta stage_step), no head-local reduction, no column split");
+    return 1;
+  }
+  c->stage_reg = 1, c->stage_fn = k->FN, c->stage_sib[0] = k->sib[0], c->stage_sib[1] = k->dual ? k->sib[1] : -1;
+  c->stage_w = stageD, c->stage_step = atoi(em_graph_get_meta(c->g, "stage_step"));
+  return 0;
+}
+
 static int ctr_stage_tile(ectx *c, const ex_ctr *k, em_launch *L) {
   const int BM = k->BM, BN = k->BN, a = k->a;
   int stageD = ex_ctr_stage_width(c, k);
   if (stageD < 0) return 1;
-  if (stageD > 0 && k->stage_reg) {
-    if (!ex_ctr_stage_in_regs(c, k)) {
-      ex_fail(c, "a head-local epilogue from the thread's own fragments needs tensor-core fragments of whole tile rows "
-                 "(WN=1), column shifts in multiples of 8 (meta stage_step), no head-local reduction, no column split");
-      return 1;
-    }
-    c->stage_reg = 1, c->stage_fn = k->FN, c->stage_sib[0] = k->sib[0], c->stage_sib[1] = k->dual ? k->sib[1] : -1;
-    c->stage_w = stageD, c->stage_step = atoi(em_graph_get_meta(c->g, "stage_step"));
-    return 0;
-  }
+  if (stageD > 0 && k->stage_reg) return ex_ctr_stage_regs(c, k, stageD);
   if (stageD > 0) {
     em_dtype sdt = ex_V(c, a)->dtype;
     int ld = BN + 8, nst = k->dual ? 2 : 1;
@@ -433,8 +435,11 @@ void ex_ctr_residual_load(ectx *c, const ex_ctr *k, int jlo, int jhi) {
 }
 
 /* 1 when the current alignment reads value v at the anchored result's own index (a residual served from registers). */
-int ex_ctr_at_own_index(ectx *c, const ex_ctr *k, int v) {
-  int a = k->sib[0];
+int ex_ctr_at_own_index(ectx *c, const ex_ctr *k, int v) { return ex_ctr_at_index_of(c, k, v, -1); }
+
+int ex_ctr_at_index_of(ectx *c, const ex_ctr *k, int v, int t) {
+  int a = t >= 0 ? t : k->sib[0];
+  if (t >= 0 && !c->bij[t]) return 0;
   if (v < 0 || !c->bij[v] || c->al[v].rank != c->al[a].rank) return 0;
   for (int i = 0; i < c->al[v].rank; i++)
     if (strcmp(c->al[v].e[i], c->al[a].e[i])) return 0;
@@ -672,7 +677,7 @@ static void ctr_fragment_outputs(ectx *c, const ex_ctr *k) {
  * of BM rows, panel bytes apart, in the 128-byte swizzle; column hcol of the tile at the buffer's column 0) for the
  * caller's TMA store. The output must be written at the result's own index (checked here: the TMA box is the
  * tile's rows and columns of it). Rows and columns past the tensor are not staged (TMA does not write them). */
-void ex_ctr_pairs_staged(ectx *c, const ex_ctr *k, int jlo, int jhi, int hcol, int panel) {
+void ex_ctr_pairs_staged(ectx *c, const ex_ctr *k, int jlo, int jhi, int hcol, int panel, int at) {
   int mark = c->memo.n; /* (the values computed in this loop do not outlive it) */
   long split = ctr_row_split(c, k);
   ex_line(c, "#pragma unroll");
@@ -684,8 +689,9 @@ void ex_ctr_pairs_staged(ectx *c, const ex_ctr *k, int jlo, int jhi, int hcol, i
   ex_line(c, "const long long m = m0 + ml, n = n0 + nl;");
   ex_cap a = {0}, b = {0};
   int na = ctr_pair_values(c, k, split, &a, &b);
-  if (na != 1 || !ex_ctr_at_own_index(c, k, c->g->outputs.v[0]))
-    ex_fail(c, "EPI_SMEM=7 stages one output written at the result's own index");
+  if (na != 1 || !ex_ctr_at_index_of(c, k, c->g->outputs.v[0], at))
+    ex_fail(c, at < 0 ? "EPI_SMEM=7 stages one output written at the result's own index"
+                      : "EPI_SMEM=7 into heads stages one output written at the heads view's own index");
   ex_line(c, "*reinterpret_cast<unsigned *>(em_ep0 + em_swz((unsigned)(nh >> 6) * %du, ml, nh & 63) + (nh & 7) * 2) = %s;",
           panel, c->failed ? "0u" : ex_store_pair(c, a.val[0], b.val[0]));
   c->indent -= 2;

@@ -518,9 +518,9 @@ static void ws_kgroup_split_epilogue(ectx *c, const ex_ctr *k, int ahead) {
 /* The consumers: per tile, every k-slice's wgmma group on its full stage with one group in flight (the stage of
  * the step before is released once wait_group 1 retired it), then the last release and the epilogue. The first
  * k-slice's wgmma starts the accumulators at zero (scale-d = (kt | kk) != 0), so no tile clears them. tmo: the
- * output's tensor map (EPI_SMEM=4); sp: STAMP=1. */
+ * output's tensor map (EPI_SMEM=4, 7); heads: EPI_SMEM=7 into heads (ws_heads_view), else -1; sp: STAMP=1. */
 static void ws_consumers(ectx *c, const ex_ctr *k, em_launch *L, int stages, int raster, int staged, int cl, int sk, int tmo,
-                         int sp) {
+                         int heads, int sp) {
   long long abytes = 128LL * k->BM;
   const int wgk = EX_KNOB(c, WG_K);
   ex_line(c, "asm volatile(\"setmaxnreg.inc.sync.aligned.u32 %d;\");", WS_CONSUMER_REGS);
@@ -542,7 +542,7 @@ static void ws_consumers(ectx *c, const ex_ctr *k, em_launch *L, int stages, int
   k1.SK = 1;
   if (sk >= 2 && !staged) k1.jkeep = ex_A(c, "j / %d == (int)em_cr", k->FN / sk);
   k1.rpf = staged && staged != 7 ? -1 : ex_ctr_residual(c, k); /* (7: the fragments' values, staged for TMA) */
-  k1.stage_reg = !staged && ex_ctr_stage_width(c, k) > 0; /* RoPE from the thread's own fragments */
+  k1.stage_reg = (!staged || staged == 7) && ex_ctr_stage_width(c, k) > 0; /* RoPE from the thread's own fragments */
   if (k1.rpf >= 0) ex_line(c, "unsigned em_pf[%d][2]; /* the residual's column pairs, loaded ahead */", k->FN);
   k1.npf = 0;
   if (k1.stage_reg) ex_ctr_prefetch(c, &k1); /* RoPE's cos and sin, loaded ahead too */
@@ -609,7 +609,7 @@ static void ws_consumers(ectx *c, const ex_ctr *k, em_launch *L, int stages, int
   } else if (sk == 2) {
     ws_split_handover(c, k, k->BM / 16);
   }
-  if (staged == 7) ws_epilogue_tma_fused(c, &k1, k->BM / 16, tmo);
+  if (staged == 7) ws_epilogue_tma_fused(c, &k1, k->BM / 16, tmo, heads);
   else if (kg_split) ws_kgroup_split_epilogue(c, k, kg_ahead);
   else if (staged >= 3) ws_epilogue_halves(c, k, k->BM / 16, staged, tmo, kg_ahead);
   else if (staged) ws_epilogue(c, k, k->BM / 16, staged, ex_ctr_stage_width(c, k));
@@ -710,14 +710,15 @@ void ex_k_contraction_ws(ectx *c, const ex_ctr *k, em_launch *L) {
   if (ws_kgroups_refused(c, k, wgk, staged, sk)) return;
   if (!k->tma || k->concat || (k->BM != 64 && k->BM != 128) || k->WM != k->BM / 16 || k->WN != 1 ||
       (sk != 1 && !((sk == 2 || (sk == 4 && !staged)) && cl == 1)) || stages < 2 ||
-      (stageD > 0 && (staged > 2 || ex_ctr_head_reductions(c, k) || (!staged && (sk != 1 || !ex_ctr_stage_in_regs(c, k))))) ||
+      (stageD > 0 && ((staged > 2 && staged != 7) || ex_ctr_head_reductions(c, k) ||
+                      ((!staged || staged == 7) && (sk != 1 || !ex_ctr_stage_in_regs(c, k))))) ||
       (cl != 1 && cl != 2) ||
       (EX_KNOB(c, PAIR_A) && cl != 2) || EX_KNOB(c, PRODUCER) != 1 ||
       EX_KNOB(c, WG_WAIT) != 1 || (staged < 0 || staged > 7) || ws_has_prologue(c, k) ||
       (EX_KNOB(c, STREAM_K) && (sk != 1 || cl != 1 || sp))) {
     ex_fail(c, "PERSIST=1: a persistent producer/consumer pipeline (TMA=1, WGMMA=1, WG_WAIT=1, PRODUCER=1, BM 64 or "
                "128, STAGES >= 2, SPLIT_K 1, 2 or 4 (2, 4: CLUSTER=1; 4: EPI_SMEM=0), CLUSTER 1 or 2 (PAIR_A=1: 2), STREAM_K=1 only with SPLIT_K=1, CLUSTER=1, STAMP=0, EPI_SMEM 0..7, one linear or a dual pair, no prologue; a head-local "
-               "epilogue (RoPE) with EPI_SMEM 1 or 2, or 0 from the fragments (SPLIT_K=1, column shifts in multiples of 8), and no head-local reduction)");
+               "epilogue (RoPE) with EPI_SMEM 1 or 2, or 0 or 7 from the fragments (SPLIT_K=1, column shifts in multiples of 8), and no head-local reduction)");
     return;
   }
   int two_byte = 1;
@@ -736,9 +737,11 @@ void ex_k_contraction_ws(ectx *c, const ex_ctr *k, em_launch *L) {
     ex_fail(c, "EPI_SMEM=6 stores a tile during the next tile's K loop: SPLIT_K=1, STREAM_K=0");
     return;
   }
-  if (staged == 7 && (sk != 1 || EX_KNOB(c, STREAM_K) || stageD > 0 || ws_tma_fused_output(c, k, &nout) < 0)) {
-    ex_fail(c, "EPI_SMEM=7 stores the fused epilogue's one output by TMA: SPLIT_K=1, STREAM_K=0, no RoPE, one linear, one "
-               "bf16/f16 output of the result's shape written at its own index, N a constant multiple of 8");
+  int heads = -1;
+  if (staged == 7 && (sk != 1 || EX_KNOB(c, STREAM_K) || ws_tma_fused_output(c, k, &nout, &heads) < 0)) {
+    ex_fail(c, "EPI_SMEM=7 stores the fused epilogue's one output by TMA: SPLIT_K=1, STREAM_K=0, one linear, one "
+               "bf16/f16 output of the result's shape written at its own index (or of its heads view's, [B, H, S, D] "
+               "with D a multiple of 64), N a constant multiple of 8");
     return;
   }
   int opos = staged == 4 ? ws_tma_store_output(c, k, &nout) : staged == 7 ? 0 : -1;
@@ -784,6 +787,10 @@ void ex_k_contraction_ws(ectx *c, const ex_ctr *k, em_launch *L) {
     L->tmaps[tmo].box[0] = 64;
     L->tmaps[tmo].box[1] = k->BM;
     ex_use_prelude(c, ex_TMA_STORE_PRELUDE);
+    if (heads >= 0) { /* (into heads: the output's own dims, [B, H, S, D] as (D, S, H, B)) */
+      L->tmaps[tmo].own = 1;
+      ex_use_prelude(c, ex_TMA_STORE4_PRELUDE);
+    }
   }
   if (sp) {
     L->scratch_per_tile = 4LL * WS_STAMP_FIELDS * WS_STAMP_ROLES; /* per CTA: the launcher's grid is one CTA a "tile" */
@@ -831,7 +838,7 @@ void ex_k_contraction_ws(ectx *c, const ex_ctr *k, em_launch *L) {
     ex_line(c, cl == 2 || sk >= 2 ? "em_cluster_sync();" : "__syncthreads();");
   }
   ws_producer(c, k, stages, raster, cw, cl, sk, sp);
-  ws_consumers(c, k, L, stages, raster, staged, cl, sk, tmo, sp);
+  ws_consumers(c, k, L, stages, raster, staged, cl, sk, tmo, heads, sp);
   if (cl == 2 || sk >= 2) {
     c->indent--;
     ex_line(c, "}");

@@ -19,7 +19,7 @@ typedef struct {
 /* The staged epilogues (EPI_SMEM=1, 2), in halves (3, 4, 5, 6), by TMA from the fragments' fused values (7). */
 void ws_epilogue(ectx *c, const ex_ctr *k, int cw, int staged, int stageD);
 void ws_epilogue_halves(ectx *c, const ex_ctr *k, int cw, int staged, int tmo, int ahead);
-void ws_epilogue_tma_fused(ectx *c, const ex_ctr *k, int cw, int tmo);
+void ws_epilogue_tma_fused(ectx *c, const ex_ctr *k, int cw, int tmo, int heads);
 /* EPI_SMEM=5's chunk stores of a part, their residual loads ahead (slots), the fragments' staging */
 void ws_chunk_stores(ectx *c, const ex_ctr *k, const ws_part *pt, int pre);
 void ws_chunk_slot(ectx *c, const ex_ctr *k, const ws_part *pt, const char *ei);
@@ -31,7 +31,10 @@ void ws_deferred_chunk(ectx *c, const ex_ctr *k, int threads, const char *cond, 
 void ws_deferred_flush(ectx *c, const ex_ctr *k, int threads, const char *from);
 /* The TMA-stored epilogues' conditions (EPI_SMEM=4, 7) and the staging buffers after the ring */
 int ws_tma_store_output(ectx *c, const ex_ctr *k, int64_t *n);
-int ws_tma_fused_output(ectx *c, const ex_ctr *k, int64_t *n);
+int ws_tma_fused_output(ectx *c, const ex_ctr *k, int64_t *n, int *heads);
+/* The heads view of a q/k projection: value t = transpose(view(result, [B, S, H, D]), 1, 2) of a [B, S, N] result,
+ * D a constant multiple of 64 (*D), where EPI_SMEM=7 stores a [B, H, S, D] output by a map of its own dims; or -1. */
+int ws_heads_view(ectx *c, const ex_ctr *k, int64_t *D);
 long long ws_staging(ectx *c, const ex_ctr *k, long long ring, int staged);
 
 #endif

@@ -9,7 +9,7 @@
 #include "emit_gemm_ws.h"
 
 static void ws_staged_value(ectx *c, const ex_ctr *k, int s, const char *elem);
-void ws_epilogue_tma_fused(ectx *c, const ex_ctr *k, int cw, int tmo);
+void ws_epilogue_tma_fused(ectx *c, const ex_ctr *k, int cw, int tmo, int heads);
 static void ws_staged_outputs(ectx *c, const ex_ctr *k);
 
 /* The staged epilogue (EPI_SMEM=1, 2), a tile's results through shared memory so that the stores are coalesced: each consumer
@@ -289,6 +289,24 @@ static void ws_tma_store_half(ectx *c, int h, int half, int panel, int tmo) {
   ex_line(c, "}");
 }
 
+/* EPI_SMEM=7 into heads: the panels of half h to the [B, H, S, D] output's map of its own dims (d, s, h, b): a panel
+ * of 64 columns is one head's (or part of one: D a multiple of 64) for the tile's BM rows; the rows m = b * S + s
+ * from m0 on lie in batch b0 = m0 / S from s0 = m0 % S and, where they pass S, in the batches after it, so the box
+ * is stored once a batch it reaches, at s0 - i * S in batch b0 + i (rows before a batch's first or past its last
+ * are not written: the map's bounds). */
+static void ws_tma_store_half_heads(ectx *c, const ex_ctr *k, int h, int half, int panel, int tmo, int64_t D) {
+  ex_line(c, "if (tid == 0) {");
+  ex_line(c, "  const long long em_hs = %s, em_hb = %s;", ex_dim_c(c, &k->os->d[1]), ex_dim_c(c, &k->os->d[0]));
+  ex_line(c, "  const int em_b0 = (int)(m0 / em_hs), em_s0 = (int)(m0 - em_b0 * em_hs);");
+  ex_line(c, "  for (int em_i = 0; em_i * em_hs < em_s0 + %d && em_b0 + em_i < em_hb; em_i++) {", k->BM);
+  for (int p = 0; p < half / 64; p++)
+    ex_line(c, "    em_tma_store_4d(&tm%d, em_epa + %du, (int)((n0 + %d) %% %lld), (int)(em_s0 - em_i * em_hs), (int)((n0 + %d) / %lld), em_b0 + em_i);",
+            tmo, p * panel, h * half + p * 64, (long long)D, h * half + p * 64, (long long)D);
+  ex_line(c, "  }");
+  ex_line(c, "  em_bulk_commit();");
+  ex_line(c, "}");
+}
+
 /* The fragments j0 <= j < j1 of the accumulators (the linear's results, rounded to the outputs' dtype) written two
  * columns a 32-bit word into the staged panels (ws_epilogue_halves' layout), their column less hofs. */
 void ws_stage_frags(ectx *c, const ex_ctr *k, int j0, int j1, int hofs, int panel) {
@@ -412,13 +430,42 @@ int ws_tma_store_output(ectx *c, const ex_ctr *k, int64_t *n) {
   return 0;
 }
 
+int ws_heads_view(ectx *c, const ex_ctr *k, int64_t *D) {
+  if (k->r != 3) return -1;
+  for (int i = 0; i < c->g->nodes.n; i++) {
+    const em_node *tn = &c->g->nodes.v[i];
+    if (tn->op != EM_OP_TRANSPOSE) continue;
+    int vin = tn->args[0].tensor;
+    const em_value *x = ex_V(c, vin);
+    if (x->kind != EM_V_NODE) continue;
+    const em_node *vn = &c->g->nodes.v[x->node];
+    const em_shape *vs = ex_S(c, vin);
+    if ((vn->op != EM_OP_VIEW && vn->op != EM_OP_RESHAPE && vn->op != EM_OP_UNSAFE_VIEW) || vn->args[0].tensor != k->a ||
+        vs->rank != 4)
+      continue;
+    int d0 = ex_axis_of(&tn->args[1], 4), d1 = ex_axis_of(&tn->args[2], 4);
+    if (d0 + d1 != 3 || d0 * d1 != 2) continue; /* (dims 1 and 2) */
+    if (em_dim_eq(&vs->d[0], &k->os->d[0]) && em_dim_eq(&vs->d[1], &k->os->d[1]) && em_dim_is_const(&vs->d[3], D) && *D % 64 == 0)
+      return tn->out;
+  }
+  return -1;
+}
+
 /* EPI_SMEM=7's condition: one linear (no dual, no merged siblings), its one output of 2-byte elements with the
  * result's shape (the fused ops' result, a residual added, written at the result's own index: ex_ctr_pairs_staged
- * checks the alignment), N a constant multiple of 8. Returns the output's position (0), or -1. */
-int ws_tma_fused_output(ectx *c, const ex_ctr *k, int64_t *n) {
+ * checks the alignment) or with the shape of the heads view (*heads: ws_heads_view's value, else -1), N a constant
+ * multiple of 8. Returns the output's position (0), or -1. */
+int ws_tma_fused_output(ectx *c, const ex_ctr *k, int64_t *n, int *heads) {
+  *heads = -1;
   if (c->g->outputs.n != 1 || k->nsib != 1) return -1;
   int v = c->g->outputs.v[0];
-  return ws_tma_one_output(c, k, v, n) && em_shape_eq(ex_S(c, v), k->os) ? 0 : -1;
+  if (!ws_tma_one_output(c, k, v, n)) return -1;
+  if (em_shape_eq(ex_S(c, v), k->os)) return 0;
+  int64_t D = 0;
+  int t = ws_heads_view(c, k, &D);
+  if (t < 0 || !em_shape_eq(ex_S(c, v), ex_S(c, t))) return -1;
+  *heads = t;
+  return 0;
 }
 
 /* EPI_SMEM=7: the fragment epilogue's values (the fused ops on each thread's column pairs, a residual loaded ahead
@@ -426,15 +473,23 @@ int ws_tma_fused_output(ectx *c, const ex_ctr *k, int64_t *n) {
  * fragments, and the half stored by TMA from one thread: the consumers issue no global stores (the fragments' 4-byte
  * stores over eight rows an instruction were 11,100 of a 128 x 256 tile's ~50,000 cycles at 4096 tokens, TinyLlama
  * o_proj, H200, twenty-second session). Written without a GPU run. */
-void ws_epilogue_tma_fused(ectx *c, const ex_ctr *k, int cw, int tmo) {
+void ws_epilogue_tma_fused(ectx *c, const ex_ctr *k, int cw, int tmo, int heads) {
   int threads = 32 * cw, parts = k->BN >= 128 ? 2 : 1, half = k->BN / parts, panel = 128 * k->BM;
+  int64_t D = 0;
+  if (heads >= 0) ws_heads_view(c, k, &D);
+  /* (RoPE from the thread's own fragments: its context for the fused ops) */
+  int stageD = ex_ctr_stage_width(c, k);
+  if (stageD < 0 || (stageD > 0 && ex_ctr_stage_regs(c, k, stageD))) return;
   for (int h = 0; h < parts; h++) {
     ex_line(c, "if (tid == 0) em_bulk_wait_read0(); /* the last stores have read the buffer */");
     ex_line(c, "asm volatile(\"bar.sync 1, %d;\" ::: \"memory\");", threads);
-    ex_ctr_pairs_staged(c, k, h * k->FN / parts, (h + 1) * k->FN / parts, h * half, panel);
+    if (heads >= 0) ex_line(c, "{ /* (each half's row split its own) */");
+    ex_ctr_pairs_staged(c, k, h * k->FN / parts, (h + 1) * k->FN / parts, h * half, panel, heads);
+    if (heads >= 0) ex_line(c, "}");
     ex_line(c, "em_fence_async_smem();");
     ex_line(c, "asm volatile(\"bar.sync 1, %d;\" ::: \"memory\");", threads);
-    ws_tma_store_half(c, h, half, panel, tmo);
+    if (heads >= 0) ws_tma_store_half_heads(c, k, h, half, panel, tmo, D);
+    else ws_tma_store_half(c, h, half, panel, tmo);
   }
 }
 

@@ -197,7 +197,12 @@ typedef struct {
 /* The contraction epilogue: split-K's reduction, a staged head-local tile, then every accumulator element
  * (m, n) of this thread (acc[i][j][q] in mma.sync's C-fragment order) through the fused ops to the outputs. */
 void ex_ctr_epilogue(ectx *c, const ex_ctr *k, em_launch *L);
-void ex_ctr_pairs_staged(ectx *c, const ex_ctr *k, int jlo, int jhi, int hcol, int panel);
+/* EPI_SMEM=7's staging of fragment pairs jlo..jhi - 1 (the fused ops' values into the swizzled panels): the one output
+ * must be written at the index of value at (-1: the result's own; else the heads view ws_heads_view found). */
+void ex_ctr_pairs_staged(ectx *c, const ex_ctr *k, int jlo, int jhi, int hcol, int panel, int at);
+/* A register-RoPE epilogue's context (c->stage_*) for the fused ops; 1 (c failed) where the reads cannot come from
+ * the thread's own fragments (ex_ctr_stage_in_regs). */
+int ex_ctr_stage_regs(ectx *c, const ex_ctr *k, int stageD);
 /* A head-local epilogue's head width D (graph meta "stage": RoPE reads the result at other columns of its head), 0
  * without one, -1 (c failed) where the tile cannot hold whole heads: one place for that rule, both pipelines.
  * ex_ctr_head_reductions: how many head-local reductions (NORM_EPI's MEAN/SUM over a head) read the result. */
@@ -220,6 +225,8 @@ void ex_ctr_prefetch(ectx *c, ex_ctr *k);
 int ex_ctr_residual(ectx *c, const ex_ctr *k);
 void ex_ctr_residual_load(ectx *c, const ex_ctr *k, int jlo, int jhi);
 int ex_ctr_at_own_index(ectx *c, const ex_ctr *k, int v);
+/* 1 when the current alignment reads value v at value t's own index (t -1: the anchored result's). */
+int ex_ctr_at_index_of(ectx *c, const ex_ctr *k, int v, int t);
 /* Linear sibling v's value at column nidx from its accumulator element acc: plus its bias (when it has one),
  * rounded to its dtype — what the epilogues and the staged tiles start from. */
 const char *ex_ctr_result(ectx *c, int v, const char *acc, const char *nidx);
@@ -261,6 +268,7 @@ extern const char ex_TMA_PRELUDE[];
 extern const char ex_CLUSTER_PRELUDE[];
 extern const char ex_STAMP_PRELUDE[];
 extern const char ex_TMA_STORE_PRELUDE[];
+extern const char ex_TMA_STORE4_PRELUDE[];
 extern const char ex_SPLIT_PRELUDE[];
 extern const char ex_SPLIT_ASYNC_PRELUDE[];
 

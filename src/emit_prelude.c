@@ -190,3 +190,11 @@ const char ex_SPLIT_ASYNC_PRELUDE[] =
     "  asm volatile(\"st.async.shared::cluster.mbarrier::complete_tx::bytes.v4.f32 [%0], {%1, %2, %3, %4}, [%5];\"\n"
     "               :: \"r\"(a), \"f\"(x), \"f\"(y), \"f\"(z), \"f\"(w), \"r\"(mb) : \"memory\");\n"
     "}\n";
+
+/* EPI_SMEM=7 into heads (a [B, H, S, D] output, its map of the tensor's own dims): a panel's box at (d, s, h, b);
+ * rows outside the tensor, before its first or past its last, are not written. Emitted only where used. */
+const char ex_TMA_STORE4_PRELUDE[] =
+    "static __device__ __forceinline__ void em_tma_store_4d(const em_tmap *m, unsigned src, int c0, int c1, int c2, int c3) {\n"
+    "  asm volatile(\"cp.async.bulk.tensor.4d.global.shared::cta.bulk_group [%0, {%2, %3, %4, %5}], [%1];\"\n"
+    "               :: \"l\"((unsigned long long)m), \"r\"(src), \"r\"(c0), \"r\"(c1), \"r\"(c2), \"r\"(c3) : \"memory\");\n"
+    "}\n";

@@ -91,7 +91,9 @@
     "correct, no faster: offered last); 7: the fragment epilogue's values (the fused ops, a residual loaded ahead) "  \
     "staged as 4's halves and stored by TMA: one output of the result's shape at its own index (SPLIT_K=1, "          \
     "STREAM_K=0; first at BN 128 and 256 where it applies: the 4096-token residual kernels 4-11% faster than with 0; " \
-    "last at BN 64). 3..7 need BN a multiple of 64 (64: one part)")                                                   \
+    "last at BN 64), or a Llama q projection's RoPE from the fragments into heads ([B, H, S, D], D a multiple of 64: " \
+    "a map of the output's own dims, a box a batch the tile's rows reach; written without a GPU run, offered last). "  \
+    "3..7 need BN a multiple of 64 (64: one part)")                                                                   \
   X(PAD_SMEM, TILE, 8, "0,8,16", "contraction (warp tier)",                                                            \
     "bf16 elements of padding per shared-memory tile row (8: conflict-free ldmatrix; 0: packed; TMA=1 sets 0: its "    \
     "tiles are swizzled)")                                                                                             \

@@ -168,6 +168,11 @@ return {
             -- the resource check refuses it elsewhere): first (atom.rope_in_regs, atom.rope_regs: their notes)
             epis, lead_epi = { 1, 2, 0 }, 1
             if atom.rope_in_regs(k) then epis, lead_epi = { 0, 1, 2 }, 0 end
+            -- EPI_SMEM=7 into heads (k.tma_heads: the [B, H, S, D] output stored by TMA, a map of its own dims): RoPE
+            -- from the fragments, its values staged and stored as the residual kernels' 7 (TinyLlama's q+RoPE at 4096
+            -- tokens, 128 x 128 fragments, 70.7 us against o's 56.5 at 128 x 256 with 7 and torch.compile's 55.5;
+            -- H100, thirty-third session). Written without a GPU run: offered after them
+            if atom.rope_in_regs(k) and k.tma_heads and o.BN % 64 == 0 then epis[#epis + 1] = 7 end
           elseif o.BN % 128 == 0 or o.BN == 64 then
             if k.tma_store and o.BN % 128 == 0 then
               table.insert(epis, 1, 4)

@@ -221,18 +221,36 @@ function M.launch(cu, plan, e, bufs, bind)
     args[#args + 1] = b
   end
   -- TMA tensor maps, encoded at this launch's shapes: input (or output) [..., inner] as rows x inner (leading
-  -- dims fold; t.inner: a row of that many elements, the tensor a contiguous view of rows x inner)
+  -- dims fold; t.inner: a row of that many elements, the tensor a contiguous view of rows x inner); t.own: the
+  -- tensor's own dims, innermost first, a box of t.box[2] rows of the second and one of each outer dim
   for _, t in ipairs(e.launch.tmaps or {}) do
     local v = t.output and g:value(g:outputs()[t.output]) or g:inputs()[t.input]
-    local shape = concrete(g, v.shape, bind)
-    local inner = t.inner or shape[#shape]
-    local m, err = cu:tmap { ptr = M.buffer(cu, bufs, g, v.name, bind), dtype = v.dtype, inner = inner,
-      outer = math.max(1, numel(shape) / inner), row_bytes = inner * BYTES[v.dtype], box = t.box }
+    local m, err = cu:tmap(M.tmap_spec(t, v.dtype, concrete(g, v.shape, bind), M.buffer(cu, bufs, g, v.name, bind)))
     if not m then return nil, ("%s: %s"):format(k.name, err) end
     args[#args + 1] = { tmap = m }
   end
   for _, s in ipairs(e.launch.syms) do args[#args + 1] = { i64 = bind[s] } end
   return cu:launch(e.fn, { grid = grid, block = e.launch.block, smem = e.launch.smem, args = args, pdl = e.launch.pdl })
+end
+
+-- A launch's tensor map t (launch.tmaps) over a tensor of dtype and concrete shape at ptr, as ctx:tmap takes it:
+-- rows x inner (the leading dims folded; t.inner: rows of that many elements), or with t.own the tensor's own dims,
+-- innermost first (strides in bytes), a box of t.box[1] x t.box[2] and one of each outer dim.
+function M.tmap_spec(t, dtype, shape, ptr)
+  local bytes = BYTES[dtype]
+  if not t.own then
+    local inner = t.inner or shape[#shape]
+    return { ptr = ptr, dtype = dtype, inner = inner, outer = math.max(1, numel(shape) / inner), row_bytes = inner * bytes,
+      box = t.box }
+  end
+  local dims, strides, box, step = {}, {}, {}, bytes
+  for i = #shape, 1, -1 do
+    local at = #dims + 1
+    dims[at], box[at] = math.max(1, shape[i]), at == 1 and t.box[1] or at == 2 and t.box[2] or 1
+    step = step * shape[i]
+    if i > 1 then strides[#strides + 1] = step end
+  end
+  return { ptr = ptr, dtype = dtype, dims = dims, strides = strides, box = box }
 end
 
 -- The scratch buffer gpu.launch passed to plan's kernel on bufs (SPLIT_K's partials, STAMP=1's records), or nil.

@@ -133,6 +133,15 @@ function M.facts(k)
     for i = 1, same and #out or 0 do same = same and at_hint(g, o1.shape[i], bind) == at_hint(g, out[i], bind) end
     f.tma_fused = same and not f.dual and f.siblings <= 1 and (o1.dtype == "bf16" or o1.dtype == "f16")
       and type(out[#out]) == "number" and out[#out] % 8 == 0
+    -- or into heads (the emitter's ws_heads_view): a q/k projection's one output [B, H, S, D], its result [B, S, H * D]
+    -- viewed as heads and transposed through RoPE, D the head width (meta stage) a multiple of 64, stored by a map of
+    -- the output's own dims
+    local D = f.stage
+    local heads = o1 ~= nil and D ~= nil and D % 64 == 0 and #o1.shape == 4 and #out == 3 and type(out[3]) == "number"
+      and o1.shape[4] == D and type(o1.shape[2]) == "number" and o1.shape[2] * D == out[3]
+      and at_hint(g, o1.shape[1], bind) == at_hint(g, out[1], bind) and at_hint(g, o1.shape[3], bind) == at_hint(g, out[2], bind)
+    f.tma_heads = heads and not f.dual and f.siblings <= 1 and (o1.dtype == "bf16" or o1.dtype == "f16") and out[3] % 8 == 0
+    f.tma_fused = f.tma_fused or f.tma_heads
     -- the multiply-adds of every weight the kernel applies to its operand (a dual or merged kernel: the sum of
     -- its siblings' widths, not the anchor's alone)
     local width = 0

@@ -527,13 +527,13 @@ local function contraction_combos(k, c)
         .. " SPLIT_K=1 (2 with PERSIST=1 and CLUSTER=1 but not EPI_SMEM=6 or 7, 4 also with EPI_SMEM=0), CLUSTER=1 unless PERSIST=1)"
     end
     -- (a head-local epilogue, RoPE: only the persistent pipeline's staged tile, EPI_SMEM 1 or 2, fenced by the
-    -- consumers' named barrier, or EPI_SMEM=0 reading the thread's own fragments where every column shift is a
+    -- consumers' named barrier, or EPI_SMEM 0 or 7 reading the thread's own fragments where every column shift is a
     -- multiple of 8 (k.stage_step) and the tile's columns are not split (SPLIT_K=1); no head-local reduction,
     -- NORM_EPI. The emitter's ex_ctr_stage_in_regs is the same rule)
-    local regs = (c.EPI_SMEM or 0) == 0 and (k.stage_step or 1) % 8 == 0 and (c.SPLIT_K or 1) == 1
+    local regs = ((c.EPI_SMEM or 0) == 0 or c.EPI_SMEM == 7) and (k.stage_step or 1) % 8 == 0 and (c.SPLIT_K or 1) == 1
     if k.stage and not (c.PERSIST == 1 and (c.EPI_SMEM == 1 or c.EPI_SMEM == 2 or regs) and (k.epilogue_reductions or 0) == 0) then
-      return false, "PRODUCER=1 with a head-local (RoPE) epilogue: PERSIST=1 with EPI_SMEM 1 or 2 (or 0 with SPLIT_K=1 and"
-        .. " column shifts in multiples of 8) and no head-local reduction (the producer leaves after its loop, so no"
+      return false, "PRODUCER=1 with a head-local (RoPE) epilogue: PERSIST=1 with EPI_SMEM 1 or 2 (or 0 or 7 with SPLIT_K=1"
+        .. " and column shifts in multiples of 8) and no head-local reduction (the producer leaves after its loop, so no"
         .. " block-barrier epilogue)"
     end
   end
@@ -552,7 +552,7 @@ local function contraction_combos(k, c)
   end
   if c.EPI_SMEM == 7 and not k.tma_fused then
     return false, "EPI_SMEM=7 stores the fused epilogue's one output by TMA: one linear, one bf16/f16 output of the result's "
-      .. "shape written at its own index, N a constant multiple of 8"
+      .. "shape written at its own index (or of its heads view's, [B, H, S, D] with D a multiple of 64), N a constant multiple of 8"
   end
   if c.EPI_SMEM == 4 and not k.tma_store then
     return false, "EPI_SMEM=4 stores the tile by TMA: one output, the linear's result or a contiguous view of it (no dual, "

@@ -238,8 +238,48 @@ static void read_arg(lua_State *L, int idx, int i, em_cu_arg *a) {
   lua_pop(L, 1);
 }
 
-/* ctx:tmap{ptr = buffer, dtype = "bf16"|"f16", inner = n, outer = n, row_bytes = n, box = {inner, outer}}
- * -> the 128-byte tensor map as a string (a launch argument {tmap = s}) | nil, msg */
+/* Reads list field `name` of the table at index 2: n positive integers into out (n from the list when *n is 0). */
+static void tmap_list(lua_State *L, const char *name, uint64_t *out, int *n) {
+  lua_getfield(L, 2, name);
+  luaL_checktype(L, -1, LUA_TTABLE);
+  int len = (int)lua_objlen(L, -1);
+  if (*n == 0) *n = len;
+  if (len != *n || len < 1 || len > 5) luaL_error(L, "tmap: %s has %d entries (want %d, at most 5)", name, len, *n);
+  for (int i = 0; i < len; i++) {
+    lua_rawgeti(L, -1, i + 1);
+    lua_Number x = luaL_checknumber(L, -1);
+    if (x < 1 || x != floor(x)) luaL_error(L, "tmap: %s[%d] = %f must be a positive integer", name, i + 1, x);
+    out[i] = (uint64_t)x;
+    lua_pop(L, 1);
+  }
+  lua_pop(L, 1);
+}
+
+/* ctx:tmap's ranked form (dims, strides, box). */
+static int tmap_ranked(lua_State *L, uint64_t ptr, int bf16) {
+  uint64_t dims[5], strides[4], box[5];
+  int rank = 0, ns, nb;
+  tmap_list(L, "dims", dims, &rank);
+  if (rank < 2) luaL_error(L, "tmap: dims has %d entries (2..5)", rank);
+  ns = rank - 1, nb = rank;
+  tmap_list(L, "strides", strides, &ns);
+  tmap_list(L, "box", box, &nb);
+  unsigned bx[5];
+  for (int i = 0; i < rank; i++) bx[i] = (unsigned)box[i];
+  _Alignas(64) unsigned char m[128];
+  char err[EM_ERR_MAX];
+  if (em_cu_tmap_encode(m, ptr, bf16, rank, dims, strides, bx, err)) {
+    lua_pushnil(L);
+    lua_pushstring(L, err);
+    return 2;
+  }
+  lua_pushlstring(L, (const char *)m, 128);
+  return 1;
+}
+
+/* ctx:tmap{ptr = buffer, dtype = "bf16"|"f16", inner = n, outer = n, row_bytes = n, box = {inner, outer}}, or of
+ * rank 2..5: ctx:tmap{ptr =, dtype =, dims = {innermost first}, strides = {bytes a step of dims[2], dims[3], ...},
+ * box = {an extent a dim}} -> the 128-byte tensor map as a string (a launch argument {tmap = s}) | nil, msg */
 static int ctx_tmap(lua_State *L) {
   check_ctx(L, 1);
   luaL_checktype(L, 2, LUA_TTABLE);
@@ -251,6 +291,10 @@ static int ctx_tmap(lua_State *L) {
   int bf16 = !strcmp(dt, "bf16");
   if (!bf16 && strcmp(dt, "f16")) luaL_error(L, "tmap: dtype %s (bf16 or f16)", dt);
   lua_pop(L, 1);
+  lua_getfield(L, 2, "dims");
+  int ranked = lua_istable(L, -1);
+  lua_pop(L, 1);
+  if (ranked) return tmap_ranked(L, ptr, bf16);
   uint64_t f[3];
   static const char *const names[3] = {"inner", "outer", "row_bytes"};
   for (int i = 0; i < 3; i++) {

@@ -794,7 +794,8 @@ static int g_dim(lua_State *L) {
  * (a knob that is not in the knob table, or a value it does not take, is the message)
  * launch = {grid = {text, text, text}, block = {x, y, z}, smem = bytes, syms = {names of symbol args},
  *           tmaps = {{input = 1-based input position | output = 1-based output position, inner = row elements
- *                     (only where not the tensor's last dim), box = {inner, rows}}, ...},
+ *                     (only where not the tensor's last dim), box = {inner, rows}, own = true where the map has the
+ *                     tensor's own dims (box[2] rows of the second innermost, one of each outer dim)}, ...},
  *           scratch_per_tile = bytes per block (SPLIT_K > 1, STAMP=1; 0 otherwise),
  *           persistent = 0, or the cluster size (1, 2) when grid[1] counts tiles and the launcher caps it at the
  *           SM count (a multiple of the cluster size), sm_blocks = a persistent grid's CTAs an SM (the cap's
@@ -881,6 +882,10 @@ static int l_emit(lua_State *L) {
     if (la.tmaps[i].inner > 0) {
       lua_pushnumber(L, (lua_Number)la.tmaps[i].inner);
       lua_setfield(L, -2, "inner");
+    }
+    if (la.tmaps[i].own) {
+      lua_pushboolean(L, 1);
+      lua_setfield(L, -2, "own");
     }
     lua_createtable(L, 2, 0);
     lua_pushinteger(L, la.tmaps[i].box[0]);

@@ -1175,4 +1175,45 @@ test("the tile split (EMMY_TILE_SPLIT=0 leaves it out): the RoPE projection's he
   end
 end)
 
+test("EPI_SMEM=7 into heads: the RoPE projection's [B, H, S, D] output stored by TMA through a map of its own dims, a box a batch the tile reaches; refused for the dual k+v; NVRTC compiles it at 128 x 128 and 128 x 256", function()
+  local LL = { "TinyLlama/TinyLlama-1.1B-Chat-v1.0", "--layer", "0", "--dynamic", "seq_len@x:1" }
+  local pins = function(kn, p) return "EMMY_KNOBS=" .. p:gsub("([%w_]+=)", kn .. ":%1") end
+  local c1, src, e1 = emmy(args("compile", LL, "--ir", "cuda", "--kernel", "k_linear_rope_88e5e1"), { env = pins("88e5e1", "EPI_SMEM=7") })
+  eq(c1, 0, e1)
+  check(src:find("em_tma_store_4d(&tm2, em_epa + 0u, (int)((n0 + 0) % 64), (int)(em_s0 - em_i * em_hs), (int)((n0 + 0) / 64), em_b0 + em_i);", 1, true),
+    "the panel's store at (d, s, h, b): " .. src:sub(-1500))
+  check(src:find("for (int em_i = 0; em_i * em_hs < em_s0 + 64 && em_b0 + em_i < em_hb; em_i++) {", 1, true), "a box a batch the rows reach")
+  check(src:find("cp.async.bulk.tensor.4d.global.shared::cta.bulk_group", 1, true), "the 4-d store's prelude")
+  check(not src:find("out0[", 1, true), "no per-thread store of the output")
+  -- the launch's map: the output's own dims
+  local d = tmpdir()
+  local c2, _, e2 = emmy(args("compile", LL, "--dump-dir", d), { env = pins("88e5e1", "EPI_SMEM=7") })
+  eq(c2, 0, e2)
+  local txt = read_file(d .. "/40_lowering_cuda.kernels/k_linear_rope_88e5e1.txt")
+  check(txt:find("EPI_SMEM=7", 1, true), txt:sub(1, 400))
+  -- k+v+RoPE (a dual pair) has no EPI_SMEM=7
+  local c3, _, e3 = emmy(args("compile", LL, "--ir", "cuda", "--kernel", "k_linear_rope_4277a7"), { env = pins("4277a7", "EPI_SMEM=7") })
+  check(c3 ~= 0 and e3:find("EPI_SMEM takes", 1, true), "the dual refuses it: " .. e3)
+  local ok, nv = pcall(require, "emmy.nvrtc")
+  if ok and nv.version() then
+    for _, p in ipairs { "BM=128,BN=128,EPI_SMEM=7,STAGES=4", "BM=128,BN=256,EPI_SMEM=7,STAGES=4" } do
+      local c4, o4, e4 = emmy(args("compile", LL, "--batch", "8", "--nvrtc"), { env = pins("8f300b", p) .. " EMMY_CUBIN_CACHE=" .. tmpdir() })
+      eq(c4, 0, p .. ": " .. e4)
+      check(o4:find(", 0 failed", 1, true), o4)
+    end
+  end
+end)
+
+test("gpu.tmap_spec: rows x inner, or the tensor's own dims innermost first with byte strides and a box of one in each outer dim", function()
+  local gpu = require "emmy.gpu"
+  local s = gpu.tmap_spec({ box = { 64, 128 } }, "bf16", { 1, 512, 2048 }, 0)
+  eq(s.inner, 2048) eq(s.outer, 512) eq(s.row_bytes, 4096) eq(s.dims, nil)
+  s = gpu.tmap_spec({ box = { 64, 128 }, inner = 1024 }, "bf16", { 1, 512, 2048 }, 0)
+  eq(s.inner, 1024) eq(s.outer, 1024)
+  s = gpu.tmap_spec({ box = { 64, 128 }, own = true }, "bf16", { 8, 32, 37, 64 }, 0)
+  eq(table.concat(s.dims, ","), "64,37,32,8")
+  eq(table.concat(s.strides, ","), "128,4736,151552")
+  eq(table.concat(s.box, ","), "64,128,1,1")
+end)
+
 return T
