@@ -46,6 +46,9 @@ return {
                        achieved occupancy, SM / DRAM / tensor-pipe / FMA throughput, LSU instructions, shared bank
                        conflicts, registers (with --dump-dir: 61_ncu_metrics.csv and .json); counters not permitted
                        (ERR_NVGPUCTRPERM) is one line and the run goes on
+  --profile-sass N     emmy's kernels under ncu's source counters (warp-state PC sampling), read back per SASS
+                       instruction: the stall samples by opcode and the N instructions with the most, with their
+                       reasons (with --dump-dir: 62_ncu_sass.csv, ncu's CSV as it came)
   --clock-control M    ncu's clock control for --profile: none (default: clocks left alone) or base
   Exit status 1 when any kernel or the final output mismatches.]],
   run = function(argv)
@@ -53,7 +56,7 @@ return {
       flags = frontend.merge_flags { ["--bind"] = { kind = "string", multi = true }, ["--sweep"] = { kind = "int", default = 0, min = 0 },
         ["--kernel"] = { kind = "string" }, ["--dump-dir"] = { kind = "string" }, ["--json"] = { kind = "bool" },
         ["--ir"] = { kind = "string" }, ["--bench"] = { kind = "bool" }, ["--bench-backends"] = { kind = "string" }, ["--ab"] = { kind = "string", multi = true },
-        ["--profile"] = { kind = "bool" }, ["--pad-rows"] = { kind = "bool" }, ["--clock-control"] = { kind = "string", default = "none" } },
+        ["--profile"] = { kind = "bool" }, ["--profile-sass"] = { kind = "int", default = 0, min = 0 }, ["--pad-rows"] = { kind = "bool" }, ["--clock-control"] = { kind = "string", default = "none" } },
       positional = { "input" }, usage = "emmy run INPUT [--seq-len N]",
     }, "run")
     if opts.ir and pos.input and opts.ir ~= pos.input then
@@ -290,6 +293,23 @@ return {
       if opts.dump_dir then
         profile.write(opts.dump_dir, pr)
         print(("profile files: %s/61_ncu_metrics.csv, 61_ncu_metrics.json"):format(opts.dump_dir))
+      end
+    end
+    -- --profile-sass N: emmy's kernels' stall samples per SASS instruction (emmy.profile.sass)
+    if (opts.profile_sass or 0) > 0 and not cu:lost() then
+      local profile = require "emmy.profile"
+      local file = r.file
+      if not file then
+        file = os.tmpname() .. ".torch.json"
+        cli.must(require("emmy.graphjson").write(g, file, { sync = false }))
+      end
+      io.stderr:write("  profile: emmy's kernels under ncu's source counters\n")
+      local tables, csv, raw = profile.sass { repro = file, bind = bind, clock_control = opts.clock_control }
+      if not r.file then os.remove(file) end
+      if tables then profile.print_sass(tables, opts.profile_sass) else print("note: " .. csv) end
+      if opts.dump_dir and (raw or tables) then
+        require("emmy.dump").write_file(opts.dump_dir .. "/62_ncu_sass.csv", tables and csv or raw)
+        print(("profile file: %s/62_ncu_sass.csv"):format(opts.dump_dir))
       end
     end
     -- --bench: the whole graph and each kernel against torch eager and torch.compile (emmy.bench)

@@ -255,6 +255,124 @@ function M.run(a)
   return res
 end
 
+-- Source-level stall sampling (`emmy run … --profile-sass N`, issue 19's "measure the main loop"): emmy's kernels under
+-- ncu's SourceCounters section (the warp-state PC sampling), the report read back per SASS instruction (`ncu -i REP
+-- --page source --csv --print-source sass`). M.parse_sass reads that CSV whatever its column set: a table begins at
+-- a header row that names a "Source" column and a "Warp Stall Sampling" one; its rows are instructions. Returns
+-- {{kernel = name or "#i", rows = {{addr, sass, samples, reasons = {name = n}}}, total = samples}}.
+function M.parse_sass(text)
+  local tables, cur, kernel = {}, nil, nil
+  for line in text:gmatch("[^\r\n]+") do
+    local name = line:match("^%s*Kernel Name:?%s*\"?([^\"]+)") or line:match('^"Kernel Name","([^"]+)"')
+    if name then kernel = name end
+    if line:sub(1, 1) == '"' then
+      local f = csv_fields(line)
+      local src, samp, addr = nil, nil, nil
+      for i, h in ipairs(f) do
+        if h == "Source" then src = i end
+        if h == "Address" then addr = i end
+        if not samp and h:find("Warp Stall Sampling", 1, true) and not h:find("Not%-issued") then samp = i end
+      end
+      if src and samp then
+        local reasons = {}
+        for i, h in ipairs(f) do
+          if i ~= samp and (h:lower():find("stall", 1, true) or h:find("^smsp__pcsamp")) and not h:find("Warp Stall Sampling", 1, true) then
+            reasons[#reasons + 1] = { i = i, name = h }
+          end
+        end
+        cur = { kernel = kernel or ("#" .. (#tables + 1)), rows = {}, total = 0, src = src, samp = samp, addr = addr, reasons = reasons }
+        tables[#tables + 1] = cur
+        kernel = nil
+      elseif cur then
+        local n = tonumber((f[cur.samp] or ""):gsub(",", ""), 10)
+        if n then
+          local row = { addr = cur.addr and f[cur.addr] or "", sass = f[cur.src] or "", samples = n, reasons = {} }
+          for _, r in ipairs(cur.reasons) do
+            local v = tonumber((f[r.i] or ""):gsub(",", ""), 10)
+            if v and v > 0 then row.reasons[r.name] = v end
+          end
+          cur.rows[#cur.rows + 1] = row
+          cur.total = cur.total + n
+        end
+      end
+    end
+  end
+  for _, t in ipairs(tables) do t.src, t.samp, t.addr, t.reasons = nil, nil, nil, nil end
+  return tables
+end
+
+-- A SASS line's opcode without predicate and modifiers' operands ("@P0 HGMMA.64x64x16.F32.BF16 R24, …" -> "HGMMA").
+local function opcode(sass)
+  local s = sass:gsub("^%s*@!?U?P%w+%s+", "")
+  return (s:match("^([%u%d_]+)") or "?")
+end
+M.opcode = opcode
+
+-- Prints each kernel's stall samples: by opcode, then the top instructions with their reasons.
+function M.print_sass(tables, top)
+  local tbl = require "emmy.tbl"
+  for _, t in ipairs(tables) do
+    if t.total > 0 then
+      print(("\nstall samples of %s: %d over %d SASS instructions"):format(t.kernel, t.total, #t.rows))
+      local by, order = {}, {}
+      for _, r in ipairs(t.rows) do
+        local op = opcode(r.sass)
+        if not by[op] then by[op] = { n = 0, count = 0 } order[#order + 1] = op end
+        by[op].n, by[op].count = by[op].n + r.samples, by[op].count + 1
+      end
+      table.sort(order, function(a, b) return by[a].n > by[b].n end)
+      local rows = {}
+      for i = 1, math.min(#order, 12) do
+        local op = order[i]
+        rows[#rows + 1] = { op, tostring(by[op].count), tostring(by[op].n), ("%.1f"):format(100 * by[op].n / t.total) }
+      end
+      tbl.print { header = { "opcode", "instructions", "samples", "%" }, rows = rows, align = "lrrr" }
+      local sorted = {}
+      for _, r in ipairs(t.rows) do sorted[#sorted + 1] = r end
+      table.sort(sorted, function(a, b) return a.samples > b.samples end)
+      rows = {}
+      for i = 1, math.min(#sorted, top) do
+        local r = sorted[i]
+        local rs = {}
+        for name, v in pairs(r.reasons) do rs[#rs + 1] = { name = name, v = v } end
+        table.sort(rs, function(a, b) return a.v > b.v end)
+        local why = {}
+        for j = 1, math.min(#rs, 3) do why[#why + 1] = ("%s %d"):format(rs[j].name, rs[j].v) end
+        rows[#rows + 1] = { r.addr, ("%.1f"):format(100 * r.samples / t.total), r.sass:sub(1, 60), table.concat(why, ", ") }
+      end
+      tbl.print { header = { "address", "%", "SASS", "reasons (samples)" }, rows = rows, align = "lrll" }
+    end
+  end
+end
+
+-- Runs emmy's kernels of reproducer repro under ncu's source counters and reads them back per SASS instruction.
+-- Returns the tables (M.parse_sass) and the raw CSV, or nil and a one-line reason.
+function M.sass(a)
+  local ncu = M.ncu_path()
+  if not ncu then return nil, "ncu (Nsight Compute) not found: set EMMY_NCU to its path" end
+  local binds = {}
+  for k, v in pairs(a.bind or {}) do binds[#binds + 1] = ("--bind %s=%d"):format(k, v) end
+  table.sort(binds)
+  local rep = os.tmpname()
+  local exe = sys.realpath("/proc/self/exe")
+  local cmd = ("%s --clock-control %s --section SourceCounters --section WarpStateStats --kernel-name regex:^k_ -f -o %s env EMMY_PROFILED=1 %s run --ir %s %s 2>&1")
+    :format(sq(ncu), a.clock_control or "none", sq(rep), sq(exe), sq(a.repro), table.concat(binds, " "))
+  local p = io.popen(cmd)
+  local out = p:read("*a")
+  p:close()
+  if out:find("ERR_NVGPUCTRPERM", 1, true) then return nil, "ncu: this user may not read the GPU's performance counters (ERR_NVGPUCTRPERM)" end
+  local p2 = io.popen(("%s -i %s.ncu-rep --page source --csv --print-source sass 2>&1"):format(sq(ncu), sq(rep)))
+  local csv = p2:read("*a")
+  p2:close()
+  os.remove(rep .. ".ncu-rep")
+  os.remove(rep)
+  local tables = M.parse_sass(csv)
+  if #tables == 0 then
+    return nil, "ncu: no per-instruction table read back: " .. (csv:sub(1, 300):gsub("%s+", " ")), csv
+  end
+  return tables, csv
+end
+
 function M.print(res)
   if next(res.backends) == nil then
     print("\nprofile: nothing measured")

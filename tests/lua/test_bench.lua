@@ -417,4 +417,30 @@ test("run --profile: ncu's CSV parsed and aggregated per backend; unknown metric
   check(c3 == 0 and o3:find("error: ncu: this user may not read the GPU's performance counters (ERR_NVGPUCTRPERM)", 1, true), o3)
 end)
 
+test("profile.parse_sass: ncu's per-instruction CSV (a table a kernel, whatever its columns) to stall samples by instruction and opcode", function()
+  local profile = require "emmy.profile"
+  local csv = table.concat({
+    "==PROF== Connected to process 1",
+    '"Kernel Name","k_sdpa_1"',
+    '"Address","Source","Warp Stall Sampling (All Samples)","Warp Stall Sampling (Not-issued Samples)","stall_long_sb","stall_wait","Instructions Executed"',
+    '"0x7f00","HGMMA.64x128x16.F32.BF16 R24, gdesc[UR4], R24","120","100","0","90","64"',
+    '"0x7f10","@P0 SYNCS.PHASECHK.TRANS64.TRYWAIT P0, [UR8], R3","300","280","250","10","1,024"',
+    '"0x7f20","MUFU.EX2 R5, R6","40","30","0","","512"',
+    '"Kernel Name","k_linear_2"',
+    '"Address","Source","Warp Stall Sampling (All Samples)"',
+    '"0x10","FFMA R1, R2, R3, R4","7"',
+  }, "\n")
+  local t = profile.parse_sass(csv)
+  eq(#t, 2, "two kernels")
+  eq(t[1].kernel, "k_sdpa_1") eq(t[1].total, 460) eq(#t[1].rows, 3)
+  eq(t[1].rows[2].reasons.stall_long_sb, 250) eq(t[1].rows[2].reasons.stall_wait, 10)
+  eq(t[1].rows[3].reasons.stall_wait, nil, "an empty reason is left out")
+  eq(t[2].kernel, "k_linear_2") eq(t[2].total, 7)
+  eq(profile.opcode("@P0 SYNCS.PHASECHK.TRANS64.TRYWAIT P0, [UR8], R3"), "SYNCS")
+  eq(profile.opcode("@!UP1 HGMMA.64x128x16.F32.BF16 R24"), "HGMMA")
+  eq(profile.opcode("MUFU.EX2 R5, R6"), "MUFU")
+  eq(#profile.parse_sass("no table here"), 0)
+  profile.print_sass(t, 2) -- (prints: the opcode table and the top two instructions a kernel)
+end)
+
 return T
