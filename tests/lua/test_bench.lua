@@ -443,4 +443,25 @@ test("profile.parse_sass: ncu's per-instruction CSV (a table a kernel, whatever 
   profile.print_sass(t, 2) -- (prints: the opcode table and the top two instructions a kernel)
 end)
 
+test("emmy run --profile-sass on the mock driver with a stand-in ncu: the report read back per SASS instruction, the table printed, 62_ncu_sass.csv written", function()
+  local d = tmpdir()
+  local so = mock_driver(d)
+  write_file(d .. "/ncu", table.concat({
+    "#!/bin/sh",
+    'case "$*" in',
+    '  *" -i "*|"-i "*) printf \'%s\\n\' \'"Kernel Name","k_linear_7363a2"\' \'"Address","Source","Warp Stall Sampling (All Samples)","stall_long_sb"\' \'"0x10","@P0 SYNCS.PHASECHK.TRANS64.TRYWAIT P0, [UR8], R3","90","80"\' \'"0x20","HGMMA.64x64x16.F32.BF16 R24, gdesc[UR4], R24","10","0"\' ;;',
+    '  *) echo "==PROF== profiling" ;;',
+    "esac",
+  }, "\n") .. "\n")
+  sh("chmod +x " .. shell_quote(d .. "/ncu"))
+  local code, out, err = emmy({ "run", "Qwen/Qwen3-Embedding-0.6B", "--layer", "0", "--dynamic", "seq_len@x:1", "--seq-len", "8",
+    "--profile-sass", "2", "--dump-dir", d .. "/dump" },
+    { env = ("EMMY_MOCK_ANY_KERNEL=1 EMMY_LIBCUDA=%s EMMY_LIBCUPTI=/nonexistent EMMY_CUBIN_CACHE=%s/cc EMMY_NCU=%s/ncu"):format(so, d, d) })
+  eq(code, 1, "the no-op kernels are wrong: " .. err)
+  check(out:find("stall samples of k_linear_7363a2: 100 over 2 SASS instructions", 1, true), out)
+  check(out:find("SYNCS%s+1%s+90%s+90%.0"), out)
+  check(out:find("stall_long_sb 80", 1, true), out)
+  check(read_file(d .. "/dump/62_ncu_sass.csv"):find("TRYWAIT", 1, true), "the raw CSV kept")
+end)
+
 return T
