@@ -600,7 +600,7 @@ static void ws_consumers(ectx *c, const ex_ctr *k, em_launch *L, int stages, int
     ex_line(c, "if (em_t + gridDim.x / %d >= %s) asm volatile(\"griddepcontrol.launch_dependents;\" ::: \"memory\");",
             cl == 2 ? 2 : sk >= 2 ? sk : 1, cl == 2 ? "em_pairs" : "em_tiles");
   ws_stamp(c, sp, "const unsigned em_c4 = em_clock();");
-  if (skm) ex_sk_fixup(c, k, k->BM / 16); /* a stream-K piece: hand over, or gather and go on to the epilogue */
+  if (skm) ex_sk_fixup(c, k, k->BM / 16, sp ? "em_skb" : "em_scratch"); /* a stream-K piece: hand over, or gather and go on to the epilogue */
   if (kg_split) ws_kgroup_exchange(c, k);
   else if (wgk == 2) ws_kgroup_handover(c, k, cl);
   if (ws_cluster_late(c, cl, sk)) ws_cluster_wait_once(c);
@@ -715,9 +715,9 @@ void ex_k_contraction_ws(ectx *c, const ex_ctr *k, em_launch *L) {
       (cl != 1 && cl != 2) ||
       (EX_KNOB(c, PAIR_A) && cl != 2) || EX_KNOB(c, PRODUCER) != 1 ||
       EX_KNOB(c, WG_WAIT) != 1 || (staged < 0 || staged > 7) || ws_has_prologue(c, k) ||
-      (EX_KNOB(c, STREAM_K) && (sk != 1 || cl != 1 || sp))) {
+      (EX_KNOB(c, STREAM_K) && (sk != 1 || cl != 1))) {
     ex_fail(c, "PERSIST=1: a persistent producer/consumer pipeline (TMA=1, WGMMA=1, WG_WAIT=1, PRODUCER=1, BM 64 or "
-               "128, STAGES >= 2, SPLIT_K 1, 2 or 4 (2, 4: CLUSTER=1; 4: EPI_SMEM=0), CLUSTER 1 or 2 (PAIR_A=1: 2), STREAM_K=1 only with SPLIT_K=1, CLUSTER=1, STAMP=0, EPI_SMEM 0..7, one linear or a dual pair, no prologue; a head-local "
+               "128, STAGES >= 2, SPLIT_K 1, 2 or 4 (2, 4: CLUSTER=1; 4: EPI_SMEM=0), CLUSTER 1 or 2 (PAIR_A=1: 2), STREAM_K=1 only with SPLIT_K=1, CLUSTER=1, EPI_SMEM 0..7, one linear or a dual pair, no prologue; a head-local "
                "epilogue (RoPE) with EPI_SMEM 1 or 2, or 0 or 7 from the fragments (SPLIT_K=1, column shifts in multiples of 8), and no head-local reduction)");
     return;
   }
@@ -793,7 +793,8 @@ void ex_k_contraction_ws(ectx *c, const ex_ctr *k, em_launch *L) {
     }
   }
   if (sp) {
-    L->scratch_per_tile = 4LL * WS_STAMP_FIELDS * WS_STAMP_ROLES; /* per CTA: the launcher's grid is one CTA a "tile" */
+    /* per CTA (the launcher's grid is one CTA a "tile"): the records first, every CTA's, then stream-K's part */
+    L->scratch_per_tile += 4LL * WS_STAMP_FIELDS * WS_STAMP_ROLES;
     ex_use_prelude(c, ex_STAMP_PRELUDE);
   }
   ws_shared_decls(c, stages);
@@ -817,6 +818,9 @@ void ex_k_contraction_ws(ectx *c, const ex_ctr *k, em_launch *L) {
     ex_line(c, "unsigned *const em_st = reinterpret_cast<unsigned *>(em_scratch) + blockIdx.x * %d; /* STAMP: this CTA's record */",
             WS_STAMP_FIELDS * WS_STAMP_ROLES);
     ex_line(c, "const unsigned long long em_g0 = em_gtime(); const unsigned em_e0 = em_clock(); /* STAMP: the CTA's entry */");
+    if (EX_KNOB(c, STREAM_K))
+      ex_line(c, "float *const em_skb = em_scratch + (long long)gridDim.x * %d; /* STREAM_K: its slots and flags after the records */",
+              WS_STAMP_FIELDS * WS_STAMP_ROLES);
   }
   ws_sizes(c, k);
   ex_line(c, "const int tid = threadIdx.x, lane = tid & 31, wid = tid >> 5;");

@@ -43,16 +43,17 @@ void ex_sk_item_loop(ectx *c) {
   c->indent--;
 }
 
-/* After a piece's K loop (consumers): hand over (and skip the epilogue) or gather. cw consumer warps. */
-void ex_sk_fixup(ectx *c, const ex_ctr *k, int cw) {
+/* After a piece's K loop (consumers): hand over (and skip the epilogue) or gather. cw consumer warps; base: the text of
+ * the stream-K part of the launch scratch (em_scratch, or after STAMP=1's records). */
+void ex_sk_fixup(ectx *c, const ex_ctr *k, int cw, const char *base) {
   int threads = 32 * cw, nst = k->dual ? 2 : 1;
   long long slot = (long long)k->BM * k->BN * nst; /* floats */
   ex_line(c, "if (em_u >= 0 && (em_kb > 0 || em_ke < nk)) {");
   c->indent++;
-  ex_line(c, "unsigned *const em_flag = reinterpret_cast<unsigned *>(em_scratch + (long long)em_G * %lldLL);", slot);
+  ex_line(c, "unsigned *const em_flag = reinterpret_cast<unsigned *>(%s + (long long)em_G * %lldLL);", base, slot);
   ex_line(c, "if (em_ke < nk) { /* a head: this CTA's slot, then its flag */");
   c->indent++;
-  ex_line(c, "float4 *const em_w = reinterpret_cast<float4 *>(em_scratch + (long long)blockIdx.x * %lldLL) + tid;", slot);
+  ex_line(c, "float4 *const em_w = reinterpret_cast<float4 *>(%s + (long long)blockIdx.x * %lldLL) + tid;", base, slot);
   ex_line(c, "#pragma unroll");
   ex_line(c, "for (int j = 0; j < %d; j++) {", k->FN);
   for (int s = 0; s < nst; s++) {
@@ -81,7 +82,7 @@ void ex_sk_fixup(ectx *c, const ex_ctr *k, int cw) {
   ex_line(c, "for (int em_c = (int)blockIdx.x - 1; em_c >= 0; em_c--) {");
   c->indent++;
   ex_line(c, "if (((long long)em_c + 1) * em_I / em_G == (long long)em_c * em_I / em_G) continue;");
-  ex_line(c, "const float4 *const em_r = reinterpret_cast<const float4 *>(em_scratch + (long long)em_c * %lldLL) + tid;", slot);
+  ex_line(c, "const float4 *const em_r = reinterpret_cast<const float4 *>(%s + (long long)em_c * %lldLL) + tid;", base, slot);
   ex_line(c, "#pragma unroll");
   ex_line(c, "for (int j = 0; j < %d; j++) {", k->FN);
   for (int s = 0; s < nst; s++) {

@@ -464,4 +464,23 @@ test("emmy run --profile-sass on the mock driver with a stand-in ncu: the report
   check(read_file(d .. "/dump/62_ncu_sass.csv"):find("TRYWAIT", 1, true), "the raw CSV kept")
 end)
 
+test("bench/gemm.lua --stamp takes a stream-K pin (STAMP=1 with STREAM_K=1: the records first, the slots and flags after): built and launched on the mock driver", function()
+  local d = tmpdir()
+  local so = mock_driver(d)
+  local env = ("EMMY_MOCK_SMS=132 EMMY_MOCK_ANY_KERNEL=1 EMMY_LIBCUDA=%s EMMY_LIBCUPTI=/nonexistent EMMY_CUBIN_CACHE=%s/cc"):format(so, d)
+  local code, out, err = emmy({ ROOT .. "/bench/gemm.lua", "--cases", "qwen", "--batches", "1", "--kernels", "add_f97", "--match", "X=1",
+    "--stamp", "--pins", "BM=128,BN=128,WM=8,WG_K=1,STREAM_K=1,EPI_SMEM=0,STAGES=4", "--json", d .. "/g.json" }, { env = env })
+  check(code ~= 2, err .. out)
+  local j = cjson.decode(read(d .. "/g.json"))
+  local seen = false
+  for _, v in ipairs(j.variants) do
+    if v.knobs:find("STREAM_K=1", 1, true) then
+      seen = true
+      -- (the mock's kernels compute nothing: checked and found wrong, never refused by the emitter)
+      check(v.error and v.error:find("^wrong"), tostring(v.error))
+    end
+  end
+  check(seen, "the stream-K pin ran: " .. out)
+end)
+
 return T
