@@ -600,7 +600,9 @@ static void ws_consumers(ectx *c, const ex_ctr *k, em_launch *L, int stages, int
     ex_line(c, "if (em_t + gridDim.x / %d >= %s) asm volatile(\"griddepcontrol.launch_dependents;\" ::: \"memory\");",
             cl == 2 ? 2 : sk >= 2 ? sk : 1, cl == 2 ? "em_pairs" : "em_tiles");
   ws_stamp(c, sp, "const unsigned em_c4 = em_clock();");
-  if (skm) ex_sk_fixup(c, k, k->BM / 16, sp ? "em_skb" : "em_scratch"); /* a stream-K piece: hand over, or gather and go on to the epilogue */
+  /* a stream-K piece: hand over (STAMP: its marks taken before it leaves the item), or gather and go on to the epilogue */
+  if (skm)
+    ex_sk_fixup(c, k, k->BM / 16, sp ? "em_skb" : "em_scratch", sp ? "em_stl += em_c4 - em_c3, em_se += em_clock() - em_c4;" : NULL);
   if (kg_split) ws_kgroup_exchange(c, k);
   else if (wgk == 2) ws_kgroup_handover(c, k, cl);
   if (ws_cluster_late(c, cl, sk)) ws_cluster_wait_once(c);

@@ -259,7 +259,7 @@ void ex_wgmma_insn_at(ectx *c, int n, const char *mt, const char *acc, const cha
  * the fix-up after a piece's K loop, and the launch scratch a CTA needs. */
 void ex_sk_schedule(ectx *c);
 void ex_sk_item_loop(ectx *c);
-void ex_sk_fixup(ectx *c, const ex_ctr *k, int cw, const char *base);
+void ex_sk_fixup(ectx *c, const ex_ctr *k, int cw, const char *base, const char *skip);
 long long ex_sk_scratch_per_cta(const ex_ctr *k);
 /* The persistent warp-specialized pipeline (PERSIST=1, emit_gemm_ws.c). */
 void ex_k_contraction_ws(ectx *c, const ex_ctr *k, em_launch *L);

@@ -44,8 +44,9 @@ void ex_sk_item_loop(ectx *c) {
 }
 
 /* After a piece's K loop (consumers): hand over (and skip the epilogue) or gather. cw consumer warps; base: the text of
- * the stream-K part of the launch scratch (em_scratch, or after STAMP=1's records). */
-void ex_sk_fixup(ectx *c, const ex_ctr *k, int cw, const char *base) {
+ * the stream-K part of the launch scratch (em_scratch, or after STAMP=1's records); skip: a line emitted before a
+ * hand-over leaves the item (STAMP=1's tail and epilogue marks), or NULL. */
+void ex_sk_fixup(ectx *c, const ex_ctr *k, int cw, const char *base, const char *skip) {
   int threads = 32 * cw, nst = k->dual ? 2 : 1;
   long long slot = (long long)k->BM * k->BN * nst; /* floats */
   ex_line(c, "if (em_u >= 0 && (em_kb > 0 || em_ke < nk)) {");
@@ -65,6 +66,7 @@ void ex_sk_fixup(ectx *c, const ex_ctr *k, int cw, const char *base) {
   ex_line(c, "__threadfence();");
   ex_line(c, "asm volatile(\"bar.sync 1, %d;\" ::: \"memory\");", threads);
   ex_line(c, "if (tid == 0) asm volatile(\"st.release.gpu.global.u32 [%%0], 1;\" :: \"l\"(em_flag + blockIdx.x * 4) : \"memory\");");
+  if (skip) ex_line(c, "%s", skip);
   ex_line(c, "continue;");
   c->indent--;
   ex_line(c, "}");
