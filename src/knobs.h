@@ -228,7 +228,8 @@
     "and load issue, totals) into a per-CTA scratch record (`launch.scratch_per_tile` bytes; with STREAM_K=1 every "   \
     "CTA's record first, its slots and flags after); bench/gemm.lua --stamp prints them. FLASH=2 attention likewise " \
     "(thread 0 of each consumer warpgroup: the K barrier's wait, PINGPONG's turn, the issue of S and PV, the waits " \
-    "for S and PV, the softmax, the epilogue; the producer lane's waits and issue; emit_attention_wgmma.c FA_STAMP_FIELDS), bench/attention.lua --stamp. Never chosen by a rule; " \
+    "for S and PV, the softmax, the epilogue; the producer lane's waits and issue; emit_attention_wgmma.c "          \
+    "FA_STAMP_FIELDS), bench/attention.lua --stamp. Never chosen by a rule; "                                         \
     "0: no stamps (the default text)")                                                                                 \
   X(DIAG, DEBUG, 0, "0..3", "contraction (PERSIST=1; bench/gemm.lua, timed unchecked)",                            \
     "a diagnostic whose results are wrong, to take a persistent GEMM's time apart: 1 the wgmma left out (the ring "  \
