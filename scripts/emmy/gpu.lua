@@ -198,6 +198,10 @@ function M.launch(cu, plan, e, bufs, bind)
   local cl = e.launch.persistent or 0
   if cl > 0 then
     local cap = cu:info().sm_count * (e.launch.sm_blocks or 1)
+    -- EMMY_PERSIST_CTAS=N (a diagnostic, docs/formats.md): at most N CTAs, each looping over more tiles — whether a
+    -- k-step's wait is each SM's feed (unchanged with fewer SMs) or L2's as a whole (shorter)
+    local most = tonumber(os.getenv("EMMY_PERSIST_CTAS") or "")
+    if most and most >= 1 then cap = math.min(cap, math.floor(most)) end
     if cl >= 2 then
       if e.max_clusters == nil then e.max_clusters = e.fn:max_clusters({ cl, 1, 1 }, e.launch.block, e.launch.smem) or -1 end
       if e.max_clusters > 0 then cap = math.min(cap, e.max_clusters * cl) end

@@ -341,10 +341,10 @@ test("a persistent clustered grid is capped at the clusters that fit at once (cu
   local d = tmpdir()
   local so = mock_driver(d)
   -- q_proj on the persistent pipeline in 2-CTA clusters: the mock's 4 SMs would take 2 clusters; the driver says 1 fits
-  local function grids(max_clusters)
-    local log = d .. "/launches" .. max_clusters
+  local function grids(max_clusters, extra)
+    local log = d .. "/launches" .. max_clusters .. (extra and "x" or "")
     emmy({ "run", "Qwen/Qwen3-Embedding-0.6B", "--layer", "0", "--dynamic", "seq_len@x:1", "--seq-len", "512" },
-      { env = ("EMMY_MOCK_ANY_KERNEL=1 EMMY_MOCK_MAX_CLUSTERS=%d EMMY_MOCK_LAUNCH_LOG=%s EMMY_LIBCUDA=%s EMMY_CUBIN_CACHE=%s/cc "
+      { env = (extra and extra .. " " or "") .. ("EMMY_MOCK_ANY_KERNEL=1 EMMY_MOCK_MAX_CLUSTERS=%d EMMY_MOCK_LAUNCH_LOG=%s EMMY_LIBCUDA=%s EMMY_CUBIN_CACHE=%s/cc "
         .. "EMMY_KNOBS=k_linear_7363a2:PERSIST=1,k_linear_7363a2:CLUSTER=2,k_sdpa:APERSIST=0,k_linear_silu_mul:PERSIST=0,k_linear_ad15f3:PERSIST=0"):format(max_clusters, shell_quote(log), so, d) })
     local out = {}
     for l in (read(log) or ""):gmatch("[^\n]+") do
@@ -360,6 +360,10 @@ test("a persistent clustered grid is capped at the clusters that fit at once (cu
   check(#two > 0 and #one > 0, "the persistent kernel launched")
   for _, g in ipairs(two) do eq(g, 4, "2 clusters fit: the mock's 4 SMs") end
   for _, g in ipairs(one) do eq(g, 2, "1 cluster fits: a grid of one cluster") end
+  -- EMMY_PERSIST_CTAS (a diagnostic): at most that many CTAs, whole clusters
+  local capped = grids(2, "EMMY_PERSIST_CTAS=3")
+  check(#capped > 0, "the persistent kernel launched")
+  for _, g in ipairs(capped) do eq(g, 2, "3 CTAs at most, whole 2-CTA clusters: 2") end
 end)
 
 test("run --ab: each spec a row beside the default; a gate's refusal, a knob the kernel lacks, pins that exclude each other are refused rows", function()
