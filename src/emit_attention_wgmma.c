@@ -317,14 +317,46 @@ static const char *fa_stsm(ectx *c, const char *kb2, const char *r0, const char 
  * the correction of the old sum (corr0/1, also O's, applied by fa_rescale), P = exp2(s·sl - max·sl) packed two
  * to a register as PV's A fragments (p[k16 block][4], mma's A order), each thread's partial row sums (reduced
  * over the quad at the end). */
+/* EMMY_EXP_SPLIT=K at compile time (an experiment, 2..16; the emitted CUDA unchanged without it): every K-th column
+ * group's exponentials of P by a degree-3 polynomial on the FMA and integer pipes (em_ex2p) instead of the MUFU, whose
+ * ex2 throughput (16 a cycle an SM) matches the tensor cores' work at head dim 64: the MUFU's bursts a little shorter
+ * for a few more FMA-pipe issues (the twenty-second session's polynomial for every other column lost 15-60%). */
+static int fa_exp_split(void) {
+  const char *e = getenv("EMMY_EXP_SPLIT");
+  int k = e ? atoi(e) : 0;
+  return k >= 2 && k <= 16 ? k : 0;
+}
+/* EMMY_SMX_PAIRS=1 at compile time (an experiment; unchanged text without it): the row maxima and the row sums of P in
+ * two partials (even and odd column groups), halving their dependent chains (16 fmaxf, 16 FADD a row at 128 keys),
+ * against the "wait" stalls ncu shows beside cuDNN (thirty-third session). */
+static int fa_smx_pairs(void) { return ex_env_choice("EMMY_SMX_PAIRS", 1); }
+
+/* The em_ex2p lambda (EMMY_EXP_SPLIT): 2^x for x up to a few units above 0 (RESCALE=1's stale maxima), -inf and
+ * anything under -126 giving 0: the nearest integer r by the 1.5 * 2^23 shifter, 2^(x - r) by a degree-3 polynomial
+ * on [-0.5, 0.5] (relative error 7.5e-5, under bf16's P rounding), r added to the exponent bits. */
+static void fa_ex2p_fn(ectx *c) {
+  ex_line(c, "auto em_ex2p = [](float x) -> float {");
+  ex_line(c, "  const float xc = fmaxf(x, -126.0f), t = xc + 12582912.0f, fr = xc - (t - 12582912.0f);");
+  ex_line(c, "  const float p = fmaf(fmaf(fmaf(0.0551716154f, fr, 0.242611636f), fr, 0.693261033f), fr, 0.999928044f);");
+  ex_line(c, "  const float y = __int_as_float(__float_as_int(p) + (__float_as_int(t) << 23));");
+  ex_line(c, "  return x < -126.0f ? 0.0f : y;");
+  ex_line(c, "};");
+}
+
 static void fa_softmax(ectx *c, const fa_t *f, double sl, const char *sc, const char *p) {
-  int nj = f->BKV / 8;
-  ex_line(c, "float mx0 = mrow[0], mx1 = mrow[1];");
+  int nj = f->BKV / 8, pairs = fa_smx_pairs(), split = fa_exp_split();
+  ex_line(c, pairs ? "float mx0 = mrow[0], mx1 = mrow[1], my0 = -INFINITY, my1 = -INFINITY;" : "float mx0 = mrow[0], mx1 = mrow[1];");
   ex_line(c, "#pragma unroll");
   ex_line(c, "for (int j = 0; j < %d; j++) {", nj);
-  ex_line(c, "  mx0 = fmaxf(mx0, fmaxf(%s[j][0], %s[j][1]));", sc, sc);
-  ex_line(c, "  mx1 = fmaxf(mx1, fmaxf(%s[j][2], %s[j][3]));", sc, sc);
+  if (pairs) {
+    ex_line(c, "  if (j & 1) my0 = fmaxf(my0, fmaxf(%s[j][0], %s[j][1])), my1 = fmaxf(my1, fmaxf(%s[j][2], %s[j][3]));", sc, sc, sc, sc);
+    ex_line(c, "  else mx0 = fmaxf(mx0, fmaxf(%s[j][0], %s[j][1])), mx1 = fmaxf(mx1, fmaxf(%s[j][2], %s[j][3]));", sc, sc, sc, sc);
+  } else {
+    ex_line(c, "  mx0 = fmaxf(mx0, fmaxf(%s[j][0], %s[j][1]));", sc, sc);
+    ex_line(c, "  mx1 = fmaxf(mx1, fmaxf(%s[j][2], %s[j][3]));", sc, sc);
+  }
   ex_line(c, "}");
+  if (pairs) ex_line(c, "mx0 = fmaxf(mx0, my0), mx1 = fmaxf(mx1, my1);");
   ex_line(c, "mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 1));");
   ex_line(c, "mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 2));");
   ex_line(c, "mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 1));");
@@ -347,17 +379,29 @@ static void fa_softmax(ectx *c, const fa_t *f, double sl, const char *sc, const 
     ex_line(c, "  corr0 = corr1 = 1.0f;");
     ex_line(c, "}");
   }
-  ex_line(c, "float rs0 = 0.0f, rs1 = 0.0f;");
+  ex_line(c, pairs ? "float rs0 = 0.0f, rs1 = 0.0f, rt0 = 0.0f, rt1 = 0.0f;" : "float rs0 = 0.0f, rs1 = 0.0f;");
   if (f->psm == 2) { /* PSMEM=2: each k16 step's P into the buffer as soon as its two key groups are packed */
     fa_prow(c, f, p);
     ex_line(c, "unsigned em_q0 = 0u, em_q1 = 0u;");
   }
   ex_line(c, "#pragma unroll");
   ex_line(c, "for (int j = 0; j < %d; j++) {", nj);
-  ex_line(c, "  const float p0 = em_ex2(fmaf(%s[j][0], %s, -mb0)), p1 = em_ex2(fmaf(%s[j][1], %s, -mb0));", sc, ex_flit(c, sl, 17), sc, ex_flit(c, sl, 17));
-  ex_line(c, "  const float p2 = em_ex2(fmaf(%s[j][2], %s, -mb1)), p3 = em_ex2(fmaf(%s[j][3], %s, -mb1));", sc, ex_flit(c, sl, 17), sc, ex_flit(c, sl, 17));
-  ex_line(c, "  rs0 += p0 + p1;");
-  ex_line(c, "  rs1 += p2 + p3;");
+  if (split) { /* (j is a constant once unrolled: each group's exponential is the one or the other) */
+    ex_line(c, "  const bool em_pe = j %% %d == %d;", split, split - 1);
+    for (int q = 0; q < 4; q++)
+      ex_line(c, "  const float p%d = em_pe ? em_ex2p(fmaf(%s[j][%d], %s, -mb%d)) : em_ex2(fmaf(%s[j][%d], %s, -mb%d));", q, sc, q,
+              ex_flit(c, sl, 17), q / 2, sc, q, ex_flit(c, sl, 17), q / 2);
+  } else {
+    ex_line(c, "  const float p0 = em_ex2(fmaf(%s[j][0], %s, -mb0)), p1 = em_ex2(fmaf(%s[j][1], %s, -mb0));", sc, ex_flit(c, sl, 17), sc, ex_flit(c, sl, 17));
+    ex_line(c, "  const float p2 = em_ex2(fmaf(%s[j][2], %s, -mb1)), p3 = em_ex2(fmaf(%s[j][3], %s, -mb1));", sc, ex_flit(c, sl, 17), sc, ex_flit(c, sl, 17));
+  }
+  if (pairs) {
+    ex_line(c, "  if (j & 1) rt0 += p0 + p1, rt1 += p2 + p3;");
+    ex_line(c, "  else rs0 += p0 + p1, rs1 += p2 + p3;");
+  } else {
+    ex_line(c, "  rs0 += p0 + p1;");
+    ex_line(c, "  rs1 += p2 + p3;");
+  }
   if (f->psm == 2) {
     ex_line(c, "  if (j & 1) %s", fa_stsm(c, "(j >> 1)", "em_q0", "em_q1", "em_pk(p0, p1)", "em_pk(p2, p3)"));
     ex_line(c, "  else em_q0 = em_pk(p0, p1), em_q1 = em_pk(p2, p3);");
@@ -366,6 +410,7 @@ static void fa_softmax(ectx *c, const fa_t *f, double sl, const char *sc, const 
     ex_line(c, "  %s[j >> 1][(j & 1) * 2 + 1] = em_pk(p2, p3);", p);
   }
   ex_line(c, "}");
+  if (pairs) ex_line(c, "rs0 += rt0, rs1 += rt1;");
   ex_line(c, "lrow[0] = lrow[0] * corr0 + rs0;");
   ex_line(c, "lrow[1] = lrow[1] * corr1 + rs1;");
 }
@@ -911,6 +956,7 @@ void ex_k_flash_wgmma(ectx *c, em_launch *L) {
   ex_line(c, "  asm(\"ex2.approx.ftz.f32 %%0, %%1;\" : \"=f\"(y) : \"f\"(x));");
   ex_line(c, "  return y;");
   ex_line(c, "};");
+  if (fa_exp_split()) fa_ex2p_fn(c);
   ex_line(c, "auto em_pk = [](float lo, float hi) -> unsigned {");
   ex_line(c, "  unsigned r;");
   ex_line(c, "  asm(\"cvt.rn.%s.f32 %%0, %%1, %%2;\" : \"=r\"(r) : \"f\"(hi), \"f\"(lo));", f.pk);

@@ -1216,4 +1216,23 @@ test("gpu.tmap_spec: rows x inner, or the tensor's own dims innermost first with
   eq(table.concat(s.box, ","), "64,128,1,1")
 end)
 
+test("EMMY_EXP_SPLIT=K and EMMY_SMX_PAIRS=1 (attention experiments): every K-th column group's exponentials by the polynomial, the row maxima and sums in two partials; NVRTC compiles them", function()
+  local args1 = args("compile", L0, "--ir", "cuda", "--kernel", "k_sdpa")
+  local c0, plain, e0 = emmy(args1)
+  eq(c0, 0, e0)
+  check(not plain:find("em_ex2p", 1, true) and not plain:find("my0", 1, true), "the default text has neither")
+  local c1, src, e1 = emmy(args1, { env = "EMMY_EXP_SPLIT=8 EMMY_SMX_PAIRS=1" })
+  eq(c1, 0, e1)
+  check(src:find("auto em_ex2p = [](float x) -> float {", 1, true), "the polynomial's lambda")
+  check(src:find("const bool em_pe = j % 8 == 7;", 1, true), "every 8th column group")
+  check(src:find("if (j & 1) rt0 += p0 + p1, rt1 += p2 + p3;", 1, true) and src:find("mx0 = fmaxf(mx0, my0), mx1 = fmaxf(mx1, my1);", 1, true),
+    "two partials")
+  local ok, nv = pcall(require, "emmy.nvrtc")
+  if ok and nv.version() then
+    local c3, o3, e3 = emmy(args("compile", L0, "--nvrtc"), { env = "EMMY_EXP_SPLIT=8 EMMY_SMX_PAIRS=1 EMMY_CUBIN_CACHE=" .. tmpdir() })
+    eq(c3, 0, "nvrtc: " .. e3)
+    check(o3:find(", 0 failed", 1, true), o3)
+  end
+end)
+
 return T
