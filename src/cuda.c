@@ -714,13 +714,6 @@ em_status em_cu_tmap_encode(void *out128, uint64_t ptr, int bf16, int rank, cons
   return EM_OK;
 }
 
-em_status em_cu_tmap_encode_2d(void *out128, uint64_t ptr, int bf16, uint64_t inner, uint64_t outer, uint64_t row_bytes,
-                               unsigned box_inner, unsigned box_outer, char *err) {
-  uint64_t dims[2] = {inner, outer}, strides[1] = {row_bytes};
-  unsigned box[2] = {box_inner, box_outer};
-  return em_cu_tmap_encode(out128, ptr, bf16, 2, dims, strides, box, err);
-}
-
 /* ---- launches, streams, events ---- */
 
 #define EM_CU_MAX_ARGS 256

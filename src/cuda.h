@@ -127,14 +127,11 @@ typedef struct {
   } v;
 } em_cu_arg;
 
-/* Encodes a 2-d tiled tensor map (cuTensorMapEncodeTiled) over a row-major [outer, inner] tensor of 2-byte
- * elements (bf16 or f16) at ptr whose rows are row_bytes apart, for boxes of box_inner x box_outer elements
- * staged with the 128-byte swizzle (box_inner * 2 must be 128); elements outside the tensor read as zero.
- * The driver entry point is looked up on first use: a driver without it is an error, not a failed start. */
-em_status em_cu_tmap_encode_2d(void *out128, uint64_t ptr, int bf16, uint64_t inner, uint64_t outer, uint64_t row_bytes,
-                               unsigned box_inner, unsigned box_outer, char *err);
-/* The same over a tensor of rank 2..5: dims[0] the innermost extent, strides[i] the bytes between steps of dims[i + 1]
- * (rank - 1 of them, multiples of 16), box[i] the box's extent in dims[i] (box[0] * 2 must be 128, each 1..256). */
+/* Encodes a tiled tensor map (cuTensorMapEncodeTiled) over a tensor of 2-byte elements (bf16 or f16) at ptr of rank
+ * 2..5: dims[0] the innermost extent, strides[i] the bytes between steps of dims[i + 1] (rank - 1 of them, multiples
+ * of 16), box[i] the box's extent in dims[i] (box[0] * 2 must be 128, each 1..256), staged with the 128-byte swizzle;
+ * elements outside the tensor read as zero and are not written. The driver entry point is looked up on first use: a
+ * driver without it is an error, not a failed start. */
 em_status em_cu_tmap_encode(void *out128, uint64_t ptr, int bf16, int rank, const uint64_t *dims, const uint64_t *strides,
                             const unsigned *box, char *err);
 

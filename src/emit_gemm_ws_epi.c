@@ -475,8 +475,8 @@ int ws_tma_fused_output(ectx *c, const ex_ctr *k, int64_t *n, int *heads) {
  * o_proj, H200, twenty-second session). Written without a GPU run. */
 void ws_epilogue_tma_fused(ectx *c, const ex_ctr *k, int cw, int tmo, int heads) {
   int threads = 32 * cw, parts = k->BN >= 128 ? 2 : 1, half = k->BN / parts, panel = 128 * k->BM;
-  int64_t D = 0;
-  if (heads >= 0) ws_heads_view(c, k, &D);
+  int64_t D = 0; /* (into heads: the head width, the view's last dim, ws_heads_view's check) */
+  if (heads >= 0) em_dim_is_const(&ex_S(c, heads)->d[3], &D);
   /* (RoPE from the thread's own fragments: its context for the fused ops) */
   int stageD = ex_ctr_stage_width(c, k);
   if (stageD < 0 || (stageD > 0 && ex_ctr_stage_regs(c, k, stageD))) return;

@@ -237,15 +237,16 @@ function M.launch(cu, plan, e, bufs, bind)
   return cu:launch(e.fn, { grid = grid, block = e.launch.block, smem = e.launch.smem, args = args, pdl = e.launch.pdl })
 end
 
--- A launch's tensor map t (launch.tmaps) over a tensor of dtype and concrete shape at ptr, as ctx:tmap takes it:
--- rows x inner (the leading dims folded; t.inner: rows of that many elements), or with t.own the tensor's own dims,
--- innermost first (strides in bytes), a box of t.box[1] x t.box[2] and one of each outer dim.
+-- A launch's tensor map t (launch.tmaps) over a tensor of dtype and concrete shape at ptr, as ctx:tmap takes it
+-- (dims innermost first, strides in bytes, a box an extent a dim): rows x inner (the leading dims folded; t.inner:
+-- rows of that many elements), or with t.own the tensor's own dims, a box of t.box[1] x t.box[2] and one of each
+-- outer dim.
 function M.tmap_spec(t, dtype, shape, ptr)
   local bytes = BYTES[dtype]
   if not t.own then
     local inner = t.inner or shape[#shape]
-    return { ptr = ptr, dtype = dtype, inner = inner, outer = math.max(1, numel(shape) / inner), row_bytes = inner * bytes,
-      box = t.box }
+    return { ptr = ptr, dtype = dtype, dims = { inner, math.max(1, numel(shape) / inner) }, strides = { inner * bytes },
+      box = { t.box[1], t.box[2] } }
   end
   local dims, strides, box, step = {}, {}, {}, bytes
   for i = #shape, 1, -1 do

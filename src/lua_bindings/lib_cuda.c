@@ -255,8 +255,20 @@ static void tmap_list(lua_State *L, const char *name, uint64_t *out, int *n) {
   lua_pop(L, 1);
 }
 
-/* ctx:tmap's ranked form (dims, strides, box). */
-static int tmap_ranked(lua_State *L, uint64_t ptr, int bf16) {
+/* ctx:tmap{ptr = buffer, dtype = "bf16"|"f16", dims = {innermost first, 2..5 of them}, strides = {bytes a step of
+ * dims[2], dims[3], ...}, box = {an extent a dim}} -> the 128-byte tensor map as a string (a launch argument
+ * {tmap = s}) | nil, msg */
+static int ctx_tmap(lua_State *L) {
+  check_ctx(L, 1);
+  luaL_checktype(L, 2, LUA_TTABLE);
+  lua_getfield(L, 2, "ptr");
+  uint64_t ptr = luaL_testudata(L, -1, BUF_T) ? em_cu_buf_ptr(check_buf(L, lua_gettop(L))) : (uint64_t)luaL_checknumber(L, -1);
+  lua_pop(L, 1);
+  lua_getfield(L, 2, "dtype");
+  const char *dt = luaL_optstring(L, -1, "bf16");
+  int bf16 = !strcmp(dt, "bf16");
+  if (!bf16 && strcmp(dt, "f16")) luaL_error(L, "tmap: dtype %s (bf16 or f16)", dt);
+  lua_pop(L, 1);
   uint64_t dims[5], strides[4], box[5];
   int rank = 0, ns, nb;
   tmap_list(L, "dims", dims, &rank);
@@ -269,50 +281,6 @@ static int tmap_ranked(lua_State *L, uint64_t ptr, int bf16) {
   _Alignas(64) unsigned char m[128];
   char err[EM_ERR_MAX];
   if (em_cu_tmap_encode(m, ptr, bf16, rank, dims, strides, bx, err)) {
-    lua_pushnil(L);
-    lua_pushstring(L, err);
-    return 2;
-  }
-  lua_pushlstring(L, (const char *)m, 128);
-  return 1;
-}
-
-/* ctx:tmap{ptr = buffer, dtype = "bf16"|"f16", inner = n, outer = n, row_bytes = n, box = {inner, outer}}, or of
- * rank 2..5: ctx:tmap{ptr =, dtype =, dims = {innermost first}, strides = {bytes a step of dims[2], dims[3], ...},
- * box = {an extent a dim}} -> the 128-byte tensor map as a string (a launch argument {tmap = s}) | nil, msg */
-static int ctx_tmap(lua_State *L) {
-  check_ctx(L, 1);
-  luaL_checktype(L, 2, LUA_TTABLE);
-  lua_getfield(L, 2, "ptr");
-  uint64_t ptr = luaL_testudata(L, -1, BUF_T) ? em_cu_buf_ptr(check_buf(L, lua_gettop(L))) : (uint64_t)luaL_checknumber(L, -1);
-  lua_pop(L, 1);
-  lua_getfield(L, 2, "dtype");
-  const char *dt = luaL_optstring(L, -1, "bf16");
-  int bf16 = !strcmp(dt, "bf16");
-  if (!bf16 && strcmp(dt, "f16")) luaL_error(L, "tmap: dtype %s (bf16 or f16)", dt);
-  lua_pop(L, 1);
-  lua_getfield(L, 2, "dims");
-  int ranked = lua_istable(L, -1);
-  lua_pop(L, 1);
-  if (ranked) return tmap_ranked(L, ptr, bf16);
-  uint64_t f[3];
-  static const char *const names[3] = {"inner", "outer", "row_bytes"};
-  for (int i = 0; i < 3; i++) {
-    lua_getfield(L, 2, names[i]);
-    lua_Number x = luaL_checknumber(L, -1);
-    if (x < 1 || x != floor(x)) luaL_error(L, "tmap: %s = %f must be a positive integer", names[i], x);
-    f[i] = (uint64_t)x;
-    lua_pop(L, 1);
-  }
-  lua_getfield(L, 2, "box");
-  luaL_checktype(L, -1, LUA_TTABLE);
-  lua_rawgeti(L, -1, 1);
-  lua_rawgeti(L, -2, 2);
-  unsigned bi = (unsigned)luaL_checkinteger(L, -2), bo = (unsigned)luaL_checkinteger(L, -1);
-  lua_pop(L, 3);
-  _Alignas(64) unsigned char m[128];
-  char err[EM_ERR_MAX];
-  if (em_cu_tmap_encode_2d(m, ptr, bf16, f[0], f[1], f[2], bi, bo, err)) {
     lua_pushnil(L);
     lua_pushstring(L, err);
     return 2;
