@@ -675,8 +675,9 @@ static void ctr_fragment_outputs(ectx *c, const ex_ctr *k) {
 /* EPI_SMEM=7: the fragment pairs of columns [jlo·8, jhi·8) of the tile through the fused ops (ctr_pair_element: a
  * residual from em_pf, loaded ahead), each pair's one output packed into the staging buffer em_ep0 (64-column panels
  * of BM rows, panel bytes apart, in the 128-byte swizzle; column hcol of the tile at the buffer's column 0) for the
- * caller's TMA store. The output must be written at the result's own index (checked here: the TMA box is the
- * tile's rows and columns of it). Rows and columns past the tensor are not staged (TMA does not write them). */
+ * caller's TMA store. The output must be written at the result's own index, or with at >= 0 at the heads view's (checked
+ * here: the TMA box is the tile's rows and columns of it, or a head's of them). Rows and columns past the tensor are
+ * not staged (TMA does not write them). */
 void ex_ctr_pairs_staged(ectx *c, const ex_ctr *k, int jlo, int jhi, int hcol, int panel, int at) {
   int mark = c->memo.n; /* (the values computed in this loop do not outlive it) */
   long split = ctr_row_split(c, k);
