@@ -393,10 +393,11 @@ return {
       fin_ok and "matches the CPU reference" or "MISMATCH", fa, fr, fm, rel or 0,
       drifted > 0 and (" — %d kernels drifted in order and matched alone"):format(drifted) or ""))
     if not fin_ok then failed = failed + 1 end
-    if opts.sweep > 0 and not cu:lost() then failed = failed + sweep_variants(s, opts) end
-    if #opts.ab > 0 and not cu:lost() then ab_rows(s, opts) end
+    -- (each step checks its own flag and that the GPU is still there)
+    failed = failed + sweep_variants(s, opts)
+    ab_rows(s, opts)
     profiles(s, opts, r)
-    if opts.bench and not cu:lost() then bench_graph(s, opts, r, rows, ctx, bench_backends) end
+    bench_graph(s, opts, r, rows, ctx, bench_backends)
     print(("\n%s: %d kernels (%d distinct) at %s, %.1f s"):format(failed == 0 and "PASS" or "FAIL", #plans, #order,
       #b > 0 and table.concat(b, " ") or "static", sys.clock() - t0))
     return failed == 0 and 0 or 1
