@@ -276,7 +276,9 @@ function M.parse_sass(text)
       if src and samp then
         local reasons = {}
         for i, h in ipairs(f) do
-          if i ~= samp and (h:lower():find("stall", 1, true) or h:find("^smsp__pcsamp")) and not h:find("Warp Stall Sampling", 1, true) then
+          -- (ncu also writes each reason's "(Not Issued)" twin: the samples without an issue, a subset; left out)
+          if i ~= samp and (h:lower():find("stall", 1, true) or h:find("^smsp__pcsamp")) and not h:find("Warp Stall Sampling", 1, true)
+            and not h:lower():find("not.issued") then
             reasons[#reasons + 1] = { i = i, name = h }
           end
         end

@@ -426,10 +426,10 @@ test("profile.parse_sass: ncu's per-instruction CSV (a table a kernel, whatever 
   local csv = table.concat({
     "==PROF== Connected to process 1",
     '"Kernel Name","k_sdpa_1"',
-    '"Address","Source","Warp Stall Sampling (All Samples)","Warp Stall Sampling (Not-issued Samples)","stall_long_sb","stall_wait","Instructions Executed"',
-    '"0x7f00","HGMMA.64x128x16.F32.BF16 R24, gdesc[UR4], R24","120","100","0","90","64"',
-    '"0x7f10","@P0 SYNCS.PHASECHK.TRANS64.TRYWAIT P0, [UR8], R3","300","280","250","10","1,024"',
-    '"0x7f20","MUFU.EX2 R5, R6","40","30","0","","512"',
+    '"Address","Source","Warp Stall Sampling (All Samples)","Warp Stall Sampling (Not-issued Samples)","stall_long_sb","stall_long_sb (Not Issued)","stall_wait","Instructions Executed"',
+    '"0x7f00","HGMMA.64x128x16.F32.BF16 R24, gdesc[UR4], R24","120","100","0","0","90","64"',
+    '"0x7f10","@P0 SYNCS.PHASECHK.TRANS64.TRYWAIT P0, [UR8], R3","300","280","250","240","10","1,024"',
+    '"0x7f20","MUFU.EX2 R5, R6","40","30","0","0","","512"',
     '"Kernel Name","k_linear_2"',
     '"Address","Source","Warp Stall Sampling (All Samples)"',
     '"0x10","FFMA R1, R2, R3, R4","7"',
@@ -439,6 +439,7 @@ test("profile.parse_sass: ncu's per-instruction CSV (a table a kernel, whatever 
   eq(t[1].kernel, "k_sdpa_1") eq(t[1].total, 460) eq(#t[1].rows, 3)
   eq(t[1].rows[2].reasons.stall_long_sb, 250) eq(t[1].rows[2].reasons.stall_wait, 10)
   eq(t[1].rows[3].reasons.stall_wait, nil, "an empty reason is left out")
+  eq(t[1].rows[2].reasons["stall_long_sb (Not Issued)"], nil, "a reason's not-issued twin is left out")
   eq(t[2].kernel, "k_linear_2") eq(t[2].total, 7)
   eq(profile.opcode("@P0 SYNCS.PHASECHK.TRANS64.TRYWAIT P0, [UR8], R3"), "SYNCS")
   eq(profile.opcode("@!UP1 HGMMA.64x128x16.F32.BF16 R24"), "HGMMA")
