@@ -51,6 +51,8 @@ typedef struct {
   int persistent;    /* 0, or the cluster size (1, 2): grid[0] counts tiles and the launcher caps it at the SM count,
                       * rounded down to a multiple of the cluster size (a persistent loop) */
   int sm_blocks;     /* a persistent grid's CTAs an SM (the cap is the SM count times this; 0 or 1: one) */
+  int group;         /* a persistent grid's CTAs in groups of this many beyond any cluster (SPLIT_L2=1: one tile's K
+                      * parts, summed through the scratch): the cap rounded down to a multiple of it; 0 or 1: none */
   int pdl;           /* 1 (EMMY_PDL=1): the kernel waits for the previous grid in the stream (griddepcontrol.wait)
                       * before anything else and lets the next one launch early, so the launcher may use
                       * programmatic dependent launch */

@@ -729,6 +729,10 @@ static int ctr_roles(ectx *c, ex_ctr *k, em_launch *L) {
       return 1;
     }
   }
+  if (EX_KNOB(c, SPLIT_L2) && !persist) { /* (the persistent pipeline checks the rest: emit_gemm_ws.c) */
+    ex_fail(c, "SPLIT_L2=1 sums the persistent pipeline's SPLIT_K parts through the launch scratch: PERSIST=1");
+    return 1;
+  }
   int WS = k->WS = EX_KNOB(c, PRODUCER);
   if (WS) {
     /* (a head-local epilogue: only the persistent pipeline's staged tile, which emit_gemm_ws.c checks) */

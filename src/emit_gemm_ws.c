@@ -101,6 +101,11 @@ static int ws_diag(ectx *c) { return (int)EX_KNOB(c, DIAG); }
  * multicast), else 1 (DIAG 2: the cluster launched, each CTA's ring its own). */
 static int ws_ring_cl(ectx *c, int cl) { return cl == 2 && !(ws_diag(c) & 2) ? 2 : 1; }
 
+/* SPLIT_K 2, 4: the split's CTAs of a tile are a cluster (their parts summed through distributed shared memory), or
+ * with SPLIT_L2=1 a group of consecutive CTAs summing them through the launch scratch (ws_split_reduce_l2). */
+static int ws_split_cluster(ectx *c, int sk) { return sk >= 2 && !EX_KNOB(c, SPLIT_L2); }
+static int ws_split_l2(ectx *c, int sk) { return sk >= 2 && EX_KNOB(c, SPLIT_L2); }
+
 /* One k-step's wgmma group (ex_wgmma_step), or with DIAG 1 only its fence and commit: an empty group. */
 static void ws_mma_step(ectx *c, const ex_ctr *k, const char *aS, const char *bS, const char *b2S, const char *scale_d) {
   if (ws_diag(c) & 1) {
@@ -176,7 +181,7 @@ static void ws_producer(ectx *c, const ex_ctr *k, int stages, int raster, int cw
   }
   c->indent--;
   ex_line(c, "}");
-  if (cl == 2 || sk >= 2) {
+  if (cl == 2 || ws_split_cluster(c, sk)) {
     /* (no return: every thread of the cluster's CTAs meets at the closing cluster barrier) */
     c->indent--;
     ex_line(c, "} else {");
@@ -265,7 +270,7 @@ static void ws_split_handover(ectx *c, const ex_ctr *k, int cw) {
  * twenty-eighth and twenty-ninth sessions) */
 static int ws_cluster_late(ectx *c, int cl, int sk) {
   const char *e = getenv("EMMY_CLUSTER_LATE");
-  return cl == 1 && sk >= 2 && !(e && !strcmp(e, "0"));
+  return cl == 1 && ws_split_cluster(c, sk) && !(e && !strcmp(e, "0"));
 }
 static void ws_cluster_wait_once(ectx *c) {
   ex_line(c, "if (!em_cw) {");
@@ -333,6 +338,76 @@ static void ws_split_reduce(ectx *c, const ex_ctr *k, int cw, int sk, int sp) {
   else ex_line(c, "if (lane == 0)");
   ex_line(c, "  for (unsigned em_q = 1; em_q < %du; em_q++) em_mbar_arrive_release(&em_rempty, (em_cr + em_q) %% %du);", sk, sk);
   ws_stamp(c, sp, "em_sx += em_clock() - em_q2;");
+}
+
+/* SPLIT_L2=1: ws_split_reduce's reduce-scatter through the launch scratch (L2) instead of distributed shared memory,
+ * so no cluster is launched. The group's SPLIT_K consecutive CTAs (rank em_cr = blockIdx.x % SPLIT_K) take one tile's
+ * K parts. Each writes the fragments of the columns the other ranks own to its slot (float4 ((o * nacc + s) *
+ * FN/SPLIT_K + j % (FN/SPLIT_K)) * threads + tid for owner o, a warp's store 512 contiguous bytes, kept in L2),
+ * meets the other consumers at named barrier 1, and thread o raises flag [this CTA][o] (st.release.gpu after the
+ * barrier, as CUTLASS's split-K barrier does); threads of the peers' ranks wait for flags [peer][em_cr]
+ * (ld.acquire.gpu), the consumers meet and add the peers' parts in rank order from the next one on (the same sum
+ * every run); after the epilogue they meet again and lower those flags (ws_split_lower_l2). From its second tile on a
+ * CTA first waits for its own flags to be down (its owners have read its last parts). Every flag raised in a launch
+ * is lowered in it, so the flags are zero at every launch (the launcher zeroes the scratch once). sp: STAMP=1 (em_sq the stores and the
+ * wait for the owners, em_sv the wait for the peers, em_sx the reads). */
+static void ws_split_reduce_l2(ectx *c, const ex_ctr *k, int cw, int sk, int sp) {
+  int threads = 32 * cw, nst = k->dual ? 2 : 1, fs = k->FN / sk;
+  long long slot = (long long)k->BM * k->BN * nst / 4; /* float4s */
+  const char *peer = ex_A(c, "if (tid < %d && tid != (int)em_cr)", sk);
+  const char *bar = ex_A(c, "asm volatile(\"bar.sync 1, %d;\" ::: \"memory\");", threads);
+  ws_split_zero(c, k);
+  ws_stamp(c, sp, "const unsigned em_q0 = em_clock();");
+  ex_line(c, "float4 *const em_lw = reinterpret_cast<float4 *>(em_lb) + (long long)blockIdx.x * %lldLL + tid; /* this CTA's slot */", slot);
+  ex_line(c, "unsigned *const em_lf = reinterpret_cast<unsigned *>(em_lb + (long long)gridDim.x * %lldLL); /* flags [sender][owner] */",
+          4 * slot);
+  ex_line(c, "const int em_lg = (int)blockIdx.x - (int)em_cr; /* the group's first CTA */");
+  ex_line(c, "if (em_n != 0u) { /* the owners have read this CTA's last parts */");
+  ex_line(c, "  %s em_flag_wait(em_lf + blockIdx.x * %d + tid, 0u);", peer, sk);
+  ex_line(c, "  %s", bar);
+  ex_line(c, "}");
+  ex_line(c, "#pragma unroll");
+  ex_line(c, "for (int j = 0; j < %d; j++) {", k->FN);
+  c->indent++;
+  ex_line(c, "const int em_o = j / %d;", fs);
+  ex_line(c, "if (em_o == (int)em_cr) continue;");
+  for (int s = 0; s < nst; s++) {
+    const char *a = s ? "acc2" : "acc";
+    ex_line(c, "__stcg(em_lw + ((em_o * %d + %d) * %d + j %% %d) * %d, make_float4(%s[0][j][0], %s[0][j][1], %s[0][j][2], %s[0][j][3]));",
+            nst, s, fs, fs, threads, a, a, a, a);
+  }
+  c->indent--;
+  ex_line(c, "}");
+  ex_line(c, "%s", bar);
+  ex_line(c, "%s em_flag_set(em_lf + blockIdx.x * %d + tid, 1u);", peer, sk);
+  ws_stamp(c, sp, "const unsigned em_q1 = em_clock();");
+  ex_line(c, "%s em_flag_wait(em_lf + (em_lg + tid) * %d + (int)em_cr, 1u); /* the peers' parts of this rank's columns */", peer, sk);
+  ex_line(c, "%s", bar);
+  ws_stamp(c, sp, "const unsigned em_q2 = em_clock();");
+  ws_stamp(c, sp, "em_sq += em_q1 - em_q0, em_sv += em_q2 - em_q1;");
+  ex_line(c, "#pragma unroll");
+  ex_line(c, "for (int j = 0; j < %d; j++) {", k->FN);
+  ex_line(c, "  if (j / %d != (int)em_cr) continue;", fs);
+  ex_line(c, "  #pragma unroll");
+  ex_line(c, "  for (int em_p = 1; em_p < %d; em_p++) {", sk);
+  ex_line(c, "    const float4 *const em_lr = reinterpret_cast<const float4 *>(em_lb) + (long long)(em_lg + ((int)em_cr + em_p) %% %d) * %lldLL + tid;",
+          sk, slot);
+  for (int s = 0; s < nst; s++) {
+    const char *a = s ? "acc2" : "acc";
+    ex_line(c, "    const float4 em_x%d = __ldcg(em_lr + (((int)em_cr * %d + %d) * %d + j %% %d) * %d);", s, nst, s, fs, fs, threads);
+    ex_line(c, "    %s[0][j][0] += em_x%d.x, %s[0][j][1] += em_x%d.y, %s[0][j][2] += em_x%d.z, %s[0][j][3] += em_x%d.w;", a, s, a, s, a,
+            s, a, s);
+  }
+  ex_line(c, "  }");
+  ex_line(c, "}");
+  ws_stamp(c, sp, "em_sx += em_clock() - em_q2;");
+}
+
+/* SPLIT_L2=1, after the epilogue (off the tile's path): once every consumer has read the peers' parts (named barrier
+ * 1), the flags they raised for this rank are lowered (st.release.gpu 0), so each may write its slot again. */
+static void ws_split_lower_l2(ectx *c, int cw, int sk) {
+  ex_line(c, "asm volatile(\"bar.sync 1, %d;\" ::: \"memory\");", 32 * cw);
+  ex_line(c, "if (tid < %d && tid != (int)em_cr) em_flag_set(em_lf + (em_lg + tid) * %d + (int)em_cr, 0u); /* read */", sk, sk);
 }
 
 /* EMMY_EARLY_REL=1 (an experiment, compile time; emitted CUDA unchanged without it): a consumer warp about to wait for
@@ -551,7 +626,8 @@ static void ws_consumers(ectx *c, const ex_ctr *k, em_launch *L, int stages, int
   if (sk >= 2 && !staged) ws_stamp(c, sp, "unsigned em_sq = 0, em_sv = 0, em_sx = 0; /* STAMP: the reduce-scatter's stores, its wait, its reads and release */");
   if (wgk == 2) ws_stamp(c, sp, "unsigned em_sk = 0; /* STAMP: this K group's k-steps */");
   ws_stamp(c, sp, "const unsigned em_s0 = em_clock();");
-  if (sk >= 2)
+  if (ws_split_l2(c, sk)) ex_line(c, "unsigned em_n = 0; /* SPLIT_L2: the tiles reduced (from the second on, a slot is rewritten) */");
+  else if (sk >= 2)
     ex_line(c, staged ? "unsigned em_n = 0; /* SPLIT_K=2: the tiles handed over, the parity of em_rfull / em_rempty */"
                       : "unsigned em_n = 0; /* SPLIT_K: the tiles reduced, the parity of em_rfull / em_rempty */");
   if (staged == 6) ex_line(c, "long long em_pm0 = -1, em_pn0 = 0; /* EPI_SMEM=6: the staged tile's origin */");
@@ -606,7 +682,9 @@ static void ws_consumers(ectx *c, const ex_ctr *k, em_launch *L, int stages, int
   if (kg_split) ws_kgroup_exchange(c, k);
   else if (wgk == 2) ws_kgroup_handover(c, k, cl);
   if (ws_cluster_late(c, cl, sk)) ws_cluster_wait_once(c);
-  if (sk >= 2 && !staged) {
+  if (ws_split_l2(c, sk)) {
+    ws_split_reduce_l2(c, k, k->BM / 16, sk, sp);
+  } else if (sk >= 2 && !staged) {
     ws_split_reduce(c, k, k->BM / 16, sk, sp);
   } else if (sk == 2) {
     ws_split_handover(c, k, k->BM / 16);
@@ -620,6 +698,7 @@ static void ws_consumers(ectx *c, const ex_ctr *k, em_launch *L, int stages, int
     c->indent--;
     ex_line(c, "}");
   }
+  if (ws_split_l2(c, sk)) ws_split_lower_l2(c, k->BM / 16, sk);
   if (sk >= 2) ex_line(c, "em_n++;");
   ws_stamp(c, sp, "em_stl += em_c4 - em_c3, em_se += em_clock() - em_c4;");
   c->indent--;
@@ -710,6 +789,11 @@ void ex_k_contraction_ws(ectx *c, const ex_ctr *k, em_launch *L) {
   int stageD = ex_ctr_stage_width(c, k);
   if (stageD < 0) return;
   if (ws_kgroups_refused(c, k, wgk, staged, sk)) return;
+  if (EX_KNOB(c, SPLIT_L2) && (sk < 2 || staged || cl != 1 || EX_KNOB(c, STREAM_K))) {
+    ex_fail(c, "SPLIT_L2=1 sums SPLIT_K's parts of a tile through the launch scratch into the fragment epilogue: SPLIT_K 2 "
+               "or 4, CLUSTER=1, EPI_SMEM=0, STREAM_K=0");
+    return;
+  }
   if (!k->tma || k->concat || (k->BM != 64 && k->BM != 128) || k->WM != k->BM / 16 || k->WN != 1 ||
       (sk != 1 && !((sk == 2 || (sk == 4 && !staged)) && cl == 1)) || stages < 2 ||
       (stageD > 0 && ((staged > 2 && staged != 7) || ex_ctr_head_reductions(c, k) ||
@@ -754,7 +838,8 @@ void ex_k_contraction_ws(ectx *c, const ex_ctr *k, em_launch *L) {
   }
   L->block[0] = 32 * cw + 128;
   /* (the launcher's cap keeps the grid a multiple of the cluster) */
-  L->persistent = cl == 2 ? 2 : sk >= 2 ? sk : 1;
+  L->persistent = cl == 2 ? 2 : ws_split_cluster(c, sk) ? sk : 1;
+  L->group = ws_split_l2(c, sk) ? sk : 1;
   L->scratch_per_tile = 0; /* (SPLIT_K reduces in shared memory, not in the launch scratch of the other tiers) */
   const char *ntext = em_dim_format(&c->g->syms, &k->os->d[k->r - 1], (char[128]){0}, 128);
   if (cl == 2 && EX_KNOB(c, PAIR_A)) {
@@ -794,15 +879,21 @@ void ex_k_contraction_ws(ectx *c, const ex_ctr *k, em_launch *L) {
       ex_use_prelude(c, ex_TMA_STORE4_PRELUDE);
     }
   }
+  if (ws_split_l2(c, sk)) {
+    /* SPLIT_L2=1: a slot of the tile's f32 partial sums a CTA (the parts of the other ranks' columns) and its flags */
+    L->scratch_per_tile = 4LL * k->BM * k->BN * (k->dual ? 2 : 1) + 16;
+    ex_use_prelude(c, ex_SPLIT_L2_PRELUDE);
+  }
   if (sp) {
-    /* per CTA (the launcher's grid is one CTA a "tile"): the records first, every CTA's, then stream-K's part */
+    /* per CTA (the launcher's grid is one CTA a "tile"): the records first, every CTA's, then stream-K's or
+     * SPLIT_L2's part */
     L->scratch_per_tile += 4LL * WS_STAMP_FIELDS * WS_STAMP_ROLES;
     ex_use_prelude(c, ex_STAMP_PRELUDE);
   }
   ws_shared_decls(c, stages);
   long long ring = (long long)stages * 128 * (k->BM + k->BN * (k->dual ? 2 : 1));
   L->smem = 1024 + ring + ws_staging(c, k, ring, staged);
-  if (sk >= 2) {
+  if (ws_split_cluster(c, sk)) {
     /* the peers' partial accumulators (f32): EPI_SMEM=0, the parts of this rank's columns, SPLIT_K - 1 slots of
      * BM x BN / SPLIT_K; a staged epilogue (SPLIT_K=2), rank 1's whole tile in rank 0 */
     ex_use_prelude(c, ex_SPLIT_PRELUDE);
@@ -824,15 +915,20 @@ void ex_k_contraction_ws(ectx *c, const ex_ctr *k, em_launch *L) {
       ex_line(c, "float *const em_skb = em_scratch + (long long)gridDim.x * %d; /* STREAM_K: its slots and flags after the records */",
               WS_STAMP_FIELDS * WS_STAMP_ROLES);
   }
+  if (ws_split_l2(c, sk))
+    ex_line(c, sp ? "float *const em_lb = em_scratch + (long long)gridDim.x * %d; /* SPLIT_L2: its slots and flags after the records */"
+                  : "float *const em_lb = em_scratch; /* SPLIT_L2: every CTA's slot, then their flags */",
+            WS_STAMP_FIELDS * WS_STAMP_ROLES);
   ws_sizes(c, k);
   ex_line(c, "const int tid = threadIdx.x, lane = tid & 31, wid = tid >> 5;");
   ex_line(c, "const int nk = (int)((K + 63) / 64);");
   ws_tile_count(c, k, cl);
   if (EX_KNOB(c, STREAM_K)) ex_sk_schedule(c);
-  if (cl == 2 || sk >= 2) ex_line(c, "const unsigned em_cr = em_cluster_rank();");
+  if (cl == 2 || ws_split_cluster(c, sk)) ex_line(c, "const unsigned em_cr = em_cluster_rank();");
+  else if (ws_split_l2(c, sk)) ex_line(c, "const unsigned em_cr = blockIdx.x %% %du; /* SPLIT_L2: this CTA's K part of its group's tile */", sk);
   ex_line(c, "if (tid == 0) {");
   c->indent++;
-  ws_barrier_init(c, stages, cw / wgk * ws_ring_cl(c, cl), sk, staged, cw);
+  ws_barrier_init(c, stages, cw / wgk * ws_ring_cl(c, cl), ws_split_cluster(c, sk) ? sk : 1, staged, cw);
   c->indent--;
   ex_line(c, "}");
   /* (a cluster: the peer's multicasts and arrivals may only reach barriers that are initialised) */
@@ -841,11 +937,11 @@ void ex_k_contraction_ws(ectx *c, const ex_ctr *k, em_launch *L) {
     ex_line(c, "__syncthreads();");
     ex_line(c, "unsigned em_cw = 0u;");
   } else {
-    ex_line(c, cl == 2 || sk >= 2 ? "em_cluster_sync();" : "__syncthreads();");
+    ex_line(c, cl == 2 || ws_split_cluster(c, sk) ? "em_cluster_sync();" : "__syncthreads();");
   }
   ws_producer(c, k, stages, raster, cw, cl, sk, sp);
   ws_consumers(c, k, L, stages, raster, staged, cl, sk, tmo, heads, sp);
-  if (cl == 2 || sk >= 2) {
+  if (cl == 2 || ws_split_cluster(c, sk)) {
     c->indent--;
     ex_line(c, "}");
     if (ws_cluster_late(c, cl, sk)) ws_cluster_wait_once(c);

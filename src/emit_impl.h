@@ -271,5 +271,6 @@ extern const char ex_TMA_STORE_PRELUDE[];
 extern const char ex_TMA_STORE4_PRELUDE[];
 extern const char ex_SPLIT_PRELUDE[];
 extern const char ex_SPLIT_ASYNC_PRELUDE[];
+extern const char ex_SPLIT_L2_PRELUDE[];
 
 #endif

@@ -191,6 +191,17 @@ const char ex_SPLIT_ASYNC_PRELUDE[] =
     "               :: \"r\"(a), \"f\"(x), \"f\"(y), \"f\"(z), \"f\"(w), \"r\"(mb) : \"memory\");\n"
     "}\n";
 
+/* SPLIT_L2=1 (src/emit_gemm_ws.c ws_split_reduce_l2): a flag in global memory polled until it reads v, acquiring
+ * what the thread that stored it released at GPU scope. Emitted only into kernels that split through L2. */
+const char ex_SPLIT_L2_PRELUDE[] =
+    "static __device__ __forceinline__ void em_flag_wait(const unsigned *f, unsigned v) {\n"
+    "  unsigned x;\n"
+    "  do asm volatile(\"ld.acquire.gpu.global.u32 %0, [%1];\" : \"=r\"(x) : \"l\"(f) : \"memory\"); while (x != v);\n"
+    "}\n"
+    "static __device__ __forceinline__ void em_flag_set(unsigned *f, unsigned v) {\n"
+    "  asm volatile(\"st.release.gpu.global.u32 [%0], %1;\" :: \"l\"(f), \"r\"(v) : \"memory\");\n"
+    "}\n";
+
 /* EPI_SMEM=7 into heads (a [B, H, S, D] output, its map of the tensor's own dims): a panel's box at (d, s, h, b);
  * rows outside the tensor, before its first or past its last, are not written. Emitted only where used. */
 const char ex_TMA_STORE4_PRELUDE[] =

@@ -73,6 +73,16 @@
     "every CTA of the one-an-SM grid an equal share; a CTA whose piece does not reach its tile's end hands its f32 "  \
     "accumulators over through the launch scratch, the one that does adds them in a fixed order and runs the "        \
     "epilogue (deterministic); 0: whole tiles")                                                                       \
+  X(SPLIT_L2, SPLIT, 0, "0,1", "contraction (PERSIST=1, SPLIT_K 2 or 4, CLUSTER=1, EPI_SMEM=0)",                      \
+    "1: SPLIT_K's parts of a tile summed through the launch scratch (L2) instead of a cluster's distributed shared "  \
+    "memory: no cluster is launched; the SPLIT_K consecutive CTAs of a group take one tile's K parts, each writes "   \
+    "the other ranks' column shares of its f32 partial sums to its slot (16-byte stores kept in L2) and raises a "    \
+    "flag an owner, waits for its peers' flags, adds their parts in a fixed order (deterministic) and runs the "      \
+    "fragment epilogue on its share; an owner lowers each flag once read, and a CTA's next tile waits for its flags " \
+    "to be down before writing its slot again. The grid is a multiple of SPLIT_K, every CTA resident (a persistent "  \
+    "grid of one CTA an SM). For one-wave split tiles at 512 tokens, where the cluster's start and end cost what the "\
+    "split saves (docs/performance.md, twenty-seventh session). Written without a GPU run, offered last; 0: the "     \
+    "cluster")                                                                                                         \
   X(EPI_SMEM, TILE, 0, "0,1,2,3,4,5,6,7", "contraction (PERSIST=1)",                                                             \
     "the persistent pipeline's epilogue. 0: each thread stores its own fragments (a RoPE epilogue reads the other "   \
     "half of its head from the thread's own registers: rotate_half's shift is a multiple of 8 columns); 1: each "      \

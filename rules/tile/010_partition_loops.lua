@@ -367,14 +367,20 @@ return {
   -- k-tiles over the one-an-SM grid, the pieces' partial sums added in a fixed order by the CTA that finishes the
   -- tile (src/emit_streamk.c): at 512 tokens the 128 x 128 tiles (half the L2 bytes of 128 x 64) come to 64 or 176
   -- tiles, under one or 1.3 waves. Written without a GPU run (2026-12-03): offered last.
-  { name = "split_k", family = "SPLIT", kinds = { "contraction" }, knobs = { SPLIT_K = 1, STREAM_K = 0 },
+  -- SPLIT_L2=1 (PERSIST=1, EPI_SMEM=0): SPLIT_K's parts summed through the launch scratch (L2) by groups of
+  -- consecutive CTAs instead of a cluster — the cluster's start and end cost ~3,000 cycles of a split 512-token tile
+  -- whose K loop the split shortened by 5,300 (docs/performance.md, twenty-seventh session), and 4-CTA clusters do
+  -- not all fit at once; with no cluster, Qwen3's down_proj at 512 tokens can take 128 x 128 tiles split in four (128
+  -- CTAs, half the bytes an SM of the 64 x 64 lead). Written without a GPU run (2026-12-05): offered last.
+  { name = "split_k", family = "SPLIT", kinds = { "contraction" }, knobs = { SPLIT_K = 1, STREAM_K = 0, SPLIT_L2 = 0 },
     gate = function(k, dev)
       if not k.linear then return false, "a batched matmul's grid z is its batch" end
       return true, ("K=%d in up to 4 slices (warp tier)"):format(k.K)
     end,
     -- SPLIT_K=2 first for atom.split2_lead (a one-wave linear's 128 x 128 tiles halved over a long K; its note)
     fork = function(k, dev)
-      local o = { { SPLIT_K = 1 }, { SPLIT_K = 2 }, { SPLIT_K = 4 }, { SPLIT_K = 1, STREAM_K = 1 } }
+      local o = { { SPLIT_K = 1 }, { SPLIT_K = 2 }, { SPLIT_K = 4 }, { SPLIT_K = 1, STREAM_K = 1 },
+        { SPLIT_K = 4, SPLIT_L2 = 1 }, { SPLIT_K = 2, SPLIT_L2 = 1 } }
       if atom.split2_lead(k, dev) then o[1], o[2] = o[2], o[1] end
       return o
     end },

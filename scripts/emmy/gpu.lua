@@ -206,7 +206,9 @@ function M.launch(cu, plan, e, bufs, bind)
       if e.max_clusters == nil then e.max_clusters = e.fn:max_clusters({ cl, 1, 1 }, e.launch.block, e.launch.smem) or -1 end
       if e.max_clusters > 0 then cap = math.min(cap, e.max_clusters * cl) end
     end
-    grid[1] = math.max(cl, math.floor(math.min(grid[1], cap) / cl) * cl)
+    -- (SPLIT_L2=1: a tile's K parts are a group of consecutive CTAs that wait for each other, so whole groups)
+    local mult = math.max(cl, e.launch.group or 1)
+    grid[1] = math.max(mult, math.floor(math.min(grid[1], cap) / mult) * mult)
   end
   if per > 0 then
     local bytes = per * grid[1] * grid[2]

@@ -490,6 +490,11 @@ local function contraction_combos(k, c)
     return false, "STREAM_K=1 shares the persistent pipeline's last tiles out by k-tiles (PERSIST=1, SPLIT_K=1, CLUSTER=1, "
       .. "not EPI_SMEM=6 or 7)"
   end
+  if (c.SPLIT_L2 or 0) ~= 0 and (c.SPLIT_L2 ~= 1 or c.PERSIST ~= 1 or ((c.SPLIT_K or 1) ~= 2 and c.SPLIT_K ~= 4)
+      or (c.CLUSTER or 1) ~= 1 or (c.EPI_SMEM or 0) ~= 0 or (c.STREAM_K or 0) ~= 0) then
+    return false, "SPLIT_L2=1 sums the persistent pipeline's SPLIT_K parts through the launch scratch (PERSIST=1, SPLIT_K 2 "
+      .. "or 4, CLUSTER=1, EPI_SMEM=0, STREAM_K=0)"
+  end
   if (c.DUAL_WIDE or 0) ~= 0 and (c.DUAL_WIDE ~= 1 or not k.dual or c.WGMMA ~= 1 or 2 * (c.BN or 0) > 256) then
     return false, "DUAL_WIDE=1 is one wgmma over a dual kernel's two adjacent weight tiles (WGMMA=1, a dual pair, 2·BN <= 256)"
   end
@@ -606,7 +611,8 @@ local function block_shape(k, c, dev)
     if (c.EPI_SMEM or 0) >= 3 then smem = smem + c.BM * c.BN * ((c.BN >= 128 and c.EPI_SMEM ~= 6) and 1 or 2) * (k.dual and 2 or 1) end
     -- SPLIT_K (PERSIST=1): the peers' f32 partials, two more barriers. EPI_SMEM=0: each rank receives its share of
     -- the columns from SPLIT_K - 1 peers; a staged epilogue (SPLIT_K=2): rank 0 receives rank 1's whole tile
-    if c.PERSIST == 1 and (c.SPLIT_K or 1) >= 2 then
+    -- (SPLIT_L2=1: the parts pass through the launch scratch, no shared memory)
+    if c.PERSIST == 1 and (c.SPLIT_K or 1) >= 2 and (c.SPLIT_L2 or 0) == 0 then
       local part = (c.EPI_SMEM or 0) == 0 and (c.SPLIT_K - 1) / c.SPLIT_K or 1
       smem = smem + 4 * part * c.BM * c.BN * (k.dual and 2 or 1) + 16
     end

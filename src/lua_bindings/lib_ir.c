@@ -799,7 +799,8 @@ static int g_dim(lua_State *L) {
  *           scratch_per_tile = bytes per block (SPLIT_K > 1, STAMP=1; 0 otherwise),
  *           persistent = 0, or the cluster size (1, 2) when grid[1] counts tiles and the launcher caps it at the
  *           SM count (a multiple of the cluster size), sm_blocks = a persistent grid's CTAs an SM (the cap's
- *           multiplier, 1 but for MINB=2 persistent attention)} */
+ *           multiplier, 1 but for MINB=2 persistent attention), group = the CTAs of a persistent grid in groups
+ *           of this many beyond the cluster (SPLIT_L2=1: a tile's K parts; the cap a multiple of it), 1 for none} */
 static int l_emit(lua_State *L) {
   em_graph *g = em_lua_checkgraph(L, 1);
   luaL_checktype(L, 2, LUA_TTABLE);
@@ -872,6 +873,8 @@ static int l_emit(lua_State *L) {
   lua_setfield(L, -2, "persistent");
   lua_pushinteger(L, la.sm_blocks > 1 ? la.sm_blocks : 1);
   lua_setfield(L, -2, "sm_blocks");
+  lua_pushinteger(L, la.group > 1 ? la.group : 1);
+  lua_setfield(L, -2, "group");
   lua_pushboolean(L, la.pdl);
   lua_setfield(L, -2, "pdl");
   lua_createtable(L, la.ntmaps, 0);

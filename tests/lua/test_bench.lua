@@ -488,4 +488,32 @@ test("bench/gemm.lua --stamp takes a stream-K pin (STAMP=1 with STREAM_K=1: the 
   check(seen, "the stream-K pin ran: " .. out)
 end)
 
+test("SPLIT_L2=1 on the mock driver: the persistent grid in whole groups of SPLIT_K CTAs, no cluster, a slot and flags a CTA of scratch", function()
+  local d = tmpdir()
+  local so = mock_driver(d)
+  local log = d .. "/launches"
+  -- 32 tiles of 128 x 128 split in four would take 128 CTAs; capped at 6 (EMMY_PERSIST_CTAS), whole groups of 4: 4
+  local env = ("EMMY_MOCK_SMS=132 EMMY_PERSIST_CTAS=6 EMMY_MOCK_ANY_KERNEL=1 EMMY_MOCK_LAUNCH_LOG=%s EMMY_LIBCUDA=%s EMMY_LIBCUPTI=/nonexistent EMMY_CUBIN_CACHE=%s/cc")
+    :format(shell_quote(log), so, d)
+  local code, out, err = emmy({ ROOT .. "/bench/gemm.lua", "--cases", "qwen", "--batches", "1", "--kernels", "add_f97", "--match", "X=1",
+    "--pins", "BM=128,BN=128,WM=8,WG_K=1,SPLIT_K=4,SPLIT_L2=1,EPI_SMEM=0,STAGES=6", "--json", d .. "/g.json" }, { env = env })
+  check(code ~= 2, err .. out)
+  local j = cjson.decode(read(d .. "/g.json"))
+  local seen = false
+  for _, v in ipairs(j.variants) do
+    if v.knobs:find("SPLIT_L2=1", 1, true) then
+      seen = true
+      check(v.error and v.error:find("^wrong"), "built and launched (the mock computes nothing): " .. tostring(v.error))
+    end
+  end
+  check(seen, "the SPLIT_L2 pin ran: " .. out)
+  local grids = {}
+  for l in (read(log) or ""):gmatch("[^\n]+") do
+    local gx = l:match("^grid (%d+) 1 1 block 384 1 1 smem " .. (1024 + 6 * 32768) .. "$")
+    if gx then grids[#grids + 1] = tonumber(gx) end
+  end
+  check(#grids > 0, "the SPLIT_L2 variant launched: " .. (read(log) or ""))
+  for _, g in ipairs(grids) do eq(g, 4, "at most 6 CTAs, whole groups of 4") end
+end)
+
 return T

@@ -544,6 +544,56 @@ test("PERSIST=1, SPLIT_K=2: a cluster pair on one tile's K halves, rank 1's accu
   check(not s5 and why5:find("4: EPI_SMEM=0", 1, true), tostring(why5))
 end)
 
+test("SPLIT_L2=1: SPLIT_K's parts summed through the launch scratch by a group of consecutive CTAs, no cluster; refusals name why; NVRTC compiles it", function()
+  local kernels, rules = require "emmy.kernels", require "emmy.rules"
+  local d = qwen_plan("k_linear_add_f97280")
+  local kn = candidate(d, { PERSIST = 1, BM = 128, BN = 128, STAGES = 6, EPI_SMEM = 0, CLUSTER = 1, SPLIT_K = 4, SPLIT_L2 = 1 })
+  local src, la = kernels.emit(d, kn)
+  check(src, tostring(la))
+  check(not src:find("__cluster_dims__", 1, true) and not src:find("em_cluster_sync", 1, true), "no cluster")
+  check(src:find("const unsigned em_cr = blockIdx.x % 4u;", 1, true) and src:find("em_t += gridDim.x / 4) {", 1, true), "a group of 4 a tile")
+  check(src:find("const int em_kh = (nk + 3) / 4, kt0 = (int)em_cr * em_kh", 1, true), "each rank a K quarter")
+  check(not src:find("em_rfull", 1, true), "no shared-memory exchange")
+  -- the other ranks' quarters into this CTA's slot, flagged; the peers' parts of this rank's quarter read, flags lowered
+  check(src:find("__stcg(em_lw + ((em_o * 1 + 0) * 4 + j % 4) * 256, make_float4(acc[0][j][0]", 1, true), src)
+  check(src:find("if (tid < 4 && tid != (int)em_cr) em_flag_set(em_lf + blockIdx.x * 4 + tid, 1u);", 1, true), "a flag an owner")
+  check(src:find("em_flag_wait(em_lf + (em_lg + tid) * 4 + (int)em_cr, 1u);", 1, true), "the owner waits for its peers")
+  check(src:find("const float4 em_x0 = __ldcg(em_lr + (((int)em_cr * 1 + 0) * 4 + j % 4) * 256);", 1, true), "the parts read from L2")
+  check(src:find("em_flag_set(em_lf + (em_lg + tid) * 4 + (int)em_cr, 0u); /* read */", 1, true), "the flags lowered once read")
+  check(src:find("if (em_n != 0u) { /* the owners have read this CTA's last parts */", 1, true), "a slot rewritten only once read")
+  check(src:find("if (!(j / 4 == (int)em_cr)) continue;", 1, true), "the epilogue on this rank's quarter of the columns")
+  eq(la.persistent, 1, "no cluster for the launcher")
+  eq(la.group, 4, "the grid in whole groups")
+  eq(la.scratch_per_tile, 4 * 128 * 128 + 16, "a CTA's slot (the tile's f32 partial sums) and its flags")
+  eq(la.smem, 1024 + 6 * 128 * (128 + 128), "the ring alone: no partials in shared memory")
+  -- with STAMP=1 the slots follow every CTA's record
+  kn.STAMP = 1
+  local s2, l2 = kernels.emit(d, kn)
+  check(s2 and s2:find("float *const em_lb = em_scratch + (long long)gridDim.x * 40;", 1, true), tostring(l2))
+  eq(l2.scratch_per_tile, 4 * 128 * 128 + 16 + 160, "the record, then the slot and flags")
+  kn.STAMP = 0
+  -- refusals: the emitter and the resource check agree
+  local dev = kernels.deploy_device()
+  local c = { MMA = 1, TMA = 1, ASYNC = 1, WGMMA = 1, WG_WAIT = 1, PERSIST = 1, PRODUCER = 1, BM = 128, BN = 128, BK = 64, WM = 8,
+    WN = 1, STAGES = 6, PAD_SMEM = 0, EPI_SMEM = 0, SPLIT_K = 4, SPLIT_L2 = 1, CLUSTER = 1 }
+  check(rules.resource_check({ kind = "contraction" }, c, dev), "SPLIT_K=4 through L2 fits (no partials in shared memory)")
+  for _, bad in ipairs { { SPLIT_K = 1 }, { EPI_SMEM = 5 }, { PERSIST = 0 } } do
+    local c2 = {}
+    for key, v in pairs(c) do c2[key] = v end
+    for key, v in pairs(bad) do c2[key] = v end
+    check(not rules.resource_check({ kind = "contraction" }, c2, dev), "refused: " .. next(bad))
+  end
+  local s3, why3 = kernels.emit(d, candidate(d, { PERSIST = 1, BM = 128, BN = 128, STAGES = 6, EPI_SMEM = 5, CLUSTER = 1, SPLIT_K = 1 }, { SPLIT_K = 4, SPLIT_L2 = 1 }))
+  check(not s3 and why3:find("SPLIT_L2=1 sums", 1, true), tostring(why3))
+  local s4, why4 = kernels.emit(d, candidate(d, { PERSIST = 1, BM = 128, BN = 128, STAGES = 6, EPI_SMEM = 0, CLUSTER = 1, SPLIT_K = 1 }, { SPLIT_L2 = 1 }))
+  check(not s4 and why4:find("SPLIT_K 2 or 4", 1, true), tostring(why4))
+  -- the default text is unchanged without it: the cluster's reduce-scatter
+  local s5 = assert(kernels.emit(d, candidate(d, { PERSIST = 1, BM = 128, BN = 128, STAGES = 4, EPI_SMEM = 0, CLUSTER = 1, SPLIT_K = 4 })))
+  check(s5:find("__cluster_dims__(4, 1, 1)", 1, true) and not s5:find("em_flag", 1, true), "SPLIT_L2=0: the cluster")
+  local pins = ("PERSIST=1,BM=128,WM=8,BN=128,EPI_SMEM=0,WG_K=1,SPLIT_K=4,SPLIT_L2=1,STAGES=6"):gsub("([%w_]+=)", "k_linear_add:%1")
+  nvrtc_compiles("EMMY_KNOBS=" .. pins)
+end)
+
 test("STAMP=1: clock marks in both roles summed into a per-CTA record in the launch scratch; none at STAMP=0", function()
   local kernels = require "emmy.kernels"
   local q = qwen_plan("k_linear_7363a2")
