@@ -279,6 +279,29 @@ static void ws_cluster_wait_once(ectx *c) {
   ex_line(c, "}");
 }
 
+/* A reduce-scatter's gather: this rank's share of the column groups (j / (FN / SPLIT_K) == em_cr) plus its SPLIT_K - 1
+ * peers' parts, em_p from p0 on, in that fixed order (the same sum every run). Peer part float4 of (s, j) at
+ * open ((P * nacc + s) * FN/SPLIT_K + j % (FN/SPLIT_K)) * threads close (P: the part's index in the buffer read); pre:
+ * a line emitted before each part's loads (its address), or NULL. */
+static void ws_share_add(ectx *c, const ex_ctr *k, int sk, int threads, int p0, const char *pre, const char *open, const char *P,
+                         const char *close) {
+  int nst = k->dual ? 2 : 1, fs = k->FN / sk;
+  ex_line(c, "#pragma unroll");
+  ex_line(c, "for (int j = 0; j < %d; j++) {", k->FN);
+  ex_line(c, "  if (j / %d != (int)em_cr) continue;", fs);
+  ex_line(c, "  #pragma unroll");
+  ex_line(c, "  for (int em_p = %d; em_p < %d; em_p++) {", p0, p0 + sk - 1);
+  if (pre) ex_line(c, "    %s", pre);
+  for (int s = 0; s < nst; s++) {
+    const char *a = s ? "acc2" : "acc";
+    ex_line(c, "    const float4 em_x%d = %s((%s * %d + %d) * %d + j %% %d) * %d%s;", s, open, P, nst, s, fs, fs, threads, close);
+    ex_line(c, "    %s[0][j][0] += em_x%d.x, %s[0][j][1] += em_x%d.y, %s[0][j][2] += em_x%d.z, %s[0][j][3] += em_x%d.w;", a, s, a, s, a,
+            s, a, s);
+  }
+  ex_line(c, "  }");
+  ex_line(c, "}");
+}
+
 /* SPLIT_K=2, 4 with the fragment epilogue (EPI_SMEM=0): a reduce-scatter of the tile's partial sums across the
  * cluster. Rank r owns the column groups j with j / (FN / SPLIT_K) == r of every consumer thread's fragments: each
  * thread sends its other groups into their owners' buffers em_rb (distributed shared memory; slot p = the sender's
@@ -316,19 +339,7 @@ static void ws_split_reduce(ectx *c, const ex_ctr *k, int cw, int sk, int sp) {
   ex_line(c, "{");
   c->indent++;
   ex_line(c, "const float4 *const em_rv = reinterpret_cast<const float4 *>(em_dsm + (em_rb - em_smem(em_dsm))) + tid;");
-  ex_line(c, "#pragma unroll");
-  ex_line(c, "for (int j = 0; j < %d; j++) {", k->FN);
-  ex_line(c, "  if (j / %d != (int)em_cr) continue;", fs);
-  ex_line(c, "  #pragma unroll");
-  ex_line(c, "  for (int em_p = 0; em_p < %d; em_p++) {", sk - 1);
-  for (int s = 0; s < nst; s++) {
-    const char *a = s ? "acc2" : "acc";
-    ex_line(c, "    const float4 em_x%d = em_rv[((em_p * %d + %d) * %d + j %% %d) * %d];", s, nst, s, fs, fs, threads);
-    ex_line(c, "    %s[0][j][0] += em_x%d.x, %s[0][j][1] += em_x%d.y, %s[0][j][2] += em_x%d.z, %s[0][j][3] += em_x%d.w;", a, s, a, s, a,
-            s, a, s);
-  }
-  ex_line(c, "  }");
-  ex_line(c, "}");
+  ws_share_add(c, k, sk, threads, 0, NULL, "em_rv[", "em_p", "]");
   c->indent--;
   ex_line(c, "}");
   ex_line(c, "__syncwarp();");
@@ -385,21 +396,10 @@ static void ws_split_reduce_l2(ectx *c, const ex_ctr *k, int cw, int sk, int sp)
   ex_line(c, "%s", bar);
   ws_stamp(c, sp, "const unsigned em_q2 = em_clock();");
   ws_stamp(c, sp, "em_sq += em_q1 - em_q0, em_sv += em_q2 - em_q1;");
-  ex_line(c, "#pragma unroll");
-  ex_line(c, "for (int j = 0; j < %d; j++) {", k->FN);
-  ex_line(c, "  if (j / %d != (int)em_cr) continue;", fs);
-  ex_line(c, "  #pragma unroll");
-  ex_line(c, "  for (int em_p = 1; em_p < %d; em_p++) {", sk);
-  ex_line(c, "    const float4 *const em_lr = reinterpret_cast<const float4 *>(em_lb) + (long long)(em_lg + ((int)em_cr + em_p) %% %d) * %lldLL + tid;",
-          sk, slot);
-  for (int s = 0; s < nst; s++) {
-    const char *a = s ? "acc2" : "acc";
-    ex_line(c, "    const float4 em_x%d = __ldcg(em_lr + (((int)em_cr * %d + %d) * %d + j %% %d) * %d);", s, nst, s, fs, fs, threads);
-    ex_line(c, "    %s[0][j][0] += em_x%d.x, %s[0][j][1] += em_x%d.y, %s[0][j][2] += em_x%d.z, %s[0][j][3] += em_x%d.w;", a, s, a, s, a,
-            s, a, s);
-  }
-  ex_line(c, "  }");
-  ex_line(c, "}");
+  ws_share_add(c, k, sk, threads, 1,
+               ex_A(c, "const float4 *const em_lr = reinterpret_cast<const float4 *>(em_lb) + (long long)(em_lg + ((int)em_cr + em_p) %% %d) * %lldLL + tid;",
+                    sk, slot),
+               "__ldcg(em_lr + ", "(int)em_cr", ")");
   ws_stamp(c, sp, "em_sx += em_clock() - em_q2;");
 }
 
