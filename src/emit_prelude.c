@@ -192,11 +192,22 @@ const char ex_SPLIT_ASYNC_PRELUDE[] =
     "}\n";
 
 /* SPLIT_L2=1 (src/emit_gemm_ws.c ws_split_reduce_l2): a flag in global memory polled until it reads v, acquiring
- * what the thread that stored it released at GPU scope. Emitted only into kernels that split through L2. */
+ * what the thread that stored it released at GPU scope. A flag not reached within 2 s of polling is a bug (a peer
+ * not resident, a flag left raised): the kernel traps, so the launch fails with an error instead of hanging the
+ * process. Emitted only into kernels that split through L2. */
 const char ex_SPLIT_L2_PRELUDE[] =
     "static __device__ __forceinline__ void em_flag_wait(const unsigned *f, unsigned v) {\n"
-    "  unsigned x;\n"
-    "  do asm volatile(\"ld.acquire.gpu.global.u32 %0, [%1];\" : \"=r\"(x) : \"l\"(f) : \"memory\"); while (x != v);\n"
+    "  unsigned x, n = 0;\n"
+    "  unsigned long long t0 = 0, t;\n"
+    "  for (;;) {\n"
+    "    asm volatile(\"ld.acquire.gpu.global.u32 %0, [%1];\" : \"=r\"(x) : \"l\"(f) : \"memory\");\n"
+    "    if (x == v) return;\n"
+    "    if ((++n & 1023u) == 0u) {\n"
+    "      asm volatile(\"mov.u64 %0, %%globaltimer;\" : \"=l\"(t));\n"
+    "      if (!t0) t0 = t;\n"
+    "      else if (t - t0 > 2000000000ull) __trap();\n"
+    "    }\n"
+    "  }\n"
     "}\n"
     "static __device__ __forceinline__ void em_flag_set(unsigned *f, unsigned v) {\n"
     "  asm volatile(\"st.release.gpu.global.u32 [%0], %1;\" :: \"l\"(f), \"r\"(v) : \"memory\");\n"
