@@ -360,8 +360,8 @@ static void ws_split_reduce(ectx *c, const ex_ctr *k, int cw, int sk, int sp) {
  * (ld.acquire.gpu), the consumers meet and add the peers' parts in rank order from the next one on (the same sum
  * every run); after the epilogue they meet again and lower those flags (ws_split_lower_l2). From its second tile on a
  * CTA first waits for its own flags to be down (its owners have read its last parts). Every flag raised in a launch
- * is lowered in it, so the flags are zero at every launch (the launcher zeroes the scratch once). sp: STAMP=1 (em_sq the stores and the
- * wait for the owners, em_sv the wait for the peers, em_sx the reads). */
+ * is lowered in it, so the flags are zero at every launch (the launcher zeroes the scratch once). sp: STAMP=1 (em_sq
+ * the stores and the wait for the owners, em_sv the wait for the peers, em_sx the reads). */
 static void ws_split_reduce_l2(ectx *c, const ex_ctr *k, int cw, int sk, int sp) {
   int threads = 32 * cw, nst = k->dual ? 2 : 1, fs = k->FN / sk;
   long long slot = (long long)k->BM * k->BN * nst / 4; /* float4s */
