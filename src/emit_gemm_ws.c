@@ -781,18 +781,18 @@ static void ws_sizes(ectx *c, const ex_ctr *k) {
           ex_dim_c(c, &as->d[as->rank - 1]));
 }
 
-void ex_k_contraction_ws(ectx *c, const ex_ctr *k, em_launch *L) {
-  int stages = EX_KNOB(c, STAGES), raster = EX_KNOB(c, RASTER);
-  int wgk = EX_KNOB(c, WG_K), cw = k->BM / 16 * wgk; /* consumer warps: a warpgroup per 64 rows (WG_K=2: two) */
-  int staged = EX_KNOB(c, EPI_SMEM), cl = EX_KNOB(c, CLUSTER), sp = EX_KNOB(c, STAMP), sk = k->SK;
+/* The persistent pipeline's legality: fails c and returns 1 on a combination it does not build. Sets heads (EPI_SMEM=7 into heads: ws_heads_view, else -1), opos
+ * (the TMA-stored output's position: EPI_SMEM 4, 7) and nout (the result's constant N where an epilogue needs it). */
+static int ws_refused(ectx *c, const ex_ctr *k, int staged, int cl, int sk, int *heads, int *opos, int64_t *nout) {
+  int stages = EX_KNOB(c, STAGES);
   /* a head-local epilogue (RoPE) reads the tile staged whole: EPI_SMEM 1, 2, no head-local reduction */
   int stageD = ex_ctr_stage_width(c, k);
-  if (stageD < 0) return;
-  if (ws_kgroups_refused(c, k, wgk, staged, sk)) return;
+  if (stageD < 0) return 1;
+  if (ws_kgroups_refused(c, k, EX_KNOB(c, WG_K), staged, sk)) return 1;
   if (EX_KNOB(c, SPLIT_L2) && (sk < 2 || staged || cl != 1 || EX_KNOB(c, STREAM_K))) {
     ex_fail(c, "SPLIT_L2=1 sums SPLIT_K's parts of a tile through the launch scratch into the fragment epilogue: SPLIT_K 2 "
                "or 4, CLUSTER=1, EPI_SMEM=0, STREAM_K=0");
-    return;
+    return 1;
   }
   if (!k->tma || k->concat || (k->BM != 64 && k->BM != 128) || k->WM != k->BM / 16 || k->WN != 1 ||
       (sk != 1 && !((sk == 2 || (sk == 4 && !staged)) && cl == 1)) || stages < 2 ||
@@ -805,38 +805,41 @@ void ex_k_contraction_ws(ectx *c, const ex_ctr *k, em_launch *L) {
     ex_fail(c, "PERSIST=1: a persistent producer/consumer pipeline (TMA=1, WGMMA=1, WG_WAIT=1, PRODUCER=1, BM 64 or "
                "128, STAGES >= 2, SPLIT_K 1, 2 or 4 (2, 4: CLUSTER=1; 4: EPI_SMEM=0), CLUSTER 1 or 2 (PAIR_A=1: 2), STREAM_K=1 only with SPLIT_K=1, CLUSTER=1, EPI_SMEM 0..7, one linear or a dual pair, no prologue; a head-local "
                "epilogue (RoPE) with EPI_SMEM 1 or 2, or 0 or 7 from the fragments (SPLIT_K=1, column shifts in multiples of 8), and no head-local reduction)");
-    return;
+    return 1;
   }
   int two_byte = 1;
   for (int s = 0; s < (k->dual ? 2 : 1); s++) two_byte &= ex_V(c, k->sib[s])->dtype == EM_BF16 || ex_V(c, k->sib[s])->dtype == EM_F16;
   if (staged >= 3 && (k->BN % 64 || !two_byte)) {
     ex_fail(c, "EPI_SMEM=%d stages the tile in two halves of whole 64-column panels of 2-byte results (BN 128 or 256; "
                "BN 64 in one part; bf16/f16), got BN=%d", staged, k->BN);
-    return;
+    return 1;
   }
-  int64_t nout = 0;
-  if (staged >= 5 && (!em_dim_is_const(&k->os->d[k->r - 1], &nout) || nout % 8)) {
+  if (staged >= 5 && (!em_dim_is_const(&k->os->d[k->r - 1], nout) || *nout % 8)) {
     ex_fail(c, "EPI_SMEM=%d stores 8 columns a thread: N a constant multiple of 8", staged);
-    return;
+    return 1;
   }
   if (staged == 6 && (sk != 1 || EX_KNOB(c, STREAM_K))) {
     ex_fail(c, "EPI_SMEM=6 stores a tile during the next tile's K loop: SPLIT_K=1, STREAM_K=0");
-    return;
+    return 1;
   }
-  int heads = -1;
-  if (staged == 7 && (sk != 1 || EX_KNOB(c, STREAM_K) || ws_tma_fused_output(c, k, &nout, &heads) < 0)) {
+  if (staged == 7 && (sk != 1 || EX_KNOB(c, STREAM_K) || ws_tma_fused_output(c, k, nout, heads) < 0)) {
     ex_fail(c, "EPI_SMEM=7 stores the fused epilogue's one output by TMA: SPLIT_K=1, STREAM_K=0, one linear, one "
                "bf16/f16 output of the result's shape written at its own index (or of its heads view's, [B, H, S, D] "
                "with D a multiple of 64), N a constant multiple of 8");
-    return;
+    return 1;
   }
-  int opos = staged == 4 ? ws_tma_store_output(c, k, &nout) : staged == 7 ? 0 : -1;
-  if (staged == 4 && opos < 0) {
+  *opos = staged == 4 ? ws_tma_store_output(c, k, nout) : staged == 7 ? 0 : -1;
+  if (staged == 4 && *opos < 0) {
     ex_fail(c, "EPI_SMEM=4 stores the tile by TMA: one output, the linear's result or a contiguous view of it (no dual, "
                "no fused op), bf16/f16, N a constant multiple of 8");
-    return;
+    return 1;
   }
-  L->block[0] = 32 * cw + 128;
+  return 0;
+}
+
+/* The launch's block count and tensor-map boxes: a tile a CTA (the launcher caps the persistent grid at the SMs), a
+ * pair a cluster (CLUSTER=2: each CTA loads half the shared tile), a k-tile a CTA (stream-K), SPLIT_K CTAs a tile. */
+static void ws_grid(ectx *c, const ex_ctr *k, em_launch *L, int cl, int sk) {
   /* (the launcher's cap keeps the grid a multiple of the cluster) */
   L->persistent = cl == 2 ? 2 : ws_split_cluster(c, sk) ? sk : 1;
   L->group = ws_split_l2(c, sk) ? sk : 1;
@@ -864,6 +867,17 @@ void ex_k_contraction_ws(ectx *c, const ex_ctr *k, em_launch *L) {
   }
   snprintf(L->grid[1], sizeof L->grid[1], "1");
   snprintf(L->grid[2], sizeof L->grid[2], "1");
+}
+
+void ex_k_contraction_ws(ectx *c, const ex_ctr *k, em_launch *L) {
+  int stages = EX_KNOB(c, STAGES), raster = EX_KNOB(c, RASTER);
+  int wgk = EX_KNOB(c, WG_K), cw = k->BM / 16 * wgk; /* consumer warps: a warpgroup per 64 rows (WG_K=2: two) */
+  int staged = EX_KNOB(c, EPI_SMEM), cl = EX_KNOB(c, CLUSTER), sp = EX_KNOB(c, STAMP), sk = k->SK;
+  int heads = -1, opos = -1;
+  int64_t nout = 0;
+  if (ws_refused(c, k, staged, cl, sk, &heads, &opos, &nout)) return;
+  L->block[0] = 32 * cw + 128;
+  ws_grid(c, k, L, cl, sk);
   int tmo = -1;
   if (staged == 4 || staged == 7) {
     /* the output as rows x N (a contiguous view folds its dims), a 64-column box of BM rows in the 128-byte swizzle */
