@@ -17,9 +17,8 @@ local function read(path)
   return s
 end
 
--- Starts munged, slurmctld and slurmd in dir; returns "SLURM_CONF=<path>" (an environment prefix for commands) and a
--- stop function, or nil and why where the packages or root are missing. Raises where a daemon does not start.
-function M.start(dir)
+-- One try of M.start with the attempt-th pair of ports.
+local function start_once(dir, attempt)
   for _, b in ipairs { "munged", "slurmctld", "slurmd", "sbatch", "squeue" } do
     if sh("command -v " .. b) ~= 0 and sh("test -x /usr/sbin/" .. b) ~= 0 then
       return nil, ("no %s (make test installs Debian's slurm-wlm and munge)"):format(b)
@@ -28,7 +27,8 @@ function M.start(dir)
   if select(2, sh("id -u")):match("%d+") ~= "0" then return nil, "slurmd runs as root here and this is not root" end
   local host = select(2, sh("hostname -s")):match("%S+")
   local cpus = sys.nproc()
-  local port = 20000 + (tonumber(select(2, sh("echo $$")):match("%d+")) or 0) % 20000
+  -- two ports of its own below the kernel's ephemeral range (32768 and up: a client's connection may hold any port there)
+  local port = 10000 + attempt * 10000 + ((tonumber(select(2, sh("echo $$")):match("%d+")) or 0) % 5000) * 2
   assert(sys.mkdir_p(dir .. "/m") and sys.mkdir_p(dir .. "/state") and sys.mkdir_p(dir .. "/spool"))
   sh(("dd if=/dev/urandom of=%s/m/munge.key bs=1024 count=1 && chmod 600 %s/m/munge.key"):format(dir, dir))
   local pids = {}
@@ -81,14 +81,34 @@ PartitionName=emmy Nodes=%s Default=YES MaxTime=INFINITE State=UP
   -- (addresses given as 127.0.0.1 and the node named on slurmd's command line: no name lookup of the host needed)
   c, out = sh(("%s /usr/sbin/slurmctld -c -f %s && %s /usr/sbin/slurmd -f %s -N %s"):format(env, conf, env, conf, host))
   if c ~= 0 then stop(); error("slurm: " .. out) end
+  -- (each query bounded: a client of a controller that is not there retries for minutes; a controller that left is
+  -- said at once, with its log, instead of after them)
   for _ = 1, 100 do
-    local _, s = sh(env .. " sinfo -h -o %t")
+    local _, s = sh(env .. " timeout 10 sinfo -h -o %t")
     if s:match("idle") then return env, stop end
+    local pid = (read(dir .. "/slurmctld.pid") or ""):match("%d+")
+    if pid and sh("kill -0 " .. pid) ~= 0 then
+      local log = read(dir .. "/slurmctld.log") or ""
+      stop()
+      error(("slurmctld (port %d) left: %s"):format(port, log:sub(-600)))
+    end
     os.execute("sleep 0.2")
   end
-  local logs = (read(dir .. "/slurmctld.log") or "") .. (read(dir .. "/slurmd.log") or "")
+  local ctl, d = read(dir .. "/slurmctld.log") or "", read(dir .. "/slurmd.log") or ""
   stop()
-  error("the node never became idle: " .. logs:sub(-600))
+  error("the node never became idle: slurmctld: " .. ctl:sub(-400) .. " slurmd: " .. d:sub(-400))
+end
+
+-- Starts munged, slurmctld and slurmd in dir; returns "SLURM_CONF=<path>" (an environment prefix for commands) and a
+-- stop function, or nil and why where the packages or root are missing. Raises where a daemon does not start; a
+-- controller that leaves at once (a port another process took, say) is tried once more on other ports.
+function M.start(dir)
+  local ok, env, stop = pcall(start_once, dir, 0)
+  if ok then return env, stop end
+  if not tostring(env):find("slurmctld (port", 1, true) then error(env, 0) end
+  local ok2, env2, stop2 = pcall(start_once, dir, 1)
+  if ok2 then return env2, stop2 end
+  error(tostring(env2) .. " (the first try: " .. tostring(env) .. ")", 0)
 end
 
 return M
