@@ -81,9 +81,10 @@ PartitionName=emmy Nodes=%s Default=YES MaxTime=INFINITE State=UP
   -- (addresses given as 127.0.0.1 and the node named on slurmd's command line: no name lookup of the host needed)
   c, out = sh(("%s /usr/sbin/slurmctld -c -f %s && %s /usr/sbin/slurmd -f %s -N %s"):format(env, conf, env, conf, host))
   if c ~= 0 then stop(); error("slurm: " .. out) end
-  -- (each query bounded: a client of a controller that is not there retries for minutes; a controller that left is
-  -- said at once, with its log, instead of after them)
-  for _ = 1, 100 do
+  -- (each query bounded and the whole wait a minute: a client of a controller that is not there retries for minutes;
+  -- a controller that left is said at once, with its log)
+  local deadline = os.time() + 60
+  while os.time() < deadline do
     local _, s = sh(env .. " timeout 10 sinfo -h -o %t")
     if s:match("idle") then return env, stop end
     local pid = (read(dir .. "/slurmctld.pid") or ""):match("%d+")
