@@ -469,44 +469,38 @@ test("emmy run --profile-sass on the mock driver with a stand-in ncu: the report
   check(read_file(d .. "/dump/62_ncu_sass.csv"):find("TRYWAIT", 1, true), "the raw CSV kept")
 end)
 
-test("bench/gemm.lua --stamp takes a stream-K pin (STAMP=1 with STREAM_K=1: the records first, the slots and flags after): built and launched on the mock driver", function()
-  local d = tmpdir()
+-- bench/gemm.lua on the mock driver with one pin on Qwen3's down_proj at 512 tokens (extra: more arguments, env: more
+-- environment): the pinned variants (their knobs carrying mark) were built and launched — the mock computes nothing, so
+-- each is checked and found wrong, never refused by the emitter.
+local function mock_pin_bench(d, pin, mark, extra, env)
   local so = mock_driver(d)
-  local env = ("EMMY_MOCK_SMS=132 EMMY_MOCK_ANY_KERNEL=1 EMMY_LIBCUDA=%s EMMY_LIBCUPTI=/nonexistent EMMY_CUBIN_CACHE=%s/cc"):format(so, d)
-  local code, out, err = emmy({ ROOT .. "/bench/gemm.lua", "--cases", "qwen", "--batches", "1", "--kernels", "add_f97", "--match", "X=1",
-    "--stamp", "--pins", "BM=128,BN=128,WM=8,WG_K=1,STREAM_K=1,EPI_SMEM=0,STAGES=4", "--json", d .. "/g.json" }, { env = env })
+  local e = ("%sEMMY_MOCK_SMS=132 EMMY_MOCK_ANY_KERNEL=1 EMMY_LIBCUDA=%s EMMY_LIBCUPTI=/nonexistent EMMY_CUBIN_CACHE=%s/cc")
+    :format(env and env .. " " or "", so, d)
+  local a = { ROOT .. "/bench/gemm.lua", "--cases", "qwen", "--batches", "1", "--kernels", "add_f97", "--match", "X=1" }
+  for _, x in ipairs(extra or {}) do a[#a + 1] = x end
+  for _, x in ipairs { "--pins", pin, "--json", d .. "/g.json" } do a[#a + 1] = x end
+  local code, out, err = emmy(a, { env = e })
   check(code ~= 2, err .. out)
-  local j = cjson.decode(read(d .. "/g.json"))
   local seen = false
-  for _, v in ipairs(j.variants) do
-    if v.knobs:find("STREAM_K=1", 1, true) then
-      seen = true
-      -- (the mock's kernels compute nothing: checked and found wrong, never refused by the emitter)
-      check(v.error and v.error:find("^wrong"), tostring(v.error))
-    end
-  end
-  check(seen, "the stream-K pin ran: " .. out)
-end)
-
-test("SPLIT_L2=1 on the mock driver: the persistent grid in whole groups of SPLIT_K CTAs, no cluster, a slot and flags a CTA of scratch", function()
-  local d = tmpdir()
-  local so = mock_driver(d)
-  local log = d .. "/launches"
-  -- 32 tiles of 128 x 128 split in four would take 128 CTAs; capped at 6 (EMMY_PERSIST_CTAS), whole groups of 4: 4
-  local env = ("EMMY_MOCK_SMS=132 EMMY_PERSIST_CTAS=6 EMMY_MOCK_ANY_KERNEL=1 EMMY_MOCK_LAUNCH_LOG=%s EMMY_LIBCUDA=%s EMMY_LIBCUPTI=/nonexistent EMMY_CUBIN_CACHE=%s/cc")
-    :format(shell_quote(log), so, d)
-  local code, out, err = emmy({ ROOT .. "/bench/gemm.lua", "--cases", "qwen", "--batches", "1", "--kernels", "add_f97", "--match", "X=1",
-    "--pins", "BM=128,BN=128,WM=8,WG_K=1,SPLIT_K=4,SPLIT_L2=1,EPI_SMEM=0,STAGES=6", "--json", d .. "/g.json" }, { env = env })
-  check(code ~= 2, err .. out)
-  local j = cjson.decode(read(d .. "/g.json"))
-  local seen = false
-  for _, v in ipairs(j.variants) do
-    if v.knobs:find("SPLIT_L2=1", 1, true) then
+  for _, v in ipairs(cjson.decode(read(d .. "/g.json")).variants) do
+    if v.knobs:find(mark, 1, true) then
       seen = true
       check(v.error and v.error:find("^wrong"), "built and launched (the mock computes nothing): " .. tostring(v.error))
     end
   end
-  check(seen, "the SPLIT_L2 pin ran: " .. out)
+  check(seen, "the " .. mark .. " pin ran: " .. out)
+end
+
+test("bench/gemm.lua --stamp takes a stream-K pin (STAMP=1 with STREAM_K=1: the records first, the slots and flags after): built and launched on the mock driver", function()
+  mock_pin_bench(tmpdir(), "BM=128,BN=128,WM=8,WG_K=1,STREAM_K=1,EPI_SMEM=0,STAGES=4", "STREAM_K=1", { "--stamp" })
+end)
+
+test("SPLIT_L2=1 on the mock driver: the persistent grid in whole groups of SPLIT_K CTAs, no cluster, a slot and flags a CTA of scratch", function()
+  local d = tmpdir()
+  local log = d .. "/launches"
+  -- 32 tiles of 128 x 128 split in four would take 128 CTAs; capped at 6 (EMMY_PERSIST_CTAS), whole groups of 4: 4
+  mock_pin_bench(d, "BM=128,BN=128,WM=8,WG_K=1,SPLIT_K=4,SPLIT_L2=1,EPI_SMEM=0,STAGES=6", "SPLIT_L2=1", nil,
+    "EMMY_PERSIST_CTAS=6 EMMY_MOCK_LAUNCH_LOG=" .. shell_quote(log))
   local grids = {}
   for l in (read(log) or ""):gmatch("[^\n]+") do
     local gx = l:match("^grid (%d+) 1 1 block 384 1 1 smem " .. (1024 + 6 * 32768) .. "$")
