@@ -210,6 +210,7 @@ function M.launch(cu, plan, e, bufs, bind)
     local mult = math.max(cl, e.launch.group or 1)
     grid[1] = math.max(mult, math.floor(math.min(grid[1], cap) / mult) * mult)
   end
+  e.launched_ctas = grid[1] * grid[2] -- (the records a STAMP=1 launch wrote: emmy.stamps reads no more)
   if per > 0 then
     local bytes = per * grid[1] * grid[2]
     local key = "\0scratch:" .. k.name

@@ -78,15 +78,17 @@ function M.run(cu, p, e, kb, bind, read)
   local ok, err = gpu.launch(cu, p, e, kb, bind)
   if ok then ok, err = cu:sync() end
   if not ok then return nil, err end
-  return (read or M.read)(buf, e.launch and e.launch.scratch_per_tile)
+  return (read or M.read)(buf, e.launch and e.launch.scratch_per_tile, e.launched_ctas)
 end
 
 -- Reads the records from the scratch buffer buf (every CTA's, as many as it holds): the summary, or nil, msg. per:
 -- the launch's scratch bytes a CTA where more than a record (STREAM_K=1: its slots and flags after every CTA's
--- record), so that the CTAs are counted by it.
-function M.read(buf, per)
+-- record), so that the CTAs are counted by it; ctas: the launch's grid, where known (the kernel's scratch is kept
+-- at its largest launch's size, so a smaller grid's records are followed by its slots, not by more records).
+function M.read(buf, per, ctas)
   local rec = 4 * M.FIELDS * M.ROLES
   local n = math.floor(buf:size() / ((per and per > rec) and per or rec))
+  if ctas and ctas >= 1 then n = math.min(n, ctas) end
   if n < 1 then return nil, ("a stamp record needs %d bytes; the scratch holds %d"):format(4 * M.FIELDS * M.ROLES, buf:size()) end
   local t, err = buf:download("i32", { n * M.FIELDS * M.ROLES })
   if not t then return nil, err end

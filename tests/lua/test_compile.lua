@@ -689,6 +689,9 @@ test("emmy.stamps: the CTAs' records summed per role, the SM clock from the slow
       return { to_table = function() return v end }
     end }
   eq(stamps.read(buf)[1].ctas, 2, "read")
+  -- a scratch kept at a larger launch's size: only this launch's records (its slots follow them)
+  local big = { size = function() return 3 * buf.size() end, download = buf.download }
+  eq(stamps.read(big, nil, #rec)[1].ctas, 2, "the launch's CTAs, not the buffer's")
 end)
 
 test("emmy.stamps: FLASH=2 attention's records (5 roles) summed per role, the timeline, the printed table", function()
