@@ -3,6 +3,7 @@
  * thread's accumulator elements through the fused ops to the outputs (in adjacent pairs on the tensor-core tiers).
  * The accumulator layout (mma.sync's C fragment repeated over BN/8 column blocks) is shared by every tier, so one
  * epilogue serves them all; emit_contraction.c drives the main loops, emit_gemm_ws.c the persistent pipeline. */
+#include <ctype.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -358,10 +359,59 @@ static int prefetch_source(ectx *c, const ex_ctr *k, int u, ivec *ix) {
   return dt == EM_BF16 || dt == EM_F16 ? v : -1;
 }
 
+static void ctr_split_columns(ectx *c, const ex_ctr *k, const char *col, const char *col1);
+
+/* 1 when index text s names j only as a fragment column's offset modulo the head width D ("(j * 8 + (lane & 3) * 2)
+ * % DLL", the pair's second "... + 1) % DLL": ex_split_tile's remainder of a span that D divides); an index name
+ * (ex_idx_name's memo) is read through to its text. */
+static int column_mod_only(ectx *c, const char *s, int D, int depth) {
+  const char *pat[2] = {"(j * 8 + (lane & 3) * 2) %% %dLL", "(j * 8 + (lane & 3) * 2 + 1) %% %dLL"};
+  char p[2][64];
+  for (int e = 0; e < 2; e++) snprintf(p[e], sizeof p[e], pat[e], D);
+  for (const char *x = s; *x; x++) {
+    int skip = 0;
+    for (int e = 0; e < 2 && !skip; e++)
+      if (!strncmp(x, p[e], strlen(p[e]))) skip = (int)strlen(p[e]);
+    if (skip) {
+      x += skip - 1;
+      continue;
+    }
+    if (!(isalnum((unsigned char)*x) || *x == '_') || (x > s && (isalnum((unsigned char)x[-1]) || x[-1] == '_'))) continue;
+    size_t w = 0;
+    while (isalnum((unsigned char)x[w]) || x[w] == '_') w++;
+    if (w == 1 && *x == 'j') return 0;
+    for (int i = c->memo.n - 1; i >= 0; i--) /* an index name: its text */
+      if (c->memo.v[i].v == -1 && strlen(c->memo.v[i].var) == w && !strncmp(c->memo.v[i].var, x, w)) {
+        if (depth > 8 || !column_mod_only(c, c->memo.v[i].key, D, depth + 1)) return 0;
+        break;
+      }
+    x += w - 1;
+  }
+  return 1;
+}
+
+/* Value u's pair indices at this thread's split columns (prefetch_pair's text) repeat every head of width D: the
+ * epilogue may read column group j's from j % (D / 8). */
+static int prefetch_repeats(ectx *c, const ex_ctr *k, int u, int D) {
+  int mark = c->memo.n, ok = D > 0 && D % 8 == 0 && k->BN / k->WN % D == 0;
+  size_t n0 = c->out->n; /* (a probe: the index names it would declare are taken back) */
+  ivec mi = ex_unravel(c, "m", &k->mdims);
+  ctr_split_columns(c, k, "n", "(n + 1)");
+  for (int e = 0; e < 2 && ok; e++) {
+    ex_ctr_anchor(c, k, 0, "0.0f", NULL, &mi, e ? "(n + 1)" : "n");
+    ivec ix = prefetch_index(c, u);
+    int v = prefetch_source(c, k, u, &ix);
+    ok = v >= 0 && column_mod_only(c, ex_linearize(c, &ix, ex_S(c, v)), D, 0);
+  }
+  c->memo.n = mark;
+  c->out->n = n0;
+  c->out->s[n0] = 0;
+  return ok;
+}
+
 void ex_ctr_prefetch(ectx *c, ex_ctr *k) {
   int mark = c->memo.n;
-  k->npf = 0;
-  if (k->FN > 16) return; /* (two more registers a column group each: 128 x 256 tiles would spill) */
+  k->npf = 0, k->pfp = k->FN;
   ivec mi = ex_unravel(c, "m", &k->mdims);
   ex_ctr_anchor(c, k, 0, "0.0f", NULL, &mi, "n");
   for (int i = 0; i < c->g->nodes.n && k->npf < 2; i++) {
@@ -376,6 +426,13 @@ void ex_ctr_prefetch(ectx *c, ex_ctr *k) {
     }
   }
   c->memo.n = mark;
+  if (k->FN <= 16 || !k->npf) return;
+  /* (two more registers a column group each: a 128 x 256 tile's 32 groups would spill, so above 16 only the
+   * values that repeat every head, loaded for the first head's groups) */
+  int D = ex_ctr_stage_width(c, k);
+  for (int t = 0; t < k->npf; t++)
+    if (D <= 0 || D / 8 > 8 || !prefetch_repeats(c, k, k->pfv[t], D)) k->npf = 0;
+  if (k->npf) k->pfp = D / 8;
 }
 
 /* A fragment's column (index text col: the lane's column of group j, plus the C text extra) as the warp's first column
@@ -427,7 +484,9 @@ void ex_ctr_residual_load(ectx *c, const ex_ctr *k, int jlo, int jhi) {
     const char *ix = ex_linearize(c, &c->al[v], ex_S(c, v));
     ex_line(c, "em_pf[j][q >> 1] = m < M && n < N ? *reinterpret_cast<const unsigned *>(in%d + (%s)) : 0u;", ex_input_pos(c, v), ix);
   }
+  if (k->npf && k->pfp < k->FN) ex_line(c, "if (j < %d) { /* (the first head's column groups: the others repeat them) */", k->pfp);
   for (int t = 0; t < k->npf; t++) prefetch_pair(c, k, k->pfv[t], t + 1, &mi);
+  if (k->npf && k->pfp < k->FN) ex_line(c, "}");
   c->indent -= 2;
   ex_line(c, "  }");
   ex_line(c, "}");
@@ -461,7 +520,8 @@ static void prefetch_seed(ectx *c, const ex_ctr *k, int e) {
     int v = k->pfv[t];
     ivec ix = prefetch_index(c, v);
     if (!ix.rank) continue;
-    const char *half = ex_A(c, e ? "(unsigned short)(em_pf%d[j][q >> 1] >> 16)" : "(unsigned short)em_pf%d[j][q >> 1]", t + 1);
+    const char *j = k->pfp < k->FN ? ex_A(c, "j %% %d", k->pfp) : "j";
+    const char *half = ex_A(c, e ? "(unsigned short)(em_pf%d[%s][q >> 1] >> 16)" : "(unsigned short)em_pf%d[%s][q >> 1]", t + 1, j);
     ex_memo_seed(c, v, &ix, ex_load_conv(c, ex_V(c, v)->dtype, half));
   }
 }

@@ -619,9 +619,9 @@ static void ws_consumers(ectx *c, const ex_ctr *k, em_launch *L, int stages, int
   k1.rpf = staged && staged != 7 ? -1 : ex_ctr_residual(c, k); /* (7: the fragments' values, staged for TMA) */
   k1.stage_reg = (!staged || staged == 7) && ex_ctr_stage_width(c, k) > 0; /* RoPE from the thread's own fragments */
   if (k1.rpf >= 0) ex_line(c, "unsigned em_pf[%d][2]; /* the residual's column pairs, loaded ahead */", k->FN);
-  k1.npf = 0;
+  k1.npf = 0, k1.pfp = k->FN;
   if (k1.stage_reg) ex_ctr_prefetch(c, &k1); /* RoPE's cos and sin, loaded ahead too */
-  for (int t = 0; t < k1.npf; t++) ex_line(c, "unsigned em_pf%d[%d][2]; /* %s's column pairs, loaded ahead */", t + 1, k->FN, ex_V(c, k1.pfv[t])->name);
+  for (int t = 0; t < k1.npf; t++) ex_line(c, "unsigned em_pf%d[%d][2]; /* %s's column pairs, loaded ahead */", t + 1, k1.pfp, ex_V(c, k1.pfv[t])->name);
   ws_stamp(c, sp, "unsigned em_sn = 0, em_sw = 0, em_sm = 0, em_sr = 0, em_stl = 0, em_se = 0; /* STAMP: see WS_STAMP_FIELDS */");
   if (sk >= 2 && !staged) ws_stamp(c, sp, "unsigned em_sq = 0, em_sv = 0, em_sx = 0; /* STAMP: the reduce-scatter's stores, its wait, its reads and release */");
   if (wgk == 2) ws_stamp(c, sp, "unsigned em_sk = 0; /* STAMP: this K group's k-steps */");

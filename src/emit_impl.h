@@ -191,7 +191,9 @@ typedef struct {
   int stage_reg;            /* 1: a head-local epilogue reads the thread's own fragments, no staged tile (PERSIST=1
                              * with EPI_SMEM=0; ex_ctr_stage_in_regs says where it may) */
   int npf, pfv[2];          /* other 2-byte inputs loaded ahead (ex_ctr_prefetch: RoPE's cos and sin) at the pair's
-                             * own aligned index, into em_pf<t + 1>[j][q / 2] */
+                             * own aligned index, into em_pf<t + 1>[j % pfp][q / 2] */
+  int pfp;                  /* their period in column groups j: FN, or the head width / 8 where they read a column
+                             * only modulo the head width (one row of cos for every head of a wide tile) */
 } ex_ctr;
 
 /* The contraction epilogue: split-K's reduction, a staged head-local tile, then every accumulator element
@@ -217,7 +219,8 @@ int ex_ctr_head_reductions(ectx *c, const ex_ctr *k);
 int ex_ctr_stage_in_regs(ectx *c, const ex_ctr *k);
 const char *ex_ctr_stage_read(ectx *c, int s, const char *col, const char *shift);
 /* The register-RoPE epilogue's other 2-byte inputs (not the contraction's operands), loaded ahead like the
- * residual: their count into k->npf, k->pfv (at most 2; none above 16 column groups a thread). */
+ * residual: their count into k->npf, k->pfv (at most 2), their period into k->pfp; above 16 column groups a thread
+ * only where they repeat every head (pfp = D / 8 <= 8: a 128 x 256 tile keeps 32 registers of them, not 128). */
 void ex_ctr_prefetch(ectx *c, ex_ctr *k);
 /* The residual of the fragment pairs epilogue, loadable ahead: a 2-byte kernel input the epilogue reads at the
  * result's own index with the result's shape (contiguous rows of N, N even), or -1. ex_ctr_residual_load emits

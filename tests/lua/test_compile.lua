@@ -881,6 +881,15 @@ test("RoPE from the thread's own fragments: rotate_half shifts by 32 columns (me
   check(src:find("em_mq[i][h] = (m) / (s_seq_len)", 1, true) and not src:find("((m) / (s_seq_len)) * 32LL", 1, true), "the row split once")
   -- cos and sin loaded ahead of the K loop, in column pairs, as a residual is
   check(src:find("em_pf1[j][q >> 1] = ", 1, true) and src:find("em_bf2f((unsigned short)em_pf2[j][q >> 1])", 1, true), "cos/sin ahead")
+  -- a 128 x 256 tile (32 column groups, four heads of 64): cos and sin read a column only modulo the head width, so
+  -- the first head's 8 groups are loaded ahead and every head reads them (32 registers, not 128 and a spill)
+  for _, epi in ipairs { 0, 7 } do
+    local wide = ("EMMY_KNOBS=88e5e1:PERSIST=1,88e5e1:BM=128,88e5e1:BN=256,88e5e1:WM=8,88e5e1:STAGES=4,88e5e1:EPI_SMEM=%d"):format(epi)
+    local c6, s6, e6 = emmy(args("compile", LL, "--hint", "seq_len=2048", "--ir", "cuda", "--kernel", "k_linear_rope_88e5e1"), { env = wide })
+    eq(c6, 0, "128 x 256: " .. e6)
+    check(s6:find("unsigned em_pf1[8][2];", 1, true) and s6:find("if (j < 8) { /* (the first head's column groups", 1, true)
+      and s6:find("em_bf2f((unsigned short)em_pf2[j % 8][q >> 1])", 1, true), "EPI_SMEM=" .. epi .. ": one head's cos/sin ahead")
+  end
   -- the lead where the grid is one wave or less (atom.rope_regs): q 128 x 64, the k+v pair 64 x 64, both 8 stages
   local c4, tile, e4 = emmy(args("compile", LL, "--ir", "tile"))
   eq(c4, 0, "tile: " .. e4)
