@@ -291,19 +291,34 @@ static void ws_tma_store_half(ectx *c, int h, int half, int panel, int tmo) {
 
 /* EPI_SMEM=7 into heads: the panels of half h to the [B, H, S, D] output's map of its own dims (d, s, h, b): a panel
  * of 64 columns is one head's (or part of one: D a multiple of 64) for the tile's BM rows; the rows m = b * S + s
- * from m0 on lie in batch b0 = m0 / S from s0 = m0 % S and, where they pass S, in the batches after it, so the box
- * is stored once a batch it reaches, at s0 - i * S in batch b0 + i (rows before a batch's first or past its last
- * are not written: the map's bounds). */
-static void ws_tma_store_half_heads(ectx *c, const ex_ctr *k, int h, int half, int panel, int tmo, int64_t D) {
-  ex_line(c, "if (tid == 0) {");
+ * from m0 on lie in batch b0 = m0 / S from s0 = m0 % S, and the box is stored there (rows past S are not written: the
+ * map's bounds). Where the tile passes into the batches after b0 (S not a multiple of BM), those rows are stored by
+ * the threads from the panels: a TMA store's box may not start at a negative row (a box at s0 - S in batch b0 + 1
+ * faulted with an illegal instruction on the H200, batch 4 x 37 tokens). */
+static void ws_tma_store_half_heads(ectx *c, const ex_ctr *k, int h, int half, int panel, int tmo, int64_t D, int threads) {
+  int64_t N = 0;
+  em_dim_is_const(&k->os->d[k->r - 1], &N);
+  int cpr = half / 64 * 8; /* (16-byte chunks a row of the half) */
+  ex_line(c, "{");
   ex_line(c, "  const long long em_hs = %s, em_hb = %s;", ex_dim_c(c, &k->os->d[1]), ex_dim_c(c, &k->os->d[0]));
   ex_line(c, "  const int em_b0 = (int)(m0 / em_hs), em_s0 = (int)(m0 - em_b0 * em_hs);");
-  ex_line(c, "  for (int em_i = 0; em_i * em_hs < em_s0 + %d && em_b0 + em_i < em_hb; em_i++) {", k->BM);
+  ex_line(c, "  if (tid == 0) {");
   for (int p = 0; p < half / 64; p++)
-    ex_line(c, "    em_tma_store_4d(&tm%d, em_epa + %du, (int)((n0 + %d) %% %lld), (int)(em_s0 - em_i * em_hs), (int)((n0 + %d) / %lld), em_b0 + em_i);",
-            tmo, p * panel, h * half + p * 64, (long long)D, h * half + p * 64, (long long)D);
+    ex_line(c, "    em_tma_store_4d(&tm%d, em_epa + %du, (int)((n0 + %d) %% %lld), em_s0, (int)((n0 + %d) / %lld), em_b0);", tmo,
+            p * panel, h * half + p * 64, (long long)D, h * half + p * 64, (long long)D);
+  ex_line(c, "    em_bulk_commit();");
   ex_line(c, "  }");
-  ex_line(c, "  em_bulk_commit();");
+  ex_line(c, "  if (em_s0 + %d > em_hs && em_b0 + 1 < em_hb) { /* the rows in the batches after b0, by the threads */", k->BM);
+  ex_line(c, "    const int em_r0 = (int)(em_hs - em_s0), em_rn = (int)min((long long)%d, M - m0);", k->BM);
+  ex_line(c, "    for (int em_x = em_r0 * %d + tid; em_x < em_rn * %d; em_x += %d) {", cpr, cpr, threads);
+  ex_line(c, "      const int em_r = em_x / %d, em_p = em_x %% %d / 8, em_c = em_x %% 8;", cpr, cpr);
+  ex_line(c, "      const long long em_b = (m0 + em_r) / em_hs, em_s = m0 + em_r - em_b * em_hs, em_n = n0 + %d + em_p * 64 + em_c * 8;", h * half);
+  ex_line(c, "      if (em_n >= %lldLL) continue;", (long long)N);
+  ex_line(c, "      const uint4 em_v = *reinterpret_cast<const uint4 *>(em_ep0 + em_p * %du + em_r * 128 + ((em_c ^ (em_r & 7)) << 4));", panel);
+  ex_line(c, "      *reinterpret_cast<uint4 *>(out0 + ((em_b * %lldLL + em_n / %lldLL) * em_hs + em_s) * %lldLL + em_n %% %lldLL) = em_v;",
+          (long long)(N / D), (long long)D, (long long)D, (long long)D);
+  ex_line(c, "    }");
+  ex_line(c, "  }");
   ex_line(c, "}");
 }
 
@@ -488,7 +503,7 @@ void ws_epilogue_tma_fused(ectx *c, const ex_ctr *k, int cw, int tmo, int heads)
     if (heads >= 0) ex_line(c, "}");
     ex_line(c, "em_fence_async_smem();");
     ex_line(c, "asm volatile(\"bar.sync 1, %d;\" ::: \"memory\");", threads);
-    if (heads >= 0) ws_tma_store_half_heads(c, k, h, half, panel, tmo, D);
+    if (heads >= 0) ws_tma_store_half_heads(c, k, h, half, panel, tmo, D, threads);
     else ws_tma_store_half(c, h, half, panel, tmo);
   }
 }
