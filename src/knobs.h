@@ -102,7 +102,7 @@
     "staged as 4's halves and stored by TMA: one output of the result's shape at its own index (SPLIT_K=1, "          \
     "STREAM_K=0; first at BN 128 and 256 where it applies: the 4096-token residual kernels 4-11% faster than with 0; " \
     "last at BN 64), or a Llama q projection's RoPE from the fragments into heads ([B, H, S, D], D a multiple of 64: " \
-    "a map of the output's own dims, a box a batch the tile's rows reach; written without a GPU run, offered last). "  \
+    "a map of the output's own dims, the box at the tile's first batch, its rows in later batches stored by the threads; the lead for a RoPE q of one batch). "  \
     "3..7 need BN a multiple of 64 (64: one part)")                                                                   \
   X(PAD_SMEM, TILE, 8, "0,8,16", "contraction (warp tier)",                                                            \
     "bf16 elements of padding per shared-memory tile row (8: conflict-free ldmatrix; 0: packed; TMA=1 sets 0: its "    \

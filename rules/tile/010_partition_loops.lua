@@ -172,7 +172,15 @@ return {
             -- from the fragments, its values staged and stored as the residual kernels' 7 (TinyLlama's q+RoPE at 4096
             -- tokens, 128 x 128 fragments, 70.7 us against o's 56.5 at 128 x 256 with 7 and torch.compile's 55.5;
             -- H100, thirty-third session). Written without a GPU run: offered after them
-            if atom.rope_in_regs(k) and k.tma_heads and o.BN % 64 == 0 then epis[#epis + 1] = 7 end
+            -- — since then correct on the H200 at one batch and, for one batch, the lead (atom.rope_heads: its note)
+            if atom.rope_in_regs(k) and k.tma_heads and o.BN % 64 == 0 then
+              if atom.rope_heads(k) then
+                table.insert(epis, 1, 7)
+                lead_epi = 7
+              else
+                epis[#epis + 1] = 7
+              end
+            end
           elseif o.BN % 128 == 0 or o.BN == 64 then
             if k.tma_store and o.BN % 128 == 0 then
               table.insert(epis, 1, 4)
@@ -214,7 +222,7 @@ return {
           if atom.split2_lead(k, dev) then small = { BM = 128, BN = 128 } end
           for _, e in ipairs(epis) do
             local q = atom.with(p, "EPI_SMEM", e)
-            local first = o.BM == 128 and o.BN == ((k.dual or atom.rope_in_regs(k)) and 128 or 256) and e == lead_epi
+            local first = o.BM == 128 and o.BN == (k.dual and 128 or 256) and e == lead_epi
             -- (atom.persist_small: its tile, the TMA store, the staged 16-byte stores (atom.small_staged) or the
             -- fragment epilogue)
             if small then

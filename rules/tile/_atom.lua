@@ -174,11 +174,24 @@ end
 
 -- A RoPE projection whose head-local reads may come from the reading thread's accumulators (every shift a multiple
 -- of 8, no per-head reduction, one linear or a dual pair): its persistent tiles take EPI_SMEM=0 first, and where
--- 128-row tiles fill the SMs (atom.persist_first) the 128 x 128 tile leads. Measured at 4096 tokens (TinyLlama q+RoPE,
--- batch 8 x 512, bench/gemm.lua --cases llama --batches 8, H200, 2026-12-02): 128 x 128 EPI_SMEM=0 99.3 µs, 128 x 64
--- EPI_SMEM=0 117.0, against the staged 128 x 256 lead's 178.9 (torch eager 170.2).
+-- 128-row tiles fill the SMs (atom.persist_first) the 128 x 128 tile leads a dual pair, 128 x 256 one linear. Measured
+-- at 4096 tokens (TinyLlama q+RoPE, batch 8 x 512, bench/gemm.lua --cases llama --batches 8, H200, 2026-12-02): 128 x
+-- 128 EPI_SMEM=0 99.3 µs, 128 x 64 EPI_SMEM=0 117.0, against the staged 128 x 256 lead's 178.9 (torch eager 170.2);
+-- since cos and sin are loaded ahead for one head of a wide tile (thirty-fifth session) 128 x 256 EPI_SMEM=0 58.1
+-- against 128 x 128's 70.2 (the same run).
 function A.rope_in_regs(k)
   return k.stage and (k.stage_step or 1) % 8 == 0 and (k.epilogue_reductions or 0) == 0 and ((k.siblings or 0) <= 1 or k.dual)
+end
+
+-- A RoPE projection of one linear whose head-local reads come from the thread's accumulators (atom.rope_in_regs)
+-- and whose one output, [1, H, S, D], takes the heads store (k.tma_heads_b1: one batch, so a tile's rows are one box):
+-- its values staged and stored by TMA (EPI_SMEM=7) lead its tiles. Measured (TinyLlama q+RoPE, H200, thirty-fifth
+-- session, bench/gemm.lua --pins, each variant checked): at 512 tokens 128 x 64 12.32 -> 11.41 us alone (torch.compile
+-- 10.3-11.4 across runs), 13.2 -> 12.8 in the layer's program (bench/ab.lua, EMMY_KNOBS pins); at 4096 tokens 128 x 256
+-- 55.2 us against the 128 x 128 fragment epilogue's 70.7 and torch.compile's 59.5 in the same run. (Of more batches
+-- a tile may span two: those rows go by the threads, written 2026-12-05, not yet run on a GPU — not the lead there.)
+function A.rope_heads(k)
+  return A.rope_in_regs(k) and k.tma_heads_b1 and not k.dual
 end
 
 -- A RoPE projection whose rotate_half reads stay in the reading thread's accumulators (k.stage_step a multiple of

@@ -890,15 +890,20 @@ test("RoPE from the thread's own fragments: rotate_half shifts by 32 columns (me
     check(s6:find("unsigned em_pf1[8][2];", 1, true) and s6:find("if (j < 8) { /* (the first head's column groups", 1, true)
       and s6:find("em_bf2f((unsigned short)em_pf2[j % 8][q >> 1])", 1, true), "EPI_SMEM=" .. epi .. ": one head's cos/sin ahead")
   end
-  -- the lead where the grid is one wave or less (atom.rope_regs): q 128 x 64, the k+v pair 64 x 64, both 8 stages
+  -- the lead where the grid is one wave or less (atom.rope_regs): q 128 x 64, the k+v pair 64 x 64, both 8 stages;
+  -- q's one output of one batch stored into heads by TMA (atom.rope_heads), the pair's from the fragments
   local c4, tile, e4 = emmy(args("compile", LL, "--ir", "tile"))
   eq(c4, 0, "tile: " .. e4)
-  check(tile:find("k_linear_rope_88e5e1%s.-BM=128,BN=64,.-EPI_SMEM=0,.-PERSIST=1,.-STAGES=8,"), tile)
+  check(tile:find("k_linear_rope_88e5e1%s.-BM=128,BN=64,.-EPI_SMEM=7,.-PERSIST=1,.-STAGES=8,"), tile)
   check(tile:find("k_linear_rope_4277a7%s.-BM=64,BN=64,.-EPI_SMEM=0,.-PERSIST=1,.-STAGES=8,"), tile)
-  -- where 128-row tiles fill the SMs (2048 tokens) q's 128 x 128 tile with the register RoPE leads (atom.rope_in_regs)
+  -- where 128-row tiles fill the SMs (2048 tokens) q's 128 x 256 tile leads (atom.rope_in_regs), into heads at one
+  -- batch; at 8 batches with the fragment epilogue (a tile may span two batches there)
   local c5, tile5, e5 = emmy(args("compile", LL, "--hint", "seq_len=2048", "--ir", "tile"))
   eq(c5, 0, "tile at 2048: " .. e5)
-  check(tile5:find("k_linear_rope_88e5e1%s.-BM=128,BN=128,.-EPI_SMEM=0,.-PERSIST=1,"), tile5)
+  check(tile5:find("k_linear_rope_88e5e1%s.-BM=128,BN=256,.-EPI_SMEM=7,.-PERSIST=1,"), tile5)
+  local c7, tile7, e7 = emmy(args("compile", LL, "--batch", "8", "--ir", "tile"))
+  eq(c7, 0, "tile at batch 8: " .. e7)
+  check(tile7:find("k_linear_rope_8f300b%s.-BM=128,BN=256,.-EPI_SMEM=0,.-PERSIST=1,"), tile7)
   -- the columns split over a cluster (SPLIT_K=2) leave the partner in another CTA: refused with the condition
   local c2, _, e2 = emmy(args("compile", LL, "--ir", "tile", "--kernel", "k_linear_rope"), { env = pin .. ",k_linear_rope:SPLIT_K=2" })
   check(c2 ~= 0 and e2:find("match no candidate together", 1, true), "SPLIT_K=2 with EPI_SMEM=0 refused: " .. e2)
@@ -1219,9 +1224,11 @@ end)
 
 test("the tile split (EMMY_TILE_SPLIT=0 leaves it out): the RoPE projection's head split folds to the lane's offset and its partner to a constant; without it the earlier text; NVRTC compiles the layer", function()
   local LL = { "TinyLlama/TinyLlama-1.1B-Chat-v1.0", "--layer", "0", "--dynamic", "seq_len@x:1", "--ir", "cuda", "--kernel", "k_linear_rope_88e5e1" }
-  local c0, plain, e0 = emmy(args("compile", LL), { env = "EMMY_TILE_SPLIT=0" })
+  -- (the fragment epilogue, EPI_SMEM=0: its pair stores; the lead at one batch stages them for TMA)
+  local frag = "EMMY_KNOBS=88e5e1:EPI_SMEM=0"
+  local c0, plain, e0 = emmy(args("compile", LL), { env = frag .. " EMMY_TILE_SPLIT=0" })
   eq(c0, 0, e0)
-  local c1, split, e1 = emmy(args("compile", LL))
+  local c1, split, e1 = emmy(args("compile", LL), { env = frag })
   eq(c1, 0, e1)
   check(plain:find("if ((n) % 64LL < (0LL + 32LL))", 1, true), "the text without the switch: " .. plain:sub(1, 300))
   check(split:find("if ((j * 8 + (lane & 3) * 2) < (0LL + 32LL))", 1, true), "the head split folded: " .. split:sub(1, 300))
@@ -1245,7 +1252,7 @@ test("EPI_SMEM=7 into heads: the RoPE projection's [B, H, S, D] output stored by
   check(src:find("em_tma_store_4d(&tm2, em_epa + 0u, (int)((n0 + 0) % 64), em_s0, (int)((n0 + 0) / 64), em_b0);", 1, true),
     "the panel's store at (d, s, h, b): " .. src:sub(-1500))
   -- the rows in the batches after the tile's first by the threads (a TMA store's box may not start at a negative row)
-  check(src:find("if (em_s0 + 64 > em_hs && em_b0 + 1 < em_hb) {", 1, true) and
+  check(src:find("if (em_s0 + " .. src:match("BM=(%d+)") .. " > em_hs && em_b0 + 1 < em_hb) {", 1, true) and
     src:find("*reinterpret_cast<uint4 *>(out0 + ((em_b * 32LL + em_n / 64LL) * em_hs + em_s) * 64LL + em_n % 64LL) = em_v;", 1, true),
     "the later batches' rows from the panels")
   check(not src:find("em_s0 - ", 1, true), "no box at a negative row")
