@@ -594,18 +594,43 @@ static void ws_kgroup_split_epilogue(ectx *c, const ex_ctr *k, int ahead) {
  * the step before is released once wait_group 1 retired it), then the last release and the epilogue. The first
  * k-slice's wgmma starts the accumulators at zero (scale-d = (kt | kk) != 0), so no tile clears them. tmo: the
  * output's tensor map (EPI_SMEM=4, 7); heads: EPI_SMEM=7 into heads (ws_heads_view), else -1; sp: STAMP=1. */
+/* WG_PP=1 (ping-pong): consumer warpgroup g takes the CTA's tiles g, g + 2, ... (every 2 * gridDim.x-th tile from
+ * blockIdx.x + g * gridDim.x), their ring uses where the producer (every tile of the CTA, in order) put them: tile
+ * number i's from i * nk. The K loops go in turn: tile i's waits for tile i - 1's (named barrier 4 + its warpgroup:
+ * the other's arrival and this one's wait, 256 threads), so a warpgroup waits on a stage only once every earlier use
+ * of it is complete (a parity wait reads the current or the previous phase) and its epilogue runs under the other's
+ * K loop. */
+static void ws_pingpong_loop(ectx *c) {
+  ex_line(c, "for (int em_t = blockIdx.x + em_g * gridDim.x; em_t < em_tiles; em_t += 2 * gridDim.x) {");
+}
+
+static void ws_pingpong_tile(ectx *c, int sp) {
+  ex_line(c, "const int em_i = (em_t - (int)blockIdx.x) / (int)gridDim.x; /* WG_PP: the tile's number in the CTA's */");
+  ex_line(c, "em_it = em_i * nk;");
+  ws_stamp(c, sp, "em_sk += nk;");
+}
+
+/* WG_PP=1's conditions (ws_pingpong_loop): fails c and returns 1 where they do not hold. */
+static int ws_pingpong_refused(ectx *c, const ex_ctr *k, int staged, int cl, int sk) {
+  if (!EX_KNOB(c, WG_PP)) return 0;
+  if (k->BM == 64 && EX_KNOB(c, WG_K) == 1 && sk == 1 && !EX_KNOB(c, STREAM_K) && cl == 1 && staged == 0) return 0;
+  ex_fail(c, "WG_PP=1 gives the persistent pipeline's two consumer warpgroups alternate 64-row tiles: BM=64, WG_K=1, "
+             "SPLIT_K=1, STREAM_K=0, CLUSTER=1, EPI_SMEM=0");
+  return 1;
+}
+
 static void ws_consumers(ectx *c, const ex_ctr *k, em_launch *L, int stages, int raster, int staged, int cl, int sk, int tmo,
                          int heads, int sp) {
   long long abytes = 128LL * k->BM;
-  const int wgk = EX_KNOB(c, WG_K);
+  const int wgk = EX_KNOB(c, WG_K), pp = EX_KNOB(c, WG_PP), two = wgk == 2 || pp;
   ex_line(c, "asm volatile(\"setmaxnreg.inc.sync.aligned.u32 %d;\");", WS_CONSUMER_REGS);
-  if (wgk == 2) {
-    /* (WG_K=2: each K group sees itself as the tile's one warpgroup: its own thread and warp numbers) */
+  if (two) {
+    /* (WG_K=2, WG_PP=1: each warpgroup sees itself as the tile's one warpgroup: its own thread and warp numbers) */
     ex_line(c, "const int em_g = wid >> 2;");
     ex_line(c, "{");
     c->indent++;
     ex_line(c, "const int tid = threadIdx.x & 127, wid = tid >> 5;");
-    ex_line(c, "unsigned em_kn = 0; /* WG_K=2: tiles handed over */");
+    if (wgk == 2) ex_line(c, "unsigned em_kn = 0; /* WG_K=2: tiles handed over */");
   }
   ex_line(c, "const int wm = wid, wn = 0;");
   ex_line(c, "float acc[1][%d][4];", k->FN);
@@ -624,16 +649,18 @@ static void ws_consumers(ectx *c, const ex_ctr *k, em_launch *L, int stages, int
   for (int t = 0; t < k1.npf; t++) ex_line(c, "unsigned em_pf%d[%d][2]; /* %s's column pairs, loaded ahead */", t + 1, k1.pfp, ex_V(c, k1.pfv[t])->name);
   ws_stamp(c, sp, "unsigned em_sn = 0, em_sw = 0, em_sm = 0, em_sr = 0, em_stl = 0, em_se = 0; /* STAMP: see WS_STAMP_FIELDS */");
   if (sk >= 2 && !staged) ws_stamp(c, sp, "unsigned em_sq = 0, em_sv = 0, em_sx = 0; /* STAMP: the reduce-scatter's stores, its wait, its reads and release */");
-  if (wgk == 2) ws_stamp(c, sp, "unsigned em_sk = 0; /* STAMP: this K group's k-steps */");
+  if (two) ws_stamp(c, sp, "unsigned em_sk = 0; /* STAMP: this warpgroup's k-steps */");
   ws_stamp(c, sp, "const unsigned em_s0 = em_clock();");
   if (ws_split_l2(c, sk)) ex_line(c, "unsigned em_n = 0; /* SPLIT_L2: the tiles reduced (from the second on, a slot is rewritten) */");
   else if (sk >= 2)
     ex_line(c, staged ? "unsigned em_n = 0; /* SPLIT_K=2: the tiles handed over, the parity of em_rfull / em_rempty */"
                       : "unsigned em_n = 0; /* SPLIT_K: the tiles reduced, the parity of em_rfull / em_rempty */");
   if (staged == 6) ex_line(c, "long long em_pm0 = -1, em_pn0 = 0; /* EPI_SMEM=6: the staged tile's origin */");
-  ws_tile_loop(c, cl, sk);
+  if (pp) ws_pingpong_loop(c);
+  else ws_tile_loop(c, cl, sk);
   c->indent++;
   ws_tile_coords(c, &k1, raster, cl);
+  if (pp) ws_pingpong_tile(c, sp);
   const char *nkv = ws_k_range(c, sk);
   ws_stamp(c, sp, "em_sn++;");
   /* A 128 x 256 tile's residual pairs are loaded half before the K loop and half after it, under the last wgmma
@@ -642,6 +669,7 @@ static void ws_consumers(ectx *c, const ex_ctr *k, em_launch *L, int stages, int
    * (docs/performance.md, twenty-third session) */
   int pfs = k1.rpf >= 0 && !k1.npf && sk == 1 && k->FN >= 32 ? k->FN / 2 : k->FN;
   if (k1.rpf >= 0 || k1.npf) ex_ctr_residual_load(c, &k1, 0, pfs);
+  if (pp) ex_line(c, "if (em_i >= 1) asm volatile(\"bar.sync %%0, 256;\" :: \"r\"(5 - em_g) : \"memory\"); /* WG_PP: the other warpgroup's K loop is done */");
   const int skm = EX_KNOB(c, STREAM_K);
   const int kg_split = wgk == 2 && ws_kg_split(k, staged);
   const int kg_ahead = wgk == 2 && staged == 5 && ws_kgroup_ahead(c, k, kg_split);
@@ -670,9 +698,11 @@ static void ws_consumers(ectx *c, const ex_ctr *k, em_launch *L, int stages, int
   ex_line(c, "em_wg_wait0();");
   ws_release(c, skm ? "em_ke > em_kb && " : sk >= 2 ? "nkc >= 1 && " : "nk >= 1 && ", "em_it - 1", stages, cl);
   }
+  /* WG_PP=1: the K loop of the CTA's next tile (the other warpgroup's) may start */
+  if (pp) ex_line(c, "if (em_t + (int)gridDim.x < em_tiles) asm volatile(\"bar.arrive %%0, 256;\" :: \"r\"(4 + em_g) : \"memory\");");
   /* EMMY_PDL=3 (an experiment): the next kernel may launch once every CTA's consumers are past their last tile's K
    * loop, so its launch and prologue overlap this grid's last epilogues */
-  if (ex_pdl_mode() == 3 && !skm)
+  if (ex_pdl_mode() == 3 && !skm && !pp)
     ex_line(c, "if (em_t + gridDim.x / %d >= %s) asm volatile(\"griddepcontrol.launch_dependents;\" ::: \"memory\");",
             cl == 2 ? 2 : sk >= 2 ? sk : 1, cl == 2 ? "em_pairs" : "em_tiles");
   ws_stamp(c, sp, "const unsigned em_c4 = em_clock();");
@@ -708,11 +738,11 @@ static void ws_consumers(ectx *c, const ex_ctr *k, em_launch *L, int stages, int
   if (staged == 6) ws_deferred_flush(c, k, k->BM / 16 * 32, "0");
   if (sp) {
     ex_line(c, "if ((tid & 127) == 0) {");
-    ex_line(c, "  unsigned *const em_w = em_st + %s * %d;", wgk == 2 ? "em_g" : "(tid >> 7)", WS_STAMP_FIELDS);
-    ex_line(c, "  em_w[0] = em_sn, em_w[1] = %s, em_w[2] = em_sw, em_w[3] = em_sm;", wgk == 2 ? "em_sk" : "(unsigned)em_it");
+    ex_line(c, "  unsigned *const em_w = em_st + %s * %d;", two ? "em_g" : "(tid >> 7)", WS_STAMP_FIELDS);
+    ex_line(c, "  em_w[0] = em_sn, em_w[1] = %s, em_w[2] = em_sw, em_w[3] = em_sm;", two ? "em_sk" : "(unsigned)em_it");
     ex_line(c, "  em_w[4] = em_sr, em_w[5] = em_stl, em_w[6] = em_se, em_w[7] = em_clock() - em_s0;");
     ex_line(c, "}");
-    ex_line(c, wgk == 2 ? "if (em_g == 0 && tid == 0) {" : "if (tid == 0) {");
+    ex_line(c, two ? "if (em_g == 0 && tid == 0) {" : "if (tid == 0) {");
     ex_line(c, "  unsigned *const em_w = em_st + %d;", 3 * WS_STAMP_FIELDS);
     ex_line(c, "  const unsigned long long em_g1 = em_gtime();");
     ex_line(c, "  em_w[0] = (unsigned)em_g0, em_w[1] = (unsigned)(em_g0 >> 32), em_w[2] = (unsigned)em_g1, em_w[3] = (unsigned)(em_g1 >> 32);");
@@ -720,7 +750,7 @@ static void ws_consumers(ectx *c, const ex_ctr *k, em_launch *L, int stages, int
             sk >= 2 && !staged ? "em_sq" : "0u", sk >= 2 && !staged ? "em_sv" : "0u", sk >= 2 && !staged ? "em_sx" : "0u");
     ex_line(c, "}");
   }
-  if (wgk == 2) {
+  if (two) {
     c->indent--;
     ex_line(c, "}");
   }
@@ -788,7 +818,7 @@ static int ws_refused(ectx *c, const ex_ctr *k, int staged, int cl, int sk, int 
   /* a head-local epilogue (RoPE) reads the tile staged whole: EPI_SMEM 1, 2, no head-local reduction */
   int stageD = ex_ctr_stage_width(c, k);
   if (stageD < 0) return 1;
-  if (ws_kgroups_refused(c, k, EX_KNOB(c, WG_K), staged, sk)) return 1;
+  if (ws_kgroups_refused(c, k, EX_KNOB(c, WG_K), staged, sk) || ws_pingpong_refused(c, k, staged, cl, sk)) return 1;
   if (EX_KNOB(c, SPLIT_L2) && (sk < 2 || staged || cl != 1 || EX_KNOB(c, STREAM_K))) {
     ex_fail(c, "SPLIT_L2=1 sums SPLIT_K's parts of a tile through the launch scratch into the fragment epilogue: SPLIT_K 2 "
                "or 4, CLUSTER=1, EPI_SMEM=0, STREAM_K=0");
@@ -871,7 +901,8 @@ static void ws_grid(ectx *c, const ex_ctr *k, em_launch *L, int cl, int sk) {
 
 void ex_k_contraction_ws(ectx *c, const ex_ctr *k, em_launch *L) {
   int stages = EX_KNOB(c, STAGES), raster = EX_KNOB(c, RASTER);
-  int wgk = EX_KNOB(c, WG_K), cw = k->BM / 16 * wgk; /* consumer warps: a warpgroup per 64 rows (WG_K=2: two) */
+  int pp = EX_KNOB(c, WG_PP), wgk = EX_KNOB(c, WG_K);
+  int cw = k->BM / 16 * wgk * (pp ? 2 : 1); /* consumer warps: a warpgroup per 64 rows (WG_K=2, WG_PP=1: two) */
   int staged = EX_KNOB(c, EPI_SMEM), cl = EX_KNOB(c, CLUSTER), sp = EX_KNOB(c, STAMP), sk = k->SK;
   int heads = -1, opos = -1;
   int64_t nout = 0;
@@ -942,7 +973,7 @@ void ex_k_contraction_ws(ectx *c, const ex_ctr *k, em_launch *L) {
   else if (ws_split_l2(c, sk)) ex_line(c, "const unsigned em_cr = blockIdx.x %% %du; /* SPLIT_L2: this CTA's K part of its group's tile */", sk);
   ex_line(c, "if (tid == 0) {");
   c->indent++;
-  ws_barrier_init(c, stages, cw / wgk * ws_ring_cl(c, cl), ws_split_cluster(c, sk) ? sk : 1, staged, cw);
+  ws_barrier_init(c, stages, cw / wgk / (pp ? 2 : 1) * ws_ring_cl(c, cl), ws_split_cluster(c, sk) ? sk : 1, staged, cw);
   c->indent--;
   ex_line(c, "}");
   /* (a cluster: the peer's multicasts and arrivals may only reach barriers that are initialised) */

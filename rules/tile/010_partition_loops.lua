@@ -95,7 +95,7 @@ return {
   -- projection (q_proj 14.2 us against 12.3, k/v 16.2 against 13.9, o 17.3 against 12.6, down 24.8 against 16.0,
   -- gate/up 24.3 against 22.0): one warpgroup both consumes and produces, so each refill waits for the peer's
   -- release in the main loop. Offered last, after every unclustered tile; a producer warp is the next step.
-  { name = "wgmma_tier", family = "TILE", kinds = { "contraction" }, knobs = { WGMMA = 0, WG_WAIT = 0, CLUSTER = 1, PRODUCER = 0, PERSIST = 0, EPI_SMEM = 0, PAIR_A = 0, DUAL_WIDE = 0, WG_K = 1 },
+  { name = "wgmma_tier", family = "TILE", kinds = { "contraction" }, knobs = { WGMMA = 0, WG_WAIT = 0, CLUSTER = 1, PRODUCER = 0, PERSIST = 0, EPI_SMEM = 0, PAIR_A = 0, DUAL_WIDE = 0, WG_K = 1, WG_PP = 0 },
     gate = function(k, dev)
       local ok, why = atom.tma(k, dev)
       if not ok then return false, "wgmma reads TMA-staged tiles: " .. why end
@@ -275,6 +275,18 @@ return {
         for _, q in ipairs(persist) do out[#out + 1] = q end
       end
       for _, q in ipairs(clustered) do out[#out + 1] = q end
+      -- WG_PP=1: the two consumer warpgroups take alternate 64-row tiles, their K loops in turn, so one's epilogue runs
+      -- under the other's K loop (CUTLASS's ping-pong; the 64-row tiles with the fragment epilogue). Written without a
+      -- GPU run (2026-12-05): the twin of every such candidate, offered after them
+      do
+        local n = #out
+        for i = 1, n do
+          local q = out[i]
+          if q.PERSIST == 1 and q.BM == 64 and (q.EPI_SMEM or 0) == 0 and (q.WG_K or 1) == 1 and (q.CLUSTER or 1) == 1 then
+            out[#out + 1] = atom.with(q, "WG_PP", 1)
+          end
+        end
+      end
       -- DUAL_WIDE=1 (a dual kernel): its two weight tiles side by side in each stage, one wgmma of N = 2·BN a k16 step,
       -- so the A tile is read from shared memory once instead of twice (a 64 x 64 dual step reads 8 KB a warpgroup
       -- for 32 cycles of wgmma work at full rate: shared memory's 128 bytes a cycle). Written without a GPU run

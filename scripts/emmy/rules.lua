@@ -503,6 +503,11 @@ local function contraction_combos(k, c)
     return false, "WG_K=2 deals a 64-row persistent tile's k-steps to two consumer warpgroups (PERSIST=1, BM=64, SPLIT_K=1, "
       .. "STREAM_K=0, EPI_SMEM not 6, K over 64: one k-step would leave the second group's sums unwritten)"
   end
+  if (c.WG_PP or 0) ~= 0 and (c.WG_PP ~= 1 or c.PERSIST ~= 1 or c.BM ~= 64 or (c.WG_K or 1) ~= 1 or (c.SPLIT_K or 1) ~= 1
+      or (c.STREAM_K or 0) ~= 0 or (c.CLUSTER or 1) ~= 1 or (c.EPI_SMEM or 0) ~= 0) then
+    return false, "WG_PP=1 gives the persistent pipeline's two consumer warpgroups alternate 64-row tiles (PERSIST=1, BM=64, "
+      .. "WG_K=1, SPLIT_K=1, STREAM_K=0, CLUSTER=1, EPI_SMEM=0)"
+  end
   if (c.PAIR_A or 0) ~= 0 and (c.PAIR_A ~= 1 or c.PERSIST ~= 1 or c.CLUSTER ~= 2) then
     return false, "PAIR_A=1 is the persistent pipeline's pair sharing A (PERSIST=1, CLUSTER=2)"
   end

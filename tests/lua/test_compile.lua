@@ -594,6 +594,44 @@ test("SPLIT_L2=1: SPLIT_K's parts summed through the launch scratch by a group o
   nvrtc_compiles("EMMY_KNOBS=" .. pins)
 end)
 
+test("WG_PP=1: two consumer warpgroups take alternate 64-row tiles, their K loops in turn on named barriers 4 and 5; refusals name why; NVRTC compiles it", function()
+  local kernels, rules = require "emmy.kernels", require "emmy.rules"
+  local d = qwen_plan("k_linear_add_f97280")
+  local kn = candidate(d, { PERSIST = 1, BM = 64, EPI_SMEM = 0, CLUSTER = 1, WG_K = 1, WG_PP = 1 })
+  local src, la = kernels.emit(d, kn)
+  check(src, tostring(la))
+  eq(la.block[1], 384, "two consumer warpgroups and the producer's")
+  check(src:find("em_mbar_init(&em_empty[s], 4);", 1, true), "a stage released by the one warpgroup that used it")
+  check(src:find("for (int em_t = blockIdx.x + em_g * gridDim.x; em_t < em_tiles; em_t += 2 * gridDim.x) {", 1, true), "alternate tiles")
+  check(src:find("em_it = em_i * nk;", 1, true), "the tile's ring uses where the producer put them")
+  -- the turn: a warpgroup's K loop waits for the other's last (its uses of a stage are then the next ones), and
+  -- lets the other's next start once its own is done
+  check(src:find('if (em_i >= 1) asm volatile("bar.sync %0, 256;" :: "r"(5 - em_g) : "memory");', 1, true), "the wait for the turn")
+  check(src:find('if (em_t + (int)gridDim.x < em_tiles) asm volatile("bar.arrive %0, 256;" :: "r"(4 + em_g) : "memory");', 1, true), "the turn given")
+  local k1 = src:find("em_wg_wait0();", 1, true)
+  local a1 = src:find("bar.arrive %0, 256;", 1, true)
+  local e1 = src:find("em_rbf(acc[i][j][q])", 1, true)
+  check(k1 and a1 and e1 and k1 < a1 and a1 < e1, "the turn given before the epilogue")
+  -- refusals: the emitter and the resource check agree
+  local dev = kernels.deploy_device()
+  local c = { MMA = 1, TMA = 1, ASYNC = 1, WGMMA = 1, WG_WAIT = 1, PERSIST = 1, PRODUCER = 1, BM = 64, BN = 64, BK = 64, WM = 4,
+    WN = 1, STAGES = 8, PAD_SMEM = 0, EPI_SMEM = 0, SPLIT_K = 1, CLUSTER = 1, WG_K = 1, WG_PP = 1 }
+  check(rules.resource_check({ kind = "contraction" }, c, dev), "WG_PP=1 at 64 x 64 fits")
+  for _, bad in ipairs { { BM = 128, WM = 8 }, { EPI_SMEM = 5 }, { WG_K = 2 }, { SPLIT_K = 2 } } do
+    local c2 = {}
+    for key, v in pairs(c) do c2[key] = v end
+    for key, v in pairs(bad) do c2[key] = v end
+    check(not rules.resource_check({ kind = "contraction" }, c2, dev), "refused: " .. next(bad))
+  end
+  local s3, why3 = kernels.emit(d, candidate(d, { PERSIST = 1, BM = 64, EPI_SMEM = 5, CLUSTER = 1, WG_K = 1 }, { WG_PP = 1 }))
+  check(not s3 and why3:find("WG_PP=1 gives", 1, true), tostring(why3))
+  -- without it the text is the one warpgroup's
+  kn.WG_PP = 0
+  local s0 = assert(kernels.emit(d, kn))
+  check(not s0:find("const int em_g = ", 1, true) and not s0:find("bar.arrive", 1, true), "WG_PP=0: one warpgroup")
+  nvrtc_compiles("EMMY_KNOBS=f97280:WG_PP=1,f97280:PERSIST=1,f97280:BM=64,f97280:EPI_SMEM=0")
+end)
+
 test("STAMP=1: clock marks in both roles summed into a per-CTA record in the launch scratch; none at STAMP=0", function()
   local kernels = require "emmy.kernels"
   local q = qwen_plan("k_linear_7363a2")
