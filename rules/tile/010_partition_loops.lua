@@ -2,6 +2,17 @@
 -- each tier. Gates return ok, reason; forks return the candidate option tables of their family.
 local atom = use "_atom"
 
+-- EPI_SMEM=e added to the epilogues epis, first where first holds (then it is the lead: returned), else last (lead
+-- returned unchanged).
+local function offer_epi(epis, e, first, lead)
+  if not first then
+    epis[#epis + 1] = e
+    return lead
+  end
+  table.insert(epis, 1, e)
+  return e
+end
+
 -- The flash_wgmma fork's lead (moved to the front of out): by head dim, the query tiles at the hint, the key length,
 -- causal or not, and whether an attention mask is read.
 local function flash_wgmma_lead(out, k, dev, bqs)
@@ -173,14 +184,7 @@ return {
             -- tokens, 128 x 128 fragments, 70.7 us against o's 56.5 at 128 x 256 with 7 and torch.compile's 55.5;
             -- H100, thirty-third session). Written without a GPU run: offered after them
             -- — since then correct on the H200 at one batch and, for one batch, the lead (atom.rope_heads: its note)
-            if atom.rope_in_regs(k) and k.tma_heads and o.BN % 64 == 0 then
-              if atom.rope_heads(k) then
-                table.insert(epis, 1, 7)
-                lead_epi = 7
-              else
-                epis[#epis + 1] = 7
-              end
-            end
+            if atom.rope_in_regs(k) and k.tma_heads and o.BN % 64 == 0 then lead_epi = offer_epi(epis, 7, atom.rope_heads(k), lead_epi) end
           elseif o.BN % 128 == 0 or o.BN == 64 then
             if k.tma_store and o.BN % 128 == 0 then
               table.insert(epis, 1, 4)
@@ -201,14 +205,7 @@ return {
             -- -> 37.9, TinyLlama o 58.6 -> 55.2, down 132.1 -> 128.4 (torch 30.4, 40.4, 56.8, 129.0; H200, bench/gemm.lua
             -- --batches 8 --pins EPI_SMEM=7, twenty-third session); the epilogue 11,800 -> 6,700 cycles a tile. Last at
             -- BN 64 (the one-wave 512-token tiles: in the program 9.0 us against 8.7 for EPI_SMEM=5 on Qwen3's o)
-            if k.tma_fused and not k.tma_store then
-              if o.BN % 128 == 0 then
-                table.insert(epis, 1, 7)
-                lead_epi = 7
-              else
-                epis[#epis + 1] = 7
-              end
-            end
+            if k.tma_fused and not k.tma_store then lead_epi = offer_epi(epis, 7, o.BN % 128 == 0, lead_epi) end
           end
           -- a dual kernel's results stored 16 bytes a thread (EPI_SMEM=5) lead its persistent tiles: k+v at 4096
           -- tokens 35.6 -> 29.1 us, TinyLlama's wide gate/up at 512 tokens 44.6 -> 42.0 (atom.dual_persist's note)
