@@ -429,10 +429,10 @@ void ex_ctr_prefetch(ectx *c, ex_ctr *k) {
   if (k->FN <= 16 || !k->npf) return;
   /* (two more registers a column group each: a 128 x 256 tile's 32 groups would spill, so above 16 only the
    * values that repeat every head, loaded for the first head's groups) */
-  int D = ex_ctr_stage_width(c, k);
-  for (int t = 0; t < k->npf; t++)
-    if (D <= 0 || D / 8 > 8 || !prefetch_repeats(c, k, k->pfv[t], D)) k->npf = 0;
-  if (k->npf) k->pfp = D / 8;
+  int D = ex_ctr_stage_width(c, k), ok = D > 0 && D / 8 <= 8;
+  for (int t = 0; t < k->npf && ok; t++) ok = prefetch_repeats(c, k, k->pfv[t], D);
+  if (ok) k->pfp = D / 8;
+  else k->npf = 0;
 }
 
 /* A fragment's column (index text col: the lane's column of group j, plus the C text extra) as the warp's first column

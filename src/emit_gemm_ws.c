@@ -793,7 +793,7 @@ static void ws_shared_decls(ectx *c, int stages) {
 }
 
 /* The barriers' initialisation, for the one thread the caller's condition picks. empty: a stage's releases (each
- * consumer warp of a K group, of both CTAs with CLUSTER=2); the split's (SPLIT_K: the reduce-scatter's one expect_tx
+ * consumer warp of the one warpgroup set that used it: a K group, a WG_PP turn; of both CTAs with CLUSTER=2); the split's (SPLIT_K: the reduce-scatter's one expect_tx
  * arrival of the owner and a warp's release from each peer; SPLIT_K=2's staged hand-over, an arrival of every
  * consumer thread). */
 static void ws_barrier_init(ectx *c, int stages, int empty, int sk, int staged, int cw) {
@@ -973,7 +973,7 @@ void ex_k_contraction_ws(ectx *c, const ex_ctr *k, em_launch *L) {
   else if (ws_split_l2(c, sk)) ex_line(c, "const unsigned em_cr = blockIdx.x %% %du; /* SPLIT_L2: this CTA's K part of its group's tile */", sk);
   ex_line(c, "if (tid == 0) {");
   c->indent++;
-  ws_barrier_init(c, stages, cw / wgk / (pp ? 2 : 1) * ws_ring_cl(c, cl), ws_split_cluster(c, sk) ? sk : 1, staged, cw);
+  ws_barrier_init(c, stages, k->BM / 16 * ws_ring_cl(c, cl), ws_split_cluster(c, sk) ? sk : 1, staged, cw);
   c->indent--;
   ex_line(c, "}");
   /* (a cluster: the peer's multicasts and arrivals may only reach barriers that are initialised) */
