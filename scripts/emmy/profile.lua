@@ -305,7 +305,7 @@ end
 
 -- A SASS line's opcode without predicate and modifiers' operands ("@P0 HGMMA.64x64x16.F32.BF16 R24, …" -> "HGMMA").
 local function opcode(sass)
-  local s = sass:gsub("^%s*@!?U?P%w+%s+", "")
+  local s = sass:gsub("^%s+", ""):gsub("^@!?U?P%w+%s+", "")
   return (s:match("^([%u%d_]+)") or "?")
 end
 M.opcode = opcode
