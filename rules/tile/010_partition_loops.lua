@@ -183,7 +183,7 @@ return {
             -- from the fragments, its values staged and stored as the residual kernels' 7 (TinyLlama's q+RoPE at 4096
             -- tokens, 128 x 128 fragments, 70.7 us against o's 56.5 at 128 x 256 with 7 and torch.compile's 55.5;
             -- H100, thirty-third session). Written without a GPU run: offered after them
-            -- — since then correct on the H200 at one batch and, for one batch, the lead (atom.rope_heads: its note)
+            -- — since then correct (H200 at one batch, H100 at 2-8) and the lead (atom.rope_heads: its note)
             if atom.rope_in_regs(k) and k.tma_heads and o.BN % 64 == 0 then lead_epi = offer_epi(epis, 7, atom.rope_heads(k), lead_epi) end
           elseif o.BN % 128 == 0 or o.BN == 64 then
             if k.tma_store and o.BN % 128 == 0 then

@@ -184,14 +184,15 @@ function A.rope_in_regs(k)
 end
 
 -- A RoPE projection of one linear whose head-local reads come from the thread's accumulators (atom.rope_in_regs)
--- and whose one output, [1, H, S, D], takes the heads store (k.tma_heads_b1: one batch, so a tile's rows are one box):
--- its values staged and stored by TMA (EPI_SMEM=7) lead its tiles. Measured (TinyLlama q+RoPE, H200, thirty-fifth
+-- and whose one output, [B, H, S, D], takes the heads store (k.tma_heads): its values staged and stored by TMA
+-- (EPI_SMEM=7) lead its tiles. Measured (TinyLlama q+RoPE, H200, thirty-fifth
 -- session, bench/gemm.lua --pins, each variant checked): at 512 tokens 128 x 64 12.32 -> 11.41 us alone (torch.compile
 -- 10.3-11.4 across runs), 13.2 -> 12.8 in the layer's program (bench/ab.lua, EMMY_KNOBS pins); at 4096 tokens 128 x 256
--- 55.2 us against the 128 x 128 fragment epilogue's 70.7 and torch.compile's 59.5 in the same run. (Of more batches
--- a tile may span two: those rows go by the threads, written 2026-12-05, not yet run on a GPU — not the lead there.)
+-- 55.2 us against the 128 x 128 fragment epilogue's 70.7 and torch.compile's 59.5 in the same run (8 batches of 512:
+-- no tile spans two). A tile that spans batches stores its later batches' rows by the threads (e1c46f0; correct on an
+-- H100 in the thirty-sixth session: tests/gpu/run.sh heads7_batch4 rope256), so the lead holds at every batch count.
 function A.rope_heads(k)
-  return A.rope_in_regs(k) and k.tma_heads_b1 and not k.dual
+  return A.rope_in_regs(k) and k.tma_heads and not k.dual
 end
 
 -- A RoPE projection whose rotate_half reads stay in the reading thread's accumulators (k.stage_step a multiple of

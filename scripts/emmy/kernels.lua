@@ -141,8 +141,6 @@ function M.facts(k)
       and o1.shape[4] == D and type(o1.shape[2]) == "number" and o1.shape[2] * D == out[3]
       and at_hint(g, o1.shape[1], bind) == at_hint(g, out[1], bind) and at_hint(g, o1.shape[3], bind) == at_hint(g, out[2], bind)
     f.tma_heads = heads and not f.dual and f.siblings <= 1 and (o1.dtype == "bf16" or o1.dtype == "f16") and out[3] % 8 == 0
-    -- (of one batch: no tile spans two batches, so the heads store is one box a tile)
-    f.tma_heads_b1 = f.tma_heads and o1.shape[1] == 1
     f.tma_fused = f.tma_fused or f.tma_heads
     -- the multiply-adds of every weight the kernel applies to its operand (a dual or merged kernel: the sum of
     -- its siblings' widths, not the anchor's alone)
