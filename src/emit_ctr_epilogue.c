@@ -493,6 +493,96 @@ void ex_ctr_residual_load(ectx *c, const ex_ctr *k, int jlo, int jhi) {
   c->memo.n = mark;
 }
 
+/* EMMY_ROPE_SMEM=1 (an experiment, compile time; the emitted CUDA unchanged without it): the inputs loaded ahead
+ * (ex_ctr_prefetch: RoPE's cos and sin) go through shared memory instead of 4-byte loads into the fragments' layout.
+ * Those loads touch 8 rows (8 lines of 128 bytes) a warp instruction, 32 of them a thread for a 128 x 64 tile, so the
+ * tile's start waits on the L1's queue (TinyLlama's q+RoPE at 512 tokens: 21% of ncu's warp samples before the K
+ * loop, 81 of them "lg throttle", against 10% for the o projection of the same shape; H100, thirty-sixth session).
+ * Here each consumer warp copies its own 16 rows of each table with 16-byte cp.async (4 lines a warp instruction, 8x
+ * fewer line reads) before the K loop and reads them into em_pf<t> after it: a row of W = 8 * pfp columns, its
+ * 16-byte chunks at (chunk & ~7) | ((chunk ^ row) & 7) so a warp's fragment reads hit 32 banks. 0 where it does not
+ * apply (no inputs loaded ahead, or a row of fewer than 64 columns). */
+int ex_ctr_prefetch_smem(ectx *c, const ex_ctr *k) {
+  return ex_env_choice("EMMY_ROPE_SMEM", 1) && k->npf > 0 && k->pfp % 8 == 0;
+}
+
+/* The shared memory ex_ctr_prefetch_fill uses: every table's BM rows of 8 * pfp 2-byte elements. */
+long long ex_ctr_prefetch_smem_bytes(const ex_ctr *k) { return (long long)k->npf * k->BM * k->pfp * 16; }
+
+/* Value u's index at this thread's (m, column text col) from the input behind it (the linearized text), or NULL. */
+static const char *prefetch_at(ectx *c, const ex_ctr *k, int u, const ivec *mi, const char *col, int *pos) {
+  ex_ctr_anchor(c, k, 0, "0.0f", NULL, mi, col);
+  ivec ix = prefetch_index(c, u);
+  int v = prefetch_source(c, k, u, &ix);
+  if (v < 0) return NULL;
+  *pos = ex_input_pos(c, v);
+  return ex_linearize(c, &ix, ex_S(c, v));
+}
+
+/* EMMY_ROPE_SMEM: this warp's 16 rows of every table loaded ahead into shared memory at rt (a C expression: the
+ * tables' shared address), one cp.async of 16 bytes a row's chunk of 8 columns where the chunk is contiguous in the
+ * input (its first pair adjacent, its last 7 past the first) and 16-byte aligned, else 8 element loads and stores. */
+void ex_ctr_prefetch_fill(ectx *c, const ex_ctr *k, const char *rt) {
+  int mark = c->memo.n, ch = k->pfp, W2 = ch * 16;
+  ex_line(c, "__syncwarp(); /* EMMY_ROPE_SMEM: the tables' rows of this warp, the last tile's reads done */");
+  ex_line(c, "#pragma unroll 1");
+  ex_line(c, "for (int em_x = lane; em_x < %d; em_x += 32) {", 16 * ch);
+  c->indent++;
+  ex_line(c, "const int em_rr = wm * 16 + em_x / %d, em_ch = em_x %% %d;", ch, ch);
+  ex_line(c, "const int j = em_ch, lane = 0; /* (the chunk's first column as a fragment column: j * 8) */");
+  ex_line(c, "const long long m = m0 + em_rr, n = n0 + wn * %d + j * 8 + (lane & 3) * 2;", k->BN / k->WN);
+  ctr_split_columns(c, k, "n", "(n + 1)");
+  ctr_split_column(c, k, "(n + 7)", " + 7");
+  ivec mi = ex_unravel(c, "m", &k->mdims);
+  for (int t = 0; t < k->npf; t++) {
+    int u = k->pfv[t], p = 0;
+    const char *a = prefetch_at(c, k, u, &mi, "n", &p), *b = prefetch_at(c, k, u, &mi, "(n + 1)", &p);
+    const char *h = prefetch_at(c, k, u, &mi, "(n + 7)", &p);
+    ex_line(c, "{");
+    c->indent++;
+    ex_line(c, "const unsigned em_d = %s + %lldu + (unsigned)em_rr * %du + (unsigned)((em_ch & ~7) | ((em_ch ^ em_rr) & 7)) * 16u;", rt,
+            (long long)t * k->BM * W2, W2);
+    ex_line(c, "const long long em_a = %s, em_b = %s, em_h = %s;", a, b, h);
+    ex_line(c, "if (em_b == em_a + 1 && em_h == em_a + 7 && !(em_a & 7)) {");
+    ex_line(c, "  asm volatile(\"cp.async.cg.shared.global [%%0], [%%1], 16, %%2;\" :: \"r\"(em_d), \"l\"(in%d + (m < M && n < N ? em_a : 0)), \"r\"(m < M && n < N ? 16 : 0) : \"memory\");", p);
+    ex_line(c, "} else {");
+    ex_line(c, "  #pragma unroll 1");
+    ex_line(c, "  for (int em_e = 0; em_e < 8; em_e++) {");
+    ex_line(c, "    const long long em_ne = n + em_e;");
+    int inner = c->memo.n; /* (the names declared in this loop are not seen after it) */
+    const char *e = prefetch_at(c, k, u, &mi, "em_ne", &p);
+    ex_line(c, "    const unsigned short em_v = m < M && em_ne < N ? reinterpret_cast<const unsigned short *>(in%d)[%s] : (unsigned short)0;", p, e);
+    ex_line(c, "    asm volatile(\"st.shared.u16 [%%0], %%1;\" :: \"r\"(em_d + 2u * em_e), \"h\"(em_v) : \"memory\");");
+    ex_line(c, "  }");
+    c->memo.n = inner;
+    ex_line(c, "}");
+    c->indent--;
+    ex_line(c, "}");
+  }
+  c->indent--;
+  ex_line(c, "}");
+  ex_line(c, "asm volatile(\"cp.async.commit_group;\" ::: \"memory\");");
+  c->memo.n = mark;
+}
+
+/* EMMY_ROPE_SMEM: em_pf<t>[j][q / 2] from the rows ex_ctr_prefetch_fill staged at rt, once its copies landed. */
+void ex_ctr_prefetch_read(ectx *c, const ex_ctr *k, const char *rt) {
+  int W2 = k->pfp * 16;
+  ex_line(c, "asm volatile(\"cp.async.wait_all;\" ::: \"memory\");");
+  ex_line(c, "__syncwarp(); /* EMMY_ROPE_SMEM: the warp's rows of the tables landed */");
+  ex_line(c, "#pragma unroll");
+  ex_line(c, "for (int j = 0; j < %d; j++) {", k->pfp);
+  ex_line(c, "  #pragma unroll");
+  ex_line(c, "  for (int q = 0; q < 4; q += 2) {");
+  ex_line(c, "    const int em_rr = wm * 16 + (lane >> 2) + (q >> 1) * 8;");
+  ex_line(c, "    const unsigned em_o = (unsigned)em_rr * %du + (unsigned)((j & ~7) | ((j ^ em_rr) & 7)) * 16u + (unsigned)(lane & 3) * 4u;", W2);
+  for (int t = 0; t < k->npf; t++)
+    ex_line(c, "    asm volatile(\"ld.shared.u32 %%0, [%%1];\" : \"=r\"(em_pf%d[j][q >> 1]) : \"r\"(%s + %lldu + em_o) : \"memory\");", t + 1, rt,
+            (long long)t * k->BM * W2);
+  ex_line(c, "  }");
+  ex_line(c, "}");
+}
+
 /* 1 when the current alignment reads value v at the anchored result's own index (a residual served from registers). */
 int ex_ctr_at_own_index(ectx *c, const ex_ctr *k, int v) { return ex_ctr_at_index_of(c, k, v, -1); }
 

@@ -619,6 +619,18 @@ static int ws_pingpong_refused(ectx *c, const ex_ctr *k, int staged, int cl, int
   return 1;
 }
 
+/* EMMY_ROPE_SMEM=1 (ex_ctr_prefetch_smem): the shared memory the consumers' tables take (one consumer warpgroup set,
+ * no stream-K), or 0 where the experiment is off or does not apply. */
+static long long ws_rope_smem(ectx *c, const ex_ctr *k, int staged) {
+  if (EX_KNOB(c, WG_K) != 1 || EX_KNOB(c, WG_PP) || EX_KNOB(c, STREAM_K) || !ex_env_choice("EMMY_ROPE_SMEM", 1)) return 0;
+  ex_ctr kp = *k;
+  kp.stage_reg = (!staged || staged == 7) && ex_ctr_stage_width(c, k) > 0;
+  kp.npf = 0, kp.pfp = k->FN;
+  if (!kp.stage_reg) return 0;
+  ex_ctr_prefetch(c, &kp);
+  return ex_ctr_prefetch_smem(c, &kp) ? ex_ctr_prefetch_smem_bytes(&kp) : 0;
+}
+
 static void ws_consumers(ectx *c, const ex_ctr *k, em_launch *L, int stages, int raster, int staged, int cl, int sk, int tmo,
                          int heads, int sp) {
   long long abytes = 128LL * k->BM;
@@ -647,6 +659,9 @@ static void ws_consumers(ectx *c, const ex_ctr *k, em_launch *L, int stages, int
   k1.npf = 0, k1.pfp = k->FN;
   if (k1.stage_reg) ex_ctr_prefetch(c, &k1); /* RoPE's cos and sin, loaded ahead too */
   for (int t = 0; t < k1.npf; t++) ex_line(c, "unsigned em_pf%d[%d][2]; /* %s's column pairs, loaded ahead */", t + 1, k1.pfp, ex_V(c, k1.pfv[t])->name);
+  const int rs = ws_rope_smem(c, k, staged) > 0; /* EMMY_ROPE_SMEM: they go through shared memory at em_rt */
+  ex_ctr kr = k1; /* (what is loaded into registers before the K loop) */
+  if (rs) kr.npf = 0;
   ws_stamp(c, sp, "unsigned em_sn = 0, em_sw = 0, em_sm = 0, em_sr = 0, em_stl = 0, em_se = 0; /* STAMP: see WS_STAMP_FIELDS */");
   if (sk >= 2 && !staged) ws_stamp(c, sp, "unsigned em_sq = 0, em_sv = 0, em_sx = 0; /* STAMP: the reduce-scatter's stores, its wait, its reads and release */");
   if (two) ws_stamp(c, sp, "unsigned em_sk = 0; /* STAMP: this warpgroup's k-steps */");
@@ -668,7 +683,8 @@ static void ws_consumers(ectx *c, const ex_ctr *k, em_launch *L, int stages, int
    * of them none (nvcc -Xptxas -v), and the split is faster at every residual kernel of 4096 tokens measured
    * (docs/performance.md, twenty-third session) */
   int pfs = k1.rpf >= 0 && !k1.npf && sk == 1 && k->FN >= 32 ? k->FN / 2 : k->FN;
-  if (k1.rpf >= 0 || k1.npf) ex_ctr_residual_load(c, &k1, 0, pfs);
+  if (kr.rpf >= 0 || kr.npf) ex_ctr_residual_load(c, &kr, 0, pfs);
+  if (rs) ex_ctr_prefetch_fill(c, &k1, "em_rt");
   if (pp) ex_line(c, "if (em_i >= 1) asm volatile(\"bar.sync %%0, 256;\" :: \"r\"(5 - em_g) : \"memory\"); /* WG_PP: the other warpgroup's K loop is done */");
   const int skm = EX_KNOB(c, STREAM_K);
   const int kg_split = wgk == 2 && ws_kg_split(k, staged);
@@ -698,6 +714,7 @@ static void ws_consumers(ectx *c, const ex_ctr *k, em_launch *L, int stages, int
   ex_line(c, "em_wg_wait0();");
   ws_release(c, skm ? "em_ke > em_kb && " : sk >= 2 ? "nkc >= 1 && " : "nk >= 1 && ", "em_it - 1", stages, cl);
   }
+  if (rs) ex_ctr_prefetch_read(c, &k1, "em_rt");
   /* WG_PP=1: the K loop of the CTA's next tile (the other warpgroup's) may start */
   if (pp) ex_line(c, "if (em_t + (int)gridDim.x < em_tiles) asm volatile(\"bar.arrive %%0, 256;\" :: \"r\"(4 + em_g) : \"memory\");");
   /* EMMY_PDL=3 (an experiment): the next kernel may launch once every CTA's consumers are past their last tile's K
@@ -951,6 +968,12 @@ void ex_k_contraction_ws(ectx *c, const ex_ctr *k, em_launch *L) {
     /* WG_K=2: K group 1's partial accumulators (f32), handed to group 0 at each tile's end */
     ex_line(c, "const unsigned em_kr = em_sb + %lldu;", (long long)L->smem - 1024);
     L->smem += 4LL * k->BM * k->BN * (k->dual ? 2 : 1);
+  }
+  long long rt = ws_rope_smem(c, k, staged);
+  if (rt) {
+    ex_line(c, "const unsigned em_rt = em_sb + %lldu; /* EMMY_ROPE_SMEM: the RoPE tables' rows, each consumer warp's 16 */",
+            (long long)L->smem - 1024);
+    L->smem += rt;
   }
   if (sp) {
     ex_line(c, "unsigned *const em_st = reinterpret_cast<unsigned *>(em_scratch) + blockIdx.x * %d; /* STAMP: this CTA's record */",

@@ -1346,4 +1346,29 @@ test("EMMY_EXP_SPLIT=K and EMMY_SMX_PAIRS=1 (attention experiments): every K-th 
   end
 end)
 
+test("EMMY_ROPE_SMEM=1 (an experiment): the RoPE projections' cos and sin copied by each consumer warp into shared memory with 16-byte cp.async before the K loop and read into the fragments' registers after it; the default text without it; NVRTC compiles the layer at one and eight batches", function()
+  local LL = { "TinyLlama/TinyLlama-1.1B-Chat-v1.0", "--layer", "0", "--dynamic", "seq_len@x:1" }
+  local ir = args("compile", LL, "--ir", "cuda", "--kernel", "k_linear_rope_88e5e1")
+  local c0, plain, e0 = emmy(ir, { env = "EMMY_KNOBS=88e5e1:STAGES=6" })
+  eq(c0, 0, e0)
+  check(not plain:find("em_rt", 1, true), "the default text has no tables in shared memory")
+  local c1, src, e1 = emmy(ir, { env = "EMMY_ROPE_SMEM=1 EMMY_KNOBS=88e5e1:STAGES=6" })
+  eq(c1, 0, e1)
+  check(src:find("const unsigned em_rt = em_sb + ", 1, true), "the tables' place after the ring and the staging")
+  check(src:find("for (int em_x = lane; em_x < 128; em_x += 32) {", 1, true), "a warp's 16 rows of 8 chunks")
+  check(src:find("if (em_b == em_a + 1 && em_h == em_a + 7 && !(em_a & 7)) {", 1, true), "16-byte copies where the chunk is contiguous")
+  check(src:find("cp.async.cg.shared.global [%0], [%1], 16, %2;", 1, true) and src:find("cp.async.wait_all;", 1, true), "cp.async, waited after the K loop")
+  check(src:find(": \"=r\"(em_pf2[j][q >> 1]) : \"r\"(em_rt + 16384u + em_o)", 1, true), "sin's rows after cos's 16 KB")
+  check(not src:find("em_pf1[j][q >> 1] = !(m < M", 1, true), "no 4-byte loads of the tables")
+  local ok, nv = pcall(require, "emmy.nvrtc")
+  if ok and nv.version() then
+    for _, b in ipairs { { "1", "88e5e1:STAGES=6" }, { "8", "8f300b:STAGES=3" } } do
+      local c3, o3, e3 = emmy(args("compile", LL, "--batch", b[1], "--nvrtc"),
+        { env = "EMMY_ROPE_SMEM=1 EMMY_KNOBS=" .. b[2] .. " EMMY_CUBIN_CACHE=" .. tmpdir() })
+      eq(c3, 0, "nvrtc: " .. e3)
+      check(o3:find(", 0 failed", 1, true), o3)
+    end
+  end
+end)
+
 return T
