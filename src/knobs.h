@@ -38,8 +38,9 @@
   X(WG_PP, TILE, 0, "0,1", "contraction (PERSIST=1, BM=64, WG_K=1, SPLIT_K=1, STREAM_K=0, CLUSTER=1, EPI_SMEM=0)",      \
     "1: the persistent pipeline's two consumer warpgroups (a block of 384 threads) take alternate 64-row tiles of the " \
     "CTA's, their K loops in turn (named barriers 4 and 5), so one's epilogue runs under the other's K loop (CUTLASS's " \
-    "ping-pong schedule); 0: one warpgroup a 64-row tile. Written without a GPU run (2026-12-05): every candidate's "  \
-    "twin where it applies, offered last")                                                                           \
+    "ping-pong schedule); 0: one warpgroup a 64-row tile. Correct (H100, thirty-sixth session: GPU cases wgpp_*, 8 of " \
+    "8) and slower than every lead it was pinned over: 1.14-1.75x at 512 tokens, 1.2-2.2x at 4096 against the 128 x " \
+    "256 cooperative tiles (docs/performance.md): every candidate's twin where it applies, offered last")                                                                           \
   X(WG_K, TILE, 1, "1,2", "contraction (PERSIST=1, BM=64, SPLIT_K=1, STREAM_K=0, EPI_SMEM not 6, K over 64)",                    \
     "2: the persistent pipeline's 64-row tile has two consumer warpgroups (a block of 384 threads) dealt its k-steps " \
     "in turn, each into its own accumulators; at the tile's end the second hands its partial sums to the first "     \
