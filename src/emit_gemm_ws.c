@@ -21,8 +21,9 @@
  * 2^31 cycles, about a second) and its first thread writes them to the CTA's record in the launch scratch when
  * its loop ends: WS_STAMP_FIELDS unsigned a role, roles 0 and 1 the consumer warpgroups (1 unused at BM 64), 2
  * the producer lane. Consumer fields: tiles, k-steps, full-barrier wait, wgmma issue to wait_group 1, release,
- * the tile's tail (wait_group 0 and the last release), epilogue, total (tile loop entry to exit); the producer's:
- * 0, k-steps, empty-barrier wait, load issue, 0, 0, 0, total (fields 8, 9 unused, 0). Role 3 is the CTA's timeline,
+ * the tile's tail (wait_group 0 and the last release), epilogue, total (tile loop entry to exit), the tiles' heads
+ * (from a tile's coordinates to its K loop: the loads ahead, WG_PP's turn), 0; the producer's: 0, k-steps,
+ * empty-barrier wait, load issue, 0, 0, 0, total, 0, 0. Role 3 is the CTA's timeline,
  * written by thread 0 as it leaves: %globaltimer (ns) at the CTA's entry (low, high word) and as it leaves (low,
  * high), the cycles from entry to the consumers' loop (the prologue: barrier init, the block or cluster barrier,
  * setmaxnreg), SPLIT_K's reduce-scatter (EPI_SMEM=0) stores, its wait for the peers' parts, its reads, adds and
@@ -662,7 +663,7 @@ static void ws_consumers(ectx *c, const ex_ctr *k, em_launch *L, int stages, int
   const int rs = ws_rope_smem(c, k, staged) > 0; /* EMMY_ROPE_SMEM: they go through shared memory at em_rt */
   ex_ctr kr = k1; /* (what is loaded into registers before the K loop) */
   if (rs) kr.npf = 0;
-  ws_stamp(c, sp, "unsigned em_sn = 0, em_sw = 0, em_sm = 0, em_sr = 0, em_stl = 0, em_se = 0; /* STAMP: see WS_STAMP_FIELDS */");
+  ws_stamp(c, sp, "unsigned em_sn = 0, em_sw = 0, em_sm = 0, em_sr = 0, em_stl = 0, em_se = 0, em_sh = 0; /* STAMP: see WS_STAMP_FIELDS */");
   if (sk >= 2 && !staged) ws_stamp(c, sp, "unsigned em_sq = 0, em_sv = 0, em_sx = 0; /* STAMP: the reduce-scatter's stores, its wait, its reads and release */");
   if (two) ws_stamp(c, sp, "unsigned em_sk = 0; /* STAMP: this warpgroup's k-steps */");
   ws_stamp(c, sp, "const unsigned em_s0 = em_clock();");
@@ -678,6 +679,7 @@ static void ws_consumers(ectx *c, const ex_ctr *k, em_launch *L, int stages, int
   if (pp) ws_pingpong_tile(c, sp);
   const char *nkv = ws_k_range(c, sk);
   ws_stamp(c, sp, "em_sn++;");
+  ws_stamp(c, sp, "const unsigned em_c5 = em_clock(); /* STAMP: the tile's head, to its K loop */");
   /* A 128 x 256 tile's residual pairs are loaded half before the K loop and half after it, under the last wgmma
    * group: the 64 registers of all of them beside the 128 accumulators spill 52 bytes at 232 a consumer thread, half
    * of them none (nvcc -Xptxas -v), and the split is faster at every residual kernel of 4096 tokens measured
@@ -686,6 +688,7 @@ static void ws_consumers(ectx *c, const ex_ctr *k, em_launch *L, int stages, int
   if (kr.rpf >= 0 || kr.npf) ex_ctr_residual_load(c, &kr, 0, pfs);
   if (rs) ex_ctr_prefetch_fill(c, &k1, "em_rt");
   if (pp) ex_line(c, "if (em_i >= 1) asm volatile(\"bar.sync %%0, 256;\" :: \"r\"(5 - em_g) : \"memory\"); /* WG_PP: the other warpgroup's K loop is done */");
+  ws_stamp(c, sp, "em_sh += em_clock() - em_c5;");
   const int skm = EX_KNOB(c, STREAM_K);
   const int kg_split = wgk == 2 && ws_kg_split(k, staged);
   const int kg_ahead = wgk == 2 && staged == 5 && ws_kgroup_ahead(c, k, kg_split);
@@ -757,7 +760,7 @@ static void ws_consumers(ectx *c, const ex_ctr *k, em_launch *L, int stages, int
     ex_line(c, "if ((tid & 127) == 0) {");
     ex_line(c, "  unsigned *const em_w = em_st + %s * %d;", two ? "em_g" : "(tid >> 7)", WS_STAMP_FIELDS);
     ex_line(c, "  em_w[0] = em_sn, em_w[1] = %s, em_w[2] = em_sw, em_w[3] = em_sm;", two ? "em_sk" : "(unsigned)em_it");
-    ex_line(c, "  em_w[4] = em_sr, em_w[5] = em_stl, em_w[6] = em_se, em_w[7] = em_clock() - em_s0;");
+    ex_line(c, "  em_w[4] = em_sr, em_w[5] = em_stl, em_w[6] = em_se, em_w[7] = em_clock() - em_s0, em_w[8] = em_sh;");
     ex_line(c, "}");
     ex_line(c, two ? "if (em_g == 0 && tid == 0) {" : "if (tid == 0) {");
     ex_line(c, "  unsigned *const em_w = em_st + %d;", 3 * WS_STAMP_FIELDS);

@@ -240,7 +240,7 @@
     "keys and values staged in shared memory per step of the scalar tier (0: none)")                                   \
   X(STAMP, DEBUG, 0, "0,1", "contraction (PERSIST=1; bench/gemm.lua --stamp); attention (FLASH=2; bench/attention.lua --stamp)", \
     "1: the persistent pipeline records clock intervals (lane 0 of each consumer warpgroup and the producer lane: "    \
-    "full-barrier waits, wgmma issue to wait_group 1, releases, each tile's tail and epilogue, empty-barrier waits "   \
+    "full-barrier waits, wgmma issue to wait_group 1, releases, each tile's head (its coordinates to its K loop: the loads ahead), tail and epilogue, empty-barrier waits "   \
     "and load issue, totals) into a per-CTA scratch record (`launch.scratch_per_tile` bytes; with STREAM_K=1 or "     \
     "SPLIT_L2=1 every CTA's record first, its slots and flags after); bench/gemm.lua --stamp prints them. FLASH=2 attention likewise " \
     "(thread 0 of each consumer warpgroup: the K barrier's wait, PINGPONG's turn, the issue of S and PV, the waits " \

@@ -2,8 +2,9 @@
 -- back from the launch scratch, summing them over the CTAs that ran, and the table bench/gemm.lua --stamp prints.
 -- A CTA's record is ROLES x FIELDS unsigned 32-bit counts: roles 1 and 2 the consumer warpgroups (2 is zero at
 -- BM 64), role 3 the producer lane. Consumer fields: tiles, k-steps, full-barrier wait, wgmma issue to
--- wait_group 1, release, the tile's tail (wait_group 0 and the last release), epilogue, total (then 0, 0); the
--- producer's: 0, k-steps, empty-barrier wait, load issue, 0, 0, 0, total (0, 0). Role 4 is the CTA's timeline:
+-- wait_group 1, release, the tile's tail (wait_group 0 and the last release), epilogue, total, the tiles' heads
+-- (coordinates to the K loop: the loads ahead), 0; the producer's: 0, k-steps, empty-barrier wait, load issue, 0, 0,
+-- 0, total (0, 0). Role 4 is the CTA's timeline:
 -- %globaltimer (ns) at its entry (low, high word) and exit (low, high), the cycles from entry to the consumers' loop,
 -- the split-K reduce-scatter's stores, its wait for the peers' parts, its reads, adds and release (thread 0's sums
 -- over its tiles; 0 without SPLIT_K), 0, 1.
@@ -111,18 +112,19 @@ function M.render(roles, us, probe_mhz)
     local s = roles[r]
     if s.ctas > 0 then
       local f, steps, tiles = s.f, s.f[2], s.f[1]
-      rows[#rows + 1] = { ("consumer wg%d"):format(r - 1), per(f[3], steps), per(f[4], steps), per(f[5], steps), per(f[6], tiles),
-        per(f[7], tiles), per(f[7] / (ghz * 1e3), tiles), per(f[8], s.ctas), s.max_total,
-        ("%.0f%%"):format(100 * (f[3] + f[4] + f[5]) / f[8]), ("%.0f%%"):format(100 * (f[6] + f[7]) / f[8]) }
+      rows[#rows + 1] = { ("consumer wg%d"):format(r - 1), per(f[3], steps), per(f[4], steps), per(f[5], steps), per(f[9], tiles),
+        per(f[6], tiles), per(f[7], tiles), per(f[7] / (ghz * 1e3), tiles), per(f[8], s.ctas), s.max_total,
+        ("%.0f%%"):format(100 * (f[3] + f[4] + f[5]) / f[8]), ("%.0f%%"):format(100 * (f[9] + f[6] + f[7]) / f[8]) }
     end
   end
   if pr.ctas > 0 then
     local f = pr.f
-    rows[#rows + 1] = { "producer", per(f[3], f[2]), per(f[4], f[2]), "-", "-", "-", "-", per(f[8], pr.ctas), pr.max_total,
+    rows[#rows + 1] = { "producer", per(f[3], f[2]), per(f[4], f[2]), "-", "-", "-", "-", "-", per(f[8], pr.ctas), pr.max_total,
       ("%.0f%%"):format(100 * (f[3] + f[4]) / f[8]), "-" }
   end
-  out[#out + 1] = tbl.render { header = { "role", "wait/k-step", "work/k-step", "release/k-step", "tail/tile", "epilogue/tile",
-    "epilogue µs/tile", "total (mean)", "total (max)", "k-loop", "tile ends" }, rows = rows, align = "lrrrrrrrrrr", indent = "  " }
+  out[#out + 1] = tbl.render { header = { "role", "wait/k-step", "work/k-step", "release/k-step", "head/tile", "tail/tile",
+    "epilogue/tile", "epilogue µs/tile", "total (mean)", "total (max)", "k-loop", "tile ends" }, rows = rows, align = "lrrrrrrrrrrr",
+    indent = "  " }
   local tl = roles.timeline
   if tl then
     out[#out + 1] = ("  timeline (the GPU's global timer): the CTAs entered over %.2f µs and left over %.2f µs; first entry to last exit"
@@ -135,8 +137,9 @@ function M.render(roles, us, probe_mhz)
     end
   end
   out[#out + 1] = "  cycles. consumer: wait = full barrier, work = wgmma issue to wait_group 1 (which retires the step before),"
-    .. " tail = wait_group 0 and the last release; producer: wait = empty barrier, work = expect_tx and the TMA issue;"
-    .. " k-loop and tile ends: shares of the role's total"
+    .. " head = the tile's coordinates to its K loop (the loads ahead), tail = wait_group 0 and the last release;"
+    .. " producer: wait = empty barrier, work = expect_tx and the TMA issue; k-loop and tile ends (head, tail,"
+    .. " epilogue): shares of the role's total"
   return table.concat(out, "\n")
 end
 

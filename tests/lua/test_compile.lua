@@ -691,9 +691,9 @@ test("emmy.stamps: the CTAs' records summed per role, the SM clock from the slow
   local F = stamps.FIELDS
   -- two CTAs that ran (BM 128: two consumer warpgroups) and one record left at zero
   local rec = {
-    { { 4, 256, 2560, 256000, 2560, 400, 40000, 350000, 0, 0 }, { 4, 256, 5120, 256000, 2560, 400, 40000, 349000, 0, 0 },
+    { { 4, 256, 2560, 256000, 2560, 400, 40000, 350000, 2000, 0 }, { 4, 256, 5120, 256000, 2560, 400, 40000, 349000, 0, 0 },
       { 0, 256, 25600, 5120, 0, 0, 0, 348000, 0, 0 }, { -1000, 1, -800, 1, 3000, 800, 1200, 400, 0, 1 } },
-    { { 3, 192, 1920, 192000, 1920, 300, 30000, 262500, 0, 0 }, { 3, 192, 3840, 192000, 1920, 300, 30000, 262000, 0, 0 },
+    { { 3, 192, 1920, 192000, 1920, 300, 30000, 262500, 1500, 0 }, { 3, 192, 3840, 192000, 1920, 300, 30000, 262000, 0, 0 },
       { 0, 192, 19200, 3840, 0, 0, 0, 261000, 0, 0 }, { -500, 1, -700, 1, 1000, 600, 900, 300, 0, 1 } },
     { { 0, 0, 0, 0, 0, 0, 0, 0, 0, 0 }, { 0, 0, 0, 0, 0, 0, 0, 0, 0, 0 }, { 0, 0, 0, 0, 0, 0, 0, 0, 0, 0 },
       { 0, 0, 0, 0, 0, 0, 0, 0, 0, 0 } },
@@ -709,8 +709,9 @@ test("emmy.stamps: the CTAs' records summed per role, the SM clock from the slow
   local text = stamps.render(r, 200, 1755)
   check(text:find("2 CTAs; a CTA 3.50 tiles, 224.0 k-steps; SM clock ≈ 1.75 GHz (the slowest CTA's 350000 cycles in 200.0 µs); "
     .. "the clock probe after it: 1755 MHz", 1, true), text)
-  -- consumer wg0: 10 cycles of full wait, 1000 of wgmma, 10 of release a k-step; 100 of tail, 10000 of epilogue a tile
-  check(text:find("consumer wg0%s+10%.0%s+1000%.0%s+10%.0%s+100%.0%s+10000%.0%s+5%.7%s+306250%.0%s+350000"), text)
+  -- consumer wg0: 10 cycles of full wait, 1000 of wgmma, 10 of release a k-step; 500 of head, 100 of tail, 10000 of
+  -- epilogue a tile; the tile ends (head, tail, epilogue) 12% of the total
+  check(text:find("consumer wg0%s+10%.0%s+1000%.0%s+10%.0%s+500%.0%s+100%.0%s+10000%.0%s+5%.7%s+306250%.0%s+350000%s+75%%%s+12%%"), text)
   check(text:find("producer%s+100%.0%s+20%.0"), text)
   -- the timeline (role 4, the global timer's words as i32 read them: -1000 is 2^32 - 1000 ns): entries 0.50 µs
   -- apart, exits 0.10, first entry to last exit 0.30 µs; the prologue 2000 cycles on average
