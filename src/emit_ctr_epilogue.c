@@ -503,7 +503,7 @@ void ex_ctr_residual_load(ectx *c, const ex_ctr *k, int jlo, int jhi) {
  * 16-byte chunks at (chunk & ~7) | ((chunk ^ row) & 7) so a warp's fragment reads hit 32 banks. 0 where it does not
  * apply (no inputs loaded ahead, or a row of fewer than 64 columns). */
 int ex_ctr_prefetch_smem(ectx *c, const ex_ctr *k) {
-  return ex_env_choice("EMMY_ROPE_SMEM", 1) && k->npf > 0 && k->pfp % 8 == 0;
+  return k->npf > 0 && k->pfp % 8 == 0 ? ex_env_choice("EMMY_ROPE_SMEM", 2) : 0;
 }
 
 /* The shared memory ex_ctr_prefetch_fill uses: every table's BM rows of 8 * pfp 2-byte elements. */
@@ -519,16 +519,18 @@ static const char *prefetch_at(ectx *c, const ex_ctr *k, int u, const ivec *mi, 
   return ex_linearize(c, &ix, ex_S(c, v));
 }
 
-/* EMMY_ROPE_SMEM: this warp's 16 rows of every table loaded ahead into shared memory at rt (a C expression: the
- * tables' shared address), one cp.async of 16 bytes a row's chunk of 8 columns where the chunk is contiguous in the
- * input (its first pair adjacent, its last 7 past the first) and 16-byte aligned, else 8 element loads and stores. */
-void ex_ctr_prefetch_fill(ectx *c, const ex_ctr *k, const char *rt) {
+/* EMMY_ROPE_SMEM: every table's rows loaded ahead into shared memory at rt (a C expression: the tables' shared
+ * address) — =1: this consumer warp's 16 rows, =2 (loader): the tile's BM rows by the loader warp's lanes, their
+ * completion arriving on em_tfull (each lane's copies, then its own stores: 64 arrivals) — one cp.async of 16 bytes
+ * a row's chunk of 8 columns where the chunk is contiguous in the input (its first pair adjacent, its last 7 past the
+ * first) and 16-byte aligned, else 8 element loads and stores. */
+void ex_ctr_prefetch_fill(ectx *c, const ex_ctr *k, const char *rt, int loader) {
   int mark = c->memo.n, ch = k->pfp, W2 = ch * 16;
-  ex_line(c, "__syncwarp(); /* EMMY_ROPE_SMEM: the tables' rows of this warp, the last tile's reads done */");
+  if (!loader) ex_line(c, "__syncwarp(); /* EMMY_ROPE_SMEM: the tables' rows of this warp, the last tile's reads done */");
   ex_line(c, "#pragma unroll 1");
-  ex_line(c, "for (int em_x = lane; em_x < %d; em_x += 32) {", 16 * ch);
+  ex_line(c, "for (int em_x = lane; em_x < %d; em_x += 32) {", (loader ? k->BM : 16) * ch);
   c->indent++;
-  ex_line(c, "const int em_rr = wm * 16 + em_x / %d, em_ch = em_x %% %d;", ch, ch);
+  ex_line(c, loader ? "const int em_rr = em_x / %d, em_ch = em_x %% %d;" : "const int em_rr = wm * 16 + em_x / %d, em_ch = em_x %% %d;", ch, ch);
   ex_line(c, "const int j = em_ch, lane = 0; /* (the chunk's first column as a fragment column: j * 8) */");
   ex_line(c, "const long long m = m0 + em_rr, n = n0 + wn * %d + j * 8 + (lane & 3) * 2;", k->BN / k->WN);
   ctr_split_columns(c, k, "n", "(n + 1)");
@@ -561,15 +563,25 @@ void ex_ctr_prefetch_fill(ectx *c, const ex_ctr *k, const char *rt) {
   }
   c->indent--;
   ex_line(c, "}");
-  ex_line(c, "asm volatile(\"cp.async.commit_group;\" ::: \"memory\");");
+  if (loader) {
+    ex_line(c, "asm volatile(\"cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%%0];\" :: \"r\"(em_smem(&em_tfull)) : \"memory\");");
+    ex_line(c, "asm volatile(\"mbarrier.arrive.shared::cta.b64 _, [%%0];\" :: \"r\"(em_smem(&em_tfull)) : \"memory\");");
+  } else {
+    ex_line(c, "asm volatile(\"cp.async.commit_group;\" ::: \"memory\");");
+  }
   c->memo.n = mark;
 }
 
-/* EMMY_ROPE_SMEM: em_pf<t>[j][q / 2] from the rows ex_ctr_prefetch_fill staged at rt, once its copies landed. */
-void ex_ctr_prefetch_read(ectx *c, const ex_ctr *k, const char *rt) {
+/* EMMY_ROPE_SMEM: em_pf<t>[j][q / 2] from the rows ex_ctr_prefetch_fill staged at rt, once its copies landed (=2,
+ * loader: the tile's em_tfull phase, em_tq its count; the warp's release on em_tempty after its reads). */
+void ex_ctr_prefetch_read(ectx *c, const ex_ctr *k, const char *rt, int loader) {
   int W2 = k->pfp * 16;
-  ex_line(c, "asm volatile(\"cp.async.wait_all;\" ::: \"memory\");");
-  ex_line(c, "__syncwarp(); /* EMMY_ROPE_SMEM: the warp's rows of the tables landed */");
+  if (loader) {
+    ex_line(c, "em_mbar_wait(&em_tfull, em_tq & 1u); /* EMMY_ROPE_SMEM=2: the loader warp's rows of this tile landed */");
+  } else {
+    ex_line(c, "asm volatile(\"cp.async.wait_all;\" ::: \"memory\");");
+    ex_line(c, "__syncwarp(); /* EMMY_ROPE_SMEM: the warp's rows of the tables landed */");
+  }
   ex_line(c, "#pragma unroll");
   ex_line(c, "for (int j = 0; j < %d; j++) {", k->pfp);
   ex_line(c, "  #pragma unroll");
@@ -581,6 +593,11 @@ void ex_ctr_prefetch_read(ectx *c, const ex_ctr *k, const char *rt) {
             (long long)t * k->BM * W2);
   ex_line(c, "  }");
   ex_line(c, "}");
+  if (loader) {
+    ex_line(c, "__syncwarp();");
+    ex_line(c, "if (lane == 0) asm volatile(\"mbarrier.arrive.shared::cta.b64 _, [%%0];\" :: \"r\"(em_smem(&em_tempty)) : \"memory\");");
+    ex_line(c, "em_tq++;");
+  }
 }
 
 /* 1 when the current alignment reads value v at the anchored result's own index (a residual served from registers). */

@@ -1347,7 +1347,7 @@ test("EMMY_EXP_SPLIT=K and EMMY_SMX_PAIRS=1 (attention experiments): every K-th 
   end
 end)
 
-test("EMMY_ROPE_SMEM=1 (an experiment): the RoPE projections' cos and sin copied by each consumer warp into shared memory with 16-byte cp.async before the K loop and read into the fragments' registers after it; the default text without it; NVRTC compiles the layer at one and eight batches", function()
+test("EMMY_ROPE_SMEM=1|2 (an experiment): the RoPE projections' cos and sin copied into shared memory with 16-byte cp.async — by each consumer warp before its K loop (1) or by a loader warp of the producer warpgroup (2) — and read into the fragments' registers after the K loop; the default text without it; NVRTC compiles the layer at one and eight batches", function()
   local LL = { "TinyLlama/TinyLlama-1.1B-Chat-v1.0", "--layer", "0", "--dynamic", "seq_len@x:1" }
   local ir = args("compile", LL, "--ir", "cuda", "--kernel", "k_linear_rope_88e5e1")
   local c0, plain, e0 = emmy(ir, { env = "EMMY_KNOBS=88e5e1:STAGES=6" })
@@ -1361,11 +1361,21 @@ test("EMMY_ROPE_SMEM=1 (an experiment): the RoPE projections' cos and sin copied
   check(src:find("cp.async.cg.shared.global [%0], [%1], 16, %2;", 1, true) and src:find("cp.async.wait_all;", 1, true), "cp.async, waited after the K loop")
   check(src:find(": \"=r\"(em_pf2[j][q >> 1]) : \"r\"(em_rt + 16384u + em_o)", 1, true), "sin's rows after cos's 16 KB")
   check(not src:find("em_pf1[j][q >> 1] = !(m < M", 1, true), "no 4-byte loads of the tables")
+  -- =2: the producer warpgroup's second warp loads the tile's 128 rows, the consumers wait on em_tfull and release em_tempty
+  local c2, src2, e2 = emmy(ir, { env = "EMMY_ROPE_SMEM=2 EMMY_KNOBS=88e5e1:STAGES=6" })
+  eq(c2, 0, e2)
+  check(src2:find("if (wid == 9) { /* EMMY_ROPE_SMEM=2: the tables' loader warp */", 1, true), "the loader warp")
+  check(src2:find("for (int em_x = lane; em_x < 1024; em_x += 32) {", 1, true), "the tile's 128 rows of 8 chunks")
+  check(src2:find("em_mbar_init(&em_tfull, 64), em_mbar_init(&em_tempty, 8);", 1, true), "the lanes' two arrivals, the consumer warps' releases")
+  check(src2:find("cp.async.mbarrier.arrive.noinc.shared::cta.b64", 1, true) and src2:find("em_mbar_wait(&em_tfull, em_tq & 1u);", 1, true),
+    "the copies' completion on em_tfull, waited a tile")
+  check(not src2:find('asm volatile("cp.async.wait_all;" ::: "memory");', 1, true)
+    and not src2:find('asm volatile("cp.async.commit_group;" ::: "memory");', 1, true), "no consumer copies")
   local ok, nv = pcall(require, "emmy.nvrtc")
   if ok and nv.version() then
-    for _, b in ipairs { { "1", "88e5e1:STAGES=6" }, { "8", "8f300b:STAGES=3" } } do
+    for _, b in ipairs { { "1", "88e5e1:STAGES=6", 1 }, { "8", "8f300b:STAGES=3", 1 }, { "1", "88e5e1:STAGES=6", 2 }, { "8", "8f300b:STAGES=3", 2 } } do
       local c3, o3, e3 = emmy(args("compile", LL, "--batch", b[1], "--nvrtc"),
-        { env = "EMMY_ROPE_SMEM=1 EMMY_KNOBS=" .. b[2] .. " EMMY_CUBIN_CACHE=" .. tmpdir() })
+        { env = ("EMMY_ROPE_SMEM=%d EMMY_KNOBS=%s EMMY_CUBIN_CACHE=%s"):format(b[3], b[2], tmpdir()) })
       eq(c3, 0, "nvrtc: " .. e3)
       check(o3:find(", 0 failed", 1, true), o3)
     end
