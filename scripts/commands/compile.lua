@@ -148,6 +148,8 @@ return {
   --ir cuda            each distinct kernel's CUDA source (the chosen variant; -o FILE writes them all)
   --explain            every tiling gate's verdict and reason, per kernel
   --kernel SUBSTR      only kernels whose name contains SUBSTR
+  --pins "K=V,K=V"     the selected kernels' chosen knobs with these over them, a variant the rules need not list
+                       (bench/gemm.lua --pins' overlay; --ir cuda and --nvrtc then show and compile it, e.g. STAMP=1)
   --passes             list the passes and stop; --stop-after PASS stops after that pass
   --nvrtc              compile each distinct kernel in-process (registers, spills, shared memory)
   --all-variants       with --nvrtc: compile every candidate, not only the chosen one
@@ -167,7 +169,7 @@ return {
         ["--kernel"] = { kind = "string" }, ["--passes"] = { kind = "bool" }, ["--stop-after"] = { kind = "string" },
         ["--nvrtc"] = { kind = "bool" }, ["--all-variants"] = { kind = "bool" }, ["--dump-dir"] = { kind = "string" },
         ["--sample"] = { kind = "int", min = 1 }, ["--shard"] = { kind = "string" }, ["--results"] = { kind = "string" },
-        ["--variants"] = { kind = "string" }, ["--variants-out"] = { kind = "string" },
+        ["--variants"] = { kind = "string" }, ["--variants-out"] = { kind = "string" }, ["--pins"] = { kind = "string" },
         ["-o"] = { kind = "string" }, ["--json"] = { kind = "bool" } },
       positional = { "input" }, usage = "emmy compile INPUT [--ir graph|kernel|tile|cuda]",
     }, "compile")
@@ -218,6 +220,11 @@ return {
       if not opts.kernel or p.kernel.name:find(opts.kernel, 1, true) then sel[#sel + 1] = p end
     end
     if opts.kernel and #sel == 0 then cli.usage("--kernel '%s' matches no kernel", opts.kernel) end
+    if opts.pins then
+      local sets = cli.knob_sets("compile", "--pins", opts.pins)
+      if #sets ~= 1 then cli.usage("compile: --pins takes one set K=V,K=V (no ';'): '%s'", opts.pins) end
+      kernels.pin_choices(sel, sets[1])
+    end
     print(("%d kernels (%d distinct), target %s%s"):format(#plans, #kernels.distinct(plans), dev.name,
       dev.assumed and " (no GPU here: the deploy target's limits)" or ""))
     -- emit every distinct chosen variant (the emitter refusing one is an error naming it)

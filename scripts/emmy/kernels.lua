@@ -365,6 +365,22 @@ function M.sample(cands, n, seed)
   return out
 end
 
+-- `emmy compile --pins`: each plan's chosen variant replaced by its knobs with set (K = V) over them (a variant the
+-- rules need not list; the emitter refuses a knob the kernel does not have). Plans sharing a kernel are pinned once.
+function M.pin_choices(plans, set)
+  local done = {}
+  for _, p in ipairs(plans) do
+    if not done[p.choice] then
+      local kn = {}
+      for key, v in pairs(p.choice.knobs) do kn[key] = v end
+      for key, v in pairs(set) do kn[key] = v end
+      local c = { knobs = kn, string = require("emmy.rules").knob_string(kn) }
+      done[p.choice] = c
+    end
+    p.choice = done[p.choice]
+  end
+end
+
 -- Emits the CUDA source of a plan's variant (knobs: a candidate's knob table).
 function M.emit(plan, knobs)
   local k = plan.kernel

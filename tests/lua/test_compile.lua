@@ -1382,4 +1382,16 @@ test("EMMY_ROPE_SMEM=1|2 (an experiment): the RoPE projections' cos and sin copi
   end
 end)
 
+test("emmy compile --pins: the selected kernels' chosen knobs with the set over them, shown by --ir cuda (a variant the rules need not list); one set only; a knob the kernel does not read is an error", function()
+  local LL = { "TinyLlama/TinyLlama-1.1B-Chat-v1.0", "--layer", "0", "--dynamic", "seq_len@x:1", "--ir", "cuda", "--kernel", "k_linear_rope_88e5e1" }
+  local c1, src, e1 = emmy(args("compile", LL, "--pins", "STAMP=1,STAGES=7"))
+  eq(c1, 0, e1)
+  check(src:find("em_clock", 1, true) and src:find("for (int s = 0; s < 7; s++) em_mbar_init(&em_bar[s], 1);", 1, true), "STAMP=1 at 7 stages")
+  local c2, _, e2 = emmy(args("compile", LL, "--pins", "STAMP=1;STAGES=7"))
+  eq(c2, 2, "two sets") check(e2:find("--pins takes one set", 1, true), e2)
+  local c3, _, e3 = emmy(args("compile", "TinyLlama/TinyLlama-1.1B-Chat-v1.0", "--layer", "0", "--dynamic", "seq_len@x:1", "--ir", "cuda",
+    "--kernel", "k_rms_norm", "--pins", "STAGES=7"))
+  check(c3 ~= 0 and e3:find("STAGES=7 is not read by this kernel's emitter", 1, true), e3)
+end)
+
 return T
