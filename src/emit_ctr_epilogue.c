@@ -359,6 +359,16 @@ static int prefetch_source(ectx *c, const ex_ctr *k, int u, ivec *ix) {
   return dt == EM_BF16 || dt == EM_F16 ? v : -1;
 }
 
+/* Value u's index at this thread's (m, column text col) from the input behind it (the linearized text), or NULL. */
+static const char *prefetch_at(ectx *c, const ex_ctr *k, int u, const ivec *mi, const char *col, int *pos) {
+  ex_ctr_anchor(c, k, 0, "0.0f", NULL, mi, col);
+  ivec ix = prefetch_index(c, u);
+  int v = prefetch_source(c, k, u, &ix);
+  if (v < 0) return NULL;
+  *pos = ex_input_pos(c, v);
+  return ex_linearize(c, &ix, ex_S(c, v));
+}
+
 static void ctr_split_columns(ectx *c, const ex_ctr *k, const char *col, const char *col1);
 
 /* 1 when index text s names j only as a fragment column's offset modulo the head width D ("(j * 8 + (lane & 3) * 2)
@@ -398,10 +408,9 @@ static int prefetch_repeats(ectx *c, const ex_ctr *k, int u, int D) {
   ivec mi = ex_unravel(c, "m", &k->mdims);
   ctr_split_columns(c, k, "n", "(n + 1)");
   for (int e = 0; e < 2 && ok; e++) {
-    ex_ctr_anchor(c, k, 0, "0.0f", NULL, &mi, e ? "(n + 1)" : "n");
-    ivec ix = prefetch_index(c, u);
-    int v = prefetch_source(c, k, u, &ix);
-    ok = v >= 0 && column_mod_only(c, ex_linearize(c, &ix, ex_S(c, v)), D, 0);
+    int pos;
+    const char *ix = prefetch_at(c, k, u, &mi, e ? "(n + 1)" : "n", &pos);
+    ok = ix && column_mod_only(c, ix, D, 0);
   }
   c->memo.n = mark;
   c->out->n = n0;
@@ -451,15 +460,8 @@ static void ctr_split_columns(ectx *c, const ex_ctr *k, const char *col, const c
 /* Value u's column pair at this thread's (m, n), (m, n + 1) into em_pf<t>[j][q / 2], from the input behind it: one
  * 4-byte load where the two indices are adjacent and the first even, else two. */
 static void prefetch_pair(ectx *c, const ex_ctr *k, int u, int t, const ivec *mi) {
-  ex_ctr_anchor(c, k, 0, "0.0f", NULL, mi, "n");
-  ivec ia = prefetch_index(c, u);
-  int v = prefetch_source(c, k, u, &ia);
-  const char *a = ex_linearize(c, &ia, ex_S(c, v));
-  ex_ctr_anchor(c, k, 0, "0.0f", NULL, mi, "(n + 1)");
-  ivec ib = prefetch_index(c, u);
-  prefetch_source(c, k, u, &ib);
-  const char *b = ex_linearize(c, &ib, ex_S(c, v));
-  int p = ex_input_pos(c, v);
+  int p = 0;
+  const char *a = prefetch_at(c, k, u, mi, "n", &p), *b = prefetch_at(c, k, u, mi, "(n + 1)", &p);
   ex_line(c, "{");
   ex_line(c, "  const long long em_a = %s, em_b = %s;", a, b);
   ex_line(c, "  em_pf%d[j][q >> 1] = !(m < M && n < N) ? 0u : em_b == em_a + 1 && !(em_a & 1) ? *reinterpret_cast<const unsigned *>(in%d + em_a)", t, p);
@@ -508,16 +510,6 @@ int ex_ctr_prefetch_smem(ectx *c, const ex_ctr *k) {
 
 /* The shared memory ex_ctr_prefetch_fill uses: every table's BM rows of 8 * pfp 2-byte elements. */
 long long ex_ctr_prefetch_smem_bytes(const ex_ctr *k) { return (long long)k->npf * k->BM * k->pfp * 16; }
-
-/* Value u's index at this thread's (m, column text col) from the input behind it (the linearized text), or NULL. */
-static const char *prefetch_at(ectx *c, const ex_ctr *k, int u, const ivec *mi, const char *col, int *pos) {
-  ex_ctr_anchor(c, k, 0, "0.0f", NULL, mi, col);
-  ivec ix = prefetch_index(c, u);
-  int v = prefetch_source(c, k, u, &ix);
-  if (v < 0) return NULL;
-  *pos = ex_input_pos(c, v);
-  return ex_linearize(c, &ix, ex_S(c, v));
-}
 
 /* EMMY_ROPE_SMEM: every table's rows loaded ahead into shared memory at rt (a C expression: the tables' shared
  * address) — =1: this consumer warp's 16 rows, =2 (loader): the tile's BM rows by the loader warp's lanes, their

@@ -623,12 +623,16 @@ static int ws_pingpong_refused(ectx *c, const ex_ctr *k, int staged, int cl, int
   return 1;
 }
 
+/* 1 when the fragment epilogue reads a head-local epilogue's (RoPE's) values from the thread's own fragments: no staged
+ * tile (EPI_SMEM 0, or 7's fragments staged for TMA) and a head width to read within. */
+static int ws_stage_reg(ectx *c, const ex_ctr *k, int staged) { return (!staged || staged == 7) && ex_ctr_stage_width(c, k) > 0; }
+
 /* EMMY_ROPE_SMEM=1|2 (ex_ctr_prefetch_smem): its mode where it applies (one consumer warpgroup set, no stream-K), else
  * 0; *kp the tile's view with the inputs loaded ahead (ex_ctr_prefetch), where given. */
 static int ws_rope_smem(ectx *c, const ex_ctr *k, int staged, ex_ctr *kp) {
   if (EX_KNOB(c, WG_K) != 1 || EX_KNOB(c, WG_PP) || EX_KNOB(c, STREAM_K) || !ex_env_choice("EMMY_ROPE_SMEM", 2)) return 0;
   ex_ctr k1 = *k;
-  k1.stage_reg = (!staged || staged == 7) && ex_ctr_stage_width(c, k) > 0;
+  k1.stage_reg = ws_stage_reg(c, k, staged);
   k1.npf = 0, k1.pfp = k->FN;
   if (!k1.stage_reg) return 0;
   ex_ctr_prefetch(c, &k1);
@@ -681,7 +685,7 @@ static void ws_consumers(ectx *c, const ex_ctr *k, em_launch *L, int stages, int
   k1.SK = 1;
   if (sk >= 2 && !staged) k1.jkeep = ex_A(c, "j / %d == (int)em_cr", k->FN / sk);
   k1.rpf = staged && staged != 7 ? -1 : ex_ctr_residual(c, k); /* (7: the fragments' values, staged for TMA) */
-  k1.stage_reg = (!staged || staged == 7) && ex_ctr_stage_width(c, k) > 0; /* RoPE from the thread's own fragments */
+  k1.stage_reg = ws_stage_reg(c, k, staged); /* RoPE from the thread's own fragments */
   if (k1.rpf >= 0) ex_line(c, "unsigned em_pf[%d][2]; /* the residual's column pairs, loaded ahead */", k->FN);
   k1.npf = 0, k1.pfp = k->FN;
   if (k1.stage_reg) ex_ctr_prefetch(c, &k1); /* RoPE's cos and sin, loaded ahead too */

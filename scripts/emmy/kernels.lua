@@ -371,11 +371,8 @@ function M.pin_choices(plans, set)
   local done = {}
   for _, p in ipairs(plans) do
     if not done[p.choice] then
-      local kn = {}
-      for key, v in pairs(p.choice.knobs) do kn[key] = v end
-      for key, v in pairs(set) do kn[key] = v end
-      local c = { knobs = kn, string = require("emmy.rules").knob_string(kn) }
-      done[p.choice] = c
+      local kn = require("emmy.gpu").knobs_over(p, set) -- (gpu requires this module: loaded here, not at the top)
+      done[p.choice] = { knobs = kn, string = require("emmy.rules").knob_string(kn) }
     end
     p.choice = done[p.choice]
   end
