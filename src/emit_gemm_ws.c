@@ -785,7 +785,7 @@ static void ws_consumers(ectx *c, const ex_ctr *k, em_launch *L, int stages, int
   c->indent--;
   ex_line(c, "}");
   /* (the CTA may not leave while its last stores read shared memory) */
-  if (staged == 4 || staged == 7) ex_line(c, "if (tid == 0) em_bulk_wait0();");
+  if (staged == 4 || staged == 7) ex_line(c, ex_bulk_end() ? "if (tid == 0) em_bulk_wait_read0();" : "if (tid == 0) em_bulk_wait0();");
   if (staged == 6) ws_deferred_flush(c, k, k->BM / 16 * 32, "0");
   if (sp) {
     ex_line(c, "if ((tid & 127) == 0) {");
