@@ -148,9 +148,7 @@ static void ws_cluster_load(ectx *c, const ex_ctr *k, int stages) {
 
 /* The producer: every k-slice of every tile of this CTA, each once its stage's previous use is released (the
  * empty barrier's phase of use it/S - 1; the first pass waits on the phase before the first, which is complete). */
-static void ws_table_loader(ectx *c, const ex_ctr *k, int raster, int cw, int cl, int sk, int staged);
-
-static void ws_producer(ectx *c, const ex_ctr *k, int stages, int raster, int cw, int cl, int sk, int sp, int staged) {
+static void ws_producer(ectx *c, const ex_ctr *k, int stages, int raster, int cw, int cl, int sk, int sp) {
   ex_line(c, "if (wid >= %d) {", cw);
   c->indent++;
   ex_line(c, "asm volatile(\"setmaxnreg.dec.sync.aligned.u32 %d;\");", WS_PRODUCER_REGS);
@@ -184,7 +182,6 @@ static void ws_producer(ectx *c, const ex_ctr *k, int stages, int raster, int cw
   }
   c->indent--;
   ex_line(c, "}");
-  ws_table_loader(c, k, raster, cw, cl, sk, staged);
   if (cl == 2 || ws_split_cluster(c, sk)) {
     /* (no return: every thread of the cluster's CTAs meets at the closing cluster barrier) */
     c->indent--;
@@ -627,39 +624,39 @@ static int ws_pingpong_refused(ectx *c, const ex_ctr *k, int staged, int cl, int
  * tile (EPI_SMEM 0, or 7's fragments staged for TMA) and a head width to read within. */
 static int ws_stage_reg(ectx *c, const ex_ctr *k, int staged) { return (!staged || staged == 7) && ex_ctr_stage_width(c, k) > 0; }
 
-/* EMMY_ROPE_SMEM=1|2 (ex_ctr_prefetch_smem): its mode where it applies (one consumer warpgroup set, no stream-K), else
- * 0; *kp the tile's view with the inputs loaded ahead (ex_ctr_prefetch), where given. */
-static int ws_rope_smem(ectx *c, const ex_ctr *k, int staged, ex_ctr *kp) {
-  if (EX_KNOB(c, WG_K) != 1 || EX_KNOB(c, WG_PP) || EX_KNOB(c, STREAM_K) || !ex_env_choice("EMMY_ROPE_SMEM", 2)) return 0;
-  ex_ctr k1 = *k;
-  k1.stage_reg = ws_stage_reg(c, k, staged);
-  k1.npf = 0, k1.pfp = k->FN;
-  if (!k1.stage_reg) return 0;
-  ex_ctr_prefetch(c, &k1);
-  if (kp) *kp = k1;
-  return ex_ctr_prefetch_smem(c, &k1);
+/* EMMY_PF_SPREAD=1 (an experiment, compile time; the emitted CUDA unchanged without it): the fragment epilogue's loads
+ * ahead (a residual's pairs, RoPE's cos and sin) issued a column group a k-step inside the K loop, between the wgmma
+ * issue and its wait (a switch on kt: each case's registers named statically), not all before the loop: the
+ * 512-token q+RoPE spent ~2,500 cycles a tile issuing them there (stamps' head/tile, H100, thirty-seventh session), its
+ * consumer warps throttled on the L1 queue while their K loop waited. Where it applies: one consumer warpgroup set
+ * (WG_K=1, WG_PP=0), no stream-K or split, every group loaded before the loop (pfs = FN). */
+static int ws_pf_spread(ectx *c, const ex_ctr *k1, int sk, int pfs) {
+  if (!ex_env_choice("EMMY_PF_SPREAD", 1) || (k1->rpf < 0 && !k1->npf)) return 0;
+  return EX_KNOB(c, WG_K) == 1 && !EX_KNOB(c, WG_PP) && !EX_KNOB(c, STREAM_K) && sk == 1 && pfs == k1->FN;
 }
 
-/* EMMY_ROPE_SMEM=2: the producer warpgroup's second warp loads the RoPE tables of each of the CTA's tiles into em_rt
- * (ex_ctr_prefetch_fill, all its lanes) once the consumers have read the last tile's (em_tempty), so that nothing of
- * them is on the consumers' way to their K loop (CUTLASS's epilogue loads its source by the producer the same way). */
-static void ws_table_loader(ectx *c, const ex_ctr *k, int raster, int cw, int cl, int sk, int staged) {
-  ex_ctr kp;
-  if (ws_rope_smem(c, k, staged, &kp) != 2) return;
-  ex_line(c, "if (wid == %d) { /* EMMY_ROPE_SMEM=2: the tables' loader warp */", cw + 1);
-  c->indent++;
-  ex_line(c, "const int wm = 0, wn = 0;");
-  ex_line(c, "unsigned em_tq = 0;");
-  ws_tile_loop(c, cl, sk);
-  c->indent++;
-  ws_tile_coords(c, &kp, raster, cl);
-  ex_line(c, "em_mbar_wait(&em_tempty, (em_tq & 1u) ^ 1u);");
-  ex_ctr_prefetch_fill(c, &kp, "em_rt", 1);
-  ex_line(c, "em_tq++;");
-  c->indent--;
+/* EMMY_PF_SPREAD: column group j's loads at k-step j (inside the K loop); after it, the groups a short K loop left. */
+static void ws_pf_spread_step(ectx *c, const ex_ctr *k1) {
+  ex_line(c, "switch (kt) { /* EMMY_PF_SPREAD: the loads ahead, a column group a k-step */");
+  for (int j = 0; j < k1->FN; j++) {
+    ex_line(c, "case %d: {", j);
+    c->indent++;
+    ex_ctr_residual_load(c, k1, j, j + 1);
+    c->indent--;
+    ex_line(c, "} break;");
+  }
+  ex_line(c, "default: break;");
   ex_line(c, "}");
-  c->indent--;
-  ex_line(c, "}");
+}
+
+static void ws_pf_spread_rest(ectx *c, const ex_ctr *k1) {
+  for (int j = 0; j < k1->FN; j++) {
+    ex_line(c, "if (nk <= %d) { /* EMMY_PF_SPREAD: a group no k-step loaded */", j);
+    c->indent++;
+    ex_ctr_residual_load(c, k1, j, j + 1);
+    c->indent--;
+    ex_line(c, "}");
+  }
 }
 
 static void ws_consumers(ectx *c, const ex_ctr *k, em_launch *L, int stages, int raster, int staged, int cl, int sk, int tmo,
@@ -690,10 +687,6 @@ static void ws_consumers(ectx *c, const ex_ctr *k, em_launch *L, int stages, int
   k1.npf = 0, k1.pfp = k->FN;
   if (k1.stage_reg) ex_ctr_prefetch(c, &k1); /* RoPE's cos and sin, loaded ahead too */
   for (int t = 0; t < k1.npf; t++) ex_line(c, "unsigned em_pf%d[%d][2]; /* %s's column pairs, loaded ahead */", t + 1, k1.pfp, ex_V(c, k1.pfv[t])->name);
-  const int rs = ws_rope_smem(c, k, staged, NULL); /* EMMY_ROPE_SMEM: they go through shared memory at em_rt */
-  ex_ctr kr = k1; /* (what is loaded into registers before the K loop) */
-  if (rs) kr.npf = 0;
-  if (rs == 2) ex_line(c, "unsigned em_tq = 0; /* EMMY_ROPE_SMEM=2: the tiles whose tables were read */");
   ws_stamp(c, sp, "unsigned em_sn = 0, em_sw = 0, em_sm = 0, em_sr = 0, em_stl = 0, em_se = 0, em_sh = 0; /* STAMP: see WS_STAMP_FIELDS */");
   if (sk >= 2 && !staged) ws_stamp(c, sp, "unsigned em_sq = 0, em_sv = 0, em_sx = 0; /* STAMP: the reduce-scatter's stores, its wait, its reads and release */");
   if (two) ws_stamp(c, sp, "unsigned em_sk = 0; /* STAMP: this warpgroup's k-steps */");
@@ -716,8 +709,8 @@ static void ws_consumers(ectx *c, const ex_ctr *k, em_launch *L, int stages, int
    * of them none (nvcc -Xptxas -v), and the split is faster at every residual kernel of 4096 tokens measured
    * (docs/performance.md, twenty-third session) */
   int pfs = k1.rpf >= 0 && !k1.npf && sk == 1 && k->FN >= 32 ? k->FN / 2 : k->FN;
-  if (kr.rpf >= 0 || kr.npf) ex_ctr_residual_load(c, &kr, 0, pfs);
-  if (rs == 1) ex_ctr_prefetch_fill(c, &k1, "em_rt", 0);
+  const int spread = ws_pf_spread(c, &k1, sk, pfs);
+  if ((k1.rpf >= 0 || k1.npf) && !spread) ex_ctr_residual_load(c, &k1, 0, pfs);
   if (pp) ex_line(c, "if (em_i >= 1) asm volatile(\"bar.sync %%0, 256;\" :: \"r\"(5 - em_g) : \"memory\"); /* WG_PP: the other warpgroup's K loop is done */");
   ws_stamp(c, sp, "em_sh += em_clock() - em_c5;");
   const int skm = EX_KNOB(c, STREAM_K);
@@ -736,6 +729,7 @@ static void ws_consumers(ectx *c, const ex_ctr *k, em_launch *L, int stages, int
   const char *aS = ex_A(c, "(em_sb + st * %lldu)", abytes);
   const char *bS = ex_ctr_b_stage(c, k, stages, 0), *b2S = ex_ctr_b_stage(c, k, stages, 1);
   ws_mma_step(c, k, aS, bS, b2S, skm ? "((kt - em_kb) | kk)" : "(kt | kk)");
+  if (spread) ws_pf_spread_step(c, &k1);
   if (staged == 6) ws_deferred_chunk(c, k, k->BM / 16 * 32, ex_A(c, "em_pm0 >= 0 && kt < %d", ws_deferred_chunks(k, k->BM / 16 * 32)), "kt");
   ex_line(c, "em_wg_wait1();");
   ws_stamp(c, sp, "const unsigned em_c2 = em_clock();");
@@ -745,10 +739,10 @@ static void ws_consumers(ectx *c, const ex_ctr *k, em_launch *L, int stages, int
   ex_line(c, "}");
   ws_stamp(c, sp, "const unsigned em_c3 = em_clock();");
   if (pfs < k->FN) ex_ctr_residual_load(c, &k1, pfs, k->FN);
+  if (spread) ws_pf_spread_rest(c, &k1);
   ex_line(c, "em_wg_wait0();");
   ws_release(c, skm ? "em_ke > em_kb && " : sk >= 2 ? "nkc >= 1 && " : "nk >= 1 && ", "em_it - 1", stages, cl);
   }
-  if (rs) ex_ctr_prefetch_read(c, &k1, "em_rt", rs == 2);
   /* WG_PP=1: the K loop of the CTA's next tile (the other warpgroup's) may start */
   if (pp) ex_line(c, "if (em_t + (int)gridDim.x < em_tiles) asm volatile(\"bar.arrive %%0, 256;\" :: \"r\"(4 + em_g) : \"memory\");");
   /* EMMY_PDL=3 (an experiment): the next kernel may launch once every CTA's consumers are past their last tile's K
@@ -1003,13 +997,6 @@ void ex_k_contraction_ws(ectx *c, const ex_ctr *k, em_launch *L) {
     ex_line(c, "const unsigned em_kr = em_sb + %lldu;", (long long)L->smem - 1024);
     L->smem += 4LL * k->BM * k->BN * (k->dual ? 2 : 1);
   }
-  ex_ctr kp;
-  const int rs = ws_rope_smem(c, k, staged, &kp);
-  if (rs) {
-    ex_line(c, "const unsigned em_rt = em_sb + %lldu; /* EMMY_ROPE_SMEM: the RoPE tables' rows of the tile */", (long long)L->smem - 1024);
-    L->smem += ex_ctr_prefetch_smem_bytes(&kp);
-  }
-  if (rs == 2) ex_line(c, "__shared__ __align__(8) unsigned long long em_tfull, em_tempty; /* EMMY_ROPE_SMEM=2: the tables loaded, read */");
   if (sp) {
     ex_line(c, "unsigned *const em_st = reinterpret_cast<unsigned *>(em_scratch) + blockIdx.x * %d; /* STAMP: this CTA's record */",
             WS_STAMP_FIELDS * WS_STAMP_ROLES);
@@ -1031,7 +1018,6 @@ void ex_k_contraction_ws(ectx *c, const ex_ctr *k, em_launch *L) {
   else if (ws_split_l2(c, sk)) ex_line(c, "const unsigned em_cr = blockIdx.x %% %du; /* SPLIT_L2: this CTA's K part of its group's tile */", sk);
   ex_line(c, "if (tid == 0) {");
   c->indent++;
-  if (rs == 2) ex_line(c, "em_mbar_init(&em_tfull, 64), em_mbar_init(&em_tempty, %d);", cw);
   ws_barrier_init(c, stages, k->BM / 16 * ws_ring_cl(c, cl), ws_split_cluster(c, sk) ? sk : 1, staged, cw);
   c->indent--;
   ex_line(c, "}");
@@ -1043,7 +1029,7 @@ void ex_k_contraction_ws(ectx *c, const ex_ctr *k, em_launch *L) {
   } else {
     ex_line(c, cl == 2 || ws_split_cluster(c, sk) ? "em_cluster_sync();" : "__syncthreads();");
   }
-  ws_producer(c, k, stages, raster, cw, cl, sk, sp, staged);
+  ws_producer(c, k, stages, raster, cw, cl, sk, sp);
   ws_consumers(c, k, L, stages, raster, staged, cl, sk, tmo, heads, sp);
   if (cl == 2 || ws_split_cluster(c, sk)) {
     c->indent--;

@@ -223,14 +223,6 @@ const char *ex_ctr_stage_read(ectx *c, int s, const char *col, const char *shift
  * residual: their count into k->npf, k->pfv (at most 2), their period into k->pfp; above 16 column groups a thread
  * only where they repeat every head (pfp = D / 8 <= 8: a 128 x 256 tile keeps 32 registers of them, not 128). */
 void ex_ctr_prefetch(ectx *c, ex_ctr *k);
-/* EMMY_ROPE_SMEM=1|2 (an experiment): the inputs ex_ctr_prefetch loads ahead staged through shared memory (16-byte
- * cp.async before the K loop: ex_ctr_prefetch_fill, by each consumer warp for its 16 rows (1) or by a loader warp of
- * the producer warpgroup for the tile, loader = 1 (2); read into em_pf after the K loop: ex_ctr_prefetch_read) where
- * ex_ctr_prefetch_smem says it applies (its mode, else 0); the bytes it takes at rt. */
-int ex_ctr_prefetch_smem(ectx *c, const ex_ctr *k);
-long long ex_ctr_prefetch_smem_bytes(const ex_ctr *k);
-void ex_ctr_prefetch_fill(ectx *c, const ex_ctr *k, const char *rt, int loader);
-void ex_ctr_prefetch_read(ectx *c, const ex_ctr *k, const char *rt, int loader);
 /* The residual of the fragment pairs epilogue, loadable ahead: a 2-byte kernel input the epilogue reads at the
  * result's own index with the result's shape (contiguous rows of N, N even), or -1. ex_ctr_residual_load emits
  * the loads of this thread's pairs into em_pf[j][q / 2] (declared by the caller). */

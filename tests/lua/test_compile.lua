@@ -1347,39 +1347,37 @@ test("EMMY_EXP_SPLIT=K and EMMY_SMX_PAIRS=1 (attention experiments): every K-th 
   end
 end)
 
-test("EMMY_ROPE_SMEM=1|2 (an experiment): the RoPE projections' cos and sin copied into shared memory with 16-byte cp.async — by each consumer warp before its K loop (1) or by a loader warp of the producer warpgroup (2) — and read into the fragments' registers after the K loop; the default text without it; NVRTC compiles the layer at one and eight batches", function()
+test("EMMY_BULK_END=1 (an experiment): the kernels whose last stores are TMA bulk stores (q+RoPE into heads, EPI_SMEM=7; attention's OTMA) wait at their end for the stores' reads of shared memory only; the text otherwise the same", function()
+  local LL = { "TinyLlama/TinyLlama-1.1B-Chat-v1.0", "--layer", "0", "--dynamic", "seq_len@x:1" }
+  for _, kc in ipairs { { "k_linear_rope_88e5e1", "if (tid == 0) em_bulk_wait0();", "if (tid == 0) em_bulk_wait_read0();" },
+                        { "k_sdpa_db2953", "if ((tid & 127) == 0) em_bulk_wait0(); /* OTMA: this thread's stores complete */",
+                          "if ((tid & 127) == 0) em_bulk_wait_read0(); /* OTMA: this thread's stores have read O */" } } do
+    local ir = args("compile", LL, "--ir", "cuda", "--kernel", kc[1])
+    local c0, plain, e0 = emmy(ir)
+    eq(c0, 0, e0)
+    local c1, src, e1 = emmy(ir, { env = "EMMY_BULK_END=1" })
+    eq(c1, 0, e1)
+    local i, j = src:find(kc[3] .. "\n", 1, true) -- (the line whole: a wait inside the tile loop ends the same way)
+    check(plain:find(kc[2] .. "\n", 1, true) and not src:find(kc[2] .. "\n", 1, true), kc[1] .. ": the full wait by default only")
+    check(i, kc[1] .. ": the read wait with it")
+    eq(src:sub(1, i - 1) .. kc[2] .. src:sub(j), plain, kc[1] .. ": nothing else changes")
+  end
+end)
+
+test("EMMY_PF_SPREAD=1 (an experiment): the RoPE tables' loads ahead issued a column group a k-step inside the K loop (a switch on kt), the groups a short K loop left after it; none before the loop", function()
   local LL = { "TinyLlama/TinyLlama-1.1B-Chat-v1.0", "--layer", "0", "--dynamic", "seq_len@x:1" }
   local ir = args("compile", LL, "--ir", "cuda", "--kernel", "k_linear_rope_88e5e1")
-  local c0, plain, e0 = emmy(ir, { env = "EMMY_KNOBS=88e5e1:STAGES=6" })
+  local c0, plain, e0 = emmy(ir)
   eq(c0, 0, e0)
-  check(not plain:find("em_rt", 1, true), "the default text has no tables in shared memory")
-  local c1, src, e1 = emmy(ir, { env = "EMMY_ROPE_SMEM=1 EMMY_KNOBS=88e5e1:STAGES=6" })
+  check(not plain:find("EMMY_PF_SPREAD", 1, true), "the default text")
+  local c1, src, e1 = emmy(ir, { env = "EMMY_PF_SPREAD=1" })
   eq(c1, 0, e1)
-  check(src:find("const unsigned em_rt = em_sb + ", 1, true), "the tables' place after the ring and the staging")
-  check(src:find("for (int em_x = lane; em_x < 128; em_x += 32) {", 1, true), "a warp's 16 rows of 8 chunks")
-  check(src:find("if (em_b == em_a + 1 && em_h == em_a + 7 && !(em_a & 7)) {", 1, true), "16-byte copies where the chunk is contiguous")
-  check(src:find("cp.async.cg.shared.global [%0], [%1], 16, %2;", 1, true) and src:find("cp.async.wait_all;", 1, true), "cp.async, waited after the K loop")
-  check(src:find(": \"=r\"(em_pf2[j][q >> 1]) : \"r\"(em_rt + 16384u + em_o)", 1, true), "sin's rows after cos's 16 KB")
-  check(not src:find("em_pf1[j][q >> 1] = !(m < M", 1, true), "no 4-byte loads of the tables")
-  -- =2: the producer warpgroup's second warp loads the tile's 128 rows, the consumers wait on em_tfull and release em_tempty
-  local c2, src2, e2 = emmy(ir, { env = "EMMY_ROPE_SMEM=2 EMMY_KNOBS=88e5e1:STAGES=6" })
-  eq(c2, 0, e2)
-  check(src2:find("if (wid == 9) { /* EMMY_ROPE_SMEM=2: the tables' loader warp */", 1, true), "the loader warp")
-  check(src2:find("for (int em_x = lane; em_x < 1024; em_x += 32) {", 1, true), "the tile's 128 rows of 8 chunks")
-  check(src2:find("em_mbar_init(&em_tfull, 64), em_mbar_init(&em_tempty, 8);", 1, true), "the lanes' two arrivals, the consumer warps' releases")
-  check(src2:find("cp.async.mbarrier.arrive.noinc.shared::cta.b64", 1, true) and src2:find("em_mbar_wait(&em_tfull, em_tq & 1u);", 1, true),
-    "the copies' completion on em_tfull, waited a tile")
-  check(not src2:find('asm volatile("cp.async.wait_all;" ::: "memory");', 1, true)
-    and not src2:find('asm volatile("cp.async.commit_group;" ::: "memory");', 1, true), "no consumer copies")
-  local ok, nv = pcall(require, "emmy.nvrtc")
-  if ok and nv.version() then
-    for _, b in ipairs { { "1", "88e5e1:STAGES=6", 1 }, { "8", "8f300b:STAGES=3", 1 }, { "1", "88e5e1:STAGES=6", 2 }, { "8", "8f300b:STAGES=3", 2 } } do
-      local c3, o3, e3 = emmy(args("compile", LL, "--batch", b[1], "--nvrtc"),
-        { env = ("EMMY_ROPE_SMEM=%d EMMY_KNOBS=%s EMMY_CUBIN_CACHE=%s"):format(b[3], b[2], tmpdir()) })
-      eq(c3, 0, "nvrtc: " .. e3)
-      check(o3:find(", 0 failed", 1, true), o3)
-    end
-  end
+  local sw = src:find("switch (kt) { /* EMMY_PF_SPREAD: the loads ahead, a column group a k-step */", 1, true)
+  local loop = src:find("for (int kt = 0; kt < nk; kt++, em_it++) {", 1, true)
+  check(loop and sw and sw > loop, "the switch inside the K loop")
+  check(src:find("case 7: {", 1, true) and not src:find("case 8: {", 1, true), "8 column groups, a case each")
+  check(src:find("if (nk <= 7) { /* EMMY_PF_SPREAD: a group no k-step loaded */", 1, true), "the rest after the loop")
+  check(not src:sub(1, loop):find("em_pf1[j][q >> 1] = ", 1, true), "nothing loaded before the loop")
 end)
 
 test("emmy compile --pins: the selected kernels' chosen knobs with the set over them, shown by --ir cuda (a variant the rules need not list); one set only; a knob the kernel does not read is an error", function()
