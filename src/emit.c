@@ -780,11 +780,6 @@ int ex_env_choice(const char *name, int most) {
   return e && e[0] >= '1' && e[0] <= '0' + most && !e[1] ? e[0] - '0' : 0;
 }
 
-/* EMMY_BULK_END=1 at compile time (an experiment; the emitted CUDA unchanged without it): a kernel whose last stores
- * are TMA bulk stores waits at its end only until they have read shared memory (`cp.async.bulk.wait_group.read 0`,
- * as CUTLASS's sm90 epilogues end), not until they are complete. */
-int ex_bulk_end(void) { return ex_env_choice("EMMY_BULK_END", 1); }
-
 /* EMMY_PDL at compile time (docs/formats.md): 0, 1, 3, else the default 2. */
 int ex_pdl_mode(void) {
   const char *p = getenv("EMMY_PDL");

@@ -759,9 +759,7 @@ static void fa_consumers(ectx *c, const fa_t *f) {
     c->indent--;
     ex_line(c, "}");
   }
-  if (f->otma && f->L->ntmaps > 3)
-    ex_line(c, ex_bulk_end() ? "if ((tid & 127) == 0) em_bulk_wait_read0(); /* OTMA: this thread's stores have read O */"
-                             : "if ((tid & 127) == 0) em_bulk_wait0(); /* OTMA: this thread's stores complete */");
+  if (f->otma && f->L->ntmaps > 3) ex_line(c, "if ((tid & 127) == 0) em_bulk_wait0(); /* OTMA: this thread's stores complete */");
   if (f->sp) {
     ex_line(c, "if ((tid & 127) == 0) { /* STAMP: this warpgroup's record, and (the first) the CTA's timeline */");
     ex_line(c, "  unsigned *const em_w = em_st + (wid >> 2) * %d;", FA_STAMP_FIELDS);

@@ -624,41 +624,6 @@ static int ws_pingpong_refused(ectx *c, const ex_ctr *k, int staged, int cl, int
  * tile (EPI_SMEM 0, or 7's fragments staged for TMA) and a head width to read within. */
 static int ws_stage_reg(ectx *c, const ex_ctr *k, int staged) { return (!staged || staged == 7) && ex_ctr_stage_width(c, k) > 0; }
 
-/* EMMY_PF_SPREAD=1 (an experiment, compile time; the emitted CUDA unchanged without it): the fragment epilogue's loads
- * ahead (a residual's pairs, RoPE's cos and sin) issued a column group a k-step inside the K loop, between the wgmma
- * issue and its wait (a switch on kt: each case's registers named statically), not all before the loop: the
- * 512-token q+RoPE spent ~2,500 cycles a tile issuing them there (stamps' head/tile, H100, thirty-seventh session), its
- * consumer warps throttled on the L1 queue while their K loop waited. Where it applies: one consumer warpgroup set
- * (WG_K=1, WG_PP=0), no stream-K or split, every group loaded before the loop (pfs = FN). */
-static int ws_pf_spread(ectx *c, const ex_ctr *k1, int sk, int pfs) {
-  if (!ex_env_choice("EMMY_PF_SPREAD", 1) || (k1->rpf < 0 && !k1->npf)) return 0;
-  return EX_KNOB(c, WG_K) == 1 && !EX_KNOB(c, WG_PP) && !EX_KNOB(c, STREAM_K) && sk == 1 && pfs == k1->FN;
-}
-
-/* EMMY_PF_SPREAD: column group j's loads at k-step j (inside the K loop); after it, the groups a short K loop left. */
-static void ws_pf_spread_step(ectx *c, const ex_ctr *k1) {
-  ex_line(c, "switch (kt) { /* EMMY_PF_SPREAD: the loads ahead, a column group a k-step */");
-  for (int j = 0; j < k1->FN; j++) {
-    ex_line(c, "case %d: {", j);
-    c->indent++;
-    ex_ctr_residual_load(c, k1, j, j + 1);
-    c->indent--;
-    ex_line(c, "} break;");
-  }
-  ex_line(c, "default: break;");
-  ex_line(c, "}");
-}
-
-static void ws_pf_spread_rest(ectx *c, const ex_ctr *k1) {
-  for (int j = 0; j < k1->FN; j++) {
-    ex_line(c, "if (nk <= %d) { /* EMMY_PF_SPREAD: a group no k-step loaded */", j);
-    c->indent++;
-    ex_ctr_residual_load(c, k1, j, j + 1);
-    c->indent--;
-    ex_line(c, "}");
-  }
-}
-
 static void ws_consumers(ectx *c, const ex_ctr *k, em_launch *L, int stages, int raster, int staged, int cl, int sk, int tmo,
                          int heads, int sp) {
   long long abytes = 128LL * k->BM;
@@ -709,8 +674,7 @@ static void ws_consumers(ectx *c, const ex_ctr *k, em_launch *L, int stages, int
    * of them none (nvcc -Xptxas -v), and the split is faster at every residual kernel of 4096 tokens measured
    * (docs/performance.md, twenty-third session) */
   int pfs = k1.rpf >= 0 && !k1.npf && sk == 1 && k->FN >= 32 ? k->FN / 2 : k->FN;
-  const int spread = ws_pf_spread(c, &k1, sk, pfs);
-  if ((k1.rpf >= 0 || k1.npf) && !spread) ex_ctr_residual_load(c, &k1, 0, pfs);
+  if (k1.rpf >= 0 || k1.npf) ex_ctr_residual_load(c, &k1, 0, pfs);
   if (pp) ex_line(c, "if (em_i >= 1) asm volatile(\"bar.sync %%0, 256;\" :: \"r\"(5 - em_g) : \"memory\"); /* WG_PP: the other warpgroup's K loop is done */");
   ws_stamp(c, sp, "em_sh += em_clock() - em_c5;");
   const int skm = EX_KNOB(c, STREAM_K);
@@ -729,7 +693,6 @@ static void ws_consumers(ectx *c, const ex_ctr *k, em_launch *L, int stages, int
   const char *aS = ex_A(c, "(em_sb + st * %lldu)", abytes);
   const char *bS = ex_ctr_b_stage(c, k, stages, 0), *b2S = ex_ctr_b_stage(c, k, stages, 1);
   ws_mma_step(c, k, aS, bS, b2S, skm ? "((kt - em_kb) | kk)" : "(kt | kk)");
-  if (spread) ws_pf_spread_step(c, &k1);
   if (staged == 6) ws_deferred_chunk(c, k, k->BM / 16 * 32, ex_A(c, "em_pm0 >= 0 && kt < %d", ws_deferred_chunks(k, k->BM / 16 * 32)), "kt");
   ex_line(c, "em_wg_wait1();");
   ws_stamp(c, sp, "const unsigned em_c2 = em_clock();");
@@ -739,7 +702,6 @@ static void ws_consumers(ectx *c, const ex_ctr *k, em_launch *L, int stages, int
   ex_line(c, "}");
   ws_stamp(c, sp, "const unsigned em_c3 = em_clock();");
   if (pfs < k->FN) ex_ctr_residual_load(c, &k1, pfs, k->FN);
-  if (spread) ws_pf_spread_rest(c, &k1);
   ex_line(c, "em_wg_wait0();");
   ws_release(c, skm ? "em_ke > em_kb && " : sk >= 2 ? "nkc >= 1 && " : "nk >= 1 && ", "em_it - 1", stages, cl);
   }
@@ -779,7 +741,7 @@ static void ws_consumers(ectx *c, const ex_ctr *k, em_launch *L, int stages, int
   c->indent--;
   ex_line(c, "}");
   /* (the CTA may not leave while its last stores read shared memory) */
-  if (staged == 4 || staged == 7) ex_line(c, ex_bulk_end() ? "if (tid == 0) em_bulk_wait_read0();" : "if (tid == 0) em_bulk_wait0();");
+  if (staged == 4 || staged == 7) ex_line(c, "if (tid == 0) em_bulk_wait0();");
   if (staged == 6) ws_deferred_flush(c, k, k->BM / 16 * 32, "0");
   if (sp) {
     ex_line(c, "if ((tid & 127) == 0) {");

@@ -103,7 +103,6 @@ const char *ex_load_conv(ectx *c, em_dtype t, const char *x);
 const char *ex_store_conv(ectx *c, em_dtype t, const char *x);
 const char *ex_store_pair(ectx *c, const char *lo, const char *hi);
 int ex_env_choice(const char *name, int most);
-int ex_bulk_end(void);
 const char *ex_round_to(ectx *c, em_dtype t, const char *x);
 const char *ex_idx_name(ectx *c, const char *e);
 const char *ex_linearize(ectx *c, const ivec *ix, const em_shape *s);

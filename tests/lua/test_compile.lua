@@ -1347,39 +1347,6 @@ test("EMMY_EXP_SPLIT=K and EMMY_SMX_PAIRS=1 (attention experiments): every K-th 
   end
 end)
 
-test("EMMY_BULK_END=1 (an experiment): the kernels whose last stores are TMA bulk stores (q+RoPE into heads, EPI_SMEM=7; attention's OTMA) wait at their end for the stores' reads of shared memory only; the text otherwise the same", function()
-  local LL = { "TinyLlama/TinyLlama-1.1B-Chat-v1.0", "--layer", "0", "--dynamic", "seq_len@x:1" }
-  for _, kc in ipairs { { "k_linear_rope_88e5e1", "if (tid == 0) em_bulk_wait0();", "if (tid == 0) em_bulk_wait_read0();" },
-                        { "k_sdpa_db2953", "if ((tid & 127) == 0) em_bulk_wait0(); /* OTMA: this thread's stores complete */",
-                          "if ((tid & 127) == 0) em_bulk_wait_read0(); /* OTMA: this thread's stores have read O */" } } do
-    local ir = args("compile", LL, "--ir", "cuda", "--kernel", kc[1])
-    local c0, plain, e0 = emmy(ir)
-    eq(c0, 0, e0)
-    local c1, src, e1 = emmy(ir, { env = "EMMY_BULK_END=1" })
-    eq(c1, 0, e1)
-    local i, j = src:find(kc[3] .. "\n", 1, true) -- (the line whole: a wait inside the tile loop ends the same way)
-    check(plain:find(kc[2] .. "\n", 1, true) and not src:find(kc[2] .. "\n", 1, true), kc[1] .. ": the full wait by default only")
-    check(i, kc[1] .. ": the read wait with it")
-    eq(src:sub(1, i - 1) .. kc[2] .. src:sub(j), plain, kc[1] .. ": nothing else changes")
-  end
-end)
-
-test("EMMY_PF_SPREAD=1 (an experiment): the RoPE tables' loads ahead issued a column group a k-step inside the K loop (a switch on kt), the groups a short K loop left after it; none before the loop", function()
-  local LL = { "TinyLlama/TinyLlama-1.1B-Chat-v1.0", "--layer", "0", "--dynamic", "seq_len@x:1" }
-  local ir = args("compile", LL, "--ir", "cuda", "--kernel", "k_linear_rope_88e5e1")
-  local c0, plain, e0 = emmy(ir)
-  eq(c0, 0, e0)
-  check(not plain:find("EMMY_PF_SPREAD", 1, true), "the default text")
-  local c1, src, e1 = emmy(ir, { env = "EMMY_PF_SPREAD=1" })
-  eq(c1, 0, e1)
-  local sw = src:find("switch (kt) { /* EMMY_PF_SPREAD: the loads ahead, a column group a k-step */", 1, true)
-  local loop = src:find("for (int kt = 0; kt < nk; kt++, em_it++) {", 1, true)
-  check(loop and sw and sw > loop, "the switch inside the K loop")
-  check(src:find("case 7: {", 1, true) and not src:find("case 8: {", 1, true), "8 column groups, a case each")
-  check(src:find("if (nk <= 7) { /* EMMY_PF_SPREAD: a group no k-step loaded */", 1, true), "the rest after the loop")
-  check(not src:sub(1, loop):find("em_pf1[j][q >> 1] = ", 1, true), "nothing loaded before the loop")
-end)
-
 test("emmy compile --pins: the selected kernels' chosen knobs with the set over them, shown by --ir cuda (a variant the rules need not list); one set only; a knob the kernel does not read is an error", function()
   local LL = { "TinyLlama/TinyLlama-1.1B-Chat-v1.0", "--layer", "0", "--dynamic", "seq_len@x:1", "--ir", "cuda", "--kernel", "k_linear_rope_88e5e1" }
   local c1, src, e1 = emmy(args("compile", LL, "--pins", "STAMP=1,STAGES=7"))
