@@ -624,18 +624,6 @@ static int ws_pingpong_refused(ectx *c, const ex_ctr *k, int staged, int cl, int
  * tile (EPI_SMEM 0, or 7's fragments staged for TMA) and a head width to read within. */
 static int ws_stage_reg(ectx *c, const ex_ctr *k, int staged) { return (!staged || staged == 7) && ex_ctr_stage_width(c, k) > 0; }
 
-/* EMMY_PF_LATE=1 (an experiment, compile time; the emitted CUDA unchanged without it): the fragment epilogue's loads
- * ahead (a residual's pairs, RoPE's cos and sin) issued once the tile's last wgmma is issued (in the K loop's last
- * k-step, before its wait_group 1), not before the K loop. A load into registers still in flight holds the next wgmma
- * (EMMY_PF_SPREAD, thirty-seventh session: every k-step with one waited its latency), so the loads before the loop cost
- * their latency at the first wgmma (~1,600-2,500 cycles a tile of the 512-token q+RoPE); after the last wgmma none
- * follows, and their latency runs under that wgmma and the wait for it. Where it applies: one consumer warpgroup set
- * (WG_K=1, WG_PP=0), no stream-K or split, all the loads before the loop (not a 128 x 256 residual's halves). */
-static int ws_pf_late(ectx *c, const ex_ctr *k1, int sk) {
-  if (!ex_env_choice("EMMY_PF_LATE", 1) || (k1->rpf < 0 && !k1->npf)) return 0;
-  return EX_KNOB(c, WG_K) == 1 && !EX_KNOB(c, WG_PP) && !EX_KNOB(c, STREAM_K) && sk == 1;
-}
-
 static void ws_consumers(ectx *c, const ex_ctr *k, em_launch *L, int stages, int raster, int staged, int cl, int sk, int tmo,
                          int heads, int sp) {
   long long abytes = 128LL * k->BM;
@@ -686,8 +674,7 @@ static void ws_consumers(ectx *c, const ex_ctr *k, em_launch *L, int stages, int
    * of them none (nvcc -Xptxas -v), and the split is faster at every residual kernel of 4096 tokens measured
    * (docs/performance.md, twenty-third session) */
   int pfs = k1.rpf >= 0 && !k1.npf && sk == 1 && k->FN >= 32 ? k->FN / 2 : k->FN;
-  const int late = pfs == k->FN && ws_pf_late(c, &k1, sk); /* (not where half waits: their registers would spill) */
-  if ((k1.rpf >= 0 || k1.npf) && !late) ex_ctr_residual_load(c, &k1, 0, pfs);
+  if (k1.rpf >= 0 || k1.npf) ex_ctr_residual_load(c, &k1, 0, pfs);
   if (pp) ex_line(c, "if (em_i >= 1) asm volatile(\"bar.sync %%0, 256;\" :: \"r\"(5 - em_g) : \"memory\"); /* WG_PP: the other warpgroup's K loop is done */");
   ws_stamp(c, sp, "em_sh += em_clock() - em_c5;");
   const int skm = EX_KNOB(c, STREAM_K);
@@ -706,13 +693,6 @@ static void ws_consumers(ectx *c, const ex_ctr *k, em_launch *L, int stages, int
   const char *aS = ex_A(c, "(em_sb + st * %lldu)", abytes);
   const char *bS = ex_ctr_b_stage(c, k, stages, 0), *b2S = ex_ctr_b_stage(c, k, stages, 1);
   ws_mma_step(c, k, aS, bS, b2S, skm ? "((kt - em_kb) | kk)" : "(kt | kk)");
-  if (late) {
-    ex_line(c, "if (kt == nk - 1) { /* EMMY_PF_LATE: the loads ahead, under the tile's last wgmma */");
-    c->indent++;
-    ex_ctr_residual_load(c, &k1, 0, k->FN);
-    c->indent--;
-    ex_line(c, "}");
-  }
   if (staged == 6) ws_deferred_chunk(c, k, k->BM / 16 * 32, ex_A(c, "em_pm0 >= 0 && kt < %d", ws_deferred_chunks(k, k->BM / 16 * 32)), "kt");
   ex_line(c, "em_wg_wait1();");
   ws_stamp(c, sp, "const unsigned em_c2 = em_clock();");
@@ -721,15 +701,7 @@ static void ws_consumers(ectx *c, const ex_ctr *k, em_launch *L, int stages, int
   c->indent--;
   ex_line(c, "}");
   ws_stamp(c, sp, "const unsigned em_c3 = em_clock();");
-  if (late) {
-    ex_line(c, "if (nk < 1) { /* EMMY_PF_LATE: no k-step */");
-    c->indent++;
-    ex_ctr_residual_load(c, &k1, 0, k->FN);
-    c->indent--;
-    ex_line(c, "}");
-  } else if (pfs < k->FN) {
-    ex_ctr_residual_load(c, &k1, pfs, k->FN);
-  }
+  if (pfs < k->FN) ex_ctr_residual_load(c, &k1, pfs, k->FN);
   ex_line(c, "em_wg_wait0();");
   ws_release(c, skm ? "em_ke > em_kb && " : sk >= 2 ? "nkc >= 1 && " : "nk >= 1 && ", "em_it - 1", stages, cl);
   }

@@ -1347,30 +1347,6 @@ test("EMMY_EXP_SPLIT=K and EMMY_SMX_PAIRS=1 (attention experiments): every K-th 
   end
 end)
 
-test("EMMY_PF_LATE=1 (an experiment): the RoPE tables' loads ahead issued in the K loop's last k-step after its wgmma (and after the loop where there is no k-step), none before the loop; NVRTC compiles the layer at one and eight batches", function()
-  local LL = { "TinyLlama/TinyLlama-1.1B-Chat-v1.0", "--layer", "0", "--dynamic", "seq_len@x:1" }
-  local ir = args("compile", LL, "--ir", "cuda", "--kernel", "k_linear_rope_88e5e1")
-  local c0, plain, e0 = emmy(ir)
-  eq(c0, 0, e0)
-  check(not plain:find("EMMY_PF_LATE", 1, true), "the default text")
-  local c1, src, e1 = emmy(ir, { env = "EMMY_PF_LATE=1" })
-  eq(c1, 0, e1)
-  local loop = src:find("for (int kt = 0; kt < nk; kt++, em_it++) {", 1, true)
-  local late = src:find("if (kt == nk - 1) { /* EMMY_PF_LATE: the loads ahead, under the tile's last wgmma */", 1, true)
-  local mma = src:find("wgmma.mma_async", loop or 1, true)
-  check(loop and late and mma and late > mma, "the loads after the last k-step's wgmma issue")
-  check(src:find("if (nk < 1) { /* EMMY_PF_LATE: no k-step */", 1, true), "and after the loop where there is none")
-  check(not src:sub(1, loop):find("em_pf1[j][q >> 1] = ", 1, true), "nothing loaded before the loop")
-  local ok, nv = pcall(require, "emmy.nvrtc")
-  if ok and nv.version() then
-    for _, b in ipairs { "1", "8" } do
-      local c3, o3, e3 = emmy(args("compile", LL, "--batch", b, "--nvrtc"), { env = "EMMY_PF_LATE=1 EMMY_CUBIN_CACHE=" .. tmpdir() })
-      eq(c3, 0, "nvrtc: " .. e3)
-      check(o3:find(", 0 failed", 1, true), o3)
-    end
-  end
-end)
-
 test("emmy compile --pins: the selected kernels' chosen knobs with the set over them, shown by --ir cuda (a variant the rules need not list); one set only; a knob the kernel does not read is an error", function()
   local LL = { "TinyLlama/TinyLlama-1.1B-Chat-v1.0", "--layer", "0", "--dynamic", "seq_len@x:1", "--ir", "cuda", "--kernel", "k_linear_rope_88e5e1" }
   local c1, src, e1 = emmy(args("compile", LL, "--pins", "STAMP=1,STAGES=7"))
