@@ -916,9 +916,10 @@ em_status em_emit(const em_tile *t, char **src, em_launch *launch, char *err) {
      * not a read: kv[] directly, so that the unread-knob check does not count it) */
     ex_fail(&c, "STAMP=1 stamps the roles of the persistent GEMM (a contraction with PERSIST=1) or of FLASH=2 attention");
   } else if (c.kv[EM_KNOB_DIAG] && (t->kind != EM_K_CONTRACTION || !c.kv[EM_KNOB_PERSIST] ||
-                                    ((c.kv[EM_KNOB_DIAG] & 2) && (c.kv[EM_KNOB_CLUSTER] != 2 || c.kv[EM_KNOB_PAIR_A])))) {
-    ex_fail(&c, "DIAG=%lld takes a persistent GEMM apart (a contraction with PERSIST=1; DIAG 2, 3: CLUSTER=2, PAIR_A=0)",
-            (long long)c.kv[EM_KNOB_DIAG]);
+                                    ((c.kv[EM_KNOB_DIAG] & 2) && (c.kv[EM_KNOB_CLUSTER] != 2 || c.kv[EM_KNOB_PAIR_A])) ||
+                                    ((c.kv[EM_KNOB_DIAG] & 4) && (!(c.kv[EM_KNOB_DIAG] & 2) || c.kv[EM_KNOB_SPLIT_K] != 1)))) {
+    ex_fail(&c, "DIAG=%lld takes a persistent GEMM apart (a contraction with PERSIST=1; DIAG 2, 3: CLUSTER=2, PAIR_A=0; "
+                "DIAG 6, 7: as 2, 3 with SPLIT_K=1)", (long long)c.kv[EM_KNOB_DIAG]);
   } else {
     switch (t->kind) {
     case EM_K_POINTWISE: ex_k_pointwise(&c, launch); break;

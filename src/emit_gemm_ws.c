@@ -96,8 +96,12 @@ static void ws_tile_coords(ectx *c, const ex_ctr *k, int raster, int cl) {
   if (k->stage_reg) ex_line(c, "__builtin_assume(m0 >= 0); __builtin_assume(n0 >= 0);");
 }
 
-/* DIAG (a diagnostic knob, docs/formats.md): 1 the wgmma left out, 2 CLUSTER=2's ring without multicast, 3 both. */
+/* DIAG (a diagnostic knob, docs/formats.md): 1 the wgmma left out, 2 CLUSTER=2's ring without multicast, 3 both; 4
+ * with 2 (6, 7): no cluster barrier either. */
 static int ws_diag(ectx *c) { return (int)EX_KNOB(c, DIAG); }
+/* DIAG 6, 7: CLUSTER=2 launched with each CTA's ring its own and no cluster barrier at the start or end (nothing of
+ * one CTA reaches the other), so that the cluster's launch and placement are timed alone. */
+static int ws_diag_nosync(ectx *c, int cl) { return cl == 2 && (ws_diag(c) & 6) == 6; }
 /* The ring's cluster: 2 where both CTAs' producers write each stage and both CTAs' consumers release it (CLUSTER=2's
  * multicast), else 1 (DIAG 2: the cluster launched, each CTA's ring its own). */
 static int ws_ring_cl(ectx *c, int cl) { return cl == 2 && !(ws_diag(c) & 2) ? 2 : 1; }
@@ -989,7 +993,7 @@ void ex_k_contraction_ws(ectx *c, const ex_ctr *k, em_launch *L) {
     ex_line(c, "__syncthreads();");
     ex_line(c, "unsigned em_cw = 0u;");
   } else {
-    ex_line(c, cl == 2 || ws_split_cluster(c, sk) ? "em_cluster_sync();" : "__syncthreads();");
+    ex_line(c, (cl == 2 && !ws_diag_nosync(c, cl)) || ws_split_cluster(c, sk) ? "em_cluster_sync();" : "__syncthreads();");
   }
   ws_producer(c, k, stages, raster, cw, cl, sk, sp);
   ws_consumers(c, k, L, stages, raster, staged, cl, sk, tmo, heads, sp);
@@ -997,6 +1001,6 @@ void ex_k_contraction_ws(ectx *c, const ex_ctr *k, em_launch *L) {
     c->indent--;
     ex_line(c, "}");
     if (ws_cluster_late(c, cl, sk)) ws_cluster_wait_once(c);
-    ex_line(c, "em_cluster_sync(); /* no multicast or arrival may reach a CTA that has left */");
+    if (!ws_diag_nosync(c, cl)) ex_line(c, "em_cluster_sync(); /* no multicast or arrival may reach a CTA that has left */");
   }
 }

@@ -326,10 +326,14 @@ test("bench/gemm.lua --kernels and --pins on the mock driver: the named kernels 
   -- DIAG (a diagnostic whose results are wrong by design) is timed unchecked, marked, never the best; DIAG=2
   -- without CLUSTER=2 is the emitter's one-line refusal (132 SMs: the chosen variant is the persistent one)
   local c4, o4, e4 = emmy({ ROOT .. "/bench/gemm.lua", "--cases", "qwen", "--batches", "1", "--kernels", "add_f97",
-    "--match", "X=1", "--pins", "DIAG=1;CLUSTER=2,DIAG=3;DIAG=2", "--json", d .. "/g4.json" }, { env = env .. " EMMY_MOCK_SMS=132" })
+    "--match", "X=1", "--pins", "DIAG=1;CLUSTER=2,DIAG=3;DIAG=2;CLUSTER=2,DIAG=7;CLUSTER=2,DIAG=4", "--json", d .. "/g4.json" },
+    { env = env .. " EMMY_MOCK_SMS=132" })
   eq(c4, 0, e4 .. o4)
   local j4 = cjson.decode(read(d .. "/g4.json"))
-  eq(#j4.variants, 4)
+  eq(#j4.variants, 6)
+  -- DIAG=7 (3 with no cluster barrier) is timed too; 4 without 2 is refused
+  check(j4.variants[5].role == "diag" and j4.variants[5].us and j4.variants[5].knobs:find("CLUSTER=2,DIAG=7", 1, true), tostring(j4.variants[5].knobs))
+  check(j4.variants[6].error and j4.variants[6].error:find("DIAG=4 takes a persistent GEMM apart", 1, true), tostring(j4.variants[6].error))
   check(j4.variants[2].role == "diag" and j4.variants[2].us and not j4.variants[2].error, "DIAG=1 timed unchecked")
   check(j4.variants[3].role == "diag" and j4.variants[3].knobs:find("CLUSTER=2,DIAG=3", 1, true), j4.variants[3].knobs)
   check(j4.variants[4].error and j4.variants[4].error:find("DIAG=2 takes a persistent GEMM apart", 1, true), tostring(j4.variants[4].error))
