@@ -993,7 +993,13 @@ void ex_k_contraction_ws(ectx *c, const ex_ctr *k, em_launch *L) {
     ex_line(c, "__syncthreads();");
     ex_line(c, "unsigned em_cw = 0u;");
   } else {
-    ex_line(c, (cl == 2 && !ws_diag_nosync(c, cl)) || ws_split_cluster(c, sk) ? "em_cluster_sync();" : "__syncthreads();");
+    if (cl == 2 && !ws_diag_nosync(c, cl) && ex_env_choice("EMMY_CLUSTER_RELAXED", 1))
+      /* EMMY_CLUSTER_RELAXED=1 (an experiment, compile time; the emitted CUDA unchanged without it): the start's cluster
+       * barrier without the arrive's release (the mbarriers' init is fenced to the cluster already), as CUTLASS's
+       * kernels start: DIAG 3 -> 7 took the prologue 1,571 -> 482 cycles (H100, thirty-seventh session) */
+      ex_line(c, "asm volatile(\"barrier.cluster.arrive.relaxed.aligned;\\n\\tbarrier.cluster.wait.aligned;\" ::: \"memory\"); /* EMMY_CLUSTER_RELAXED */");
+    else
+      ex_line(c, (cl == 2 && !ws_diag_nosync(c, cl)) || ws_split_cluster(c, sk) ? "em_cluster_sync();" : "__syncthreads();");
   }
   ws_producer(c, k, stages, raster, cw, cl, sk, sp);
   ws_consumers(c, k, L, stages, raster, staged, cl, sk, tmo, heads, sp);
