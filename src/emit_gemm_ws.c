@@ -277,6 +277,19 @@ static int ws_cluster_late(ectx *c, int cl, int sk) {
   const char *e = getenv("EMMY_CLUSTER_LATE");
   return cl == 1 && ws_split_cluster(c, sk) && !(e && !strcmp(e, "0"));
 }
+/* The barrier after the mbarriers' init: the cluster's (CLUSTER=2, a SPLIT_K cluster: a peer's multicasts and
+ * arrivals may only reach initialised barriers), else the block's. EMMY_CLUSTER_RELAXED=1 (an experiment, compile time;
+ * the emitted CUDA unchanged without it): CLUSTER=2's without the arrive's release (the init is fenced to the cluster
+ * already), as CUTLASS's kernels start — DIAG 3 -> 7 took the prologue 1,571 -> 482 cycles (H100, thirty-seventh
+ * session). */
+static void ws_start_barrier(ectx *c, int cl, int sk) {
+  const int cluster = (cl == 2 && !ws_diag_nosync(c, cl)) || ws_split_cluster(c, sk);
+  if (cl == 2 && cluster && ex_env_choice("EMMY_CLUSTER_RELAXED", 1))
+    ex_line(c, "asm volatile(\"barrier.cluster.arrive.relaxed.aligned;\\n\\tbarrier.cluster.wait.aligned;\" ::: \"memory\"); /* EMMY_CLUSTER_RELAXED */");
+  else
+    ex_line(c, cluster ? "em_cluster_sync();" : "__syncthreads();");
+}
+
 static void ws_cluster_wait_once(ectx *c) {
   ex_line(c, "if (!em_cw) {");
   ex_line(c, "  asm volatile(\"barrier.cluster.wait.acquire.aligned;\" ::: \"memory\");");
@@ -993,13 +1006,7 @@ void ex_k_contraction_ws(ectx *c, const ex_ctr *k, em_launch *L) {
     ex_line(c, "__syncthreads();");
     ex_line(c, "unsigned em_cw = 0u;");
   } else {
-    if (cl == 2 && !ws_diag_nosync(c, cl) && ex_env_choice("EMMY_CLUSTER_RELAXED", 1))
-      /* EMMY_CLUSTER_RELAXED=1 (an experiment, compile time; the emitted CUDA unchanged without it): the start's cluster
-       * barrier without the arrive's release (the mbarriers' init is fenced to the cluster already), as CUTLASS's
-       * kernels start: DIAG 3 -> 7 took the prologue 1,571 -> 482 cycles (H100, thirty-seventh session) */
-      ex_line(c, "asm volatile(\"barrier.cluster.arrive.relaxed.aligned;\\n\\tbarrier.cluster.wait.aligned;\" ::: \"memory\"); /* EMMY_CLUSTER_RELAXED */");
-    else
-      ex_line(c, (cl == 2 && !ws_diag_nosync(c, cl)) || ws_split_cluster(c, sk) ? "em_cluster_sync();" : "__syncthreads();");
+    ws_start_barrier(c, cl, sk);
   }
   ws_producer(c, k, stages, raster, cw, cl, sk, sp);
   ws_consumers(c, k, L, stages, raster, staged, cl, sk, tmo, heads, sp);
