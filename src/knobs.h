@@ -248,12 +248,12 @@
     "FA_STAMP_FIELDS), bench/attention.lua --stamp. Never chosen by a rule; "                                         \
     "0: no stamps (the default text)")                                                                                 \
   X(DIAG, DEBUG, 0, "0..7", "contraction (PERSIST=1; bench/gemm.lua, timed unchecked)",                            \
-    "a diagnostic whose results are wrong, to take a persistent GEMM's time apart: 1 the wgmma left out (the ring "  \
-    "streams its tiles into shared memory and nothing multiplies them: the transport's time), 2 CLUSTER=2 without "   \
-    "multicast (each CTA loads its whole tiles and releases its own ring: the cluster's launch, placement and "      \
-    "barriers), 3 both; 4 added to 2 or 3 (6, 7; SPLIT_K=1) leaves out the cluster barriers at the start and end too "   \
-    "(the launch and placement alone). bench/gemm.lua times a DIAG variant without checking it and marks it; never " \
-    "chosen by a rule")                                                                                              \
+    "a diagnostic to take a persistent GEMM's time apart: 1 the wgmma left out (the ring streams its tiles into "     \
+    "shared memory and nothing multiplies them: the transport's time; results wrong), 2 CLUSTER=2 without multicast " \
+    "(each CTA loads its whole tiles and releases its own ring: the cluster's launch, placement and barriers), 3 "    \
+    "both; 4 added to 2 or 3 (6, 7; SPLIT_K=1) leaves out the cluster barriers at the start and end too (the launch " \
+    "and placement alone). bench/gemm.lua marks a DIAG variant, checks 2 and 6 (their results are right) and times "  \
+    "the odd ones unchecked; never the best, never chosen by a rule")                                                 \
   X(PLANT, PLANT, 0, "0..4", "any (test-only)",                                                                        \
     "a planted failure (tests/fixtures/plant/): 1 a trap, 2 a hang, 3 a wrong answer (the first block returns at "     \
     "once), 4 a compile error; 0: none")
