@@ -642,8 +642,18 @@ test("loading: a 40,000-node chain loads in well under a second, linearly", func
     local dt = os.clock() - t0
     return dt, g
   end
-  local t10 = load_cpu(chain(10000))
-  local t40, g = load_cpu(chain(40000))
+  -- (the least CPU time of three loads each: a single sample once went past the ratio in a full `make test` on a busy
+  -- machine, 0.601 s against 0.084, where alone the two take ~0.43 and ~0.12)
+  local function least(text)
+    local best, g
+    for _ = 1, 3 do
+      local dt, gi = load_cpu(text)
+      if not best or dt < best then best, g = dt, gi end
+    end
+    return best, g
+  end
+  local t10 = least(chain(10000))
+  local t40, g = least(chain(40000))
   eq(g:counts().nodes, 40000, "nodes")
   print(("    40,000-node chain: %.3f s of CPU to load (10,000: %.3f s)%s"):format(t40, t10, ASAN and " under ASan" or ""))
   -- quadratic loading (26 s before) would take 16x as long for 4x the nodes
