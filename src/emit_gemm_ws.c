@@ -280,8 +280,7 @@ static int ws_cluster_late(ectx *c, int cl, int sk) {
 /* The barrier after the mbarriers' init: the cluster's (CLUSTER=2, a SPLIT_K cluster: a peer's multicasts and
  * arrivals may only reach initialised barriers), else the block's. EMMY_CLUSTER_RELAXED=1 (an experiment, compile time;
  * the emitted CUDA unchanged without it): CLUSTER=2's without the arrive's release (the init is fenced to the cluster
- * already), as CUTLASS's kernels start — DIAG 3 -> 7 took the prologue 1,571 -> 482 cycles (H100, thirty-seventh
- * session). */
+ * already), as CUTLASS's kernels start; why: docs/formats.md. */
 static void ws_start_barrier(ectx *c, int cl, int sk) {
   const int cluster = (cl == 2 && !ws_diag_nosync(c, cl)) || ws_split_cluster(c, sk);
   if (cl == 2 && cluster && ex_env_choice("EMMY_CLUSTER_RELAXED", 1))
