@@ -218,9 +218,9 @@ for _, case in ipairs(cases) do
       error = not us and tostring(err) or nil, stamps = stamps, cold_us = it.role ~= "stamp" and it.cold or nil,
       chosen_knobs = p.choice.string }
     if it.role == "diag" and us then
-      print(it.knobs.DIAG % 2 == 1 and ("  %s %s: %.2f µs, unchecked (DIAG=%d: a diagnostic, its results wrong by design)"):format(
-        p.kernel.name, it.label, us, it.knobs.DIAG) or ("  %s %s: %.2f µs, checked (DIAG=%d: a diagnostic, never the best)"):format(
-        p.kernel.name, it.label, us, it.knobs.DIAG))
+      local how = it.knobs.DIAG % 2 == 1 and "unchecked (DIAG=%d: a diagnostic, its results wrong by design)"
+        or "checked (DIAG=%d: a diagnostic, never the best)"
+      print(("  %s %s: %.2f µs, " .. how):format(p.kernel.name, it.label, us, it.knobs.DIAG))
     end
     if it.role == "stamp" or it.role == "diag" then goto next_variant end
     if us and (not best[p.kernel.name] or us < best[p.kernel.name].us) then best[p.kernel.name] = { us = us, knobs = it.label } end

@@ -187,7 +187,7 @@ static void ws_producer(ectx *c, const ex_ctr *k, int stages, int raster, int cw
   c->indent--;
   ex_line(c, "}");
   if (cl == 2 || ws_split_cluster(c, sk)) {
-    /* (no return: every thread of the cluster's CTAs meets at the closing cluster barrier) */
+    /* (no return: every thread of the cluster's CTAs meets at the closing cluster barrier; DIAG 6, 7 have none) */
     c->indent--;
     ex_line(c, "} else {");
     c->indent++;
@@ -636,10 +636,6 @@ static int ws_pingpong_refused(ectx *c, const ex_ctr *k, int staged, int cl, int
   return 1;
 }
 
-/* 1 when the fragment epilogue reads a head-local epilogue's (RoPE's) values from the thread's own fragments: no staged
- * tile (EPI_SMEM 0, or 7's fragments staged for TMA) and a head width to read within. */
-static int ws_stage_reg(ectx *c, const ex_ctr *k, int staged) { return (!staged || staged == 7) && ex_ctr_stage_width(c, k) > 0; }
-
 static void ws_consumers(ectx *c, const ex_ctr *k, em_launch *L, int stages, int raster, int staged, int cl, int sk, int tmo,
                          int heads, int sp) {
   long long abytes = 128LL * k->BM;
@@ -663,7 +659,7 @@ static void ws_consumers(ectx *c, const ex_ctr *k, em_launch *L, int stages, int
   k1.SK = 1;
   if (sk >= 2 && !staged) k1.jkeep = ex_A(c, "j / %d == (int)em_cr", k->FN / sk);
   k1.rpf = staged && staged != 7 ? -1 : ex_ctr_residual(c, k); /* (7: the fragments' values, staged for TMA) */
-  k1.stage_reg = ws_stage_reg(c, k, staged); /* RoPE from the thread's own fragments */
+  k1.stage_reg = (!staged || staged == 7) && ex_ctr_stage_width(c, k) > 0; /* RoPE from the thread's own fragments */
   if (k1.rpf >= 0) ex_line(c, "unsigned em_pf[%d][2]; /* the residual's column pairs, loaded ahead */", k->FN);
   k1.npf = 0, k1.pfp = k->FN;
   if (k1.stage_reg) ex_ctr_prefetch(c, &k1); /* RoPE's cos and sin, loaded ahead too */

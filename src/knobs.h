@@ -247,7 +247,7 @@
     "for S and PV, the softmax, the epilogue; the producer lane's waits and issue; emit_attention_wgmma.c "          \
     "FA_STAMP_FIELDS), bench/attention.lua --stamp. Never chosen by a rule; "                                         \
     "0: no stamps (the default text)")                                                                                 \
-  X(DIAG, DEBUG, 0, "0..7", "contraction (PERSIST=1; bench/gemm.lua, timed unchecked)",                            \
+  X(DIAG, DEBUG, 0, "0..7", "contraction (PERSIST=1; bench/gemm.lua --pins)",                                      \
     "a diagnostic to take a persistent GEMM's time apart: 1 the wgmma left out (the ring streams its tiles into "     \
     "shared memory and nothing multiplies them: the transport's time; results wrong), 2 CLUSTER=2 without multicast " \
     "(each CTA loads its whole tiles and releases its own ring: the cluster's launch, placement and barriers), 3 "    \
