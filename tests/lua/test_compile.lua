@@ -813,7 +813,7 @@ end)
 
 test("the main-job workflow does every GPU-free step, says which need a GPU, records run.json; --from", function()
   local w = tmpdir()
-  local code, out, err = emmy({ ROOT .. "/scripts/workflows/tune_model.lua", "--sample", "2", "--work", w },
+  local code, out, err = emmy({ ROOT .. "/scripts/workflows/tune_model.lua", "--sample", "2", "--work", w, "--report", w .. "/report.md" },
     { env = "EMMY_CUBIN_CACHE=" .. tmpdir() })
   eq(code, 0, "exit: " .. err .. out)
   for _, s in ipairs { "  setup    ok", "  trace    ok", "  compile  ok" } do check(out:find(s, 1, true), out) end
@@ -822,7 +822,7 @@ test("the main-job workflow does every GPU-free step, says which need a GPU, rec
   local run = require("cjson").decode(assert(io.open(w .. "/run.json")):read("*a"))
   check(run.command:find("tune_model.lua --sample 2", 1, true) and #run.steps >= 3, "run.json records the steps")
   -- --from: only the later steps run, the earlier ones' entries stay in run.json
-  local c2, o2, e2 = emmy({ ROOT .. "/scripts/workflows/tune_model.lua", "--work", w, "--from", "compile", "--sample", "2" },
+  local c2, o2, e2 = emmy({ ROOT .. "/scripts/workflows/tune_model.lua", "--work", w, "--from", "compile", "--sample", "2", "--report", w .. "/report.md" },
     { env = "EMMY_CUBIN_CACHE=" .. tmpdir() })
   eq(c2, 0, e2 .. o2)
   check(not o2:find("trace: emmy trace", 1, true) and o2:find("compile: emmy compile", 1, true) and o2:find("  trace    ok", 1, true), o2)
@@ -835,7 +835,7 @@ end)
 
 test("the workflow's --shard I/N: its share of the NVRTC compiles, the merge's steps left to it, the merge command printed", function()
   local w = tmpdir()
-  local code, out, err = emmy({ ROOT .. "/scripts/workflows/tune_model.lua", "--sample", "2", "--shard", "1/3", "--work", w },
+  local code, out, err = emmy({ ROOT .. "/scripts/workflows/tune_model.lua", "--sample", "2", "--shard", "1/3", "--work", w, "--report", w .. "/report.md" },
     { env = "EMMY_CUBIN_CACHE=" .. tmpdir() })
   eq(code, 0, "exit: " .. err .. out)
   check(out:find("--shard 1/3", 1, true) and out:find("nvrtc: shard 1/3 of the variants", 1, true), out)
