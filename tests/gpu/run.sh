@@ -453,6 +453,13 @@ gpu_case wgpp_sweep512 env EMMY_WG_PP=1 timeout 200 "$BIN" run $L0 --seq-len 512
 CR=k_linear:CLUSTER=2
 gpu_case clrelaxed_seq513 env EMMY_CLUSTER_RELAXED=1 EMMY_KNOBS=$CR timeout 120 "$BIN" run $L0 --seq-len 513
 gpu_case clrelaxed_batch8_seq512 env EMMY_CLUSTER_RELAXED=1 EMMY_KNOBS=$CR timeout 200 "$BIN" run $L0 --batch 8 --seq-len 512
+# EMMY_CL2_LATE=1 (thirty-eighth session, written without a GPU): CLUSTER=2 with no cluster barrier at the start, the
+# ring's first pass loaded by each CTA alone — Qwen3 at 7 and 513 tokens, 8 x 512, a grid of 8 CTAs (the first pass and
+# the multicast passes across many tiles), TinyLlama with PAIR_A=1 (A multicast instead of B)
+for n in 7 513; do gpu_case cl2late_seq$n env EMMY_CL2_LATE=1 EMMY_KNOBS=$CR timeout 120 "$BIN" run $L0 --seq-len $n; done
+gpu_case cl2late_batch8_seq512 env EMMY_CL2_LATE=1 EMMY_KNOBS=$CR timeout 200 "$BIN" run $L0 --batch 8 --seq-len 512
+gpu_case cl2late_few_ctas_seq2048 env EMMY_CL2_LATE=1 EMMY_PERSIST_CTAS=8 EMMY_KNOBS=$CR timeout 200 "$BIN" run $L0 --seq-len 2048
+gpu_case cl2late_llama_pair_a_seq513 env EMMY_CL2_LATE=1 EMMY_KNOBS=$CR,k_linear:PAIR_A=1 timeout 120 "$BIN" run $LL --seq-len 513
 # NORM_EPI=1 (off by default until these pass): Qwen3's q_norm/k_norm + RoPE as the q/k projections' epilogue,
 # a per-head reduction over the staged result tile
 for n in 1 7 513 2048; do gpu_case norm_epi_seq$n env EMMY_NORM_EPI=1 "$BIN" run $L0 --seq-len $n; done
