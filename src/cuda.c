@@ -96,6 +96,10 @@ static int sticky(CUresult rc) {
   X(MemFree, CUresult, (CUdeviceptr), "cuMemFree_v2", NULL)                                                          \
   X(MemcpyHtoD, CUresult, (CUdeviceptr, const void *, size_t), "cuMemcpyHtoD_v2", NULL)                              \
   X(MemcpyDtoH, CUresult, (void *, CUdeviceptr, size_t), "cuMemcpyDtoH_v2", NULL)                                    \
+  X(MemcpyHtoDAsync, CUresult, (CUdeviceptr, const void *, size_t, CUstream), "cuMemcpyHtoDAsync_v2", NULL)          \
+  X(MemcpyDtoHAsync, CUresult, (void *, CUdeviceptr, size_t, CUstream), "cuMemcpyDtoHAsync_v2", NULL)                \
+  X(MemHostAlloc, CUresult, (void **, size_t, unsigned), "cuMemHostAlloc", NULL)                                     \
+  X(MemFreeHost, CUresult, (void *), "cuMemFreeHost", NULL)                                                          \
   X(MemsetD8, CUresult, (CUdeviceptr, unsigned char, size_t), "cuMemsetD8_v2", NULL)                                 \
   X(MemsetD8Async, CUresult, (CUdeviceptr, unsigned char, size_t, CUstream), "cuMemsetD8Async", NULL)                \
   X(ModuleLoadDataEx, CUresult, (CUmodule *, const void *, unsigned, int *, void **), "cuModuleLoadDataEx", NULL)    \
@@ -205,6 +209,12 @@ struct em_cu_fn {
   char *name;
   int dyn_smem;    /* dynamic shared memory allowed so far */
   int static_smem; /* the function's static shared memory (queried at its first launch), -1 before */
+};
+
+struct em_cu_host {
+  em_cu_ctx *ctx;
+  void *p;
+  size_t bytes;
 };
 
 struct em_cu_stream {
@@ -456,6 +466,58 @@ em_status em_cu_read(em_cu_buf *b, size_t offset, void *dst, size_t n, char *err
   return rc ? fail_cu(b->ctx, rc, "cuMemcpyDtoH_v2", NULL, err) : EM_OK;
 }
 
+em_cu_host *em_cu_host_alloc(em_cu_ctx *c, size_t bytes, char *err) {
+  if (enter(c, "cuMemHostAlloc", err)) return NULL;
+  void *p = NULL;
+  CUresult rc = cu.MemHostAlloc(&p, bytes ? bytes : 1, 0);
+  if (rc) {
+    char what[48];
+    snprintf(what, sizeof what, "%zu bytes", bytes);
+    fail_cu(c, rc, "cuMemHostAlloc", what, err);
+    return NULL;
+  }
+  memset(p, 0, bytes ? bytes : 1);
+  em_cu_host *h = em_alloc(sizeof *h);
+  h->ctx = c;
+  h->p = p;
+  h->bytes = bytes;
+  ctx_ref(c);
+  return h;
+}
+
+void em_cu_host_free(em_cu_host *h) {
+  if (!h) return;
+  if (!em_cu_lost(h->ctx) && !cu.CtxSetCurrent(h->ctx->cu)) cu.MemFreeHost(h->p);
+  ctx_unref(h->ctx);
+  free(h);
+}
+
+void *em_cu_host_ptr(const em_cu_host *h) { return h->p; }
+size_t em_cu_host_bytes(const em_cu_host *h) { return h->bytes; }
+
+/* (the host side's range, as check_range the device side's) */
+static em_status check_host_range(const em_cu_host *h, size_t offset, size_t n, const char *what, char *err) {
+  if (offset > h->bytes || n > h->bytes - offset)
+    return em_fail(err, EM_EINPUT, "%s of %zu bytes at host offset %zu: the host buffer holds %zu bytes", what, n, offset, h->bytes);
+  return EM_OK;
+}
+
+em_status em_cu_write_async(em_cu_buf *b, size_t boff, const em_cu_host *h, size_t hoff, size_t n, char *err) {
+  if (check_range(b, boff, n, "write_async", err) || check_host_range(h, hoff, n, "write_async", err)) return EM_EINPUT;
+  if (enter(b->ctx, "cuMemcpyHtoDAsync_v2", err)) return EM_ERUN;
+  if (!n) return EM_OK;
+  CUresult rc = cu.MemcpyHtoDAsync(b->ptr + boff, (const char *)h->p + hoff, n, b->ctx->stream);
+  return rc ? fail_cu(b->ctx, rc, "cuMemcpyHtoDAsync_v2", NULL, err) : EM_OK;
+}
+
+em_status em_cu_read_async(em_cu_buf *b, size_t boff, em_cu_host *h, size_t hoff, size_t n, char *err) {
+  if (check_range(b, boff, n, "read_async", err) || check_host_range(h, hoff, n, "read_async", err)) return EM_EINPUT;
+  if (enter(b->ctx, "cuMemcpyDtoHAsync_v2", err)) return EM_ERUN;
+  if (!n) return EM_OK;
+  CUresult rc = cu.MemcpyDtoHAsync((char *)h->p + hoff, b->ptr + boff, n, b->ctx->stream);
+  return rc ? fail_cu(b->ctx, rc, "cuMemcpyDtoHAsync_v2", NULL, err) : EM_OK;
+}
+
 size_t em_cu_dtype_bytes(em_dtype dt, int64_t numel) { return (size_t)numel * (size_t)em_dtype_bytes(dt); }
 
 /* Host tensor -> device layout of its dtype. */
@@ -518,6 +580,24 @@ static void from_device(em_tensor *t, const void *src) {
   default:
     break;
   }
+}
+
+em_status em_cu_host_put(em_cu_host *h, size_t off, const em_tensor *t, char *err) {
+  size_t n = em_cu_dtype_bytes(t->dtype, t->numel);
+  if (check_host_range(h, off, n, "host put", err)) return EM_EINPUT;
+  to_device(t, (char *)h->p + off);
+  return EM_OK;
+}
+
+em_tensor *em_cu_host_get(const em_cu_host *h, size_t off, em_dtype dt, int rank, const int64_t *shape, char *err) {
+  em_tensor *t = em_tensor_new(dt, rank, shape, err);
+  if (!t) return NULL;
+  if (check_host_range(h, off, em_cu_dtype_bytes(dt, t->numel), "host get", err)) {
+    em_tensor_free(t);
+    return NULL;
+  }
+  from_device(t, (const char *)h->p + off);
+  return t;
 }
 
 em_status em_cu_upload_into(em_cu_buf *b, const em_tensor *t, char *err) {

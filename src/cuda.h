@@ -21,6 +21,7 @@ typedef struct em_cu_fn em_cu_fn;
 typedef struct em_cu_stream em_cu_stream;
 typedef struct em_cu_event em_cu_event;
 typedef struct em_cu_graph em_cu_graph;
+typedef struct em_cu_host em_cu_host;
 
 typedef struct {
   int device;             /* ordinal */
@@ -72,6 +73,22 @@ em_cu_buf *em_cu_upload(em_cu_ctx *c, const em_tensor *t, char *err);
 em_tensor *em_cu_download(em_cu_buf *b, em_dtype dt, int rank, const int64_t *shape, char *err);
 /* The same from offset bytes into the buffer (emmy serve: one pooled row of the hidden states). */
 em_tensor *em_cu_download_at(em_cu_buf *b, size_t offset, em_dtype dt, int rank, const int64_t *shape, char *err);
+
+/* Page-locked host memory (cuMemHostAlloc), the other end of the copies the host does not wait for: emmy serve's
+ * staged inputs and read-back rows. Holds its context alive; zeroed when made. */
+em_cu_host *em_cu_host_alloc(em_cu_ctx *c, size_t bytes, char *err);
+void em_cu_host_free(em_cu_host *h);
+void *em_cu_host_ptr(const em_cu_host *h);
+size_t em_cu_host_bytes(const em_cu_host *h);
+/* n bytes between b at boff and h at hoff, enqueued on the context's stream (after the launches and graph replays
+ * enqueued before, before those after) and returning at once: h's bytes may be rewritten (write) or read (read) only
+ * once an event recorded after the copy has completed. */
+em_status em_cu_write_async(em_cu_buf *b, size_t boff, const em_cu_host *h, size_t hoff, size_t n, char *err);
+em_status em_cu_read_async(em_cu_buf *b, size_t boff, em_cu_host *h, size_t hoff, size_t n, char *err);
+/* t written into h at off in its dtype's device layout (as em_cu_upload_into stages it); a host tensor of dt and shape
+ * read from h at off (as em_cu_download_at converts it). EM_EINPUT / NULL when the range is outside h. */
+em_status em_cu_host_put(em_cu_host *h, size_t off, const em_tensor *t, char *err);
+em_tensor *em_cu_host_get(const em_cu_host *h, size_t off, em_dtype dt, int rank, const int64_t *shape, char *err);
 
 /* Modules and functions. The image (cubin, fatbin or PTX) is read during the call only. A function holds its module
  * alive, a module its context. */

@@ -19,11 +19,13 @@
 #define GRAPH_T "emmy.cugraph"
 #define EVENT_T "emmy.cuevent"
 #define TENSOR_T "emmy.tensor"
+#define HOST_T "emmy.cuhost"
 
 static em_cu_ctx *check_ctx(lua_State *L, int idx) { return em_lua_check(L, idx, CTX_T, "CUDA context"); }
 static em_cu_buf *check_buf(lua_State *L, int idx) { return em_lua_check(L, idx, BUF_T, "CUDA buffer"); }
 static em_cu_module *check_mod(lua_State *L, int idx) { return em_lua_check(L, idx, MOD_T, "CUDA module"); }
 static em_cu_fn *check_fn(lua_State *L, int idx) { return em_lua_check(L, idx, FN_T, "CUDA function"); }
+static em_cu_host *check_host(lua_State *L, int idx) { return em_lua_check(L, idx, HOST_T, "CUDA host buffer"); }
 
 /* Pushes a userdata of class tname owning p whose environment holds the value at parent (keeps it alive). */
 static void push_child(lua_State *L, const char *tname, void *p, int parent) {
@@ -385,6 +387,12 @@ static int event_record(lua_State *L) {
   return ok_or_fail(L, em_cu_event_record(em_lua_check(L, 1, EVENT_T, "CUDA event"), NULL, err), err);
 }
 
+/* ev:sync() -> true | nil, msg — waits until the work enqueued before its record is done */
+static int event_sync(lua_State *L) {
+  char err[EM_ERR_MAX];
+  return ok_or_fail(L, em_cu_event_sync(em_lua_check(L, 1, EVENT_T, "CUDA event"), err), err);
+}
+
 static int event_ms_since(lua_State *L) {
   em_cu_event *e = em_lua_check(L, 1, EVENT_T, "CUDA event"), *s = em_lua_check(L, 2, EVENT_T, "CUDA event");
   char err[EM_ERR_MAX];
@@ -544,6 +552,37 @@ static int buf_upload(lua_State *L) {
   return ok_or_fail(L, em_cu_upload_into(b, t, err), err);
 }
 
+/* The packed sequences' lengths at idx (a table of positive integers) in a static array kept between calls; their count
+ * in *n, their sum in *T. */
+static const int64_t *mask_lens(lua_State *L, int idx, int *n, int64_t *T) {
+  static int64_t *lens;
+  static int lcap;
+  luaL_checktype(L, idx, LUA_TTABLE);
+  *n = (int)lua_objlen(L, idx);
+  if (*n > lcap) {
+    int64_t *nl = realloc(lens, sizeof *nl * (size_t)*n);
+    if (!nl) luaL_error(L, "mask: out of host memory");
+    lens = nl, lcap = *n;
+  }
+  *T = 0;
+  for (int i = 1; i <= *n; i++) {
+    lua_rawgeti(L, idx, i);
+    int bad = em_lua_toint(L, -1, &lens[i - 1]);
+    lua_pop(L, 1);
+    if (bad || lens[i - 1] < 1) luaL_argerror(L, idx, "lengths must be positive integers");
+    *T += lens[i - 1];
+  }
+  return lens;
+}
+
+/* nil, msg (what's) where T tokens' mask (T*T bytes) does not fit `bytes`: 2 results; else 0 */
+static int mask_fits(lua_State *L, const char *what, int64_t T, size_t bytes) {
+  if (T <= 46340 && (size_t)(T * T) <= bytes) return 0;
+  lua_pushnil(L);
+  lua_pushfstring(L, "%s: %d tokens' mask (%d MB) does not fit the buffer's %d MB", what, (int)T, (int)((T * T) >> 20), (int)(bytes >> 20));
+  return 2;
+}
+
 /* buf:upload_mask({len1, len2, ...}) -> true | nil, msg — the packed sequences' block-diagonal causal mask (T*T bytes,
  * T the lengths' sum; em_packed_mask_bytes) built in a host buffer kept between calls and written at the start of the
  * buffer: emmy serve's batches, without a T*T Lua string a batch (4 MB at 2,048 tokens, whose garbage collection
@@ -551,31 +590,12 @@ static int buf_upload(lua_State *L) {
 static int buf_upload_mask(lua_State *L) {
   static unsigned char *host;
   static size_t cap;
-  static int64_t *lens;
-  static int lcap;
   em_cu_buf *b = check_buf(L, 1);
-  luaL_checktype(L, 2, LUA_TTABLE);
-  int n = (int)lua_objlen(L, 2);
-  if (n > lcap) {
-    int64_t *nl = realloc(lens, sizeof *nl * (size_t)n);
-    if (!nl) return luaL_error(L, "upload_mask: out of host memory");
-    lens = nl, lcap = n;
-  }
-  int64_t T = 0;
-  for (int i = 1; i <= n; i++) {
-    lua_rawgeti(L, 2, i);
-    int bad = em_lua_toint(L, -1, &lens[i - 1]);
-    lua_pop(L, 1);
-    if (bad || lens[i - 1] < 1) luaL_argerror(L, 2, "lengths must be positive integers");
-    T += lens[i - 1];
-  }
+  int n;
+  int64_t T;
+  const int64_t *lens = mask_lens(L, 2, &n, &T);
+  if (mask_fits(L, "upload_mask", T, em_cu_buf_bytes(b))) return 2;
   size_t bytes = (size_t)(T * T);
-  if (T > 46340 || bytes > em_cu_buf_bytes(b)) {
-    lua_pushnil(L);
-    lua_pushfstring(L, "upload_mask: %d tokens' mask (%d MB) does not fit the buffer's %d MB", (int)T, (int)(bytes >> 20),
-                    (int)(em_cu_buf_bytes(b) >> 20));
-    return 2;
-  }
   if (bytes > cap) {
     unsigned char *nh = realloc(host, bytes);
     if (!nh) return luaL_error(L, "upload_mask: out of host memory for %d bytes", (int)bytes);
@@ -586,26 +606,127 @@ static int buf_upload_mask(lua_State *L) {
   return ok_or_fail(L, em_cu_write(b, 0, host, bytes, err), err);
 }
 
+/* buf:write_async(host, hoff, n [, boff = 0]) / buf:read_async(host, hoff, n [, boff = 0]) -> true | nil, msg — n bytes
+ * from / into the page-locked host buffer at hoff, enqueued on the context's stream in order with its launches; the
+ * host bytes may be reused (write) or read (read) once an event recorded after them has completed */
+static int buf_async(lua_State *L, int write) {
+  em_cu_buf *b = check_buf(L, 1);
+  em_cu_host *h = check_host(L, 2);
+  lua_Number hoff = luaL_checknumber(L, 3), n = luaL_checknumber(L, 4), boff = luaL_optnumber(L, 5, 0);
+  if (hoff < 0 || n < 0 || boff < 0 || hoff != floor(hoff) || n != floor(n) || boff != floor(boff))
+    return luaL_error(L, "%s: offsets and sizes are non-negative integers (bytes)", write ? "write_async" : "read_async");
+  char err[EM_ERR_MAX];
+  em_status st = write ? em_cu_write_async(b, (size_t)boff, h, (size_t)hoff, (size_t)n, err)
+                       : em_cu_read_async(b, (size_t)boff, h, (size_t)hoff, (size_t)n, err);
+  return ok_or_fail(L, st, err);
+}
+static int buf_write_async(lua_State *L) { return buf_async(L, 1); }
+static int buf_read_async(lua_State *L) { return buf_async(L, 0); }
+
+/* The arguments dtype, shape [, offset] from idx on: the dtype, rank, shape and offset (bytes, default 0). */
+static em_dtype dtype_shape_off(lua_State *L, int idx, int *rank, int64_t *shape, size_t *off) {
+  int dt = em_dtype_parse(luaL_checkstring(L, idx));
+  if (dt < 0) luaL_argerror(L, idx, "unknown dtype");
+  luaL_checktype(L, idx + 1, LUA_TTABLE);
+  *rank = (int)lua_objlen(L, idx + 1);
+  if (*rank > EM_TENSOR_MAX_RANK) luaL_argerror(L, idx + 1, "rank too high");
+  for (int k = 0; k < *rank; k++) {
+    lua_rawgeti(L, idx + 1, k + 1);
+    lua_Number v = lua_tonumber(L, -1);
+    lua_pop(L, 1);
+    if (v < 0 || v != floor(v)) luaL_argerror(L, idx + 1, "sizes must be non-negative integers");
+    shape[k] = (int64_t)v;
+  }
+  lua_Number o = luaL_optnumber(L, idx + 2, 0);
+  if (o < 0 || o != floor(o)) luaL_argerror(L, idx + 2, "the offset must be a non-negative integer (bytes)");
+  *off = (size_t)o;
+  return (em_dtype)dt;
+}
+
 /* buf:download(dtype, shape [, offset]) -> emmy.tensor | nil, msg — from offset bytes into the buffer (default 0) */
 static int buf_download(lua_State *L) {
   em_cu_buf *b = check_buf(L, 1);
-  int dt = em_dtype_parse(luaL_checkstring(L, 2));
-  if (dt < 0) luaL_argerror(L, 2, "unknown dtype");
-  luaL_checktype(L, 3, LUA_TTABLE);
-  int rank = (int)lua_objlen(L, 3);
-  if (rank > EM_TENSOR_MAX_RANK) luaL_argerror(L, 3, "rank too high");
+  int rank;
   int64_t shape[EM_TENSOR_MAX_RANK];
-  for (int k = 0; k < rank; k++) {
-    lua_rawgeti(L, 3, k + 1);
-    lua_Number v = lua_tonumber(L, -1);
-    lua_pop(L, 1);
-    if (v < 0 || v != floor(v)) luaL_argerror(L, 3, "sizes must be non-negative integers");
-    shape[k] = (int64_t)v;
-  }
-  lua_Number off = luaL_optnumber(L, 4, 0);
-  if (off < 0 || off != floor(off)) luaL_argerror(L, 4, "the offset must be a non-negative integer (bytes)");
+  size_t off;
+  em_dtype dt = dtype_shape_off(L, 2, &rank, shape, &off);
   char err[EM_ERR_MAX];
-  em_tensor *t = em_cu_download_at(b, (size_t)off, (em_dtype)dt, rank, shape, err);
+  em_tensor *t = em_cu_download_at(b, off, dt, rank, shape, err);
+  if (!t) return em_lua_fail(L, err);
+  em_lua_push(L, TENSOR_T, t);
+  return 1;
+}
+
+/* ---- page-locked host buffers ---- */
+
+/* cu:host(bytes) -> emmy.cuhost | nil, msg — page-locked host memory (zeroed), the host end of buf:write_async and
+ * buf:read_async */
+static int ctx_host(lua_State *L) {
+  lua_Number n = luaL_checknumber(L, 2);
+  if (n < 0 || n != floor(n)) luaL_argerror(L, 2, "a non-negative integer (bytes)");
+  char err[EM_ERR_MAX];
+  em_cu_host *h = em_cu_host_alloc(check_ctx(L, 1), (size_t)n, err);
+  if (!h) return em_lua_fail(L, err);
+  push_child(L, HOST_T, h, 1);
+  return 1;
+}
+
+static int host_gc(lua_State *L) {
+  em_box *b = luaL_checkudata(L, 1, HOST_T);
+  em_cu_host_free(b->p);
+  b->p = NULL;
+  return 0;
+}
+
+static int host_tostring(lua_State *L) {
+  em_box *b = luaL_checkudata(L, 1, HOST_T);
+  if (!b->p) lua_pushstring(L, "emmy.cuhost (freed)");
+  else lua_pushfstring(L, "emmy.cuhost %d bytes", (int)em_cu_host_bytes(b->p));
+  return 1;
+}
+
+/* host:size() -> bytes */
+static int host_size(lua_State *L) {
+  lua_pushnumber(L, (lua_Number)em_cu_host_bytes(check_host(L, 1)));
+  return 1;
+}
+
+/* host:put(offset, tensor) -> bytes written | nil, msg — the tensor in its dtype's device layout at offset */
+static int host_put(lua_State *L) {
+  em_cu_host *h = check_host(L, 1);
+  lua_Number off = luaL_checknumber(L, 2);
+  if (off < 0 || off != floor(off)) luaL_argerror(L, 2, "the offset must be a non-negative integer (bytes)");
+  em_tensor *t = em_lua_check(L, 3, TENSOR_T, "tensor");
+  char err[EM_ERR_MAX];
+  if (em_cu_host_put(h, (size_t)off, t, err)) return em_lua_fail(L, err);
+  lua_pushnumber(L, (lua_Number)em_cu_dtype_bytes(t->dtype, t->numel));
+  return 1;
+}
+
+/* host:mask(offset, {len1, len2, ...}) -> bytes written (T*T) | nil, msg — the packed sequences' block-diagonal causal
+ * mask (as buf:upload_mask builds it) at offset */
+static int host_mask(lua_State *L) {
+  em_cu_host *h = check_host(L, 1);
+  lua_Number off = luaL_checknumber(L, 2);
+  if (off < 0 || off != floor(off) || off > (lua_Number)em_cu_host_bytes(h)) luaL_argerror(L, 2, "an offset inside the buffer (bytes)");
+  int n;
+  int64_t T;
+  const int64_t *lens = mask_lens(L, 3, &n, &T);
+  if (mask_fits(L, "mask", T, em_cu_host_bytes(h) - (size_t)off)) return 2;
+  em_packed_mask_bytes((unsigned char *)em_cu_host_ptr(h) + (size_t)off, lens, n, T);
+  lua_pushnumber(L, (lua_Number)(T * T));
+  return 1;
+}
+
+/* host:get(dtype, shape [, offset]) -> emmy.tensor | nil, msg — read from offset bytes into the host buffer */
+static int host_get(lua_State *L) {
+  em_cu_host *h = check_host(L, 1);
+  int rank;
+  int64_t shape[EM_TENSOR_MAX_RANK];
+  size_t off;
+  em_dtype dt = dtype_shape_off(L, 2, &rank, shape, &off);
+  char err[EM_ERR_MAX];
+  em_tensor *t = em_cu_host_get(h, off, dt, rank, shape, err);
   if (!t) return em_lua_fail(L, err);
   em_lua_push(L, TENSOR_T, t);
   return 1;
@@ -753,15 +874,18 @@ int luaopen_emmy_cuda(lua_State *L) {
   static const luaL_Reg ctx_methods[] = {{"info", ctx_info},     {"lost", ctx_lost},   {"alloc", ctx_alloc},
                                          {"upload", ctx_upload}, {"module", ctx_module}, {"launch", ctx_launch}, {"tmap", ctx_tmap},
                                          {"sync", ctx_sync},     {"time", ctx_time},   {"capture", ctx_capture}, {"event", ctx_event},
-                                         {NULL, NULL}};
+                                         {"host", ctx_host},     {NULL, NULL}};
   em_lua_class(L, CTX_T, ctx_methods, ctx_gc, ctx_tostring);
   static const luaL_Reg graph_methods[] = {{"launch", graph_launch}, {NULL, NULL}};
   em_lua_class(L, GRAPH_T, graph_methods, graph_gc, graph_tostring);
-  static const luaL_Reg event_methods[] = {{"record", event_record}, {"ms_since", event_ms_since}, {NULL, NULL}};
+  static const luaL_Reg event_methods[] = {{"record", event_record}, {"sync", event_sync}, {"ms_since", event_ms_since}, {NULL, NULL}};
   em_lua_class(L, EVENT_T, event_methods, event_gc, event_tostring);
   static const luaL_Reg buf_methods[] = {{"size", buf_size},     {"ptr", buf_ptr},           {"fill", buf_fill},
-                                         {"upload", buf_upload}, {"upload_mask", buf_upload_mask}, {"download", buf_download}, {NULL, NULL}};
+                                         {"upload", buf_upload}, {"upload_mask", buf_upload_mask}, {"download", buf_download},
+                                         {"write_async", buf_write_async}, {"read_async", buf_read_async}, {NULL, NULL}};
   em_lua_class(L, BUF_T, buf_methods, buf_gc, buf_tostring);
+  static const luaL_Reg host_methods[] = {{"size", host_size}, {"put", host_put}, {"mask", host_mask}, {"get", host_get}, {NULL, NULL}};
+  em_lua_class(L, HOST_T, host_methods, host_gc, host_tostring);
   static const luaL_Reg mod_methods[] = {{"fn", mod_fn}, {NULL, NULL}};
   em_lua_class(L, MOD_T, mod_methods, mod_gc, mod_tostring);
   static const luaL_Reg fn_methods[] = {

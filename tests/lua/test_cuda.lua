@@ -116,6 +116,39 @@ test("device: a download from an offset, an upload of a string's raw bytes (emmy
   check(not pcall(mk.upload_mask, mk, { 2, 0 }), "a zero length raises")
 end)
 
+test("device: page-locked host buffers: staged tensors and masks copied both ways in stream order, ranges checked", function()
+  local ctx = gpu()
+  local h = assert(ctx:host(256))
+  eq(h:size(), 256, "its size")
+  local t = ref.tensor("i64", { 1, 4 })
+  for i = 1, 4 do t:set(i, 10 * i) end
+  eq(h:put(8, t), 32, "i64 x 4: 32 bytes")
+  local n = assert(h:mask(40, { 3, 1, 4, 2 }))
+  eq(n, 100, "the mask's bytes")
+  local d = assert(ctx:alloc(256))
+  assert(d:write_async(h, 0, 140))
+  local back = assert(ctx:host(256))
+  assert(d:read_async(back, 16, 140))
+  local ev = assert(ctx:event())
+  assert(ev:record())
+  assert(ev:sync())
+  eq(table.concat(back:get("i64", { 4 }, 16 + 8):to_table(), ","), "10,20,30,40", "the tensor through the device")
+  local want, got = ref.packed_mask({ 3, 1, 4, 2 }, "bytes"), back:get("bool", { 100 }, 16 + 40):to_table()
+  for i = 1, 100 do
+    local g = (got[i] == true or got[i] == 1) and 1 or 0
+    if g ~= want:byte(i) then check(false, ("mask byte %d: %d, want %d"):format(i, g, want:byte(i))) break end
+  end
+  local no, why = d:write_async(h, 200, 100)
+  check(not no and why:find("host offset 200", 1, true), tostring(why))
+  local no2, why2 = d:read_async(back, 0, 100, 200)
+  check(not no2 and why2:find("holds 256 bytes", 1, true), tostring(why2))
+  local no3, why3 = h:mask(200, { 6, 5 })
+  check(not no3 and why3:find("does not fit", 1, true), tostring(why3))
+  local no4, why4 = h:put(250, t)
+  check(not no4 and why4:find("host offset 250", 1, true), tostring(why4))
+  check(not pcall(d.write_async, d, h, -1, 4), "a negative offset raises")
+end)
+
 test("device: an event pair times the work between on the GPU", function()
   local ctx = gpu()
   local a, b = assert(ctx:event()), assert(ctx:event())
