@@ -164,6 +164,76 @@ end
 -- The packed graph compiled as `emmy run` compiles it (the rules' choices, the tune DB's picks where it has them),
 -- its weights uploaded once and every other buffer allocated once at the largest batch; a batch is its packed inputs
 -- uploaded and the kernels launched in order at seq_len = its tokens.
+-- --inflight N >= 2: a batch's halves for N runs on the GPU at once. Each run has a slot: page-locked host memory for
+-- its inputs (ids, positions, mask) and its pooled rows, and three events. launch stages the packed inputs in the
+-- slot, enqueues their copies, the run and the copies of each sequence's last row behind whatever is on the stream
+-- (every device buffer is read and written in stream order, so run i + 1's inputs land after run i is done with
+-- them), and returns at once; collect waits for the slot's last event and pools the rows from host memory. So the
+-- GPU goes from one run to the next without waiting for the host. g: {most, H, out, dt, step, run, stats}.
+local function staged_batches(cu, bufs, n, g)
+  local rowb = g.H * require("emmy.gpu").BYTES[g.dt]
+  local slots = {}
+  for i = 1, n do
+    slots[i] = { input = assert(cu:host(16 * g.most + g.most * g.most)), rows = assert(cu:host(g.most * rowb)),
+      ev0 = assert(cu:event()), ev1 = assert(cu:event()), ev2 = assert(cu:event()) }
+  end
+  local st = {}
+  function st.launch(seqs)
+    local slot
+    for _, s in ipairs(slots) do if not s.busy then slot = s break end end
+    if not slot then return nil, ("every one of the %d staging slots holds a run not yet collected"):format(n) end
+    local tot = 0
+    for _, s in ipairs(seqs) do tot = tot + #s end
+    local padded = g.step > 0 and math.min(g.most, math.ceil(tot / g.step) * g.step) or tot
+    local tp = sys.clock()
+    local ins, T, last, lens = pack(seqs, math.max(0, padded - tot), true)
+    local tu, off = sys.clock(), 0
+    for _, name in ipairs { "input_ids", "position_ids" } do
+      local nb, e = slot.input:put(off, ins[name])
+      if not nb then return nil, e end
+      local ok, e2 = bufs[name]:write_async(slot.input, off, nb)
+      if not ok then return nil, e2 end
+      off = off + nb
+    end
+    local nm, em = slot.input:mask(off, lens)
+    if not nm then return nil, em end
+    local okm, em2 = bufs.attention_mask:write_async(slot.input, off, nm)
+    if not okm then return nil, em2 end
+    g.stats.pack_s, g.stats.upload_s = g.stats.pack_s + (tu - tp), g.stats.upload_s + (sys.clock() - tu)
+    local ok0, e0 = slot.ev0:record()
+    if not ok0 then return nil, e0 end
+    local ok3, e3 = g.run({ seq_len = T })
+    if not ok3 then return nil, e3 end
+    local ok1, e1 = slot.ev1:record()
+    if not ok1 then return nil, e1 end
+    for i, r in ipairs(last) do
+      local ok5, e5 = bufs[g.out]:read_async(slot.rows, (i - 1) * rowb, rowb, (r - 1) * rowb)
+      if not ok5 then return nil, e5 end
+    end
+    local ok2, e2 = slot.ev2:record()
+    if not ok2 then return nil, e2 end
+    slot.busy = true
+    return { n = #seqs, T = T, slot = slot }
+  end
+  function st.collect(h)
+    local slot = h.slot
+    slot.busy = false
+    local ok, e = slot.ev2:sync()
+    if not ok then return nil, e end
+    local ms = slot.ev1:ms_since(slot.ev0)
+    g.stats.device_s, g.stats.run_tokens = g.stats.device_s + (ms or 0) / 1000, g.stats.run_tokens + h.T
+    local res, td = {}, sys.clock()
+    for i = 1, h.n do
+      local o, e5 = slot.rows:get(g.dt, { 1, 1, g.H }, (i - 1) * rowb)
+      if not o then return nil, e5 end
+      res[i] = pooled(o, 1, g.H)
+    end
+    g.stats.download_s = g.stats.download_s + (sys.clock() - td)
+    return res
+  end
+  return st
+end
+
 local function gpu_embedder(model, opts)
   local compiler = require "emmy.compiler"
   local kernels = require "emmy.kernels"
@@ -221,6 +291,7 @@ local function gpu_embedder(model, opts)
     return true
   end
   local ev0, ev1 = assert(cu:event()), assert(cu:event())
+  local dt_out = g:value(out_name).dtype
   local emb = {
     hidden = H, vocab = r.model.cfg.vocab_size, max_len = maxpos, max_tokens = most, model_dir = r.model.dir,
     seq_cap = most, -- (every buffer holds `most` tokens: a longer sequence would run past them)
@@ -256,10 +327,9 @@ local function gpu_embedder(model, opts)
       if not ok4 then return nil, e4 end
       local ms = ev1:ms_since(ev0)
       stats.device_s, stats.run_tokens = stats.device_s + (ms or 0) / 1000, stats.run_tokens + h.T
-      local dt = g:value(out_name).dtype
       local res, td = {}, sys.clock()
       for i = 1, h.n do
-        local o, e5 = bufs[out_name]:download(dt, { 1, 1, H }, (h.last[i] - 1) * H * gpu.BYTES[dt])
+        local o, e5 = bufs[out_name]:download(dt_out, { 1, 1, H }, (h.last[i] - 1) * H * gpu.BYTES[dt_out])
         if not o then return nil, e5 end
         res[i] = pooled(o, 1, H)
       end
@@ -267,6 +337,10 @@ local function gpu_embedder(model, opts)
       return res
     end,
   }
+  if (opts.inflight or 1) >= 2 then
+    local st = staged_batches(cu, bufs, opts.inflight, { most = most, H = H, out = out_name, dt = dt_out, step = step, run = run, stats = stats })
+    emb.launch_batch, emb.collect_batch, emb.inflight = st.launch, st.collect, opts.inflight
+  end
   emb.embed_batch = function(seqs)
     local h, e = emb.launch_batch(seqs)
     if not h then return nil, e end
@@ -618,7 +692,9 @@ function M.run(srv, host, port, opts)
     f:close()
   end
   if srv.log then srv.log(("serving %s on http://%s:%d (POST /v1/embeddings, /tokenize; GET /v1/models, /health, /metrics)"):format(srv.name, host, h:port())) end
-  local answered, queue, inflight = 0, {}, nil -- inflight: {out, pending} of the step whose run is on the GPU
+  -- flying: {out, pending} of the steps whose runs are on the GPU, oldest first; at most depth of them (the embedder's
+  -- --inflight, else 1)
+  local answered, queue, flying, depth = 0, {}, {}, srv.emb.inflight or 1
   local function reply(out)
     for _, a in ipairs(out) do
       h:reply(a.id, a.status, a.ctype, a.body)
@@ -626,8 +702,12 @@ function M.run(srv, host, port, opts)
       answered = answered + 1
     end
   end
+  local function finish(f, vs, ve)
+    f.pending.complete(vs, ve)
+    reply(f.out)
+  end
   while not opts.requests or answered < opts.requests do
-    for _, r in ipairs(h:poll((#queue > 0 or inflight) and 0 or 200)) do
+    for _, r in ipairs(h:poll((#queue > 0 or #flying > 0) and 0 or 200)) do
       if #queue >= srv.max_queue then
         local st, out = err_body(503, ("the queue is full (%d requests waiting)"):format(#queue))
         h:reply(r.id, st, "application/json", out)
@@ -638,30 +718,30 @@ function M.run(srv, host, port, opts)
         queue[#queue + 1] = r
       end
     end
-    local done, vs, ve
-    if inflight then -- (the run is on the GPU: the waiting requests parsed meanwhile, then its results read back)
+    if #flying > 0 then -- (a run is on the GPU: the waiting requests parsed meanwhile)
       for _, r in ipairs(queue) do
         if not r.parsed and r.method == "POST" and r.path:gsub("%?.*$", "") == "/v1/embeddings" then
           r.parsed = { parse_embeddings(srv, r.body) }
         end
       end
-      done, vs, ve = inflight, inflight.pending.collect()
-      inflight = nil
     end
-    local step, pending = srv:step(queue, true) -- (the next run launched)
-    local rest = {}
-    for i = #step + 1, #queue do rest[#rest + 1] = queue[i] end
-    queue = rest
-    if done then
-      done.pending.complete(vs, ve)
-      reply(done.out)
+    -- depth 1: the run on the GPU read back, then the next launched before its answers are written; depth > 1: the
+    -- next launched behind the runs on the GPU while there is room, else the oldest read back and answered
+    local done, vs, ve
+    if #flying >= depth or (#flying > 0 and (depth == 1 or #queue == 0)) then
+      done = table.remove(flying, 1)
+      vs, ve = done.pending.collect()
     end
-    if pending then inflight = { out = step, pending = pending } else reply(step) end
+    if #flying < depth and #queue > 0 then
+      local step, pending = srv:step(queue, true)
+      local rest = {}
+      for i = #step + 1, #queue do rest[#rest + 1] = queue[i] end
+      queue = rest
+      if pending then flying[#flying + 1] = { out = step, pending = pending } else reply(step) end
+    end
+    if done then finish(done, vs, ve) end
   end
-  if inflight then
-    inflight.pending.complete(inflight.pending.collect())
-    reply(inflight.out)
-  end
+  for _, f in ipairs(flying) do finish(f, f.pending.collect()) end
   h:poll(50) -- (the last answers written out)
   return true
 end

@@ -301,18 +301,19 @@ test("--bench --soak: well-formed requests all answered, malformed ones 4xx, the
   check(c ~= 0 and c ~= true, "--malformed 1.5: exit status " .. tostring(c))
 end)
 
-test("--device gpu on the mock driver: the loop that overlaps the host with the runs answers every request", function()
+test("--device gpu on the mock driver: the loop that overlaps the host with the runs answers every request (--inflight 1, 2, 3)", function()
   local d = tmpdir()
   local so = mock_driver(d)
   -- (the mock's kernels do nothing; EMMY_MOCK_FILL keeps the embeddings finite, which the server checks)
   local env = ("EMMY_LIBCUDA=%s EMMY_MOCK_ANY_KERNEL=1 EMMY_MOCK_SMS=132 EMMY_LIBCUPTI=/nonexistent EMMY_MOCK_FILL=0x3c EMMY_CUBIN_CACHE=%s")
     :format(shell_quote(so), shell_quote(d .. "/cubins"))
-  for _, c in ipairs { 4, 1 } do
-    local js = d .. "/b" .. c .. ".json"
+  for _, ci in ipairs { { 4, 1 }, { 1, 1 }, { 4, 2 }, { 1, 2 }, { 8, 3 } } do -- (concurrency, --inflight)
+    local c, inf = ci[1], ci[2]
+    local js = ("%s/b%d_%d.json"):format(d, c, inf)
     local rc = os.execute(("%s %s serve %s --device gpu --bench --num-prompts 40 --random-input-len 20 --random-range-ratio 0.5 "
-      .. "--max-concurrency %d --json %s > %s/log 2>&1"):format(env, BIN, model_dir(), c, js, d))
+      .. "--max-concurrency %d --inflight %d --json %s > %s/log 2>&1"):format(env, BIN, model_dir(), c, inf, js, d))
     local r = cjson.decode(io.open(js):read("*a"))
-    check((rc == 0 or rc == true) and r.successful == 40 and r.failed == 0, ("concurrency %d: %s"):format(c, cjson.encode(r)))
+    check((rc == 0 or rc == true) and r.successful == 40 and r.failed == 0, ("concurrency %d, inflight %d: %s"):format(c, inf, cjson.encode(r)))
     check(r.device_s and r.host_s and r.host_s.pack, "the server's account: " .. cjson.encode(r))
   end
 end)
