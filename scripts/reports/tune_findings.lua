@@ -25,11 +25,19 @@ R.wrap = wrap
 local function f1(x) return x and ("%.1f"):format(x) or "-" end
 local function ratio(x) return x and ("%.2fx"):format(x) or "-" end
 
-function R.render(d)
+-- A report being written: w.add(line) (nil: an empty line), w.para(text) (wrapped, then an empty line).
+local function writer()
   local L = {}
-  local function add(s) L[#L + 1] = s or "" end
-  local function para(s) add(wrap(s)) add() end
-  local run, tune, whole, bench = d.run or {}, d.tune or {}, d.whole or {}, d.bench or {}
+  local w = { lines = L }
+  function w.add(s) L[#L + 1] = s or "" end
+  function w.para(s) w.add(wrap(s)) w.add() end
+  return w
+end
+
+-- The title and the run's facts: status, command, date, re-runs, shapes, scope, the tune's totals, the regime.
+local function header(w, d)
+  local add, para = w.add, w.para
+  local run, tune, whole = d.run or {}, d.tune or {}, d.whole or {}
   local what = run.whole and "whole model" or ("layer " .. tostring(run.layer or 0))
   add(("# %s — %s tune findings"):format(run.model or "?", what))
   add()
@@ -53,25 +61,28 @@ function R.render(d)
     add(("- **Scope:** layer %s alone: the served comparison (requests a second through emmy against a stock server)"
       .. " needs the whole model — `--whole`, then `emmy serve`"):format(tostring(run.layer or 0)))
   end
+  local t = {}
+  for st, n in pairs(tune.recorded or {}) do t[#t + 1] = ("%s %d"):format(st, n) end
+  table.sort(t)
   add(("- **Tune:** %s s wall, %s variants benched, %s served from the DB; status split: %s"):format(f1(tune.wall_s),
-    tostring(tune.benched or "-"), tostring(tune.served or "-"), (function()
-      local t = {}
-      for s, n in pairs(tune.recorded or {}) do t[#t + 1] = ("%s %d"):format(s, n) end
-      table.sort(t)
-      return #t > 0 and table.concat(t, ", ") or "-"
-    end)()))
+    tostring(tune.benched or "-"), tostring(tune.served or "-"), #t > 0 and table.concat(t, ", ") or "-"))
   add()
   para(("Regime: every time below is %s. The tune's own rows (deploy regime with an L2 flush between samples) are"
     .. " higher than these L2-warm bench rows; the two are never mixed."):format(whole.regime or "?"))
-  -- headline tables
+end
+
+-- "Where emmy stands": the whole layer (model) by backend, and a row a kernel against torch.
+local function standing(w, d)
+  local add = w.add
+  local whole, bench = d.whole or {}, d.bench or {}
   add("## Where emmy stands")
   add()
   add("| backend | µs | p20–p80 | vs eager (above 1: faster) |")
   add("| --- | ---: | ---: | ---: |")
-  for _, w in ipairs(whole.whole or {}) do
-    local s = w.stats
-    add(("| %s | %s | %s | %s |"):format(w.backend, f1(s and s.median_us), s and ("%s–%s"):format(f1(s.p20_us), f1(s.p80_us)) or "-",
-      ratio(w.speedup_vs_eager)))
+  for _, x in ipairs(whole.whole or {}) do
+    local st = x.stats
+    add(("| %s | %s | %s | %s |"):format(x.backend, f1(st and st.median_us), st and ("%s–%s"):format(f1(st.p20_us), f1(st.p80_us)) or "-",
+      ratio(x.speedup_vs_eager)))
   end
   add()
   add("| kernel | layer op | coverage | emmy µs | in program µs | eager µs | torch.compile µs | torch's best / emmy | cum | torch's kernels µs |")
@@ -86,73 +97,74 @@ function R.render(d)
       k.cum_share and ("%.0f%%"):format(100 * k.cum_share) or "-", ks and ("%.1f (%g)"):format(ks, kn) or "-"))
   end
   add()
-  para("torch's kernels µs: the durations of the kernels torch's best runs for that reproducer (launch gaps not"
+  w.para("torch's kernels µs: the durations of the kernels torch's best runs for that reproducer (launch gaps not"
     .. " counted): beside a one-kernel emmy row, the like-for-like number.")
-  if g and g.ratio > 1.10 then
-    add(("### The whole-%s gap to %s"):format(run.whole and "model" or "layer", g.torch_backend))
-    add()
-    local t = {}
-    for _, k in ipairs(g.kinds or {}) do
-      if math.abs(k.gap_us) >= 0.5 then t[#t + 1] = ("%s %+.1f µs"):format(k.kind, k.gap_us) end
-    end
-    para(("emmy's whole %s takes %s µs against %s's %s µs (%s). %s%s"):format(run.whole and "model" or "layer",
-      f1(g.emmy_us), g.torch_backend, f1(g.torch_us), ratio(g.ratio),
-      #t > 0 and ("By kind of kernel (durations, launch gaps not counted), emmy against %s: %s. "):format(g.kinds_backend, table.concat(t, ", ")) or "",
-      g.per_kernel_torch_us and ("The per-kernel rows below time each emmy kernel's reproducer alone: torch's best on"
-        .. " those adds up to %s µs, %s its whole-graph time, because torch.compile fuses across emmy's kernel"
-        .. " boundaries and a reproducer times torch on one cut of the graph.%s"):format(f1(g.per_kernel_torch_us),
-        g.per_kernel_torch_us > g.torch_us and "more than" or "against",
-        #(g.kinds or {}) > 0 and " The by-kind table is the like-for-like comparison." or "") or ""))
-    if #(g.kinds or {}) > 0 then
-      add(("| kind | emmy µs | emmy kernels | %s µs | %s kernels | emmy − %s µs |"):format(g.kinds_backend, g.kinds_backend, g.kinds_backend))
-      add("| --- | ---: | ---: | ---: | ---: | ---: |")
-      for _, k in ipairs(g.kinds) do
-        add(("| %s | %s | %g | %s | %g | %+.1f |"):format(k.kind, f1(k.emmy_us), k.emmy_n, f1(k.torch_us), k.torch_n, k.gap_us))
-      end
-      add()
-    end
+end
+
+-- Where the whole layer (model) is over 1.10x torch's: the gap, and by kind of kernel.
+local function gap(w, d)
+  local add, run, g = w.add, d.run or {}, d.gap
+  if not (g and g.ratio > 1.10) then return end
+  add(("### The whole-%s gap to %s"):format(run.whole and "model" or "layer", g.torch_backend))
+  add()
+  local t = {}
+  for _, k in ipairs(g.kinds or {}) do
+    if math.abs(k.gap_us) >= 0.5 then t[#t + 1] = ("%s %+.1f µs"):format(k.kind, k.gap_us) end
   end
-  if d.dominating and #d.dominating.names > 0 and (d.dominating.us or 0) > 0 then
-    para(("Dominating kernels (~80%% of emmy's time): %s — %s µs together (in the program)."):format(
-      table.concat(d.dominating.names, ", "), f1(d.dominating.us)))
-  end
-  -- findings
-  for i, f in ipairs(d.findings or {}) do
-    add(("## Finding %d — %s"):format(i, f.title))
-    add()
-    if f.class == "wrong variants" then
-      add("- **Class:** wrong variants; **at stake:** no time (the tune kept a correct pick), the correctness of the rest")
-    else
-      add(("- **Class:** %s; **at stake:** %s µs (emmy %s µs against %s's %s µs%s, %s regime)"):format(f.class, f1(f.at_stake_us),
-        f1(f.emmy_us), f.torch_backend or "torch", f1(f.torch_us), (f.instances or 1) > 1 and (", x%d in the program"):format(f.instances) or "",
-        "L2-warm bench"))
+  w.para(("emmy's whole %s takes %s µs against %s's %s µs (%s). %s%s"):format(run.whole and "model" or "layer",
+    f1(g.emmy_us), g.torch_backend, f1(g.torch_us), ratio(g.ratio),
+    #t > 0 and ("By kind of kernel (durations, launch gaps not counted), emmy against %s: %s. "):format(g.kinds_backend, table.concat(t, ", ")) or "",
+    g.per_kernel_torch_us and ("The per-kernel rows below time each emmy kernel's reproducer alone: torch's best on"
+      .. " those adds up to %s µs, %s its whole-graph time, because torch.compile fuses across emmy's kernel"
+      .. " boundaries and a reproducer times torch on one cut of the graph.%s"):format(f1(g.per_kernel_torch_us),
+      g.per_kernel_torch_us > g.torch_us and "more than" or "against",
+      #(g.kinds or {}) > 0 and " The by-kind table is the like-for-like comparison." or "") or ""))
+  if #(g.kinds or {}) > 0 then
+    add(("| kind | emmy µs | emmy kernels | %s µs | %s kernels | emmy − %s µs |"):format(g.kinds_backend, g.kinds_backend, g.kinds_backend))
+    add("| --- | ---: | ---: | ---: | ---: | ---: |")
+    for _, k in ipairs(g.kinds) do
+      add(("| %s | %s | %g | %s | %g | %+.1f |"):format(k.kind, f1(k.emmy_us), k.emmy_n, f1(k.torch_us), k.torch_n, k.gap_us))
     end
-    if f.class == "wrong variants" then
-      add(("- **Symptom:** %s (%s): %d of its measured variants gave wrong results; the tune's pick is correct."):format(
-        f.kernel, f.layer_op or "?", f.count or 0))
-    elseif f.class == "masked guards" then
-      add(("- **Symptom:** %s (%s) with a dynamic seq_len takes %s the same kernel static at the hint."):format(f.kernel,
-        f.layer_op or "?", ratio(f.ratio)))
-    elseif f.class == "bench failure" then
-      add(("- **Symptom:** %s (%s): %s; its time does not count."):format(f.kernel, f.layer_op or "?",
-        f.emmy_us and "its output is not the reference's" or "emmy's variant was not timed"))
-    else
-      add(("- **Symptom:** %s (%s) is %s torch's best."):format(f.kernel, f.layer_op or "?", ratio(f.ratio)))
-    end
-    add("- **Evidence:**")
-    for _, e in ipairs(f.evidence or {}) do add((wrap(e, 120, "    "):gsub("^    ", "  - "))) end
-    local function bullet(text) add((wrap(text, 120, "  "):gsub("^  ", "- "))) end
-    bullet(("**Root cause:** %s"):format(f.root_cause or "?"))
-    add(("- **Repro:** `%s`"):format(f.repro or "?"))
-    bullet(("**Suggested fix (%s priority):** %s"):format(f.priority or "?", f.fix or "?"))
     add()
   end
-  if #(d.fine or {}) > 0 then
-    local t = {}
-    for _, k in ipairs(d.fine) do t[#t + 1] = ("%s (%s)"):format(k.kernel, ratio(k.ratio)) end
-    para("Within 1.10x of torch's best or faster (emmy µs / torch's best µs): " .. table.concat(t, ", ") .. ".")
+end
+
+-- Finding i: class and stake, symptom, evidence, root cause, repro, fix.
+local function finding(w, i, f)
+  local add = w.add
+  add(("## Finding %d — %s"):format(i, f.title))
+  add()
+  if f.class == "wrong variants" then
+    add("- **Class:** wrong variants; **at stake:** no time (the tune kept a correct pick), the correctness of the rest")
+  else
+    add(("- **Class:** %s; **at stake:** %s µs (emmy %s µs against %s's %s µs%s, %s regime)"):format(f.class, f1(f.at_stake_us),
+      f1(f.emmy_us), f.torch_backend or "torch", f1(f.torch_us), (f.instances or 1) > 1 and (", x%d in the program"):format(f.instances) or "",
+      "L2-warm bench"))
   end
-  -- prior quality
+  if f.class == "wrong variants" then
+    add(("- **Symptom:** %s (%s): %d of its measured variants gave wrong results; the tune's pick is correct."):format(
+      f.kernel, f.layer_op or "?", f.count or 0))
+  elseif f.class == "masked guards" then
+    add(("- **Symptom:** %s (%s) with a dynamic seq_len takes %s the same kernel static at the hint."):format(f.kernel,
+      f.layer_op or "?", ratio(f.ratio)))
+  elseif f.class == "bench failure" then
+    add(("- **Symptom:** %s (%s): %s; its time does not count."):format(f.kernel, f.layer_op or "?",
+      f.emmy_us and "its output is not the reference's" or "emmy's variant was not timed"))
+  else
+    add(("- **Symptom:** %s (%s) is %s torch's best."):format(f.kernel, f.layer_op or "?", ratio(f.ratio)))
+  end
+  add("- **Evidence:**")
+  for _, e in ipairs(f.evidence or {}) do add((wrap(e, 120, "    "):gsub("^    ", "  - "))) end
+  local function bullet(text) add((wrap(text, 120, "  "):gsub("^  ", "- "))) end
+  bullet(("**Root cause:** %s"):format(f.root_cause or "?"))
+  add(("- **Repro:** `%s`"):format(f.repro or "?"))
+  bullet(("**Suggested fix (%s priority):** %s"):format(f.priority or "?", f.fix or "?"))
+  add()
+end
+
+-- "Prior quality": each prior half's pick regret, rank and correlation a kernel.
+local function prior_quality(w, d)
+  local add = w.add
   add("## Prior quality")
   add()
   for _, half in ipairs { "offline", "online" } do
@@ -174,7 +186,11 @@ function R.render(d)
     end
     add()
   end
-  -- artifacts
+end
+
+-- "Repro and artifacts" and "Workflow notes" (the steps' times, the run's friction notes).
+local function artifacts(w, d)
+  local add, run = w.add, d.run or {}
   add("## Repro and artifacts")
   add()
   add(("- Work dir: `%s` (logs of every step, `tune.db`, `dump/`)"):format(d.work or "?"))
@@ -186,11 +202,30 @@ function R.render(d)
   add()
   add("| step | status | seconds |")
   add("| --- | --- | ---: |")
-  for _, s in ipairs(run.steps or {}) do add(("| %s | %s | %s |"):format(s.name, s.ok and "ok" or "FAIL", f1(s.seconds))) end
+  for _, st in ipairs(run.steps or {}) do add(("| %s | %s | %s |"):format(st.name, st.ok and "ok" or "FAIL", f1(st.seconds))) end
   add()
   for _, n in ipairs(run.friction or {}) do add("- " .. n) end
   if #(run.friction or {}) > 0 then add() end
-  return table.concat(L, "\n")
+end
+
+function R.render(d)
+  local w = writer()
+  header(w, d)
+  standing(w, d)
+  gap(w, d)
+  if d.dominating and #d.dominating.names > 0 and (d.dominating.us or 0) > 0 then
+    w.para(("Dominating kernels (~80%% of emmy's time): %s — %s µs together (in the program)."):format(
+      table.concat(d.dominating.names, ", "), f1(d.dominating.us)))
+  end
+  for i, f in ipairs(d.findings or {}) do finding(w, i, f) end
+  if #(d.fine or {}) > 0 then
+    local t = {}
+    for _, k in ipairs(d.fine) do t[#t + 1] = ("%s (%s)"):format(k.kernel, ratio(k.ratio)) end
+    w.para("Within 1.10x of torch's best or faster (emmy µs / torch's best µs): " .. table.concat(t, ", ") .. ".")
+  end
+  prior_quality(w, d)
+  artifacts(w, d)
+  return table.concat(w.lines, "\n")
 end
 
 return R
