@@ -36,6 +36,152 @@ local function at_hint(g, d, bind)
   return g:eval(d, bind), true
 end
 
+-- A contraction's store facts (the emitter's ws_tma_store_output, ws_tma_fused_output and ws_heads_view check the
+-- same): tma_store, tma_fused, tma_heads. out: the anchor's shape.
+local function store_facts(f, g, k, nodes, bind, out)
+  -- a plain store (EPI_SMEM=4: the staged tile written by TMA): the kernel's one output is the linear's result or a
+  -- contiguous view of it (the same row-major order), of 2-byte elements, one linear (no dual, no merged siblings), N
+  -- a constant multiple of 8 (16-byte rows)
+  local contiguous = { ["aten.view.default"] = true, ["aten.reshape.default"] = true, ["aten._unsafe_view.default"] = true,
+    ["aten.unsqueeze.default"] = true, ["aten.squeeze.dim"] = true }
+  local outs = g:outputs()
+  local v = #outs == 1 and outs[1] or nil
+  while v and v ~= k.anchor do
+    local m = nodes[v]
+    v = m and contiguous[m.op] and args_of(m).self or nil
+  end
+  f.tma_store = v ~= nil and not f.dual and f.siblings <= 1 and (f.dtype == "bf16" or f.dtype == "f16")
+    and type(out[#out]) == "number" and out[#out] % 8 == 0
+  -- EPI_SMEM=7 (the fused epilogue's values staged and stored by TMA): one linear, the kernel's one output of 2-byte
+  -- elements with the result's shape, N a constant multiple of 8
+  local o1 = #outs == 1 and g:value(outs[1]) or nil
+  local same = o1 ~= nil and #o1.shape == #out
+  for i = 1, same and #out or 0 do same = same and at_hint(g, o1.shape[i], bind) == at_hint(g, out[i], bind) end
+  f.tma_fused = same and not f.dual and f.siblings <= 1 and (o1.dtype == "bf16" or o1.dtype == "f16")
+    and type(out[#out]) == "number" and out[#out] % 8 == 0
+  -- or into heads: a q/k projection's one output [B, H, S, D], its result [B, S, H * D] viewed as heads and transposed
+  -- through RoPE, D the head width (meta stage) a multiple of 64, stored by a map of the output's own dims
+  local D = f.stage
+  local heads = o1 ~= nil and D ~= nil and D % 64 == 0 and #o1.shape == 4 and #out == 3 and type(out[3]) == "number"
+    and o1.shape[4] == D and type(o1.shape[2]) == "number" and o1.shape[2] * D == out[3]
+    and at_hint(g, o1.shape[1], bind) == at_hint(g, out[1], bind) and at_hint(g, o1.shape[3], bind) == at_hint(g, out[2], bind)
+  f.tma_heads = heads and not f.dual and f.siblings <= 1 and (o1.dtype == "bf16" or o1.dtype == "f16") and out[3] % 8 == 0
+  f.tma_fused = f.tma_fused or f.tma_heads
+end
+
+-- A contraction's reductions before the matmul (a folded RMSNorm, SPLIT_CONE=0) and after it (a head-local norm over
+-- the staged result, NORM_EPI=1: they read a linear's result): prologue_reductions, epilogue_reductions, split_cone.
+local function reduction_facts(f, g, k)
+  f.prologue_reductions, f.epilogue_reductions = 0, 0
+  local opc = require "emmy.opclass"
+  local dep = {}
+  for _, m in ipairs(g:nodes()) do
+    local d = opc.CONTRACTION[m.op] or false
+    for _, a in ipairs(m.args) do
+      local v = a[2]
+      if type(v) == "string" and dep[v] then d = true end
+      if type(v) == "table" then for _, x in ipairs(v) do if type(x) == "string" and dep[x] then d = true end end end
+    end
+    dep[m.name] = d
+    if m.name ~= k.anchor and opc.REDUCTION[m.op] then
+      if d then f.epilogue_reductions = f.epilogue_reductions + 1 else f.prologue_reductions = f.prologue_reductions + 1 end
+    end
+  end
+  f.split_cone = f.prologue_reductions > 0 and 0 or 1
+end
+
+-- A contraction's facts: M (M_symbolic), N, K, bias, epilogue, reductions, operands, siblings, stores, flops.
+local function contraction_facts(f, g, k, nodes, bind, a)
+  local n = nodes[k.anchor]
+  local x = args_of(n)
+  local A = g:value(x.input or x.self)
+  local out = a.shape
+  f.N = at_hint(g, out[#out], bind)
+  local m = 1
+  for i = 1, #out - 1 do
+    local v, sym = at_hint(g, out[i], bind)
+    m = m * v
+    f.M_symbolic = f.M_symbolic or sym
+  end
+  f.M = m
+  f.K = at_hint(g, A.shape[#A.shape], bind)
+  f.has_bias = x.bias ~= nil and type(x.bias) == "string"
+  f.epilogue = #g:nodes() - 1
+  reduction_facts(f, g, k)
+  -- operands a copy engine can move: kernel inputs read as they are (no view, no computed prologue)
+  local function is_input(name)
+    for _, v in ipairs(g:inputs()) do if v.name == name then return true end end
+    return false
+  end
+  f.dual = g:meta("dual") == "1"
+  -- a head-local epilogue (RoPE on a projection) reads the result within D-wide column segments: the tile is
+  -- staged in shared memory and BN must hold whole segments
+  f.stage = tonumber(g:meta("stage") or "")
+  -- (the gcd of its reads' column shifts: a multiple of 8 lets them read the thread's own fragments)
+  f.stage_step = tonumber(g:meta("stage_step") or "")
+  f.linear = n.op == "aten.linear.default"
+  f.a_direct = n.op == "aten.linear.default" and is_input(x.input)
+  f.b_direct = n.op == "aten.linear.default" and is_input(x.weight)
+  -- kernel inputs that are no linear's operand or bias (a residual the epilogue adds, RoPE's tables)
+  local operands = {}
+  for _, mm in ipairs(g:nodes()) do
+    if mm.op == "aten.linear.default" then
+      local y = args_of(mm)
+      for _, key in ipairs { "input", "weight", "bias" } do if type(y[key]) == "string" then operands[y[key]] = true end end
+    end
+  end
+  f.extra_inputs = 0
+  for _, v in ipairs(g:inputs()) do if not operands[v.name] then f.extra_inputs = f.extra_inputs + 1 end end
+  f.siblings, f.sibling_widths = 0, {}
+  for _, mm in ipairs(g:nodes()) do
+    if mm.op == "aten.linear.default" and args_of(mm).input == (x.input or x.self) then
+      f.siblings = f.siblings + 1
+      local w = g:value(mm.name).shape
+      f.sibling_widths[#f.sibling_widths + 1] = at_hint(g, w[#w], bind)
+    end
+  end
+  store_facts(f, g, k, nodes, bind, out)
+  -- the multiply-adds of every weight the kernel applies to its operand (a dual or merged kernel: the sum of
+  -- its siblings' widths, not the anchor's alone)
+  local width = 0
+  for _, w in ipairs(f.sibling_widths) do width = width + w end
+  f.flops = 2 * f.M * f.K * math.max(f.N, width)
+end
+
+-- An attention's facts: E, Ev, L, S, heads, kv_heads, causal, gqa, masked, kv_rows, qkv_rows, batch.
+local function attention_facts(f, g, k, nodes, bind)
+  local x = args_of(nodes[k.anchor])
+  local q, kk, v = g:value(x.query), g:value(x.key), g:value(x.value)
+  local r = #q.shape
+  f.E = type(q.shape[r]) == "number" and q.shape[r] or nil
+  f.Ev = type(v.shape[r]) == "number" and v.shape[r] or nil
+  f.L = at_hint(g, q.shape[r - 1], bind)
+  f.S = at_hint(g, kk.shape[r - 1], bind)
+  f.heads = r >= 3 and at_hint(g, q.shape[r - 2], bind) or 1
+  f.kv_heads = r >= 3 and at_hint(g, kk.shape[r - 2], bind) or 1
+  f.causal = x.is_causal == true
+  f.gqa = x.enable_gqa == true
+  f.masked = type(x.attn_mask) == "string"
+  -- keys and values whose rows a copy engine can move: view ops only (no computed values) down to a kernel
+  -- input with 16-byte rows; the emitter checks the strides exactly (emit.c: ex_strided)
+  local strided = require("emmy.opclass").STRIDED_VIEW
+  local function rows_of(name)
+    local n = nodes[name]
+    while n and strided[n.op] do
+      name = args_of(n).self
+      n = nodes[name]
+    end
+    if n then return false end
+    local sh = g:value(name).shape
+    return type(f.E) == "number" and f.E % 8 == 0 and type(sh[#sh]) == "number" and sh[#sh] % 8 == 0
+  end
+  f.kv_rows = rows_of(x.key) and rows_of(x.value)
+  f.qkv_rows = f.kv_rows and rows_of(x.query)
+  local b = 1
+  for i = 1, r - 3 do b = b * at_hint(g, q.shape[i], bind) end
+  f.batch = b
+end
+
 -- Facts a rule may read: kind, dtype, ops, name, hash, and per kind the extents at the hint (with a
 -- *_symbolic flag when the extent depends on a symbol).
 function M.facts(k)
@@ -48,105 +194,7 @@ function M.facts(k)
   for _, n in ipairs(g:nodes()) do nodes[n.name] = n end
   f.dtype = (a or g:value(g:outputs()[1])).dtype
   if k.kind == "contraction" then
-    local n = nodes[k.anchor]
-    local x = args_of(n)
-    local A = g:value(x.input or x.self)
-    local out = a.shape
-    f.N = at_hint(g, out[#out], bind)
-    local m = 1
-    for i = 1, #out - 1 do
-      local v, sym = at_hint(g, out[i], bind)
-      m = m * v
-      f.M_symbolic = f.M_symbolic or sym
-    end
-    f.M = m
-    f.K = at_hint(g, A.shape[#A.shape], bind)
-    f.has_bias = x.bias ~= nil and type(x.bias) == "string"
-    f.epilogue = #g:nodes() - 1
-    -- reductions before the matmul (a folded RMSNorm, SPLIT_CONE=0) and after it (a head-local norm over the
-    -- staged result, NORM_EPI=1): the latter read a linear's result
-    f.prologue_reductions, f.epilogue_reductions = 0, 0
-    local opc = require "emmy.opclass"
-    local dep = {}
-    for _, m in ipairs(g:nodes()) do
-      local d = opc.CONTRACTION[m.op] or false
-      for _, a in ipairs(m.args) do
-        local v = a[2]
-        if type(v) == "string" and dep[v] then d = true end
-        if type(v) == "table" then for _, x in ipairs(v) do if type(x) == "string" and dep[x] then d = true end end end
-      end
-      dep[m.name] = d
-      if m.name ~= k.anchor and opc.REDUCTION[m.op] then
-        if d then f.epilogue_reductions = f.epilogue_reductions + 1 else f.prologue_reductions = f.prologue_reductions + 1 end
-      end
-    end
-    f.split_cone = f.prologue_reductions > 0 and 0 or 1
-    -- operands a copy engine can move: kernel inputs read as they are (no view, no computed prologue)
-    local function is_input(name)
-      for _, v in ipairs(g:inputs()) do if v.name == name then return true end end
-      return false
-    end
-    f.dual = g:meta("dual") == "1"
-    -- a head-local epilogue (RoPE on a projection) reads the result within D-wide column segments: the tile is
-    -- staged in shared memory and BN must hold whole segments
-    f.stage = tonumber(g:meta("stage") or "")
-    -- (the gcd of its reads' column shifts: a multiple of 8 lets them read the thread's own fragments)
-    f.stage_step = tonumber(g:meta("stage_step") or "")
-    f.linear = n.op == "aten.linear.default"
-    f.a_direct = n.op == "aten.linear.default" and is_input(x.input)
-    f.b_direct = n.op == "aten.linear.default" and is_input(x.weight)
-    -- kernel inputs that are no linear's operand or bias (a residual the epilogue adds, RoPE's tables)
-    local operands = {}
-    for _, m in ipairs(g:nodes()) do
-      if m.op == "aten.linear.default" then
-        local y = args_of(m)
-        for _, key in ipairs { "input", "weight", "bias" } do if type(y[key]) == "string" then operands[y[key]] = true end end
-      end
-    end
-    f.extra_inputs = 0
-    for _, v in ipairs(g:inputs()) do if not operands[v.name] then f.extra_inputs = f.extra_inputs + 1 end end
-    f.siblings, f.sibling_widths = 0, {}
-    for _, m in ipairs(g:nodes()) do
-      if m.op == "aten.linear.default" and args_of(m).input == (x.input or x.self) then
-        f.siblings = f.siblings + 1
-        local w = g:value(m.name).shape
-        f.sibling_widths[#f.sibling_widths + 1] = at_hint(g, w[#w], bind)
-      end
-    end
-    -- a plain store (EPI_SMEM=4: the staged tile written by TMA; the emitter's ws_tma_store_output checks the same):
-    -- the kernel's one output is the linear's result or a contiguous view of it (the same row-major order), of 2-byte
-    -- elements, one linear (no dual, no merged siblings), N a constant multiple of 8 (16-byte rows)
-    local contiguous = { ["aten.view.default"] = true, ["aten.reshape.default"] = true, ["aten._unsafe_view.default"] = true,
-      ["aten.unsqueeze.default"] = true, ["aten.squeeze.dim"] = true }
-    local outs = g:outputs()
-    local v = #outs == 1 and outs[1] or nil
-    while v and v ~= k.anchor do
-      local m = nodes[v]
-      v = m and contiguous[m.op] and args_of(m).self or nil
-    end
-    f.tma_store = v ~= nil and not f.dual and f.siblings <= 1 and (f.dtype == "bf16" or f.dtype == "f16")
-      and type(out[#out]) == "number" and out[#out] % 8 == 0
-    -- EPI_SMEM=7 (the fused epilogue's values staged and stored by TMA; the emitter's ws_tma_fused_output checks the
-    -- same): one linear, the kernel's one output of 2-byte elements with the result's shape, N a constant multiple of 8
-    local o1 = #outs == 1 and g:value(outs[1]) or nil
-    local same = o1 ~= nil and #o1.shape == #out
-    for i = 1, same and #out or 0 do same = same and at_hint(g, o1.shape[i], bind) == at_hint(g, out[i], bind) end
-    f.tma_fused = same and not f.dual and f.siblings <= 1 and (o1.dtype == "bf16" or o1.dtype == "f16")
-      and type(out[#out]) == "number" and out[#out] % 8 == 0
-    -- or into heads (the emitter's ws_heads_view): a q/k projection's one output [B, H, S, D], its result [B, S, H * D]
-    -- viewed as heads and transposed through RoPE, D the head width (meta stage) a multiple of 64, stored by a map of
-    -- the output's own dims
-    local D = f.stage
-    local heads = o1 ~= nil and D ~= nil and D % 64 == 0 and #o1.shape == 4 and #out == 3 and type(out[3]) == "number"
-      and o1.shape[4] == D and type(o1.shape[2]) == "number" and o1.shape[2] * D == out[3]
-      and at_hint(g, o1.shape[1], bind) == at_hint(g, out[1], bind) and at_hint(g, o1.shape[3], bind) == at_hint(g, out[2], bind)
-    f.tma_heads = heads and not f.dual and f.siblings <= 1 and (o1.dtype == "bf16" or o1.dtype == "f16") and out[3] % 8 == 0
-    f.tma_fused = f.tma_fused or f.tma_heads
-    -- the multiply-adds of every weight the kernel applies to its operand (a dual or merged kernel: the sum of
-    -- its siblings' widths, not the anchor's alone)
-    local width = 0
-    for _, w in ipairs(f.sibling_widths) do width = width + w end
-    f.flops = 2 * f.M * f.K * math.max(f.N, width)
+    contraction_facts(f, g, k, nodes, bind, a)
   elseif k.kind == "row" or k.kind == "reduce" then
     f.softmax = nodes[k.anchor].op:match("softmax") ~= nil
     local x = g:value(args_of(nodes[k.anchor]).self)
@@ -155,36 +203,7 @@ function M.facts(k)
     for i = 1, #x.shape - 1 do rows = rows * at_hint(g, x.shape[i], bind) end
     f.rows = rows
   elseif k.kind == "attention" then
-    local x = args_of(nodes[k.anchor])
-    local q, kk, v = g:value(x.query), g:value(x.key), g:value(x.value)
-    local r = #q.shape
-    f.E = type(q.shape[r]) == "number" and q.shape[r] or nil
-    f.Ev = type(v.shape[r]) == "number" and v.shape[r] or nil
-    f.L = at_hint(g, q.shape[r - 1], bind)
-    f.S = at_hint(g, kk.shape[r - 1], bind)
-    f.heads = r >= 3 and at_hint(g, q.shape[r - 2], bind) or 1
-    f.kv_heads = r >= 3 and at_hint(g, kk.shape[r - 2], bind) or 1
-    f.causal = x.is_causal == true
-    f.gqa = x.enable_gqa == true
-    f.masked = type(x.attn_mask) == "string"
-    -- keys and values whose rows a copy engine can move: view ops only (no computed values) down to a kernel
-    -- input with 16-byte rows; the emitter checks the strides exactly (emit.c: ex_strided)
-    local strided = require("emmy.opclass").STRIDED_VIEW
-    local function rows_of(name)
-      local n = nodes[name]
-      while n and strided[n.op] do
-        name = args_of(n).self
-        n = nodes[name]
-      end
-      if n then return false end
-      local sh = g:value(name).shape
-      return type(f.E) == "number" and f.E % 8 == 0 and type(sh[#sh]) == "number" and sh[#sh] % 8 == 0
-    end
-    f.kv_rows = rows_of(x.key) and rows_of(x.value)
-    f.qkv_rows = f.kv_rows and rows_of(x.query)
-    local b = 1
-    for i = 1, r - 3 do b = b * at_hint(g, q.shape[i], bind) end
-    f.batch = b
+    attention_facts(f, g, k, nodes, bind)
   else
     local o = g:value(g:outputs()[1])
     local n = 1
