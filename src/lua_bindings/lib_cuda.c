@@ -552,6 +552,13 @@ static int buf_upload(lua_State *L) {
   return ok_or_fail(L, em_cu_upload_into(b, t, err), err);
 }
 
+/* The byte offset (or size) at idx: a non-negative integer, else an argument error; absent: dflt (-1: required). */
+static size_t byte_arg(lua_State *L, int idx, lua_Number dflt) {
+  lua_Number o = dflt < 0 ? luaL_checknumber(L, idx) : luaL_optnumber(L, idx, dflt);
+  if (o < 0 || o != floor(o)) luaL_argerror(L, idx, "a non-negative integer (bytes)");
+  return (size_t)o;
+}
+
 /* The packed sequences' lengths at idx (a table of positive integers) in a static array kept between calls; their count
  * in *n, their sum in *T. */
 static const int64_t *mask_lens(lua_State *L, int idx, int *n, int64_t *T) {
@@ -612,12 +619,9 @@ static int buf_upload_mask(lua_State *L) {
 static int buf_async(lua_State *L, int write) {
   em_cu_buf *b = check_buf(L, 1);
   em_cu_host *h = check_host(L, 2);
-  lua_Number hoff = luaL_checknumber(L, 3), n = luaL_checknumber(L, 4), boff = luaL_optnumber(L, 5, 0);
-  if (hoff < 0 || n < 0 || boff < 0 || hoff != floor(hoff) || n != floor(n) || boff != floor(boff))
-    return luaL_error(L, "%s: offsets and sizes are non-negative integers (bytes)", write ? "write_async" : "read_async");
+  size_t hoff = byte_arg(L, 3, -1), n = byte_arg(L, 4, -1), boff = byte_arg(L, 5, 0);
   char err[EM_ERR_MAX];
-  em_status st = write ? em_cu_write_async(b, (size_t)boff, h, (size_t)hoff, (size_t)n, err)
-                       : em_cu_read_async(b, (size_t)boff, h, (size_t)hoff, (size_t)n, err);
+  em_status st = write ? em_cu_write_async(b, boff, h, hoff, n, err) : em_cu_read_async(b, boff, h, hoff, n, err);
   return ok_or_fail(L, st, err);
 }
 static int buf_write_async(lua_State *L) { return buf_async(L, 1); }
@@ -637,9 +641,7 @@ static em_dtype dtype_shape_off(lua_State *L, int idx, int *rank, int64_t *shape
     if (v < 0 || v != floor(v)) luaL_argerror(L, idx + 1, "sizes must be non-negative integers");
     shape[k] = (int64_t)v;
   }
-  lua_Number o = luaL_optnumber(L, idx + 2, 0);
-  if (o < 0 || o != floor(o)) luaL_argerror(L, idx + 2, "the offset must be a non-negative integer (bytes)");
-  *off = (size_t)o;
+  *off = byte_arg(L, idx + 2, 0);
   return (em_dtype)dt;
 }
 
@@ -662,10 +664,9 @@ static int buf_download(lua_State *L) {
 /* cu:host(bytes) -> emmy.cuhost | nil, msg — page-locked host memory (zeroed), the host end of buf:write_async and
  * buf:read_async */
 static int ctx_host(lua_State *L) {
-  lua_Number n = luaL_checknumber(L, 2);
-  if (n < 0 || n != floor(n)) luaL_argerror(L, 2, "a non-negative integer (bytes)");
+  size_t n = byte_arg(L, 2, -1);
   char err[EM_ERR_MAX];
-  em_cu_host *h = em_cu_host_alloc(check_ctx(L, 1), (size_t)n, err);
+  em_cu_host *h = em_cu_host_alloc(check_ctx(L, 1), n, err);
   if (!h) return em_lua_fail(L, err);
   push_child(L, HOST_T, h, 1);
   return 1;
@@ -694,11 +695,10 @@ static int host_size(lua_State *L) {
 /* host:put(offset, tensor) -> bytes written | nil, msg — the tensor in its dtype's device layout at offset */
 static int host_put(lua_State *L) {
   em_cu_host *h = check_host(L, 1);
-  lua_Number off = luaL_checknumber(L, 2);
-  if (off < 0 || off != floor(off)) luaL_argerror(L, 2, "the offset must be a non-negative integer (bytes)");
+  size_t off = byte_arg(L, 2, -1);
   em_tensor *t = em_lua_check(L, 3, TENSOR_T, "tensor");
   char err[EM_ERR_MAX];
-  if (em_cu_host_put(h, (size_t)off, t, err)) return em_lua_fail(L, err);
+  if (em_cu_host_put(h, off, t, err)) return em_lua_fail(L, err);
   lua_pushnumber(L, (lua_Number)em_cu_dtype_bytes(t->dtype, t->numel));
   return 1;
 }
@@ -707,13 +707,13 @@ static int host_put(lua_State *L) {
  * mask (as buf:upload_mask builds it) at offset */
 static int host_mask(lua_State *L) {
   em_cu_host *h = check_host(L, 1);
-  lua_Number off = luaL_checknumber(L, 2);
-  if (off < 0 || off != floor(off) || off > (lua_Number)em_cu_host_bytes(h)) luaL_argerror(L, 2, "an offset inside the buffer (bytes)");
+  size_t off = byte_arg(L, 2, -1);
+  if (off > em_cu_host_bytes(h)) luaL_argerror(L, 2, "an offset inside the buffer (bytes)");
   int n;
   int64_t T;
   const int64_t *lens = mask_lens(L, 3, &n, &T);
-  if (mask_fits(L, "mask", T, em_cu_host_bytes(h) - (size_t)off)) return 2;
-  em_packed_mask_bytes((unsigned char *)em_cu_host_ptr(h) + (size_t)off, lens, n, T);
+  if (mask_fits(L, "mask", T, em_cu_host_bytes(h) - off)) return 2;
+  em_packed_mask_bytes((unsigned char *)em_cu_host_ptr(h) + off, lens, n, T);
   lua_pushnumber(L, (lua_Number)(T * T));
   return 1;
 }
