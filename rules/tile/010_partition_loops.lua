@@ -86,6 +86,228 @@ local function flash_wgmma_lead(out, k, dev, bqs)
   end
 end
 
+-- The wgmma tier's tiles: BM 64, 128 by BN 64, 128, 256 (a dual's BN to 128), each also with WG_WAIT=0.
+local function wgmma_tiles(k)
+  local out = {}
+  for _, bm in ipairs { 64, 128 } do
+    for _, bn in ipairs { 64, 128, 256 } do
+      if not (k.dual and bn > 128) then
+        out[#out + 1] = { MMA = 1, WGMMA = 1, WG_WAIT = 1, BM = bm, BN = bn, BK = 64, WM = bm / 16, WN = 1, TM = 4, TN = 4,
+          PAD_SMEM = 0 }
+      end
+    end
+  end
+  atom.also(out, "WG_WAIT", 0)
+  return out
+end
+
+-- The CLUSTER=2 twins (the rule's note) of the first n tiles of out that wait on their wgmma and pair along N.
+local function cluster_twins(out, n, k)
+  if (k.siblings or 0) <= 1 or k.dual then
+    for i = 1, n do
+      local o = out[i]
+      if o.WG_WAIT == 1 and k.N and math.ceil(k.N / o.BN) % 2 == 0 then out[#out + 1] = atom.with(o, "CLUSTER", 2) end
+    end
+  end
+end
+
+-- PRODUCER=1: one more warpgroup whose first lane issues the TMA loads on "empty" barriers, so the consumer
+-- warpgroups never wait at a block barrier in the K loop (what CLUSTER=2 lacked, above; cuBLAS's and
+-- CUTLASS's Hopper GEMMs are built this way). Offered last: correct on the H200 (tests/gpu/run.sh producer_*,
+-- 2026-11-30) and within 3% of PRODUCER=0 on every Qwen3 projection at seq_len 512 (down 15.6 against 16.1 µs,
+-- k+v 13.7 against 14.1; q, o, gate+up the same) — the L2 traffic of the 64×64 tiles, not the loads' issue,
+-- sets their time (docs/performance.md, eighth session).
+local function producer_twins(out, n, k)
+  for i = 1, n do
+    local o = out[i]
+    if o.WG_WAIT == 1 and not k.stage then out[#out + 1] = atom.with(o, "PRODUCER", 1) end
+  end
+end
+
+-- A persistent tile o's epilogues (EPI_SMEM values, in order) and the one that leads it.
+local function persist_epilogues(k, o)
+  local plain = atom.plain_epilogue(k)
+  -- (EPI_SMEM=2, the staged loop unrolled: 4096³ 202.6 µs against 207.8 for EPI_SMEM=1, no help where a residual
+  -- is read — down at 4096 tokens 93.9 against 53.8 in fragments; H200, 2026-12-01 — offered after both)
+  -- EPI_SMEM=3 stages the tile in two column halves (32 KB at 128 x 256, against 66 KB), so 128 x 256 fits a
+  -- 4-stage ring beside it: the ring's depth bounds 4096³ (2 stages 307.7 µs, 3 stages 207.8; docs/performance.md,
+  -- ninth session). EPI_SMEM=4 stores each half by TMA where the result is the kernel's one output
+  -- (k.tma_store), so the consumers issue no global stores: 4096³ 178.5 µs at 128 x 256 and 4 stages
+  -- against 203.1 for EPI_SMEM=2 at 3 and 208.1 for EPI_SMEM=3 at 4 (cuBLAS 175.9; the clock marks put
+  -- the epilogue at 2.5 µs a tile against 10.5; H200, docs/performance.md, tenth session): first where it
+  -- applies. EPI_SMEM=3 alone is no faster than EPI_SMEM=2: offered last.
+  local epis = plain and { 1, 0, 2 } or { 0, 1, 2 }
+  local lead_epi = plain and 1 or 0
+  if k.stage then
+    -- a head-local epilogue (RoPE on a Llama q/k projection) reads the tile staged whole: EPI_SMEM 1, 2.
+    -- Correct on the H200 (tests/gpu/run.sh persist_rope_*) and slower than the 64 x 64 default in the
+    -- TinyLlama layer at 512 tokens (q 128 x 64, 8 stages: 26.0 us against 18.6; k+v 64 x 64: 24.7 against
+    -- 17.9, with SPLIT_K=2 24.0; 2026-12-02): one tile a CTA, so nothing hides the epilogue. Offered last.
+    -- EPI_SMEM=0 reads the other columns from the thread's own fragments (every shift a multiple of 8;
+    -- the resource check refuses it elsewhere): first (atom.rope_in_regs, atom.rope_regs: their notes)
+    epis, lead_epi = { 1, 2, 0 }, 1
+    if atom.rope_in_regs(k) then epis, lead_epi = { 0, 1, 2 }, 0 end
+    -- EPI_SMEM=7 into heads (k.tma_heads: the [B, H, S, D] output stored by TMA, a map of its own dims): RoPE
+    -- from the fragments, its values staged and stored as the residual kernels' 7 (TinyLlama's q+RoPE at 4096
+    -- tokens, 128 x 128 fragments, 70.7 us against o's 56.5 at 128 x 256 with 7 and torch.compile's 55.5;
+    -- H100, thirty-third session). Written without a GPU run: offered after them
+    -- — since then correct (H200 at one batch, H100 at 2-8) and the lead (atom.rope_heads: its note)
+    if atom.rope_in_regs(k) and k.tma_heads and o.BN % 64 == 0 then lead_epi = offer_epi(epis, 7, atom.rope_heads(k), lead_epi) end
+  elseif o.BN % 128 == 0 or o.BN == 64 then
+    if k.tma_store and o.BN % 128 == 0 then
+      table.insert(epis, 1, 4)
+      lead_epi = 4
+    elseif k.tma_store then
+      -- (BN = 64: the tile's one panel staged whole; written without a GPU run, 2026-12-02: offered last. The
+      -- clock marks put q's 128 x 64 fragment epilogue at 6,600 of 16,700 cycles a CTA at 512 tokens)
+      epis[#epis + 1] = 4
+    end
+    -- EPI_SMEM=5: as 3, each half stored 16 bytes a thread, whatever the outputs' layout (2026-12-03);
+    -- 6: as 5 with the tile's stores in the next tile's K loop (written without a GPU run: offered last)
+    epis[#epis + 1] = 3
+    epis[#epis + 1] = 5
+    epis[#epis + 1] = 6
+    -- 7: the fragments' fused values (a residual added) staged and stored by TMA, where the one output has the
+    -- result's shape and is not the plain result (4 is). First at BN 128 and 256: at 4096 tokens the 128 x 256
+    -- residual kernels, 4 stages, against the fragment stores (EPI_SMEM=0): Qwen3 o 29.7 -> 26.7 us, down 40.1
+    -- -> 37.9, TinyLlama o 58.6 -> 55.2, down 132.1 -> 128.4 (torch 30.4, 40.4, 56.8, 129.0; H200, bench/gemm.lua
+    -- --batches 8 --pins EPI_SMEM=7, twenty-third session); the epilogue 11,800 -> 6,700 cycles a tile. Last at
+    -- BN 64 (the one-wave 512-token tiles: in the program 9.0 us against 8.7 for EPI_SMEM=5 on Qwen3's o)
+    if k.tma_fused and not k.tma_store then lead_epi = offer_epi(epis, 7, o.BN % 128 == 0, lead_epi) end
+  end
+  -- a dual kernel's results stored 16 bytes a thread (EPI_SMEM=5) lead its persistent tiles: k+v at 4096
+  -- tokens 35.6 -> 29.1 us, TinyLlama's wide gate/up at 512 tokens 44.6 -> 42.0 (atom.dual_persist's note)
+  if k.dual and not k.stage and o.BN % 64 == 0 then
+    local e5 = { 5 }
+    for _, e in ipairs(epis) do if e ~= 5 then e5[#e5 + 1] = e end end
+    epis, lead_epi = e5, 5
+  end
+  return epis, lead_epi
+end
+
+-- The persistent twins (PRODUCER=1, PERSIST=1) of the first n tiles of out, with their epilogues: persist, and lead
+-- (the tiles that lead the kernel).
+-- PERSIST=1: the persistent warp-specialized pipeline (src/emit_gemm_ws.c): the producer warpgroup hands its
+-- registers to the consumers (setmaxnreg 40 / 232), and each CTA loops over output tiles in grouped order
+-- (RASTER tile rows a group), so a 128 x 256 tile's 64 x 256 accumulator a warpgroup fits and the next tile's
+-- loads overlap this tile's epilogue — CUTLASS's sm90 cooperative kernel is built this way. EPI_SMEM=1 stages
+-- each tile's results in shared memory and stores them coalesced. Measured (bench/gemm.lua, H200,
+-- 2026-12-01, docs/performance.md "Ninth session"): 4096³ 207.8 µs against 407.3 for the 64 x 64 default
+-- (cuBLAS 175.3); at 4096 tokens (Qwen3 layer 0, batch 8) q 43.9 against 69.5, k+v 53.8 against 62.6,
+-- o 42.4 against 61.8, gate/up 111.9 against 132.1, down 53.3 against 84.0. At 512 tokens only q_proj
+-- gains (9.5 against 11.3, 128 x 64). EPI_SMEM=1 is the faster epilogue for a plain result (q at 4096
+-- tokens: 43.9 against 56.5; 4096³: 207.8 against 222.1) and the slower one where the epilogue reads
+-- another tensor (down: 92.2 against 53.3) or combines two accumulators (gate/up 133.9 against 111.9).
+-- First where at least 8 rows of 128 x 128 tiles at the hint fill every SM (atom.persist_first): 128 x 256
+-- (128 x 128 for a dual kernel), the measured best; last elsewhere.
+local function persist_tiles(k, dev, out, n)
+  local persist, lead = {}, {}
+  for i = 1, n do
+    local o = out[i]
+    if o.WG_WAIT == 1 and ((k.siblings or 0) <= 1 or k.dual) and not (k.stage and (k.epilogue_reductions or 0) > 0) then
+      local p = atom.with(atom.with(o, "PRODUCER", 1), "PERSIST", 1)
+      local epis, lead_epi = persist_epilogues(k, o)
+      local small = atom.persist_small(k, dev) or atom.rope_regs(k, dev) or atom.dual_one_wave(k, dev)
+      -- (atom.split2_lead: the 128 x 128 tile, split over K by the SPLIT rule, with the fragment epilogue)
+      if atom.split2_lead(k, dev) then small = { BM = 128, BN = 128 } end
+      for _, e in ipairs(epis) do
+        local q = atom.with(p, "EPI_SMEM", e)
+        local first = o.BM == 128 and o.BN == (k.dual and 128 or 256) and e == lead_epi
+        -- (atom.persist_small: its tile, the TMA store, the staged 16-byte stores (atom.small_staged) or the
+        -- fragment epilogue)
+        if small then
+          first = o.BM == small.BM and o.BN == small.BN and o.WM == small.BM / 16 and o.WN == 1 and
+            e == ((k.stage or k.dual) and lead_epi or k.tma_store and 4 or atom.small_staged(k, dev) and 5 or 0)
+        end
+        if first then lead[#lead + 1] = q else persist[#persist + 1] = q end
+      end
+    end
+  end
+  return persist, lead
+end
+
+-- WG_K=2: a 64-row tile's k-steps dealt to two consumer warpgroups (cuBLAS's 64 x 64 kernels at 512 tokens
+-- have two); the staged epilogues only (EPI_SMEM 1-5: nothing of the epilogue loaded during the K loop). First
+-- for the one-wave 64 x 64 lead with the staged 16-byte stores (atom.kgroup_lead, its note: Qwen3's o and down
+-- at 512 tokens), after every persistent tile elsewhere; alone and in a pair.
+local function kgroup_twins(k, dev, lead, persist)
+  local n, twins = #persist, {}
+  local function kg(q) return q.BM == 64 and q.EPI_SMEM >= 1 and q.EPI_SMEM <= 5 end
+  for _, q in ipairs(lead) do if kg(q) then twins[#twins + 1] = atom.with(q, "WG_K", 2) end end
+  if atom.kgroup_lead(k, dev) then
+    for _, q in ipairs(lead) do twins[#twins + 1] = q end
+    lead = twins
+  else
+    for _, q in ipairs(twins) do persist[#persist + 1] = q end
+  end
+  for i = 1, n do
+    if kg(persist[i]) then persist[#persist + 1] = atom.with(persist[i], "WG_K", 2) end
+  end
+  return lead
+end
+
+-- out ordered: the leading persistent tiles, then the rest (first where persistent tiles fill the SMs, else after
+-- the plain tiles), then every persistent tile's CLUSTER=2 twin and their PAIR_A=1 twins.
+-- CLUSTER=2 with PERSIST=1: CTA pairs on neighbouring tile rows share the B tile, each loading half of it and
+-- multicasting it to both (B's L2 reads halved). Correct on the H200 (tests/gpu/run.sh persist_cluster_*) and
+-- 2-5% slower than unclustered at 128 x 256 (4096³ 208.6 against 202.6 µs; q at 4096 tokens 45.2 against
+-- 43.4; 2026-12-01): L2 bandwidth does not bound these tiles. Offered last.
+-- PAIR_A=1: the pair on neighbouring tile columns shares A instead (each loads half its rows): A is two thirds
+-- of a 128 x 64 tile's bytes, and cuBLAS's q_proj kernel is a 1x2 cluster; written without a GPU run
+-- (2026-12-02), offered after the B-sharing pairs.
+local function order_tiles(k, dev, out, lead, persist)
+  local clustered = {}
+  for _, q in ipairs(lead) do clustered[#clustered + 1] = atom.with(q, "CLUSTER", 2) end
+  for _, q in ipairs(persist) do clustered[#clustered + 1] = atom.with(q, "CLUSTER", 2) end
+  do
+    local n = #clustered
+    for i = 1, n do clustered[#clustered + 1] = atom.with(clustered[i], "PAIR_A", 1) end
+  end
+  if atom.persist_first(k, dev) or atom.persist_small(k, dev) or atom.rope_regs(k, dev) or atom.dual_one_wave(k, dev) then
+    local rest = out
+    out = lead
+    for _, q in ipairs(persist) do out[#out + 1] = q end
+    for _, o in ipairs(rest) do out[#out + 1] = o end
+  else
+    for _, q in ipairs(lead) do out[#out + 1] = q end
+    for _, q in ipairs(persist) do out[#out + 1] = q end
+  end
+  for _, q in ipairs(clustered) do out[#out + 1] = q end
+  return out
+end
+
+-- WG_PP=1: the two consumer warpgroups take alternate 64-row tiles, their K loops in turn, so one's epilogue runs
+-- under the other's K loop (CUTLASS's ping-pong; the 64-row tiles with the fragment epilogue). Correct and slower
+-- than every lead it was pinned over (H100, thirty-sixth session: 1.14-1.75x at 512 tokens, 1.2-2.2x against the
+-- 128 x 256 cooperative tiles at 4096): the twin of every such candidate, offered after them
+local function pingpong_twins(out)
+  local n = #out
+  for i = 1, n do
+    local q = out[i]
+    if q.PERSIST == 1 and q.BM == 64 and (q.EPI_SMEM or 0) == 0 and (q.WG_K or 1) == 1 and (q.CLUSTER or 1) == 1 then
+      out[#out + 1] = atom.with(q, "WG_PP", 1)
+    end
+  end
+end
+
+-- DUAL_WIDE=1 (a dual kernel): its two weight tiles side by side in each stage, one wgmma of N = 2·BN a k16 step,
+-- so the A tile is read from shared memory once instead of twice (a 64 x 64 dual step reads 8 KB a warpgroup
+-- for 32 cycles of wgmma work at full rate: shared memory's 128 bytes a cycle). Written without a GPU run
+-- (2026-12-03): every candidate's twin, offered after them.
+local function dual_wide_twins(out, k, dev)
+  local n = #out
+  for i = 1, n do out[#out + 1] = atom.with(out[i], "DUAL_WIDE", 1) end
+  -- (atom.dual_wide_lead: the persistent 128 x 64 wide dual first)
+  if atom.dual_wide_lead(k, dev) then
+    atom.lead(out, { PERSIST = 1, BM = 128, BN = 64, WM = 8, WN = 1, EPI_SMEM = 5, DUAL_WIDE = 1 })
+  elseif atom.dual_waves(k, dev) and not atom.dual_persist(k, dev) then
+    -- (the lead's own wide twin first for the other duals of more than two waves: Qwen3's gate/up at 512
+    -- tokens, the non-persistent 64 x 64 tile, 12.5 -> 12.3 µs alone, 13.6 -> 13.3 in the layer, the layer
+    -- 68.9 -> 68.7; H200, twenty-fifth session, EMMY_KNOBS=k_linear_silu:DUAL_WIDE=1 ./emmy run … --bench)
+    atom.lead(out, atom.with(out[1], "DUAL_WIDE", 1))
+  end
+end
+
 return {
   -- The Hopper warpgroup tier: wgmma.mma_async m64nBNk16 reading both operands from the TMA-staged,
   -- 128-byte-swizzled tiles through shared-memory descriptors; a warpgroup (4 warps) per 64 rows of the tile.
@@ -113,195 +335,15 @@ return {
       return true, ("wgmma.mma_async m64nNk16 %s from swizzled shared memory"):format(k.dtype) .. atom.epilogue_note(k)
     end,
     fork = function(k, dev)
-      local out = {}
-      for _, bm in ipairs { 64, 128 } do
-        for _, bn in ipairs { 64, 128, 256 } do
-          if not (k.dual and bn > 128) then
-            out[#out + 1] = { MMA = 1, WGMMA = 1, WG_WAIT = 1, BM = bm, BN = bn, BK = 64, WM = bm / 16, WN = 1, TM = 4, TN = 4,
-              PAD_SMEM = 0 }
-          end
-        end
-      end
-      atom.also(out, "WG_WAIT", 0)
+      local out = wgmma_tiles(k)
       local n = #out
-      if (k.siblings or 0) <= 1 or k.dual then
-        for i = 1, n do
-          local o = out[i]
-          if o.WG_WAIT == 1 and k.N and math.ceil(k.N / o.BN) % 2 == 0 then out[#out + 1] = atom.with(o, "CLUSTER", 2) end
-        end
-      end
-      -- PRODUCER=1: one more warpgroup whose first lane issues the TMA loads on "empty" barriers, so the consumer
-      -- warpgroups never wait at a block barrier in the K loop (what CLUSTER=2 lacked, above; cuBLAS's and
-      -- CUTLASS's Hopper GEMMs are built this way). Offered last: correct on the H200 (tests/gpu/run.sh producer_*,
-      -- 2026-11-30) and within 3% of PRODUCER=0 on every Qwen3 projection at seq_len 512 (down 15.6 against 16.1 µs,
-      -- k+v 13.7 against 14.1; q, o, gate+up the same) — the L2 traffic of the 64×64 tiles, not the loads' issue,
-      -- sets their time (docs/performance.md, eighth session).
-      for i = 1, n do
-        local o = out[i]
-        if o.WG_WAIT == 1 and not k.stage then out[#out + 1] = atom.with(o, "PRODUCER", 1) end
-      end
-      -- PERSIST=1: the persistent warp-specialized pipeline (src/emit_gemm_ws.c): the producer warpgroup hands its
-      -- registers to the consumers (setmaxnreg 40 / 232), and each CTA loops over output tiles in grouped order
-      -- (RASTER tile rows a group), so a 128 x 256 tile's 64 x 256 accumulator a warpgroup fits and the next tile's
-      -- loads overlap this tile's epilogue — CUTLASS's sm90 cooperative kernel is built this way. EPI_SMEM=1 stages
-      -- each tile's results in shared memory and stores them coalesced. Measured (bench/gemm.lua, H200,
-      -- 2026-12-01, docs/performance.md "Ninth session"): 4096³ 207.8 µs against 407.3 for the 64 x 64 default
-      -- (cuBLAS 175.3); at 4096 tokens (Qwen3 layer 0, batch 8) q 43.9 against 69.5, k+v 53.8 against 62.6,
-      -- o 42.4 against 61.8, gate/up 111.9 against 132.1, down 53.3 against 84.0. At 512 tokens only q_proj
-      -- gains (9.5 against 11.3, 128 x 64). EPI_SMEM=1 is the faster epilogue for a plain result (q at 4096
-      -- tokens: 43.9 against 56.5; 4096³: 207.8 against 222.1) and the slower one where the epilogue reads
-      -- another tensor (down: 92.2 against 53.3) or combines two accumulators (gate/up 133.9 against 111.9).
-      -- First where at least 8 rows of 128 x 128 tiles at the hint fill every SM (atom.persist_first): 128 x 256
-      -- (128 x 128 for a dual kernel), the measured best; last elsewhere.
-      local plain = atom.plain_epilogue(k)
-      local persist, lead = {}, {}
-      for i = 1, n do
-        local o = out[i]
-        if o.WG_WAIT == 1 and ((k.siblings or 0) <= 1 or k.dual) and not (k.stage and (k.epilogue_reductions or 0) > 0) then
-          local p = atom.with(atom.with(o, "PRODUCER", 1), "PERSIST", 1)
-          -- (EPI_SMEM=2, the staged loop unrolled: 4096³ 202.6 µs against 207.8 for EPI_SMEM=1, no help where a residual
-          -- is read — down at 4096 tokens 93.9 against 53.8 in fragments; H200, 2026-12-01 — offered after both)
-          -- EPI_SMEM=3 stages the tile in two column halves (32 KB at 128 x 256, against 66 KB), so 128 x 256 fits a
-          -- 4-stage ring beside it: the ring's depth bounds 4096³ (2 stages 307.7 µs, 3 stages 207.8; docs/performance.md,
-          -- ninth session). EPI_SMEM=4 stores each half by TMA where the result is the kernel's one output
-          -- (k.tma_store), so the consumers issue no global stores: 4096³ 178.5 µs at 128 x 256 and 4 stages
-          -- against 203.1 for EPI_SMEM=2 at 3 and 208.1 for EPI_SMEM=3 at 4 (cuBLAS 175.9; the clock marks put
-          -- the epilogue at 2.5 µs a tile against 10.5; H200, docs/performance.md, tenth session): first where it
-          -- applies. EPI_SMEM=3 alone is no faster than EPI_SMEM=2: offered last.
-          local epis = plain and { 1, 0, 2 } or { 0, 1, 2 }
-          local lead_epi = plain and 1 or 0
-          if k.stage then
-            -- a head-local epilogue (RoPE on a Llama q/k projection) reads the tile staged whole: EPI_SMEM 1, 2.
-            -- Correct on the H200 (tests/gpu/run.sh persist_rope_*) and slower than the 64 x 64 default in the
-            -- TinyLlama layer at 512 tokens (q 128 x 64, 8 stages: 26.0 us against 18.6; k+v 64 x 64: 24.7 against
-            -- 17.9, with SPLIT_K=2 24.0; 2026-12-02): one tile a CTA, so nothing hides the epilogue. Offered last.
-            -- EPI_SMEM=0 reads the other columns from the thread's own fragments (every shift a multiple of 8;
-            -- the resource check refuses it elsewhere): first (atom.rope_in_regs, atom.rope_regs: their notes)
-            epis, lead_epi = { 1, 2, 0 }, 1
-            if atom.rope_in_regs(k) then epis, lead_epi = { 0, 1, 2 }, 0 end
-            -- EPI_SMEM=7 into heads (k.tma_heads: the [B, H, S, D] output stored by TMA, a map of its own dims): RoPE
-            -- from the fragments, its values staged and stored as the residual kernels' 7 (TinyLlama's q+RoPE at 4096
-            -- tokens, 128 x 128 fragments, 70.7 us against o's 56.5 at 128 x 256 with 7 and torch.compile's 55.5;
-            -- H100, thirty-third session). Written without a GPU run: offered after them
-            -- — since then correct (H200 at one batch, H100 at 2-8) and the lead (atom.rope_heads: its note)
-            if atom.rope_in_regs(k) and k.tma_heads and o.BN % 64 == 0 then lead_epi = offer_epi(epis, 7, atom.rope_heads(k), lead_epi) end
-          elseif o.BN % 128 == 0 or o.BN == 64 then
-            if k.tma_store and o.BN % 128 == 0 then
-              table.insert(epis, 1, 4)
-              lead_epi = 4
-            elseif k.tma_store then
-              -- (BN = 64: the tile's one panel staged whole; written without a GPU run, 2026-12-02: offered last. The
-              -- clock marks put q's 128 x 64 fragment epilogue at 6,600 of 16,700 cycles a CTA at 512 tokens)
-              epis[#epis + 1] = 4
-            end
-            -- EPI_SMEM=5: as 3, each half stored 16 bytes a thread, whatever the outputs' layout (2026-12-03);
-            -- 6: as 5 with the tile's stores in the next tile's K loop (written without a GPU run: offered last)
-            epis[#epis + 1] = 3
-            epis[#epis + 1] = 5
-            epis[#epis + 1] = 6
-            -- 7: the fragments' fused values (a residual added) staged and stored by TMA, where the one output has the
-            -- result's shape and is not the plain result (4 is). First at BN 128 and 256: at 4096 tokens the 128 x 256
-            -- residual kernels, 4 stages, against the fragment stores (EPI_SMEM=0): Qwen3 o 29.7 -> 26.7 us, down 40.1
-            -- -> 37.9, TinyLlama o 58.6 -> 55.2, down 132.1 -> 128.4 (torch 30.4, 40.4, 56.8, 129.0; H200, bench/gemm.lua
-            -- --batches 8 --pins EPI_SMEM=7, twenty-third session); the epilogue 11,800 -> 6,700 cycles a tile. Last at
-            -- BN 64 (the one-wave 512-token tiles: in the program 9.0 us against 8.7 for EPI_SMEM=5 on Qwen3's o)
-            if k.tma_fused and not k.tma_store then lead_epi = offer_epi(epis, 7, o.BN % 128 == 0, lead_epi) end
-          end
-          -- a dual kernel's results stored 16 bytes a thread (EPI_SMEM=5) lead its persistent tiles: k+v at 4096
-          -- tokens 35.6 -> 29.1 us, TinyLlama's wide gate/up at 512 tokens 44.6 -> 42.0 (atom.dual_persist's note)
-          if k.dual and not k.stage and o.BN % 64 == 0 then
-            local e5 = { 5 }
-            for _, e in ipairs(epis) do if e ~= 5 then e5[#e5 + 1] = e end end
-            epis, lead_epi = e5, 5
-          end
-          local small = atom.persist_small(k, dev) or atom.rope_regs(k, dev) or atom.dual_one_wave(k, dev)
-          -- (atom.split2_lead: the 128 x 128 tile, split over K by the SPLIT rule, with the fragment epilogue)
-          if atom.split2_lead(k, dev) then small = { BM = 128, BN = 128 } end
-          for _, e in ipairs(epis) do
-            local q = atom.with(p, "EPI_SMEM", e)
-            local first = o.BM == 128 and o.BN == (k.dual and 128 or 256) and e == lead_epi
-            -- (atom.persist_small: its tile, the TMA store, the staged 16-byte stores (atom.small_staged) or the
-            -- fragment epilogue)
-            if small then
-              first = o.BM == small.BM and o.BN == small.BN and o.WM == small.BM / 16 and o.WN == 1 and
-                e == ((k.stage or k.dual) and lead_epi or k.tma_store and 4 or atom.small_staged(k, dev) and 5 or 0)
-            end
-            if first then lead[#lead + 1] = q else persist[#persist + 1] = q end
-          end
-        end
-      end
-      -- CLUSTER=2 with PERSIST=1: CTA pairs on neighbouring tile rows share the B tile, each loading half of it and
-      -- multicasting it to both (B's L2 reads halved). Correct on the H200 (tests/gpu/run.sh persist_cluster_*) and
-      -- 2-5% slower than unclustered at 128 x 256 (4096³ 208.6 against 202.6 µs; q at 4096 tokens 45.2 against
-      -- 43.4; 2026-12-01): L2 bandwidth does not bound these tiles. Offered last.
-      -- PAIR_A=1: the pair on neighbouring tile columns shares A instead (each loads half its rows): A is two thirds
-      -- of a 128 x 64 tile's bytes, and cuBLAS's q_proj kernel is a 1x2 cluster; written without a GPU run
-      -- (2026-12-02), offered after the B-sharing pairs.
-      -- WG_K=2: a 64-row tile's k-steps dealt to two consumer warpgroups (cuBLAS's 64 x 64 kernels at 512 tokens
-      -- have two); the staged epilogues only (EPI_SMEM 1-5: nothing of the epilogue loaded during the K loop). First
-      -- for the one-wave 64 x 64 lead with the staged 16-byte stores (atom.kgroup_lead, its note: Qwen3's o and down
-      -- at 512 tokens), after every persistent tile elsewhere; alone and in a pair.
-      do
-        local n, twins = #persist, {}
-        local function kg(q) return q.BM == 64 and q.EPI_SMEM >= 1 and q.EPI_SMEM <= 5 end
-        for _, q in ipairs(lead) do if kg(q) then twins[#twins + 1] = atom.with(q, "WG_K", 2) end end
-        if atom.kgroup_lead(k, dev) then
-          for _, q in ipairs(lead) do twins[#twins + 1] = q end
-          lead = twins
-        else
-          for _, q in ipairs(twins) do persist[#persist + 1] = q end
-        end
-        for i = 1, n do
-          if kg(persist[i]) then persist[#persist + 1] = atom.with(persist[i], "WG_K", 2) end
-        end
-      end
-      local clustered = {}
-      for _, q in ipairs(lead) do clustered[#clustered + 1] = atom.with(q, "CLUSTER", 2) end
-      for _, q in ipairs(persist) do clustered[#clustered + 1] = atom.with(q, "CLUSTER", 2) end
-      do
-        local n = #clustered
-        for i = 1, n do clustered[#clustered + 1] = atom.with(clustered[i], "PAIR_A", 1) end
-      end
-      if atom.persist_first(k, dev) or atom.persist_small(k, dev) or atom.rope_regs(k, dev) or atom.dual_one_wave(k, dev) then
-        local rest = out
-        out = lead
-        for _, q in ipairs(persist) do out[#out + 1] = q end
-        for _, o in ipairs(rest) do out[#out + 1] = o end
-      else
-        for _, q in ipairs(lead) do out[#out + 1] = q end
-        for _, q in ipairs(persist) do out[#out + 1] = q end
-      end
-      for _, q in ipairs(clustered) do out[#out + 1] = q end
-      -- WG_PP=1: the two consumer warpgroups take alternate 64-row tiles, their K loops in turn, so one's epilogue runs
-      -- under the other's K loop (CUTLASS's ping-pong; the 64-row tiles with the fragment epilogue). Correct and slower
-      -- than every lead it was pinned over (H100, thirty-sixth session: 1.14-1.75x at 512 tokens, 1.2-2.2x against the
-      -- 128 x 256 cooperative tiles at 4096): the twin of every such candidate, offered after them
-      do
-        local n = #out
-        for i = 1, n do
-          local q = out[i]
-          if q.PERSIST == 1 and q.BM == 64 and (q.EPI_SMEM or 0) == 0 and (q.WG_K or 1) == 1 and (q.CLUSTER or 1) == 1 then
-            out[#out + 1] = atom.with(q, "WG_PP", 1)
-          end
-        end
-      end
-      -- DUAL_WIDE=1 (a dual kernel): its two weight tiles side by side in each stage, one wgmma of N = 2·BN a k16 step,
-      -- so the A tile is read from shared memory once instead of twice (a 64 x 64 dual step reads 8 KB a warpgroup
-      -- for 32 cycles of wgmma work at full rate: shared memory's 128 bytes a cycle). Written without a GPU run
-      -- (2026-12-03): every candidate's twin, offered after them.
-      if k.dual then
-        local n = #out
-        for i = 1, n do out[#out + 1] = atom.with(out[i], "DUAL_WIDE", 1) end
-        -- (atom.dual_wide_lead: the persistent 128 x 64 wide dual first)
-        if atom.dual_wide_lead(k, dev) then
-          atom.lead(out, { PERSIST = 1, BM = 128, BN = 64, WM = 8, WN = 1, EPI_SMEM = 5, DUAL_WIDE = 1 })
-        elseif atom.dual_waves(k, dev) and not atom.dual_persist(k, dev) then
-          -- (the lead's own wide twin first for the other duals of more than two waves: Qwen3's gate/up at 512
-          -- tokens, the non-persistent 64 x 64 tile, 12.5 -> 12.3 µs alone, 13.6 -> 13.3 in the layer, the layer
-          -- 68.9 -> 68.7; H200, twenty-fifth session, EMMY_KNOBS=k_linear_silu:DUAL_WIDE=1 ./emmy run … --bench)
-          atom.lead(out, atom.with(out[1], "DUAL_WIDE", 1))
-        end
-      end
+      cluster_twins(out, n, k)
+      producer_twins(out, n, k)
+      local persist, lead = persist_tiles(k, dev, out, n)
+      lead = kgroup_twins(k, dev, lead, persist)
+      out = order_tiles(k, dev, out, lead, persist)
+      pingpong_twins(out)
+      if k.dual then dual_wide_twins(out, k, dev) end
       return out
     end },
 
