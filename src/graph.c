@@ -268,7 +268,8 @@ uint64_t em_graph_hash(const em_graph *g) {
     int op = (int)nd->op;
     h = em_fnv1a(h, &op, sizeof op);
     const em_opspec *sp = em_op_spec(nd->op);
-    for (int a = 0; a < sp->nargs; a++) h = hash_arg(h, canon, &sp->args[a], &nd->args[a]);
+    for (int a = 0; a < sp->nargs; a++)
+      if (!sp->args[a].ext || nd->args[a].present) h = hash_arg(h, canon, &sp->args[a], &nd->args[a]);
   }
   h = em_fnv1a(h, &g->outputs.n, sizeof g->outputs.n);
   for (int i = 0; i < g->outputs.n; i++) h = hash_ref(h, canon, g->outputs.v[i]);

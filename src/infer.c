@@ -306,6 +306,25 @@ static em_status infer_pointwise(em_graph *g, em_op op, const em_arg *a, const e
   }
 }
 
+/* SDPA's seq_pos (an emmy extension, docs/formats.md): each query row's position within its sequence, the sequences
+ * packed end to end along L; with is_causal (and no attn_mask) row l attends to keys l - seq_pos[l] .. l. An integer
+ * [1 or the first batch dim, L] tensor; the keys are the queries' rows (S = L). */
+static em_status sdpa_seq_pos(const em_graph *g, const em_arg *a, const em_shape *q, const em_shape *k, char *err) {
+  const em_value *p = tv(g, a[8].tensor);
+  int r = q->rank;
+  if (!a[5].b || a[3].present) return em_fail(err, EM_EINPUT, "seq_pos needs is_causal=True and no attn_mask");
+  if (p->dtype != EM_I64 && p->dtype != EM_I32)
+    return em_fail(err, EM_EINPUT, "seq_pos must be an integer tensor, got %s", em_dtype_name(p->dtype));
+  int64_t one;
+  if (p->shape.rank != 2 || !em_dim_eq(&p->shape.d[1], &q->d[r - 2]) ||
+      !((em_dim_is_const(&p->shape.d[0], &one) && one == 1) || (r >= 3 && em_dim_eq(&p->shape.d[0], &q->d[0]))))
+    return em_fail(err, EM_EINPUT, "seq_pos %s must be [1 or the first batch dim, L] for query %s", FMT_SHAPE(&p->shape), FMT_SHAPE(q));
+  if (!em_dim_eq(&k->d[r - 2], &q->d[r - 2]))
+    return em_fail(err, EM_EINPUT, "seq_pos packs the queries' own keys: key length %s differs from the query's %s", FMT_DIM(&k->d[r - 2]),
+                   FMT_DIM(&q->d[r - 2]));
+  return EM_OK;
+}
+
 /* Reductions, softmax and attention: reduced dims, accumulation dtypes, SDPA's head and mask shapes.
  * Returns INFER_PASS for an op of another group. */
 static em_status infer_reductions(em_graph *g, em_op op, const em_arg *a, const em_value *s0, em_dtype *dt, em_shape *sh, char *err) {
@@ -373,6 +392,7 @@ static em_status infer_reductions(em_graph *g, em_op op, const em_arg *a, const 
         return em_fail(err, EM_EINPUT, "attn_mask must be bool or %s, got %s", em_dtype_name(s0->dtype), em_dtype_name(m->dtype));
       if (a[5].b) return em_fail(err, EM_EINPUT, "attn_mask and is_causal=True are exclusive");
     }
+    if (a[8].present && sdpa_seq_pos(g, a, q, &k->shape, err)) return EM_EINPUT;
     *sh = *q;
     sh->d[r - 1] = v->shape.d[r - 1];
     *dt = s0->dtype;

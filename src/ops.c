@@ -51,6 +51,8 @@ static void build_specs(void) {
         abort();
       }
       em_argspec *a = &sp->args[sp->nargs++];
+      size_t kl = strlen(kind);
+      if (kl > 1 && kind[kl - 1] == '+') a->ext = 1, kind[kl - 1] = 0;
       int found = 0;
       for (size_t k = 0; k < sizeof kinds / sizeof kinds[0]; k++)
         if (!strcmp(kinds[k].tok, kind)) {

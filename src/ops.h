@@ -38,7 +38,7 @@
   X(SOFTMAX, "aten._softmax.default", "T self, i dim, b half_to_float")                                      \
   X(SOFTMAX_INT, "aten.softmax.int", "T self, i dim, d? dtype=None")                                         \
   X(SDPA, "aten.scaled_dot_product_attention.default",                                                       \
-    "T query, T key, T value, T? attn_mask=None, f dropout_p=0.0, b is_causal=False, f? scale=None, b enable_gqa=False") \
+    "T query, T key, T value, T? attn_mask=None, f dropout_p=0.0, b is_causal=False, f? scale=None, b enable_gqa=False, T?+ seq_pos=None") \
   X(CAT, "aten.cat.default", "T[] tensors, i dim=0")                                                         \
   X(SLICE, "aten.slice.Tensor", "T self, i dim=0, i? start=None, i? end=None, i step=1")                     \
   X(SELECT, "aten.select.int", "T self, i dim, i index")                                                     \
@@ -81,12 +81,13 @@ typedef enum {
   EM_ARG_DTYPEOPT,  /* d? */
 } em_argkind;
 
-#define EM_MAX_ARGS 8
+#define EM_MAX_ARGS 9
 
 typedef struct {
   char name[24];
   em_argkind kind;
   int has_default;
+  int ext; /* an emmy extension of the aten schema (kind token ending in "+"): not in the structural hash while absent */
   char def[16]; /* default as written in the schema ("None", "False", "1", "[]", "-1", "0.0") */
 } em_argspec;
 

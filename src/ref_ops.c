@@ -663,7 +663,7 @@ static em_status op_linear(rctx *c, const em_node *nd, em_dtype odt, em_tensor *
 /* ---- attention --------------------------------------------------------------------------------------- */
 
 typedef struct {
-  const em_tensor *q, *k, *v, *mask;
+  const em_tensor *q, *k, *v, *mask, *pos; /* pos: seq_pos (row l sees keys l - pos[b, l] .. l), or NULL */
   em_tensor *o;
   int64_t L, S, E, Ev;
   int nbd;                   /* batch dims (rank - 2) */
@@ -709,9 +709,12 @@ static void sdpa_part(void *p, int64_t lo, int64_t hi) {
     em_gemm_nt(L, S, E, Q, E, Kd, E, P, S, 1);
     for (int64_t i = 0; i < L; i++) {
       double *row = P + i * S, mx = -INFINITY, sum = 0;
+      /* seq_pos: the row's position in its sequence ([1 or B, L]: the first batch index where it has one) */
+      const int64_t lstart = j->pos ? (int64_t)em_t_get(j->pos, (j->pos->shape[0] > 1 ? idx[0] : 0) * L + i) : 0;
       for (int64_t s = 0; s < S; s++) {
         double x = row[s] * j->scale;
         if (j->causal && s > i) x = -INFINITY;
+        if (j->pos && s < i - lstart) x = -INFINITY;
         if (j->mask) {
           double m = em_t_get(j->mask, mbase + i * j->mst[j->nbd] + s * j->mst[j->nbd + 1]);
           if (j->mask->dtype == EM_BOOL) x = m != 0 ? x : -INFINITY;
@@ -746,6 +749,7 @@ static em_status op_sdpa(rctx *c, const em_node *nd, em_dtype odt, em_tensor **o
   j.k = c->vals[a[1].tensor];
   j.v = c->vals[a[2].tensor];
   j.mask = a[3].present ? c->vals[a[3].tensor] : NULL;
+  j.pos = a[8].present ? c->vals[a[8].tensor] : NULL;
   int r = j.q->rank;
   if (r < 2 || j.k->rank != r || j.v->rank != r)
     return em_fail(err, EM_EINPUT, "query %s, key %s and value %s must have the same rank >= 2", SHAPE(j.q), SHAPE(j.k),
@@ -788,6 +792,9 @@ static em_status op_sdpa(rctx *c, const em_node *nd, em_dtype odt, em_tensor **o
   }
   j.scale = a[6].present ? a[6].f : 1.0 / sqrt((double)j.E);
   j.causal = a[5].b;
+  if (j.pos && (!j.causal || j.mask || j.S != j.L || j.pos->rank != 2 || j.pos->shape[1] != j.L ||
+                (j.pos->shape[0] != 1 && (j.nbd < 1 || j.pos->shape[0] != j.qshape[0]))))
+    return em_fail(err, EM_EINPUT, "seq_pos %s: [1 or the first batch dim, L] with is_causal, no attn_mask and S = L", SHAPE(j.pos));
   int64_t oshape[R];
   memcpy(oshape, j.q->shape, sizeof oshape);
   oshape[r - 1] = j.Ev;

@@ -91,6 +91,49 @@ test("a padded batch's attention mask: causal, and row b's last floor(b*S/2B) ke
   check(c3 == 2 and e3:find("--pad-rows is a check", 1, true), e3)
 end)
 
+test("sdpa's seq_pos (sequences packed end to end, causal in each) equals the packed block-diagonal mask; misuse refused", function()
+  local ir = require "emmy.ir"
+  local lens, T = { 3, 1, 5, 2 }, 11
+  local function graph(varlen)
+    local g = ir.new("packed")
+    local function inp(name, dt, shape) return assert(g:input(name, dt, shape)) end
+    local a = { query = inp("q", "f32", { 1, 4, T, 8 }), key = inp("k", "f32", { 1, 2, T, 8 }), value = inp("v", "f32", { 1, 2, T, 8 }),
+      enable_gqa = true }
+    if varlen then a.seq_pos, a.is_causal = inp("pos", "i64", { 1, T }), true else a.attn_mask = inp("m", "bool", { 1, 1, T, T }) end
+    assert(g:output(assert(g:node("aten.scaled_dot_product_attention.default", a, { name = "o" }))))
+    return g
+  end
+  local ins = {}
+  for _, x in ipairs { { "q", { 1, 4, T, 8 } }, { "k", { 1, 2, T, 8 } }, { "v", { 1, 2, T, 8 } } } do
+    ins[x[1]] = ref.random("f32", x[2], { seed = #x[1] + 7 })
+  end
+  ins.pos = ref.tensor("i64", { 1, T })
+  local k = 0
+  for _, n in ipairs(lens) do for j = 1, n do k = k + 1; ins.pos:set(k, j - 1) end end
+  ins.m = ref.packed_mask(lens)
+  local a = assert(ref.run(graph(true), ins, {})).o
+  local b = assert(ref.run(graph(false), ins, {})).o
+  local ta, tb = a:to_table(), b:to_table()
+  eq(#ta, 4 * T * 8, "the output's size")
+  local worst = 0
+  for i = 1, #ta do worst = math.max(worst, math.abs(ta[i] - tb[i])) end
+  check(worst < 1e-12, "seq_pos against the mask: max abs difference " .. worst)
+  -- refused: without is_causal, with an attn_mask too, of the wrong shape or dtype
+  local g = ir.new("bad")
+  local q = assert(g:input("q", "f32", { 1, 2, 5, 4 }))
+  local p5, pf = assert(g:input("p", "i64", { 1, 5 })), assert(g:input("pf", "f32", { 1, 5 }))
+  local p6 = assert(g:input("p6", "i64", { 1, 6 }))
+  local function bad(extra, want)
+    local args = { query = q, key = q, value = q, seq_pos = p5, is_causal = true }
+    for kk, v in pairs(extra) do args[kk] = v end
+    local ok, e = g:node("aten.scaled_dot_product_attention.default", args)
+    check(not ok and tostring(e):find(want, 1, true), want .. ": " .. tostring(e))
+  end
+  bad({ is_causal = false }, "seq_pos needs is_causal=True")
+  bad({ seq_pos = pf }, "seq_pos must be an integer tensor")
+  bad({ seq_pos = p6 }, "must be [1 or the first batch dim, L]")
+end)
+
 test("qwen3 0.6B layer at seq_len 512 runs in seconds", function()
   local g = graphs.qwen3_layer()
   local bind = { seq_len = 512 }
