@@ -84,6 +84,10 @@ static int fl_facts(ectx *c, fl_t *f) {
     ex_fail(c, "FLASH=1 needs bf16/f16, got %s", em_dtype_name(f->dt));
     return 0;
   }
+  if (f->an->args[8].present) {
+    ex_fail(c, "FLASH=1 takes no seq_pos (sequences packed end to end): FLASH=2 or the scalar tier");
+    return 0;
+  }
   /* KVSPLIT=2: twice the warps, the two halves of each query row group taking alternate K/V tiles, their
    * softmax states merged through shared memory at the end (more warps per SM at short lengths) */
   f->P = EX_KNOB(c, KVSPLIT);
@@ -504,6 +508,18 @@ static void k_flash(ectx *c, em_launch *L) {
   fl_epilogue(c, &f);
 }
 
+int ex_sdpa_row_start(ectx *c, const em_node *an, const char *var, const char *x0, const char *row, const char *live) {
+  if (!an->args[8].present) return 0;
+  int p = an->args[8].tensor, mark = c->memo.n;
+  int64_t one;
+  ivec pi = {2};
+  pi.e[0] = em_dim_is_const(&ex_S(c, p)->d[0], &one) && one == 1 ? "0LL" : x0;
+  pi.e[1] = ex_A(c, "(%s ? %s : 0LL)", live, row); /* (a row past the end reads row 0: no load out of bounds) */
+  ex_line(c, "const long long %s = %s ? %s - (long long)%s : 0LL;", var, live, row, ex_val(c, p, &pi));
+  c->memo.n = mark;
+  return 1;
+}
+
 /* Scalar attention: a block of QROWS query rows of one (batch, head); each thread keeps its query row and an
  * f32 accumulator in registers and runs an online softmax over the keys. KV_TILE > 0 stages KV_TILE keys and
  * values in shared memory, loaded by the whole block; causal blocks stop at their last row's diagonal. */
@@ -567,6 +583,8 @@ void ex_k_attention(ectx *c, em_launch *L) {
   ex_line(c, "for (int e = 0; e < %lld; e++) acc[e] = 0.0f;", (long long)Ev);
   ex_line(c, "float em_m = -INFINITY, em_l = 0.0f;");
   ex_line(c, "const long long send = %s;", causal ? "(l + 1 < S ? l + 1 : S)" : "S");
+  /* seq_pos: the row's keys start at its sequence's first row */
+  int varlen = ex_sdpa_row_start(c, an, "em_ls", r > 2 ? "x0" : "0LL", "l", "live");
   ivec kk, vv;
   kv_index(c, &oi, qs, ks, vs, os, gqa, &kk, &vv);
   const char *kval = "0", *vval = "0";
@@ -598,10 +616,11 @@ void ex_k_attention(ectx *c, em_launch *L) {
     c->indent++;
     ex_line(c, "const long long s = s0 + ss;");
     ex_line(c, "if (s >= send) break;");
+    if (varlen) ex_line(c, "if (s < em_ls) continue;");
     kval = "Ks[ss][e]";
     vval = "Vs[ss][e]";
   } else {
-    ex_line(c, "for (long long s = 0; live && s < send; s++) {");
+    ex_line(c, "for (long long s = %s; live && s < send; s++) {", varlen ? "em_ls" : "0");
     c->indent++;
   }
   ex_line(c, "float sc = 0.0f;");

@@ -193,12 +193,13 @@ static void fa_producer(ectx *c, const fa_t *f) {
   fa_stamp(c, f, "{ const unsigned em_n = em_clock(); em_pw += em_n - em_c; em_c = em_n; }");
   ex_line(c, "const unsigned kb = em_sb + %lldu + (unsigned)st * %lldu;", fa_qbytes(f), 2 * kvb);
   ex_line(c, "em_mbar_expect(&em_fk[st], %lldu);", kvb);
+  const char *kt = f->pos >= 0 ? "(it + em_klo)" : "it"; /* (seq_pos: the key tile of ring use it) */
   for (int j = 0; j < nd; j++)
-    ex_line(c, "em_tma_2d(kb + %lldu, &tm1, kcol + %d, krow + it * %d, &em_fk[st]);", (long long)j * f->BKV * 128, 64 * j, f->BKV);
+    ex_line(c, "em_tma_2d(kb + %lldu, &tm1, kcol + %d, krow + %s * %d, &em_fk[st]);", (long long)j * f->BKV * 128, 64 * j, kt, f->BKV);
   ex_line(c, "em_mbar_expect(&em_fv[st], %lldu);", kvb);
   for (int j = 0; j < nd; j++)
-    ex_line(c, "em_tma_2d(kb + %lldu, &tm2, vcol + %d, vrow + it * %d, &em_fv[st]);", kvb + (long long)j * f->BKV * 128, 64 * j,
-            f->BKV);
+    ex_line(c, "em_tma_2d(kb + %lldu, &tm2, vcol + %d, vrow + %s * %d, &em_fv[st]);", kvb + (long long)j * f->BKV * 128, 64 * j,
+            kt, f->BKV);
   fa_stamp(c, f, "em_pi += em_clock() - em_c; em_pn++;");
   if (f->persist) {
     ex_line(c, "if (it == em_qa) {");
@@ -278,6 +279,17 @@ static double fa_mask(ectx *c, const fa_t *f, const char *sc) {
     c->indent -= 2;
     ex_line(c, "  }");
     sl = 1.0;
+  }
+  /* seq_pos: keys before a row's own sequence start, on the tiles that hold any (starts grow with the row: lr1's is
+   * the later) */
+  if (f->pos >= 0) {
+    ex_line(c, "if (s0 < em_ls1) {");
+    ex_line(c, "  #pragma unroll");
+    ex_line(c, "  for (int j = 0; j < %d; j++)", nj);
+    ex_line(c, "    #pragma unroll");
+    ex_line(c, "    for (int qd = 0; qd < 4; qd++)");
+    ex_line(c, "      if (s0 + j * 8 + (lane & 3) * 2 + (qd & 1) < (qd < 2 ? em_ls0 : em_ls1)) %s[j][qd] = -INFINITY;", sc);
+    ex_line(c, "}");
   }
   /* the tiles with keys past the end or (causal) after this warpgroup's first row */
   if (f->causal) ex_line(c, "if (s0 + %d > S || s0 + %d > ql0) {", f->BKV, f->BKV - 1);
@@ -500,7 +512,7 @@ static void fa_step(ectx *c, const fa_t *f, const char *u, const char *p, const 
   c->indent++;
   fa_stage(c, f, "", u);
   fa_stage(c, f, "n", ex_A(c, "%s + %d", u, f->P));
-  ex_line(c, "const long long s0 = (long long)(%s + %d) * %d;", u, f->P, f->BKV);
+  ex_line(c, "const long long s0 = (long long)(%s + %d%s) * %d;", u, f->P, f->pos >= 0 ? " + em_klo" : "", f->BKV);
   ex_line(c, "float sn[%d][4];", nj);
   fa_stamp(c, f, "unsigned em_c = em_clock();");
   ex_line(c, "em_mbar_wait(&em_fk[stn], phn);");
@@ -675,8 +687,13 @@ static void fa_consumers(ectx *c, const fa_t *f) {
   for (int i = 0; i < f->r - 2; i++) ex_line(c, "const long long x%d = %s;", i, bi.e[i]);
   ex_line(c, "const long long ql0 = %s;", fa_row0(c, f, "wq"));
   ex_line(c, "const long long lr0 = ql0 + (wid & 3) * 16 + (lane >> 2), lr1 = lr0 + 8;");
-  if (f->causal) ex_line(c, "const int ntw = (int)(((ql0 + 64 < S ? ql0 + 64 : S) + %d) / %d);", f->BKV - 1, f->BKV);
+  if (f->causal) ex_line(c, "const int ntw = (int)(((ql0 + 64 < S ? ql0 + 64 : S) + %d) / %d)%s;", f->BKV - 1, f->BKV, f->pos >= 0 ? " - em_klo" : "");
   else ex_line(c, "const int ntw = nt;");
+  if (f->pos >= 0) { /* the thread's two rows' first keys (their sequences' starts) */
+    const em_node *an = &c->g->nodes.v[ex_V(c, f->a)->node];
+    ex_sdpa_row_start(c, an, "em_ls0", f->r > 2 ? "x0" : "0LL", "lr0", "lr0 < Lq");
+    ex_sdpa_row_start(c, an, "em_ls1", f->r > 2 ? "x0" : "0LL", "lr1", "lr1 < Lq");
+  }
   ex_line(c, "float o[%d][4];", (int)(f->D / 8));
   ex_line(c, "#pragma unroll");
   ex_line(c, "for (int j = 0; j < %d; j++) o[j][0] = o[j][1] = o[j][2] = o[j][3] = 0.0f;", (int)(f->D / 8));
@@ -689,7 +706,7 @@ static void fa_consumers(ectx *c, const fa_t *f) {
   if (fa_mask_range(c, f)) fa_mask_range_open(c, f);
   ex_line(c, "if (kp < ntw) {");
   c->indent++;
-  ex_line(c, "const long long s0 = (long long)kp * %d;", f->BKV);
+  ex_line(c, "const long long s0 = (long long)%s * %d;", f->pos >= 0 ? "(kp + em_klo)" : "kp", f->BKV);
   fa_stage(c, f, "", "kp");
   ex_line(c, "float sc[%d][4];", nj);
   ex_line(c, "em_mbar_wait(&em_fk[st], ph);");
@@ -792,6 +809,7 @@ static int fa_facts(ectx *c, fa_t *f) {
   f->dt = ex_V(c, f->a)->dtype;
   f->causal = an->args[5].b;
   f->gqa = an->args[7].b;
+  f->pos = an->args[8].present ? an->args[8].tensor : -1;
   int BQ = EX_KNOB(c, BQ);
   f->BKV = EX_KNOB(c, BKV);
   f->ST = EX_KNOB(c, KVST);
@@ -814,6 +832,10 @@ static int fa_facts(ectx *c, fa_t *f) {
   if (f->osmem >= 3 && !f->persist) {
     ex_fail(c, "OSMEM=3 and 4 (O staged in a buffer of its own or over the last K/V stage, so that Q is free after the "
                "last QK^T) need APERSIST=1");
+    return 0;
+  }
+  if (f->pos >= 0 && (f->P != 1 || f->persist || f->pack)) {
+    ex_fail(c, "FLASH=2 with seq_pos (sequences packed end to end) needs KVSPLIT=1, APERSIST=0 and QPACK=0");
     return 0;
   }
   if (f->persist && (f->P != 1 || f->pack || (f->minb != 1 && f->NWG != 1))) {
@@ -896,6 +918,18 @@ static const char *fa_nbh_c(ectx *c, const fa_t *f) {
   return e;
 }
 
+/* seq_pos: the CTA's first key tile em_klo, that of its first query row's sequence start (starts do not decrease along
+ * the rows; QPACK=0, so slice 0's first row q0 is the CTA's first). The ring's uses, the producer's tiles and the
+ * consumers' count from it. Returns 0 (nothing emitted) without seq_pos. */
+static int fa_klo(ectx *c, const fa_t *f) {
+  if (f->pos < 0) return 0;
+  ivec bi = ex_unravel(c, fa_bh(c, f, "0"), &f->bat);
+  const em_node *an = &c->g->nodes.v[ex_V(c, f->a)->node];
+  ex_sdpa_row_start(c, an, "em_q0s", f->r > 2 ? bi.e[0] : "0LL", "q0", "q0 < Lq");
+  ex_line(c, "const int em_klo = (int)(em_q0s / %d);", f->BKV);
+  return 1;
+}
+
 void ex_k_flash_wgmma(ectx *c, em_launch *L) {
   fa_t f;
   if (!fa_facts(c, &f)) return;
@@ -949,7 +983,10 @@ void ex_k_flash_wgmma(ectx *c, em_launch *L) {
   }
   if (!f.persist) {
     ex_line(c, "const long long send = %s;", f.causal ? ex_A(c, "(q0 + %d < S ? q0 + %d : S)", BQ, BQ) : "S");
-    ex_line(c, "const int nt = (int)((send + %d) / %d);", f.BKV - 1, f.BKV);
+    if (fa_klo(c, &f))
+      ex_line(c, "const int nt = (int)((send + %d) / %d) - em_klo; /* (seq_pos: the CTA's tiles from em_klo) */", f.BKV - 1, f.BKV);
+    else
+      ex_line(c, "const int nt = (int)((send + %d) / %d);", f.BKV - 1, f.BKV);
   }
   ex_line(c, "auto em_ex2 = [](float x) -> float {"); /* exp2 on the MUFU (ex2.approx.ftz: -inf gives 0) */
   ex_line(c, "  float y;");

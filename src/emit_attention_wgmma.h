@@ -14,6 +14,8 @@ typedef struct {
   int NWG, BKV, ST, pack, minb;  /* consumer warpgroups, keys a tile, ring depth, QPACK, MINB */
   int P, NQ;                     /* KVSPLIT (warpgroups splitting one row slice's tiles), Q slices (NWG / P) */
   int causal, gqa;
+  int pos;                       /* seq_pos (sequences packed end to end: each CTA's keys from its first row's
+                                  * sequence start, tile em_klo; rows masked before their own start), or -1 */
   int pp;                        /* PINGPONG: the two Q slices' warpgroups take turns issuing a tile's wgmma */
   int persist;                   /* APERSIST: CTAs loop over (query tile, head) items, the ring's uses counted on */
   int osmem;                     /* OSMEM: 0 from the registers, 1 and 2 staged over Q, 3 in a buffer of its own, 4 over

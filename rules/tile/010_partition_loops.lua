@@ -663,6 +663,15 @@ return {
         for i = 1, n do if (out[i].OSMEM or 0) >= 2 then out[#out + 1] = atom.with(out[i], "OTMA", 1) end end
       end
       flash_wgmma_lead(out, k, dev, bqs)
+      -- seq_pos (sequences packed end to end, emmy serve --varlen): each CTA's keys from its first row's sequence
+      -- start, which the split, persistent and packed schedules do not track (the emitter refuses them)
+      if k.varlen then
+        local keep = {}
+        for _, o in ipairs(out) do
+          if o.KVSPLIT == 1 and (o.APERSIST or 0) == 0 and (o.QPACK or 0) == 0 then keep[#keep + 1] = o end
+        end
+        out = keep
+      end
       return out
     end },
 
@@ -678,6 +687,7 @@ return {
     knobs = { FLASH = 0, BQ = 64, BKV = 32, KVST = 1, KVSPLIT = 1, MINB = 1, QSMEM = 0 },
     gate = function(k, dev)
       if not atom.is_half(k.dtype) then return false, ("dtype %s (mma.sync needs bf16/f16)"):format(k.dtype) end
+      if k.varlen then return false, "seq_pos (sequences packed end to end): FLASH=2 or the scalar tier take it" end
       if not k.E or k.E ~= k.Ev or k.E % 16 ~= 0 or k.E > 256 then
         return false, ("head dims %s/%s must be equal multiples of 16 up to 256"):format(tostring(k.E), tostring(k.Ev))
       end

@@ -148,7 +148,7 @@ local function contraction_facts(f, g, k, nodes, bind, a)
   f.flops = 2 * f.M * f.K * math.max(f.N, width)
 end
 
--- An attention's facts: E, Ev, L, S, heads, kv_heads, causal, gqa, masked, kv_rows, qkv_rows, batch.
+-- An attention's facts: E, Ev, L, S, heads, kv_heads, causal, gqa, masked, varlen, kv_rows, qkv_rows, batch.
 local function attention_facts(f, g, k, nodes, bind)
   local x = args_of(nodes[k.anchor])
   local q, kk, v = g:value(x.query), g:value(x.key), g:value(x.value)
@@ -162,6 +162,7 @@ local function attention_facts(f, g, k, nodes, bind)
   f.causal = x.is_causal == true
   f.gqa = x.enable_gqa == true
   f.masked = type(x.attn_mask) == "string"
+  f.varlen = type(x.seq_pos) == "string" -- (sequences packed end to end: emmy serve --varlen)
   -- keys and values whose rows a copy engine can move: view ops only (no computed values) down to a kernel
   -- input with 16-byte rows; the emitter checks the strides exactly (emit.c: ex_strided)
   local strided = require("emmy.opclass").STRIDED_VIEW

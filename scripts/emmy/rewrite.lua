@@ -41,7 +41,9 @@ function B:map_args(args)
   return out
 end
 
-function M.rebuild(g, fn)
+-- opts.drop_inputs: {name = true} of inputs left out (no node of the rebuilt graph may read them).
+function M.rebuild(g, fn, opts)
+  local drop = opts and opts.drop_inputs or {}
   local ng = ir.new(g:name())
   for k, v in pairs(g:meta()) do ng:meta(k, v) end
   for _, s in ipairs(g:symbols()) do
@@ -49,8 +51,10 @@ function M.rebuild(g, fn)
   end
   local b = setmetatable({ g = ng, map = {} }, B)
   for _, v in ipairs(g:inputs()) do
-    assert(ng:input(v.name, v.dtype, v.shape, { kind = v.kind, weight = v.weight }))
-    b.map[v.name] = v.name
+    if not drop[v.name] then
+      assert(ng:input(v.name, v.dtype, v.shape, { kind = v.kind, weight = v.weight }))
+      b.map[v.name] = v.name
+    end
   end
   for _, n in ipairs(g:nodes()) do
     local a = {}

@@ -89,7 +89,24 @@ local function packed_graph(model, opts)
   local frontend = require "emmy.frontend"
   local maxpos = frontend.model(model).cfg.max_position_embeddings or 512
   local r = frontend.load(model, { dynamic = DYN, seed = opts.seed, hint = { ("seq_len=%d"):format(math.min(512, maxpos)) } })
+  if opts.varlen then r.graph = M.varlen_graph(r.graph) end
   return r, r.graph, maxpos
+end
+
+-- --varlen: the packed graph with each attention's block-diagonal causal mask (the input attention_mask) replaced by
+-- the sequences' positions (SDPA's seq_pos = position_ids, is_causal): the same attention — positions restart at
+-- each packed sequence — with no T x T mask to build, upload or read (docs/formats.md). Errors where something
+-- else reads the mask.
+function M.varlen_graph(g)
+  return require("emmy.rewrite").rebuild(g, function(n, b, a)
+    if n.op == "aten.scaled_dot_product_attention.default" and a.attn_mask == "attention_mask" then
+      a.attn_mask, a.is_causal, a.seq_pos = nil, true, "position_ids"
+      return b:op(n.op, a, n.name)
+    end
+    for _, kv in ipairs(n.args) do
+      if kv[2] == "attention_mask" then error(("--varlen: %s (%s) reads attention_mask"):format(n.name, n.op), 0) end
+    end
+  end, { drop_inputs = { attention_mask = true } })
 end
 
 -- The packed inputs of seqs (arrays of token ids): input_ids, position_ids, attention_mask (the block-diagonal causal
@@ -150,7 +167,7 @@ local function cpu_embedder(model, opts)
     hidden = H, vocab = r.model.cfg.vocab_size, max_len = maxpos, max_tokens = maxpos, model_dir = r.model.dir,
     -- the L2-normalized last-token embeddings of seqs (arrays of token ids) in one run, as Lua arrays
     embed_batch = function(seqs)
-      local ins, T, last = pack(seqs)
+      local ins, T, last = pack(seqs, nil, opts.varlen)
       for k, t in pairs(fixed) do ins[k] = t end
       local outs, e2 = ref.run(g, ins, { bind = { seq_len = T } })
       if not outs then return nil, e2 end
@@ -195,10 +212,12 @@ local function staged_batches(cu, bufs, n, g)
       if not ok then return nil, e2 end
       off = off + nb
     end
-    local nm, em = slot.input:mask(off, lens)
-    if not nm then return nil, em end
-    local okm, em2 = bufs.attention_mask:write_async(slot.input, off, nm)
-    if not okm then return nil, em2 end
+    if bufs.attention_mask then
+      local nm, em = slot.input:mask(off, lens)
+      if not nm then return nil, em end
+      local okm, em2 = bufs.attention_mask:write_async(slot.input, off, nm)
+      if not okm then return nil, em2 end
+    end
     g.stats.pack_s, g.stats.upload_s = g.stats.pack_s + (tu - tp), g.stats.upload_s + (sys.clock() - tu)
     local ok0, e0 = slot.ev0:record()
     if not ok0 then return nil, e0 end
@@ -263,7 +282,9 @@ local function gpu_embedder(model, opts)
     for _, v in ipairs(p.kernel.repro:inputs()) do gpu.buffer(cu, bufs, p.kernel.repro, v.name, longest) end
     for _, o in ipairs(p.kernel.repro:outputs()) do gpu.buffer(cu, bufs, p.kernel.repro, o, longest) end
   end
-  for _, name in ipairs { "input_ids", "position_ids", "attention_mask" } do gpu.buffer(cu, bufs, g, name, longest) end
+  for _, name in ipairs { "input_ids", "position_ids", "attention_mask" } do
+    if g:value(name) then gpu.buffer(cu, bufs, g, name, longest) end -- (--varlen: no attention_mask)
+  end
   if opts.log then opts.log(("weights on the GPU in %.1f s (%s)"):format(sys.clock() - t0, g:meta("weights") or "?")) end
   local out_name, H = g:outputs()[1], r.model.cfg.hidden_size
   local function launch_all(bind)
@@ -311,8 +332,10 @@ local function gpu_embedder(model, opts)
         local ok2, e2 = bufs[name]:upload(t)
         if not ok2 then return nil, e2 end
       end
-      local okm, em = bufs.attention_mask:upload_mask(lens)
-      if not okm then return nil, em end
+      if bufs.attention_mask then
+        local okm, em = bufs.attention_mask:upload_mask(lens)
+        if not okm then return nil, em end
+      end
       stats.pack_s, stats.upload_s = stats.pack_s + (tu - tp), stats.upload_s + (sys.clock() - tu)
       local ok0, e0 = ev0:record()
       if not ok0 then return nil, e0 end

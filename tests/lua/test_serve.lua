@@ -228,6 +228,32 @@ test("a batch packs sequences end to end: each embedding equals its sequence's a
   check(dot > 0.999, "cosine with the pooled graph's embedding: " .. dot)
 end)
 
+test("--varlen: the packed graph's attention takes the positions (seq_pos) instead of the mask; the same embeddings", function()
+  local v = assert(serve.open(model_dir(), { device = "cpu", max_len = 16, varlen = true }))
+  local seqs = { { 5, 6, 7, 8 }, { 9 }, { 10, 11, 12 }, { 13, 14, 15, 16, 17, 18 } }
+  local want = server().emb.embed_batch(seqs)
+  local got = assert(v.emb.embed_batch(seqs))
+  for i = 1, #seqs do
+    for k = 1, 64 do
+      check(math.abs(got[i][k] - want[i][k]) < 1e-6, ("sequence %d, element %d: %g with seq_pos, %g with the mask"):format(i, k, got[i][k], want[i][k]))
+    end
+  end
+  -- the graph: no attention_mask input, every attention reads position_ids as seq_pos, causal
+  local g = serve.varlen_graph(require("emmy.frontend").load(model_dir(), { dynamic = { "seq_len@input_ids:1",
+    "seq_len@attention_mask:2", "seq_len@attention_mask:3", "seq_len@position_ids:1" }, hint = { "seq_len=16" } }).graph)
+  check(not g:value("attention_mask"), "attention_mask dropped")
+  local n = 0
+  for _, nd in ipairs(g:nodes()) do
+    if nd.op == "aten.scaled_dot_product_attention.default" then
+      local a = {}
+      for _, kv in ipairs(nd.args) do a[kv[1]] = kv[2] end
+      check(a.seq_pos == "position_ids" and a.is_causal == true and a.attn_mask == nil, "the attention's args")
+      n = n + 1
+    end
+  end
+  check(n >= 1, "an attention")
+end)
+
 test("a step packs the waiting requests' sequences into one run; a bad request is answered alone", function()
   local srv = server()
   local runs = srv.metrics.runs
@@ -301,17 +327,17 @@ test("--bench --soak: well-formed requests all answered, malformed ones 4xx, the
   check(c ~= 0 and c ~= true, "--malformed 1.5: exit status " .. tostring(c))
 end)
 
-test("--device gpu on the mock driver: the loop that overlaps the host with the runs answers every request (--inflight 1, 2, 3)", function()
+test("--device gpu on the mock driver: the loop that overlaps the host with the runs answers every request (--inflight 1, 2, 3; --varlen)", function()
   local d = tmpdir()
   local so = mock_driver(d)
   -- (the mock's kernels do nothing; EMMY_MOCK_FILL keeps the embeddings finite, which the server checks)
   local env = ("EMMY_LIBCUDA=%s EMMY_MOCK_ANY_KERNEL=1 EMMY_MOCK_SMS=132 EMMY_LIBCUPTI=/nonexistent EMMY_MOCK_FILL=0x3c EMMY_CUBIN_CACHE=%s")
     :format(shell_quote(so), shell_quote(d .. "/cubins"))
-  for _, ci in ipairs { { 4, 1 }, { 1, 1 }, { 4, 2 }, { 1, 2 }, { 8, 3 } } do -- (concurrency, --inflight)
+  for _, ci in ipairs { { 4, 1 }, { 1, 1 }, { 4, 2 }, { 1, 2 }, { 8, 3 }, { 4, 2, "--varlen" }, { 4, 1, "--varlen" } } do -- (concurrency, --inflight)
     local c, inf = ci[1], ci[2]
-    local js = ("%s/b%d_%d.json"):format(d, c, inf)
+    local js = ("%s/b%d_%d%s.json"):format(d, c, inf, ci[3] and "v" or "")
     local rc = os.execute(("%s %s serve %s --device gpu --bench --num-prompts 40 --random-input-len 20 --random-range-ratio 0.5 "
-      .. "--max-concurrency %d --inflight %d --json %s > %s/log 2>&1"):format(env, BIN, model_dir(), c, inf, js, d))
+      .. "--max-concurrency %d --inflight %d %s --json %s > %s/log 2>&1"):format(env, BIN, model_dir(), c, inf, ci[3] or "", js, d))
     local r = cjson.decode(io.open(js):read("*a"))
     check((rc == 0 or rc == true) and r.successful == 40 and r.failed == 0, ("concurrency %d, inflight %d: %s"):format(c, inf, cjson.encode(r)))
     check(r.device_s and r.host_s and r.host_s.pack, "the server's account: " .. cjson.encode(r))

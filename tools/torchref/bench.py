@@ -42,6 +42,9 @@ def build(g, env, device):
         values[i["name"]] = fxg.placeholder("in_%d" % len(names))
         names.append(i["name"])
     for node in g["nodes"]:
+        node, seq_pos = replay.seq_pos_node(node)  # (emmy's seq_pos: the mask it stands for, made in the graph)
+        if seq_pos is not None:
+            values[node["name"] + ".seq_pos_mask"] = fxg.call_function(replay.seq_pos_mask, (values[seq_pos],))
         fn, schema, _fallback = replay.resolve_op(node["op"])
         pos, kw = replay.call_args(node, schema, values, env, device)
         values[node["name"]] = fxg.call_function(fn, tuple(pos), kw)

@@ -323,6 +323,28 @@ def sdpa_fallback(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=Fa
     return torch.matmul(probs, v).to(query.dtype)
 
 
+def seq_pos_mask(p):
+    """emmy's SDPA seq_pos (src/ops.h: sequences packed end to end along L, causal in each) as the boolean mask ATen
+    takes, [B or 1, 1, L, L]: query row l keeps keys l - p[.., l] .. l."""
+    L = p.shape[-1]
+    rows = torch.arange(L, device=p.device)
+    start = rows - p.to(torch.long)
+    keys = rows.view(1, 1, L)
+    return ((keys <= rows.view(1, L, 1)) & (keys >= start.unsqueeze(-1))).unsqueeze(1)
+
+
+def seq_pos_node(node):
+    """An SDPA node with emmy's seq_pos as the same node reading attn_mask <node>.seq_pos_mask instead (which the
+    caller makes with seq_pos_mask), and the seq_pos value's name; (node, None) for any other node."""
+    a = node["args"] if isinstance(node["args"], dict) else {}
+    if node["op"] != "aten.scaled_dot_product_attention.default" or "seq_pos" not in a:
+        return node, None
+    b = dict(a)
+    p = b.pop("seq_pos")
+    b["attn_mask"], b["is_causal"] = node["name"] + ".seq_pos_mask", False
+    return dict(node, args=b), p
+
+
 # Ops that a torch build may lack, with schemas written from ATen's (src/ops.h names the same arguments).
 FALLBACKS = {
     "aten.scaled_dot_product_attention.default": (sdpa_fallback, [
@@ -550,6 +572,9 @@ def replay(g, inputs_dir, out_dir, env, device, write_all, verbose):
         name, opname = node["name"], node["op"]
         where = "node '%s' (%s)" % (name, opname)
         try:
+            node, seq_pos = seq_pos_node(node)
+            if seq_pos is not None:
+                values[name + ".seq_pos_mask"] = seq_pos_mask(values[seq_pos])
             fn, schema, fallback = resolve_op(opname)
             pos, kw = call_args(node, schema, values, env, device)
             want_shape = eval_shape(node["shape"], env, "shape")

@@ -193,6 +193,24 @@ def test_sdpa():
     for dev in devices():
         check_ok("sdpa bool mask f32 %s" % dev, run(g, {"q": q, "k": k, "v": v, "m": m}, "--device", dev),
                  {"o": want}, rtol=1e-4, atol=1e-5, dtype=np.float32)
+    # emmy's seq_pos: sequences of 3, 1, 4 rows packed end to end, causal in each (the mask it stands for).
+    lens, T = [3, 1, 4], 8
+    pos = np.concatenate([np.arange(n) for n in lens]).reshape(1, T).astype(np.int64)
+    keep = np.zeros((T, T), dtype=bool)
+    o0 = 0
+    for n in lens:
+        for i in range(n):
+            keep[o0 + i, o0:o0 + i + 1] = True
+        o0 += n
+    qp, kp, vp = randn(1, 2, T, E), randn(1, 2, T, E), randn(1, 2, T, E)
+    gp = graph("sdpa_seq_pos", [inp("q", "f32", [1, 2, T, E]), inp("k", "f32", [1, 2, T, E]),
+                                inp("v", "f32", [1, 2, T, E]), inp("p", "i64", [1, T])],
+               [node("o", op, {"query": "q", "key": "k", "value": "v", "is_causal": True, "seq_pos": "p"},
+                     "f32", [1, 2, T, E])], ["o"])
+    want = sdpa_ref(qp, kp, vp, mask=keep)
+    for dev in devices():
+        check_ok("sdpa seq_pos f32 %s" % dev, run(gp, {"q": qp, "k": kp, "v": vp, "p": pos}, "--device", dev),
+                 {"o": want}, rtol=1e-4, atol=1e-5, dtype=np.float32)
     # An additive float mask.
     am = randn(L, S)
     g["inputs"][3] = inp("m", "f32", [L, S])
