@@ -2,7 +2,8 @@
 -- Each input's stream is derived from (seed, input name), so a weight gets the same values in every graph
 -- that names it. Floats: activations N(0, 1); params of rank >= 2 N(0, 1/sqrt(fan_in)); rank-1 params
 -- N(1, 0.1) (norm scales). Integers feeding an embedding or index_select are uniform over the valid rows;
--- other integers uniform in [0, 16). A bool attention mask keeps key 0 for every query, so no row is empty.
+-- other integers uniform in [0, 16), an attention's seq_pos packed sequences of seeded lengths. A bool attention
+-- mask keeps key 0 for every query, so no row is empty.
 local ref = require "emmy.ref"
 local sys = require "emmy.sys"
 
@@ -26,7 +27,7 @@ function M.concrete_shape(g, shape, bind)
 end
 
 local function int_ranges(g, bind)
-  local hi, masks = {}, {}
+  local hi, masks, seqpos = {}, {}, {}
   local function dim_of(name, k)
     local v = g:value(name)
     local d = v.shape[k]
@@ -45,8 +46,25 @@ local function int_ranges(g, bind)
     elseif n.op == "aten.scaled_dot_product_attention.default" and type(a.attn_mask) == "string" then
       masks[a.attn_mask] = true
     end
+    if n.op == "aten.scaled_dot_product_attention.default" and type(a.seq_pos) == "string" then seqpos[a.seq_pos] = true end
   end
-  return hi, masks
+  return hi, masks, seqpos
+end
+
+-- SDPA's seq_pos ([B or 1, L]): each row's position in its sequence, sequences of seeded lengths (1 to L/2 + 1,
+-- first 1 to 64) packed end to end along L, the same in every batch row.
+local function fill_seq_pos(t, shape, s)
+  local L, x, p = shape[#shape], s % 2147483647 + 1, 0
+  local left = 0
+  for i = 1, L do
+    if left == 0 then
+      x = (x * 48271) % 2147483647
+      left = 1 + x % (i == 1 and 64 or (math.floor(L / 2) + 1))
+      p = 0
+    end
+    for b = 0, math.floor(t:numel() / L) - 1 do t:set(b * L + i, p) end
+    p, left = p + 1, left - 1
+  end
 end
 
 -- Inputs of a graph traced from a model (meta "model"): params from the model's weights (safetensors or
@@ -114,7 +132,7 @@ end
 -- when an input cannot be allocated (one line naming the input, its size and the machine's memory).
 function M.random(g, bind, seed, no_params)
   seed = seed or 0
-  local hi, masks = int_ranges(g, bind)
+  local hi, masks, seqpos = int_ranges(g, bind)
   local out = {}
   local function random(dt, shape, o) return new_tensor(o.name, ref.random, dt, shape, o) end
   for _, v in ipairs(g:inputs()) do
@@ -131,6 +149,7 @@ function M.random(g, bind, seed, no_params)
       end
     elseif v.dtype == "i32" or v.dtype == "i64" then
       t, err, code = random(v.dtype, shape, { seed = s, lo = 0, hi = hi[v.name] or 16, name = v.name })
+      if t and seqpos[v.name] then fill_seq_pos(t, shape, s) end
     elseif v.kind == "param" and #shape >= 2 then
       t, err, code = random(v.dtype, shape, { seed = s, std = 1 / math.sqrt(shape[#shape]), name = v.name })
     elseif v.kind == "param" then

@@ -129,6 +129,11 @@ test("sdpa's seq_pos (sequences packed end to end, causal in each) equals the pa
     local ok, e = g:node("aten.scaled_dot_product_attention.default", args)
     check(not ok and tostring(e):find(want, 1, true), want .. ": " .. tostring(e))
   end
+  -- seeded inputs: a seq_pos input is packed positions (each 0 or one more than the row before)
+  local ins2 = inputs.random(graph(true), {}, 5)
+  local pv = ins2.pos:to_table()
+  check(pv[1] == 0, "the first row starts a sequence")
+  for i = 2, #pv do check(pv[i] == 0 or pv[i] == pv[i - 1] + 1, "row " .. i .. ": " .. pv[i]) end
   bad({ is_causal = false }, "seq_pos needs is_causal=True")
   bad({ seq_pos = pf }, "seq_pos must be an integer tensor")
   bad({ seq_pos = p6 }, "must be [1 or the first batch dim, L]")
