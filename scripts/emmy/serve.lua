@@ -127,6 +127,15 @@ local function pack(seqs, pad, lens_only)
   return { input_ids = ids, position_ids = pos, attention_mask = not lens_only and ref.packed_mask(lens) or nil }, T, last, lens
 end
 
+-- pack(seqs, pad, true) padded to the CUDA graph's bucket: the tokens rounded up to a multiple of step (0: none), at
+-- most `most`.
+local function pack_bucket(seqs, step, most)
+  local n = 0
+  for _, s in ipairs(seqs) do n = n + #s end
+  local padded = step > 0 and math.min(most, math.ceil(n / step) * step) or n
+  return pack(seqs, math.max(0, padded - n), true)
+end
+
 -- Row `row` (1-based) of the hidden states [1, T, H] (a tensor), L2-normalized, as a Lua array (the model's
 -- last-token pooling).
 local function pooled(out, row, H)
@@ -191,7 +200,8 @@ local function staged_batches(cu, bufs, n, g)
   local rowb = g.H * require("emmy.gpu").BYTES[g.dt]
   local slots = {}
   for i = 1, n do
-    slots[i] = { input = assert(cu:host(16 * g.most + g.most * g.most)), rows = assert(cu:host(g.most * rowb)),
+    -- (ids and positions, 8 bytes a token each, and the mask's most² bytes where the graph reads one)
+    slots[i] = { input = assert(cu:host(16 * g.most + (bufs.attention_mask and g.most * g.most or 0))), rows = assert(cu:host(g.most * rowb)),
       ev0 = assert(cu:event()), ev1 = assert(cu:event()), ev2 = assert(cu:event()) }
   end
   local st = {}
@@ -199,11 +209,8 @@ local function staged_batches(cu, bufs, n, g)
     local slot
     for _, s in ipairs(slots) do if not s.busy then slot = s break end end
     if not slot then return nil, ("every one of the %d staging slots holds a run not yet collected"):format(n) end
-    local tot = 0
-    for _, s in ipairs(seqs) do tot = tot + #s end
-    local padded = g.step > 0 and math.min(g.most, math.ceil(tot / g.step) * g.step) or tot
     local tp = sys.clock()
-    local ins, T, last, lens = pack(seqs, math.max(0, padded - tot), true)
+    local ins, T, last, lens = pack_bucket(seqs, g.step, g.most)
     local tu, off = sys.clock(), 0
     for _, name in ipairs { "input_ids", "position_ids" } do
       local nb, e = slot.input:put(off, ins[name])
@@ -322,11 +329,8 @@ local function gpu_embedder(model, opts)
     -- each sequence's last row (the whole [1, T, H] read back and converted took ~12 ms at 512 tokens here). The
     -- model's time is the events' (the GPU's own), not the host's wait.
     launch_batch = function(seqs)
-      local n = 0
-      for _, s in ipairs(seqs) do n = n + #s end
-      local padded = step > 0 and math.min(most, math.ceil(n / step) * step) or n
       local tp = sys.clock()
-      local ins, T, last, lens = pack(seqs, math.max(0, padded - n), true)
+      local ins, T, last, lens = pack_bucket(seqs, step, most)
       local tu = sys.clock()
       for name, t in pairs(ins) do
         local ok2, e2 = bufs[name]:upload(t)
