@@ -105,14 +105,15 @@ static int ws_diag_nosync(ectx *c, int cl) { return cl == 2 && (ws_diag(c) & 6) 
 /* The ring's cluster: 2 where both CTAs' producers write each stage and both CTAs' consumers release it (CLUSTER=2's
  * multicast), else 1 (DIAG 2: the cluster launched, each CTA's ring its own). */
 static int ws_ring_cl(ectx *c, int cl) { return cl == 2 && !(ws_diag(c) & 2) ? 2 : 1; }
-/* EMMY_CL2_LATE=1 (an experiment, compile time; docs/formats.md): CLUSTER=2's multicast ring without the cluster barrier
- * at the start. The ring's first pass is loaded by each CTA alone (its A and both halves of the shared tile, nothing
- * reaching the peer); the producer waits for the cluster before its first multicast, a consumer warp before its first
- * release (an arrival on the peer's barrier). Not with SPLIT_K, STREAM_K, WG_PP or EMMY_EARLY_REL. */
+/* EMMY_CL2_LATE=v (an experiment, compile time; docs/formats.md): CLUSTER=2's multicast ring without the cluster
+ * barrier at the start. The ring's first k-steps are loaded by each CTA alone (its A and both halves of the shared
+ * tile, nothing reaching the peer) — the whole first pass (v = 1) or the first v (2-9, at most the ring's depth); the
+ * producer waits for the cluster before its first multicast, a consumer warp before its first release (an arrival on
+ * the peer's barrier). Not with SPLIT_K, STREAM_K, WG_PP or EMMY_EARLY_REL. Returns v, or 0. */
 static int ws_cl2_late(ectx *c, const ex_ctr *k, int cl, int sk) {
   (void)k;
-  return ws_ring_cl(c, cl) == 2 && sk < 2 && !EX_KNOB(c, STREAM_K) && !EX_KNOB(c, WG_PP) &&
-         !ex_env_choice("EMMY_EARLY_REL", 1) && ex_env_choice("EMMY_CL2_LATE", 1);
+  if (ws_ring_cl(c, cl) != 2 || sk >= 2 || EX_KNOB(c, STREAM_K) || EX_KNOB(c, WG_PP) || ex_env_choice("EMMY_EARLY_REL", 1)) return 0;
+  return ex_env_choice("EMMY_CL2_LATE", 9);
 }
 
 /* SPLIT_K 2, 4: the split's CTAs of a tile are a cluster (their parts summed through distributed shared memory), or
@@ -208,7 +209,7 @@ static void ws_producer(ectx *c, const ex_ctr *k, int stages, int raster, int cw
   ex_line(c, "  em_mbar_wait(&em_empty[st], ((unsigned)(em_it / %d) & 1u) ^ 1u);", stages);
   ws_stamp(c, sp, "  const unsigned em_c1 = em_clock();");
   if (late) {
-    ex_line(c, "  if (em_it < %d) {", stages);
+    ex_line(c, "  if (em_it < %d) {", late == 1 || late > stages ? stages : late);
     ex_line(c, "    em_load_p(st, kt);");
     ex_line(c, "  } else {");
     ex_line(c, "    if (!em_cw) { asm volatile(\"barrier.cluster.wait.acquire;\" ::: \"memory\"); em_cw = 1u; } /* EMMY_CL2_LATE: before the first multicast */");
