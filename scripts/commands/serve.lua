@@ -57,6 +57,7 @@ local function start_server(model, opts, max_queue)
   child[#child + 1] = "--graph-step"; child[#child + 1] = opts.graph_step
   child[#child + 1] = "--inflight"; child[#child + 1] = opts.inflight
   if opts.varlen then child[#child + 1] = "--varlen" end
+  if opts.mask then child[#child + 1] = "--mask" end
   local argv = {}
   for i, a in ipairs(child) do argv[i] = shq(a) end
   local exe = shq(sys.realpath("/proc/self/exe"))
@@ -231,7 +232,7 @@ return {
   summary = "serve a model's embeddings over HTTP (OpenAI's /v1/embeddings; on the GPU, or the CPU reference)",
   usage = [==[usage: emmy serve MODEL [--device gpu|cpu] [--host H] [--port P] [--port-file F] [--truncate]
                   [--max-len N] [--max-payload BYTES] [--max-queue N] [--max-batch-tokens N] [--graph-step S]
-                  [--inflight N] [--varlen] [--seed S] [--requests N] [--bench [--num-prompts N] [--random-input-len L] [--random-range-ratio R]
+                  [--inflight N] [--varlen | --mask] [--seed S] [--requests N] [--bench [--num-prompts N] [--random-input-len L] [--random-range-ratio R]
                   [--max-concurrency C] [--stock eager|compile] [--soak SECONDS [--malformed F]] [--json FILE]]
 
   Serves MODEL (ORG/NAME or a folder with config.json) with last-token pooling and L2 normalization:
@@ -265,13 +266,15 @@ return {
   (default 128; 0: none) a run's token count is rounded up to a multiple of S (a padding sequence after the
   others fills it), and each such bucket's kernels are captured into a CUDA graph at its first run and replayed
   after. The steps overlap the model: while a run is on the GPU the server takes and parses new requests, and it
-  launches the next run before it writes and sends the last one's answers. --inflight N (default 1) >= 2 keeps up to
-  N runs on the GPU: each run's inputs are staged in page-locked memory and copied, the run launched and its pooled
-  rows copied back, all in stream order behind the runs before it, so the GPU goes from one run to the next
-  without waiting for the host (an experiment until measured on the GPU). --varlen gives each attention the
-  sequences' positions (SDPA's seq_pos: keys from the row's own sequence start, causal) instead of the T x T
+  launches the next run before it writes and sends the last one's answers. --inflight N (default 2; 1: one run at a
+  time, launched and read back by the host) keeps up to N runs on the GPU: each run's inputs are staged in
+  page-locked memory and copied, the run launched and its pooled rows copied back, all in stream order behind the
+  runs before it, so the GPU goes from one run to the next without waiting for the host. Each attention is given
+  the sequences' positions (SDPA's seq_pos: keys from the row's own sequence start, causal) instead of the T x T
   block-diagonal mask: nothing of T² size is built, uploaded or read, and the flash kernel skips the key tiles
-  before its rows' sequences (an experiment until measured on the GPU). --device cpu runs it on the CPU reference (seconds a sequence: for tests and machines without a GPU).
+  before its rows' sequences; where something other than SDPA reads the mask it serves with the mask (one line
+  says so). --mask serves with the mask always; --varlen requires the positions (an error where they cannot be
+  used). docs/performance.md has both measured. --device cpu runs it on the CPU reference (seconds a sequence: for tests and machines without a GPU).
   Weights are the folder's safetensors, else seeded random (--seed), made once at start. --host defaults to
   127.0.0.1, --port to 8000 (0: any free port; --port-file writes the port chosen). --requests N stops after N
   answers (tests).]==],
@@ -282,7 +285,7 @@ return {
         ["--truncate"] = { kind = "bool" }, ["--max-len"] = { kind = "int", min = 1 },
         ["--max-payload"] = { kind = "int", default = 4 * 1024 * 1024, min = 1 }, ["--max-queue"] = { kind = "int", default = 64, min = 1 },
         ["--max-batch-tokens"] = { kind = "int", min = 1 }, ["--graph-step"] = { kind = "int", default = 128, min = 0 },
-        ["--inflight"] = { kind = "int", default = 1, min = 1 }, ["--varlen"] = { kind = "bool" },
+        ["--inflight"] = { kind = "int", default = 2, min = 1 }, ["--varlen"] = { kind = "bool" }, ["--mask"] = { kind = "bool" },
         ["--seed"] = { kind = "int", default = 0 }, ["--requests"] = { kind = "int", min = 1 },
         ["--bench"] = { kind = "bool" }, ["--num-prompts"] = { kind = "int", default = 100, min = 1 },
         ["--random-input-len"] = { kind = "int", default = 512, min = 1 }, ["--random-range-ratio"] = { kind = "string", default = "0" },
@@ -291,11 +294,13 @@ return {
       positional = { "model" }, required = { "model" }, usage = "emmy serve MODEL [--device gpu|cpu] [--port P]",
     }, "serve")
     if opts.port > 65535 then cli.usage("--port %d: 0 to 65535", opts.port) end
+    if opts.varlen and opts.mask then cli.usage("--varlen and --mask: one or the other") end
+    local varlen = opts.varlen or (not opts.mask and nil) -- (nil: the positions where the graph allows them)
     local function log(msg) io.stderr:write("emmy serve: ", msg, "\n") end
     if opts.bench then return bench(pos.model, opts, log) end
     log(("loading %s (%s)"):format(pos.model, opts.device))
     local srv = cli.check(serve.open(pos.model, { device = opts.device, seed = opts.seed, truncate = opts.truncate,
-      max_len = opts.max_len, max_payload = opts.max_payload, max_queue = opts.max_queue, max_batch_tokens = opts.max_batch_tokens, graph_step = opts.graph_step, inflight = opts.inflight, varlen = opts.varlen, log = log }))
+      max_len = opts.max_len, max_payload = opts.max_payload, max_queue = opts.max_queue, max_batch_tokens = opts.max_batch_tokens, graph_step = opts.graph_step, inflight = opts.inflight, varlen = varlen, log = log }))
     cli.check(serve.run(srv, opts.host, opts.port, { port_file = opts.port_file, requests = opts.requests }))
     return 0
   end,

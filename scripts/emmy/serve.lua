@@ -89,7 +89,12 @@ local function packed_graph(model, opts)
   local frontend = require "emmy.frontend"
   local maxpos = frontend.model(model).cfg.max_position_embeddings or 512
   local r = frontend.load(model, { dynamic = DYN, seed = opts.seed, hint = { ("seq_len=%d"):format(math.min(512, maxpos)) } })
-  if opts.varlen then r.graph = M.varlen_graph(r.graph) end
+  if opts.varlen ~= false then -- (default: varlen where the graph allows it; --mask: false; --varlen: true, must)
+    local ok, g = pcall(M.varlen_graph, r.graph)
+    if ok then r.graph = g
+    elseif opts.varlen then error(g, 0)
+    elseif opts.log then opts.log(g .. "; serving with the mask") end
+  end
   return r, r.graph, maxpos
 end
 
@@ -176,7 +181,7 @@ local function cpu_embedder(model, opts)
     hidden = H, vocab = r.model.cfg.vocab_size, max_len = maxpos, max_tokens = maxpos, model_dir = r.model.dir,
     -- the L2-normalized last-token embeddings of seqs (arrays of token ids) in one run, as Lua arrays
     embed_batch = function(seqs)
-      local ins, T, last = pack(seqs, nil, opts.varlen)
+      local ins, T, last = pack(seqs, nil, not g:value("attention_mask"))
       for k, t in pairs(fixed) do ins[k] = t end
       local outs, e2 = ref.run(g, ins, { bind = { seq_len = T } })
       if not outs then return nil, e2 end

@@ -228,10 +228,21 @@ test("a batch packs sequences end to end: each embedding equals its sequence's a
   check(dot > 0.999, "cosine with the pooled graph's embedding: " .. dot)
 end)
 
+test("the default: positions where the graph allows them, else the mask with one line; --varlen where it cannot: the error", function()
+  local real, logged = serve.varlen_graph, {}
+  serve.varlen_graph = function() error("--varlen: n1 (aten.where.self) reads attention_mask", 0) end
+  local ok, srv = pcall(serve.open, model_dir(), { device = "cpu", max_len = 16, log = function(m) logged[#logged + 1] = m end })
+  local ok2, e2 = pcall(serve.open, model_dir(), { device = "cpu", max_len = 16, varlen = true })
+  serve.varlen_graph = real
+  check(ok and srv and srv.emb.embed_batch({ { 5, 6 }, { 7 } }), "the default falls back to the mask: " .. tostring(srv))
+  check(table.concat(logged, "\n"):find("reads attention_mask; serving with the mask", 1, true), "the line: " .. table.concat(logged, "\n"))
+  check(not ok2 or not e2, "--varlen errors")
+end)
+
 test("--varlen: the packed graph's attention takes the positions (seq_pos) instead of the mask; the same embeddings", function()
   local v = assert(serve.open(model_dir(), { device = "cpu", max_len = 16, varlen = true }))
   local seqs = { { 5, 6, 7, 8 }, { 9 }, { 10, 11, 12 }, { 13, 14, 15, 16, 17, 18 } }
-  local want = server().emb.embed_batch(seqs)
+  local want = assert(serve.open(model_dir(), { device = "cpu", max_len = 16, varlen = false })).emb.embed_batch(seqs)
   local got = assert(v.emb.embed_batch(seqs))
   for i = 1, #seqs do
     for k = 1, 64 do
@@ -327,15 +338,15 @@ test("--bench --soak: well-formed requests all answered, malformed ones 4xx, the
   check(c ~= 0 and c ~= true, "--malformed 1.5: exit status " .. tostring(c))
 end)
 
-test("--device gpu on the mock driver: the loop that overlaps the host with the runs answers every request (--inflight 1, 2, 3; --varlen)", function()
+test("--device gpu on the mock driver: the loop that overlaps the host with the runs answers every request (--inflight 1, 2, 3; the positions or --mask)", function()
   local d = tmpdir()
   local so = mock_driver(d)
   -- (the mock's kernels do nothing; EMMY_MOCK_FILL keeps the embeddings finite, which the server checks)
   local env = ("EMMY_LIBCUDA=%s EMMY_MOCK_ANY_KERNEL=1 EMMY_MOCK_SMS=132 EMMY_LIBCUPTI=/nonexistent EMMY_MOCK_FILL=0x3c EMMY_CUBIN_CACHE=%s")
     :format(shell_quote(so), shell_quote(d .. "/cubins"))
-  for _, ci in ipairs { { 4, 1 }, { 1, 1 }, { 4, 2 }, { 1, 2 }, { 8, 3 }, { 4, 2, "--varlen" }, { 4, 1, "--varlen" } } do -- (concurrency, --inflight)
+  for _, ci in ipairs { { 4, 1, "--mask" }, { 1, 1, "--mask" }, { 4, 2, "--mask" }, { 1, 2 }, { 8, 3 }, { 4, 2 }, { 4, 1, "--varlen" } } do -- (concurrency, --inflight)
     local c, inf = ci[1], ci[2]
-    local js = ("%s/b%d_%d%s.json"):format(d, c, inf, ci[3] and "v" or "")
+    local js = ("%s/b%d_%d%s.json"):format(d, c, inf, (ci[3] or ""):gsub("-", ""))
     local rc = os.execute(("%s %s serve %s --device gpu --bench --num-prompts 40 --random-input-len 20 --random-range-ratio 0.5 "
       .. "--max-concurrency %d --inflight %d %s --json %s > %s/log 2>&1"):format(env, BIN, model_dir(), c, inf, ci[3] or "", js, d))
     local r = cjson.decode(io.open(js):read("*a"))
