@@ -105,16 +105,6 @@ static int ws_diag_nosync(ectx *c, int cl) { return cl == 2 && (ws_diag(c) & 6) 
 /* The ring's cluster: 2 where both CTAs' producers write each stage and both CTAs' consumers release it (CLUSTER=2's
  * multicast), else 1 (DIAG 2: the cluster launched, each CTA's ring its own). */
 static int ws_ring_cl(ectx *c, int cl) { return cl == 2 && !(ws_diag(c) & 2) ? 2 : 1; }
-/* EMMY_CL2_LATE=v (an experiment, compile time; docs/formats.md): CLUSTER=2's multicast ring without the cluster
- * barrier at the start. The ring's first k-steps are loaded by each CTA alone (its A and both halves of the shared
- * tile, nothing reaching the peer) — the whole first pass (v = 1) or the first v (2-9, at most the ring's depth); the
- * producer waits for the cluster before its first multicast, a consumer warp before its first release (an arrival on
- * the peer's barrier). Not with SPLIT_K, STREAM_K, WG_PP or EMMY_EARLY_REL. Returns v, or 0. */
-static int ws_cl2_late(ectx *c, const ex_ctr *k, int cl, int sk) {
-  (void)k;
-  if (ws_ring_cl(c, cl) != 2 || sk >= 2 || EX_KNOB(c, STREAM_K) || EX_KNOB(c, WG_PP) || ex_env_choice("EMMY_EARLY_REL", 1)) return 0;
-  return ex_env_choice("EMMY_CL2_LATE", 9);
-}
 
 /* SPLIT_K 2, 4: the split's CTAs of a tile are a cluster (their parts summed through distributed shared memory), or
  * with SPLIT_L2=1 a group of consecutive CTAs summing them through the launch scratch (ws_split_reduce_l2). */
@@ -131,37 +121,12 @@ static void ws_mma_step(ectx *c, const ex_ctr *k, const char *aS, const char *bS
   ex_wgmma_step(c, aS, bS, b2S, k->BN, k->wide ? 2 : k->dual, k->mma_t, 0, scale_d);
 }
 
-/* EMMY_CL2_LATE's stage load of the ring's first pass: CLUSTER=2's stage with nothing multicast — the shared tile's
- * two halves (the tensor map's box) loaded by this CTA into its own ring where the peer's multicast would put them. */
-static void ws_private_load(ectx *c, const ex_ctr *k, int stages) {
-  long long abytes = 128LL * k->BM, bbytes = 128LL * k->BN;
-  const int pa = EX_KNOB(c, PAIR_A);
-  ex_line(c, "auto em_load_p = [&](int st, int kt) {");
-  ex_line(c, "  em_mbar_expect(&em_bar[st], %lldu);", abytes + bbytes * (k->dual ? 2 : 1));
-  if (pa)
-    for (int h = 0; h < 2; h++)
-      ex_line(c, "  em_tma_2d(em_sb + st * %lldu + %lldu, &tm0, kt * 64, (int)m0 + %d, &em_bar[st]);", abytes, h * abytes / 2, h * k->BM / 2);
-  else
-    ex_line(c, "  em_tma_2d(em_sb + st * %lldu, &tm0, kt * 64, (int)m0, &em_bar[st]);", abytes);
-  for (int b = 0; b < (k->dual ? 2 : 1); b++) {
-    long long base, stride;
-    ex_ctr_b_at(k, stages, b, &base, &stride);
-    if (pa) ex_line(c, "  em_tma_2d(em_sb + %lldu + st * %lldu, &tm%d, kt * 64, (int)n0, &em_bar[st]);", base, stride, 1 + b);
-    else
-      for (int h = 0; h < 2; h++)
-        ex_line(c, "  em_tma_2d(em_sb + %lldu + st * %lldu + %lldu, &tm%d, kt * 64, (int)n0 + %d, &em_bar[st]);", base, stride,
-                h * bbytes / 2, 1 + b, h * k->BN / 2);
-  }
-  ex_line(c, "};");
-}
-
 /* CLUSTER=2's stage load: this CTA's A tile, and its half of the shared B tile (B2) multicast into both CTAs'
  * rings at the same offset; each CTA's full barrier takes its A and both halves of B. PAIR_A=1: its half of the
  * shared A tile's rows multicast, its own B tiles (the halves land 1024-byte aligned, so the 128-byte swizzle of
  * the whole tile holds). */
-static void ws_cluster_load(ectx *c, const ex_ctr *k, int stages, int late) {
+static void ws_cluster_load(ectx *c, const ex_ctr *k, int stages) {
   long long abytes = 128LL * k->BM, bbytes = 128LL * k->BN;
-  if (late) ws_private_load(c, k, stages);
   ex_line(c, "auto em_load = [&](int st, int kt) {");
   ex_line(c, "  em_mbar_expect(&em_bar[st], %lldu);", abytes + bbytes * (k->dual ? 2 : 1));
   if (EX_KNOB(c, PAIR_A)) {
@@ -200,24 +165,14 @@ static void ws_producer(ectx *c, const ex_ctr *k, int stages, int raster, int cw
   c->indent++;
   ws_tile_coords(c, k, raster, cl);
   const char *nkv = ws_k_range(c, sk);
-  const int late = ws_cl2_late(c, k, cl, sk);
-  if (ws_ring_cl(c, cl) == 2) ws_cluster_load(c, k, stages, late);
+  if (ws_ring_cl(c, cl) == 2) ws_cluster_load(c, k, stages);
   else ex_ctr_tma_load(c, k, stages, 1, 1, "kt");
   ex_line(c, "for (int kt = %s; kt < %s; kt++, em_it++) {", ws_k_first(c), nkv);
   ex_line(c, "  const int st = em_it %% %d;", stages);
   ws_stamp(c, sp, "  const unsigned em_c0 = em_clock();");
   ex_line(c, "  em_mbar_wait(&em_empty[st], ((unsigned)(em_it / %d) & 1u) ^ 1u);", stages);
   ws_stamp(c, sp, "  const unsigned em_c1 = em_clock();");
-  if (late) {
-    ex_line(c, "  if (em_it < %d) {", late == 1 || late > stages ? stages : late);
-    ex_line(c, "    em_load_p(st, kt);");
-    ex_line(c, "  } else {");
-    ex_line(c, "    if (!em_cw) { asm volatile(\"barrier.cluster.wait.acquire;\" ::: \"memory\"); em_cw = 1u; } /* EMMY_CL2_LATE: before the first multicast */");
-    ex_line(c, "    em_load(st, kt);");
-    ex_line(c, "  }");
-  } else {
-    ex_line(c, sk >= 2 ? "  em_load(st, kt0 + kt);" : "  em_load(st, kt);");
-  }
+  ex_line(c, sk >= 2 ? "  em_load(st, kt0 + kt);" : "  em_load(st, kt);");
   ws_stamp(c, sp, "  em_sw += em_c1 - em_c0, em_si += em_clock() - em_c1;");
   ex_line(c, "}");
   c->indent--;
@@ -323,20 +278,15 @@ static int ws_cluster_late(ectx *c, int cl, int sk) {
   return cl == 1 && ws_split_cluster(c, sk) && !(e && !strcmp(e, "0"));
 }
 /* The barrier after the mbarriers' init: the cluster's (CLUSTER=2, a SPLIT_K cluster: a peer's multicasts and
- * arrivals may only reach initialised barriers), else the block's. EMMY_CLUSTER_RELAXED=1 (an experiment, compile time;
- * the emitted CUDA unchanged without it): CLUSTER=2's without the arrive's release (the init is fenced to the cluster
- * already), as CUTLASS's kernels start; why: docs/formats.md. */
+ * arrivals may only reach initialised barriers), else the block's. CLUSTER=2's arrive is relaxed — the init is fenced
+ * to the cluster already (fence.mbarrier_init), as CUTLASS's sm90 kernels start; the arrive's release cost ~1,100
+ * cycles of its prologue (docs/formats.md). */
 static void ws_start_barrier(ectx *c, int cl, int sk) {
   const int cluster = (cl == 2 && !ws_diag_nosync(c, cl)) || ws_split_cluster(c, sk);
-  if (cl == 2 && cluster && ex_env_choice("EMMY_CLUSTER_RELAXED", 1))
-    ex_line(c, "asm volatile(\"barrier.cluster.arrive.relaxed.aligned;\\n\\tbarrier.cluster.wait.aligned;\" ::: \"memory\"); /* EMMY_CLUSTER_RELAXED */");
+  if (cl == 2 && cluster)
+    ex_line(c, "asm volatile(\"barrier.cluster.arrive.relaxed.aligned;\\n\\tbarrier.cluster.wait.aligned;\" ::: \"memory\"); /* the init fenced to the cluster */");
   else
     ex_line(c, cluster ? "em_cluster_sync();" : "__syncthreads();");
-}
-
-/* EMMY_CL2_LATE: a consumer warp's wait for the cluster before its first release (the warp's threads alike). */
-static void ws_cl2_consumer_wait(ectx *c) {
-  ex_line(c, "if (!em_cw) { asm volatile(\"barrier.cluster.wait.acquire.aligned;\" ::: \"memory\"); em_cw = 1u; } /* EMMY_CL2_LATE */");
 }
 
 static void ws_cluster_wait_once(ectx *c) {
@@ -523,14 +473,12 @@ static void ws_kgroup_loop(ectx *c, const ex_ctr *k, int stages, int cl, int sp)
   ws_mma_step(c, k, aS, bS, b2S, "((kt - em_g) | kk)");
   ex_line(c, "em_wg_wait1();");
   ws_stamp(c, sp, "const unsigned em_c2 = em_clock();");
-  if (ws_cl2_late(c, k, cl, 1)) ws_cl2_consumer_wait(c);
   ws_release(c, ws_late_cond(c, "kt >= em_g + 2 && "), "em_u - 2", stages, cl);
   ws_stamp(c, sp, "em_sw += em_c1 - em_c0, em_sm += em_c2 - em_c1, em_sr += em_clock() - em_c2, em_sk++;");
   c->indent--;
   ex_line(c, "}");
   ws_stamp(c, sp, "const unsigned em_c3 = em_clock();");
   ex_line(c, "em_wg_wait0();");
-  if (ws_cl2_late(c, k, cl, 1)) ws_cl2_consumer_wait(c);
   ws_release(c, "em_g < nk && ", "em_it + nk - 1 - ((nk - 1 - em_g) & 1)", stages, cl);
   ex_line(c, "em_it += nk;");
 }
@@ -760,7 +708,6 @@ static void ws_consumers(ectx *c, const ex_ctr *k, em_launch *L, int stages, int
   if (staged == 6) ws_deferred_chunk(c, k, k->BM / 16 * 32, ex_A(c, "em_pm0 >= 0 && kt < %d", ws_deferred_chunks(k, k->BM / 16 * 32)), "kt");
   ex_line(c, "em_wg_wait1();");
   ws_stamp(c, sp, "const unsigned em_c2 = em_clock();");
-  if (ws_cl2_late(c, k, cl, sk)) ws_cl2_consumer_wait(c);
   ws_release(c, ws_late_cond(c, skm ? "kt > em_kb && " : "kt >= 1 && "), "em_it - 1", stages, cl);
   ws_stamp(c, sp, "em_sw += em_c1 - em_c0, em_sm += em_c2 - em_c1, em_sr += em_clock() - em_c2;");
   c->indent--;
@@ -768,7 +715,6 @@ static void ws_consumers(ectx *c, const ex_ctr *k, em_launch *L, int stages, int
   ws_stamp(c, sp, "const unsigned em_c3 = em_clock();");
   if (pfs < k->FN) ex_ctr_residual_load(c, &k1, pfs, k->FN);
   ex_line(c, "em_wg_wait0();");
-  if (ws_cl2_late(c, k, cl, sk)) ws_cl2_consumer_wait(c);
   ws_release(c, skm ? "em_ke > em_kb && " : sk >= 2 ? "nkc >= 1 && " : "nk >= 1 && ", "em_it - 1", stages, cl);
   }
   /* WG_PP=1: the K loop of the CTA's next tile (the other warpgroup's) may start */
@@ -1050,11 +996,7 @@ void ex_k_contraction_ws(ectx *c, const ex_ctr *k, em_launch *L) {
   c->indent--;
   ex_line(c, "}");
   /* (a cluster: the peer's multicasts and arrivals may only reach barriers that are initialised) */
-  if (ws_cl2_late(c, k, cl, sk)) {
-    ex_line(c, "asm volatile(\"barrier.cluster.arrive.release.aligned;\" ::: \"memory\"); /* EMMY_CL2_LATE: waited before the first multicast or release */");
-    ex_line(c, "__syncthreads();");
-    ex_line(c, "unsigned em_cw = 0u;");
-  } else if (ws_cluster_late(c, cl, sk)) {
+  if (ws_cluster_late(c, cl, sk)) {
     ex_line(c, "asm volatile(\"barrier.cluster.arrive.release.aligned;\" ::: \"memory\"); /* the late cluster wait: waited before the first exchange */");
     ex_line(c, "__syncthreads();");
     ex_line(c, "unsigned em_cw = 0u;");
@@ -1068,7 +1010,6 @@ void ex_k_contraction_ws(ectx *c, const ex_ctr *k, em_launch *L) {
     ex_line(c, "}");
     if (ws_cluster_late(c, cl, sk)) ws_cluster_wait_once(c);
     /* (a thread that has not waited: the producer warpgroup's others, any of a CTA with no tiles; not warp-aligned) */
-    if (ws_cl2_late(c, k, cl, sk)) ex_line(c, "if (!em_cw) asm volatile(\"barrier.cluster.wait.acquire;\" ::: \"memory\");");
     if (!ws_diag_nosync(c, cl)) ex_line(c, "em_cluster_sync(); /* no multicast or arrival may reach a CTA that has left */");
   }
 }
