@@ -198,12 +198,13 @@ static void ws_producer(ectx *c, const ex_ctr *k, int stages, int raster, int cw
   ex_line(c, "}");
 }
 
-/* A consumer warp's release of ring use u: one arrival of its first lane on the stage's empty barrier. */
 /* EMMY_REL_WG=1 (an experiment, compile time; docs/formats.md): a stage released once a warpgroup instead of once a
  * warp — by its first warp, each lane 0..ring_cl-1 arriving on one CTA's barrier (both at once), as CUTLASS's
  * consumers release; the empty barriers count warpgroups. */
 static int ws_rel_wg(void) { return ex_env_choice("EMMY_REL_WG", 1); }
 
+/* A consumer warp's release of ring use u: one arrival of its first lane on the stage's empty barrier (on both CTAs'
+ * with CLUSTER=2's multicast ring), or with EMMY_REL_WG one a warpgroup. */
 static void ws_release(ectx *c, const char *cond, const char *use, int stages, int cl) {
   if (ws_rel_wg() && ws_ring_cl(c, cl) == 2)
     ex_line(c, "if (%s(wid & 3) == 0 && lane < 2) em_mbar_arrive_cluster(&em_empty[(%s) %% %d], (unsigned)lane); /* EMMY_REL_WG */",

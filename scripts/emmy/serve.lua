@@ -90,26 +90,31 @@ local function packed_graph(model, opts)
   local maxpos = frontend.model(model).cfg.max_position_embeddings or 512
   local r = frontend.load(model, { dynamic = DYN, seed = opts.seed, hint = { ("seq_len=%d"):format(math.min(512, maxpos)) } })
   if opts.varlen ~= false then -- (default: varlen where the graph allows it; --mask: false; --varlen: true, must)
-    local ok, g = pcall(M.varlen_graph, r.graph)
-    if ok then r.graph = g
-    elseif opts.varlen then error(g, 0)
-    elseif opts.log then opts.log(g .. "; serving with the mask") end
+    local g, why = M.varlen_graph(r.graph)
+    if g then r.graph = g
+    elseif opts.varlen then error(why, 0)
+    elseif opts.log then opts.log(why .. "; serving with the mask") end
   end
   return r, r.graph, maxpos
 end
 
 -- --varlen: the packed graph with each attention's block-diagonal causal mask (the input attention_mask) replaced by
 -- the sequences' positions (SDPA's seq_pos = position_ids, is_causal): the same attention — positions restart at
--- each packed sequence — with no T x T mask to build, upload or read (docs/formats.md). Errors where something
--- else reads the mask.
+-- each packed sequence — with no T x T mask to build, upload or read (docs/formats.md). nil and why where something
+-- other than an attention's attn_mask reads the mask.
+local SDPA = "aten.scaled_dot_product_attention.default"
 function M.varlen_graph(g)
+  for _, n in ipairs(g:nodes()) do
+    for _, kv in ipairs(n.args) do
+      if kv[2] == "attention_mask" and not (n.op == SDPA and kv[1] == "attn_mask") then
+        return nil, ("--varlen: %s (%s) reads attention_mask"):format(n.name, n.op)
+      end
+    end
+  end
   return require("emmy.rewrite").rebuild(g, function(n, b, a)
-    if n.op == "aten.scaled_dot_product_attention.default" and a.attn_mask == "attention_mask" then
+    if n.op == SDPA and a.attn_mask == "attention_mask" then
       a.attn_mask, a.is_causal, a.seq_pos = nil, true, "position_ids"
       return b:op(n.op, a, n.name)
-    end
-    for _, kv in ipairs(n.args) do
-      if kv[2] == "attention_mask" then error(("--varlen: %s (%s) reads attention_mask"):format(n.name, n.op), 0) end
     end
   end, { drop_inputs = { attention_mask = true } })
 end

@@ -6,7 +6,7 @@ local serve, compiler, kernels, graphjson = require "emmy.serve", require "emmy.
 local frontend = require "emmy.frontend"
 local model, dir = arg[1] or "Qwen/Qwen3-Embedding-0.6B", assert(arg[2], "usage: varlen_repro.lua MODEL DIR")
 local DYN = { "seq_len@input_ids:1", "seq_len@attention_mask:2", "seq_len@attention_mask:3", "seq_len@position_ids:1" }
-local g = serve.varlen_graph(frontend.load(model, { dynamic = DYN, hint = { "seq_len=512" } }).graph)
+local g = assert(serve.varlen_graph(frontend.load(model, { dynamic = DYN, hint = { "seq_len=512" } }).graph))
 for _, p in ipairs(kernels.distinct(kernels.plan(compiler.run(g)))) do
   if p.kernel.kind == "attention" then
     local path = ("%s/%s.torch.json"):format(dir, p.kernel.name)
