@@ -149,12 +149,15 @@ end
 -- Row `row` (1-based) of the hidden states [1, T, H] (a tensor), L2-normalized, as a Lua array (the model's
 -- last-token pooling).
 local function pooled(out, row, H)
-  local v, s = {}, 0
-  for i = 1, H do
-    local x = out:get((row - 1) * H + i)
-    v[i] = x
-    s = s + x * x
+  local v
+  if row == 1 and out:numel() == H then
+    v = out:to_table()    -- a row read back alone: one call (1/5 of H gets' time)
+  else
+    v = {}
+    for i = 1, H do v[i] = out:get((row - 1) * H + i) end
   end
+  local s = 0
+  for i = 1, H do s = s + v[i] * v[i] end
   s = math.sqrt(s)
   if s > 0 then for i = 1, H do v[i] = v[i] / s end end
   return v
@@ -525,9 +528,11 @@ local function parse_embeddings(srv, body)
   return { seqs = seqs, fmt = fmt, dims = dims }
 end
 
--- The answer to a parsed request from its sequences' embeddings vs.
+-- The answer to a parsed request from its sequences' embeddings vs. Written as text, not through cjson.encode: the
+-- numbers by sys.json_numbers ("%.9g": every float32 reads back to itself) in ~1/6 of cjson's time — a 1,024-number
+-- embedding ~40 us against ~250 here, which a single client's every request waits for.
 local function respond(srv, job, vs)
-  local data, tokens = {}, 0
+  local items, tokens = {}, 0
   for i, ids in ipairs(job.seqs) do
     local v = vs[i]
     for _, x in ipairs(v) do
@@ -536,11 +541,13 @@ local function respond(srv, job, vs)
       end
     end
     v = truncate_dims(v, job.dims)
-    data[i] = { object = "embedding", index = i - 1, embedding = job.fmt == "base64" and base64_f32(v) or v }
+    local emb = job.fmt == "base64" and cjson.encode(base64_f32(v)) or assert(sys.json_numbers(v))
+    items[i] = ('{"object":"embedding","index":%d,"embedding":%s}'):format(i - 1, emb)
     tokens = tokens + #ids
   end
   srv.metrics.tokens = srv.metrics.tokens + tokens
-  return ok_body { object = "list", data = data, model = srv.name, usage = { prompt_tokens = tokens, total_tokens = tokens } }
+  return 200, ('{"object":"list","data":[%s],"model":%s,"usage":{"prompt_tokens":%d,"total_tokens":%d}}'):format(
+    table.concat(items, ","), cjson.encode(srv.name), tokens, tokens)
 end
 
 -- Several parsed requests' sequences packed into as few model runs as the token budget allows; each job's answer

@@ -4,6 +4,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <limits.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,6 +19,7 @@
 #include "bindings.h"
 #include "dl.h"
 #include "file.h"
+#include "numfmt.h"
 
 static int l_version(lua_State *L) {
   lua_pushstring(L, em_version);
@@ -213,6 +215,34 @@ static int l_fnv(lua_State *L) {
   return 1;
 }
 
+/* sys.json_numbers(list) -> "[x1,x2,...]": a list of finite numbers as a JSON array, each as "%.9g" (numfmt.h;
+ * every float32 reads back to itself) — an embedding's thousand numbers in ~1/5 of cjson's time | nil, msg (a
+ * non-number or non-finite element) */
+static int l_json_numbers(lua_State *L) {
+  luaL_checktype(L, 1, LUA_TTABLE);
+  int n = (int)lua_objlen(L, 1);
+  char *buf = em_alloc((size_t)n * (EM_NUMFMT_MAX + 1) + 2), *p = buf;
+  *p++ = '[';
+  for (int i = 1; i <= n; i++) {
+    lua_rawgeti(L, 1, i);
+    double v = lua_tonumber(L, -1);
+    int ok = lua_type(L, -1) == LUA_TNUMBER && isfinite(v);
+    lua_pop(L, 1);
+    if (!ok) {
+      free(buf);
+      lua_pushnil(L);
+      lua_pushfstring(L, "element %d is not a finite number", i);
+      return 2;
+    }
+    p += em_fmt_g9(p, v);
+    if (i < n) *p++ = ',';
+  }
+  *p++ = ']';
+  lua_pushlstring(L, buf, (size_t)(p - buf));
+  free(buf);
+  return 1;
+}
+
 /* ---- child processes: sys.spawn(argv) -> proc | nil, msg -------------------------------------------------
  * A child with its stdin and stdout on pipes (stderr inherited), for the bench worker that owns the CUDA context:
  *   proc:send(line)                  -- writes line .. "\n" -> true | nil, msg (the child is gone)
@@ -382,6 +412,7 @@ int luaopen_emmy_sys(lua_State *L) {
                                  {"clock", l_clock},     {"listdir", l_listdir}, {"stat", l_stat},
                                  {"mkdir_p", l_mkdir_p}, {"write_file", l_write_file}, {"writable", l_writable}, {"realpath", l_realpath}, {"getpid", l_getpid},
                                  {"cuda", l_cuda},       {"nvrtc", l_nvrtc},     {"fnv", l_fnv},         {"spawn", l_spawn},
+                                 {"json_numbers", l_json_numbers},
                                  {NULL, NULL}};
   lua_newtable(L);
   luaL_register(L, NULL, fns);
