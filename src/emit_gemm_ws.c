@@ -198,21 +198,10 @@ static void ws_producer(ectx *c, const ex_ctr *k, int stages, int raster, int cw
   ex_line(c, "}");
 }
 
-/* EMMY_REL_WG=1 (an experiment, compile time; docs/formats.md): a stage released once a warpgroup instead of once a
- * warp — by its first warp, each lane 0..ring_cl-1 arriving on one CTA's barrier (both at once), as CUTLASS's
- * consumers release; the empty barriers count warpgroups. */
-static int ws_rel_wg(void) { return ex_env_choice("EMMY_REL_WG", 1); }
-
 /* A consumer warp's release of ring use u: one arrival of its first lane on the stage's empty barrier (on both CTAs'
- * with CLUSTER=2's multicast ring), or with EMMY_REL_WG one a warpgroup. */
+ * with CLUSTER=2's multicast ring). */
 static void ws_release(ectx *c, const char *cond, const char *use, int stages, int cl) {
-  if (ws_rel_wg() && ws_ring_cl(c, cl) == 2)
-    ex_line(c, "if (%s(wid & 3) == 0 && lane < 2) em_mbar_arrive_cluster(&em_empty[(%s) %% %d], (unsigned)lane); /* EMMY_REL_WG */",
-            cond, use, stages);
-  else if (ws_rel_wg())
-    ex_line(c, "if (%s(wid & 3) == 0 && lane == 0) asm volatile(\"mbarrier.arrive.shared::cta.b64 _, [%%0];\" :: \"r\"(em_smem(&em_empty[(%s) %% %d])) : \"memory\"); /* EMMY_REL_WG */",
-            cond, use, stages);
-  else if (ws_ring_cl(c, cl) == 2) /* both CTAs' producers write this stage (B's halves): release it to both */
+  if (ws_ring_cl(c, cl) == 2) /* both CTAs' producers write this stage (B's halves): release it to both */
     ex_line(c, "if (%slane == 0) for (unsigned q = 0; q < 2u; q++) em_mbar_arrive_cluster(&em_empty[(%s) %% %d], q);", cond, use,
             stages);
   else
@@ -1004,7 +993,7 @@ void ex_k_contraction_ws(ectx *c, const ex_ctr *k, em_launch *L) {
   else if (ws_split_l2(c, sk)) ex_line(c, "const unsigned em_cr = blockIdx.x %% %du; /* SPLIT_L2: this CTA's K part of its group's tile */", sk);
   ex_line(c, "if (tid == 0) {");
   c->indent++;
-  ws_barrier_init(c, stages, k->BM / (ws_rel_wg() ? 64 : 16) * ws_ring_cl(c, cl), ws_split_cluster(c, sk) ? sk : 1, staged, cw);
+  ws_barrier_init(c, stages, k->BM / 16 * ws_ring_cl(c, cl), ws_split_cluster(c, sk) ? sk : 1, staged, cw);
   c->indent--;
   ex_line(c, "}");
   /* (a cluster: the peer's multicasts and arrivals may only reach barriers that are initialised) */
