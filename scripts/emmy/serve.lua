@@ -72,10 +72,14 @@ local function metrics_text(m, dev)
     counter("emmy_device_seconds_total", "The model runs' time on the GPU (CUDA events before and after each run).",
       "%.6f", dev.device_s)
     counter("emmy_run_tokens_total", "Tokens run, the padding to each run's bucket included.", "%d", dev.run_tokens)
-    line("# HELP emmy_host_seconds_total The host's own work around the model runs, by phase (packing the ids and positions, uploading them and the mask, reading back and pooling the last rows).")
-    line("# TYPE emmy_host_seconds_total counter")
+  end
+  line("# HELP emmy_host_seconds_total The host's own work around the model runs, by phase (parsing the requests' JSON, packing the ids and positions, uploading them and the mask, reading back and pooling the last rows, writing the answers' JSON).")
+  line("# TYPE emmy_host_seconds_total counter")
+  line('emmy_host_seconds_total{phase="parse"} %.6f', m.parse_s)
+  if dev then
     for _, ph in ipairs { "pack", "upload", "download" } do line('emmy_host_seconds_total{phase="%s"} %.6f', ph, dev[ph .. "_s"]) end
   end
+  line('emmy_host_seconds_total{phase="answer"} %.6f', m.answer_s)
   return table.concat(out, "\n") .. "\n"
 end
 
@@ -507,7 +511,7 @@ local function truncate_dims(v, d)
 end
 
 -- An embeddings request parsed and checked: {seqs, fmt, dims}, or nil, status, body (its error answer).
-local function parse_embeddings(srv, body)
+local function parse_request(srv, body)
   if #body > srv.max_payload then
     return nil, err_body(413, ("the body is %d bytes, over the limit of %d"):format(#body, srv.max_payload))
   end
@@ -526,6 +530,14 @@ local function parse_embeddings(srv, body)
   local seqs, st, msg, param = sequences(srv, req.input)
   if not seqs then return nil, err_body(st, msg, param) end
   return { seqs = seqs, fmt = fmt, dims = dims }
+end
+
+-- parse_request, its time counted (emmy_host_seconds_total{phase="parse"})
+local function parse_embeddings(srv, body)
+  local t0 = sys.clock()
+  local job, st, out = parse_request(srv, body)
+  srv.metrics.parse_s = srv.metrics.parse_s + (sys.clock() - t0)
+  return job, st, out
 end
 
 -- The answer to a parsed request from its sequences' embeddings vs. Written as text, not through cjson.encode: the
@@ -639,7 +651,7 @@ function M.open(model, opts)
     max_len = math.min(opts.max_len or emb.max_len or 32768, emb.seq_cap or math.huge), max_payload = opts.max_payload or 4 * 1024 * 1024,
     max_queue = opts.max_queue or 64, log = opts.log,
     metrics = { requests = {}, queue = histogram(), tokenize = histogram(), inference = histogram(), sequences = 0, tokens = 0,
-      runs = 0, batch_requests = {} } }, Server)
+      runs = 0, batch_requests = {}, parse_s = 0, answer_s = 0 } }, Server)
   srv.max_tokens = math.min(opts.max_batch_tokens or emb.max_tokens, emb.max_tokens)
   local tj = emb.model_dir and emb.model_dir .. "/tokenizer.json"
   if tj and sys.stat(tj) == "file" then
@@ -691,7 +703,8 @@ function Server:step(q, defer)
       end
     end
   end
-  local function fill(ok, answers)
+  local function fill(ok, answers, t0) -- (t0: when the answers' writing began, emmy_host_seconds_total{phase="answer"})
+    self.metrics.answer_s = self.metrics.answer_s + (sys.clock() - t0)
     for i, a in ipairs(held) do
       if ok then a.status, a.body = answers[i][1], answers[i][2]
       else a.status, a.body = err_body(500, "internal error: " .. tostring(answers):sub(1, 200)) end
@@ -714,10 +727,16 @@ function Server:step(q, defer)
         end
         return vs, e2
       end,
-      complete = function(vs, e2) fill(pcall(embed_jobs, self, jobs, vs, e2 or "the run failed")) end, -- the answers' bodies
+      complete = function(vs, e2) -- the answers' bodies
+        local t1 = sys.clock()
+        local ok2, answers = pcall(embed_jobs, self, jobs, vs, e2 or "the run failed")
+        fill(ok2, answers, t1)
+      end,
     }
   end
-  fill(pcall(embed_jobs, self, jobs))
+  local t1 = sys.clock()
+  local ok, answers = pcall(embed_jobs, self, jobs)
+  fill(ok, answers, t1) -- (the CPU embedder's runs counted with the answers)
   return out
 end
 

@@ -111,15 +111,15 @@ local function start_server(model, opts, max_queue)
   end }
 end
 
--- The emmy GPU server's own account from /metrics (cumulative): {device_s, run_tokens, host = {pack, upload,
--- download}}, or nil (the CPU server, the stock one).
+-- The emmy GPU server's own account from /metrics (cumulative): {device_s, run_tokens, host = {parse, pack, upload,
+-- download, answer}}, or nil (the CPU server, the stock one).
 local function server_account(opts, port)
   local st, text = require("emmy.http_c").request(opts.host, port, "GET", "/metrics")
   if st ~= 200 or not text then return nil end
   local dev = tonumber(text:match("\nemmy_device_seconds_total ([%d.eE+-]+)"))
   if not dev then return nil end
   local a = { device_s = dev, run_tokens = tonumber(text:match("\nemmy_run_tokens_total (%d+)")) or 0, host = {} }
-  for ph in ("pack upload download"):gmatch("%a+") do
+  for ph in ("parse pack upload download answer"):gmatch("%a+") do
     a.host[ph] = tonumber(text:match('\nemmy_host_seconds_total{phase="' .. ph .. '"} ([%d.eE+-]+)')) or 0
   end
   return a
@@ -162,9 +162,17 @@ local function print_point(res, model, opts)
         res.padding_share and (", %.1f%% of the tokens run padding to a CUDA graph's bucket"):format(100 * res.padding_share) or ""))
   end
   if res.host_s then
-    print(("the host's own work around the runs: packing %.3f s, uploads %.3f s, reading back and pooling %.3f s"):format(
-      res.host_s.pack, res.host_s.upload, res.host_s.download))
+    print(("the host's own work around the runs: parsing requests %.3f s, packing %.3f s, uploads %.3f s, reading back and pooling %.3f s, writing answers %.3f s"):format(
+      res.host_s.parse, res.host_s.pack, res.host_s.upload, res.host_s.download, res.host_s.answer))
   end
+end
+
+-- The server's host work a request (its phases summed over the successful requests), µs, or "-".
+local function host_us(r)
+  if not r.host_s or r.successful == 0 then return "-" end
+  local t = 0
+  for _, v in pairs(r.host_s) do t = t + v end
+  return ("%.0f"):format(1e6 * t / r.successful)
 end
 
 -- Several points against one server: one table, a row a point.
@@ -176,11 +184,14 @@ local function print_points(points, model, opts)
     rows[#rows + 1] = { r.concurrency, ("%g"):format(r.random_range_ratio), r.successful, r.failed, ("%.2f"):format(r.duration_s),
       ("%.1f"):format(r.token_throughput), ("%.1f"):format(r.latency_mean_ms), ("%.1f"):format(r.latency_median_ms),
       ("%.1f"):format(r.latency_p99_ms), r.device_share and ("%.1f%%"):format(100 * r.device_share) or "-",
-      r.padding_share and ("%.1f%%"):format(100 * r.padding_share) or "-" }
+      r.padding_share and ("%.1f%%"):format(100 * r.padding_share) or "-", host_us(r) }
   end
   require("emmy.tbl").print { header = { "concurrency", "range ratio", "successful", "failed", "duration s", "tok/s",
-    "latency mean ms", "median ms", "p99 ms", "model's share", "padding" }, rows = rows, align = "rrrrrrrrrrr" }
+    "latency mean ms", "median ms", "p99 ms", "model's share", "padding", "host µs a request" }, rows = rows, align = "rrrrrrrrrrrr" }
   print("model's share: the runs' GPU time (CUDA events) over the point's duration; the rest is the server's own work and its waits")
+  if points[1].host_s then
+    print("host µs a request: the server's parsing, packing, uploads, reading back and pooling, and answers' writing over the requests answered")
+  end
 end
 
 -- --bench: the server as a child process, driven with random prompts of token ids by the load client in this one at
