@@ -7,7 +7,7 @@ return {
   usage = [==[usage: emmy serve MODEL [--device gpu|cpu] [--host H] [--port P] [--port-file F] [--truncate]
                   [--max-len N] [--max-payload BYTES] [--max-queue N] [--max-batch-tokens N] [--graph-step S]
                   [--inflight N] [--varlen | --mask] [--seed S] [--requests N] [--bench [--num-prompts N] [--random-input-len L] [--random-range-ratio R]
-                  [--max-concurrency C] [--stock eager|compile] [--soak SECONDS [--malformed F]] [--json FILE]]
+                  [--max-concurrency C] [--stock eager|compile | --vs-stock eager|compile] [--soak SECONDS [--malformed F]] [--json FILE]]
 
   Serves MODEL (ORG/NAME or a folder with config.json) with last-token pooling and L2 normalization:
     POST /v1/embeddings   {"input": string | [string] | [token id] | [[token id]], "encoding_format": "float" |
@@ -25,7 +25,9 @@ return {
   server (started once) and the points print as one table (--json: {points = [...]}). Exit 1 when a request failed. --stock eager|compile benches the stock baseline
   instead: the same model in transformers (eager, or under torch.compile) behind the same API on the GPU
   (tools/torchref/stock_serve.py: each step's sequences padded to the longest, as a stock PyTorch server batches
-  them; $EMMY_PYTHON, else python3), under the same load. --soak SECONDS drives it that long instead (the prompts
+  them; $EMMY_PYTHON, else python3), under the same load. --vs-stock eager|compile benches emmy and then the stock
+  server on the same prompts and prints one table of both (tok/s, their ratio, latency mean / p99; --json: {points,
+  stock_points}). --soak SECONDS drives it that long instead (the prompts
   cycled, in rounds of 16 requests a connection) with a fraction --malformed F (0.05) of malformed requests (not JSON,
   no input, an empty one, a token id outside the vocabulary, a sequence over the model's length), sampling the
   server's resident memory after each round; it prints a row a tenth of the run and exits 1 when a well-formed
@@ -64,7 +66,7 @@ return {
         ["--bench"] = { kind = "bool" }, ["--num-prompts"] = { kind = "int", default = 100, min = 1 },
         ["--random-input-len"] = { kind = "int", default = 512, min = 1 }, ["--random-range-ratio"] = { kind = "string", default = "0" },
         ["--max-concurrency"] = { kind = "string", default = "16" }, ["--json"] = { kind = "string" },
-        ["--stock"] = { kind = "string" }, ["--soak"] = { kind = "number", min = 1 }, ["--malformed"] = { kind = "number", default = 0.05 } },
+        ["--stock"] = { kind = "string" }, ["--vs-stock"] = { kind = "string" }, ["--soak"] = { kind = "number", min = 1 }, ["--malformed"] = { kind = "number", default = 0.05 } },
       positional = { "model" }, required = { "model" }, usage = "emmy serve MODEL [--device gpu|cpu] [--port P]",
     }, "serve")
     if opts.port > 65535 then cli.usage("--port %d: 0 to 65535", opts.port) end

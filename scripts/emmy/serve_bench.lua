@@ -8,6 +8,14 @@ local M = {}
 
 local shq = cli.shell_quote
 
+-- --json FILE: t written there (nothing without the flag)
+local function write_json(opts, t)
+  if not opts.json then return end
+  local f = assert(io.open(opts.json, "w"))
+  f:write(require("cjson").encode(t), "\n")
+  f:close()
+end
+
 -- --bench --soak: the soak's table (a row a tenth of the run) and verdict; exit 1 when a well-formed request failed,
 -- a malformed one was not answered 4xx, or the server's resident memory grew more than 5% after the first quarter.
 local function soak_report(res, model, opts, c, r)
@@ -27,11 +35,7 @@ local function soak_report(res, model, opts, c, r)
     res.ok, res.failed, res.malformed_4xx, res.malformed_other, res.token_throughput,
     res.rss_growth and ("%.0f MB at a quarter of the run, %.0f MB at its end (%+.1f%%: %s)"):format(res.rss_start_mb,
       res.rss_end_mb, 100 * res.rss_growth, flat and "flat" or "GROWING") or "not read (no /proc entry for the server)"))
-  if opts.json then
-    local f = assert(io.open(opts.json, "w"))
-    f:write(require("cjson").encode(res), "\n")
-    f:close()
-  end
+  write_json(opts, res)
   return (res.failed == 0 and res.malformed_other == 0 and flat ~= false) and 0 or 1
 end
 
@@ -194,6 +198,41 @@ local function print_points(points, model, opts)
   end
 end
 
+-- Every (concurrency, range ratio) point against the started server srv, which it stops: the points and their
+-- failed requests' count.
+local function run_points(model, opts, log, srv, vocab, concs, ratios)
+  local points, failed = {}, 0
+  for _, c in ipairs(concs) do
+    for _, r in ipairs(ratios) do
+      local res, err = bench_point(model, opts, srv.port, vocab, c, r)
+      if not res then srv.stop(); cli.fail("%s", err) end
+      if #concs * #ratios > 1 then log(("%sconcurrency %d, range ratio %g: %.1f tok/s, p99 %.1f ms"):format(
+        opts.stock and "stock: " or "", c, r, res.token_throughput, res.latency_p99_ms)) end
+      points[#points + 1], failed = res, failed + res.failed
+    end
+  end
+  srv.stop()
+  return points, failed
+end
+
+-- --vs-stock: emmy's points and the stock server's (the same prompts) as one table, a row a point.
+local function print_versus(points, spoints, model, opts)
+  print(("emmy against the stock server (transformers, %s) on %s: %d prompts a point, input len %d"):format(
+    opts.vs_stock == "compile" and "torch.compile" or "eager", model, opts.num_prompts, opts.random_input_len))
+  local rows = {}
+  for i, r in ipairs(points) do
+    local q = spoints[i]
+    rows[#rows + 1] = { r.concurrency, ("%g"):format(r.random_range_ratio), ("%.1f"):format(r.token_throughput),
+      ("%.1f"):format(q.token_throughput), q.token_throughput > 0 and ("%.2fx"):format(r.token_throughput / q.token_throughput) or "-",
+      ("%.1f / %.1f"):format(r.latency_mean_ms, r.latency_p99_ms), ("%.1f / %.1f"):format(q.latency_mean_ms, q.latency_p99_ms),
+      ("%d / %d"):format(r.failed, q.failed), r.device_share and ("%.1f%%"):format(100 * r.device_share) or "-", host_us(r) }
+  end
+  require("emmy.tbl").print { header = { "concurrency", "range ratio", "emmy tok/s", "stock tok/s", "emmy / stock",
+    "emmy mean / p99 ms", "stock mean / p99 ms", "failed (emmy / stock)", "emmy's model share", "emmy host µs a request" },
+    rows = rows, align = "rrrrrrrrrr" }
+  print("emmy's model share: its runs' GPU time (CUDA events) over the point's duration; host µs a request: its parsing, packing, uploads, reading back and pooling, and answers' writing")
+end
+
 -- --bench: the server as a child process, driven with random prompts of token ids by the load client in this one at
 -- each (concurrency, range ratio) point in turn (one server for all), or soaked; the summary printed and, with --json,
 -- written (one point: its object; several: {points = [...]}).
@@ -203,6 +242,10 @@ function M.run(model, opts, log)
   local ratios = numbers("--random-range-ratio", opts.random_range_ratio, function(n) return n >= 0 and n < 1 end,
     "0 <= R < 1 (or a comma-separated list)")
   if opts.malformed < 0 or opts.malformed >= 1 then cli.usage("--malformed %g: 0 <= F < 1", opts.malformed) end
+  if opts.vs_stock then
+    if opts.stock or opts.soak then cli.usage("--vs-stock: not with %s", opts.stock and "--stock" or "--soak") end
+    if opts.vs_stock ~= "eager" and opts.vs_stock ~= "compile" then cli.usage("--vs-stock %s: eager or compile", opts.vs_stock) end
+  end
   local vocab = require("emmy.frontend").model(model).cfg.vocab_size
   local srv = start_server(model, opts, opts.num_prompts + 1)
   log(("server up on port %d after %.1f s; %d prompts of %d tokens a point, %d point%s"):format(srv.port, srv.started_s,
@@ -223,23 +266,18 @@ function M.run(model, opts, log)
     if not res then cli.fail("%s", err) end
     return soak_report(res, model, opts, concs[1], ratios[1])
   end
-  local points, failed = {}, 0
-  for _, c in ipairs(concs) do
-    for _, r in ipairs(ratios) do
-      local res, err = bench_point(model, opts, srv.port, vocab, c, r)
-      if not res then srv.stop(); cli.fail("%s", err) end
-      if #concs * #ratios > 1 then log(("concurrency %d, range ratio %g: %.1f tok/s, p99 %.1f ms"):format(c, r, res.token_throughput,
-        res.latency_p99_ms)) end
-      points[#points + 1], failed = res, failed + res.failed
-    end
+  local points, failed = run_points(model, opts, log, srv, vocab, concs, ratios)
+  if opts.vs_stock then -- the stock server next, on the same prompts: one table of both
+    local sopts = setmetatable({ stock = opts.vs_stock }, { __index = opts })
+    local ssrv = start_server(model, sopts, opts.num_prompts + 1)
+    log(("stock server (%s) up on port %d after %.1f s"):format(opts.vs_stock, ssrv.port, ssrv.started_s))
+    local spoints, sfailed = run_points(model, sopts, log, ssrv, vocab, concs, ratios)
+    print_versus(points, spoints, model, opts)
+    write_json(opts, { model = model, points = points, stock_points = spoints })
+    return failed + sfailed == 0 and 0 or 1
   end
-  srv.stop()
   if #points == 1 then print_point(points[1], model, opts) else print_points(points, model, opts) end
-  if opts.json then
-    local f = assert(io.open(opts.json, "w"))
-    f:write(require("cjson").encode(#points == 1 and points[1] or { model = model, points = points }), "\n")
-    f:close()
-  end
+  write_json(opts, #points == 1 and points[1] or { model = model, points = points })
   return failed == 0 and 0 or 1
 end
 

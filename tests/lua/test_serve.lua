@@ -366,4 +366,31 @@ test("--bench --stock: a stock server that cannot start (its python exits at onc
   check(c ~= 0 and c ~= true, "--stock bogus: exit status " .. tostring(c))
 end)
 
+test("--bench --vs-stock: emmy and then the stock server on the same prompts, one table of both ({points, stock_points})", function()
+  -- (the stock server here: a stand-in "python" that serves the model with emmy's CPU reference on the port file given)
+  local d = tmpdir()
+  local fake = d .. "/python"
+  local f = assert(io.open(fake, "w"))
+  f:write(("#!/bin/sh\nshift\ndir=$1; shift\npf=\nwhile [ $# -gt 0 ]; do case $1 in --port-file) pf=$2; shift;; esac; shift; done\n"
+    .. "exec %s serve \"$dir\" --device cpu --port 0 --port-file \"$pf\"\n"):format(shell_quote(BIN)))
+  f:close()
+  os.execute("chmod +x " .. shell_quote(fake))
+  local js, log = d .. "/vs.json", d .. "/vs.log"
+  local c = os.execute(("EMMY_PYTHON=%s %s serve %s --device cpu --bench --vs-stock eager --num-prompts 6 --random-input-len 6 "
+    .. "--max-concurrency 1,2 --json %s > %s 2>&1"):format(shell_quote(fake), BIN, model_dir(), js, log))
+  local out = io.open(log):read("*a")
+  check(c == 0 or c == true, "exit status " .. tostring(c) .. ": " .. out)
+  check(out:find("emmy against the stock server (transformers, eager)", 1, true) and out:find("emmy / stock", 1, true), out)
+  local r = cjson.decode(io.open(js):read("*a"))
+  check(#r.points == 2 and #r.stock_points == 2, cjson.encode(r))
+  for i = 1, 2 do
+    check(r.points[i].successful == 6 and r.stock_points[i].successful == 6 and r.points[i].concurrency == r.stock_points[i].concurrency,
+      cjson.encode(r))
+  end
+  for _, bad in ipairs { "--vs-stock bogus", "--vs-stock eager --stock eager", "--vs-stock eager --soak 3" } do
+    c = os.execute(("%s serve %s --bench %s > /dev/null 2>&1"):format(BIN, model_dir(), bad))
+    check(c ~= 0 and c ~= true, bad .. ": exit status " .. tostring(c))
+  end
+end)
+
 return T
