@@ -278,6 +278,11 @@ static int ws_cluster_late(ectx *c, int cl, int sk) {
   const char *e = getenv("EMMY_CLUSTER_LATE");
   return cl == 1 && ws_split_cluster(c, sk) && !(e && !strcmp(e, "0"));
 }
+/* EMMY_SPLIT_RELAXED=1 (an experiment, compile time; docs/formats.md): the late cluster arrive relaxed instead of
+ * release — the mbarriers' init is fenced to the cluster already (fence.mbarrier_init), as CLUSTER=2's start has been
+ * since the thirty-ninth session, where the release had cost ~1,100 cycles before the first load; here every thread
+ * arrives, the producer among them, before the block barrier that lets it load. */
+static int ws_split_relaxed(void) { return ex_env_choice("EMMY_SPLIT_RELAXED", 1); }
 /* The barrier after the mbarriers' init: the cluster's (CLUSTER=2, a SPLIT_K cluster: a peer's multicasts and
  * arrivals may only reach initialised barriers), else the block's. CLUSTER=2's arrive is relaxed — the init is fenced
  * to the cluster already (fence.mbarrier_init), as CUTLASS's sm90 kernels start; the arrive's release cost ~1,100
@@ -998,7 +1003,10 @@ void ex_k_contraction_ws(ectx *c, const ex_ctr *k, em_launch *L) {
   ex_line(c, "}");
   /* (a cluster: the peer's multicasts and arrivals may only reach barriers that are initialised) */
   if (ws_cluster_late(c, cl, sk)) {
-    ex_line(c, "asm volatile(\"barrier.cluster.arrive.release.aligned;\" ::: \"memory\"); /* the late cluster wait: waited before the first exchange */");
+    if (ws_split_relaxed())
+      ex_line(c, "asm volatile(\"barrier.cluster.arrive.relaxed.aligned;\" ::: \"memory\"); /* the late cluster wait: waited before the first exchange (EMMY_SPLIT_RELAXED) */");
+    else
+      ex_line(c, "asm volatile(\"barrier.cluster.arrive.release.aligned;\" ::: \"memory\"); /* the late cluster wait: waited before the first exchange */");
     ex_line(c, "__syncthreads();");
     ex_line(c, "unsigned em_cw = 0u;");
   } else {
