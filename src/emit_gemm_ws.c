@@ -241,6 +241,7 @@ static void ws_acc_add(ectx *c, const ex_ctr *k, const char *buf, int threads) {
  * em_rfull; rank 0 waits for them, adds them to its own (rank 0's half + rank 1's: the same sum every run),
  * releases the buffer and goes on to the epilogue (emitted by the caller inside the else this opens). A rank
  * with no K tiles (nk == 1) hands over zeros. */
+static int ws_split_noend(ectx *c, int cl, int sk);
 static void ws_split_handover(ectx *c, const ex_ctr *k, int cw) {
   int threads = 32 * cw, nst = k->dual ? 2 : 1;
   ws_split_zero(c, k);
@@ -263,7 +264,8 @@ static void ws_split_handover(ectx *c, const ex_ctr *k, int cw) {
   ex_line(c, "em_mbar_wait_acquire(&em_rfull, em_n & 1u);");
   ex_line(c, "const float4 *const em_rv = reinterpret_cast<const float4 *>(em_dsm + (em_rb - em_smem(em_dsm))) + tid;");
   ws_acc_add(c, k, "em_rv", threads);
-  ex_line(c, "em_mbar_arrive_release(&em_rempty, 1u);");
+  if (ws_split_noend(c, 1, 2)) ex_line(c, "if (em_t + (int)gridDim.x / 2 < em_tiles) em_mbar_arrive_release(&em_rempty, 1u); /* EMMY_SPLIT_NOEND: none after the last tile */");
+  else ex_line(c, "em_mbar_arrive_release(&em_rempty, 1u);");
 }
 
 /* The late cluster wait (the default since 2026-12-04; EMMY_CLUSTER_LATE=0 at compile time emits the earlier text): SPLIT_K's cluster (CLUSTER=1)
@@ -283,6 +285,11 @@ static int ws_cluster_late(ectx *c, int cl, int sk) {
  * since the thirty-ninth session, where the release had cost ~1,100 cycles before the first load; here every thread
  * arrives, the producer among them, before the block barrier that lets it load. */
 static int ws_split_relaxed(void) { return ex_env_choice("EMMY_SPLIT_RELAXED", 1); }
+/* EMMY_SPLIT_NOEND=1 (an experiment, compile time; docs/formats.md): the late-waiting split cluster without the
+ * closing cluster barrier (arrive.release, wait.acquire), whose release may cost what the start's did. Nothing reaches
+ * a rank after its last wait: each exchange's data is waited for by its owner (em_rfull), the reduce-scatter leaves
+ * out the last tile's release already, and with this the hand-over (SPLIT_K=2, staged) leaves out its own. */
+static int ws_split_noend(ectx *c, int cl, int sk) { return ws_cluster_late(c, cl, sk) && ex_env_choice("EMMY_SPLIT_NOEND", 1); }
 /* The barrier after the mbarriers' init: the cluster's (CLUSTER=2, a SPLIT_K cluster: a peer's multicasts and
  * arrivals may only reach initialised barriers), else the block's. CLUSTER=2's arrive is relaxed — the init is fenced
  * to the cluster already (fence.mbarrier_init), as CUTLASS's sm90 kernels start; the arrive's release cost ~1,100
@@ -1019,6 +1026,7 @@ void ex_k_contraction_ws(ectx *c, const ex_ctr *k, em_launch *L) {
     ex_line(c, "}");
     if (ws_cluster_late(c, cl, sk)) ws_cluster_wait_once(c);
     /* (a thread that has not waited: the producer warpgroup's others, any of a CTA with no tiles; not warp-aligned) */
-    if (!ws_diag_nosync(c, cl)) ex_line(c, "em_cluster_sync(); /* no multicast or arrival may reach a CTA that has left */");
+    if (!ws_diag_nosync(c, cl) && !ws_split_noend(c, cl, sk))
+      ex_line(c, "em_cluster_sync(); /* no multicast or arrival may reach a CTA that has left */");
   }
 }

@@ -281,12 +281,13 @@ gpu_case clusterlate_split4_seq7 env EMMY_CLUSTER_LATE=1 EMMY_KNOBS=k_linear:PER
 gpu_case clusterlate_down_seq513 env EMMY_CLUSTER_LATE=1 EMMY_KNOBS=$D:PERSIST=1,$D:PRODUCER=1,$D:BM=64,$D:WM=4,$D:BN=128,$D:WG_K=1,$D:SPLIT_K=2,$D:EPI_SMEM=0,$D:STAGES=6 timeout 120 "$BIN" run $L0 --seq-len 513
 gpu_case clusterlate_llama_seq513 env EMMY_CLUSTER_LATE=1 timeout 120 "$BIN" run TinyLlama/TinyLlama-1.1B-Chat-v1.0 --layer 0 --dynamic seq_len@x:1 --seq-len 513
 gpu_case clusterlate_sweep512 env EMMY_CLUSTER_LATE=1 EMMY_PERSIST=1 EMMY_SPLIT_K=2 timeout 200 "$BIN" run $L0 --seq-len 512 --sweep 20
-# EMMY_SPLIT_RELAXED=1 (fortieth session): the split-K cluster's late arrive relaxed (the init fenced to the cluster)
-gpu_case splitrel_split2_seq513 env EMMY_SPLIT_RELAXED=1 EMMY_KNOBS=k_linear:PERSIST=1,k_linear:SPLIT_K=2 timeout 120 "$BIN" run $L0 --seq-len 513
-gpu_case splitrel_split4_seq7 env EMMY_SPLIT_RELAXED=1 EMMY_KNOBS=k_linear:PERSIST=1,k_linear:SPLIT_K=4,k_linear:EPI_SMEM=0 timeout 120 "$BIN" run $L0 --seq-len 7
-gpu_case splitrel_down_seq513 env EMMY_SPLIT_RELAXED=1 EMMY_KNOBS=$D:PERSIST=1,$D:PRODUCER=1,$D:BM=64,$D:WM=4,$D:BN=128,$D:WG_K=1,$D:SPLIT_K=2,$D:EPI_SMEM=0,$D:STAGES=6 timeout 120 "$BIN" run $L0 --seq-len 513
-gpu_case splitrel_llama_seq513 env EMMY_SPLIT_RELAXED=1 timeout 120 "$BIN" run TinyLlama/TinyLlama-1.1B-Chat-v1.0 --layer 0 --dynamic seq_len@x:1 --seq-len 513
-gpu_case splitrel_sweep512 env EMMY_SPLIT_RELAXED=1 EMMY_PERSIST=1 EMMY_SPLIT_K=2 timeout 200 "$BIN" run $L0 --seq-len 512 --sweep 20
+# EMMY_SPLIT_RELAXED=1 EMMY_SPLIT_NOEND=1 (fortieth session): the split-K cluster's late arrive relaxed (the init fenced
+# to the cluster) and no closing cluster barrier (nothing reaches a rank after its last wait)
+gpu_case splitrel_split2_seq513 env EMMY_SPLIT_RELAXED=1 EMMY_SPLIT_NOEND=1 EMMY_KNOBS=k_linear:PERSIST=1,k_linear:SPLIT_K=2 timeout 120 "$BIN" run $L0 --seq-len 513
+gpu_case splitrel_split4_seq7 env EMMY_SPLIT_RELAXED=1 EMMY_SPLIT_NOEND=1 EMMY_KNOBS=k_linear:PERSIST=1,k_linear:SPLIT_K=4,k_linear:EPI_SMEM=0 timeout 120 "$BIN" run $L0 --seq-len 7
+gpu_case splitrel_down_seq513 env EMMY_SPLIT_RELAXED=1 EMMY_SPLIT_NOEND=1 EMMY_KNOBS=$D:PERSIST=1,$D:PRODUCER=1,$D:BM=64,$D:WM=4,$D:BN=128,$D:WG_K=1,$D:SPLIT_K=2,$D:EPI_SMEM=0,$D:STAGES=6 timeout 120 "$BIN" run $L0 --seq-len 513
+gpu_case splitrel_llama_seq513 env EMMY_SPLIT_RELAXED=1 EMMY_SPLIT_NOEND=1 timeout 120 "$BIN" run TinyLlama/TinyLlama-1.1B-Chat-v1.0 --layer 0 --dynamic seq_len@x:1 --seq-len 513
+gpu_case splitrel_sweep512 env EMMY_SPLIT_RELAXED=1 EMMY_SPLIT_NOEND=1 EMMY_PERSIST=1 EMMY_SPLIT_K=2 timeout 200 "$BIN" run $L0 --seq-len 512 --sweep 20
 # OSMEM=4's O staged only once the other slice's last QK^T retired (the default since 2026-12-04; was EMMY_OS4_SYNC=1)
 # (barriers 6, 7, and 1 at each item's end): the batch-8 head-dim-128 default (ping-pong),
 # without ping-pong, and a short sequence
