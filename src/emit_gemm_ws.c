@@ -105,6 +105,11 @@ static int ws_diag_nosync(ectx *c, int cl) { return cl == 2 && (ws_diag(c) & 6) 
 /* The ring's cluster: 2 where both CTAs' producers write each stage and both CTAs' consumers release it (CLUSTER=2's
  * multicast), else 1 (DIAG 2: the cluster launched, each CTA's ring its own). */
 static int ws_ring_cl(ectx *c, int cl) { return cl == 2 && !(ws_diag(c) & 2) ? 2 : 1; }
+/* EMMY_CL2_NOEND=1 (an experiment, compile time; docs/formats.md): CLUSTER=2's multicast ring without the closing
+ * cluster barrier; instead the producer, after its last load, waits as for `stages` more (CUTLASS's producer tail):
+ * once every stage's last use is released by both CTAs' consumers, no arrival can reach this CTA any more, and the
+ * peer's multicasts into it are waited for by its own consumers. */
+static int ws_cl2_noend(ectx *c, int cl) { return ws_ring_cl(c, cl) == 2 && !ws_diag_nosync(c, cl) && ex_env_choice("EMMY_CL2_NOEND", 1); }
 
 /* SPLIT_K 2, 4: the split's CTAs of a tile are a cluster (their parts summed through distributed shared memory), or
  * with SPLIT_L2=1 a group of consecutive CTAs summing them through the launch scratch (ws_split_reduce_l2). */
@@ -184,6 +189,9 @@ static void ws_producer(ectx *c, const ex_ctr *k, int stages, int raster, int cw
     ex_line(c, "  em_w[4] = 0u, em_w[5] = 0u, em_w[6] = 0u, em_w[7] = em_clock() - em_s0;");
     ex_line(c, "}");
   }
+  if (ws_cl2_noend(c, cl)) /* (after the stamps: their totals keep their meaning) */
+    ex_line(c, "for (int em_q = 0; em_q < %d; em_q++, em_it++) em_mbar_wait(&em_empty[em_it %% %d], ((unsigned)(em_it / %d) & 1u) ^ 1u); /* EMMY_CL2_NOEND: the producer's tail */",
+            stages, stages, stages);
   c->indent--;
   ex_line(c, "}");
   if (cl == 2 || ws_split_cluster(c, sk)) {
@@ -241,7 +249,12 @@ static void ws_acc_add(ectx *c, const ex_ctr *k, const char *buf, int threads) {
  * em_rfull; rank 0 waits for them, adds them to its own (rank 0's half + rank 1's: the same sum every run),
  * releases the buffer and goes on to the epilogue (emitted by the caller inside the else this opens). A rank
  * with no K tiles (nk == 1) hands over zeros. */
-static int ws_split_noend(ectx *c, int cl, int sk);
+/* EMMY_SPLIT_NOEND=1 (an experiment, compile time; docs/formats.md): the late-waiting split cluster without the
+ * closing cluster barrier (arrive.release, wait.acquire), whose release may cost what the start's did. Nothing reaches
+ * a rank after its last wait: each exchange's data is waited for by its owner (em_rfull), the reduce-scatter leaves
+ * out the last tile's release already, and with this the hand-over (SPLIT_K=2, staged) leaves out its own. */
+static int ws_cluster_late(ectx *c, int cl, int sk);
+static int ws_split_noend(ectx *c, int cl, int sk) { return ws_cluster_late(c, cl, sk) && ex_env_choice("EMMY_SPLIT_NOEND", 1); }
 static void ws_split_handover(ectx *c, const ex_ctr *k, int cw) {
   int threads = 32 * cw, nst = k->dual ? 2 : 1;
   ws_split_zero(c, k);
@@ -285,11 +298,7 @@ static int ws_cluster_late(ectx *c, int cl, int sk) {
  * since the thirty-ninth session, where the release had cost ~1,100 cycles before the first load; here every thread
  * arrives, the producer among them, before the block barrier that lets it load. */
 static int ws_split_relaxed(void) { return ex_env_choice("EMMY_SPLIT_RELAXED", 1); }
-/* EMMY_SPLIT_NOEND=1 (an experiment, compile time; docs/formats.md): the late-waiting split cluster without the
- * closing cluster barrier (arrive.release, wait.acquire), whose release may cost what the start's did. Nothing reaches
- * a rank after its last wait: each exchange's data is waited for by its owner (em_rfull), the reduce-scatter leaves
- * out the last tile's release already, and with this the hand-over (SPLIT_K=2, staged) leaves out its own. */
-static int ws_split_noend(ectx *c, int cl, int sk) { return ws_cluster_late(c, cl, sk) && ex_env_choice("EMMY_SPLIT_NOEND", 1); }
+
 /* The barrier after the mbarriers' init: the cluster's (CLUSTER=2, a SPLIT_K cluster: a peer's multicasts and
  * arrivals may only reach initialised barriers), else the block's. CLUSTER=2's arrive is relaxed — the init is fenced
  * to the cluster already (fence.mbarrier_init), as CUTLASS's sm90 kernels start; the arrive's release cost ~1,100
@@ -1026,7 +1035,7 @@ void ex_k_contraction_ws(ectx *c, const ex_ctr *k, em_launch *L) {
     ex_line(c, "}");
     if (ws_cluster_late(c, cl, sk)) ws_cluster_wait_once(c);
     /* (a thread that has not waited: the producer warpgroup's others, any of a CTA with no tiles; not warp-aligned) */
-    if (!ws_diag_nosync(c, cl) && !ws_split_noend(c, cl, sk))
+    if (!ws_diag_nosync(c, cl) && !ws_split_noend(c, cl, sk) && !ws_cl2_noend(c, cl))
       ex_line(c, "em_cluster_sync(); /* no multicast or arrival may reach a CTA that has left */");
   }
 }
