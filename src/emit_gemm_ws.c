@@ -243,18 +243,19 @@ static void ws_acc_add(ectx *c, const ex_ctr *k, const char *buf, int threads) {
   ex_line(c, "}");
 }
 
-/* SPLIT_K=2's hand-over, after both CTAs' K halves retired: rank 1 waits until rank 0 has read its last
- * partials (em_rempty, in rank 1), writes this tile's accumulators into rank 0's buffer em_rb (float4 j of
- * consumer thread t at (j * threads + t) * 16: each store a warp's 512 contiguous bytes) and arrives on rank 0's
- * em_rfull; rank 0 waits for them, adds them to its own (rank 0's half + rank 1's: the same sum every run),
- * releases the buffer and goes on to the epilogue (emitted by the caller inside the else this opens). A rank
- * with no K tiles (nk == 1) hands over zeros. */
 /* EMMY_SPLIT_NOEND=1 (an experiment, compile time; docs/formats.md): the late-waiting split cluster without the
  * closing cluster barrier (arrive.release, wait.acquire), whose release may cost what the start's did. Nothing reaches
  * a rank after its last wait: each exchange's data is waited for by its owner (em_rfull), the reduce-scatter leaves
  * out the last tile's release already, and with this the hand-over (SPLIT_K=2, staged) leaves out its own. */
 static int ws_cluster_late(ectx *c, int cl, int sk);
 static int ws_split_noend(ectx *c, int cl, int sk) { return ws_cluster_late(c, cl, sk) && ex_env_choice("EMMY_SPLIT_NOEND", 1); }
+
+/* SPLIT_K=2's hand-over, after both CTAs' K halves retired: rank 1 waits until rank 0 has read its last
+ * partials (em_rempty, in rank 1), writes this tile's accumulators into rank 0's buffer em_rb (float4 j of
+ * consumer thread t at (j * threads + t) * 16: each store a warp's 512 contiguous bytes) and arrives on rank 0's
+ * em_rfull; rank 0 waits for them, adds them to its own (rank 0's half + rank 1's: the same sum every run),
+ * releases the buffer and goes on to the epilogue (emitted by the caller inside the else this opens). A rank
+ * with no K tiles (nk == 1) hands over zeros. */
 static void ws_split_handover(ectx *c, const ex_ctr *k, int cw) {
   int threads = 32 * cw, nst = k->dual ? 2 : 1;
   ws_split_zero(c, k);
