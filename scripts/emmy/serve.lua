@@ -132,12 +132,7 @@ local function pack(seqs, pad, lens_only)
   local T, lens, last = 0, {}, {}
   for i, s in ipairs(seqs) do lens[i] = #s; T = T + #s; last[i] = T end
   if pad and pad > 0 then lens[#lens + 1] = pad; T = T + pad end
-  local ids, pos = ref.tensor("i64", { 1, T }), ref.tensor("i64", { 1, T })
-  local k = 0
-  for _, s in ipairs(seqs) do
-    for j = 1, #s do k = k + 1; ids:set(k, s[j]); pos:set(k, j - 1) end
-  end
-  for j = 1, pad or 0 do k = k + 1; ids:set(k, 0); pos:set(k, j - 1) end
+  local ids, pos = ref.pack_ids(seqs, pad or 0) -- (in C: two :set calls a token cost ~60 us a 512-token request)
   return { input_ids = ids, position_ids = pos, attention_mask = not lens_only and ref.packed_mask(lens) or nil }, T, last, lens
 end
 

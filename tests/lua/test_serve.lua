@@ -51,6 +51,15 @@ local function norm(v)
   return math.sqrt(s)
 end
 
+test("ref.pack_ids: the sequences' ids end to end, each token's position in its own sequence, the padding zeros", function()
+  local ref = require "emmy.ref"
+  local ids, pos = ref.pack_ids({ { 5, 6, 7 }, { 9 }, { 11, 12 } }, 2)
+  check(table.concat(ids:to_table(), ",") == "5,6,7,9,11,12,0,0", table.concat(ids:to_table(), ","))
+  check(table.concat(pos:to_table(), ",") == "0,1,2,0,0,1,0,1", table.concat(pos:to_table(), ","))
+  check(table.concat(ids:shape(), ",") == "1,8" and ids:dtype() == "i64", "shape")
+  check(not pcall(ref.pack_ids, { { 1, 2.5 } }, 0), "a fractional id is an error")
+end)
+
 test("the packed mask as the device's bytes equals the reference tensor (block-diagonal, causal)", function()
   local ref = require "emmy.ref"
   local lens = { 3, 1, 4, 2 }
