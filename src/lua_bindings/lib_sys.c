@@ -1,6 +1,6 @@
 /* lib_sys.c — `emmy.sys`: what Lua's standard library lacks for a command-line host: build identity,
  * directory listing, mkdir -p, the one checked file writer (src/file.c), monotonic time, tty detection and the
- * GPU/toolkit probes. */
+ * GPU/toolkit probes, and number arrays as JSON text (emmy serve's answers). */
 #include <dirent.h>
 #include <errno.h>
 #include <limits.h>
