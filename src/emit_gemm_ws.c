@@ -243,11 +243,27 @@ static void ws_acc_add(ectx *c, const ex_ctr *k, const char *buf, int threads) {
   ex_line(c, "}");
 }
 
+/* The late cluster wait (the default since 2026-12-04; EMMY_CLUSTER_LATE=0 at compile time emits the earlier text): SPLIT_K's cluster (CLUSTER=1)
+ * arrives on the cluster barrier once its mbarriers are initialised and waits for the peers only before its first
+ * exchange (or at the kernel's end), so that its producer starts loading without waiting for the other CTAs to be
+ * placed and initialised — the split variants' K loop is 40% shorter than the whole tile's at 512 tokens but their
+ * fixed costs ate it (docs/performance.md, twenty-seventh session). (CLUSTER=2's producer multicasts into the peer
+ * from its first load, so it keeps the barrier at the start.) */
+/* (measured on the H200: every split variant 2-4% faster alone, the TinyLlama layer 113.7 / 114.3 -> 113.1 / 113.0 us,
+ * twenty-eighth and twenty-ninth sessions) */
+static int ws_cluster_late(ectx *c, int cl, int sk) {
+  const char *e = getenv("EMMY_CLUSTER_LATE");
+  return cl == 1 && ws_split_cluster(c, sk) && !(e && !strcmp(e, "0"));
+}
+/* EMMY_SPLIT_RELAXED=1 (an experiment, compile time; docs/formats.md): the late cluster arrive relaxed instead of
+ * release — the mbarriers' init is fenced to the cluster already (fence.mbarrier_init), as CLUSTER=2's start has been
+ * since the thirty-ninth session, where the release had cost ~1,100 cycles before the first load; here every thread
+ * arrives, the producer among them, before the block barrier that lets it load. */
+static int ws_split_relaxed(void) { return ex_env_choice("EMMY_SPLIT_RELAXED", 1); }
 /* EMMY_SPLIT_NOEND=1 (an experiment, compile time; docs/formats.md): the late-waiting split cluster without the
  * closing cluster barrier (arrive.release, wait.acquire), whose release may cost what the start's did. Nothing reaches
  * a rank after its last wait: each exchange's data is waited for by its owner (em_rfull), the reduce-scatter leaves
  * out the last tile's release already, and with this the hand-over (SPLIT_K=2, staged) leaves out its own. */
-static int ws_cluster_late(ectx *c, int cl, int sk);
 static int ws_split_noend(ectx *c, int cl, int sk) { return ws_cluster_late(c, cl, sk) && ex_env_choice("EMMY_SPLIT_NOEND", 1); }
 
 /* SPLIT_K=2's hand-over, after both CTAs' K halves retired: rank 1 waits until rank 0 has read its last
@@ -282,23 +298,6 @@ static void ws_split_handover(ectx *c, const ex_ctr *k, int cw) {
   else ex_line(c, "em_mbar_arrive_release(&em_rempty, 1u);");
 }
 
-/* The late cluster wait (the default since 2026-12-04; EMMY_CLUSTER_LATE=0 at compile time emits the earlier text): SPLIT_K's cluster (CLUSTER=1)
- * arrives on the cluster barrier once its mbarriers are initialised and waits for the peers only before its first
- * exchange (or at the kernel's end), so that its producer starts loading without waiting for the other CTAs to be
- * placed and initialised — the split variants' K loop is 40% shorter than the whole tile's at 512 tokens but their
- * fixed costs ate it (docs/performance.md, twenty-seventh session). (CLUSTER=2's producer multicasts into the peer
- * from its first load, so it keeps the barrier at the start.) */
-/* (measured on the H200: every split variant 2-4% faster alone, the TinyLlama layer 113.7 / 114.3 -> 113.1 / 113.0 us,
- * twenty-eighth and twenty-ninth sessions) */
-static int ws_cluster_late(ectx *c, int cl, int sk) {
-  const char *e = getenv("EMMY_CLUSTER_LATE");
-  return cl == 1 && ws_split_cluster(c, sk) && !(e && !strcmp(e, "0"));
-}
-/* EMMY_SPLIT_RELAXED=1 (an experiment, compile time; docs/formats.md): the late cluster arrive relaxed instead of
- * release — the mbarriers' init is fenced to the cluster already (fence.mbarrier_init), as CLUSTER=2's start has been
- * since the thirty-ninth session, where the release had cost ~1,100 cycles before the first load; here every thread
- * arrives, the producer among them, before the block barrier that lets it load. */
-static int ws_split_relaxed(void) { return ex_env_choice("EMMY_SPLIT_RELAXED", 1); }
 
 /* The barrier after the mbarriers' init: the cluster's (CLUSTER=2, a SPLIT_K cluster: a peer's multicasts and
  * arrivals may only reach initialised barriers), else the block's. CLUSTER=2's arrive is relaxed — the init is fenced

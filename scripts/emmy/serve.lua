@@ -539,7 +539,7 @@ end
 -- numbers by sys.json_numbers ("%.9g": every float32 reads back to itself) in ~1/6 of cjson's time — a 1,024-number
 -- embedding ~40 us against ~250 here, which a single client's every request waits for.
 local function respond(srv, job, vs)
-  local items, tokens = {}, 0
+  local t0, items, tokens = sys.clock(), {}, 0
   for i, ids in ipairs(job.seqs) do
     local v = vs[i]
     for _, x in ipairs(v) do
@@ -553,8 +553,10 @@ local function respond(srv, job, vs)
     tokens = tokens + #ids
   end
   srv.metrics.tokens = srv.metrics.tokens + tokens
-  return 200, ('{"object":"list","data":[%s],"model":%s,"usage":{"prompt_tokens":%d,"total_tokens":%d}}'):format(
+  local body = ('{"object":"list","data":[%s],"model":%s,"usage":{"prompt_tokens":%d,"total_tokens":%d}}'):format(
     table.concat(items, ","), cjson.encode(srv.name), tokens, tokens)
+  srv.metrics.answer_s = srv.metrics.answer_s + (sys.clock() - t0) -- (emmy_host_seconds_total{phase="answer"})
+  return 200, body
 end
 
 -- Several parsed requests' sequences packed into as few model runs as the token budget allows; each job's answer
@@ -698,8 +700,7 @@ function Server:step(q, defer)
       end
     end
   end
-  local function fill(ok, answers, t0) -- (t0: when the answers' writing began, emmy_host_seconds_total{phase="answer"})
-    self.metrics.answer_s = self.metrics.answer_s + (sys.clock() - t0)
+  local function fill(ok, answers)
     for i, a in ipairs(held) do
       if ok then a.status, a.body = answers[i][1], answers[i][2]
       else a.status, a.body = err_body(500, "internal error: " .. tostring(answers):sub(1, 200)) end
@@ -722,16 +723,10 @@ function Server:step(q, defer)
         end
         return vs, e2
       end,
-      complete = function(vs, e2) -- the answers' bodies
-        local t1 = sys.clock()
-        local ok2, answers = pcall(embed_jobs, self, jobs, vs, e2 or "the run failed")
-        fill(ok2, answers, t1)
-      end,
+      complete = function(vs, e2) fill(pcall(embed_jobs, self, jobs, vs, e2 or "the run failed")) end, -- the answers' bodies
     }
   end
-  local t1 = sys.clock()
-  local ok, answers = pcall(embed_jobs, self, jobs)
-  fill(ok, answers, t1) -- (the CPU embedder's runs counted with the answers)
+  fill(pcall(embed_jobs, self, jobs))
   return out
 end
 
