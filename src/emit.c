@@ -780,6 +780,13 @@ int ex_env_choice(const char *name, int most) {
   return e && e[0] >= '1' && e[0] <= '0' + most && !e[1] ? e[0] - '0' : 0;
 }
 
+/* A former experiment made the default (docs/formats.md): on unless environment variable name is exactly "0", which
+ * emits the earlier text, for A/B runs. */
+int ex_env_default_on(const char *name) {
+  const char *e = getenv(name);
+  return !(e && !strcmp(e, "0"));
+}
+
 /* EMMY_PDL at compile time (docs/formats.md): 0, 1, 3, else the default 2. */
 int ex_pdl_mode(void) {
   const char *p = getenv("EMMY_PDL");

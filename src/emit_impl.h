@@ -103,6 +103,7 @@ const char *ex_load_conv(ectx *c, em_dtype t, const char *x);
 const char *ex_store_conv(ectx *c, em_dtype t, const char *x);
 const char *ex_store_pair(ectx *c, const char *lo, const char *hi);
 int ex_env_choice(const char *name, int most);
+int ex_env_default_on(const char *name);
 /* SDPA's seq_pos (an[8], sequences packed end to end): emits `const long long var = live ? row - seq_pos[b, row] : 0LL;`,
  * b the first batch index x0 (where seq_pos has that dim; x0 is the caller's name for it) — the first key the row
  * attends to. Returns 0 where the attention has no seq_pos (nothing emitted). */
