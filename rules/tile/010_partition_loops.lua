@@ -210,6 +210,8 @@ local function persist_tiles(k, dev, out, n)
       local small = atom.persist_small(k, dev) or atom.rope_regs(k, dev) or atom.dual_one_wave(k, dev)
       -- (atom.split2_lead: the 128 x 128 tile, split over K by the SPLIT rule, with the fragment epilogue)
       if atom.split2_lead(k, dev) then small = { BM = 128, BN = 128 } end
+      -- (atom.split2_small: the 128 x 64 tile, split over K by the SPLIT rule, with the fragment epilogue)
+      if atom.split2_small(k, dev) then small = { BM = 128, BN = 64 } end
       for _, e in ipairs(epis) do
         local q = atom.with(p, "EPI_SMEM", e)
         local first = o.BM == 128 and o.BN == (k.dual and 128 or 256) and e == lead_epi
@@ -437,11 +439,12 @@ return {
       if not k.linear then return false, "a batched matmul's grid z is its batch" end
       return true, ("K=%d in up to 4 slices (warp tier)"):format(k.K)
     end,
-    -- SPLIT_K=2 first for atom.split2_lead (a one-wave linear's 128 x 128 tiles halved over a long K; its note)
+    -- SPLIT_K=2 first for atom.split2_lead (a one-wave linear's 128 x 128 tiles halved over a long K; its note) and
+    -- atom.split2_small (the 128 x 64 tiles of a residual linear whose lead would be 64 x 64; its note)
     fork = function(k, dev)
       local o = { { SPLIT_K = 1 }, { SPLIT_K = 2 }, { SPLIT_K = 4 }, { SPLIT_K = 1, STREAM_K = 1 },
         { SPLIT_K = 4, SPLIT_L2 = 1 }, { SPLIT_K = 2, SPLIT_L2 = 1 } }
-      if atom.split2_lead(k, dev) then o[1], o[2] = o[2], o[1] end
+      if atom.split2_lead(k, dev) or atom.split2_small(k, dev) then o[1], o[2] = o[2], o[1] end
       return o
     end },
 

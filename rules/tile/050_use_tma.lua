@@ -43,6 +43,9 @@ return {
         -- down_proj at 512 tokens 22.7 -> 22.1 us alone, 29.4 -> 25.3 with the L2 flushed (its weights from HBM, as
         -- in the program; torch 21.7 / 24.8; H200, bench/gemm.lua --batches 1 --cold, twenty-third session)
         if atom.split2_lead(k, dev) then first(6) end
+        -- The split 128 x 64 lead (atom.split2_small) takes 6 too: Qwen3's o / down at 512 tokens 7.59 / 9.84 us
+        -- against 7.67 / 10.78 at 8 (H100, forty-first session, its note)
+        if atom.split2_small(k, dev) then first(6) end
         -- The one-wave persistent dual lead (atom.dual_one_wave: Qwen3's k+v at 512 tokens) takes 6: in the program
         -- 7.9 µs against 8.2 at 8 stages (its note)
         if atom.dual_one_wave(k, dev) then first(6) end

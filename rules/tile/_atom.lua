@@ -150,15 +150,32 @@ function A.split2_lead(k, dev)
   return 2 * tiles >= 0.9 * sms and 2 * tiles <= sms and k.K / 128 >= 32
 end
 
+-- A one-wave single linear with a residual epilogue (not the TMA store) whose lead would be the 64 x 64 tile
+-- (atom.persist_small: its 128 x 64 tiles come to under 90% of the SMs) and whose 128 x 64 tiles split in two over K
+-- come to 90-100% of them with 16 or more k-steps a part: there the persistent 128 x 64 tile with SPLIT_K=2 (a 2-CTA
+-- cluster a tile, the parts reduce-scattered, the fragment epilogue) on a 6-stage ring leads — 24 KB a k-step for
+-- twice the 64 x 64 tile's FLOPs (16 KB), where each SM's feed bounds the K loop (docs/performance.md, fortieth
+-- session). It lost while the split cluster's start and end cost ~3,000 cycles; with the relaxed start and no closing
+-- barrier (forty-first session) it won. Measured (H100, forty-first session, bench/gemm.lua --cases qwen --batches 1
+-- --torch --compile --pins, each variant checked): Qwen3 o_proj 8.16 -> 7.59 us (torch eager 7.9, compile 8.3),
+-- down_proj 11.32 -> 9.84 (11.4, 11.4); 8 stages 7.67 / 10.78.
+function A.split2_small(k, dev)
+  local t = A.persist_small(k, dev)
+  if not t or t.BM ~= 64 or k.tma_store or not k.K then return false end
+  local sms, tiles = dev.sm_count or 132, math.ceil(k.M / 128) * math.ceil(k.N / 64)
+  return 2 * tiles >= 0.9 * sms and 2 * tiles <= sms and k.K / 128 >= 16
+end
+
 -- A one-wave single linear (atom.persist_small) whose epilogue reads another tensor (a residual: not the TMA store)
--- and whose tile is not split (not atom.split2_lead): its lead tile takes the staged epilogue stored 16 bytes a
--- thread (EPI_SMEM=5, the residual's 16-byte loads of a half issued at once) instead of the fragment epilogue.
+-- and whose tile is not split (not atom.split2_lead nor atom.split2_small): its lead tile takes the staged epilogue
+-- stored 16 bytes a thread (EPI_SMEM=5, the residual's 16-byte loads of a half issued at once) instead of the fragment
+-- epilogue.
 -- Measured (H200, twenty-second session, bench/gemm.lua --batches 1 --pins EPI_SMEM=5, each variant checked):
 -- Qwen3 o_proj 64 x 64 8.07 -> 7.90 us, down_proj 10.80 -> 10.65, TinyLlama o_proj 128 x 64 10.89 -> 10.02 (torch
 -- 10.2); the split TinyLlama down_proj lost (22.07 -> 24.26) and so did the 128 x 256 tiles at 4096 tokens (Qwen3
 -- o 30.5 -> 35.3: the loads spill there, so they are not issued at once).
 function A.small_staged(k, dev)
-  return A.persist_small(k, dev) ~= nil and not k.tma_store and not A.split2_lead(k, dev)
+  return A.persist_small(k, dev) ~= nil and not k.tma_store and not A.split2_lead(k, dev) and not A.split2_small(k, dev)
 end
 
 -- A one-wave single linear whose lead is the 64 x 64 tile with the staged 16-byte stores (atom.persist_small's 64-row

@@ -324,9 +324,11 @@ test("bench/gemm.lua --kernels and --pins on the mock driver: the named kernels 
   local c2, _, e2 = emmy({ ROOT .. "/bench/gemm.lua", "--pins", "STAGES=99" }, { env = env })
   check(c2 == 2 and e2:find("--pins 'STAGES=99'", 1, true), "a pin outside the knob's values is a usage error: " .. e2)
   -- DIAG (a diagnostic whose results are wrong by design) is timed unchecked, marked, never the best; DIAG=2
-  -- without CLUSTER=2 is the emitter's one-line refusal (132 SMs: the chosen variant is the persistent one)
+  -- without CLUSTER=2 is the emitter's one-line refusal (132 SMs: the chosen variant is the persistent one, split in
+  -- two over K — atom.split2_small — so the clustered pins take SPLIT_K=1)
   local c4, o4, e4 = emmy({ ROOT .. "/bench/gemm.lua", "--cases", "qwen", "--batches", "1", "--kernels", "add_f97",
-    "--match", "X=1", "--pins", "DIAG=1;CLUSTER=2,DIAG=3;DIAG=2;CLUSTER=2,DIAG=7;CLUSTER=2,DIAG=4", "--json", d .. "/g4.json" },
+    "--match", "X=1", "--pins", "DIAG=1;CLUSTER=2,SPLIT_K=1,DIAG=3;DIAG=2;CLUSTER=2,SPLIT_K=1,DIAG=7;CLUSTER=2,SPLIT_K=1,DIAG=4",
+    "--json", d .. "/g4.json" },
     { env = env .. " EMMY_MOCK_SMS=132" })
   eq(c4, 0, e4 .. o4)
   local j4 = cjson.decode(read(d .. "/g4.json"))
@@ -499,7 +501,7 @@ local function mock_pin_bench(d, pin, mark, extra, env)
 end
 
 test("bench/gemm.lua --stamp takes a stream-K pin (STAMP=1 with STREAM_K=1: the records first, the slots and flags after): built and launched on the mock driver", function()
-  mock_pin_bench(tmpdir(), "BM=128,BN=128,WM=8,WG_K=1,STREAM_K=1,EPI_SMEM=0,STAGES=4", "STREAM_K=1", { "--stamp" })
+  mock_pin_bench(tmpdir(), "BM=128,BN=128,WM=8,WG_K=1,SPLIT_K=1,STREAM_K=1,EPI_SMEM=0,STAGES=4", "STREAM_K=1", { "--stamp" })
 end)
 
 test("SPLIT_L2=1 on the mock driver: the persistent grid in whole groups of SPLIT_K CTAs, no cluster, a slot and flags a CTA of scratch", function()

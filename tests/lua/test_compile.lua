@@ -302,7 +302,11 @@ test("non-causal SDPA (tests/fixtures/sdpa_noncausal.torch.json) takes the flash
 end)
 
 -- down_proj's emitted CUDA under env ("K=V …"): exit code, source, stderr.
-local function down_cuda(env) return emmy(args("compile", L0, "--ir", "cuda", "--kernel", "k_linear_add_f97280"), { env = env }) end
+-- (pins without SPLIT_K take SPLIT_K=1: since atom.split2_small the rules' first down_proj candidates are split in two)
+local function down_cuda(env)
+  if env and not env:find("SPLIT_K", 1, true) then env = env:gsub("EMMY_KNOBS=(%S+)", "EMMY_KNOBS=%1,k_linear_add_f97280:SPLIT_K=1") end
+  return emmy(args("compile", L0, "--ir", "cuda", "--kernel", "k_linear_add_f97280"), { env = env })
+end
 
 -- Each knob pin set in pins leaves down_proj no candidate (the resource check refuses it); env: more variables.
 local function refused(pins, env)
@@ -363,7 +367,10 @@ test("PRODUCER=1: a producer warpgroup loads on empty barriers; the consumers on
 end)
 
 -- EMMY_KNOBS pinning each K=V of pins for down_proj alone (the layer's other kernels keep their defaults).
-local function down_pins(pins) return "EMMY_KNOBS=" .. pins:gsub("([%w_]+=)", "k_linear_add_f97280:%1") end
+local function down_pins(pins)
+  if not pins:find("SPLIT_K", 1, true) then pins = pins .. ",SPLIT_K=1" end
+  return "EMMY_KNOBS=" .. pins:gsub("([%w_]+=)", "k_linear_add_f97280:%1")
+end
 
 test("PERSIST=1: a persistent producer/consumer pipeline — setmaxnreg roles, a tile loop, ring phases across tiles", function()
   local code, out, err = down_cuda(down_pins("PERSIST=1,BM=128,WM=8,BN=128,STAGES=4,RASTER=8,EPI_SMEM=0"))
@@ -765,9 +772,8 @@ end)
 test("PERSIST=1 leads where a 128 x 128 tile grid fills every SM (batch 8), and at batch 1 where its tiles make one wave", function()
   local _, o8 = emmy(args("compile", L0, "--batch", "8", "--ir", "tile", "--kernel", "k_linear_add"))
   check(o8:find("PERSIST=1", 1, true), o8)
-  -- batch 1, 512 tokens (atom.persist_small): q_proj at 128 x 64 with the TMA store, 8 stages; o and down at 64 x 64
-  -- with the staged 16-byte stores (atom.small_staged) and two consumer warpgroups dealt the k-steps
-  -- (atom.kgroup_lead), 12 stages; k+v (one wave of 64 x 64 dual tiles, atom.dual_one_wave) persistent at 64 x 64
+  -- batch 1, 512 tokens (atom.persist_small): q_proj at 128 x 64 with the TMA store, 8 stages; o and down at 128 x
+  -- 64 split in two over K (atom.split2_small), the fragment epilogue, 6 stages; k+v (one wave of 64 x 64 dual tiles, atom.dual_one_wave) persistent at 64 x 64
   -- with the 16-byte stores, 6 stages; gate/up keeps the non-persistent 64 x 64 tile, its weight tiles side by side
   -- (DUAL_WIDE=1), 3 stages
   local _, o1 = emmy(args("compile", L0, "--ir", "cuda"))
@@ -775,17 +781,20 @@ test("PERSIST=1 leads where a 128 x 128 tile grid fills every SM (batch 8), and 
   local q, o, d = knobs_of("k_linear_7363a2"), knobs_of("k_linear_add_67d546"), knobs_of("k_linear_add_f97280")
   check(q:find("BM=128,BN=64,", 1, true) and q:find("EPI_SMEM=4,", 1, true) and q:find("PERSIST=1,", 1, true) and q:find("STAGES=8,", 1, true), q)
   for _, k in ipairs { o, d } do
-    check(k:find("BM=64,BN=64,", 1, true) and k:find("EPI_SMEM=5,", 1, true) and k:find("PERSIST=1,", 1, true) and k:find("STAGES=12,", 1, true)
-      and k:find("WG_K=2,", 1, true), k)
+    check(k:find("BM=128,BN=64,", 1, true) and k:find("EPI_SMEM=0,", 1, true) and k:find("PERSIST=1,", 1, true) and k:find("STAGES=6,", 1, true)
+      and k:find("SPLIT_K=2,", 1, true) and k:find("WG_K=1,", 1, true) and k:find("WM=8,", 1, true), k)
   end
   local kv = knobs_of("k_linear_ad15f3")
   check(kv:find("BM=64,BN=64,", 1, true) and kv:find("EPI_SMEM=5,", 1, true) and kv:find("PERSIST=1,", 1, true) and kv:find("STAGES=6,", 1, true)
     and kv:find("WG_K=1,", 1, true), kv)
   local gu = knobs_of("k_linear_silu_mul_b9e1e1")
   check(gu:find("PERSIST=0,", 1, true) and gu:find("DUAL_WIDE=1,", 1, true) and gu:find("STAGES=3,", 1, true), gu)
-  -- the residual: every chunk's 16-byte load issued together after the tile is staged (ws_chunk_prefetch), each chunk
-  -- reads its own
-  local body = o1:match("// kernel k_linear_add_f97280.-\n}\n") or ""
+  -- the residual (the 64 x 64 staged lead before atom.split2_small, pinned): every chunk's 16-byte load issued
+  -- together after the tile is staged (ws_chunk_prefetch), each chunk reads its own
+  local _, o2 = emmy(args("compile", L0, "--ir", "cuda", "--kernel", "k_linear_add_f97280"),
+    { env = "EMMY_KNOBS=k_linear_add_f97280:BM=64,k_linear_add_f97280:WM=4,k_linear_add_f97280:SPLIT_K=1,"
+      .. "k_linear_add_f97280:EPI_SMEM=5,k_linear_add_f97280:WG_K=2,k_linear_add_f97280:STAGES=12" })
+  local body = o2:match("// kernel k_linear_add_f97280.-\n}\n") or ""
   check(body:find("if (em_rva0[em_i]) em_rqa0[em_i] = *reinterpret_cast<const uint4 *>(in2 + ", 1, true), body)
   check(body:find("const uint4 em_rq = em_rqa0[em_i];", 1, true) and not body:find("em_pf[j]", 1, true), body)
   -- (WG_K=2: K group 0 issues them before its K loop, ws_kgroup_ahead)
@@ -975,7 +984,10 @@ test("the tensor maps prefetched before the wait, WG_K=2's split epilogue, OSMEM
   eq(c2, 0, "row")
   check(not src2:find("prefetch.tensormap", 1, true), "row kernels have no tensor maps")
   -- WG_K=2's epilogue split by columns (the exchange's barriers, each group its own columns)
-  local c3, src3 = emmy(args("compile", L, "--ir", "cuda", "--kernel", "k_linear_add_f97280"))
+  -- (down's 64 x 64 staged lead before atom.split2_small, pinned)
+  local c3, src3 = emmy(args("compile", L, "--ir", "cuda", "--kernel", "k_linear_add_f97280"),
+    { env = "EMMY_KNOBS=k_linear_add_f97280:BM=64,k_linear_add_f97280:WM=4,k_linear_add_f97280:SPLIT_K=1,"
+      .. "k_linear_add_f97280:EPI_SMEM=5,k_linear_add_f97280:WG_K=2,k_linear_add_f97280:STAGES=12" })
   eq(c3, 0, "kg split")
   check(src3:find("bar.sync 3, 256;", 1, true) and src3:find("nl = nh + (em_g * 32)", 1, true) and src3:find("bar.sync 4, 128;", 1, true), src3)
   -- OSMEM=4 with two slices waits for the other's last QK^T before staging O (the batch-8 lead)
