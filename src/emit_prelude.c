@@ -220,3 +220,15 @@ const char ex_TMA_STORE4_PRELUDE[] =
     "  asm volatile(\"cp.async.bulk.tensor.4d.global.shared::cta.bulk_group [%0, {%2, %3, %4, %5}], [%1];\"\n"
     "               :: \"l\"((unsigned long long)m), \"r\"(src), \"r\"(c0), \"r\"(c1), \"r\"(c2), \"r\"(c3) : \"memory\");\n"
     "}\n";
+
+/* EMMY_WPREFETCH (docs/formats.md): this CTA's share of a weight's bytes (a 1/gridDim.x slice, 16-byte multiples)
+ * requested into L2 by bulk prefetches of at most 1 MiB, before the grid dependency wait. */
+const char ex_L2_SHARE_PRELUDE[] =
+    "static __device__ __forceinline__ void em_l2_share(const void *p, unsigned long long bytes) {\n"
+    "  const unsigned long long c = ((bytes + gridDim.x - 1) / gridDim.x + 15ull) & ~15ull;\n"
+    "  unsigned long long o = (unsigned long long)blockIdx.x * c, e = o + c < bytes ? o + c : bytes;\n"
+    "  for (; o < e; o += 1048576ull) {\n"
+    "    const unsigned n = (unsigned)(e - o < 1048576ull ? e - o : 1048576ull);\n"
+    "    asm volatile(\"cp.async.bulk.prefetch.L2.global [%0], %1;\" :: \"l\"((const char *)p + o), \"r\"(n) : \"memory\");\n"
+    "  }\n"
+    "}\n";

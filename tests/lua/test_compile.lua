@@ -1376,4 +1376,24 @@ test("emmy compile --pins: the selected kernels' chosen knobs with the set over 
   check(c3 ~= 0 and e3:find("STAGES=7 is not read by this kernel's emitter", 1, true), e3)
 end)
 
+test("EMMY_WPREFETCH=1 (an experiment): each TMA contraction's weights requested into L2 by a slice a CTA before the grid dependency wait, the dual's two; off: none; NVRTC compiles the layer", function()
+  local c1, src, e1 = emmy(args("compile", L0, "--ir", "cuda"), { env = "EMMY_WPREFETCH=1" })
+  eq(c1, 0, e1)
+  local down = src:match("// kernel k_linear_add_f97280.-\n}\n") or ""
+  local pf, wait = down:find("em_l2_share(in1, 6291456ull);", 1, true), down:find("griddepcontrol.wait;", 1, true)
+  check(pf and wait and pf < wait, "down's 1024 x 3072 bf16 weight before the wait: " .. down:sub(1, 3000))
+  local kv = src:match("// kernel k_linear_ad15f3.-\n}\n") or ""
+  check(kv:find("em_l2_share(in1, 2097152ull);", 1, true) and kv:find("em_l2_share(in2, 2097152ull);", 1, true), "k and v")
+  check(src:find("cp.async.bulk.prefetch.L2.global", 1, true), "the helper")
+  local c2, src2 = emmy(args("compile", L0, "--ir", "cuda"))
+  eq(c2, 0)
+  check(not src2:find("em_l2_share", 1, true), "off by default")
+  local ok, nv = pcall(require, "emmy.nvrtc")
+  if ok and nv.version() then
+    local c3, o3, e3 = emmy(args("compile", L0, "--nvrtc"), { env = "EMMY_WPREFETCH=1 EMMY_CUBIN_CACHE=" .. tmpdir() })
+    eq(c3, 0, "nvrtc: " .. e3)
+    check(o3:find(", 0 failed", 1, true), o3)
+  end
+end)
+
 return T
