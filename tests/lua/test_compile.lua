@@ -1388,12 +1388,7 @@ test("EMMY_WPREFETCH=1 (an experiment): each TMA contraction's weights requested
   local c2, src2 = emmy(args("compile", L0, "--ir", "cuda"))
   eq(c2, 0)
   check(not src2:find("em_l2_share", 1, true), "off by default")
-  local ok, nv = pcall(require, "emmy.nvrtc")
-  if ok and nv.version() then
-    local c3, o3, e3 = emmy(args("compile", L0, "--nvrtc"), { env = "EMMY_WPREFETCH=1 EMMY_CUBIN_CACHE=" .. tmpdir() })
-    eq(c3, 0, "nvrtc: " .. e3)
-    check(o3:find(", 0 failed", 1, true), o3)
-  end
+  nvrtc_compiles("EMMY_WPREFETCH=1")
 end)
 
 return T
