@@ -106,9 +106,9 @@ static int ws_diag_nosync(ectx *c, int cl) { return cl == 2 && (ws_diag(c) & 6) 
  * multicast), else 1 (DIAG 2: the cluster launched, each CTA's ring its own). */
 static int ws_ring_cl(ectx *c, int cl) { return cl == 2 && !(ws_diag(c) & 2) ? 2 : 1; }
 /* The default since the forty-first session (EMMY_CL2_NOEND=0 at compile time: the closing barrier; docs/formats.md):
- * CLUSTER=2's multicast ring without the closing cluster barrier; instead the producer, after its last load, waits as for `stages` more (CUTLASS's producer tail):
- * once every stage's last use is released by both CTAs' consumers, no arrival can reach this CTA any more, and the
- * peer's multicasts into it are waited for by its own consumers. */
+ * CLUSTER=2's multicast ring without the closing cluster barrier; instead the producer, after its last load, waits as
+ * for `stages` more (CUTLASS's producer tail): once every stage's last use is released by both CTAs' consumers, no
+ * arrival can reach this CTA any more, and the peer's multicasts into it are waited for by its own consumers. */
 static int ws_cl2_noend(ectx *c, int cl) { return ws_ring_cl(c, cl) == 2 && !ws_diag_nosync(c, cl) && ex_env_default_on("EMMY_CL2_NOEND"); }
 
 /* SPLIT_K 2, 4: the split's CTAs of a tile are a cluster (their parts summed through distributed shared memory), or
@@ -255,15 +255,17 @@ static int ws_cluster_late(ectx *c, int cl, int sk) {
   const char *e = getenv("EMMY_CLUSTER_LATE");
   return cl == 1 && ws_split_cluster(c, sk) && !(e && !strcmp(e, "0"));
 }
-/* The default since the forty-first session (EMMY_SPLIT_RELAXED=0 at compile time: release; docs/formats.md): the
- * late cluster arrive relaxed instead of release — the mbarriers' init is fenced to the cluster already (fence.mbarrier_init), as CLUSTER=2's start has been
- * since the thirty-ninth session, where the release had cost ~1,100 cycles before the first load; here every thread
- * arrives, the producer among them, before the block barrier that lets it load. */
+/* The default since the forty-first session (EMMY_SPLIT_RELAXED=0 at compile time: release; docs/formats.md): the late
+ * cluster arrive relaxed instead of release — the mbarriers' init is fenced to the cluster already
+ * (fence.mbarrier_init), as CLUSTER=2's start has been since the thirty-ninth session, where the release had cost
+ * ~1,100 cycles before the first load; here every thread arrives, the producer among them, before the block barrier
+ * that lets it load. */
 static int ws_split_relaxed(void) { return ex_env_default_on("EMMY_SPLIT_RELAXED"); }
 /* The default since the forty-first session (EMMY_SPLIT_NOEND=0 at compile time: the barrier; docs/formats.md): the
- * late-waiting split cluster without the closing cluster barrier (arrive.release, wait.acquire), whose release may cost what the start's did. Nothing reaches
- * a rank after its last wait: each exchange's data is waited for by its owner (em_rfull), the reduce-scatter leaves
- * out the last tile's release already, and with this the hand-over (SPLIT_K=2, staged) leaves out its own. */
+ * late-waiting split cluster without the closing cluster barrier (arrive.release, wait.acquire), whose release may cost
+ * what the start's did. Nothing reaches a rank after its last wait: each exchange's data is waited for by its owner
+ * (em_rfull), the reduce-scatter leaves out the last tile's release already, and with this the hand-over (SPLIT_K=2,
+ * staged) leaves out its own. */
 static int ws_split_noend(ectx *c, int cl, int sk) { return ws_cluster_late(c, cl, sk) && ex_env_default_on("EMMY_SPLIT_NOEND"); }
 
 /* SPLIT_K=2's hand-over, after both CTAs' K halves retired: rank 1 waits until rank 0 has read its last
