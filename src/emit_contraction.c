@@ -748,19 +748,22 @@ static int ctr_roles(ectx *c, ex_ctr *k, em_launch *L) {
   return 0;
 }
 
-/* EMMY_WPREFETCH=1 (an experiment, compile time; docs/formats.md): a TMA kernel's weights (the tensor maps' inputs
- * that are parameters) requested into L2 before the grid dependency wait, each CTA a slice — no earlier kernel writes
- * them, so the requests may overlap that kernel's last tiles, where the cold weights' first k-steps waited. */
+/* EMMY_WPREFETCH=1, 2 (an experiment, compile time; docs/formats.md): a TMA kernel's weights (the tensor maps' inputs
+ * that are parameters) requested into L2 before the grid dependency wait — no earlier kernel writes them, so the
+ * requests may overlap that kernel's last tiles, where the cold weights' first k-steps waited. 1: by the first 4 CTAs,
+ * a quarter each (a persistent grid of 128 CTAs leaves 4 of 132 SMs free, where the next launch's first CTAs may
+ * start early); 2: by every CTA, a 1/gridDim slice. */
 static void ctr_weight_prefetch(ectx *c, const em_launch *L) {
-  if (!ex_env_choice("EMMY_WPREFETCH", 1)) return;
+  int mode = ex_env_choice("EMMY_WPREFETCH", 2);
+  if (!mode) return;
   sbuf sb = {0};
   for (int j = 1; j < L->ntmaps; j++) {
     const em_value *w = &c->g->values.v[c->g->inputs.v[L->tmaps[j].input]];
     int64_t n = em_dtype_bytes(w->dtype), d = 0;
     for (int i = 0; i < w->shape.rank && n > 0; i++) n = em_dim_is_const(&w->shape.d[i], &d) ? n * d : 0;
     if (w->kind != EM_V_PARAM || n <= 0 || n % 16) continue;
-    ex_sb_add(&sb, "%s    em_l2_share(in%d, %lldull);\n", sb.s ? "" : "  if (threadIdx.x == 0) { /* EMMY_WPREFETCH */\n",
-              L->tmaps[j].input, (long long)n);
+    ex_sb_add(&sb, "%s    em_l2_share(in%d, %lldull, %s);\n", sb.s ? "" : "  if (threadIdx.x == 0) { /* EMMY_WPREFETCH */\n",
+              L->tmaps[j].input, (long long)n, mode == 1 ? "min(gridDim.x, 4u)" : "gridDim.x");
   }
   if (!sb.s) return;
   ex_sb_add(&sb, "  }\n");
