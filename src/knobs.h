@@ -46,8 +46,9 @@
     "in turn, each into its own accumulators; at the tile's end the second hands its partial sums to the first "     \
     "through shared memory and goes on to its next tile while the first runs the epilogue (cuBLAS's 64 x 64 kernels " \
     "at 512 tokens have two consumer warpgroups); 1: one warpgroup a 64 rows. First, at 12 stages, for the one-wave "  \
-    "64 x 64 residual kernels (atom.kgroup_lead: Qwen3 o / down at 512 tokens, in the layer 8.7 / 11.8 µs -> 8.2 / "   \
-    "11.3; H200, docs/performance.md, twenty-fourth session); after every persistent tile elsewhere")                 \
+    "64 x 64 residual kernels that no split tile leads (atom.kgroup_lead; Qwen3 o / down at 512 tokens until the "     \
+    "forty-first session, in the layer 8.7 / 11.8 µs -> 8.2 / 11.3; H200, docs/performance.md, twenty-fourth "        \
+    "session); after every persistent tile elsewhere")                                                               \
   X(DUAL_WIDE, TILE, 0, "0,1", "contraction (WGMMA=1, a dual pair, 2·BN ≤ 256)",                                        \
     "1: a dual kernel's two weight tiles lie side by side in each stage, one `wgmma` of N = 2·BN (gate's columns, "     \
     "then up's) reads the A tile once a k16 step instead of twice; 0: two wgmma of N = BN. First for the wide "      \
@@ -124,7 +125,9 @@
     "of S CTAs on one tile's K parts; EPI_SMEM=0 reduce-scatters the partials through distributed shared memory "     \
     "(each rank sums and stores its 1/S of the columns), a staged epilogue (S=2) hands rank 1's tile to rank 0. "     \
     "Correct on the H200; 4 is slow where the SMs cannot hold every 4-CTA cluster at once (docs/performance.md, "   \
-    "thirteenth session)")                                                                                            \
+    "thirteenth session). 2 first for the one-wave residual linears whose 128 x 128 (atom.split2_lead: TinyLlama's "  \
+    "512-token down) or 128 x 64 tiles (atom.split2_small: Qwen3's 512-token o / down, 7.6 / 9.9 µs against 8.2 / "  \
+    "11.2, H100, forty-first session) split in two fill the SMs")                                                   \
   X(BM, TILE, 64, "16,32,64,128,256", "contraction", "block tile rows")                                                \
   X(BN, TILE, 64, "16,32,64,128,256", "contraction", "block tile columns")                                             \
   X(BK, TILE, 16, "8,16,32,64", "contraction", "K depth of a block tile step staged through shared memory")            \
