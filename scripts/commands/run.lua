@@ -23,7 +23,7 @@ local function parse_args(argv)
   local opts, pos = cli.parse(argv, {
     flags = frontend.merge_flags { ["--bind"] = { kind = "string", multi = true }, ["--sweep"] = { kind = "int", default = 0, min = 0 },
       ["--kernel"] = { kind = "string" }, ["--dump-dir"] = { kind = "string" }, ["--json"] = { kind = "bool" },
-      ["--ir"] = { kind = "string" }, ["--bench"] = { kind = "bool" }, ["--bench-backends"] = { kind = "string" }, ["--ab"] = { kind = "string", multi = true },
+      ["--ir"] = { kind = "string" }, ["--bench"] = { kind = "bool" }, ["--bench-backends"] = { kind = "string" }, ["--ab"] = { kind = "string", multi = true }, ["--pins"] = { kind = "string" },
       ["--profile"] = { kind = "bool" }, ["--profile-sass"] = { kind = "int", default = 0, min = 0 }, ["--pad-rows"] = { kind = "bool" }, ["--clock-control"] = { kind = "string", default = "none" } },
     positional = { "input" }, usage = "emmy run INPUT [--seq-len N]",
   }, "run")
@@ -41,11 +41,28 @@ local function parse_args(argv)
     local okab, aerr = bench.parse_ab(spec)
     if not okab then cli.usage("run: %s", aerr) end
   end
+  if opts.pins and #cli.knob_sets("run", "--pins", opts.pins) ~= 1 then
+    cli.usage("run: --pins takes one set K=V,K=V (no ';'): '%s'", opts.pins)
+  end
   if opts.ir and not opts.ir:match("%.json$") then
     cli.usage("run: --ir takes a .torch.json graph file, got '%s' (a model is given as INPUT)", opts.ir)
   end
   if not pos.input then cli.usage("run: missing INPUT (usage: emmy run INPUT|--ir FILE.json [--seq-len N])") end
   return opts, pos, bench_backends
+end
+
+-- --pins: the chosen variant of each kernel --kernel names (every kernel without it) with the set over it, as
+-- `emmy compile --pins` and bench/gemm.lua --pins overlay (EMMY_KNOBS instead takes the rules' first candidate that
+-- has the pins, which may differ from the chosen in other knobs); each pinned kernel's variant printed.
+local function pin_plans(plans, opts)
+  local sel = {}
+  for _, p in ipairs(plans) do
+    if not opts.kernel or p.kernel.name:find(opts.kernel, 1, true) then sel[#sel + 1] = p end
+  end
+  if #sel == 0 then cli.usage("run: --kernel '%s' matches no kernel", opts.kernel) end
+  local okp, err = pcall(kernels.pin_choices, sel, cli.knob_sets("run", "--pins", opts.pins)[1])
+  if not okp then cli.usage("run: --pins: %s", tostring(err)) end
+  for _, p in ipairs(kernels.distinct(sel)) do print(("pinned: %s %s"):format(p.kernel.name, p.choice.string)) end
 end
 
 -- The graph (a model, a file) and its binds: --seq-len with --dynamic, --bind, a graph file's seq_len; --pad-rows's
@@ -310,7 +327,7 @@ end
 return {
   summary = "run a model or graph on the GPU and check every kernel against the CPU reference",
   usage = "usage: emmy run INPUT|--ir FILE.json [trace flags] [--seq-len N | --bind NAME=N …] [--sweep N] [--kernel SUBSTR]\n" ..
-    "                [--seed S] [--pad-rows] [--dump-dir D] [--bench [--bench-backends L]] [--ab K=V,…] [--profile]\n\n" .. frontend.USAGE .. [[
+    "                [--seed S] [--pad-rows] [--dump-dir D] [--bench [--bench-backends L]] [--pins K=V,…] [--ab K=V,…] [--profile]\n\n" .. frontend.USAGE .. [[
 
   --ir FILE.json       the graph to run given by name (a dump's <stage>.kernels/<kname>.torch.json
                        reproducer, or any .torch.json graph); the same as giving it as INPUT
@@ -327,6 +344,8 @@ return {
                        through tools/torchref/bench.py with $EMMY_PYTHON), emmy's in-program time per kernel
                        from CUPTI; with --dump-dir also 60_bench_compare.json, 62_kernel_bench.json, kernels.html
   --bench-backends L   the backends to bench (default eager,tcompile,emmy)
+  --pins "K=V,…"       run the chosen variant of each kernel --kernel names (all without it) with these knobs over
+                       it (emmy compile --pins' overlay; EMMY_KNOBS takes the first candidate that has them instead)
   --ab "K=V,…"         (repeatable) also lower each kernel (those --kernel names) with these knobs pinned, check
                        it and time it alone beside its default: an "ab K=V,…" row, the differing knobs marked; a
                        pin a gate refuses (with the gate's reason), a knob the kernel lacks or a realized variant
@@ -352,6 +371,7 @@ return {
     local ctx = compiler.run(g)
     local okp, plans = pcall(kernels.plan, ctx, { device = gpu.device(info) })
     if not okp then cli.usage("%s", tostring(plans)) end
+    if opts.pins then pin_plans(plans, opts) end
     if opts.dump_dir then
       local d = dump.open(opts.dump_dir)
       local srcs = {}

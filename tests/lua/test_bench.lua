@@ -391,6 +391,19 @@ test("run --ab: each spec a row beside the default; a gate's refusal, a knob the
   check(c3 == 2 and e3:find("--ab 'BMM=64': 'BMM' is not a knob (did you mean BM?", 1, true), e3)
 end)
 
+test("run --pins: the chosen variant of the --kernel ones with the set over it (not EMMY_KNOBS' first candidate that has it), printed; one set only", function()
+  local d = tmpdir()
+  local so = mock_driver(d)
+  local env = ("EMMY_MOCK_ANY_KERNEL=1 EMMY_LIBCUDA=%s EMMY_LIBCUPTI=/nonexistent EMMY_CUBIN_CACHE=%s/cc"):format(so, d)
+  local L = { "run", "Qwen/Qwen3-Embedding-0.6B", "--layer", "0", "--dynamic", "seq_len@x:1", "--seq-len", "8", "--kernel", "k_linear_ad15f3" }
+  local _, out = emmy(args(L, "--pins", "CLUSTER=2"), { env = env })
+  local line = out:match("pinned: k_linear_ad15f3 ([^\n]*)") or ""
+  check(line:find("CLUSTER=2,", 1, true) and line:find("PERSIST=1,", 1, true) and line:find("EPI_SMEM=5,", 1, true), "the chosen's knobs kept: " .. out)
+  check(not out:find("pinned: k_linear_7363a2", 1, true), "only the --kernel ones")
+  local c2, _, e2 = emmy(args(L, "--pins", "STAGES=4;STAGES=6"))
+  check(c2 == 2 and e2:find("--pins takes one set", 1, true), e2)
+end)
+
 test("run --profile: ncu's CSV parsed and aggregated per backend; unknown metrics dropped and said; ERR_NVGPUCTRPERM is one line", function()
   local profile = require "emmy.profile"
   local csv = table.concat({
