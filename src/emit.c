@@ -781,7 +781,7 @@ int ex_env_choice(const char *name, int most) {
 }
 
 /* A former experiment made the default (docs/formats.md): on unless environment variable name is exactly "0", which
- * emits the earlier text, for A/B runs. */
+ * emits the earlier text, for A/B runs (EMMY_CLUSTER_LATE, EMMY_TILE_SPLIT, EMMY_SPLIT_RELAXED, …). */
 int ex_env_default_on(const char *name) {
   const char *e = getenv(name);
   return !(e && !strcmp(e, "0"));

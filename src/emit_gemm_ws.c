@@ -252,8 +252,7 @@ static void ws_acc_add(ectx *c, const ex_ctr *k, const char *buf, int threads) {
 /* (measured on the H200: every split variant 2-4% faster alone, the TinyLlama layer 113.7 / 114.3 -> 113.1 / 113.0 us,
  * twenty-eighth and twenty-ninth sessions) */
 static int ws_cluster_late(ectx *c, int cl, int sk) {
-  const char *e = getenv("EMMY_CLUSTER_LATE");
-  return cl == 1 && ws_split_cluster(c, sk) && !(e && !strcmp(e, "0"));
+  return cl == 1 && ws_split_cluster(c, sk) && ex_env_default_on("EMMY_CLUSTER_LATE");
 }
 /* The default since the forty-first session (EMMY_SPLIT_RELAXED=0 at compile time: release; docs/formats.md): the late
  * cluster arrive relaxed instead of release — the mbarriers' init is fenced to the cluster already
@@ -299,7 +298,6 @@ static void ws_split_handover(ectx *c, const ex_ctr *k, int cw) {
   if (ws_split_noend(c, 1, 2)) ex_line(c, "if (em_t + (int)gridDim.x / 2 < em_tiles) em_mbar_arrive_release(&em_rempty, 1u); /* EMMY_SPLIT_NOEND: none after the last tile */");
   else ex_line(c, "em_mbar_arrive_release(&em_rempty, 1u);");
 }
-
 
 /* The barrier after the mbarriers' init: the cluster's (CLUSTER=2, a SPLIT_K cluster: a peer's multicasts and
  * arrivals may only reach initialised barriers), else the block's. CLUSTER=2's arrive is relaxed — the init is fenced

@@ -43,10 +43,7 @@ void ex_split_known(ectx *c, const char *lin, const em_dim *d, const char *q, co
  * column view becomes the lane's own offset, constant once the loop is unrolled. */
 /* The tile split below and the index parts read through it: the default since 2026-12-05 (docs/formats.md, the
  * measurement); EMMY_TILE_SPLIT=0 at compile time emits the earlier text, for A/B runs. */
-int ex_tile_split(void) {
-  const char *e = getenv("EMMY_TILE_SPLIT");
-  return !(e && !strcmp(e, "0"));
-}
+int ex_tile_split(void) { return ex_env_default_on("EMMY_TILE_SPLIT"); }
 
 void ex_split_tile(ectx *c, const char *lin, const char *base, int64_t w, const char *off) {
   if (!ex_tile_split()) return;

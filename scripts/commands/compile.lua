@@ -215,10 +215,7 @@ return {
     end
     local okp, plans, dev = pcall(kernels.plan, ctx)
     if not okp then cli.usage("%s", tostring(plans)) end
-    local sel = {}
-    for _, p in ipairs(plans) do
-      if not opts.kernel or p.kernel.name:find(opts.kernel, 1, true) then sel[#sel + 1] = p end
-    end
+    local sel = kernels.named(plans, opts.kernel)
     if opts.kernel and #sel == 0 then cli.usage("--kernel '%s' matches no kernel", opts.kernel) end
     if opts.pins then
       local sets = cli.knob_sets("compile", "--pins", opts.pins)

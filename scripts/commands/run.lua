@@ -55,13 +55,9 @@ end
 -- `emmy compile --pins` and bench/gemm.lua --pins overlay (EMMY_KNOBS instead takes the rules' first candidate that
 -- has the pins, which may differ from the chosen in other knobs); each pinned kernel's variant printed.
 local function pin_plans(plans, opts)
-  local sel = {}
-  for _, p in ipairs(plans) do
-    if not opts.kernel or p.kernel.name:find(opts.kernel, 1, true) then sel[#sel + 1] = p end
-  end
+  local sel = kernels.named(plans, opts.kernel)
   if #sel == 0 then cli.usage("run: --kernel '%s' matches no kernel", opts.kernel) end
-  local okp, err = pcall(kernels.pin_choices, sel, cli.knob_sets("run", "--pins", opts.pins)[1])
-  if not okp then cli.usage("run: --pins: %s", tostring(err)) end
+  kernels.pin_choices(sel, cli.knob_sets("run", "--pins", opts.pins)[1])
   for _, p in ipairs(kernels.distinct(sel)) do print(("pinned: %s %s"):format(p.kernel.name, p.choice.string)) end
 end
 

@@ -256,6 +256,15 @@ function M.plan(ctx, opts)
   return plans, dev
 end
 
+-- The plans whose kernel name contains substr (every plan where substr is nil), in order.
+function M.named(plans, substr)
+  local out = {}
+  for _, p in ipairs(plans) do
+    if not substr or p.kernel.name:find(substr, 1, true) then out[#out + 1] = p end
+  end
+  return out
+end
+
 -- The first plan of each distinct kernel (a kernel name), in order.
 function M.distinct(plans)
   local seen, out = {}, {}
