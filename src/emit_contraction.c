@@ -758,10 +758,12 @@ static void ctr_weight_prefetch(ectx *c, const em_launch *L) {
   if (!mode) return;
   sbuf sb = {0};
   for (int j = 1; j < L->ntmaps; j++) {
-    const em_value *w = &c->g->values.v[c->g->inputs.v[L->tmaps[j].input]];
-    int64_t n = em_dtype_bytes(w->dtype), d = 0;
-    for (int i = 0; i < w->shape.rank && n > 0; i++) n = em_dim_is_const(&w->shape.d[i], &d) ? n * d : 0;
-    if (w->kind != EM_V_PARAM || n <= 0 || n % 16) continue;
+    const em_value *w = ex_V(c, c->g->inputs.v[L->tmaps[j].input]);
+    em_dim ne;
+    int64_t n = 0;
+    if (w->kind != EM_V_PARAM || em_shape_numel(&w->shape, &ne) || !em_dim_is_const(&ne, &n)) continue;
+    n *= em_dtype_bytes(w->dtype);
+    if (n <= 0 || n % 16) continue;
     ex_sb_add(&sb, "%s    em_l2_share(in%d, %lldull, %s);\n", sb.s ? "" : "  if (threadIdx.x == 0) { /* EMMY_WPREFETCH */\n",
               L->tmaps[j].input, (long long)n, mode == 1 ? "min(gridDim.x, 4u)" : "gridDim.x");
   }
