@@ -182,6 +182,8 @@ int ex_ctr_stage_width(ectx *c, const ex_ctr *k) {
   return stageD;
 }
 
+int ex_ctr_outputs_ok(ectx *c, const ex_ctr *k, int n) { return k->concat ? n >= 1 : n == c->g->outputs.n; }
+
 /* 1 when node rn is a head-local reduction of the staged tile: a mean or sum that reads the linear's result. */
 static int is_head_reduction(const ex_ctr *k, const em_node *rn) {
   return rn->out != k->a && k->dep[rn->out] && (rn->op == EM_OP_MEAN || rn->op == EM_OP_SUM);
@@ -448,7 +450,8 @@ void ex_ctr_prefetch(ectx *c, ex_ctr *k) {
  * (a multiple of its span BN / WN) plus the lane's offset in it (ex_split_tile), so that a view's split of a column by
  * the head width folds to the offset (EMMY_TILE_SPLIT=0 leaves it out: docs/formats.md). */
 static void ctr_split_column(ectx *c, const ex_ctr *k, const char *col, const char *extra) {
-  ex_split_tile(c, col, ex_A(c, "n0 + wn * %d", k->BN / k->WN), k->BN / k->WN, ex_A(c, "j * 8 + (lane & 3) * 2%s", extra));
+  ex_split_tile(c, col, ex_A(c, "%s + wn * %d", k->n0 ? k->n0 : "n0", k->BN / k->WN), k->BN / k->WN,
+                ex_A(c, "j * 8 + (lane & 3) * 2%s", extra));
 }
 
 /* A fragment pair's two columns, col and col1 = col + 1 (ctr_split_column). */
@@ -536,8 +539,8 @@ static int ctr_pair_element(ectx *c, const ex_ctr *k, const ivec *mi, int e, ex_
   int na = k->dual ? 2 : 1;
   c->stage_own_n = nv, c->stage_own_q = e ? "q + 1" : "q";
   for (int s = 0; s < na; s++)
-    ex_line(c, "const %s %s = %s;", ex_ctype(ex_V(c, k->sib[s])->dtype), vars[s], ex_ctr_result(c, k->sib[s], acc[s], nv));
-  ex_ctr_anchor(c, k, 0, vars[0], k->dual ? vars[1] : NULL, mi, nv);
+    ex_line(c, "const %s %s = %s;", ex_ctype(ex_V(c, k->sib[k->s0 + s])->dtype), vars[s], ex_ctr_result(c, k->sib[k->s0 + s], acc[s], nv));
+  ex_ctr_anchor(c, k, k->s0, vars[0], k->dual ? vars[1] : NULL, mi, nv);
   residual_seed(c, k, e);
   prefetch_seed(c, k, e);
   int which[EX_MAX_OUTS] = {0}, n = ex_aligned_outputs(c, which);
@@ -625,14 +628,9 @@ static int ctr_pair_values(ectx *c, const ex_ctr *k, long split, ex_cap *a, ex_c
   return nb == na ? na : -1;
 }
 
-/* The tensor-core fragment epilogue in pairs: each thread's accumulator elements q and q + 1 are columns n and
- * n + 1 of one row, so both go through the fused ops and each output gets one store of both where its index
- * allows (the element loop's 2-byte stores touched eight rows a warp instruction, twice as many). One linear or a
- * dual pair with a constant even N (n + 1 < N wherever n < N). Returns 0 where it does not apply. */
-static int ctr_fragment_pairs(ectx *c, const ex_ctr *k) {
-  int64_t nc = 0;
-  if (!k->mma || k->concat || (!k->dual && k->nsib != 1) || !em_dim_is_const(&k->os->d[k->r - 1], &nc) || nc % 2) return 0;
-  long split = ctr_row_split(c, k);
+/* The fragment pairs' loops (m, n: the pair's row and first column, n in sibling k->s0's columns from k->n0): each
+ * pair through the fused ops and its stores. Returns the outputs each pair writes. */
+static int ctr_pairs_loop(ectx *c, const ex_ctr *k, long split) {
   ex_line(c, "#pragma unroll");
   ex_line(c, "for (int i = 0; i < %d; i++) {", k->FM);
   ex_line(c, "  #pragma unroll");
@@ -641,11 +639,10 @@ static int ctr_fragment_pairs(ectx *c, const ex_ctr *k) {
   ex_line(c, "    #pragma unroll");
   ex_line(c, "    for (int q = 0; q < 4; q += 2) {");
   c->indent += 3;
-  ex_line(c, "const long long m = m0 + wm * %d + i * 16 + (lane >> 2) + (q >> 1) * 8, n = n0 + wn * %d + j * 8 + (lane & 3) * 2;",
-          k->BM / k->WM, k->BN / k->WN);
+  ex_line(c, "const long long m = m0 + wm * %d + i * 16 + (lane >> 2) + (q >> 1) * 8, n = %s + wn * %d + j * 8 + (lane & 3) * 2;",
+          k->BM / k->WM, k->n0 ? k->n0 : "n0", k->BN / k->WN);
   ex_cap a = {0}, b = {0};
   int na = ctr_pair_values(c, k, split, &a, &b);
-  if (na != c->g->outputs.n) ex_fail(c, "an output of the contraction is not aligned with its result");
   for (int t = 0; t < a.n && !c->failed; t++)
     if (a.pos[t] != b.pos[t]) ex_fail(c, "the pair's stores differ in their outputs");
   if (!c->failed) ctr_pair_stores(c, &a, &b);
@@ -653,6 +650,45 @@ static int ctr_fragment_pairs(ectx *c, const ex_ctr *k) {
   ex_line(c, "    }");
   ex_line(c, "  }");
   ex_line(c, "}");
+  return na;
+}
+
+/* Merged siblings on the persistent pipeline (PERSIST=1 checks that BN divides every width): a tile lies in one
+ * sibling's columns, so the branch is taken once a tile, on n0, and each sibling's fragment pairs go through its own
+ * fused ops to its own outputs as a linear of its own would (its columns counted from its first). */
+static int ctr_concat_pairs(ectx *c, const ex_ctr *k) {
+  for (int j = 0; j < k->nsib; j++)
+    if (k->sibN[j] % 2) return 0;
+  long split = ctr_row_split(c, k);
+  int n = 0;
+  for (int j = 0; j < k->nsib && !c->failed; j++) {
+    if (j == k->nsib - 1) ex_line(c, "} else {");
+    else ex_line(c, "%sif (n0 < %lldLL) {", j ? "} else " : "", (long long)k->sibOff[j + 1]);
+    c->indent++;
+    int mark = c->memo.n; /* (a sibling's values do not outlive its branch) */
+    ex_ctr kj = *k;
+    kj.s0 = j;
+    kj.n0 = ex_A(c, "(n0 - %lldLL)", (long long)k->sibOff[j]);
+    n += ctr_pairs_loop(c, &kj, split);
+    c->memo.n = mark;
+    c->indent--;
+  }
+  ex_line(c, "}");
+  if (n != c->g->outputs.n) ex_fail(c, "an output of the merged siblings is not aligned with its result");
+  ctr_row_split_end(c, split);
+  return 1;
+}
+
+/* The tensor-core fragment epilogue in pairs: each thread's accumulator elements q and q + 1 are columns n and
+ * n + 1 of one row, so both go through the fused ops and each output gets one store of both where its index
+ * allows (the element loop's 2-byte stores touched eight rows a warp instruction, twice as many). One linear or a
+ * dual pair with a constant even N (n + 1 < N wherever n < N). Returns 0 where it does not apply. */
+static int ctr_fragment_pairs(ectx *c, const ex_ctr *k) {
+  int64_t nc = 0;
+  if (k->concat && k->persist) return ctr_concat_pairs(c, k);
+  if (!k->mma || k->concat || (!k->dual && k->nsib != 1) || !em_dim_is_const(&k->os->d[k->r - 1], &nc) || nc % 2) return 0;
+  long split = ctr_row_split(c, k);
+  if (ctr_pairs_loop(c, k, split) != c->g->outputs.n) ex_fail(c, "an output of the contraction is not aligned with its result");
   ctr_row_split_end(c, split);
   return 1;
 }

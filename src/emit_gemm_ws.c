@@ -658,6 +658,22 @@ static int ws_pingpong_refused(ectx *c, const ex_ctr *k, int staged, int cl, int
   return 1;
 }
 
+/* The staged halves (EPI_SMEM 3, 5) of merged siblings: the tile's sibling picked once, on n0, and its halves staged
+ * and stored as its own linear's (its columns counted from its first). */
+static void ws_concat_halves(ectx *c, const ex_ctr *k, int cw, int staged) {
+  for (int j = 0; j < k->nsib && !c->failed; j++) {
+    if (j == k->nsib - 1) ex_line(c, "} else {");
+    else ex_line(c, "%sif (n0 < %lldLL) {", j ? "} else " : "", (long long)k->sibOff[j + 1]);
+    c->indent++;
+    ex_ctr kj = *k;
+    kj.s0 = j;
+    kj.n0 = ex_A(c, "(n0 - %lldLL)", (long long)k->sibOff[j]);
+    ws_epilogue_halves(c, &kj, cw, staged, -1, 0);
+    c->indent--;
+  }
+  ex_line(c, "}");
+}
+
 static void ws_consumers(ectx *c, const ex_ctr *k, em_launch *L, int stages, int raster, int staged, int cl, int sk, int tmo,
                          int heads, int sp) {
   long long abytes = 128LL * k->BM;
@@ -762,6 +778,7 @@ static void ws_consumers(ectx *c, const ex_ctr *k, em_launch *L, int stages, int
   }
   if (staged == 7) ws_epilogue_tma_fused(c, &k1, k->BM / 16, tmo, heads);
   else if (kg_split) ws_kgroup_split_epilogue(c, k, kg_ahead);
+  else if (staged >= 3 && k->concat) ws_concat_halves(c, k, k->BM / 16, staged);
   else if (staged >= 3) ws_epilogue_halves(c, k, k->BM / 16, staged, tmo, kg_ahead);
   else if (staged) ws_epilogue(c, k, k->BM / 16, staged, ex_ctr_stage_width(c, k));
   else ex_ctr_epilogue(c, &k1, L); /* each thread's fragments, in place */
@@ -845,12 +862,30 @@ static void ws_barrier_init(ectx *c, int stages, int empty, int sk, int staged, 
   ex_line(c, "em_mbar_fence_init();");
 }
 
-/* The M, N, K of the kernel's linear as C constants (the persistent pipeline takes no concatenated siblings). */
+/* The text of the kernel's N: the linear's, or merged siblings' widths together. */
+static const char *ws_n_text(ectx *c, const ex_ctr *k, int c_expr) {
+  if (k->concat) return ex_A(c, c_expr ? "%lldLL" : "%lld", (long long)k->sibOff[k->nsib]);
+  return c_expr ? ex_dim_c(c, &k->os->d[k->r - 1]) : em_dim_format(&c->g->syms, &k->os->d[k->r - 1], (char[128]){0}, 128);
+}
+
+/* The M, N, K of the kernel's linear as C constants. */
 static void ws_sizes(ectx *c, const ex_ctr *k) {
   const em_shape *as = ex_S(c, k->A_);
-  ex_line(c, "const long long M = %s, N = %s, K = %s;", ex_numel_c(c, &k->mdims), ex_dim_c(c, &k->os->d[k->r - 1]),
-          ex_dim_c(c, &as->d[as->rank - 1]));
+  ex_line(c, "const long long M = %s, N = %s, K = %s;", ex_numel_c(c, &k->mdims), ws_n_text(c, k, 1), ex_dim_c(c, &as->d[as->rank - 1]));
 }
+
+/* Merged siblings (N side by side, a tensor map a weight; ctr_tma_launch has checked that BN divides every width, so
+ * a tile reads one weight): the fragment epilogue (ctr_concat_pairs) or the staged halves stored by the threads
+ * (EPI_SMEM 3, 5; ws_concat_halves), each a branch a tile on the sibling its columns are in, on one CTA a tile, K
+ * unsplit (and WG_K=2 with the fragment epilogue only). Returns 1 after ex_fail. */
+static int ws_concat_refused(ectx *c, const ex_ctr *k, int staged, int cl, int sk) {
+  if (!k->concat || ((!staged || ((staged == 3 || staged == 5) && EX_KNOB(c, WG_K) == 1)) && cl == 1 && sk == 1 && !EX_KNOB(c, STREAM_K)))
+    return 0;
+  ex_fail(c, "PERSIST=1 over merged siblings (their N side by side, a tensor map a weight): EPI_SMEM 0, 3 or 5 (3, 5: WG_K=1), "
+             "CLUSTER=1, SPLIT_K=1, STREAM_K=0");
+  return 1;
+}
+
 
 /* The persistent pipeline's legality: fails c and returns 1 on a combination it does not build. Sets heads (EPI_SMEM=7 into heads: ws_heads_view, else -1), opos
  * (the TMA-stored output's position: EPI_SMEM 4, 7) and nout (the result's constant N where an epilogue needs it). */
@@ -859,13 +894,15 @@ static int ws_refused(ectx *c, const ex_ctr *k, int staged, int cl, int sk, int 
   /* a head-local epilogue (RoPE) reads the tile staged whole: EPI_SMEM 1, 2, no head-local reduction */
   int stageD = ex_ctr_stage_width(c, k);
   if (stageD < 0) return 1;
-  if (ws_kgroups_refused(c, k, EX_KNOB(c, WG_K), staged, sk) || ws_pingpong_refused(c, k, staged, cl, sk)) return 1;
+  if (ws_kgroups_refused(c, k, EX_KNOB(c, WG_K), staged, sk) || ws_pingpong_refused(c, k, staged, cl, sk) ||
+      ws_concat_refused(c, k, staged, cl, sk))
+    return 1;
   if (EX_KNOB(c, SPLIT_L2) && (sk < 2 || staged || cl != 1 || EX_KNOB(c, STREAM_K))) {
     ex_fail(c, "SPLIT_L2=1 sums SPLIT_K's parts of a tile through the launch scratch into the fragment epilogue: SPLIT_K 2 "
                "or 4, CLUSTER=1, EPI_SMEM=0, STREAM_K=0");
     return 1;
   }
-  if (!k->tma || k->concat || (k->BM != 64 && k->BM != 128) || k->WM != k->BM / 16 || k->WN != 1 ||
+  if (!k->tma || (k->BM != 64 && k->BM != 128) || k->WM != k->BM / 16 || k->WN != 1 ||
       (sk != 1 && !((sk == 2 || (sk == 4 && !staged)) && cl == 1)) || stages < 2 ||
       (stageD > 0 && ((staged > 2 && staged != 7) || ex_ctr_head_reductions(c, k) ||
                       ((!staged || staged == 7) && (sk != 1 || !ex_ctr_stage_in_regs(c, k))))) ||
@@ -874,7 +911,7 @@ static int ws_refused(ectx *c, const ex_ctr *k, int staged, int cl, int sk, int 
       EX_KNOB(c, WG_WAIT) != 1 || (staged < 0 || staged > 7) || ws_has_prologue(c, k) ||
       (EX_KNOB(c, STREAM_K) && (sk != 1 || cl != 1))) {
     ex_fail(c, "PERSIST=1: a persistent producer/consumer pipeline (TMA=1, WGMMA=1, WG_WAIT=1, PRODUCER=1, BM 64 or "
-               "128, STAGES >= 2, SPLIT_K 1, 2 or 4 (2, 4: CLUSTER=1; 4: EPI_SMEM=0), CLUSTER 1 or 2 (PAIR_A=1: 2), STREAM_K=1 only with SPLIT_K=1, CLUSTER=1, EPI_SMEM 0..7, one linear or a dual pair, no prologue; a head-local "
+               "128, STAGES >= 2, SPLIT_K 1, 2 or 4 (2, 4: CLUSTER=1; 4: EPI_SMEM=0), CLUSTER 1 or 2 (PAIR_A=1: 2), STREAM_K=1 only with SPLIT_K=1, CLUSTER=1, EPI_SMEM 0..7, no prologue; a head-local "
                "epilogue (RoPE) with EPI_SMEM 1 or 2, or 0 or 7 from the fragments (SPLIT_K=1, column shifts in multiples of 8), and no head-local reduction)");
     return 1;
   }
@@ -915,7 +952,7 @@ static void ws_grid(ectx *c, const ex_ctr *k, em_launch *L, int cl, int sk) {
   L->persistent = cl == 2 ? 2 : ws_split_cluster(c, sk) ? sk : 1;
   L->group = ws_split_l2(c, sk) ? sk : 1;
   L->scratch_per_tile = 0; /* (SPLIT_K reduces in shared memory, not in the launch scratch of the other tiers) */
-  const char *ntext = em_dim_format(&c->g->syms, &k->os->d[k->r - 1], (char[128]){0}, 128);
+  const char *ntext = ws_n_text(c, k, 0);
   if (cl == 2 && EX_KNOB(c, PAIR_A)) {
     /* pairs of tile columns, two CTAs a pair; A's tensor map loads half a tile (each CTA its half, multicast) */
     snprintf(L->grid[0], sizeof L->grid[0], "cdiv(%s,%d)*cdiv(%s,%d)*2", ex_numel_text(c, &k->mdims), k->BM, ntext, 2 * k->BN);

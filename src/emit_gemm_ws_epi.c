@@ -160,7 +160,7 @@ void ws_chunk_stores(ectx *c, const ex_ctr *k, const ws_part *pt, int pre) {
   ex_line(c, pre ? "#pragma unroll" : "#pragma unroll 2");
   ex_line(c, "for (int em_i = 0; em_i < %d; em_i++) {", nch);
   c->indent++;
-  ws_chunk(c, k, pt, "em_i", "m0", "n0", pre ? WS_PRE_USE : WS_PRE_NONE);
+  ws_chunk(c, k, pt, "em_i", "m0", k->n0 ? k->n0 : "n0", pre ? WS_PRE_USE : WS_PRE_NONE);
   if (pre && pre < nch) {
     /* (the chunk pre ahead: its load in flight while this one and the next are stored) */
     ex_line(c, "if (em_i + %d < %d) {", pre, nch);
@@ -176,7 +176,7 @@ void ws_chunk_stores(ectx *c, const ex_ctr *k, const ws_part *pt, int pre) {
 /* Chunk ei's residual load into its slot (false and zeros where the chunk has none). */
 void ws_chunk_slot(ectx *c, const ex_ctr *k, const ws_part *pt, const char *ei) {
   ex_line(c, "em_rva%d[%s] = false, em_rqa%d[%s] = make_uint4(0u, 0u, 0u, 0u);", pt->h, ei, pt->h, ei);
-  ws_chunk(c, k, pt, ei, "m0", "n0", WS_PRE_LOAD);
+  ws_chunk(c, k, pt, ei, "m0", k->n0 ? k->n0 : "n0", WS_PRE_LOAD);
 }
 
 /* EPI_SMEM=5 with a residual: the 16-byte residual loads of half h's first chunks issued together after the half is
@@ -231,14 +231,14 @@ static void ws_chunk(ectx *c, const ex_ctr *k, const ws_part *pt, const char *ei
   int rv = ws_chunk_residual(c, k, &mi, pre, ei, h);
   for (int e = 0; e < 8 && !c->failed && pre != WS_PRE_LOAD; e++) {
     for (int s = 0; s < nst; s++) {
-      em_dtype dt = ex_V(c, k->sib[s])->dtype;
+      em_dtype dt = ex_V(c, k->sib[k->s0 + s])->dtype;
       const char *raw = ex_A(c, "(unsigned short)(em_q%d.%c%s)", s, "xyzw"[e / 2], e & 1 ? " >> 16" : "");
       ex_line(c, "const %s em_r%s_%d = %s;", ex_ctype(dt), s ? "2" : "", e, ex_load_conv(c, dt, raw));
     }
-    ex_ctr_anchor(c, k, 0, ex_A(c, "em_r_%d", e), k->dual ? ex_A(c, "em_r2_%d", e) : NULL, &mi, ex_A(c, "em_n%d", e));
+    ex_ctr_anchor(c, k, k->s0, ex_A(c, "em_r_%d", e), k->dual ? ex_A(c, "em_r2_%d", e) : NULL, &mi, ex_A(c, "em_n%d", e));
     ws_chunk_residual_seed(c, k, rv, e);
     int which[EX_MAX_OUTS] = {0}, n = ex_aligned_outputs(c, which);
-    if (n != c->g->outputs.n) ex_fail(c, "an output of the contraction is not aligned with its result");
+    if (!ex_ctr_outputs_ok(c, k, n)) ex_fail(c, "an output of the contraction is not aligned with its result");
     c->cap = &cap[e];
     ex_write_outputs(c, which, n);
     c->cap = NULL;
@@ -332,14 +332,14 @@ void ws_stage_frags(ectx *c, const ex_ctr *k, int j0, int j1, int hofs, int pane
   ex_line(c, "  for (int q = 0; q < 4; q += 2) {");
   c->indent += 2;
   ex_line(c, "const int ml = wm * 16 + (lane >> 2) + (q >> 1) * 8, nl = j * 8 + (lane & 3) * 2, nh = nl - %d;", hofs);
-  ex_line(c, "const long long n = n0 + nl;");
+  ex_line(c, "const long long n = %s + nl;", k->n0 ? k->n0 : "n0");
   ex_line(c, "const unsigned em_o = em_swz((unsigned)(nh >> 6) * %du, ml, nh & 63) + (nh & 7) * 2;", panel);
   for (int s = 0; s < nst; s++) {
-    int mark = c->memo.n;
-    em_dtype dt = ex_V(c, k->sib[s])->dtype;
+    int mark = c->memo.n, v = k->sib[k->s0 + s];
+    em_dtype dt = ex_V(c, v)->dtype;
     const char *acc = s ? "acc2" : "acc";
-    const char *lo = ex_store_conv(c, dt, ex_ctr_result(c, k->sib[s], ex_A(c, "%s[0][j][q]", acc), "n"));
-    const char *hi = ex_store_conv(c, dt, ex_ctr_result(c, k->sib[s], ex_A(c, "%s[0][j][q + 1]", acc), "(n + 1)"));
+    const char *lo = ex_store_conv(c, dt, ex_ctr_result(c, v, ex_A(c, "%s[0][j][q]", acc), "n"));
+    const char *hi = ex_store_conv(c, dt, ex_ctr_result(c, v, ex_A(c, "%s[0][j][q + 1]", acc), "(n + 1)"));
     ex_line(c, "*reinterpret_cast<unsigned *>(em_ep%d + em_o) = %s;", s, ex_store_pair(c, lo, hi));
     c->memo.n = mark;
   }
@@ -389,7 +389,7 @@ void ws_epilogue_halves(ectx *c, const ex_ctr *k, int cw, int staged, int tmo, i
     ex_line(c, "for (int em_i = 0; em_i < %d; em_i++) {", k->BM * half / threads);
     c->indent++;
     ex_line(c, "const int em_e = tid + em_i * %d, ml = em_e / %d, nh = em_e %% %d, nl = nh + %d;", threads, half, half, h * half);
-    ex_line(c, "const long long m = m0 + ml, n = n0 + nl;");
+    ex_line(c, "const long long m = m0 + ml, n = %s + nl;", k->n0 ? k->n0 : "n0");
     ex_line(c, "if (m < M && n < N) {");
     c->indent++;
     ex_line(c, "const unsigned em_o = em_swz((unsigned)(nh >> 6) * %du, ml, nh & 63) + (nh & 7) * 2;", panel);
@@ -405,7 +405,7 @@ void ws_epilogue_halves(ectx *c, const ex_ctr *k, int cw, int staged, int tmo, i
 
 /* A staged epilogue's value of accumulator s at (ml, nl) from the staged element text elem: em_r, em_r2. */
 static void ws_staged_value(ectx *c, const ex_ctr *k, int s, const char *elem) {
-  em_dtype dt = ex_V(c, k->sib[s])->dtype;
+  em_dtype dt = ex_V(c, k->sib[k->s0 + s])->dtype;
   ex_line(c, "const %s %s = %s;", ex_ctype(dt), s ? "em_r2" : "em_r", ex_load_conv(c, dt, elem));
 }
 
@@ -413,9 +413,9 @@ static void ws_staged_value(ectx *c, const ex_ctr *k, int s, const char *elem) {
  * and every output, aligned with it, is written through the fused ops. */
 static void ws_staged_outputs(ectx *c, const ex_ctr *k) {
   ivec mi = ex_unravel(c, "m", &k->mdims);
-  ex_ctr_anchor(c, k, 0, "em_r", k->dual ? "em_r2" : NULL, &mi, "n");
+  ex_ctr_anchor(c, k, k->s0, "em_r", k->dual ? "em_r2" : NULL, &mi, "n");
   int which[EX_MAX_OUTS] = {0}, n = ex_aligned_outputs(c, which);
-  if (n != c->g->outputs.n) ex_fail(c, "an output of the contraction is not aligned with its result");
+  if (!ex_ctr_outputs_ok(c, k, n)) ex_fail(c, "an output of the contraction is not aligned with its result");
   ex_write_outputs(c, which, n);
 }
 

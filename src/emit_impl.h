@@ -201,6 +201,9 @@ typedef struct {
                              * own aligned index, into em_pf<t + 1>[j % pfp][q / 2] */
   int pfp;                  /* their period in column groups j: FN, or the head width / 8 where they read a column
                              * only modulo the head width (one row of cos for every head of a wide tile) */
+  int s0;                   /* the fragment pairs' sibling: 0, or (merged siblings on PERSIST=1) the one whose
+                             * columns the tile is in */
+  const char *n0;           /* the tile's first column in that sibling's own columns (NULL: "n0") */
 } ex_ctr;
 
 /* The contraction epilogue: split-K's reduction, a staged head-local tile, then every accumulator element
@@ -224,6 +227,9 @@ int ex_ctr_head_reductions(ectx *c, const ex_ctr *k);
  * the result and a head-local read. ex_ctr_stage_read: the value of sibling s (0, 1) at column col (text, in N),
  * shift the read's flat index less the reading element's (text; the same row, so the column difference). */
 int ex_ctr_stage_in_regs(ectx *c, const ex_ctr *k);
+/* 1 when n, the outputs an element of sibling k->s0 writes, is what it should write: every output of the kernel, or
+ * (merged siblings, each its own outputs) at least one. */
+int ex_ctr_outputs_ok(ectx *c, const ex_ctr *k, int n);
 const char *ex_ctr_stage_read(ectx *c, int s, const char *col, const char *shift);
 /* The register-RoPE epilogue's other 2-byte inputs (not the contraction's operands), loaded ahead like the
  * residual: their count into k->npf, k->pfv (at most 2), their period into k->pfp; above 16 column groups a thread

@@ -170,12 +170,14 @@
     "1: a last-dim mean/sum over a linear's result in R-wide segments (R ≤ 256; Qwen3's q_norm/k_norm over each "      \
     "128-wide head) joins the linear's kernel as a per-segment reduction over the staged result tile (a warp per "     \
     "row and head), followed by the rest of the norm and RoPE; 0 (default until it has run on a GPU): those stay "     \
-    "row kernels. Not with MERGE_SIBLINGS=1")                                                                          \
+    "row kernels. Not with MERGE_SIBLINGS=1 and DUAL_GATE=0")                                                        \
   X(DUAL_GATE, DUAL, 1, "0,1", "contraction (structural)",                                                             \
     "1 (default): two linears of equal width on one operand (gate/up, k/v) in one kernel with two accumulators, "      \
     "SiLU(gate)·up as its epilogue; 0: apart")                                                                         \
   X(MERGE_SIBLINGS, MERGE, 0, "0,1", "contraction (structural)",                                                       \
-    "1: linears reading the same operand (q/k/v, gate/up) are one kernel, their N side by side; 0: apart")             \
+    "1: linears reading the same operand (q/k/v, gate/up) are one kernel, their N side by side; with DUAL_GATE=1 "    \
+    "only three or more (q/k/v) whose 128 x 128 tiles make one wave at the hint and that take no head-local "         \
+    "epilogue apart (a pair stays dual); 0: apart")                                                                    \
   X(MINB, WORK, 1, "1..4", "attention (flash)",                                                                        \
     "blocks per SM the register allocation must allow (`__launch_bounds__(threads, MINB)`): 1 (default) leaves it "    \
     "to ptxas, 2 caps registers for two blocks; 3 (FLASH=2, head dim 64, 64-key tiles: 24 / 136 registers after "     \

@@ -200,11 +200,19 @@ end
 -- another tensor (down: 92.2 against 53.3) or combines two accumulators (gate/up 133.9 against 111.9).
 -- First where at least 8 rows of 128 x 128 tiles at the hint fill every SM (atom.persist_first): 128 x 256
 -- (128 x 128 for a dual kernel), the measured best; last elsewhere.
+-- Merged siblings (atom.merged_lead): the fragment epilogue and the staged ones stored by the threads, the 128 x 128 tile
+-- first.
 local function persist_tiles(k, dev, out, n)
   local persist, lead = {}, {}
   for i = 1, n do
     local o = out[i]
-    if o.WG_WAIT == 1 and ((k.siblings or 0) <= 1 or k.dual) and not (k.stage and (k.epilogue_reductions or 0) > 0) then
+    if o.WG_WAIT == 1 and atom.merged_lead(k) then
+      local p, e0 = atom.with(atom.with(o, "PRODUCER", 1), "PERSIST", 1), atom.merged_lead(k, dev)
+      for _, e in ipairs(e0 == 5 and { 5, 0, 3 } or { 0, 5, 3 }) do
+        local q = atom.with(p, "EPI_SMEM", e)
+        if o.BM == 128 and o.BN == 128 and e == e0 then lead[#lead + 1] = q else persist[#persist + 1] = q end
+      end
+    elseif o.WG_WAIT == 1 and ((k.siblings or 0) <= 1 or k.dual) and not (k.stage and (k.epilogue_reductions or 0) > 0) then
       local p = atom.with(atom.with(o, "PRODUCER", 1), "PERSIST", 1)
       local epis, lead_epi = persist_epilogues(k, o)
       local small = atom.persist_small(k, dev) or atom.rope_regs(k, dev) or atom.dual_one_wave(k, dev)
@@ -265,7 +273,8 @@ local function order_tiles(k, dev, out, lead, persist)
     local n = #clustered
     for i = 1, n do clustered[#clustered + 1] = atom.with(clustered[i], "PAIR_A", 1) end
   end
-  if atom.persist_first(k, dev) or atom.persist_small(k, dev) or atom.rope_regs(k, dev) or atom.dual_one_wave(k, dev) then
+  if atom.persist_first(k, dev) or atom.persist_small(k, dev) or atom.rope_regs(k, dev) or atom.dual_one_wave(k, dev) or
+      atom.merged_lead(k) then
     local rest = out
     out = lead
     for _, q in ipairs(persist) do out[#out + 1] = q end

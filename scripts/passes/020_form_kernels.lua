@@ -185,11 +185,14 @@ end
 -- through elementwise ops and views that keep R-wide segments of its N whole (Qwen3's q_norm/k_norm over each
 -- 128-wide head) is no row anchor: it joins the linear's kernel as a head-local reduction over the staged
 -- result tile (absorbed[v] = R, the reduced width)
--- (it needs the staged result tile of ROPE_EPI=1, and merged siblings have none; with ROPE_EPI=0 its kernel
--- could not be emitted — an output not aligned with the result — so it forms the NORM_EPI=0 kernels instead)
+-- (it needs the staged result tile of ROPE_EPI=1, and merged siblings have none: with MERGE_SIBLINGS=1 and
+-- DUAL_GATE=0 every sibling merges, so it forms the NORM_EPI=0 kernels; with DUAL_GATE=1 the linears it joins stay
+-- apart, staged_operands. With ROPE_EPI=0 its kernel could not be emitted — an output not aligned with the result —
+-- so it forms the NORM_EPI=0 kernels too)
 local function absorb_head_norms(S)
   local knobs, kind_of = S.knobs, S.kind_of
-  if not ((knobs.NORM_EPI or 0) == 1 and (knobs.ROPE_EPI or 1) == 1 and (knobs.MERGE_SIBLINGS or 0) ~= 1) then return end
+  local merged = (knobs.MERGE_SIBLINGS or 0) == 1 and (knobs.DUAL_GATE or 0) ~= 1
+  if not ((knobs.NORM_EPI or 0) == 1 and (knobs.ROPE_EPI or 1) == 1 and not merged) then return end
   for _, n in ipairs(S.nodes) do
     if kind_of[n.name] == "row" and (n.op == "aten.mean.dim" or n.op == "aten.sum.dim_IntList") then
       local R = head_norm_width(S, n)
@@ -389,19 +392,44 @@ local function head_local(S, n, k)
   return D, all_red, S.shift
 end
 
--- Homes anchor n in a kernel of its own, or in its siblings' kernel:
+-- The merged kernel's 128 x 128 tiles at most in one wave of a GPU of 132 SMs (the H100's and H200's count): the
+-- operand's rows at the hint x its linears' widths together. Merged, Qwen3's q/k/v at 512 tokens (128 tiles) take
+-- 11.7 µs against 5.8 + 7.6 apart, at 4096 tokens 59.8 against 25.0 + 27.3 (H100, forty-second session: _atom.lua's
+-- merged_lead).
+local MERGE_TILES = 132
+local function merge_fits(S, op)
+  local g = S.g
+  S.hint_bind = S.hint_bind or assert(g:bind({}))
+  local sh, rows, n = g:value(op).shape, 1, 0
+  for i = 1, #sh - 1 do rows = rows * (type(sh[i]) == "number" and sh[i] or g:eval(sh[i], S.hint_bind)) end
+  for _, m in ipairs(S.nodes) do
+    if m.op == "aten.linear.default" and m.inputs[1] == op then n = n + g:value(m.inputs[2]).shape[1] end
+  end
+  return math.ceil(rows / 128) * math.ceil(n / 128) <= MERGE_TILES
+end
+
+-- The key of linear n's siblings' kernel (nil: a kernel of its own), and whether they form a dual pair:
 -- MERGE_SIBLINGS=1 (a structural fork): linears reading the same operand (q/k/v, gate/up) form one
 -- kernel whose N is their weights' rows side by side; each keeps its own epilogue.
 -- DUAL_GATE=1 (a structural fork): two linears reading the same operand with the same output width
 -- (gate/up, k/v) form one kernel with two accumulators over one (m, n) tile, so an epilogue may combine
--- them (SiLU(gate)·up); merging takes precedence when both are pinned.
+-- them (SiLU(gate)·up). Both pinned: an operand read by three or more linears (q/k/v) merges them where their tiles
+-- make one wave (merge_fits); one read by two (gate/up) keeps the dual pair, and so do linears that take a head-local
+-- epilogue apart (staged_operands) and those of more tokens.
+local function sibling_key(S, n)
+  if not (S.merge or S.dual) or n.op ~= "aten.linear.default" then return nil end
+  local op = n.inputs[1]
+  if S.merge and not (S.dual and (S.linear_readers[op] <= 2 or S.staged_ops[op] or not merge_fits(S, op))) then return op, false end
+  if S.dual then return op .. "|" .. tostring(S.g:value(n.inputs[2]).shape[1]), true end
+end
+
+-- Homes anchor n in a kernel of its own, or in its siblings' kernel (sibling_key).
 -- A row anchor's kernel also takes its prologue cone (anc[v]: the anchor a homed value derives from within
 -- its kernel, for the epilogues of merged siblings).
 local function home_anchor(S, n)
-  local g, kind_of, home, merge, dual = S.g, S.kind_of, S.home, S.merge, S.dual
+  local kind_of, home = S.kind_of, S.home
   local v = n.name
-  local key = (merge or dual) and n.op == "aten.linear.default" and n.inputs[1]
-  if key and dual then key = key .. "|" .. tostring(g:value(n.inputs[2]).shape[1]) end
+  local key, dual = sibling_key(S, n)
   local k = key and S.sibling_kernel[key]
   if k and dual and #k.anchors >= 2 then k = nil end
   if k then
@@ -411,7 +439,7 @@ local function home_anchor(S, n)
     k = new_kernel(S, kind_of[v], v)
     k.anchors = { v }
     if key then S.sibling_kernel[key] = k end
-    if dual and key then k.dual_candidate = true end
+    if dual then k.dual_candidate = true end
   end
   home[v] = k
   S.anc[v] = v
@@ -524,8 +552,12 @@ end
 -- Walks the nodes in order, forming a kernel for each anchor and placing each dependent elementwise op.
 local function place_nodes(S)
   S.rope_epi = (S.knobs.ROPE_EPI or 1) == 1
-  S.merge = (S.knobs.MERGE_SIBLINGS or 0) == 1
-  S.dual = not S.merge and (S.knobs.DUAL_GATE or 0) == 1
+  S.merge = not S.trial and (S.knobs.MERGE_SIBLINGS or 0) == 1
+  S.dual = (S.knobs.DUAL_GATE or 0) == 1
+  S.linear_readers = {} -- (sibling_key: how many linears read each operand)
+  for _, n in ipairs(S.nodes) do
+    if n.op == "aten.linear.default" then S.linear_readers[n.inputs[1]] = (S.linear_readers[n.inputs[1]] or 0) + 1 end
+  end
   for _, n in ipairs(S.nodes) do
     local v = n.name
     if S.kind_of[v] then
@@ -667,17 +699,37 @@ local function kernel_outputs(S, k)
   return outputs
 end
 
+-- The kernels up to their epilogues' placement (trial: siblings not merged).
+local function place(ctx, trial, staged_ops)
+  local S = new_state(ctx)
+  S.trial, S.staged_ops = trial, staged_ops or {}
+  index_graph(S)
+  mark_free(S)
+  classify_anchors(S)
+  absorb_head_norms(S)
+  assign_row_cones(S)
+  place_nodes(S)
+  return S
+end
+
+-- The operands of linears that take a head-local epilogue when not merged (a Llama's q/k/v with RoPE): merged, those
+-- epilogues would be kernels of their own (ex_ctr_stage_width: a staged tile is one linear's), so with DUAL_GATE=1
+-- MERGE_SIBLINGS=1 leaves their linears apart. Empty unless both are pinned.
+local function staged_operands(ctx)
+  local knobs, ops = ctx.knobs or {}, {}
+  if (knobs.MERGE_SIBLINGS or 0) ~= 1 or (knobs.DUAL_GATE or 0) ~= 1 then return ops end
+  local S = place(ctx, true)
+  for _, k in ipairs(S.kernels) do
+    if k.stage then for _, a in ipairs(k.anchors or {}) do ops[S.by_name[a].inputs[1]] = true end end
+  end
+  return ops
+end
+
 return {
   name = "form_kernels",
   summary = "group ops into kernels around one anchor each (contraction, attention, row/reduce) + pointwise",
   run = function(ctx)
-    local S = new_state(ctx)
-    index_graph(S)
-    mark_free(S)
-    classify_anchors(S)
-    absorb_head_norms(S)
-    assign_row_cones(S)
-    place_nodes(S)
+    local S = place(ctx, false, staged_operands(ctx))
     views_out(S)
     copy_out_outputs(S)
     fold_split_cones(S)

@@ -131,6 +131,47 @@ test("MERGE_SIBLINGS=1 merges q/k/v and gate/up into one kernel each; with SPLIT
   check(not okr and why:find("does not divide a sibling's width 1000", 1, true), tostring(why))
 end)
 
+test("MERGE_SIBLINGS=1 with DUAL_GATE=1: q/k/v merged where one wave at the hint (Qwen3 at 512 tokens, not 4096), gate/up dual, a Llama's RoPE linears apart; the merged kernel persistent, its epilogue a branch a tile", function()
+  local function names(extra, env)
+    local a = args("compile", L0)
+    for _, x in ipairs(extra or {}) do a[#a + 1] = x end
+    local code, out, err = emmy(a, { env = env or "EMMY_MERGE_SIBLINGS=1" })
+    eq(code, 0, err)
+    local t = {}
+    for n in out:gmatch("(k_[%w_]+_%x%x%x%x%x%x)%s+contraction") do t[#t + 1] = n end
+    return table.concat(t, " "), out
+  end
+  eq(names(), "k_linear_e4e144 k_linear_add_67d546 k_linear_silu_mul_b9e1e1 k_linear_add_f97280", "512 tokens")
+  eq(names({ "--batch", "8" }), "k_linear_c217ff k_linear_09207f k_linear_add_2172d0 k_linear_silu_mul_28c308 k_linear_add_c34d1b",
+    "4096 tokens: 4 x 32 x 8 tiles of 128 x 128 are not one wave")
+  eq(names({ "--hint", "seq_len=1024" }), "k_linear_7363a2 k_linear_ad15f3 k_linear_add_67d546 k_linear_silu_mul_b9e1e1 k_linear_add_f97280", "1024 tokens")
+  -- NORM_EPI=1 puts q_norm/k_norm in the q and k linears' staged tiles: they stay apart (found by forming without merging)
+  check(select(2, names({}, "EMMY_MERGE_SIBLINGS=1 EMMY_NORM_EPI=1")):find("k_linear_rms_norm_rope_%x+"), "NORM_EPI=1")
+  local code, out, err = emmy(args("compile", "TinyLlama/TinyLlama-1.1B-Chat-v1.0", "--layer", "0", "--dynamic", "seq_len@x:1"), { env = "EMMY_MERGE_SIBLINGS=1" })
+  eq(code, 0, err)
+  check(out:find("k_linear_rope_88e5e1", 1, true) and out:find("k_linear_rope_4277a7", 1, true) and not out:find("k_rope_"), "RoPE kept: " .. out)
+  -- the lead: persistent 128 x 128, the fragment epilogue; its producer loads the sibling's weight, its epilogue branches on n0
+  local _, tile = names({ "--ir", "tile", "--kernel", "k_linear_e4e144" })
+  check(tile:find("k_linear_e4e144%s+contraction%s+%d+%s+[%w_=,]*BM=128,BN=128,[%w_=,]*EPI_SMEM=0,MERGE_SIBLINGS=1,[%w_=,]*PERSIST=1"), tile)
+  for _, e in ipairs { 0, 3, 5 } do
+    local c2, src, e2 = emmy(args("compile", L0, "--ir", "cuda", "--kernel", "k_linear_e4e144", "--pins", "EPI_SMEM=" .. e), { env = "EMMY_MERGE_SIBLINGS=1" })
+    eq(c2, 0, e2)
+    check(src:find("const long long M = (s_seq_len), N = 4096LL, K = 1024LL;", 1, true), src)
+    check(src:find("    if (n0 < 2048LL) {", 1, true) and src:find("    } else if (n0 < 3072LL) {", 1, true) and src:find("    } else {", 1, true), "EPI_SMEM=" .. e .. ": " .. src)
+    check(src:find("(n0 - 3072LL) + ", 1, true), src)
+    if e == 5 then check(src:find("st.global.v4.b32", 1, true), src) end
+  end
+  local c3, _, e3 = emmy(args("compile", L0, "--kernel", "k_linear_e4e144", "--pins", "EPI_SMEM=4"), { env = "EMMY_MERGE_SIBLINGS=1" })
+  check(c3 ~= 0 and e3:find("EPI_SMEM 0, 3 or 5", 1, true), e3)
+  local ok, nv = pcall(require, "emmy.nvrtc")
+  if ok and nv.version() then
+    local c4, o4, e4 = emmy(args("compile", L0, "--nvrtc", "--kernel", "k_linear_e4e144", "--sample", "6", "--seed", "2"),
+      { env = "EMMY_MERGE_SIBLINGS=1 EMMY_CUBIN_CACHE=" .. tmpdir() })
+    eq(c4, 0, e4)
+    check(o4:find(" 0 failed", 1, true), o4)
+  end
+end)
+
 test("flash attention copies Q, K and V rows with cp.async, V through its transposed view (strided views)", function()
   -- (FLASH=1 pinned: FLASH=2 leads on sm_90; its own test is below)
   local code, out, err = emmy(args("compile", L0, "--ir", "cuda", "--kernel", "k_sdpa"), { env = "EMMY_VIEW_OUT=0 EMMY_KNOBS=k_sdpa:FLASH=1" })

@@ -93,12 +93,13 @@ test("emmy tune with the mock driver: failures are rows, a re-run re-measures no
   local c6, _, e6 = emmy(a2, { env = env2 })
   check(c6 == 1 and #lines_of(e6) == 1 and e6:find("--gpus 3: device 2", 1, true), e6)
   -- every structural fork: 64 assignments form 20 distinct kernel sets of 45 distinct kernels, each tuned once
-  -- (ROPE_EPI=0 changes nothing in Qwen3 and turns NORM_EPI off; MERGE_SIBLINGS=1 takes DUAL_GATE=0's place)
+  -- (ROPE_EPI=0 changes nothing in Qwen3 and turns NORM_EPI off; MERGE_SIBLINGS=1 with DUAL_GATE=0 merges gate/up too,
+  -- with DUAL_GATE=1 only q/k/v: the same merged q|k|v kernel in both)
   local a3 = { "tune", "Qwen/Qwen3-Embedding-0.6B", "--layer", "0", "--dynamic", "seq_len@x:1", "--precompile", "0",
     "--patience", "1", "--clean", "--structural", "all" }
   local c7, o7, e7 = emmy(a3, { env = env })
   eq(c7, 0, "--structural all: " .. e7)
-  check(o7:find("tuning 45 distinct kernels of 20 structural forks (64 assignments)", 1, true), o7)
+  check(o7:find("tuning 45 distinct kernels of 24 structural forks (64 assignments)", 1, true), o7)
   check(o7:find("structural forks, priced by the sum of their kernel instances' best µs", 1, true), o7)
   check(o7:find("45 variants benched", 1, true), o7)
   local c8, _, e8 = emmy({ "tune", "x.torch.json", "--structural", "some" })
