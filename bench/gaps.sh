@@ -7,6 +7,7 @@
 BIN=${EMMY_BIN:-./emmy}
 LOG=${OUT:-/tmp}
 L0="Qwen/Qwen3-Embedding-0.6B --layer 0 --dynamic seq_len@x:1"
+export EMMY_MERGE_SIBLINGS=0 # (q_proj apart from k and v, as these kernels were measured; the default merges them)
 for k in k_linear_7363a2 k_linear_add_f97280; do
   EMMY_KNOBS=WGMMA=1 timeout 120 "$BIN" bench/kernels.lua --kernel $k --tiles --json "$LOG/gaps_tiles_$k.json" \
     > "$LOG/gaps_tiles_$k.txt" 2>&1

@@ -174,10 +174,10 @@
   X(DUAL_GATE, DUAL, 1, "0,1", "contraction (structural)",                                                             \
     "1 (default): two linears of equal width on one operand (gate/up, k/v) in one kernel with two accumulators, "      \
     "SiLU(gate)·up as its epilogue; 0: apart")                                                                         \
-  X(MERGE_SIBLINGS, MERGE, 0, "0,1", "contraction (structural)",                                                       \
-    "1: linears reading the same operand (q/k/v, gate/up) are one kernel, their N side by side; with DUAL_GATE=1 "    \
-    "only three or more (q/k/v) whose 128 x 128 tiles make one wave at the hint and that take no head-local "         \
-    "epilogue apart (a pair stays dual); 0: apart")                                                                    \
+  X(MERGE_SIBLINGS, MERGE, 1, "0,1", "contraction (structural)",                                                       \
+    "1 (default): linears reading the same operand (q/k/v, gate/up) are one kernel, their N side by side; with "      \
+    "DUAL_GATE=1 only three or more (q/k/v) whose 128 x 128 tiles make one wave at the hint and that take no "        \
+    "head-local epilogue apart (a pair stays dual); 0: apart")                                                         \
   X(MINB, WORK, 1, "1..4", "attention (flash)",                                                                        \
     "blocks per SM the register allocation must allow (`__launch_bounds__(threads, MINB)`): 1 (default) leaves it "    \
     "to ptxas, 2 caps registers for two blocks; 3 (FLASH=2, head dim 64, 64-key tiles: 24 / 136 registers after "     \

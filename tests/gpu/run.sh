@@ -139,14 +139,14 @@ gpu_case deep_ring6_seq2048 env EMMY_KNOBS=k_linear:STAGES=6 "$BIN" run $L0 --se
 # CLUSTER=2: pairs of CTAs along N multicast the shared A tile (TMA .multicast::cluster, an "empty" mbarrier per
 # stage across the pair); seq_len 1 and 7 leave the second CTA's half of A wholly past M (zero fill). A hang (a
 # barrier protocol error) is cut at 120 s and fails the case.
-gpu_case cluster_seq1 env EMMY_KNOBS=k_linear:CLUSTER=2 timeout 120 "$BIN" run $L0 --seq-len 1
-gpu_case cluster_seq7 env EMMY_KNOBS=k_linear:CLUSTER=2 timeout 120 "$BIN" run $L0 --seq-len 7
-gpu_case cluster_seq513 env EMMY_KNOBS=k_linear:CLUSTER=2 timeout 120 "$BIN" run $L0 --seq-len 513
-gpu_case cluster_seq2048 env EMMY_KNOBS=k_linear:CLUSTER=2 timeout 120 "$BIN" run $L0 --seq-len 2048
-gpu_case cluster_bm128_seq513 env EMMY_KNOBS=k_linear:CLUSTER=2,k_linear:BM=128,k_linear:WM=8 timeout 120 "$BIN" run $L0 --seq-len 513
-gpu_case cluster_bn128_seq2048 env EMMY_KNOBS=k_linear:CLUSTER=2,k_linear:BN=128,k_linear_add:STAGES=8 timeout 120 "$BIN" run $L0 --seq-len 2048
+gpu_case cluster_seq1 env EMMY_MERGE_SIBLINGS=0 EMMY_KNOBS=k_linear:CLUSTER=2 timeout 120 "$BIN" run $L0 --seq-len 1
+gpu_case cluster_seq7 env EMMY_MERGE_SIBLINGS=0 EMMY_KNOBS=k_linear:CLUSTER=2 timeout 120 "$BIN" run $L0 --seq-len 7
+gpu_case cluster_seq513 env EMMY_MERGE_SIBLINGS=0 EMMY_KNOBS=k_linear:CLUSTER=2 timeout 120 "$BIN" run $L0 --seq-len 513
+gpu_case cluster_seq2048 env EMMY_MERGE_SIBLINGS=0 EMMY_KNOBS=k_linear:CLUSTER=2 timeout 120 "$BIN" run $L0 --seq-len 2048
+gpu_case cluster_bm128_seq513 env EMMY_MERGE_SIBLINGS=0 EMMY_KNOBS=k_linear:CLUSTER=2,k_linear:BM=128,k_linear:WM=8 timeout 120 "$BIN" run $L0 --seq-len 513
+gpu_case cluster_bn128_seq2048 env EMMY_MERGE_SIBLINGS=0 EMMY_KNOBS=k_linear:CLUSTER=2,k_linear:BN=128,k_linear_add:STAGES=8 timeout 120 "$BIN" run $L0 --seq-len 2048
 # 20 random legal CLUSTER=2 points per projection (tiles, stages 3-8, dual and single) at three lengths
-for n in 7 512 2048; do gpu_case cluster_sweep$n env EMMY_CLUSTER=2 timeout 200 "$BIN" run $L0 --seq-len $n --sweep 20; done
+for n in 7 512 2048; do gpu_case cluster_sweep$n env EMMY_MERGE_SIBLINGS=0 EMMY_CLUSTER=2 timeout 200 "$BIN" run $L0 --seq-len $n --sweep 20; done
 # PRODUCER=1: a producer warpgroup issues the TMA loads on "empty" barriers, the consumer warpgroups only wgmma (no
 # block barrier in the K loop); a hang (a barrier protocol error) is cut at 120 s and fails the case.
 gpu_case producer_seq1 env EMMY_KNOBS=k_linear:PRODUCER=1 timeout 120 "$BIN" run $L0 --seq-len 1
@@ -160,63 +160,63 @@ gpu_case producer_sweep512 env EMMY_PRODUCER=1 timeout 200 "$BIN" run $L0 --seq-
 # output tiles; seq_len 1 and 7 leave most CTAs without a tile, 513 masks a partial last tile row
 for n in 1 7 513 2048; do gpu_case persist_seq$n env EMMY_KNOBS=k_linear:PERSIST=1 timeout 120 "$BIN" run $L0 --seq-len $n; done
 gpu_case persist_bm128_seq513 env EMMY_KNOBS=k_linear:PERSIST=1,k_linear:BM=128,k_linear:WM=8,k_linear:BN=128 timeout 120 "$BIN" run $L0 --seq-len 513
-gpu_case persist_bn256_seq2048 env EMMY_KNOBS=k_linear_7363a2:PERSIST=1,k_linear_7363a2:BM=128,k_linear_7363a2:WM=8,k_linear_7363a2:BN=256 timeout 120 "$BIN" run $L0 --seq-len 2048
+gpu_case persist_bn256_seq2048 env EMMY_MERGE_SIBLINGS=0 EMMY_KNOBS=k_linear_7363a2:PERSIST=1,k_linear_7363a2:BM=128,k_linear_7363a2:WM=8,k_linear_7363a2:BN=256 timeout 120 "$BIN" run $L0 --seq-len 2048
 for n in 7 512 2048; do gpu_case persist_sweep$n env EMMY_PERSIST=1 timeout 200 "$BIN" run $L0 --seq-len $n --sweep 20; done
 # the epilogues: fragments in place (EPI_SMEM=0), staged (1), staged and unrolled (2); batch 8, where PERSIST leads
-for e in 0 1 2; do gpu_case persist_epi${e}_seq513 env EMMY_KNOBS=k_linear:PERSIST=1,k_linear:EPI_SMEM=$e timeout 120 "$BIN" run $L0 --seq-len 513; done
+for e in 0 1 2; do gpu_case persist_epi${e}_seq513 env EMMY_MERGE_SIBLINGS=0 EMMY_KNOBS=k_linear:PERSIST=1,k_linear:EPI_SMEM=$e timeout 120 "$BIN" run $L0 --seq-len 513; done
 gpu_case persist_batch8_seq512 timeout 200 "$BIN" run $L0 --batch 8 --seq-len 512 --sweep 8
 # PERSIST=1 with CLUSTER=2: CTA pairs on neighbouring tile rows share B (each multicasts its half); an odd number of
 # tile rows (seq_len 7, 513) leaves the last pair's second CTA without rows
-for n in 1 7 513 2048; do gpu_case persist_cluster_seq$n env EMMY_KNOBS=k_linear:PERSIST=1,k_linear:CLUSTER=2 timeout 120 "$BIN" run $L0 --seq-len $n; done
-gpu_case persist_cluster_sweep512 env EMMY_PERSIST=1 EMMY_CLUSTER=2 timeout 200 "$BIN" run $L0 --seq-len 512 --sweep 20
+for n in 1 7 513 2048; do gpu_case persist_cluster_seq$n env EMMY_MERGE_SIBLINGS=0 EMMY_KNOBS=k_linear:PERSIST=1,k_linear:CLUSTER=2 timeout 120 "$BIN" run $L0 --seq-len $n; done
+gpu_case persist_cluster_sweep512 env EMMY_MERGE_SIBLINGS=0 EMMY_PERSIST=1 EMMY_CLUSTER=2 timeout 200 "$BIN" run $L0 --seq-len 512 --sweep 20
 # PAIR_A=1 (written 2026-12-02): the pair on neighbouring tile columns shares A; every projection at four lengths,
 # 128 x 64 tiles, the dual gate/up staged, TinyLlama's RoPE projections, a sweep
-for n in 1 7 513 2048; do gpu_case persist_pair_a_seq$n env EMMY_KNOBS=k_linear:PERSIST=1,k_linear:CLUSTER=2,k_linear:PAIR_A=1 timeout 120 "$BIN" run $L0 --seq-len $n; done
-gpu_case persist_pair_a_bm128_seq513 env EMMY_KNOBS=k_linear:PERSIST=1,k_linear:CLUSTER=2,k_linear:PAIR_A=1,k_linear:BM=128,k_linear:WM=8,k_linear:BN=64 timeout 120 "$BIN" run $L0 --seq-len 513
+for n in 1 7 513 2048; do gpu_case persist_pair_a_seq$n env EMMY_MERGE_SIBLINGS=0 EMMY_KNOBS=k_linear:PERSIST=1,k_linear:CLUSTER=2,k_linear:PAIR_A=1 timeout 120 "$BIN" run $L0 --seq-len $n; done
+gpu_case persist_pair_a_bm128_seq513 env EMMY_MERGE_SIBLINGS=0 EMMY_KNOBS=k_linear:PERSIST=1,k_linear:CLUSTER=2,k_linear:PAIR_A=1,k_linear:BM=128,k_linear:WM=8,k_linear:BN=64 timeout 120 "$BIN" run $L0 --seq-len 513
 gpu_case persist_pair_a_dual_seq513 env EMMY_KNOBS=k_linear_silu:PERSIST=1,k_linear_silu:CLUSTER=2,k_linear_silu:PAIR_A=1,k_linear_silu:EPI_SMEM=1 timeout 120 "$BIN" run $L0 --seq-len 513
 gpu_case persist_pair_a_llama_seq513 env EMMY_KNOBS=k_linear:PERSIST=1,k_linear:CLUSTER=2,k_linear:PAIR_A=1 timeout 120 "$BIN" run TinyLlama/TinyLlama-1.1B-Chat-v1.0 --layer 0 --dynamic seq_len@x:1 --seq-len 513
-gpu_case persist_pair_a_sweep512 env EMMY_PERSIST=1 EMMY_CLUSTER=2 EMMY_PAIR_A=1 timeout 200 "$BIN" run $L0 --seq-len 512 --sweep 20
+gpu_case persist_pair_a_sweep512 env EMMY_MERGE_SIBLINGS=0 EMMY_PERSIST=1 EMMY_CLUSTER=2 EMMY_PAIR_A=1 timeout 200 "$BIN" run $L0 --seq-len 512 --sweep 20
 gpu_case persist_llama_sweep513 env EMMY_KNOBS=k_linear_add:PERSIST=1,k_linear_silu:PERSIST=1 timeout 200 "$BIN" run TinyLlama/TinyLlama-1.1B-Chat-v1.0 --layer 0 --dynamic seq_len@x:1 --seq-len 513 --sweep 20
 # DUAL_WIDE=1 (written 2026-12-03): a dual kernel's two weight tiles side by side, one wgmma of N = 2·BN (gate/up and
 # k+v); the non-persistent tier, the persistent pipeline at 64 and 128 rows, its B-sharing and A-sharing pairs,
 # TinyLlama's RoPE dual from the fragments, a sweep
 DW=k_linear_silu_mul:DUAL_WIDE=1,k_linear_ad15f3:DUAL_WIDE=1
-for n in 1 7 513 2048; do gpu_case dual_wide_seq$n env EMMY_KNOBS=$DW timeout 120 "$BIN" run $L0 --seq-len $n; done
-gpu_case dual_wide_persist_seq513 env EMMY_KNOBS=$DW,k_linear_silu_mul:PERSIST=1,k_linear_ad15f3:PERSIST=1 timeout 120 "$BIN" run $L0 --seq-len 513
-gpu_case dual_wide_persist_bm128_seq2048 env EMMY_KNOBS=$DW,k_linear_silu_mul:PERSIST=1,k_linear_silu_mul:BM=128,k_linear_silu_mul:BN=64,k_linear_ad15f3:PERSIST=1,k_linear_ad15f3:BM=128,k_linear_ad15f3:BN=128 timeout 120 "$BIN" run $L0 --seq-len 2048
-gpu_case dual_wide_cluster_seq513 env EMMY_KNOBS=$DW,k_linear_silu_mul:PERSIST=1,k_linear_silu_mul:CLUSTER=2,k_linear_ad15f3:PERSIST=1,k_linear_ad15f3:CLUSTER=2 timeout 120 "$BIN" run $L0 --seq-len 513
-gpu_case dual_wide_pair_a_seq513 env EMMY_KNOBS=$DW,k_linear_silu_mul:PERSIST=1,k_linear_silu_mul:CLUSTER=2,k_linear_silu_mul:PAIR_A=1 timeout 120 "$BIN" run $L0 --seq-len 513
+for n in 1 7 513 2048; do gpu_case dual_wide_seq$n env EMMY_MERGE_SIBLINGS=0 EMMY_KNOBS=$DW timeout 120 "$BIN" run $L0 --seq-len $n; done
+gpu_case dual_wide_persist_seq513 env EMMY_MERGE_SIBLINGS=0 EMMY_KNOBS=$DW,k_linear_silu_mul:PERSIST=1,k_linear_ad15f3:PERSIST=1 timeout 120 "$BIN" run $L0 --seq-len 513
+gpu_case dual_wide_persist_bm128_seq2048 env EMMY_MERGE_SIBLINGS=0 EMMY_KNOBS=$DW,k_linear_silu_mul:PERSIST=1,k_linear_silu_mul:BM=128,k_linear_silu_mul:BN=64,k_linear_ad15f3:PERSIST=1,k_linear_ad15f3:BM=128,k_linear_ad15f3:BN=128 timeout 120 "$BIN" run $L0 --seq-len 2048
+gpu_case dual_wide_cluster_seq513 env EMMY_MERGE_SIBLINGS=0 EMMY_KNOBS=$DW,k_linear_silu_mul:PERSIST=1,k_linear_silu_mul:CLUSTER=2,k_linear_ad15f3:PERSIST=1,k_linear_ad15f3:CLUSTER=2 timeout 120 "$BIN" run $L0 --seq-len 513
+gpu_case dual_wide_pair_a_seq513 env EMMY_MERGE_SIBLINGS=0 EMMY_KNOBS=$DW,k_linear_silu_mul:PERSIST=1,k_linear_silu_mul:CLUSTER=2,k_linear_silu_mul:PAIR_A=1 timeout 120 "$BIN" run $L0 --seq-len 513
 gpu_case dual_wide_llama_seq513 env EMMY_KNOBS=k_linear_silu_mul:DUAL_WIDE=1,k_linear_rope_4277a7:DUAL_WIDE=1 timeout 120 "$BIN" run TinyLlama/TinyLlama-1.1B-Chat-v1.0 --layer 0 --dynamic seq_len@x:1 --seq-len 513
-gpu_case dual_wide_sweep513 env EMMY_KNOBS=$DW timeout 200 "$BIN" run $L0 --seq-len 513 --sweep 20
+gpu_case dual_wide_sweep513 env EMMY_MERGE_SIBLINGS=0 EMMY_KNOBS=$DW timeout 200 "$BIN" run $L0 --seq-len 513 --sweep 20
 # STREAM_K=1 (written 2026-12-03): the last tiles shared out by k-tiles, the pieces handed over through the launch
 # scratch; seq_len 1 and 7 split one tile row over every CTA, 128 x 128 tiles at 513, the wide duals, TinyLlama's
 # RoPE and residual epilogues, batch 8, a sweep
 SK=k_linear:PERSIST=1,k_linear:STREAM_K=1
 SK128=$SK,k_linear:BM=128,k_linear:BN=128
-for n in 1 7 513 2048; do gpu_case streamk_seq$n env EMMY_KNOBS=$SK timeout 120 "$BIN" run $L0 --seq-len $n; done
-gpu_case streamk_bm128_seq513 env EMMY_KNOBS=$SK128 timeout 120 "$BIN" run $L0 --seq-len 513
-for n in 7 513; do gpu_case streamk_wide_seq$n env EMMY_KNOBS=$SK128,$DW timeout 120 "$BIN" run $L0 --seq-len $n; done
+for n in 1 7 513 2048; do gpu_case streamk_seq$n env EMMY_MERGE_SIBLINGS=0 EMMY_KNOBS=$SK timeout 120 "$BIN" run $L0 --seq-len $n; done
+gpu_case streamk_bm128_seq513 env EMMY_MERGE_SIBLINGS=0 EMMY_KNOBS=$SK128 timeout 120 "$BIN" run $L0 --seq-len 513
+for n in 7 513; do gpu_case streamk_wide_seq$n env EMMY_MERGE_SIBLINGS=0 EMMY_KNOBS=$SK128,$DW timeout 120 "$BIN" run $L0 --seq-len $n; done
 gpu_case streamk_llama_seq513 env EMMY_KNOBS=$SK timeout 120 "$BIN" run TinyLlama/TinyLlama-1.1B-Chat-v1.0 --layer 0 --dynamic seq_len@x:1 --seq-len 513
 gpu_case streamk_llama_bm128_seq513 env EMMY_KNOBS=$SK128,k_linear_silu_mul:DUAL_WIDE=1 timeout 120 "$BIN" run TinyLlama/TinyLlama-1.1B-Chat-v1.0 --layer 0 --dynamic seq_len@x:1 --seq-len 513
 gpu_case streamk_batch8_seq512 env EMMY_KNOBS=$SK128 timeout 200 "$BIN" run $L0 --batch 8 --seq-len 512
-gpu_case streamk_sweep513 env EMMY_KNOBS=k_linear:STREAM_K=1 timeout 300 "$BIN" run $L0 --seq-len 513 --sweep 20
+gpu_case streamk_sweep513 env EMMY_MERGE_SIBLINGS=0 EMMY_KNOBS=k_linear:STREAM_K=1 timeout 300 "$BIN" run $L0 --seq-len 513 --sweep 20
 # the epilogue in halves (EPI_SMEM=3: swizzled 64-column panels, 4 stages of 128 x 256 beside it) and its TMA store
 # (EPI_SMEM=4: q's result, a contiguous view; rows past M at 7 and 513 are clipped by the tensor map, not written);
 # written without a GPU run (2026-12-02): these fail first if they are wrong
 gpu_case persist_epi3_seq513 env EMMY_KNOBS=k_linear:PERSIST=1,k_linear:EPI_SMEM=3 timeout 120 "$BIN" run $L0 --seq-len 513
 Q=k_linear_7363a2
-gpu_case persist_epi3_bn256_seq2048 env EMMY_KNOBS=$Q:PERSIST=1,$Q:BM=128,$Q:WM=8,$Q:BN=256,$Q:STAGES=4,$Q:EPI_SMEM=3 timeout 120 "$BIN" run $L0 --seq-len 2048
+gpu_case persist_epi3_bn256_seq2048 env EMMY_MERGE_SIBLINGS=0 EMMY_KNOBS=$Q:PERSIST=1,$Q:BM=128,$Q:WM=8,$Q:BN=256,$Q:STAGES=4,$Q:EPI_SMEM=3 timeout 120 "$BIN" run $L0 --seq-len 2048
 gpu_case persist_epi3_sweep512 env EMMY_PERSIST=1 EMMY_EPI_SMEM=3 timeout 200 "$BIN" run $L0 --seq-len 512 --sweep 20
-for n in 7 513; do gpu_case persist_epi4_seq$n env EMMY_KNOBS=$Q:PERSIST=1,$Q:EPI_SMEM=4 timeout 120 "$BIN" run $L0 --seq-len $n; done
-gpu_case persist_epi4_bn256_seq2048 env EMMY_KNOBS=$Q:PERSIST=1,$Q:BM=128,$Q:WM=8,$Q:BN=256,$Q:STAGES=4,$Q:EPI_SMEM=4 timeout 120 "$BIN" run $L0 --seq-len 2048
-gpu_case persist_epi4_cluster_seq513 env EMMY_KNOBS=$Q:PERSIST=1,$Q:EPI_SMEM=4,$Q:CLUSTER=2 timeout 120 "$BIN" run $L0 --seq-len 513
+for n in 7 513; do gpu_case persist_epi4_seq$n env EMMY_MERGE_SIBLINGS=0 EMMY_KNOBS=$Q:PERSIST=1,$Q:EPI_SMEM=4 timeout 120 "$BIN" run $L0 --seq-len $n; done
+gpu_case persist_epi4_bn256_seq2048 env EMMY_MERGE_SIBLINGS=0 EMMY_KNOBS=$Q:PERSIST=1,$Q:BM=128,$Q:WM=8,$Q:BN=256,$Q:STAGES=4,$Q:EPI_SMEM=4 timeout 120 "$BIN" run $L0 --seq-len 2048
+gpu_case persist_epi4_cluster_seq513 env EMMY_MERGE_SIBLINGS=0 EMMY_KNOBS=$Q:PERSIST=1,$Q:EPI_SMEM=4,$Q:CLUSTER=2 timeout 120 "$BIN" run $L0 --seq-len 513
 # EPI_SMEM=5 (each staged half stored 16 bytes a thread): every Qwen3 linear (the dual k+v, v in attention's layout),
 # batch 8, and TinyLlama's residual and gate/up kernels (passed on the H200 in the twenty-first session's call D)
 for n in 7 513; do gpu_case persist_epi5_seq$n env EMMY_KNOBS=k_linear:PERSIST=1,k_linear:EPI_SMEM=5 timeout 120 "$BIN" run $L0 --seq-len $n; done
 gpu_case persist_epi5_batch8_seq513 env EMMY_KNOBS=k_linear:PERSIST=1,k_linear:EPI_SMEM=5 timeout 120 "$BIN" run $L0 --seq-len 513 --batch 8
 gpu_case persist_epi5_llama_seq513 env EMMY_KNOBS=k_linear_add:PERSIST=1,k_linear_add:EPI_SMEM=5,k_linear_silu:PERSIST=1,k_linear_silu:EPI_SMEM=5 timeout 120 "$BIN" run TinyLlama/TinyLlama-1.1B-Chat-v1.0 --layer 0 --dynamic seq_len@x:1 --seq-len 513
 # EPI_SMEM=6 (the tile's stores in the next tile's K loop): the same kernels (written without a GPU run)
-for n in 7 513; do gpu_case persist_epi6_seq$n env EMMY_KNOBS=k_linear:PERSIST=1,k_linear:EPI_SMEM=6 timeout 120 "$BIN" run $L0 --seq-len $n; done
+for n in 7 513; do gpu_case persist_epi6_seq$n env EMMY_MERGE_SIBLINGS=0 EMMY_KNOBS=k_linear:PERSIST=1,k_linear:EPI_SMEM=6 timeout 120 "$BIN" run $L0 --seq-len $n; done
 gpu_case persist_epi6_batch8_seq513 env EMMY_KNOBS=k_linear:PERSIST=1,k_linear:EPI_SMEM=6 timeout 120 "$BIN" run $L0 --seq-len 513 --batch 8
 gpu_case persist_epi6_llama_seq513 env EMMY_KNOBS=k_linear_add:PERSIST=1,k_linear_add:EPI_SMEM=6,k_linear_silu:PERSIST=1,k_linear_silu:EPI_SMEM=6 timeout 120 "$BIN" run TinyLlama/TinyLlama-1.1B-Chat-v1.0 --layer 0 --dynamic seq_len@x:1 --seq-len 513
 # EPI_SMEM=7: the residual kernels' fragment values staged and stored by TMA (o_proj, down_proj)
@@ -224,19 +224,19 @@ for n in 7 513; do gpu_case persist_epi7_seq$n env EMMY_KNOBS=k_linear_add:PERSI
 gpu_case persist_epi7_batch8_seq513 env EMMY_KNOBS=k_linear_add:PERSIST=1,k_linear_add:EPI_SMEM=7 timeout 120 "$BIN" run $L0 --seq-len 513 --batch 8
 gpu_case persist_epi7_llama_seq513 env EMMY_KNOBS=k_linear_add:PERSIST=1,k_linear_add:EPI_SMEM=7 timeout 120 "$BIN" run TinyLlama/TinyLlama-1.1B-Chat-v1.0 --layer 0 --dynamic seq_len@x:1 --seq-len 513
 # EPI_SMEM=3, 4 at BN=64: the tile's one 64-column panel staged whole (written without a GPU run, 2026-12-02)
-gpu_case persist_epi4_bn64_seq513 env EMMY_KNOBS=$Q:PERSIST=1,$Q:BM=128,$Q:WM=8,$Q:BN=64,$Q:EPI_SMEM=4 timeout 120 "$BIN" run $L0 --seq-len 513
+gpu_case persist_epi4_bn64_seq513 env EMMY_MERGE_SIBLINGS=0 EMMY_KNOBS=$Q:PERSIST=1,$Q:BM=128,$Q:WM=8,$Q:BN=64,$Q:EPI_SMEM=4 timeout 120 "$BIN" run $L0 --seq-len 513
 gpu_case persist_epi3_bn64_seq513 env EMMY_KNOBS=k_linear:PERSIST=1,k_linear:BM=128,k_linear:WM=8,k_linear:BN=64,k_linear:EPI_SMEM=3 timeout 120 "$BIN" run $L0 --seq-len 513
 # PERSIST=1 with SPLIT_K=2: a 2-CTA cluster on one tile's K halves, rank 1's accumulators handed to rank 0 through
 # distributed shared memory; 128 x 128 with the TMA store, and every projection (the residual and dual epilogues)
-for n in 1 7 513 2048; do gpu_case persist_split2_seq$n env EMMY_KNOBS=k_linear:PERSIST=1,k_linear:SPLIT_K=2 timeout 120 "$BIN" run $L0 --seq-len $n; done
-gpu_case persist_split2_epi4_seq513 env EMMY_KNOBS=$Q:PERSIST=1,$Q:SPLIT_K=2,$Q:BM=128,$Q:WM=8,$Q:BN=128,$Q:EPI_SMEM=4 timeout 120 "$BIN" run $L0 --seq-len 513
-gpu_case persist_split2_sweep512 env EMMY_PERSIST=1 EMMY_SPLIT_K=2 timeout 200 "$BIN" run $L0 --seq-len 512 --sweep 20
+for n in 1 7 513 2048; do gpu_case persist_split2_seq$n env EMMY_MERGE_SIBLINGS=0 EMMY_KNOBS=k_linear:PERSIST=1,k_linear:SPLIT_K=2 timeout 120 "$BIN" run $L0 --seq-len $n; done
+gpu_case persist_split2_epi4_seq513 env EMMY_MERGE_SIBLINGS=0 EMMY_KNOBS=$Q:PERSIST=1,$Q:SPLIT_K=2,$Q:BM=128,$Q:WM=8,$Q:BN=128,$Q:EPI_SMEM=4 timeout 120 "$BIN" run $L0 --seq-len 513
+gpu_case persist_split2_sweep512 env EMMY_MERGE_SIBLINGS=0 EMMY_PERSIST=1 EMMY_SPLIT_K=2 timeout 200 "$BIN" run $L0 --seq-len 512 --sweep 20
 # SPLIT_K=2, 4 with EPI_SMEM=0: a reduce-scatter across the cluster, each rank the epilogue of its share of the
 # columns; 128 x 128 and 64 x 64 tiles, every projection (the residual and dual epilogues), and a sweep
-for n in 1 7 513 2048; do gpu_case persist_split4_seq$n env EMMY_KNOBS=k_linear:PERSIST=1,k_linear:SPLIT_K=4,k_linear:EPI_SMEM=0 timeout 120 "$BIN" run $L0 --seq-len $n; done
-gpu_case persist_split4_bm128_seq513 env EMMY_KNOBS=k_linear:PERSIST=1,k_linear:SPLIT_K=4,k_linear:EPI_SMEM=0,k_linear:BM=128,k_linear:WM=8,k_linear:BN=128 timeout 120 "$BIN" run $L0 --seq-len 513
-gpu_case persist_split2_bm128_seq513 env EMMY_KNOBS=k_linear:PERSIST=1,k_linear:SPLIT_K=2,k_linear:EPI_SMEM=0,k_linear:BM=128,k_linear:WM=8,k_linear:BN=128 timeout 120 "$BIN" run $L0 --seq-len 513
-gpu_case persist_split4_sweep512 env EMMY_PERSIST=1 EMMY_SPLIT_K=4 timeout 200 "$BIN" run $L0 --seq-len 512 --sweep 20
+for n in 1 7 513 2048; do gpu_case persist_split4_seq$n env EMMY_MERGE_SIBLINGS=0 EMMY_KNOBS=k_linear:PERSIST=1,k_linear:SPLIT_K=4,k_linear:EPI_SMEM=0 timeout 120 "$BIN" run $L0 --seq-len $n; done
+gpu_case persist_split4_bm128_seq513 env EMMY_MERGE_SIBLINGS=0 EMMY_KNOBS=k_linear:PERSIST=1,k_linear:SPLIT_K=4,k_linear:EPI_SMEM=0,k_linear:BM=128,k_linear:WM=8,k_linear:BN=128 timeout 120 "$BIN" run $L0 --seq-len 513
+gpu_case persist_split2_bm128_seq513 env EMMY_MERGE_SIBLINGS=0 EMMY_KNOBS=k_linear:PERSIST=1,k_linear:SPLIT_K=2,k_linear:EPI_SMEM=0,k_linear:BM=128,k_linear:WM=8,k_linear:BN=128 timeout 120 "$BIN" run $L0 --seq-len 513
+gpu_case persist_split4_sweep512 env EMMY_MERGE_SIBLINGS=0 EMMY_PERSIST=1 EMMY_SPLIT_K=4 timeout 200 "$BIN" run $L0 --seq-len 512 --sweep 20
 # EMMY_PDL=1 (programmatic dependent launch, docs/formats.md; written without a GPU run, 2026-12-02): the layer and
 # the whole model, every kernel waiting for the previous one inside the CUDA graph
 # UNROLL=1 (row kernels' column loops unrolled; offered last until timed): the layers and the whole model
@@ -250,10 +250,10 @@ gpu_case pdl3_layer_seq513 env EMMY_PDL=3 timeout 120 "$BIN" run $L0 --seq-len 5
 gpu_case pdl3_llama_seq513 env EMMY_PDL=3 timeout 120 "$BIN" run TinyLlama/TinyLlama-1.1B-Chat-v1.0 --layer 0 --dynamic seq_len@x:1 --seq-len 513 --bench --bench-backends emmy
 gpu_case pdl_model_seq37 env EMMY_PDL=1 timeout 300 "$BIN" run $WHOLE --seq-len 37
 WGK=k_linear:PERSIST=1,k_linear:BM=64,k_linear:WM=4,k_linear:WG_K=2,k_linear:EPI_SMEM=5
-gpu_case wgk_seq7 env EMMY_KNOBS=$WGK timeout 120 "$BIN" run $L0 --seq-len 7
-gpu_case wgk_seq513 env EMMY_KNOBS=$WGK timeout 120 "$BIN" run $L0 --seq-len 513
+gpu_case wgk_seq7 env EMMY_MERGE_SIBLINGS=0 EMMY_KNOBS=$WGK timeout 120 "$BIN" run $L0 --seq-len 7
+gpu_case wgk_seq513 env EMMY_MERGE_SIBLINGS=0 EMMY_KNOBS=$WGK timeout 120 "$BIN" run $L0 --seq-len 513
 gpu_case wgk_batch8_seq513 env EMMY_KNOBS=$WGK timeout 120 "$BIN" run $L0 --seq-len 513 --batch 8
-gpu_case wgk_cluster_seq513 env EMMY_KNOBS=$WGK,k_linear:CLUSTER=2 timeout 120 "$BIN" run $L0 --seq-len 513
+gpu_case wgk_cluster_seq513 env EMMY_MERGE_SIBLINGS=0 EMMY_KNOBS=$WGK,k_linear:CLUSTER=2 timeout 120 "$BIN" run $L0 --seq-len 513
 gpu_case wgk_llama_seq513 env EMMY_KNOBS=k_linear_add:PERSIST=1,k_linear_add:BM=64,k_linear_add:WM=4,k_linear_add:WG_K=2,k_linear_add:EPI_SMEM=5,k_linear_silu:PERSIST=1,k_linear_silu:BM=64,k_linear_silu:WM=4,k_linear_silu:WG_K=2,k_linear_silu:EPI_SMEM=5 timeout 120 "$BIN" run TinyLlama/TinyLlama-1.1B-Chat-v1.0 --layer 0 --dynamic seq_len@x:1 --seq-len 513
 # WG_K=2's epilogue split between the two K groups by columns (the default since 2026-12-04; was EMMY_KG_SPLIT=1):
 # Qwen3's o and down lead with WG_K=2, TinyLlama's residual kernels pinned to it, batch 8 for several tiles a CTA
@@ -276,20 +276,20 @@ gpu_case earlyrel_sweep512 env EMMY_EARLY_REL=1 timeout 300 "$BIN" run $L0 --seq
 # the mbarriers' init and waited for before the first exchange; the split variants (reduce-scatter and hand-over,
 # Qwen3's down on 64 x 128 split in two, TinyLlama's down lead) and a sweep of the split layer
 D=k_linear_add_f97280
-gpu_case clusterlate_split2_seq513 env EMMY_CLUSTER_LATE=1 EMMY_KNOBS=k_linear:PERSIST=1,k_linear:SPLIT_K=2 timeout 120 "$BIN" run $L0 --seq-len 513
-gpu_case clusterlate_split4_seq7 env EMMY_CLUSTER_LATE=1 EMMY_KNOBS=k_linear:PERSIST=1,k_linear:SPLIT_K=4,k_linear:EPI_SMEM=0 timeout 120 "$BIN" run $L0 --seq-len 7
+gpu_case clusterlate_split2_seq513 env EMMY_MERGE_SIBLINGS=0 EMMY_CLUSTER_LATE=1 EMMY_KNOBS=k_linear:PERSIST=1,k_linear:SPLIT_K=2 timeout 120 "$BIN" run $L0 --seq-len 513
+gpu_case clusterlate_split4_seq7 env EMMY_MERGE_SIBLINGS=0 EMMY_CLUSTER_LATE=1 EMMY_KNOBS=k_linear:PERSIST=1,k_linear:SPLIT_K=4,k_linear:EPI_SMEM=0 timeout 120 "$BIN" run $L0 --seq-len 7
 gpu_case clusterlate_down_seq513 env EMMY_CLUSTER_LATE=1 EMMY_KNOBS=$D:PERSIST=1,$D:PRODUCER=1,$D:BM=64,$D:WM=4,$D:BN=128,$D:WG_K=1,$D:SPLIT_K=2,$D:EPI_SMEM=0,$D:STAGES=6 timeout 120 "$BIN" run $L0 --seq-len 513
 gpu_case clusterlate_llama_seq513 env EMMY_CLUSTER_LATE=1 timeout 120 "$BIN" run TinyLlama/TinyLlama-1.1B-Chat-v1.0 --layer 0 --dynamic seq_len@x:1 --seq-len 513
-gpu_case clusterlate_sweep512 env EMMY_CLUSTER_LATE=1 EMMY_PERSIST=1 EMMY_SPLIT_K=2 timeout 200 "$BIN" run $L0 --seq-len 512 --sweep 20
+gpu_case clusterlate_sweep512 env EMMY_MERGE_SIBLINGS=0 EMMY_CLUSTER_LATE=1 EMMY_PERSIST=1 EMMY_SPLIT_K=2 timeout 200 "$BIN" run $L0 --seq-len 512 --sweep 20
 # EMMY_SPLIT_RELAXED=1 EMMY_SPLIT_NOEND=1 (fortieth session): the split-K cluster's late arrive relaxed (the init fenced
 # to the cluster) and no closing cluster barrier (nothing reaches a rank after its last wait) — the default since the
 # forty-first session (the variables set as the default is); the earlier text with both =0:
-gpu_case splitrel_split2_seq513 env EMMY_SPLIT_RELAXED=1 EMMY_SPLIT_NOEND=1 EMMY_KNOBS=k_linear:PERSIST=1,k_linear:SPLIT_K=2 timeout 120 "$BIN" run $L0 --seq-len 513
-gpu_case splitrel_split4_seq7 env EMMY_SPLIT_RELAXED=1 EMMY_SPLIT_NOEND=1 EMMY_KNOBS=k_linear:PERSIST=1,k_linear:SPLIT_K=4,k_linear:EPI_SMEM=0 timeout 120 "$BIN" run $L0 --seq-len 7
+gpu_case splitrel_split2_seq513 env EMMY_MERGE_SIBLINGS=0 EMMY_SPLIT_RELAXED=1 EMMY_SPLIT_NOEND=1 EMMY_KNOBS=k_linear:PERSIST=1,k_linear:SPLIT_K=2 timeout 120 "$BIN" run $L0 --seq-len 513
+gpu_case splitrel_split4_seq7 env EMMY_MERGE_SIBLINGS=0 EMMY_SPLIT_RELAXED=1 EMMY_SPLIT_NOEND=1 EMMY_KNOBS=k_linear:PERSIST=1,k_linear:SPLIT_K=4,k_linear:EPI_SMEM=0 timeout 120 "$BIN" run $L0 --seq-len 7
 gpu_case splitrel_down_seq513 env EMMY_SPLIT_RELAXED=1 EMMY_SPLIT_NOEND=1 EMMY_KNOBS=$D:PERSIST=1,$D:PRODUCER=1,$D:BM=64,$D:WM=4,$D:BN=128,$D:WG_K=1,$D:SPLIT_K=2,$D:EPI_SMEM=0,$D:STAGES=6 timeout 120 "$BIN" run $L0 --seq-len 513
 gpu_case splitrel_llama_seq513 env EMMY_SPLIT_RELAXED=1 EMMY_SPLIT_NOEND=1 timeout 120 "$BIN" run TinyLlama/TinyLlama-1.1B-Chat-v1.0 --layer 0 --dynamic seq_len@x:1 --seq-len 513
-gpu_case splitrel_sweep512 env EMMY_SPLIT_RELAXED=1 EMMY_SPLIT_NOEND=1 EMMY_PERSIST=1 EMMY_SPLIT_K=2 timeout 200 "$BIN" run $L0 --seq-len 512 --sweep 20
-gpu_case splitrel0_split2_seq513 env EMMY_SPLIT_RELAXED=0 EMMY_SPLIT_NOEND=0 EMMY_KNOBS=k_linear:PERSIST=1,k_linear:SPLIT_K=2 timeout 120 "$BIN" run $L0 --seq-len 513
+gpu_case splitrel_sweep512 env EMMY_MERGE_SIBLINGS=0 EMMY_SPLIT_RELAXED=1 EMMY_SPLIT_NOEND=1 EMMY_PERSIST=1 EMMY_SPLIT_K=2 timeout 200 "$BIN" run $L0 --seq-len 512 --sweep 20
+gpu_case splitrel0_split2_seq513 env EMMY_MERGE_SIBLINGS=0 EMMY_SPLIT_RELAXED=0 EMMY_SPLIT_NOEND=0 EMMY_KNOBS=k_linear:PERSIST=1,k_linear:SPLIT_K=2 timeout 120 "$BIN" run $L0 --seq-len 513
 # OSMEM=4's O staged only once the other slice's last QK^T retired (the default since 2026-12-04; was EMMY_OS4_SYNC=1)
 # (barriers 6, 7, and 1 at each item's end): the batch-8 head-dim-128 default (ping-pong),
 # without ping-pong, and a short sequence
@@ -453,13 +453,13 @@ gpu_case rope256_llama_batch2_seq1000 timeout 200 "$BIN" run $LL --batch 2 --seq
 # 128 x 128 tiles, batch 8, TinyLlama's down, a grid of 8 CTAs (each loops over many tiles: its slot rewritten only
 # after its owners lowered the flags), and a sweep
 SL=k_linear:PERSIST=1,k_linear:SPLIT_K=4,k_linear:SPLIT_L2=1,k_linear:EPI_SMEM=0
-for n in 1 7 513 2048; do gpu_case splitl2_seq$n env EMMY_KNOBS=$SL timeout 120 "$BIN" run $L0 --seq-len $n; done
-gpu_case splitl2_split2_seq513 env EMMY_KNOBS=k_linear:PERSIST=1,k_linear:SPLIT_K=2,k_linear:SPLIT_L2=1,k_linear:EPI_SMEM=0 timeout 120 "$BIN" run $L0 --seq-len 513
-gpu_case splitl2_bm128_seq513 env EMMY_KNOBS=$SL,k_linear:BM=128,k_linear:WM=8,k_linear:BN=128 timeout 120 "$BIN" run $L0 --seq-len 513
+for n in 1 7 513 2048; do gpu_case splitl2_seq$n env EMMY_MERGE_SIBLINGS=0 EMMY_KNOBS=$SL timeout 120 "$BIN" run $L0 --seq-len $n; done
+gpu_case splitl2_split2_seq513 env EMMY_MERGE_SIBLINGS=0 EMMY_KNOBS=k_linear:PERSIST=1,k_linear:SPLIT_K=2,k_linear:SPLIT_L2=1,k_linear:EPI_SMEM=0 timeout 120 "$BIN" run $L0 --seq-len 513
+gpu_case splitl2_bm128_seq513 env EMMY_MERGE_SIBLINGS=0 EMMY_KNOBS=$SL,k_linear:BM=128,k_linear:WM=8,k_linear:BN=128 timeout 120 "$BIN" run $L0 --seq-len 513
 gpu_case splitl2_batch8_seq512 env EMMY_KNOBS=$SL timeout 200 "$BIN" run $L0 --batch 8 --seq-len 512
 gpu_case splitl2_llama_seq513 env EMMY_KNOBS=k_linear_add:PERSIST=1,k_linear_add:SPLIT_K=4,k_linear_add:SPLIT_L2=1,k_linear_add:EPI_SMEM=0,k_linear_add:BM=128,k_linear_add:WM=8,k_linear_add:BN=128 timeout 120 "$BIN" run $LL --seq-len 513
-gpu_case splitl2_reuse_seq2048 env EMMY_PERSIST_CTAS=8 EMMY_KNOBS=$SL timeout 200 "$BIN" run $L0 --seq-len 2048
-gpu_case splitl2_sweep512 env EMMY_PERSIST=1 EMMY_SPLIT_K=4 EMMY_SPLIT_L2=1 timeout 200 "$BIN" run $L0 --seq-len 512 --sweep 20
+gpu_case splitl2_reuse_seq2048 env EMMY_MERGE_SIBLINGS=0 EMMY_PERSIST_CTAS=8 EMMY_KNOBS=$SL timeout 200 "$BIN" run $L0 --seq-len 2048
+gpu_case splitl2_sweep512 env EMMY_MERGE_SIBLINGS=0 EMMY_PERSIST=1 EMMY_SPLIT_K=4 EMMY_SPLIT_L2=1 timeout 200 "$BIN" run $L0 --seq-len 512 --sweep 20
 # WG_PP=1 (written 2026-12-05 without a GPU run): two consumer warpgroups on alternate 64-row tiles, their K loops in
 # turn — every projection (the residual, dual and RoPE epilogues) at four lengths, batch 8 (many tiles a CTA),
 # TinyLlama, a grid of 8 CTAs (each warpgroup many turns, the ring's uses of both interleaved), and a sweep
@@ -472,16 +472,16 @@ gpu_case wgpp_sweep512 env EMMY_WG_PP=1 timeout 200 "$BIN" run $L0 --seq-len 512
 # CLUSTER=2 (its start barrier relaxed since the thirty-ninth session) — Qwen3 at 513 tokens and 8 x 512 with every
 # contraction on CLUSTER=2 where it applies
 CR=k_linear:CLUSTER=2
-gpu_case clrelaxed_seq513 env EMMY_KNOBS=$CR timeout 120 "$BIN" run $L0 --seq-len 513
+gpu_case clrelaxed_seq513 env EMMY_MERGE_SIBLINGS=0 EMMY_KNOBS=$CR timeout 120 "$BIN" run $L0 --seq-len 513
 gpu_case clrelaxed_batch8_seq512 env EMMY_KNOBS=$CR timeout 200 "$BIN" run $L0 --batch 8 --seq-len 512
 # EMMY_CL2_NOEND=1 (fortieth session): CLUSTER=2 without the closing cluster barrier, the producer's tail instead —
 # the default since the forty-first session; the earlier text with =0 last
-gpu_case cl2noend_seq513 env EMMY_CL2_NOEND=1 EMMY_KNOBS=$CR timeout 120 "$BIN" run $L0 --seq-len 513
+gpu_case cl2noend_seq513 env EMMY_MERGE_SIBLINGS=0 EMMY_CL2_NOEND=1 EMMY_KNOBS=$CR timeout 120 "$BIN" run $L0 --seq-len 513
 gpu_case cl2noend_batch8_seq512 env EMMY_CL2_NOEND=1 EMMY_KNOBS=$CR timeout 200 "$BIN" run $L0 --batch 8 --seq-len 512
-gpu_case cl2noend_wgk_seq513 env EMMY_CL2_NOEND=1 EMMY_KNOBS=$WGK,k_linear:CLUSTER=2 timeout 120 "$BIN" run $L0 --seq-len 513
+gpu_case cl2noend_wgk_seq513 env EMMY_MERGE_SIBLINGS=0 EMMY_CL2_NOEND=1 EMMY_KNOBS=$WGK,k_linear:CLUSTER=2 timeout 120 "$BIN" run $L0 --seq-len 513
 gpu_case cl2noend_llama_seq513 env EMMY_CL2_NOEND=1 EMMY_KNOBS=k_linear:CLUSTER=2 timeout 120 "$BIN" run TinyLlama/TinyLlama-1.1B-Chat-v1.0 --layer 0 --dynamic seq_len@x:1 --seq-len 513
-gpu_case cl2noend_sweep512 env EMMY_CL2_NOEND=1 EMMY_PERSIST=1 EMMY_CLUSTER=2 timeout 300 "$BIN" run $L0 --seq-len 512 --sweep 20
-gpu_case cl2noend0_seq513 env EMMY_CL2_NOEND=0 EMMY_KNOBS=$CR timeout 120 "$BIN" run $L0 --seq-len 513
+gpu_case cl2noend_sweep512 env EMMY_MERGE_SIBLINGS=0 EMMY_CL2_NOEND=1 EMMY_PERSIST=1 EMMY_CLUSTER=2 timeout 300 "$BIN" run $L0 --seq-len 512 --sweep 20
+gpu_case cl2noend0_seq513 env EMMY_MERGE_SIBLINGS=0 EMMY_CL2_NOEND=0 EMMY_KNOBS=$CR timeout 120 "$BIN" run $L0 --seq-len 513
 # EMMY_WPREFETCH=1 (forty-first session, written without a GPU run): each TMA contraction's weights requested into L2,
 # a slice a CTA, before the grid dependency wait
 gpu_case wprefetch_seq513 env EMMY_WPREFETCH=1 timeout 120 "$BIN" run $L0 --seq-len 513

@@ -221,7 +221,10 @@ test("eval online --blame and --ablate on a real projection's facts: the feature
   local frontend, compiler, kernels, prior = require "emmy.frontend", require "emmy.compiler", require "emmy.kernels", require "emmy.prior"
   local g = frontend.load("Qwen/Qwen3-Embedding-0.6B", { layer = 0, dynamic = { "seq_len@x:1" } }).graph
   local p
-  for _, q in ipairs(kernels.plan(compiler.run(g))) do if q.kernel.name == "k_linear_7363a2" then p = q end end
+  local apart = {} -- (q_proj apart from k and v: MERGE_SIBLINGS=0)
+  for key, v in pairs(compiler.STRUCTURAL) do apart[key] = v end
+  apart.MERGE_SIBLINGS = 0
+  for _, q in ipairs(kernels.plan(compiler.run(g, { knobs = apart }))) do if q.kernel.name == "k_linear_7363a2" then p = q end end
   local dev = kernels.device()
   -- the lowest-cost candidate L, another with different features O, and L with only RASTER changed (same features)
   local scored = {}

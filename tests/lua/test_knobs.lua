@@ -78,7 +78,7 @@ test("every knob an emitter reads or a rule declares is in the table, and the st
     end
   end
   local compiler = require "emmy.compiler"
-  local want = { SPLIT_CONE = 1, MERGE_SIBLINGS = 0, VIEW_OUT = 1, DUAL_GATE = 1, ROPE_EPI = 1, NORM_EPI = 0 }
+  local want = { SPLIT_CONE = 1, MERGE_SIBLINGS = 1, VIEW_OUT = 1, DUAL_GATE = 1, ROPE_EPI = 1, NORM_EPI = 0 }
   for key, v in pairs(want) do eq(compiler.STRUCTURAL[key], v, key .. " default") end
   for key in pairs(compiler.STRUCTURAL) do check(want[key] ~= nil, "structural " .. key) end
 end)
