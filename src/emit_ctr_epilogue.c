@@ -653,6 +653,15 @@ static int ctr_pairs_loop(ectx *c, const ex_ctr *k, long split) {
   return na;
 }
 
+ex_ctr ex_ctr_sibling(ectx *c, const ex_ctr *k, int j) {
+  if (j == k->nsib - 1) ex_line(c, "} else {");
+  else ex_line(c, "%sif (n0 < %lldLL) {", j ? "} else " : "", (long long)k->sibOff[j + 1]);
+  ex_ctr kj = *k;
+  kj.s0 = j;
+  kj.n0 = ex_A(c, "(n0 - %lldLL)", (long long)k->sibOff[j]);
+  return kj;
+}
+
 /* Merged siblings on the persistent pipeline (PERSIST=1 checks that BN divides every width): a tile lies in one
  * sibling's columns, so the branch is taken once a tile, on n0, and each sibling's fragment pairs go through its own
  * fused ops to its own outputs as a linear of its own would (its columns counted from its first). */
@@ -662,13 +671,9 @@ static int ctr_concat_pairs(ectx *c, const ex_ctr *k) {
   long split = ctr_row_split(c, k);
   int n = 0;
   for (int j = 0; j < k->nsib && !c->failed; j++) {
-    if (j == k->nsib - 1) ex_line(c, "} else {");
-    else ex_line(c, "%sif (n0 < %lldLL) {", j ? "} else " : "", (long long)k->sibOff[j + 1]);
+    ex_ctr kj = ex_ctr_sibling(c, k, j);
     c->indent++;
     int mark = c->memo.n; /* (a sibling's values do not outlive its branch) */
-    ex_ctr kj = *k;
-    kj.s0 = j;
-    kj.n0 = ex_A(c, "(n0 - %lldLL)", (long long)k->sibOff[j]);
     n += ctr_pairs_loop(c, &kj, split);
     c->memo.n = mark;
     c->indent--;

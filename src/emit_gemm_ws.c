@@ -662,12 +662,8 @@ static int ws_pingpong_refused(ectx *c, const ex_ctr *k, int staged, int cl, int
  * and stored as its own linear's (its columns counted from its first). */
 static void ws_concat_halves(ectx *c, const ex_ctr *k, int cw, int staged) {
   for (int j = 0; j < k->nsib && !c->failed; j++) {
-    if (j == k->nsib - 1) ex_line(c, "} else {");
-    else ex_line(c, "%sif (n0 < %lldLL) {", j ? "} else " : "", (long long)k->sibOff[j + 1]);
+    ex_ctr kj = ex_ctr_sibling(c, k, j);
     c->indent++;
-    ex_ctr kj = *k;
-    kj.s0 = j;
-    kj.n0 = ex_A(c, "(n0 - %lldLL)", (long long)k->sibOff[j]);
     ws_epilogue_halves(c, &kj, cw, staged, -1, 0);
     c->indent--;
   }
@@ -865,7 +861,9 @@ static void ws_barrier_init(ectx *c, int stages, int empty, int sk, int staged, 
 /* The text of the kernel's N: the linear's, or merged siblings' widths together. */
 static const char *ws_n_text(ectx *c, const ex_ctr *k, int c_expr) {
   if (k->concat) return ex_A(c, c_expr ? "%lldLL" : "%lld", (long long)k->sibOff[k->nsib]);
-  return c_expr ? ex_dim_c(c, &k->os->d[k->r - 1]) : em_dim_format(&c->g->syms, &k->os->d[k->r - 1], (char[128]){0}, 128);
+  if (c_expr) return ex_dim_c(c, &k->os->d[k->r - 1]);
+  char buf[128];
+  return ex_A(c, "%s", em_dim_format(&c->g->syms, &k->os->d[k->r - 1], buf, sizeof buf));
 }
 
 /* The M, N, K of the kernel's linear as C constants. */
@@ -885,7 +883,6 @@ static int ws_concat_refused(ectx *c, const ex_ctr *k, int staged, int cl, int s
              "CLUSTER=1, SPLIT_K=1, STREAM_K=0");
   return 1;
 }
-
 
 /* The persistent pipeline's legality: fails c and returns 1 on a combination it does not build. Sets heads (EPI_SMEM=7 into heads: ws_heads_view, else -1), opos
  * (the TMA-stored output's position: EPI_SMEM 4, 7) and nout (the result's constant N where an epilogue needs it). */

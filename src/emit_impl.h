@@ -230,6 +230,10 @@ int ex_ctr_stage_in_regs(ectx *c, const ex_ctr *k);
 /* 1 when n, the outputs an element of sibling k->s0 writes, is what it should write: every output of the kernel, or
  * (merged siblings, each its own outputs) at least one. */
 int ex_ctr_outputs_ok(ectx *c, const ex_ctr *k, int n);
+/* Merged siblings: the branch of a tile's epilogue for sibling j opened (on n0: BN divides every width, so a tile lies
+ * in one sibling's columns; the caller closes the last with "}"), and the contraction as that sibling's own (ex_ctr.s0,
+ * its columns counted from its first: ex_ctr.n0). */
+ex_ctr ex_ctr_sibling(ectx *c, const ex_ctr *k, int j);
 const char *ex_ctr_stage_read(ectx *c, int s, const char *col, const char *shift);
 /* The register-RoPE epilogue's other 2-byte inputs (not the contraction's operands), loaded ahead like the
  * residual: their count into k->npf, k->pfv (at most 2), their period into k->pfp; above 16 column groups a thread

@@ -85,6 +85,22 @@ function emmy(args, opts)
   return code, slurp(d .. "/out"), slurp(d .. "/err")
 end
 
+-- emmy() with pins (KEY=V items separated by spaces) added to each run's environment, except a pin whose variable the
+-- run sets itself: a test file's `local emmy = emmy_pinned("EMMY_MERGE_SIBLINGS=0")`.
+function emmy_pinned(pins)
+  local base = emmy
+  return function(args, opts)
+    local o = {}
+    for key, v in pairs(opts or {}) do o[key] = v end
+    local env = o.env or ""
+    for item in pins:gmatch("%S+") do
+      if not env:find(item:match("^[^=]+") .. "=", 1, true) then env = item .. (env ~= "" and " " .. env or "") end
+    end
+    o.env = env
+    return base(args, o)
+  end
+end
+
 -- Runs a shell command; returns exit code and combined output.
 function sh(cmd)
   local d = tmpdir()

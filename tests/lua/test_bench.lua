@@ -10,15 +10,7 @@ local function test(name, fn) T[#T + 1] = { name, fn } end
 
 -- The end-to-end runs below name Qwen3's q_proj and its k+v dual: they form them apart (MERGE_SIBLINGS=0, the default
 -- before the forty-second session) unless a test sets EMMY_MERGE_SIBLINGS itself.
-local emmy_default = emmy
-local function emmy(a, opts)
-  local o = {}
-  for key, v in pairs(opts or {}) do o[key] = v end
-  if not (o.env or ""):find("EMMY_MERGE_SIBLINGS", 1, true) then
-    o.env = "EMMY_MERGE_SIBLINGS=0" .. ((o.env or "") ~= "" and " " .. o.env or "")
-  end
-  return emmy_default(a, o)
-end
+local emmy = emmy_pinned("EMMY_MERGE_SIBLINGS=0")
 
 -- Builds the mock driver (tests/fixtures/cuda_mock.c) in folder d; skips the test when cc cannot.
 local mock_driver = mock_driver_so

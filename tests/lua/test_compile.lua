@@ -11,14 +11,7 @@ local L0 = { "Qwen/Qwen3-Embedding-0.6B", "--layer", "0", "--dynamic", "seq_len@
 -- Most tests pin tiers on Qwen3's q_proj and its k+v dual: their runs form them apart (MERGE_SIBLINGS=0, the default
 -- before the forty-second session) unless the test sets EMMY_MERGE_SIBLINGS itself (the default layer, merged q|k|v).
 local emmy_default = emmy
-local function emmy(a, opts)
-  local o = {}
-  for key, v in pairs(opts or {}) do o[key] = v end
-  if not (o.env or ""):find("EMMY_MERGE_SIBLINGS", 1, true) then
-    o.env = "EMMY_MERGE_SIBLINGS=0" .. ((o.env or "") ~= "" and " " .. o.env or "")
-  end
-  return emmy_default(a, o)
-end
+local emmy = emmy_pinned("EMMY_MERGE_SIBLINGS=0")
 -- The structural knobs with q, k and v apart, for the in-process plans.
 local function apart_knobs()
   local all = {}
