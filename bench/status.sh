@@ -5,7 +5,8 @@
 #              torch.compile: whole layer, by-kind rows, every kernel alone (about 250 s)
 #   attention  issue 20's table: b1 s512, b8 s512, b1 s2048, b1 s8192; causal and not; d128 16/8 and d64 32/4; the
 #              rules' chosen variant against torch's fastest SDPA (about 60 s)
-#   gemm       issue 19's projections at 512 and 4096 tokens against cuBLAS (the chosen variant; about 80 s)
+#   gemm       issue 19's projections at 512 and 4096 tokens against torch eager (cuBLAS) and torch.compile (the chosen
+#              variant and the first persistent candidate; about 130 s)
 #   squares    4096³ and 8192³ against cuBLAS (the chosen variant)
 #   cold       the 512-token projections with the L2 flushed before each launch (kernel durations), against torch
 #              eager's kernels the same way: the regime of a matmul in the model's program, its weights from HBM
@@ -32,7 +33,7 @@ if on attention; then
   grep -E "^b[0-9]+s[0-9]+ " "$LOG/status_attention.txt"
 fi
 if on gemm; then
-  timeout 300 "$BIN" bench/gemm.lua --cases qwen,llama --batches 1,8 --torch --limit 1 --json "$LOG/status_gemm.json" \
+  timeout 300 "$BIN" bench/gemm.lua --cases qwen,llama --batches 1,8 --torch --compile --limit 1 --json "$LOG/status_gemm.json" \
     > "$LOG/status_gemm.txt" 2>&1
   stamp "gemm projections (rc $?)"
   grep -E "^(qwen|llama) " "$LOG/status_gemm.txt"

@@ -283,7 +283,13 @@ local function gpu_embedder(model, opts)
   -- lengths at concurrency 64 2.4x as fast as 8,192 on the H200, docs/performance.md)
   local most = math.min(opts.max_batch_tokens or 2048, maxpos)
   local t0 = sys.clock()
-  local ok, plans = pcall(kernels.plan, compiler.run(g), { device = gpu.device(cu:info()) })
+  -- (q, k and v apart unless EMMY_MERGE_SIBLINGS pins it: the kernel former merges them at the 512-token hint, where
+  -- one wave of tiles makes the merged kernel win, and a packed batch of up to `most` tokens runs it at several waves,
+  -- where it lost — 74.0 µs against 52.3 apart at 4096 tokens, H100, docs/performance.md "Forty-second session" — so
+  -- serving keeps the formation issue 23's table measured)
+  local kn, pinned = compiler.structural_pins()
+  if not pinned.MERGE_SIBLINGS then kn.MERGE_SIBLINGS = 0 end
+  local ok, plans = pcall(function() return kernels.plan(compiler.run(g, { knobs = kn }), { device = gpu.device(cu:info()) }) end)
   if not ok then return nil, tostring(plans) end
   local order, list = kernels.distinct(plans), {}
   for _, p in ipairs(order) do list[#list + 1] = { plan = p, knobs = p.choice.knobs } end
