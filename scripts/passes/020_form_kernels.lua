@@ -399,9 +399,14 @@ end
 local MERGE_TILES = 132
 local function merge_fits(S, op)
   local g = S.g
-  S.hint_bind = S.hint_bind or assert(g:bind({}))
+  if S.hint_bind == nil then S.hint_bind = g:bind({}) or false end
+  if not S.hint_bind then return false end -- (a symbol without a hint: no size to judge by, apart)
   local sh, rows, n = g:value(op).shape, 1, 0
-  for i = 1, #sh - 1 do rows = rows * (type(sh[i]) == "number" and sh[i] or g:eval(sh[i], S.hint_bind)) end
+  for i = 1, #sh - 1 do
+    local d = type(sh[i]) == "number" and sh[i] or g:eval(sh[i], S.hint_bind)
+    if not d then return false end
+    rows = rows * d
+  end
   for _, m in ipairs(S.nodes) do
     if m.op == "aten.linear.default" and m.inputs[1] == op then n = n + g:value(m.inputs[2]).shape[1] end
   end
