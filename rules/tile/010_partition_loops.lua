@@ -204,10 +204,11 @@ end
 -- first.
 local function persist_tiles(k, dev, out, n)
   local persist, lead = {}, {}
+  local e0 = atom.merged_lead(k, dev)
   for i = 1, n do
     local o = out[i]
-    if o.WG_WAIT == 1 and atom.merged_lead(k) then
-      local p, e0 = atom.with(atom.with(o, "PRODUCER", 1), "PERSIST", 1), atom.merged_lead(k, dev)
+    if o.WG_WAIT == 1 and e0 then
+      local p = atom.with(atom.with(o, "PRODUCER", 1), "PERSIST", 1)
       for _, e in ipairs(e0 == 5 and { 5, 0, 3 } or { 0, 5, 3 }) do
         local q = atom.with(p, "EPI_SMEM", e)
         if o.BM == 128 and o.BN == 128 and e == e0 then lead[#lead + 1] = q else persist[#persist + 1] = q end
@@ -274,7 +275,7 @@ local function order_tiles(k, dev, out, lead, persist)
     for i = 1, n do clustered[#clustered + 1] = atom.with(clustered[i], "PAIR_A", 1) end
   end
   if atom.persist_first(k, dev) or atom.persist_small(k, dev) or atom.rope_regs(k, dev) or atom.dual_one_wave(k, dev) or
-      atom.merged_lead(k) then
+      atom.merged_lead(k, dev) then
     local rest = out
     out = lead
     for _, q in ipairs(persist) do out[#out + 1] = q end

@@ -268,7 +268,7 @@ end
 -- fragment epilogue's best 74.0 against 24.9 + 27.5.
 function A.merged_lead(k, dev)
   if not ((k.siblings or 0) > 1 and not k.dual and not k.stage) then return nil end
-  return dev and A.persist_first(k, dev) and 5 or 0
+  return A.persist_first(k, dev) and 5 or 0
 end
 
 -- A contraction whose epilogue reads nothing but its own accumulator (no residual or other input, one
