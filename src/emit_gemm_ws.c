@@ -831,11 +831,14 @@ static int ws_kgroups_refused(ectx *c, const ex_ctr *k, int wgk, int staged, int
   int64_t kc;
   /* (a K of one k-step would leave the second group's accumulators unwritten) */
   int one = em_dim_is_const(k->Kd, &kc) && kc <= 64;
+  /* (a group releases its step u - 2 after it has waited for step u: over 2 stages those are one stage, and the
+   * producer, which refills it only once released, never does) */
   if (wgk == 2 && k->BM == 64 && sk == 1 && !EX_KNOB(c, STREAM_K) && staged != 6 && !ahead &&
-      !(!staged && ex_ctr_stage_width(c, k) > 0) && !one)
+      !(!staged && ex_ctr_stage_width(c, k) > 0) && !one && EX_KNOB(c, STAGES) >= 3)
     return 0;
   ex_fail(c, "WG_K=2 deals a 64-row tile's k-steps to two consumer warpgroups: BM=64, SPLIT_K=1, STREAM_K=0, EPI_SMEM not 6, "
-             "no residual or RoPE table loaded ahead (EPI_SMEM 0 or 7 with a residual, a RoPE from the fragments), and K over 64");
+             "no residual or RoPE table loaded ahead (EPI_SMEM 0 or 7 with a residual, a RoPE from the fragments), K over 64 "
+             "and STAGES >= 3");
   return 1;
 }
 

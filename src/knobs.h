@@ -41,7 +41,7 @@
     "ping-pong schedule); 0: one warpgroup a 64-row tile. Correct (H100, thirty-sixth session: GPU cases wgpp_*, 8 of " \
     "8) and slower than every lead it was pinned over: 1.14-1.75x at 512 tokens, 1.2-2.2x at 4096 against the 128 x " \
     "256 cooperative tiles (docs/performance.md): every candidate's twin where it applies, offered last")                                                                           \
-  X(WG_K, TILE, 1, "1,2", "contraction (PERSIST=1, BM=64, SPLIT_K=1, STREAM_K=0, EPI_SMEM not 6, K over 64)",                    \
+  X(WG_K, TILE, 1, "1,2", "contraction (PERSIST=1, BM=64, SPLIT_K=1, STREAM_K=0, EPI_SMEM not 6, K over 64, STAGES >= 3)", \
     "2: the persistent pipeline's 64-row tile has two consumer warpgroups (a block of 384 threads) dealt its k-steps " \
     "in turn, each into its own accumulators; at the tile's end the second hands its partial sums to the first "     \
     "through shared memory and goes on to its next tile while the first runs the epilogue (cuBLAS's 64 x 64 kernels " \

@@ -193,6 +193,8 @@ local function sweep_variants(s, opts)
     for i, it in ipairs(swl) do
       local p, e = it.plan, sb[i]
       local name = p.kernel.name
+      -- one line before each launch, so a variant that never finishes is named by the log's last line
+      io.stderr:write(("  sweep %d/%d %s %s\n"):format(i, #swl, name, who[i]))
       per[name] = per[name] or { ok = 0, bad = {} }
       local status = e.error
       if not status then

@@ -499,9 +499,10 @@ local function contraction_combos(k, c)
     return false, "DUAL_WIDE=1 is one wgmma over a dual kernel's two adjacent weight tiles (WGMMA=1, a dual pair, 2·BN <= 256)"
   end
   if (c.WG_K or 1) ~= 1 and (c.WG_K ~= 2 or c.PERSIST ~= 1 or c.BM ~= 64 or (c.SPLIT_K or 1) ~= 1
-      or (c.STREAM_K or 0) ~= 0 or c.EPI_SMEM == 6 or (k.K and k.K <= 64)) then
+      or (c.STREAM_K or 0) ~= 0 or c.EPI_SMEM == 6 or (k.K and k.K <= 64) or (c.STAGES or 1) < 3) then
     return false, "WG_K=2 deals a 64-row persistent tile's k-steps to two consumer warpgroups (PERSIST=1, BM=64, SPLIT_K=1, "
-      .. "STREAM_K=0, EPI_SMEM not 6, K over 64: one k-step would leave the second group's sums unwritten)"
+      .. "STREAM_K=0, EPI_SMEM not 6, K over 64: one k-step would leave the second group's sums unwritten; STAGES >= 3: "
+      .. "a group frees its step u - 2 once it has waited for step u, one stage over a ring of 2)"
   end
   if (c.WG_PP or 0) ~= 0 and (c.WG_PP ~= 1 or c.PERSIST ~= 1 or c.BM ~= 64 or (c.WG_K or 1) ~= 1 or (c.SPLIT_K or 1) ~= 1
       or (c.STREAM_K or 0) ~= 0 or (c.CLUSTER or 1) ~= 1 or (c.EPI_SMEM or 0) ~= 0) then

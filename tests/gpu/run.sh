@@ -48,7 +48,7 @@ gpu_case() { # name, command...
 $st $name $line"
 }
 for n in 1 7 512 513 2048; do gpu_case layer_seq$n "$BIN" run $L0 --seq-len $n; done
-for n in 1 7 512 513 2048; do gpu_case layer_sweep$n "$BIN" run $L0 --seq-len $n --sweep 20; done
+for n in 1 7 512 513 2048; do gpu_case layer_sweep$n timeout 300 "$BIN" run $L0 --seq-len $n --sweep 20; done
 gpu_case split_cone0_sweep513 env EMMY_SPLIT_CONE=0 "$BIN" run $L0 --seq-len 513 --sweep 20
 gpu_case merge_sweep513 env EMMY_MERGE_SIBLINGS=1 EMMY_SPLIT_CONE=0 "$BIN" run $L0 --seq-len 513 --sweep 20
 # the forks away from today's defaults (attention written in its own layout; the scalar attention tier)
@@ -405,7 +405,7 @@ gpu_case persist_stamp_gemm1024 timeout 300 "$BIN" bench/gemm.lua --cases square
 # staged in shared memory; head_dim 64, GQA 32/4): the layer and a 20-point sweep at five lengths, then the
 # RoPE epilogue pinned under each contraction tier
 LL="TinyLlama/TinyLlama-1.1B-Chat-v1.0 --layer 0 --dynamic seq_len@x:1"
-for n in 1 7 512 513 2048; do gpu_case llama_sweep$n "$BIN" run $LL --seq-len $n --sweep 20; done
+for n in 1 7 512 513 2048; do gpu_case llama_sweep$n timeout 300 "$BIN" run $LL --seq-len $n --sweep 20; done
 gpu_case llama_rope_mma_seq513 env EMMY_KNOBS=k_linear_rope:WGMMA=0 "$BIN" run $LL --seq-len 513
 gpu_case llama_rope_cpasync_seq513 env EMMY_KNOBS=k_linear_rope:TMA=0,k_linear_rope:PAD_SMEM=8 "$BIN" run $LL --seq-len 513
 gpu_case llama_rope_splitk_seq513 env EMMY_KNOBS=k_linear_rope:SPLIT_K=2 "$BIN" run $LL --seq-len 513

@@ -697,6 +697,28 @@ test("WG_PP=1: two consumer warpgroups take alternate 64-row tiles, their K loop
   nvrtc_compiles("EMMY_KNOBS=f97280:WG_PP=1,f97280:PERSIST=1,f97280:BM=64,f97280:EPI_SMEM=0")
 end)
 
+test("WG_K=2 needs a ring of 3+ stages (a group frees its step u - 2 after waiting for step u: one stage over 2, a deadlock on the GPU); the emitter and the resource check agree", function()
+  local kernels, rules = require "emmy.kernels", require "emmy.rules"
+  local d = qwen_plan("k_linear_add_f97280")
+  local kn = candidate(d, { PERSIST = 1, BM = 64, EPI_SMEM = 5, CLUSTER = 1, WG_K = 2, STAGES = 4 })
+  check(kernels.emit(d, kn), "WG_K=2 over 4 stages emits")
+  kn.STAGES = 2
+  local s2, why2 = kernels.emit(d, kn)
+  check(not s2 and why2:find("STAGES >= 3", 1, true), tostring(why2))
+  local dev = kernels.deploy_device()
+  local c = { MMA = 1, TMA = 1, ASYNC = 1, WGMMA = 1, WG_WAIT = 1, PERSIST = 1, PRODUCER = 1, BM = 64, BN = 64, BK = 64, WM = 4,
+    WN = 1, STAGES = 3, PAD_SMEM = 0, EPI_SMEM = 0, SPLIT_K = 1, CLUSTER = 1, WG_K = 2, WG_PP = 0 }
+  check(rules.resource_check({ kind = "contraction", K = 1024 }, c, dev), "WG_K=2 over 3 stages fits")
+  c.STAGES = 2
+  local ok, why = rules.resource_check({ kind = "contraction", K = 1024 }, c, dev)
+  check(not ok and why:find("STAGES >= 3", 1, true), tostring(why))
+  for _, p in ipairs { d, qwen_plan("k_linear_silu_mul") } do
+    for _, cand in ipairs(p.candidates) do
+      check(not (cand.knobs.WG_K == 2 and cand.knobs.STAGES < 3), p.kernel.name .. ": " .. cand.string)
+    end
+  end
+end)
+
 test("STAMP=1: clock marks in both roles summed into a per-CTA record in the launch scratch; none at STAMP=0", function()
   local kernels = require "emmy.kernels"
   local q = qwen_plan("k_linear_7363a2")
