@@ -1,10 +1,10 @@
 -- bench/gemm.lua — emmy's matrix multiplies against torch in one process: square bf16 GEMMs (4096³, 8192³: the
--- main loop alone) and the layer-0 projections of Qwen3-Embedding-0.6B and TinyLlama-1.1B (with their fused
--- epilogues) at 512 tokens (batch 1) and 4096 (batch 8 x 512). For each contraction kernel: the chosen variant
--- and every PERSIST=1 candidate (or --pins), each checked against the CPU reference before it is timed (CUDA-graph
--- replay, median of 50); with --torch the same reproducer in torch eager (F.linear: cuBLAS), with --compile also
--- in torch.compile (tens of seconds a kernel).
---   ./emmy bench/gemm.lua [--cases squares,qwen,llama] [--squares 4096,8192] [--batches 1,8] [--torch [--compile]] [--ceilings]
+-- main loop alone; --squares also takes MxNxK, a plain linear of that shape) and the layer-0 projections of
+-- Qwen3-Embedding-0.6B and TinyLlama-1.1B (with their fused epilogues) at 512 tokens (batch 1) and 4096 (batch 8 x
+-- 512). For each contraction kernel: the chosen variant and every PERSIST=1 candidate (or --pins), each checked
+-- against the CPU reference before it is timed (CUDA-graph replay, median of 50); with --torch the same reproducer
+-- in torch eager (F.linear: cuBLAS), with --compile also in torch.compile (tens of seconds a kernel).
+--   ./emmy bench/gemm.lua [--cases squares,qwen,llama] [--squares 4096,8192,MxNxK] [--batches 1,8] [--torch [--compile]] [--ceilings]
 --                         [--all] [--limit N] [--match SETS] [--pins SETS] [--kernels SUBSTR,…] [--json FILE]
 -- --all times every candidate of the wgmma tier (not only PERSIST=1); --limit caps the variants a kernel (with
 -- --match: a kernel and set, so a broad first set cannot take every place);
@@ -76,27 +76,28 @@ end
 local want = {}
 for _, c in ipairs(list_of(opts.cases)) do want[c] = true end
 
-local cu = assert(require("emmy.cuda").open())
-local info = cu:info()
-local dev = gpu.device(info)
-
--- A square linear y = x wᵀ with x [n, n], w [n, n] as a graph file.
-local function square_graph(n)
+-- A linear y = x wᵀ with x [m, k], w [n, k] as a graph file (a square: m = n = k).
+local function linear_graph(m, n, k)
   local path = os.tmpname() .. ".torch.json"
   local f = assert(io.open(path, "w"))
-  f:write(([[{"format": "emmy.graph", "version": 1, "name": "gemm%d", "symbols": [],
+  f:write(([[{"format": "emmy.graph", "version": 1, "name": "gemm%dx%dx%d", "symbols": [],
   "inputs": [{"name": "x", "kind": "activation", "dtype": "bf16", "shape": [%d, %d]},
              {"name": "w", "kind": "param", "dtype": "bf16", "shape": [%d, %d]}],
   "nodes": [{"name": "y", "op": "aten.linear.default", "args": {"input": "x", "weight": "w"}, "dtype": "bf16", "shape": [%d, %d]}],
-  "outputs": ["y"]}]]):format(n, n, n, n, n, n, n))
+  "outputs": ["y"]}]]):format(m, n, k, m, k, n, k, m, n))
   f:close()
   return path
 end
 
 local cases = {}
 if want.squares then
-  for _, n in ipairs(list_of(opts.squares)) do
-    cases[#cases + 1] = { label = ("%s³"):format(n), input = square_graph(tonumber(n)), load = {}, bind = {} }
+  -- each entry N (N³) or MxNxK (a plain linear of that shape: e.g. a model's projections side by side)
+  for _, s in ipairs(list_of(opts.squares)) do
+    local m, n, k = s:match("^(%d+)x(%d+)x(%d+)$")
+    if not m then m = s:match("^%d+$"); n, k = m, m end
+    if not m then cli.usage("bench/gemm.lua: --squares takes N or MxNxK, not %q", s) end
+    local label = (m == n and n == k) and ("%s³"):format(n) or ("%s×%s×%s"):format(m, n, k)
+    cases[#cases + 1] = { label = label, input = linear_graph(tonumber(m), tonumber(n), tonumber(k)), load = {}, bind = {} }
   end
 end
 for _, m in ipairs { { "qwen", "Qwen/Qwen3-Embedding-0.6B" }, { "llama", "TinyLlama/TinyLlama-1.1B-Chat-v1.0" } } do
@@ -107,6 +108,10 @@ for _, m in ipairs { { "qwen", "Qwen/Qwen3-Embedding-0.6B" }, { "llama", "TinyLl
     end
   end
 end
+
+local cu = assert(require("emmy.cuda").open())
+local info = cu:info()
+local dev = gpu.device(info)
 
 local rows, all, kbs, torch_cold, torch_rows = {}, {}, {}, {}, {}
 local function time_variant(case, p, it, e, vals, ins)

@@ -347,6 +347,22 @@ test("bench/gemm.lua --kernels and --pins on the mock driver: the named kernels 
   for _, r in ipairs(j4.rows or {}) do check(not tostring(r[11] or ""):find("DIAG", 1, true), "a DIAG variant is never the best") end
 end)
 
+test("bench/gemm.lua --squares takes MxNxK (a plain linear of that shape) beside N; a malformed entry is a one-line usage error before any GPU work", function()
+  local d = tmpdir()
+  local so = mock_driver(d)
+  local env = ("EMMY_MOCK_ANY_KERNEL=1 EMMY_LIBCUDA=%s EMMY_LIBCUPTI=/nonexistent EMMY_CUBIN_CACHE=%s/cc"):format(so, d)
+  local code, out, err = emmy({ ROOT .. "/bench/gemm.lua", "--cases", "squares", "--squares", "64,64x192x128", "--limit", "1",
+    "--json", d .. "/s.json" }, { env = env })
+  eq(code, 0, err .. out)
+  local j = cjson.decode(read(d .. "/s.json"))
+  local cases = {}
+  for _, v in ipairs(j.variants) do cases[v.case] = v end
+  check(cases["64³"] and cases["64×192×128"], "both cases: " .. out)
+  eq(cases["64×192×128"].flops, 2 * 64 * 192 * 128, "the linear's FLOPs")
+  local c2, o2, e2 = emmy({ ROOT .. "/bench/gemm.lua", "--cases", "squares", "--squares", "64x192" }, { env = "EMMY_LIBCUDA=/nonexistent" })
+  check(c2 == 2 and e2:find("--squares takes N or MxNxK, not \"64x192\"", 1, true) and not e2:find("\n.", 1) and o2 == "", e2)
+end)
+
 test("a persistent clustered grid is capped at the clusters that fit at once (cuOccupancyMaxActiveClusters)", function()
   local d = tmpdir()
   local so = mock_driver(d)
