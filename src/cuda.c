@@ -10,6 +10,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "dl.h"
 
@@ -301,6 +303,78 @@ static int enter(em_cu_ctx *c, const char *call, char *err) {
   return 0;
 }
 
+/* ---- the hang watchdog ----
+ * A kernel that never finishes (a deadlocked ring) blocks the next synchronizing call for ever, and with it the
+ * command and the GPU machine's call until its timeout. Every blocking driver call (a synchronize, a blocking copy or
+ * memset) marks its start in its thread's slot; a thread started with the first one looks once a second and, when
+ * a call has waited longer than EMMY_HANG_S seconds (default 120; 0: no watchdog), writes one line naming the call
+ * and the last kernel launched and ends the process with status 1: a context with a kernel that does not end cannot
+ * be recovered in the process. Threads past the table's 64 slots go unwatched. */
+enum { WD_SLOTS = 64 };
+static struct {
+  long long since; /* CLOCK_MONOTONIC ns the call began; 0: none waiting */
+  const char *call;
+  em_cu_ctx *ctx;
+} wd[WD_SLOTS];
+static pthread_mutex_t wd_mu = PTHREAD_MUTEX_INITIALIZER;
+static double wd_limit = -1; /* seconds; 0: off; -1: EMMY_HANG_S not read yet */
+static int wd_slots_used, wd_started;
+static __thread int wd_slot = -1;
+
+static long long wd_now(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return t.tv_sec * 1000000000LL + t.tv_nsec;
+}
+
+static void *wd_main(void *arg) {
+  (void)arg;
+  for (;;) {
+    sleep(1);
+    long long now = wd_now();
+    for (int i = 0; i < WD_SLOTS; i++) {
+      long long t = __atomic_load_n(&wd[i].since, __ATOMIC_ACQUIRE);
+      if (!t || (double)(now - t) < wd_limit * 1e9) continue;
+      char last[160];
+      snprintf(last, sizeof last, "%s", wd[i].ctx->last_launch[0] ? wd[i].ctx->last_launch : "none");
+      fflush(stdout);
+      fprintf(stderr, "emmy: %s has waited %.0f s for the GPU (last launch: %s): a kernel that does not finish, a "
+                      "deadlock; the process ends (EMMY_HANG_S sets the limit, 0 turns the watchdog off)\n",
+              wd[i].call, (double)(now - t) / 1e9, last);
+      _exit(1);
+    }
+  }
+  return NULL;
+}
+
+/* Marks the start of a blocking call of this thread on context c (the watchdog's first use reads EMMY_HANG_S and
+ * starts its thread). */
+static void wd_begin(em_cu_ctx *c, const char *call) {
+  if (wd_slot < 0) {
+    pthread_mutex_lock(&wd_mu);
+    if (wd_limit < 0) {
+      const char *e = getenv("EMMY_HANG_S");
+      wd_limit = e && *e ? atof(e) : 120;
+      if (wd_limit < 0) wd_limit = 0;
+    }
+    wd_slot = wd_limit > 0 && wd_slots_used < WD_SLOTS ? wd_slots_used++ : WD_SLOTS;
+    pthread_t th;
+    if (wd_slot < WD_SLOTS && !wd_started && !pthread_create(&th, NULL, wd_main, NULL)) {
+      pthread_detach(th);
+      wd_started = 1;
+    }
+    pthread_mutex_unlock(&wd_mu);
+  }
+  if (wd_slot >= WD_SLOTS) return;
+  wd[wd_slot].call = call;
+  wd[wd_slot].ctx = c;
+  __atomic_store_n(&wd[wd_slot].since, wd_now(), __ATOMIC_RELEASE);
+}
+
+static void wd_end(void) {
+  if (wd_slot >= 0 && wd_slot < WD_SLOTS) __atomic_store_n(&wd[wd_slot].since, 0, __ATOMIC_RELEASE);
+}
+
 static void ctx_unref(em_cu_ctx *c) {
   if (__atomic_sub_fetch(&c->refs, 1, __ATOMIC_ACQ_REL) > 0) return;
   int d = c->info.device;
@@ -401,7 +475,9 @@ const em_cu_info *em_cu_ctx_info(const em_cu_ctx *c) { return &c->info; }
 
 em_status em_cu_sync(em_cu_ctx *c, char *err) {
   if (enter(c, "cuCtxSynchronize", err)) return EM_ERUN;
+  wd_begin(c, "cuCtxSynchronize");
   CUresult rc = cu.CtxSynchronize();
+  wd_end();
   return rc ? fail_cu(c, rc, "cuCtxSynchronize", NULL, err) : EM_OK;
 }
 
@@ -440,7 +516,9 @@ em_cu_ctx *em_cu_buf_ctx(const em_cu_buf *b) { return b->ctx; }
 em_status em_cu_fill(em_cu_buf *b, unsigned char byte, char *err) {
   if (enter(b->ctx, "cuMemsetD8_v2", err)) return EM_ERUN;
   if (!b->bytes) return EM_OK;
+  wd_begin(b->ctx, "cuMemsetD8_v2");
   CUresult rc = cu.MemsetD8(b->ptr, byte, b->bytes);
+  wd_end();
   return rc ? fail_cu(b->ctx, rc, "cuMemsetD8_v2", NULL, err) : EM_OK;
 }
 
@@ -454,7 +532,9 @@ em_status em_cu_write(em_cu_buf *b, size_t offset, const void *src, size_t n, ch
   if (check_range(b, offset, n, "write", err)) return EM_EINPUT;
   if (enter(b->ctx, "cuMemcpyHtoD_v2", err)) return EM_ERUN;
   if (!n) return EM_OK;
+  wd_begin(b->ctx, "cuMemcpyHtoD_v2");
   CUresult rc = cu.MemcpyHtoD(b->ptr + offset, src, n);
+  wd_end();
   return rc ? fail_cu(b->ctx, rc, "cuMemcpyHtoD_v2", NULL, err) : EM_OK;
 }
 
@@ -462,7 +542,9 @@ em_status em_cu_read(em_cu_buf *b, size_t offset, void *dst, size_t n, char *err
   if (check_range(b, offset, n, "read", err)) return EM_EINPUT;
   if (enter(b->ctx, "cuMemcpyDtoH_v2", err)) return EM_ERUN;
   if (!n) return EM_OK;
+  wd_begin(b->ctx, "cuMemcpyDtoH_v2");
   CUresult rc = cu.MemcpyDtoH(dst, b->ptr + offset, n);
+  wd_end();
   return rc ? fail_cu(b->ctx, rc, "cuMemcpyDtoH_v2", NULL, err) : EM_OK;
 }
 
@@ -926,7 +1008,9 @@ em_cu_stream *em_cu_stream_new(em_cu_ctx *c, char *err) {
 
 em_status em_cu_stream_sync(em_cu_stream *s, char *err) {
   if (enter(s->ctx, "cuStreamSynchronize", err)) return EM_ERUN;
+  wd_begin(s->ctx, "cuStreamSynchronize");
   CUresult rc = cu.StreamSynchronize(s->s);
+  wd_end();
   return rc ? fail_cu(s->ctx, rc, "cuStreamSynchronize", NULL, err) : EM_OK;
 }
 
@@ -960,7 +1044,9 @@ em_status em_cu_event_record(em_cu_event *e, em_cu_stream *s, char *err) {
 
 em_status em_cu_event_sync(em_cu_event *e, char *err) {
   if (enter(e->ctx, "cuEventSynchronize", err)) return EM_ERUN;
+  wd_begin(e->ctx, "cuEventSynchronize");
   CUresult rc = cu.EventSynchronize(e->e);
+  wd_end();
   return rc ? fail_cu(e->ctx, rc, "cuEventSynchronize", NULL, err) : EM_OK;
 }
 

@@ -219,7 +219,7 @@ function M.run(a)
   local bargs = {}
   for _, b in ipairs(binds) do bargs[#bargs + 1] = "--bind " .. b end
   io.stderr:write("  profile: emmy's kernels under ncu\n")
-  local csv, dropped = M.ncu(("env EMMY_PROFILED=1 %s run --ir %s %s"):format(sq(exe), sq(a.repro), table.concat(bargs, " ")),
+  local csv, dropped = M.ncu(("env EMMY_PROFILED=1 EMMY_HANG_S=0 %s run --ir %s %s"):format(sq(exe), sq(a.repro), table.concat(bargs, " ")),
     "--kernel-name regex:^k_", a)
   if not csv then
     res.notes[#res.notes + 1] = dropped
@@ -357,7 +357,7 @@ function M.sass(a)
   table.sort(binds)
   local rep = os.tmpname()
   local exe = sys.realpath("/proc/self/exe")
-  local cmd = ("%s --clock-control %s --section SourceCounters --section WarpStateStats --kernel-name regex:^k_ -f -o %s env EMMY_PROFILED=1 %s run --ir %s %s 2>&1")
+  local cmd = ("%s --clock-control %s --section SourceCounters --section WarpStateStats --kernel-name regex:^k_ -f -o %s env EMMY_PROFILED=1 EMMY_HANG_S=0 %s run --ir %s %s 2>&1")
     :format(sq(ncu), a.clock_control or "none", sq(rep), sq(exe), sq(a.repro), table.concat(binds, " "))
   local p = io.popen(cmd)
   local out = p:read("*a")

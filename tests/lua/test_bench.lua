@@ -347,6 +347,23 @@ test("bench/gemm.lua --kernels and --pins on the mock driver: the named kernels 
   for _, r in ipairs(j4.rows or {}) do check(not tostring(r[11] or ""):find("DIAG", 1, true), "a DIAG variant is never the best") end
 end)
 
+test("a kernel that never finishes: the watchdog ends the process after EMMY_HANG_S seconds with one line naming the waiting call and the last launch", function()
+  local d = tmpdir()
+  local so = mock_driver(d)
+  local env = ("EMMY_MOCK_ANY_KERNEL=1 EMMY_MOCK_HANG=1 EMMY_HANG_S=1 EMMY_LIBCUDA=%s EMMY_LIBCUPTI=/nonexistent EMMY_CUBIN_CACHE=%s/cc"):format(so, d)
+  local t0 = os.time()
+  local code, out, err = emmy({ "60", BIN, "run", "Qwen/Qwen3-Embedding-0.6B", "--layer", "0", "--dynamic", "seq_len@x:1", "--seq-len", "7" },
+    { env = env, bin = "timeout" })
+  eq(code, 1, err .. out)
+  check(os.time() - t0 < 50, "ended by the watchdog, not the timeout")
+  local line = err:match("emmy: cuCtxSynchronize has waited [^\n]*")
+  check(line and line:find("(last launch: k_", 1, true) and line:find("EMMY_HANG_S", 1, true), err)
+  -- EMMY_HANG_S=0: no watchdog (the timeout ends it; with the watchdog the run ends at ~8 s on this machine)
+  local c0 = emmy({ "12", BIN, "run", "Qwen/Qwen3-Embedding-0.6B", "--layer", "0", "--dynamic", "seq_len@x:1", "--seq-len", "7" },
+    { env = env:gsub("EMMY_HANG_S=1", "EMMY_HANG_S=0"), bin = "timeout" })
+  eq(c0, 124, "EMMY_HANG_S=0 waits")
+end)
+
 test("bench/gemm.lua --squares takes MxNxK (a plain linear of that shape) beside N; a malformed entry is a one-line usage error before any GPU work", function()
   local d = tmpdir()
   local so = mock_driver(d)
