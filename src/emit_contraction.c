@@ -154,9 +154,24 @@ const char *ex_ctr_b_stage(ectx *c, const ex_ctr *k, int stages, int b) {
   return ex_A(c, "(em_sb + %lldu + st * %lldu)", base, stride);
 }
 
+/* The B tile loads of a stage (em_load's second half; each line indented for its block): merged siblings' from the
+ * weight their n0 falls in, a dual pair's two, else one. */
+void ex_ctr_tma_load_b(ectx *c, const ex_ctr *k, int stages, const char *ktx) {
+  const long long abytes = 128LL * k->BM, bbytes = 128LL * k->BN;
+  if (k->concat)
+    for (int j = 0; j < k->nsib; j++)
+      ex_line(c, "    %sif (n0 < %lldLL) em_tma_2d(em_sb + %lldu + st * %lldu, &tm%d, %s * 64, (int)(n0 - %lldLL), &em_bar[st]);",
+              j ? "else " : "", (long long)k->sibOff[j + 1], stages * abytes, bbytes, 1 + j, ktx, (long long)k->sibOff[j]);
+  else
+    for (int b = 0; b < (k->dual ? 2 : 1); b++) {
+      long long base, stride;
+      ex_ctr_b_at(k, stages, b, &base, &stride);
+      ex_line(c, "    em_tma_2d(em_sb + %lldu + st * %lldu, &tm%d, %s * 64, (int)n0, &em_bar[st]);", base, stride, 1 + b, ktx);
+    }
+}
+
 void ex_ctr_tma_load(ectx *c, const ex_ctr *k, int stages, int CL, int WS, const char *ktx) {
-  const int BM = k->BM, dual = k->dual, concat = k->concat, nsib = k->nsib;
-  const int64_t *sibOff = k->sibOff;
+  const int BM = k->BM, dual = k->dual;
   const long long abytes = 128LL * BM, bbytes = 128LL * k->BN;
   ex_line(c, "auto em_load = [&](int st, int kt) {");
   ex_line(c, WS ? "  {" : "  if (tid == 0) {"); /* (WS: only the producer's lane calls it) */
@@ -170,16 +185,7 @@ void ex_ctr_tma_load(ectx *c, const ex_ctr *k, int stages, int CL, int WS, const
     ex_line(c, "    em_mbar_expect(&em_bar[st], %lldu);", abytes + bbytes * (dual ? 2 : 1));
     ex_line(c, "    em_tma_2d(em_sb + st * %lldu, &tm0, %s * 64, (int)m0, &em_bar[st]);", abytes, ktx);
   }
-  if (concat)
-    for (int j = 0; j < nsib; j++)
-      ex_line(c, "    %sif (n0 < %lldLL) em_tma_2d(em_sb + %lldu + st * %lldu, &tm%d, %s * 64, (int)(n0 - %lldLL), &em_bar[st]);",
-              j ? "else " : "", (long long)sibOff[j + 1], stages * abytes, bbytes, 1 + j, ktx, (long long)sibOff[j]);
-  else
-    for (int b = 0; b < (dual ? 2 : 1); b++) {
-      long long base, stride;
-      ex_ctr_b_at(k, stages, b, &base, &stride);
-      ex_line(c, "    em_tma_2d(em_sb + %lldu + st * %lldu, &tm%d, %s * 64, (int)n0, &em_bar[st]);", base, stride, 1 + b, ktx);
-    }
+  ex_ctr_tma_load_b(c, k, stages, ktx);
   ex_line(c, "  }");
   ex_line(c, "};");
 }

@@ -76,6 +76,7 @@ typedef struct {
   int nmore;
   const char *pre_wait;    /* text before the grid dependency wait (PDL), after the tensor maps' prefetch: work
                             * that reads nothing an earlier kernel writes (EMMY_WPREFETCH); NULL: none */
+  int wait_in_body;        /* 1: the body places its own grid dependency waits (EMMY_BAHEAD), none in the head */
   struct ex_cap *cap;      /* non-NULL: ex_write_outputs records each store here instead of emitting it */
   int failed;
   char err[EM_ERR_MAX];
@@ -260,6 +261,7 @@ void ex_ctr_b_at(const ex_ctr *k, int stages, int b, long long *base, long long 
 const char *ex_ctr_b_stage(ectx *c, const ex_ctr *k, int stages, int b);
 /* The TMA ring's load of one stage (lambda em_load(st, kt)): A rows m0.., B rows n0.. (B2, siblings). */
 void ex_ctr_tma_load(ectx *c, const ex_ctr *k, int stages, int CL, int WS, const char *ktx);
+void ex_ctr_tma_load_b(ectx *c, const ex_ctr *k, int stages, const char *ktx);
 /* One TMA stage of wgmma (BK=64): four m64nBNk16 on each warpgroup's 64 rows, committed; scale_d is the C
  * expression whose non-zero value keeps the accumulators (0 starts them at zero). */
 void ex_wgmma_step(ectx *c, const char *aS, const char *bS, const char *b2S, int BN, int dual, const char *mt,

@@ -719,6 +719,44 @@ test("WG_K=2 needs a ring of 3+ stages (a group frees its step u - 2 after waiti
   end
 end)
 
+test("EMMY_BAHEAD=1: the persistent pipeline requests its first tile's first stages of weights before the grid dependency wait, A after it; the producer and the consumers wait in the body; NVRTC compiles both layers", function()
+  local qkv = args("compile", L0, "--ir", "cuda", "--kernel", "k_linear_e4e144")
+  local c0, o0, e0 = emmy_default(qkv)
+  local code, out, err = emmy_default(qkv, { env = "EMMY_BAHEAD=1" })
+  eq(c0, 0, e0)
+  eq(code, 0, err)
+  local function count(s, pat) local n = 0 for _ in s:gmatch(pat) do n = n + 1 end return n end
+  eq(count(o0, "griddepcontrol%.wait;"), 1, "the default: the head's wait alone")
+  eq(count(out, "griddepcontrol%.wait;"), 2, "the producer's and the consumers'")
+  check(not out:find('asm volatile("griddepcontrol.wait;" ::: "memory");\n#endif', 1, true), "no wait in the head")
+  -- the producer: B of the first stages (every sibling's weight by n0), its wait, then A alone for those stages
+  local ahead = out:find("EMMY_BAHEAD: B of the first tile's first stages", 1, true)
+  local b = out:find("em_tma_2d(em_sb + 65536u + st * 16384u, &tm1, kt * 64, (int)(n0 - 0LL), &em_bar[st]);", ahead, true)
+  local w = out:find("griddepcontrol.wait;\" ::: \"memory\"); /* EMMY_BAHEAD: A is the previous kernel's */", ahead, true)
+  check(ahead and b and w and b < w, out)
+  check(out:find("em_mbar_expect(&em_bar[st], 32768u);", ahead, true) < w, "the stage expects A and B before B is requested")
+  check(out:find("if (em_it < em_ahead) em_load_a(st, kt); else em_load(st, kt);", w, true), out)
+  check(out:find("auto em_load_a = [&](int st, int kt) { em_tma_2d(em_sb + st * 16384u, &tm0, kt * 64, (int)m0, &em_bar[st]); };", 1, true), out)
+  -- the consumers wait before anything of theirs touches global memory
+  local cw = out:find("setmaxnreg.inc.sync.aligned.u32 232;", 1, true)
+  local cwait = out:find('asm volatile("griddepcontrol.wait;" ::: "memory"); /* EMMY_BAHEAD: before any global access */', 1, true)
+  check(cw and cwait and cwait > cw and select(2, out:sub(cw, cwait):gsub("\n", "")) == 1, "the consumers' first line")
+  -- SPLIT_K=2 (down): each part's own first k-tiles
+  local d1 = select(2, emmy_default(args("compile", L0, "--ir", "cuda", "--kernel", "k_linear_add_f97280"), { env = "EMMY_BAHEAD=1" }))
+  check(d1:find("em_ahead = min(nkc, 6);", 1, true) and d1:find("&tm1, (kt0 + kt) * 64, (int)n0, &em_bar[st]);", 1, true) and
+    d1:find("if (em_it < em_ahead) em_load_a(st, kt0 + kt); else em_load(st, kt0 + kt);", 1, true), d1)
+  -- nothing of it without PDL
+  local c2 = select(2, emmy_default(qkv, { env = "EMMY_BAHEAD=1 EMMY_PDL=0" }))
+  check(not c2:find("EMMY_BAHEAD", 1, true) and not c2:find("griddepcontrol", 1, true), "EMMY_PDL=0: none of it")
+  local ok, nv = pcall(require, "emmy.nvrtc")
+  if not ok or not nv.version() then return end
+  for _, m in ipairs { L0, { "TinyLlama/TinyLlama-1.1B-Chat-v1.0", "--layer", "0", "--dynamic", "seq_len@x:1" } } do
+    local cc, co, ce = emmy_default(args("compile", m, "--nvrtc"), { env = "EMMY_BAHEAD=1 EMMY_CUBIN_CACHE=" .. tmpdir() })
+    eq(cc, 0, ce)
+    check(co:find(" compiled, 0 failed", 1, true), co)
+  end
+end)
+
 test("STAMP=1: clock marks in both roles summed into a per-CTA record in the launch scratch; none at STAMP=0", function()
   local kernels = require "emmy.kernels"
   local q = qwen_plan("k_linear_7363a2")
