@@ -155,16 +155,11 @@ static void ws_cluster_load(ectx *c, const ex_ctr *k, int stages) {
   ex_line(c, "};");
 }
 
-/* EMMY_BAHEAD=1 (an experiment, compile time; docs/formats.md): the weights' tiles (B: parameters, which no earlier
- * kernel writes) of the CTA's first tile's first stages are requested before the grid dependency wait, so that their
- * latency overlaps the wait for the previous kernel's end; A's after it. The producer and the consumers then wait in
- * the body (c->wait_in_body: none in the head). Where the ring is the CTA's own (CLUSTER=1; a SPLIT_K part's too),
- * its first k-tiles are known (STREAM_K=0), one warpgroup takes a tile (WG_PP=0) and every B operand is a parameter. */
+/* EMMY_BAHEAD=1 in the persistent pipeline (ex_ctr_bahead): where the ring is the CTA's own (CLUSTER=1; a SPLIT_K
+ * part's too), its first k-tiles are known (STREAM_K=0) and one warpgroup takes a tile (WG_PP=0). The producer and
+ * the consumers then wait in the body. */
 static int ws_bahead(ectx *c, const em_launch *L, int cl) {
-  if (!ex_env_choice("EMMY_BAHEAD", 1) || !ex_pdl_mode() || cl != 1 || EX_KNOB(c, STREAM_K) || EX_KNOB(c, WG_PP)) return 0;
-  for (int j = 1; j < L->ntmaps; j++)
-    if (!L->tmaps[j].output && ex_V(c, c->g->inputs.v[L->tmaps[j].input])->kind != EM_V_PARAM) return 0;
-  return 1;
+  return ex_ctr_bahead(c, L) && cl == 1 && !EX_KNOB(c, STREAM_K) && !EX_KNOB(c, WG_PP);
 }
 
 /* EMMY_BAHEAD's producer prologue: the first tile's first min(its k-tiles, STAGES) stages, each's full barrier

@@ -745,6 +745,13 @@ test("EMMY_BAHEAD=1: the persistent pipeline requests its first tile's first sta
   local d1 = select(2, emmy_default(args("compile", L0, "--ir", "cuda", "--kernel", "k_linear_add_f97280"), { env = "EMMY_BAHEAD=1" }))
   check(d1:find("em_ahead = min(nkc, 6);", 1, true) and d1:find("&tm1, (kt0 + kt) * 64, (int)n0, &em_bar[st]);", 1, true) and
     d1:find("if (em_it < em_ahead) em_load_a(st, kt0 + kt); else em_load(st, kt0 + kt);", 1, true), d1)
+  -- the ring without a producer (gate/up's 64 x 64 dual at 512 tokens): thread 0 requests both weights' first stages,
+  -- every thread waits, the fills request A alone
+  local g1 = select(2, emmy_default(args("compile", L0, "--ir", "cuda", "--kernel", "k_linear_silu_mul_b9e1e1"), { env = "EMMY_BAHEAD=1" }))
+  local gb = g1:find("if (tid == 0) /* EMMY_BAHEAD: B of the first stages, before the wait */", 1, true)
+  local gw = g1:find("griddepcontrol.wait;\" ::: \"memory\"); /* EMMY_BAHEAD: A is the previous kernel's */", 1, true)
+  check(gb and gw and gb < gw and g1:find("&tm2, kt * 64, (int)n0, &em_bar[st]);", gb, true) < gw and
+    g1:find("if (1 < nk) em_load_a(1, 1);", gw, true) and select(2, g1:gsub("griddepcontrol%.wait;", "")) == 1, g1)
   -- nothing of it without PDL
   local c2 = select(2, emmy_default(qkv, { env = "EMMY_BAHEAD=1 EMMY_PDL=0" }))
   check(not c2:find("EMMY_BAHEAD", 1, true) and not c2:find("griddepcontrol", 1, true), "EMMY_PDL=0: none of it")
