@@ -787,11 +787,11 @@ int ex_env_default_on(const char *name) {
   return !(e && !strcmp(e, "0"));
 }
 
-/* EMMY_PDL at compile time (docs/formats.md): 0, 1, 3, else the default 2. */
+/* EMMY_PDL at compile time (docs/formats.md): 0, 1, 3, 4, else the default 2. */
 int ex_pdl_mode(void) {
   const char *p = getenv("EMMY_PDL");
   if (!p || !*p) return 2;
-  return !strcmp(p, "0") ? 0 : !strcmp(p, "1") ? 1 : !strcmp(p, "3") ? 3 : 2;
+  return !strcmp(p, "0") ? 0 : !strcmp(p, "1") ? 1 : !strcmp(p, "3") ? 3 : !strcmp(p, "4") ? 4 : 2;
 }
 
 /* The kernel's TMA tensor maps prefetched by one thread before the grid dependency wait: they do not depend on the
@@ -991,11 +991,13 @@ em_status em_emit(const em_tile *t, char **src, em_launch *launch, char *err) {
   /* Programmatic dependent launch (docs/formats.md; ex_pdl_mode): by default every kernel first waits for the previous grid in
    * the stream (griddepcontrol.wait: its completion and memory), so that the launcher may let this launch begin as
    * that grid's CTAs exit. EMMY_PDL=0: no wait, a plain launch; EMMY_PDL=1 (an experiment, slower): each CTA also
-   * lets the next kernel launch as soon as all of this grid's CTAs have started. Hopper and later (guarded). */
+   * lets the next kernel launch as soon as all of this grid's CTAs have started; 4 (an experiment): only the row
+   * kernels' (a norm before a projection, whose weights EMMY_BAHEAD requests before its wait). Hopper and later
+   * (guarded). */
   int pdl_mode = ex_pdl_mode();
   launch->pdl = pdl_mode > 0;
   ex_sb_add(&head, ") {\n%s%s%s%s%s%s%s}\n", pl >= 1 && pl <= 4 ? plant[pl] : "", pdl_mode ? "#if __CUDA_ARCH__ >= 900\n" : "",
-            pdl_mode == 1 ? "  asm volatile(\"griddepcontrol.launch_dependents;\" ::: \"memory\");\n" : "",
+            pdl_mode == 1 || (pdl_mode == 4 && t->kind == EM_K_ROW) ? "  asm volatile(\"griddepcontrol.launch_dependents;\" ::: \"memory\");\n" : "",
             pdl_mode ? tmap_prefetch(&c, launch) : "", pdl_mode && c.pre_wait ? c.pre_wait : "",
             !pdl_mode ? "" : c.wait_in_body ? "#endif\n" : "  asm volatile(\"griddepcontrol.wait;\" ::: \"memory\");\n#endif\n",
             body.s ? body.s : "");

@@ -719,7 +719,7 @@ test("WG_K=2 needs a ring of 3+ stages (a group frees its step u - 2 after waiti
   end
 end)
 
-test("EMMY_BAHEAD=1: the persistent pipeline requests its first tile's first stages of weights before the grid dependency wait, A after it; the producer and the consumers wait in the body; NVRTC compiles both layers", function()
+test("EMMY_BAHEAD=1: the persistent pipeline requests its first tile's first stages of weights before the grid dependency wait, A after it; the producer and the consumers wait in the body; NVRTC compiles both layers; EMMY_PDL=4: the norms trigger the next launch at their start", function()
   local qkv = args("compile", L0, "--ir", "cuda", "--kernel", "k_linear_e4e144")
   local c0, o0, e0 = emmy_default(qkv)
   local code, out, err = emmy_default(qkv, { env = "EMMY_BAHEAD=1" })
@@ -755,6 +755,18 @@ test("EMMY_BAHEAD=1: the persistent pipeline requests its first tile's first sta
   -- nothing of it without PDL
   local c2 = select(2, emmy_default(qkv, { env = "EMMY_BAHEAD=1 EMMY_PDL=0" }))
   check(not c2:find("EMMY_BAHEAD", 1, true) and not c2:find("griddepcontrol", 1, true), "EMMY_PDL=0: none of it")
+  -- EMMY_PDL=4: the row kernels (the norms before the projections) let the next launch begin at their start; the
+  -- projections do not, and the default text has no such trigger
+  local whole = args("compile", L0, "--ir", "cuda")
+  local p4, p0 = select(2, emmy_default(whole, { env = "EMMY_PDL=4" })), select(2, emmy_default(whole))
+  eq(select(2, p0:gsub("launch_dependents", "")), 0, "the default: no trigger")
+  local rows = 0
+  for kname, body in p4:gmatch("// kernel (k_[%w_]+): (.-)\n}\n") do
+    local trig = body:find("griddepcontrol.launch_dependents", 1, true) ~= nil
+    check(trig == (kname:find("^k_rms_norm") ~= nil), kname .. (trig and ": a trigger" or ": none"))
+    if trig then rows = rows + 1 end
+  end
+  eq(rows, 3, "Qwen3's three distinct norms")
   local ok, nv = pcall(require, "emmy.nvrtc")
   if not ok or not nv.version() then return end
   for _, m in ipairs { L0, { "TinyLlama/TinyLlama-1.1B-Chat-v1.0", "--layer", "0", "--dynamic", "seq_len@x:1" } } do
