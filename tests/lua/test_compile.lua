@@ -1293,6 +1293,21 @@ test("pins: a refused pin names the gate; an unknown value lists the choices; a 
   check(out:find("\nk_linear_%x+%s+contraction%s+%d+%s+[%w_=,]*BK=%d+,BM=64"), "unpinned kernel keeps BM=64: " .. out)
 end)
 
+test("the resource check and the emitter agree: 60 random candidates of every kernel of both layers, at batch 1 and 8, emit", function()
+  local compiler, kernels, frontend = require "emmy.compiler", require "emmy.kernels", require "emmy.frontend"
+  for _, m in ipairs { "Qwen/Qwen3-Embedding-0.6B", "TinyLlama/TinyLlama-1.1B-Chat-v1.0" } do
+    for _, b in ipairs { 1, 8 } do
+      local g = frontend.load(m, { layer = 0, dynamic = { "seq_len@x:1" }, batch = b }).graph
+      for _, p in ipairs(kernels.plan(compiler.run(g))) do
+        for _, cand in ipairs(kernels.sample(p.candidates, 60, 7)) do
+          local src, why = kernels.emit(p, cand.knobs)
+          check(src, ("%s b%d %s %s: %s"):format(m, b, p.kernel.name, cand.string, tostring(why)))
+        end
+      end
+    end
+  end
+end)
+
 test("every emitted kernel compiles with NVRTC (sm_90a), resources recorded", function()
   local ok, nv = pcall(require, "emmy.nvrtc")
   if not ok or not nv.version() then skip("NVRTC not found: " .. tostring(select(2, nv.version()))) end
