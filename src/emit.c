@@ -996,9 +996,9 @@ em_status em_emit(const em_tile *t, char **src, em_launch *launch, char *err) {
    * (guarded). */
   int pdl_mode = ex_pdl_mode();
   launch->pdl = pdl_mode > 0;
-  ex_sb_add(&head, ") {\n%s%s%s%s%s%s%s}\n", pl >= 1 && pl <= 4 ? plant[pl] : "", pdl_mode ? "#if __CUDA_ARCH__ >= 900\n" : "",
+  ex_sb_add(&head, ") {\n%s%s%s%s%s%s}\n", pl >= 1 && pl <= 4 ? plant[pl] : "", pdl_mode ? "#if __CUDA_ARCH__ >= 900\n" : "",
             pdl_mode == 1 || (pdl_mode == 4 && t->kind == EM_K_ROW) ? "  asm volatile(\"griddepcontrol.launch_dependents;\" ::: \"memory\");\n" : "",
-            pdl_mode ? tmap_prefetch(&c, launch) : "", pdl_mode && c.pre_wait ? c.pre_wait : "",
+            pdl_mode ? tmap_prefetch(&c, launch) : "",
             !pdl_mode ? "" : c.wait_in_body ? "#endif\n" : "  asm volatile(\"griddepcontrol.wait;\" ::: \"memory\");\n#endif\n",
             body.s ? body.s : "");
   /* every knob is read by now: the header's reads (CLUSTER, MINB, PLANT) come last */

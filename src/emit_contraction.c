@@ -783,32 +783,6 @@ static int ctr_roles(ectx *c, ex_ctr *k, em_launch *L) {
   return 0;
 }
 
-/* EMMY_WPREFETCH=1, 2 (an experiment, compile time; docs/formats.md): a TMA kernel's weights (the tensor maps' inputs
- * that are parameters) requested into L2 before the grid dependency wait — no earlier kernel writes them, so the
- * requests may overlap that kernel's last tiles, where the cold weights' first k-steps waited. 1: by the first 4 CTAs,
- * a quarter each (a persistent grid of 128 CTAs leaves 4 of 132 SMs free, where the next launch's first CTAs may
- * start early); 2: by every CTA, a 1/gridDim slice. */
-static void ctr_weight_prefetch(ectx *c, const em_launch *L) {
-  int mode = ex_env_choice("EMMY_WPREFETCH", 2);
-  if (!mode) return;
-  sbuf sb = {0};
-  for (int j = 1; j < L->ntmaps; j++) {
-    const em_value *w = ex_V(c, c->g->inputs.v[L->tmaps[j].input]);
-    em_dim ne;
-    int64_t n = 0;
-    if (w->kind != EM_V_PARAM || em_shape_numel(&w->shape, &ne) || !em_dim_is_const(&ne, &n)) continue;
-    n *= em_dtype_bytes(w->dtype);
-    if (n <= 0 || n % 16) continue;
-    ex_sb_add(&sb, "%s    em_l2_share(in%d, %lldull, %s);\n", sb.s ? "" : "  if (threadIdx.x == 0) { /* EMMY_WPREFETCH */\n",
-              L->tmaps[j].input, (long long)n, mode == 1 ? "min(gridDim.x, 4u)" : "gridDim.x");
-  }
-  if (!sb.s) return;
-  ex_sb_add(&sb, "  }\n");
-  c->pre_wait = ex_A(c, "%s", sb.s);
-  free(sb.s);
-  ex_use_prelude(c, ex_L2_SHARE_PRELUDE);
-}
-
 /* TMA=1's launch: the ring's tiles come from cp.async.bulk.tensor (one thread issues them on the stage's
  * mbarrier), BK=64 rows of 128 bytes in the 128-byte swizzle; rows past M or N and columns past K arrive as zeros.
  * Sets the ring's dynamic shared memory (1024 bytes of alignment slack, then STAGES stages of A, B and B2 tiles),
@@ -854,7 +828,6 @@ static int ctr_tma_launch(ectx *c, const ex_ctr *k, em_launch *L) {
     L->tmaps[1 + j].box[0] = 64;
     L->tmaps[1 + j].box[1] = BN;
   }
-  ctr_weight_prefetch(c, L);
   return 0;
 }
 

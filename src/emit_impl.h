@@ -74,8 +74,6 @@ typedef struct {
                             * warpgroups with setmaxnreg needs the one-block-an-SM cap) */
   const char *more_prelude[4]; /* helpers only some variants need (ex_use_prelude: stamps, TMA stores), after those */
   int nmore;
-  const char *pre_wait;    /* text before the grid dependency wait (PDL), after the tensor maps' prefetch: work
-                            * that reads nothing an earlier kernel writes (EMMY_WPREFETCH); NULL: none */
   int wait_in_body;        /* 1: the body places its own grid dependency waits (EMMY_BAHEAD), none in the head */
   struct ex_cap *cap;      /* non-NULL: ex_write_outputs records each store here instead of emitting it */
   int failed;
@@ -292,7 +290,6 @@ extern const char ex_CLUSTER_PRELUDE[];
 extern const char ex_STAMP_PRELUDE[];
 extern const char ex_TMA_STORE_PRELUDE[];
 extern const char ex_TMA_STORE4_PRELUDE[];
-extern const char ex_L2_SHARE_PRELUDE[];
 extern const char ex_SPLIT_PRELUDE[];
 extern const char ex_SPLIT_ASYNC_PRELUDE[];
 extern const char ex_SPLIT_L2_PRELUDE[];

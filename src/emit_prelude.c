@@ -221,17 +221,3 @@ const char ex_TMA_STORE4_PRELUDE[] =
     "               :: \"l\"((unsigned long long)m), \"r\"(src), \"r\"(c0), \"r\"(c1), \"r\"(c2), \"r\"(c3) : \"memory\");\n"
     "}\n";
 
-/* EMMY_WPREFETCH (docs/formats.md): a weight's bytes requested into L2 by bulk prefetches of at most 1 MiB, before
- * the grid dependency wait, in `parts` slices (16-byte multiples), slice i by CTA i: 1/gridDim each where parts is the
- * grid, else the first CTAs only — those a launch that begins during the previous kernel's last tiles (PDL) places
- * first, on the SMs that kernel leaves free. */
-const char ex_L2_SHARE_PRELUDE[] =
-    "static __device__ __forceinline__ void em_l2_share(const void *p, unsigned long long bytes, unsigned parts) {\n"
-    "  if (blockIdx.x >= parts) return;\n"
-    "  const unsigned long long c = ((bytes + parts - 1) / parts + 15ull) & ~15ull;\n"
-    "  unsigned long long o = (unsigned long long)blockIdx.x * c, e = o + c < bytes ? o + c : bytes;\n"
-    "  for (; o < e; o += 1048576ull) {\n"
-    "    const unsigned n = (unsigned)(e - o < 1048576ull ? e - o : 1048576ull);\n"
-    "    asm volatile(\"cp.async.bulk.prefetch.L2.global [%0], %1;\" :: \"l\"((const char *)p + o), \"r\"(n) : \"memory\");\n"
-    "  }\n"
-    "}\n";

@@ -1523,22 +1523,4 @@ test("emmy compile --pins: the selected kernels' chosen knobs with the set over 
   check(c3 ~= 0 and e3:find("STAGES=7 is not read by this kernel's emitter", 1, true), e3)
 end)
 
-test("EMMY_WPREFETCH=1, 2 (an experiment): each TMA contraction's weights requested into L2 before the grid dependency wait by the first 4 CTAs or a slice a CTA, the dual's two; off: none; NVRTC compiles the layer", function()
-  local c1, src, e1 = emmy(args("compile", L0, "--ir", "cuda"), { env = "EMMY_WPREFETCH=1" })
-  eq(c1, 0, e1)
-  local down = src:match("// kernel k_linear_add_f97280.-\n}\n") or ""
-  local pf, wait = down:find("em_l2_share(in1, 6291456ull, min(gridDim.x, 4u));", 1, true), down:find("griddepcontrol.wait;", 1, true)
-  check(pf and wait and pf < wait, "down's 1024 x 3072 bf16 weight before the wait: " .. down:sub(1, 3000))
-  local kv = src:match("// kernel k_linear_ad15f3.-\n}\n") or ""
-  check(kv:find("em_l2_share(in1, 2097152ull, min(gridDim.x, 4u));", 1, true) and kv:find("em_l2_share(in2, 2097152ull, min(gridDim.x, 4u));", 1, true), "k and v")
-  local _, src2w = emmy(args("compile", L0, "--ir", "cuda", "--kernel", "k_linear_add_f97280"), { env = "EMMY_WPREFETCH=2" })
-  check(src2w:find("em_l2_share(in1, 6291456ull, gridDim.x);", 1, true), "a slice a CTA")
-  check(src:find("cp.async.bulk.prefetch.L2.global", 1, true), "the helper")
-  local c2, src2 = emmy(args("compile", L0, "--ir", "cuda"))
-  eq(c2, 0)
-  check(not src2:find("em_l2_share", 1, true), "off by default")
-  nvrtc_compiles("EMMY_WPREFETCH=1")
-  nvrtc_compiles("EMMY_WPREFETCH=2")
-end)
-
 return T
