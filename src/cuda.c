@@ -5,15 +5,13 @@
  * in any release order. */
 #include "cuda.h"
 
-#include <math.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
-#include <unistd.h>
 
 #include "dl.h"
+#include "watchdog.h"
 
 /* ---- driver types, enum values and entry points (the subset emmy uses; values from the CUDA 13.0 headers) ---- */
 
@@ -303,78 +301,6 @@ static int enter(em_cu_ctx *c, const char *call, char *err) {
   return 0;
 }
 
-/* ---- the hang watchdog ----
- * A kernel that never finishes (a deadlocked ring) blocks the next synchronizing call for ever, and with it the
- * command and the GPU machine's call until its timeout. Every blocking driver call (a synchronize, a blocking copy or
- * memset) marks its start in its thread's slot; a thread started with the first one looks once a second and, when
- * a call has waited longer than EMMY_HANG_S seconds (default 120; 0: no watchdog), writes one line naming the call
- * and the last kernel launched and ends the process with status 1: a context with a kernel that does not end cannot
- * be recovered in the process. Threads past the table's 64 slots go unwatched. */
-enum { WD_SLOTS = 64 };
-static struct {
-  long long since; /* CLOCK_MONOTONIC ns the call began; 0: none waiting */
-  const char *call;
-  em_cu_ctx *ctx;
-} wd[WD_SLOTS];
-static pthread_mutex_t wd_mu = PTHREAD_MUTEX_INITIALIZER;
-static double wd_limit = -1; /* seconds; 0: off; -1: EMMY_HANG_S not read yet */
-static int wd_slots_used, wd_started;
-static __thread int wd_slot = -1;
-
-static long long wd_now(void) {
-  struct timespec t;
-  clock_gettime(CLOCK_MONOTONIC, &t);
-  return t.tv_sec * 1000000000LL + t.tv_nsec;
-}
-
-static void *wd_main(void *arg) {
-  (void)arg;
-  for (;;) {
-    sleep(1);
-    long long now = wd_now();
-    for (int i = 0; i < WD_SLOTS; i++) {
-      long long t = __atomic_load_n(&wd[i].since, __ATOMIC_ACQUIRE);
-      if (!t || (double)(now - t) < wd_limit * 1e9) continue;
-      char last[160];
-      snprintf(last, sizeof last, "%s", wd[i].ctx->last_launch[0] ? wd[i].ctx->last_launch : "none");
-      fflush(stdout);
-      fprintf(stderr, "emmy: %s has waited %.0f s for the GPU (last launch: %s): a kernel that does not finish, a "
-                      "deadlock; the process ends (EMMY_HANG_S sets the limit, 0 turns the watchdog off)\n",
-              wd[i].call, (double)(now - t) / 1e9, last);
-      _exit(1);
-    }
-  }
-  return NULL;
-}
-
-/* Marks the start of a blocking call of this thread on context c (the watchdog's first use reads EMMY_HANG_S and
- * starts its thread). */
-static void wd_begin(em_cu_ctx *c, const char *call) {
-  if (wd_slot < 0) {
-    pthread_mutex_lock(&wd_mu);
-    if (wd_limit < 0) {
-      const char *e = getenv("EMMY_HANG_S");
-      wd_limit = e && *e ? atof(e) : 120;
-      if (wd_limit < 0) wd_limit = 0;
-    }
-    wd_slot = wd_limit > 0 && wd_slots_used < WD_SLOTS ? wd_slots_used++ : WD_SLOTS;
-    pthread_t th;
-    if (wd_slot < WD_SLOTS && !wd_started && !pthread_create(&th, NULL, wd_main, NULL)) {
-      pthread_detach(th);
-      wd_started = 1;
-    }
-    pthread_mutex_unlock(&wd_mu);
-  }
-  if (wd_slot >= WD_SLOTS) return;
-  wd[wd_slot].call = call;
-  wd[wd_slot].ctx = c;
-  __atomic_store_n(&wd[wd_slot].since, wd_now(), __ATOMIC_RELEASE);
-}
-
-static void wd_end(void) {
-  if (wd_slot >= 0 && wd_slot < WD_SLOTS) __atomic_store_n(&wd[wd_slot].since, 0, __ATOMIC_RELEASE);
-}
-
 static void ctx_unref(em_cu_ctx *c) {
   if (__atomic_sub_fetch(&c->refs, 1, __ATOMIC_ACQ_REL) > 0) return;
   int d = c->info.device;
@@ -473,11 +399,13 @@ void em_cu_close(em_cu_ctx *c) {
 
 const em_cu_info *em_cu_ctx_info(const em_cu_ctx *c) { return &c->info; }
 
+em_status em_cu_usable(em_cu_ctx *c, const char *what, char *err) { return enter(c, what, err) ? EM_ERUN : EM_OK; }
+
 em_status em_cu_sync(em_cu_ctx *c, char *err) {
   if (enter(c, "cuCtxSynchronize", err)) return EM_ERUN;
-  wd_begin(c, "cuCtxSynchronize");
+  em_wd_begin("cuCtxSynchronize", c->last_launch);
   CUresult rc = cu.CtxSynchronize();
-  wd_end();
+  em_wd_end();
   return rc ? fail_cu(c, rc, "cuCtxSynchronize", NULL, err) : EM_OK;
 }
 
@@ -516,10 +444,17 @@ em_cu_ctx *em_cu_buf_ctx(const em_cu_buf *b) { return b->ctx; }
 em_status em_cu_fill(em_cu_buf *b, unsigned char byte, char *err) {
   if (enter(b->ctx, "cuMemsetD8_v2", err)) return EM_ERUN;
   if (!b->bytes) return EM_OK;
-  wd_begin(b->ctx, "cuMemsetD8_v2");
+  em_wd_begin("cuMemsetD8_v2", b->ctx->last_launch);
   CUresult rc = cu.MemsetD8(b->ptr, byte, b->bytes);
-  wd_end();
+  em_wd_end();
   return rc ? fail_cu(b->ctx, rc, "cuMemsetD8_v2", NULL, err) : EM_OK;
+}
+
+em_status em_cu_fill_async(em_cu_buf *b, unsigned char byte, char *err) {
+  if (enter(b->ctx, "cuMemsetD8Async", err)) return EM_ERUN;
+  if (!b->bytes) return EM_OK;
+  CUresult rc = cu.MemsetD8Async(b->ptr, byte, b->bytes, b->ctx->stream);
+  return rc ? fail_cu(b->ctx, rc, "cuMemsetD8Async", NULL, err) : EM_OK;
 }
 
 static em_status check_range(const em_cu_buf *b, size_t offset, size_t n, const char *what, char *err) {
@@ -532,9 +467,9 @@ em_status em_cu_write(em_cu_buf *b, size_t offset, const void *src, size_t n, ch
   if (check_range(b, offset, n, "write", err)) return EM_EINPUT;
   if (enter(b->ctx, "cuMemcpyHtoD_v2", err)) return EM_ERUN;
   if (!n) return EM_OK;
-  wd_begin(b->ctx, "cuMemcpyHtoD_v2");
+  em_wd_begin("cuMemcpyHtoD_v2", b->ctx->last_launch);
   CUresult rc = cu.MemcpyHtoD(b->ptr + offset, src, n);
-  wd_end();
+  em_wd_end();
   return rc ? fail_cu(b->ctx, rc, "cuMemcpyHtoD_v2", NULL, err) : EM_OK;
 }
 
@@ -542,9 +477,9 @@ em_status em_cu_read(em_cu_buf *b, size_t offset, void *dst, size_t n, char *err
   if (check_range(b, offset, n, "read", err)) return EM_EINPUT;
   if (enter(b->ctx, "cuMemcpyDtoH_v2", err)) return EM_ERUN;
   if (!n) return EM_OK;
-  wd_begin(b->ctx, "cuMemcpyDtoH_v2");
+  em_wd_begin("cuMemcpyDtoH_v2", b->ctx->last_launch);
   CUresult rc = cu.MemcpyDtoH(dst, b->ptr + offset, n);
-  wd_end();
+  em_wd_end();
   return rc ? fail_cu(b->ctx, rc, "cuMemcpyDtoH_v2", NULL, err) : EM_OK;
 }
 
@@ -1008,9 +943,9 @@ em_cu_stream *em_cu_stream_new(em_cu_ctx *c, char *err) {
 
 em_status em_cu_stream_sync(em_cu_stream *s, char *err) {
   if (enter(s->ctx, "cuStreamSynchronize", err)) return EM_ERUN;
-  wd_begin(s->ctx, "cuStreamSynchronize");
+  em_wd_begin("cuStreamSynchronize", s->ctx->last_launch);
   CUresult rc = cu.StreamSynchronize(s->s);
-  wd_end();
+  em_wd_end();
   return rc ? fail_cu(s->ctx, rc, "cuStreamSynchronize", NULL, err) : EM_OK;
 }
 
@@ -1044,9 +979,9 @@ em_status em_cu_event_record(em_cu_event *e, em_cu_stream *s, char *err) {
 
 em_status em_cu_event_sync(em_cu_event *e, char *err) {
   if (enter(e->ctx, "cuEventSynchronize", err)) return EM_ERUN;
-  wd_begin(e->ctx, "cuEventSynchronize");
+  em_wd_begin("cuEventSynchronize", e->ctx->last_launch);
   CUresult rc = cu.EventSynchronize(e->e);
-  wd_end();
+  em_wd_end();
   return rc ? fail_cu(e->ctx, rc, "cuEventSynchronize", NULL, err) : EM_OK;
 }
 
@@ -1063,7 +998,7 @@ void em_cu_event_free(em_cu_event *e) {
   free(e);
 }
 
-/* ---- graphs and timing ---- */
+/* ---- graphs (timing over them: cuda_time.c) ---- */
 
 em_cu_graph *em_cu_graph_capture(em_cu_ctx *c, em_cu_body body, void *ud, char *err) {
   if (enter(c, "cuStreamBeginCapture_v2", err)) return NULL;
@@ -1110,174 +1045,4 @@ void em_cu_graph_free(em_cu_graph *g) {
   if (!em_cu_lost(g->ctx) && !cu.CtxSetCurrent(g->ctx->cu)) cu.GraphExecDestroy(g->exec);
   ctx_unref(g->ctx);
   free(g);
-}
-
-static int cmp_double(const void *a, const void *b) {
-  double x = *(const double *)a, y = *(const double *)b;
-  return (x > y) - (x < y);
-}
-
-/* Linear interpolation between order statistics of sorted v[0..n). */
-static double quantile(const double *v, int n, double p) {
-  double k = p * (n - 1);
-  int i = (int)k;
-  if (i >= n - 1) return v[n - 1];
-  return v[i] + (k - i) * (v[i + 1] - v[i]);
-}
-
-typedef struct {
-  em_cu_graph *g;
-  em_cu_body body;
-  void *ud;
-} runner;
-
-static em_status run_once(runner *r, char *err) { return r->g ? em_cu_graph_launch(r->g, err) : r->body(r->ud, err); }
-
-/* The body n times back to back: what one replay of a batched graph holds. */
-typedef struct {
-  em_cu_body body;
-  void *ud;
-  int n;
-} repeat_body;
-
-static em_status run_repeat(void *ud, char *err) {
-  repeat_body *b = ud;
-  em_status st = EM_OK;
-  for (int i = 0; i < b->n && !st; i++) st = b->body(b->ud, err);
-  return st;
-}
-
-/* Graph timing with batch runs a sample: the body captured min(batch, 1024) times into one graph, as torch's timer
- * captures its k calls (tools/torchref/bench.py), so that a short kernel carries no graph launch gap per run.
- * Returns the replays a sample needs; *batch becomes copies * replays. */
-static em_status batch_graph(em_cu_ctx *c, runner *r, int *batch, int *replays, char *err) {
-  *replays = *batch;
-  if (!r->g || *batch < 2) return EM_OK;
-  repeat_body rb = {r->body, r->ud, *batch < 1024 ? *batch : 1024};
-  em_cu_graph *g = em_cu_graph_capture(c, run_repeat, &rb, err);
-  if (!g) return EM_ERUN;
-  em_cu_graph_free(r->g);
-  r->g = g;
-  *replays = (*batch + rb.n - 1) / rb.n;
-  *batch = rb.n * *replays;
-  return run_once(r, err); /* (its first replay untimed) */
-}
-
-em_status em_cu_time(em_cu_ctx *c, em_cu_body body, void *ud, const em_cu_time_opts *o, em_cu_timing *out, char *err) {
-  memset(out, 0, sizeof *out);
-  int reps = o->reps, warmup = o->warmup;
-  double min_us = o->min_sample_us > 0 ? o->min_sample_us : o->graph ? 200.0 : 20.0;
-  if (reps < 1 || reps > 100000) return em_fail(err, EM_EINPUT, "timing: reps=%d (1 to 100000)", reps);
-  if (warmup < 0 || warmup > 100000) return em_fail(err, EM_EINPUT, "timing: warmup=%d (0 to 100000)", warmup);
-  if (o->warmup_ms < 0 || o->warmup_ms > 60000) return em_fail(err, EM_EINPUT, "timing: warmup_ms=%g (0 to 60000)", o->warmup_ms);
-  if (enter(c, "timing", err)) return EM_ERUN;
-  em_status st = EM_OK;
-  runner r = {NULL, body, ud};
-  em_cu_event **ev = NULL;
-  em_cu_buf *flush = NULL;
-  double *us = NULL, *sorted = NULL;
-  int nev = 0, flushing = o->flush_bytes > 0;
-  /* flushed samples need a start and an end event each (the memset between them is not timed) */
-  int need = flushing ? 2 * reps : reps + 1;
-  if (o->graph && !(r.g = em_cu_graph_capture(c, body, ud, err))) return EM_ERUN;
-  for (int i = 0; i < warmup; i++)
-    if ((st = run_once(&r, err))) goto cleanup;
-  ev = em_alloc(sizeof *ev * (size_t)(need > 2 ? need : 2));
-  for (nev = 0; nev < (need > 2 ? need : 2); nev++)
-    if (!(ev[nev] = em_cu_event_new(c, err))) {
-      st = EM_ERUN;
-      goto cleanup;
-    }
-  float ms = 0;
-  /* Warm-up by time: groups of runs until warmup_ms of GPU time has passed (clocks up, caches and TLBs warm). */
-  if (o->warmup_ms > 0) {
-    double spent = 0;
-    for (int n = 0; spent < o->warmup_ms && n < 100000; n += 8) {
-      if ((st = em_cu_event_record(ev[0], NULL, err))) goto cleanup;
-      for (int i = 0; i < 8; i++)
-        if ((st = run_once(&r, err))) goto cleanup;
-      if ((st = em_cu_event_record(ev[1], NULL, err)) || (st = em_cu_event_sync(ev[1], err)) ||
-          (st = em_cu_event_elapsed_ms(ev[0], ev[1], &ms, err)))
-        goto cleanup;
-      spent += ms;
-    }
-  }
-  int batch = 1;
-  if (flushing) {
-    /* L2 flushed between samples: a memset of flush_bytes (more than the L2) before each run, one run a sample */
-    if (!(flush = em_cu_alloc(c, o->flush_bytes, err))) {
-      st = EM_ERUN;
-      goto cleanup;
-    }
-    for (int s = 0; s < reps; s++) {
-      CUresult rc = cu.MemsetD8Async(flush->ptr, (unsigned char)s, flush->bytes, c->stream);
-      if (rc) {
-        st = fail_cu(c, rc, "cuMemsetD8Async", NULL, err);
-        goto cleanup;
-      }
-      if ((st = em_cu_event_record(ev[2 * s], NULL, err)) || (st = run_once(&r, err)) ||
-          (st = em_cu_event_record(ev[2 * s + 1], NULL, err)))
-        goto cleanup;
-    }
-    if ((st = em_cu_event_sync(ev[2 * reps - 1], err))) goto cleanup;
-  } else {
-    /* Calibration: three runs between two events, after the warmup has drained. */
-    enum { NCAL = 3 };
-    if ((st = em_cu_event_record(ev[0], NULL, err))) goto cleanup;
-    for (int i = 0; i < NCAL; i++)
-      if ((st = run_once(&r, err))) goto cleanup;
-    if ((st = em_cu_event_record(ev[1], NULL, err)) || (st = em_cu_event_sync(ev[1], err)) ||
-        (st = em_cu_event_elapsed_ms(ev[0], ev[1], &ms, err)))
-      goto cleanup;
-    double once = (double)ms * 1000.0 / NCAL;
-    if (once < min_us) {
-      double b = ceil(min_us / (once > 0.1 ? once : 0.1));
-      batch = b > 10000 ? 10000 : (int)b;
-    }
-    int replays = batch;
-    if ((st = batch_graph(c, &r, &batch, &replays, err))) goto cleanup;
-    /* Chained samples: the end event of one is the start of the next, so the stream never waits on the host. */
-    if ((st = em_cu_event_record(ev[0], NULL, err))) goto cleanup;
-    for (int s = 0; s < reps; s++) {
-      for (int b = 0; b < replays; b++)
-        if ((st = run_once(&r, err))) goto cleanup;
-      if ((st = em_cu_event_record(ev[s + 1], NULL, err))) goto cleanup;
-    }
-    if ((st = em_cu_event_sync(ev[reps], err))) goto cleanup;
-  }
-  us = em_alloc(sizeof *us * (size_t)reps);
-  sorted = em_alloc(sizeof *sorted * (size_t)reps);
-  double sum = 0;
-  for (int s = 0; s < reps; s++) {
-    if (flushing) st = em_cu_event_elapsed_ms(ev[2 * s], ev[2 * s + 1], &ms, err);
-    else st = em_cu_event_elapsed_ms(ev[s], ev[s + 1], &ms, err);
-    if (st) goto cleanup;
-    us[s] = sorted[s] = (double)ms * 1000.0 / batch;
-    sum += us[s];
-  }
-  qsort(sorted, (size_t)reps, sizeof *sorted, cmp_double);
-  out->median_us = quantile(sorted, reps, 0.5);
-  out->p20_us = quantile(sorted, reps, 0.2);
-  out->p80_us = quantile(sorted, reps, 0.8);
-  out->min_us = sorted[0];
-  out->mean_us = sum / reps;
-  out->samples = reps;
-  out->batch = batch;
-  out->graph = o->graph ? 1 : 0;
-  out->flushed = flushing;
-  out->all_us = us;
-  us = NULL;
-cleanup:
-  for (int i = 0; i < nev; i++) em_cu_event_free(ev[i]);
-  free(ev);
-  free(us);
-  free(sorted);
-  em_cu_free(flush);
-  em_cu_graph_free(r.g);
-  return st;
-}
-
-void em_cu_timing_free(em_cu_timing *t) {
-  free(t->all_us);
-  t->all_us = NULL;
 }

@@ -47,6 +47,8 @@ em_cu_ctx *em_cu_open(int device, char *err);
  * made from it exist; the last one released releases the primary context. NULL is a no-op. */
 void em_cu_close(em_cu_ctx *c);
 const em_cu_info *em_cu_ctx_info(const em_cu_ctx *c);
+/* EM_OK where c may take work, else the one-line refusal of a lost context (as every call here gives) for `what`. */
+em_status em_cu_usable(em_cu_ctx *c, const char *what, char *err);
 /* NULL while the context is usable; else the one-line reason it was lost. */
 const char *em_cu_lost(const em_cu_ctx *c);
 /* Whether the driver exports name (a probe for version differences); 0 when there is no driver. */
@@ -60,6 +62,8 @@ size_t em_cu_buf_bytes(const em_cu_buf *b);
 em_cu_ctx *em_cu_buf_ctx(const em_cu_buf *b);
 /* Sets every byte (cuMemsetD8_v2); 0xFF poisons float outputs with NaN. */
 em_status em_cu_fill(em_cu_buf *b, unsigned char byte, char *err);
+/* em_cu_fill enqueued on the context's stream (no wait). */
+em_status em_cu_fill_async(em_cu_buf *b, unsigned char byte, char *err);
 /* Raw copies of n bytes at offset; both wait for the context's stream (it is a blocking stream). */
 em_status em_cu_write(em_cu_buf *b, size_t offset, const void *src, size_t n, char *err);
 em_status em_cu_read(em_cu_buf *b, size_t offset, void *dst, size_t n, char *err);
