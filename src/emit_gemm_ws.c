@@ -146,7 +146,11 @@ static void ws_cluster_load(ectx *c, const ex_ctr *k, int stages) {
     return;
   }
   ex_line(c, "  em_tma_2d(em_sb + st * %lldu, &tm0, kt * 64, (int)m0, &em_bar[st]);", abytes);
-  for (int b = 0; b < (k->dual ? 2 : 1); b++) {
+  if (k->concat) /* merged siblings: the pair's columns are in one weight (BN divides every width) */
+    for (int j = 0; j < k->nsib; j++)
+      ex_line(c, "  %sif (n0 < %lldLL) em_tma_2d_mc(em_sb + %lldu + st * %lldu + em_cr * %lldu, &tm%d, kt * 64, (int)(n0 - %lldLL) + (int)em_cr * %d, &em_bar[st], (unsigned short)3);",
+              j ? "else " : "", (long long)k->sibOff[j + 1], stages * abytes, bbytes, bbytes / 2, 1 + j, (long long)k->sibOff[j], k->BN / 2);
+  else for (int b = 0; b < (k->dual ? 2 : 1); b++) {
     long long base, stride;
     ex_ctr_b_at(k, stages, b, &base, &stride);
     ex_line(c, "  em_tma_2d_mc(em_sb + %lldu + st * %lldu + em_cr * %lldu, &tm%d, kt * 64, (int)n0 + (int)em_cr * %d, &em_bar[st], (unsigned short)3);",
@@ -912,13 +916,15 @@ static void ws_sizes(ectx *c, const ex_ctr *k) {
 
 /* Merged siblings (N side by side, a tensor map a weight; ctr_tma_launch has checked that BN divides every width, so
  * a tile reads one weight): the fragment epilogue (ctr_concat_pairs) or the staged halves stored by the threads
- * (EPI_SMEM 3, 5; ws_concat_halves), each a branch a tile on the sibling its columns are in, on one CTA a tile, K
- * unsplit (and WG_K=2 with the fragment epilogue only). Returns 1 after ex_fail. */
+ * (EPI_SMEM 3, 5; ws_concat_halves), each a branch a tile on the sibling its columns are in, K unsplit (and WG_K=2
+ * with the fragment epilogue only); one CTA a tile, or CLUSTER=2's pair of tile rows sharing B (PAIR_A=0: the
+ * pair's tiles are in one weight). Returns 1 after ex_fail. */
 static int ws_concat_refused(ectx *c, const ex_ctr *k, int staged, int cl, int sk) {
-  if (!k->concat || ((!staged || ((staged == 3 || staged == 5) && EX_KNOB(c, WG_K) == 1)) && cl == 1 && sk == 1 && !EX_KNOB(c, STREAM_K)))
+  if (!k->concat || ((!staged || ((staged == 3 || staged == 5) && EX_KNOB(c, WG_K) == 1)) &&
+                     (cl == 1 || (cl == 2 && !EX_KNOB(c, PAIR_A))) && sk == 1 && !EX_KNOB(c, STREAM_K)))
     return 0;
   ex_fail(c, "PERSIST=1 over merged siblings (their N side by side, a tensor map a weight): EPI_SMEM 0, 3 or 5 (3, 5: WG_K=1), "
-             "CLUSTER=1, SPLIT_K=1, STREAM_K=0");
+             "CLUSTER 1 or 2 (2: PAIR_A=0), SPLIT_K=1, STREAM_K=0");
   return 1;
 }
 
@@ -997,7 +1003,7 @@ static void ws_grid(ectx *c, const ex_ctr *k, em_launch *L, int cl, int sk) {
     /* pairs of tile rows, two CTAs a pair; B's tensor map loads half a tile (each CTA its half, multicast) */
     snprintf(L->grid[0], sizeof L->grid[0], "cdiv(%s,%d)*cdiv(%s,%d)*2", ex_numel_text(c, &k->mdims), 2 * k->BM, ntext, k->BN);
     L->tmaps[0].box[1] = k->BM;
-    for (int b = 1; b <= (k->dual ? 2 : 1); b++) L->tmaps[b].box[1] = ws_ring_cl(c, cl) == 2 ? k->BN / 2 : k->BN;
+    for (int b = 1; b <= (k->concat ? k->nsib : k->dual ? 2 : 1); b++) L->tmaps[b].box[1] = ws_ring_cl(c, cl) == 2 ? k->BN / 2 : k->BN;
   } else if (EX_KNOB(c, STREAM_K)) {
     /* (stream-K: a CTA an SM, or one a k-tile where there are fewer) */
     const em_shape *as = ex_S(c, k->A_);

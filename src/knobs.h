@@ -24,7 +24,7 @@
     "1: one wgmma group stays in flight across the k-step boundary (`wgmma.wait_group 1`; the stage of the step "      \
     "before is refilled once every warpgroup has retired it); 0: each step waits for its group")                       \
   X(CLUSTER, TILE, 1, "1,2",                                                                                           \
-    "contraction (WGMMA=1, TMA=1, WG_WAIT=1, STAGES ≥ 3, SPLIT_K=1, RASTER=1, an even number of N tiles; not merged siblings; any order and tile count with PERSIST=1)", \
+    "contraction (WGMMA=1, TMA=1, WG_WAIT=1, STAGES ≥ 3, SPLIT_K=1, RASTER=1, an even number of N tiles; any order and tile count with PERSIST=1; merged siblings only with PERSIST=1 and PAIR_A=0)", \
     "2: the kernel is compiled with `__cluster_dims__(2,1,1)`; the two CTAs of a cluster are N-neighbours with the "   \
     "same rows, each loads half of the A tile's rows and multicasts them into both rings (`cp.async.bulk.tensor … "    \
     ".multicast::cluster`), an \"empty\" mbarrier per stage collects both CTAs' releases before a refill (deferred "   \

@@ -553,10 +553,10 @@ local function contraction_combos(k, c)
       return false, "PERSIST=1 is the persistent producer/consumer pipeline (PRODUCER=1, BM 64 or 128)"
     end
     local e = c.EPI_SMEM or 0
-    if (k.siblings or 0) > 1 and not k.dual and (not (e == 0 or ((e == 3 or e == 5) and (c.WG_K or 1) == 1)) or (c.CLUSTER or 1) ~= 1
-        or (c.SPLIT_K or 1) ~= 1 or (c.STREAM_K or 0) ~= 0) then
-      return false, "PERSIST=1 over merged siblings: the fragment epilogue or the staged halves stored by the threads on one CTA a tile"
-        .. " (EPI_SMEM 0, 3 or 5 (3, 5: WG_K=1), CLUSTER=1, SPLIT_K=1, STREAM_K=0)"
+    if (k.siblings or 0) > 1 and not k.dual and (not (e == 0 or ((e == 3 or e == 5) and (c.WG_K or 1) == 1))
+        or ((c.CLUSTER or 1) ~= 1 and (c.PAIR_A or 0) ~= 0) or (c.SPLIT_K or 1) ~= 1 or (c.STREAM_K or 0) ~= 0) then
+      return false, "PERSIST=1 over merged siblings: the fragment epilogue or the staged halves stored by the threads, on one CTA a"
+        .. " tile or CLUSTER=2's pair of tile rows sharing B (EPI_SMEM 0, 3 or 5 (3, 5: WG_K=1), PAIR_A=0, SPLIT_K=1, STREAM_K=0)"
     end
   end
   if (c.EPI_SMEM or 0) ~= 0 and (c.EPI_SMEM < 0 or c.EPI_SMEM > 7 or c.PERSIST ~= 1) then

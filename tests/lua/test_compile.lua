@@ -719,6 +719,26 @@ test("WG_K=2 needs a ring of 3+ stages (a group frees its step u - 2 after waiti
   end
 end)
 
+test("merged siblings in CLUSTER=2's pairs of tile rows: each CTA multicasts half of its sibling's weight tile (a half box a weight); PAIR_A=1 refused (the pair's columns could straddle two weights)", function()
+  local function pins(p) return args("compile", L0, "--ir", "cuda", "--kernel", "k_linear_e4e144", "--pins", p) end
+  local code, src, err = emmy_default(pins("CLUSTER=2"))
+  eq(code, 0, err)
+  check(src:find("__cluster_dims__(2, 1, 1)", 1, true), src)
+  check(src:find("if (n0 < 2048LL) em_tma_2d_mc(em_sb + 65536u + st * 16384u + em_cr * 8192u, &tm1, kt * 64, (int)(n0 - 0LL) + (int)em_cr * 64,", 1, true), src)
+  check(src:find("else if (n0 < 4096LL) em_tma_2d_mc(em_sb + 65536u + st * 16384u + em_cr * 8192u, &tm3, kt * 64, (int)(n0 - 3072LL) + (int)em_cr * 64,", 1, true), src)
+  local c2, _, e2 = emmy_default(pins("CLUSTER=2,PAIR_A=1"))
+  check(c2 ~= 0 and e2:find("CLUSTER 1 or 2 (2: PAIR_A=0)", 1, true), e2)
+  local rules = require "emmy.rules"
+  local c = { MMA = 1, TMA = 1, ASYNC = 1, WGMMA = 1, WG_WAIT = 1, PERSIST = 1, PRODUCER = 1, BM = 128, BN = 128, BK = 64, WM = 8,
+    WN = 1, STAGES = 4, PAD_SMEM = 0, EPI_SMEM = 0, SPLIT_K = 1, CLUSTER = 2, PAIR_A = 0, WG_K = 1, WG_PP = 0 }
+  local k = { kind = "contraction", K = 1024, N = 4096, siblings = 3 }
+  local dev = require("emmy.kernels").deploy_device()
+  check(rules.resource_check(k, c, dev), "CLUSTER=2 over merged siblings fits")
+  c.PAIR_A = 1
+  local ok, why = rules.resource_check(k, c, dev)
+  check(not ok and why:find("PAIR_A=0", 1, true), tostring(why))
+end)
+
 test("EMMY_BAHEAD=1: the persistent pipeline requests its first tile's first stages of weights before the grid dependency wait, A after it; the producer and the consumers wait in the body; NVRTC compiles both layers; EMMY_PDL=4: the norms trigger the next launch at their start", function()
   local qkv = args("compile", L0, "--ir", "cuda", "--kernel", "k_linear_e4e144")
   local c0, o0, e0 = emmy_default(qkv)
