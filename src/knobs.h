@@ -28,8 +28,9 @@
     "2: the kernel is compiled with `__cluster_dims__(2,1,1)`; the two CTAs of a cluster are N-neighbours with the "   \
     "same rows, each loads half of the A tile's rows and multicasts them into both rings (`cp.async.bulk.tensor … "    \
     ".multicast::cluster`), an \"empty\" mbarrier per stage collects both CTAs' releases before a refill (deferred "   \
-    "STAGES/2 steps), and a cluster barrier guards the start and the end; 1: no cluster. Correct on the H200, "        \
-    "slower than the unclustered tiles today (docs/performance.md, seventh session): offered last")                    \
+    "STAGES/2 steps), and a cluster barrier guards the start and the end; 1: no cluster. With PERSIST=1 the pair "    \
+    "is two tile rows sharing B (PAIR_A=1: two tile columns sharing A). Offered last, but for merged siblings, whose " \
+    "lead it is (docs/performance.md, forty-fourth session)")                                                          \
   X(PAIR_A, TILE, 0, "0,1", "contraction (PERSIST=1, CLUSTER=2)",                                                    \
     "1: the persistent pipeline's CTA pair takes neighbouring tile columns of the same rows and shares the A tile, "  \
     "each CTA loading half its rows and multicasting them into both rings (A is two thirds of a 128 x 64 tile's "     \

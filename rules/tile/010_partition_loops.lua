@@ -280,6 +280,13 @@ local function order_tiles(k, dev, out, lead, persist)
     out = lead
     for _, q in ipairs(persist) do out[#out + 1] = q end
     for _, o in ipairs(rest) do out[#out + 1] = o end
+    -- (merged siblings: the lead's pair of tile rows sharing B first, atom.merged_lead's note)
+    if atom.merged_lead(k, dev) then
+      local first, later = {}, {}
+      for i, q in ipairs(clustered) do if i <= #lead then first[#first + 1] = q else later[#later + 1] = q end end
+      for _, q in ipairs(out) do first[#first + 1] = q end
+      out, clustered = first, later
+    end
   else
     for _, q in ipairs(lead) do out[#out + 1] = q end
     for _, q in ipairs(persist) do out[#out + 1] = q end

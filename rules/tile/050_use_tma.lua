@@ -49,6 +49,9 @@ return {
         -- The one-wave persistent dual lead (atom.dual_one_wave: Qwen3's k+v at 512 tokens) takes 6: in the program
         -- 7.9 µs against 8.2 at 8 stages (its note)
         if atom.dual_one_wave(k, dev) then first(6) end
+        -- Merged siblings' lead (atom.merged_lead) takes 6: in the layer 10.5 µs against 11.0 at 4 (CLUSTER=2 with
+        -- EPI_SMEM=5; H100, forty-fourth session)
+        if atom.merged_lead(k, dev) then first(6) end
         return o
       end
       -- three stages first: measured 24.2 us against 107.5 us for element-wise fills (q_proj, seq_len 512, H200).

@@ -259,16 +259,17 @@ function A.dual_persist(k, dev)
 end
 
 -- Merged siblings (MERGE_SIBLINGS=1: Qwen3's q/k/v side by side, N 4096) on the wgmma tier: the persistent 128 x 128
--- tile leads, on a 4-stage ring, with the fragment epilogue (a branch a tile on the sibling its columns are in) where
--- one tile a CTA (not persist_first), else with the staged halves stored 16 bytes a thread (EPI_SMEM=5), as the dual
--- k+v's lead there. Returns the lead's EPI_SMEM, or nil where the kernel is not merged siblings. Measured against q and
--- the k+v dual apart (H100, forty-second session, bench/gemm.lua --pins, emmy run --bench): at 512 tokens alone 11.7 µs
--- against 5.8 + 7.6-7.8 (6 stages 12.0; 128 x 64, 8 stages 13.3; 64 x 128 14.8; 128 x 256 17.2; the non-persistent
--- 64 x 64 of the rules before 22.2), in the layer 12.5 against 6.4 + 8.4, the layer 70.3 -> 68.3; at 4096 tokens the
--- fragment epilogue's best 74.0 against 24.9 + 27.5.
+-- tile leads with the staged halves stored 16 bytes a thread (EPI_SMEM=5), in CLUSTER=2's pairs of tile rows sharing
+-- B, on a 6-stage ring (050_use_tma.lua). Returns the lead's EPI_SMEM, or nil where the kernel is not merged siblings.
+-- Measured against q and the k+v dual apart (H100, forty-second session, bench/gemm.lua --pins, emmy run --bench): at
+-- 512 tokens alone 11.7 µs against 5.8 + 7.6-7.8 (6 stages 12.0; 128 x 64, 8 stages 13.3; 64 x 128 14.8; 128 x 256
+-- 17.2; the non-persistent 64 x 64 of the rules before 22.2), in the layer 12.5 against 6.4 + 8.4, the layer 70.3 ->
+-- 68.3; at 4096 tokens the fragment epilogue's best 74.0 against 24.9 + 27.5. The lead since the forty-fourth session
+-- (H100, docs/performance.md): the fragment epilogue took 6,400 cycles of a 19,600-cycle tile (stamps); EPI_SMEM=5 alone
+-- 9.7 µs against 11.8, with CLUSTER=2 9.1, and with 6 stages in the layer 10.5 against 12.5 (the layer 68.1 -> 66.2).
 function A.merged_lead(k, dev)
   if not ((k.siblings or 0) > 1 and not k.dual and not k.stage) then return nil end
-  return A.persist_first(k, dev) and 5 or 0
+  return 5
 end
 
 -- A contraction whose epilogue reads nothing but its own accumulator (no residual or other input, one
