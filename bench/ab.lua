@@ -9,7 +9,8 @@
 -- baseline, and the default: one setting, the bench repeated --runs times for its medians and spread, pins against the chosen); SCRIPT is any bench that writes --json FILE with its timed variants as {variants = {{case, knobs, role,
 -- us}, …}} (bench/attention.lua, bench/gemm.lua; attention's torch time a case is a row too), or `run … --bench`
 -- (`emmy run`: given --dump-dir D, its rows are the whole graph a backend, emmy's time by kind and each kernel's time
--- in the program, read from D/60_bench_compare.json and 62_kernel_bench.json). A run that exits non-zero is reported
+-- in the program, read from D/60_bench_compare.json and 62_kernel_bench.json; under the table, each kernel whose
+-- variant differs from the first setting's, with the knobs that differ). A run that exits non-zero is reported
 -- with its exit status and its variants still read when it wrote them (each run's output: DIR/*.log, the folder named
 -- where a setting timed nothing); exit status 1 when a setting produced no timed variant.
 local cjson = require "cjson"
@@ -69,7 +70,7 @@ local function run_rows(d)
   local cmp, kb = read_json(d .. "/60_bench_compare.json"), read_json(d .. "/62_kernel_bench.json")
   if type(cmp) ~= "table" then return nil end
   if type(kb) ~= "table" then kb = nil end
-  local v = {}
+  local v = { kernel_variants = {} } -- (the kernels' variants by name beside the rows)
   for _, w in ipairs(type(cmp.whole) == "table" and cmp.whole or {}) do
     local st = type(w) == "table" and w.stats
     v[#v + 1] = { case = "whole graph", role = tostring(w.backend), knobs = "", us = type(st) == "table" and st.median_us or nil }
@@ -83,6 +84,7 @@ local function run_rows(d)
     if type(k) == "table" and type(k.in_program_us) == "number" then
       v[#v + 1] = { case = "in the program", role = tostring(k.name), knobs = tostring(k.layer_op or ""), us = k.in_program_us }
     end
+    if type(k) == "table" and type(k.name) == "string" and type(k.knobs) == "string" then v.kernel_variants[k.name] = k.knobs end
   end
   return v
 end
@@ -118,7 +120,7 @@ local function run_once(s, r)
   return variants, status
 end
 
-for i, s in ipairs(settings) do s.index, s.times = i, {} end
+for i, s in ipairs(settings) do s.index, s.times, s.variants = i, {}, {} end
 local order, rows_by = {}, {}
 local function median(t)
   local c = {}
@@ -135,6 +137,7 @@ local kernels_of = {} -- case -> {kernel = true}: bench/gemm.lua's cases hold se
 for r = 1, opts.runs do
   for _, s in ipairs(settings) do
     local variants = run_once(s, r)
+    for name, knobs in pairs(variants and variants.kernel_variants or {}) do s.variants[name] = s.variants[name] or knobs end
     for _, v in ipairs(variants or {}) do
       if type(v) == "table" and v.case and v.knobs then
         local ck = v.case .. "\0" .. tostring(v.kernel or "")
@@ -186,6 +189,21 @@ end
 print()
 tbl.print { header = header, rows = rows, align = "lll" .. ("r"):rep(#header - 3) }
 print("µs: the median over the runs (min-max); — : no checked time (wrong, failed or refused in every run)")
+-- (emmy run: the variant each setting's kernels ran where it is not the first setting's — an EMMY_KNOBS pin takes the
+-- first candidate with every pinned knob, whose other knobs may differ from the chosen's)
+local base = settings[1].variants
+for i = 2, #settings do
+  local s = settings[i]
+  local names = {}
+  for name in pairs(s.variants) do names[#names + 1] = name end
+  table.sort(names)
+  for _, name in ipairs(names) do
+    local v = s.variants[name]
+    if base[name] and v ~= base[name] then
+      print(("%s: %s ran %s (the first setting's: %s)"):format(s.label, name, bench.knob_diff(v, base[name]), bench.knob_diff(base[name], v)))
+    end
+  end
+end
 for _, s in ipairs(settings) do
   local any = false
   for _, key in ipairs(order) do if #(rows_by[key].us[s.index] or {}) > 0 then any = true end end

@@ -330,11 +330,14 @@ end)
 test("bench/ab.lua over emmy run --bench on the mock driver: the whole graph a backend read from the dump, a row for each setting", function()
   local d, so = mock_driver()
   local env = ("EMMY_MOCK_ANY_KERNEL=1 EMMY_LIBCUDA=%s EMMY_LIBCUPTI=/nonexistent EMMY_CUBIN_CACHE=%s/cc"):format(so, d)
-  local code, out, err = emmy({ ROOT .. "/bench/ab.lua", "--env", "EMMY_NONE=1;EMMY_PDL=0", "--runs", "1", "--", "run",
+  local code, out, err = emmy({ ROOT .. "/bench/ab.lua", "--env", "EMMY_NONE=1;EMMY_PDL=0;EMMY_KNOBS=k_linear_e4:EPI_SMEM=0", "--runs", "1", "--", "run",
     "Qwen/Qwen3-Embedding-0.6B", "--layer", "0", "--dynamic", "seq_len@x:1", "--seq-len", "16", "--bench", "--bench-backends", "emmy" }, { env = env })
   eq(code, 0, err .. out)
   check(out:find("run 1, EMMY_PDL=0: exit %d+, %d+ rows"), out)
   check(out:find("whole graph%s+emmy%s+[%d.]+%s+[%d.]+%s+[%d.]+"), "the layer's time both ways: " .. out)
+  -- the variant a pin resolved to, where it is not the first setting's
+  check(out:find("EMMY_KNOBS=k_linear_e4:EPI_SMEM=0: k_linear_e4e144 ran [%w_=,]*EPI_SMEM=0[%w_=,]* %(the first setting's: [%w_=,]*EPI_SMEM=5"), out)
+  check(not out:find("EMMY_PDL=0: k_linear", 1, true), "the same variants: no line: " .. out)
   local c2, o2, e2 = emmy({ ROOT .. "/bench/ab.lua", "--env", "A=1;B=2", "--", "run", "x", "--dump-dir", "y", "--bench" })
   eq(c2, 2, o2 .. e2)
   local c3, o3, e3 = emmy({ ROOT .. "/bench/ab.lua", "--env", "A=1;B=2", "--", "run", "x" })
