@@ -215,6 +215,7 @@ return {
     end
     local okp, plans, dev = pcall(kernels.plan, ctx)
     if not okp then cli.usage("%s", tostring(plans)) end
+    for _, line in ipairs(kernels.pin_notes(plans)) do io.stderr:write(line, "\n") end
     local sel = kernels.named(plans, opts.kernel)
     if opts.kernel and #sel == 0 then cli.usage("--kernel '%s' matches no kernel", opts.kernel) end
     if opts.pins then

@@ -370,6 +370,7 @@ return {
     local okp, plans = pcall(kernels.plan, ctx, { device = gpu.device(info) })
     if not okp then cli.usage("%s", tostring(plans)) end
     if opts.pins then pin_plans(plans, opts) end
+    for _, line in ipairs(kernels.pin_notes(plans)) do io.stderr:write(line, "\n") end
     if opts.dump_dir then
       local d = dump.open(opts.dump_dir)
       local srcs = {}

@@ -250,10 +250,38 @@ function M.plan(ctx, opts)
     end
     local cands = {}
     for i, c in ipairs(e.candidates) do cands[i] = c end
-    plans[#plans + 1] = { kernel = k, facts = e.facts, eval = e.eval, candidates = cands, choice = cands[1], pins = e.pins }
+    plans[#plans + 1] = { kernel = k, facts = e.facts, eval = e.eval, candidates = cands, choice = cands[1], pins = e.pins,
+      rules_choice = e.eval.candidates[1] }
   end
   if opts.check_pins ~= false then rules.check_pins(plans, opts.env) end
   return plans, dev
+end
+
+-- One line for each distinct kernel whose pins (EMMY_KNOBS, EMMY_<KNOB>) took a candidate differing from the rules'
+-- choice in knobs it did not pin: a pin takes the first candidate with every pinned knob, whose other knobs are
+-- that candidate's (pinning EPI_SMEM=5 on a kernel whose 128 x 128 lead has EPI_SMEM=0 may run a 64 x 64 tile).
+function M.pin_notes(plans)
+  local lines = {}
+  for _, p in ipairs(M.distinct(plans)) do
+    local c, r = p.choice, p.rules_choice
+    if c and r and c ~= r and next(p.pins or {}) then
+      local beyond, was = {}, {}
+      local keys = {}
+      for key in pairs(c.knobs) do keys[#keys + 1] = key end
+      table.sort(keys)
+      for _, key in ipairs(keys) do
+        if p.pins[key] == nil and c.knobs[key] ~= r.knobs[key] then
+          beyond[#beyond + 1] = ("%s=%s"):format(key, tostring(c.knobs[key]))
+          was[#was + 1] = ("%s=%s"):format(key, tostring(r.knobs[key]))
+        end
+      end
+      if #beyond > 0 then
+        lines[#lines + 1] = ("pins: %s runs %s beyond its pins (the first candidate with them; the rules' choice has %s)"):format(
+          p.kernel.name, table.concat(beyond, ","), table.concat(was, ","))
+      end
+    end
+  end
+  return lines
 end
 
 -- The plans whose kernel name contains substr (every plan where substr is nil), in order.

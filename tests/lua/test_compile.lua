@@ -740,6 +740,22 @@ test("merged siblings in CLUSTER=2's pairs of tile rows: each CTA multicasts hal
   check(not ok and why:find("PAIR_A=0", 1, true), tostring(why))
 end)
 
+test("kernels.pin_notes: a pin that takes a candidate differing from the rules' choice in knobs it did not pin is named, with both values; a pin the choice already has, none", function()
+  local compiler, kernels = require "emmy.compiler", require "emmy.kernels"
+  local g = require("emmy.frontend").load("Qwen/Qwen3-Embedding-0.6B", { layer = 0, dynamic = { "seq_len@x:1" } }).graph
+  local ctx = compiler.run(g)
+  local function notes(spec)
+    local env = function(k) if k == "EMMY_KNOBS" then return spec end end
+    return kernels.pin_notes(kernels.plan(ctx, { env = env }))
+  end
+  local n = notes("k_linear_e4:EPI_SMEM=0")
+  eq(#n, 1, table.concat(n, "\n"))
+  check(n[1]:find("^pins: k_linear_e4e144 runs [%w_=,]+ beyond its pins %(the first candidate with them; the rules' choice has [%w_=,]+%)$"), n[1])
+  check(not n[1]:find("EPI_SMEM", 1, true), "the pinned knob is not a difference: " .. n[1])
+  eq(#notes("k_linear_e4:EPI_SMEM=5"), 0, "the choice's own value")
+  eq(#notes(nil), 0, "no pins")
+end)
+
 test("EMMY_BAHEAD=1: the persistent pipeline requests its first tile's first stages of weights before the grid dependency wait, A after it; the producer and the consumers wait in the body; NVRTC compiles both layers; EMMY_PDL=4: the norms trigger the next launch at their start", function()
   -- (q|k|v's ring its own, the lead before the forty-fourth session: BAHEAD leaves CLUSTER=2's shared ring alone)
   local qkv = args("compile", L0, "--ir", "cuda", "--kernel", "k_linear_e4e144", "--pins", "CLUSTER=1,STAGES=4,EPI_SMEM=0")
