@@ -200,8 +200,8 @@ end
 -- another tensor (down: 92.2 against 53.3) or combines two accumulators (gate/up 133.9 against 111.9).
 -- First where at least 8 rows of 128 x 128 tiles at the hint fill every SM (atom.persist_first): 128 x 256
 -- (128 x 128 for a dual kernel), the measured best; last elsewhere.
--- Merged siblings (atom.merged_lead): the fragment epilogue and the staged ones stored by the threads, the 128 x 128 tile
--- first.
+-- Merged siblings (atom.merged_lead): the staged halves stored by the threads (EPI_SMEM=5), the fragment epilogue and
+-- EPI_SMEM=3, the 128 x 128 tile with EPI_SMEM=5 first (order_tiles puts its CLUSTER=2 twin before it).
 local function persist_tiles(k, dev, out, n)
   local persist, lead = {}, {}
   local e0 = atom.merged_lead(k, dev)
