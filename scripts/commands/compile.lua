@@ -215,7 +215,6 @@ return {
     end
     local okp, plans, dev = pcall(kernels.plan, ctx)
     if not okp then cli.usage("%s", tostring(plans)) end
-    for _, line in ipairs(kernels.pin_notes(plans)) do io.stderr:write(line, "\n") end
     local sel = kernels.named(plans, opts.kernel)
     if opts.kernel and #sel == 0 then cli.usage("--kernel '%s' matches no kernel", opts.kernel) end
     if opts.pins then
@@ -232,6 +231,8 @@ return {
       if not src then cli.fail("%s", la) end
       sources[p.kernel.name] = { src = src, launch = la }
     end
+    -- (after the emission: an error stays one line)
+    for _, line in ipairs(kernels.pin_notes(plans)) do io.stderr:write(line, "\n") end
     if d then d:kernels(plans, sources) end
     if opts.explain then
       for _, p in ipairs(sel) do

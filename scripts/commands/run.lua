@@ -370,7 +370,6 @@ return {
     local okp, plans = pcall(kernels.plan, ctx, { device = gpu.device(info) })
     if not okp then cli.usage("%s", tostring(plans)) end
     if opts.pins then pin_plans(plans, opts) end
-    for _, line in ipairs(kernels.pin_notes(plans)) do io.stderr:write(line, "\n") end
     if opts.dump_dir then
       local d = dump.open(opts.dump_dir)
       local srcs = {}
@@ -393,6 +392,7 @@ return {
     local list = {}
     for _, p in ipairs(order) do list[#list + 1] = { plan = p, knobs = p.choice.knobs } end
     local built = gpu.build(cu, list)
+    for _, line in ipairs(kernels.pin_notes(plans)) do io.stderr:write(line, "\n") end
     local by_name = {}
     for i, p in ipairs(order) do by_name[p.kernel.name] = built[i] end
     local bufs = {}
