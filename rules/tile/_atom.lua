@@ -265,7 +265,7 @@ end
 -- 512 tokens alone 11.7 µs against 5.8 + 7.6-7.8 (6 stages 12.0; 128 x 64, 8 stages 13.3; 64 x 128 14.8; 128 x 256
 -- 17.2; the non-persistent 64 x 64 of the rules before 22.2), in the layer 12.5 against 6.4 + 8.4, the layer 70.3 ->
 -- 68.3; at 4096 tokens the fragment epilogue's best 74.0 against 24.9 + 27.5. The lead since the forty-fourth session
--- (H100, docs/performance.md): the fragment epilogue took 6,400 cycles of a 19,600-cycle tile (stamps); EPI_SMEM=5 alone
+-- (H100, docs/performance.md): a fragment epilogue took 6,400 cycles of a 19,600-cycle tile (stamps); EPI_SMEM=5 alone
 -- 9.7 µs against 11.8, with CLUSTER=2 9.1, and with 6 stages in the layer 10.5 against 12.5 (the layer 68.1 -> 66.2).
 function A.merged_lead(k, dev)
   if not ((k.siblings or 0) > 1 and not k.dual and not k.stage) then return nil end
