@@ -173,7 +173,7 @@ static void ctr_bahead_fill(ectx *c, const ex_ctr *k, int stages) {
   ex_line(c, "    const int st = kt;");
   ex_line(c, "    em_mbar_expect(&em_bar[st], %lldu);", 128LL * k->BM + 128LL * k->BN * (k->dual ? 2 : 1));
   c->indent++;
-  ex_ctr_tma_load_b(c, k, stages, "kt");
+  ex_ctr_tma_load_b(c, k, stages, "kt", 0);
   c->indent--;
   ex_line(c, "  }");
   ex_line(c, "asm volatile(\"griddepcontrol.wait;\" ::: \"memory\"); /* EMMY_BAHEAD: A is the previous kernel's */");
@@ -182,18 +182,23 @@ static void ctr_bahead_fill(ectx *c, const ex_ctr *k, int stages) {
 }
 
 /* The B tile loads of a stage (em_load's second half; each line indented for its block): merged siblings' from the
- * weight their n0 falls in, a dual pair's two, else one. */
-void ex_ctr_tma_load_b(ectx *c, const ex_ctr *k, int stages, const char *ktx) {
+ * weight their n0 falls in, a dual pair's two, else one. half (CLUSTER=2's pair of tile rows sharing B): each CTA
+ * loads its half of every B tile (em_cr's) and multicasts it into both CTAs' rings at the same offset. */
+void ex_ctr_tma_load_b(ectx *c, const ex_ctr *k, int stages, const char *ktx, int half) {
   const long long abytes = 128LL * k->BM, bbytes = 128LL * k->BN;
+  const char *fn = half ? "em_tma_2d_mc" : "em_tma_2d", *dst = half ? ex_A(c, " + em_cr * %lldu", bbytes / 2) : "",
+             *col = half ? ex_A(c, " + (int)em_cr * %d", k->BN / 2) : "", *mask = half ? ", (unsigned short)3" : "";
   if (k->concat)
     for (int j = 0; j < k->nsib; j++)
-      ex_line(c, "    %sif (n0 < %lldLL) em_tma_2d(em_sb + %lldu + st * %lldu, &tm%d, %s * 64, (int)(n0 - %lldLL), &em_bar[st]);",
-              j ? "else " : "", (long long)k->sibOff[j + 1], stages * abytes, bbytes, 1 + j, ktx, (long long)k->sibOff[j]);
+      ex_line(c, "    %sif (n0 < %lldLL) %s(em_sb + %lldu + st * %lldu%s, &tm%d, %s * 64, (int)(n0 - %lldLL)%s, &em_bar[st]%s);",
+              j ? "else " : "", (long long)k->sibOff[j + 1], fn, stages * abytes, bbytes, dst, 1 + j, ktx,
+              (long long)k->sibOff[j], col, mask);
   else
     for (int b = 0; b < (k->dual ? 2 : 1); b++) {
       long long base, stride;
       ex_ctr_b_at(k, stages, b, &base, &stride);
-      ex_line(c, "    em_tma_2d(em_sb + %lldu + st * %lldu, &tm%d, %s * 64, (int)n0, &em_bar[st]);", base, stride, 1 + b, ktx);
+      ex_line(c, "    %s(em_sb + %lldu + st * %lldu%s, &tm%d, %s * 64, (int)n0%s, &em_bar[st]%s);", fn, base, stride, dst, 1 + b,
+              ktx, col, mask);
     }
 }
 
@@ -212,7 +217,7 @@ void ex_ctr_tma_load(ectx *c, const ex_ctr *k, int stages, int CL, int WS, const
     ex_line(c, "    em_mbar_expect(&em_bar[st], %lldu);", abytes + bbytes * (dual ? 2 : 1));
     ex_line(c, "    em_tma_2d(em_sb + st * %lldu, &tm0, %s * 64, (int)m0, &em_bar[st]);", abytes, ktx);
   }
-  ex_ctr_tma_load_b(c, k, stages, ktx);
+  ex_ctr_tma_load_b(c, k, stages, ktx, 0);
   ex_line(c, "  }");
   ex_line(c, "};");
 }

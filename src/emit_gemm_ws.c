@@ -137,25 +137,13 @@ static void ws_cluster_load(ectx *c, const ex_ctr *k, int stages) {
   if (EX_KNOB(c, PAIR_A)) {
     ex_line(c, "  em_tma_2d_mc(em_sb + st * %lldu + em_cr * %lldu, &tm0, kt * 64, (int)m0 + (int)em_cr * %d, &em_bar[st], (unsigned short)3);",
             abytes, abytes / 2, k->BM / 2);
-    for (int b = 0; b < (k->dual ? 2 : 1); b++) {
-      long long base, stride;
-      ex_ctr_b_at(k, stages, b, &base, &stride);
-      ex_line(c, "  em_tma_2d(em_sb + %lldu + st * %lldu, &tm%d, kt * 64, (int)n0, &em_bar[st]);", base, stride, 1 + b);
-    }
-    ex_line(c, "};");
-    return;
+  } else {
+    ex_line(c, "  em_tma_2d(em_sb + st * %lldu, &tm0, kt * 64, (int)m0, &em_bar[st]);", abytes);
   }
-  ex_line(c, "  em_tma_2d(em_sb + st * %lldu, &tm0, kt * 64, (int)m0, &em_bar[st]);", abytes);
-  if (k->concat) /* merged siblings: the pair's columns are in one weight (BN divides every width) */
-    for (int j = 0; j < k->nsib; j++)
-      ex_line(c, "  %sif (n0 < %lldLL) em_tma_2d_mc(em_sb + %lldu + st * %lldu + em_cr * %lldu, &tm%d, kt * 64, (int)(n0 - %lldLL) + (int)em_cr * %d, &em_bar[st], (unsigned short)3);",
-              j ? "else " : "", (long long)k->sibOff[j + 1], stages * abytes, bbytes, bbytes / 2, 1 + j, (long long)k->sibOff[j], k->BN / 2);
-  else for (int b = 0; b < (k->dual ? 2 : 1); b++) {
-    long long base, stride;
-    ex_ctr_b_at(k, stages, b, &base, &stride);
-    ex_line(c, "  em_tma_2d_mc(em_sb + %lldu + st * %lldu + em_cr * %lldu, &tm%d, kt * 64, (int)n0 + (int)em_cr * %d, &em_bar[st], (unsigned short)3);",
-            base, stride, bbytes / 2, 1 + b, k->BN / 2);
-  }
+  /* (its own B tiles with PAIR_A=1, else its half of them; merged siblings: the pair's columns are in one weight) */
+  c->indent--; /* (ex_ctr_tma_load_b's lines are indented for a block one level in) */
+  ex_ctr_tma_load_b(c, k, stages, "kt", !EX_KNOB(c, PAIR_A));
+  c->indent++;
   ex_line(c, "};");
 }
 
@@ -180,7 +168,7 @@ static void ws_bahead_first(ectx *c, const ex_ctr *k, int stages, int raster, in
   ex_line(c, "for (int kt = 0; kt < em_ahead; kt++) {");
   ex_line(c, "  const int st = kt;");
   ex_line(c, "  em_mbar_expect(&em_bar[st], %lldu);", 128LL * k->BM + 128LL * k->BN * (k->dual ? 2 : 1));
-  ex_ctr_tma_load_b(c, k, stages, sk >= 2 ? "(kt0 + kt)" : "kt");
+  ex_ctr_tma_load_b(c, k, stages, sk >= 2 ? "(kt0 + kt)" : "kt", 0);
   ex_line(c, "}");
   c->indent--;
   ex_line(c, "}");

@@ -259,7 +259,7 @@ void ex_ctr_b_at(const ex_ctr *k, int stages, int b, long long *base, long long 
 const char *ex_ctr_b_stage(ectx *c, const ex_ctr *k, int stages, int b);
 /* The TMA ring's load of one stage (lambda em_load(st, kt)): A rows m0.., B rows n0.. (B2, siblings). */
 void ex_ctr_tma_load(ectx *c, const ex_ctr *k, int stages, int CL, int WS, const char *ktx);
-void ex_ctr_tma_load_b(ectx *c, const ex_ctr *k, int stages, const char *ktx);
+void ex_ctr_tma_load_b(ectx *c, const ex_ctr *k, int stages, const char *ktx, int half);
 int ex_ctr_bahead(ectx *c, const em_launch *L);
 /* One TMA stage of wgmma (BK=64): four m64nBNk16 on each warpgroup's 64 rows, committed; scale_d is the C
  * expression whose non-zero value keeps the accumulators (0 starts them at zero). */
