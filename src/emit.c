@@ -992,14 +992,14 @@ em_status em_emit(const em_tile *t, char **src, em_launch *launch, char *err) {
    * the stream (griddepcontrol.wait: its completion and memory), so that the launcher may let this launch begin as
    * that grid's CTAs exit. EMMY_PDL=0: no wait, a plain launch; EMMY_PDL=1 (an experiment, slower): each CTA also
    * lets the next kernel launch as soon as all of this grid's CTAs have started; 4 (an experiment): only the row
-   * kernels' (a norm before a projection, whose weights EMMY_BAHEAD requests before its wait). Hopper and later
+   * kernels' (a norm lets the projection after it launch while it runs). Hopper and later
    * (guarded). */
   int pdl_mode = ex_pdl_mode();
   launch->pdl = pdl_mode > 0;
   ex_sb_add(&head, ") {\n%s%s%s%s%s%s}\n", pl >= 1 && pl <= 4 ? plant[pl] : "", pdl_mode ? "#if __CUDA_ARCH__ >= 900\n" : "",
             pdl_mode == 1 || (pdl_mode == 4 && t->kind == EM_K_ROW) ? "  asm volatile(\"griddepcontrol.launch_dependents;\" ::: \"memory\");\n" : "",
             pdl_mode ? tmap_prefetch(&c, launch) : "",
-            !pdl_mode ? "" : c.wait_in_body ? "#endif\n" : "  asm volatile(\"griddepcontrol.wait;\" ::: \"memory\");\n#endif\n",
+            !pdl_mode ? "" : "  asm volatile(\"griddepcontrol.wait;\" ::: \"memory\");\n#endif\n",
             body.s ? body.s : "");
   /* every knob is read by now: the header's reads (CLUSTER, MINB, PLANT) come last */
   if (check_unread(&c)) {

@@ -154,33 +154,6 @@ const char *ex_ctr_b_stage(ectx *c, const ex_ctr *k, int stages, int b) {
   return ex_A(c, "(em_sb + %lldu + st * %lldu)", base, stride);
 }
 
-/* EMMY_BAHEAD=1 (an experiment, compile time; docs/formats.md): the weights' tiles (B: parameters, which no earlier
- * kernel writes) of the first stages are requested before the grid dependency wait, so that their latency overlaps
- * the wait for the previous kernel's end; A's after it; the head has no wait (c->wait_in_body), the body places its
- * own. 1 where the switch is on, PDL too, and every B tensor map is a parameter's. */
-int ex_ctr_bahead(ectx *c, const em_launch *L) {
-  if (!ex_env_choice("EMMY_BAHEAD", 1) || !ex_pdl_mode()) return 0;
-  for (int j = 1; j < L->ntmaps; j++)
-    if (!L->tmaps[j].output && ex_V(c, c->g->inputs.v[L->tmaps[j].input])->kind != EM_V_PARAM) return 0;
-  return 1;
-}
-
-/* EMMY_BAHEAD in the TMA ring without a producer (ctr_tma_mainloop, CLUSTER=1, SPLIT_K=1, 2+ stages): thread 0
- * requests B of the stages the ring is filled with first, every thread waits, and the fills then request A alone. */
-static void ctr_bahead_fill(ectx *c, const ex_ctr *k, int stages) {
-  ex_line(c, "if (tid == 0) /* EMMY_BAHEAD: B of the first stages, before the wait */");
-  ex_line(c, "  for (int kt = 0; kt < min(nk, %d); kt++) {", stages - 1);
-  ex_line(c, "    const int st = kt;");
-  ex_line(c, "    em_mbar_expect(&em_bar[st], %lldu);", 128LL * k->BM + 128LL * k->BN * (k->dual ? 2 : 1));
-  c->indent++;
-  ex_ctr_tma_load_b(c, k, stages, "kt", 0);
-  c->indent--;
-  ex_line(c, "  }");
-  ex_line(c, "asm volatile(\"griddepcontrol.wait;\" ::: \"memory\"); /* EMMY_BAHEAD: A is the previous kernel's */");
-  ex_line(c, "auto em_load_a = [&](int st, int kt) { if (tid == 0) em_tma_2d(em_sb + st * %lldu, &tm0, kt * 64, (int)m0, &em_bar[st]); };",
-          128LL * k->BM);
-}
-
 /* The B tile loads of a stage (em_load's second half; each line indented for its block): merged siblings' from the
  * weight their n0 falls in, a dual pair's two, else one. half (CLUSTER=2's pair of tile rows sharing B): each CTA
  * loads its half of every B tile (em_cr's) and multicasts it into both CTAs' rings at the same offset. */
@@ -318,9 +291,8 @@ static void ctr_tma_mainloop(ectx *c, const ex_ctr *k, const char *ktx) {
     ex_line(c, "  return;");
     ex_line(c, "}");
   }
-  if (c->wait_in_body) ctr_bahead_fill(c, k, stages);
   for (int st = 0; st < (WS ? 0 : stages - (CL > 1 ? 0 : 1)); st++)
-    ex_line(c, "if (%d < nk) %s(%d, %d);", st, c->wait_in_body ? "em_load_a" : "em_load", st, st);
+    ex_line(c, "if (%d < nk) em_load(%d, %d);", st, st, st);
   /* WG_WAIT=1 (wgmma, 2+ stages): the group of step kt is still running while step kt+1 waits for its tile; the
    * stage of step kt-1 is refilled once every warpgroup's wait_group 1 has retired kt-1's group */
   int inflight = wgt && stages > 1 && wgw == 1;
@@ -959,8 +931,6 @@ void ex_k_contraction(ectx *c, em_launch *L) {
   K.bz = ex_unravel(c, "bz", &K.bdims);
   const char *ktx = K.SK > 1 ? "(kt0 + kt)" : "kt";
   ctr_prologue(c, &K);
-  /* (EMMY_BAHEAD: not where the prologue reads the operand's rows before the ring) */
-  c->wait_in_body = K.tma && !K.WS && K.CL == 1 && K.SK == 1 && K.stages >= 2 && !c->npre && ex_ctr_bahead(c, L);
   if (K.tma) ctr_tma_mainloop(c, &K, ktx);
   else if (K.async) ctr_async_mainloop(c, &K, ktx);
   else ctr_fill_mainloop(c, &K);

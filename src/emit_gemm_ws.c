@@ -147,34 +147,6 @@ static void ws_cluster_load(ectx *c, const ex_ctr *k, int stages) {
   ex_line(c, "};");
 }
 
-/* EMMY_BAHEAD=1 in the persistent pipeline (ex_ctr_bahead): where the ring is the CTA's own (CLUSTER=1; a SPLIT_K
- * part's too), its first k-tiles are known (STREAM_K=0) and one warpgroup takes a tile (WG_PP=0). The producer and
- * the consumers then wait in the body. */
-static int ws_bahead(ectx *c, const em_launch *L, int cl) {
-  return ex_ctr_bahead(c, L) && cl == 1 && !EX_KNOB(c, STREAM_K) && !EX_KNOB(c, WG_PP);
-}
-
-/* EMMY_BAHEAD's producer prologue: the first tile's first min(its k-tiles, STAGES) stages, each's full barrier
- * expecting its A and B bytes and its B tiles requested, then the wait; the K loop then requests only A for those
- * (em_ahead: the first tile's uses of the ring are its first em_it). */
-static void ws_bahead_first(ectx *c, const ex_ctr *k, int stages, int raster, int cl, int sk) {
-  ex_line(c, "int em_ahead = 0; /* EMMY_BAHEAD: B of the first tile's first stages */");
-  ex_line(c, "if ((int)blockIdx.x%s < em_tiles) {", sk >= 2 ? ex_A(c, " / %d", sk) : "");
-  c->indent++;
-  ex_line(c, "const int em_t = blockIdx.x%s;", sk >= 2 ? ex_A(c, " / %d", sk) : "");
-  ws_tile_coords(c, k, raster, cl);
-  const char *nkv = ws_k_range(c, sk);
-  ex_line(c, "em_ahead = min(%s, %d);", nkv, stages);
-  ex_line(c, "for (int kt = 0; kt < em_ahead; kt++) {");
-  ex_line(c, "  const int st = kt;");
-  ex_line(c, "  em_mbar_expect(&em_bar[st], %lldu);", 128LL * k->BM + 128LL * k->BN * (k->dual ? 2 : 1));
-  ex_ctr_tma_load_b(c, k, stages, sk >= 2 ? "(kt0 + kt)" : "kt", 0);
-  ex_line(c, "}");
-  c->indent--;
-  ex_line(c, "}");
-  ex_line(c, "asm volatile(\"griddepcontrol.wait;\" ::: \"memory\"); /* EMMY_BAHEAD: A is the previous kernel's */");
-}
-
 /* The producer: every k-slice of every tile of this CTA, each once its stage's previous use is released (the
  * empty barrier's phase of use it/S - 1; the first pass waits on the phase before the first, which is complete). */
 static void ws_producer(ectx *c, const ex_ctr *k, int stages, int raster, int cw, int cl, int sk, int sp) {
@@ -184,7 +156,6 @@ static void ws_producer(ectx *c, const ex_ctr *k, int stages, int raster, int cw
   ex_line(c, "if (wid == %d && lane == 0) {", cw);
   c->indent++;
   ex_line(c, "int em_it = 0;");
-  if (c->wait_in_body) ws_bahead_first(c, k, stages, raster, cl, sk);
   ws_stamp(c, sp, "unsigned em_sw = 0, em_si = 0; /* STAMP: empty-barrier waits, load issue */");
   ws_stamp(c, sp, "const unsigned em_s0 = em_clock();");
   ws_tile_loop(c, cl, sk);
@@ -193,17 +164,13 @@ static void ws_producer(ectx *c, const ex_ctr *k, int stages, int raster, int cw
   const char *nkv = ws_k_range(c, sk);
   if (ws_ring_cl(c, cl) == 2) ws_cluster_load(c, k, stages);
   else ex_ctr_tma_load(c, k, stages, 1, 1, "kt");
-  if (c->wait_in_body)
-    ex_line(c, "auto em_load_a = [&](int st, int kt) { em_tma_2d(em_sb + st * %lldu, &tm0, kt * 64, (int)m0, &em_bar[st]); };",
-            128LL * k->BM);
   ex_line(c, "for (int kt = %s; kt < %s; kt++, em_it++) {", ws_k_first(c), nkv);
   ex_line(c, "  const int st = em_it %% %d;", stages);
   ws_stamp(c, sp, "  const unsigned em_c0 = em_clock();");
   ex_line(c, "  em_mbar_wait(&em_empty[st], ((unsigned)(em_it / %d) & 1u) ^ 1u);", stages);
   ws_stamp(c, sp, "  const unsigned em_c1 = em_clock();");
   const char *kx = sk >= 2 ? "kt0 + kt" : "kt";
-  if (c->wait_in_body) ex_line(c, "  if (em_it < em_ahead) em_load_a(st, %s); else em_load(st, %s);", kx, kx);
-  else ex_line(c, "  em_load(st, %s);", kx);
+  ex_line(c, "  em_load(st, %s);", kx);
   ws_stamp(c, sp, "  em_sw += em_c1 - em_c0, em_si += em_clock() - em_c1;");
   ex_line(c, "}");
   c->indent--;
@@ -701,7 +668,6 @@ static void ws_consumers(ectx *c, const ex_ctr *k, em_launch *L, int stages, int
   long long abytes = 128LL * k->BM;
   const int wgk = EX_KNOB(c, WG_K), pp = EX_KNOB(c, WG_PP), two = wgk == 2 || pp;
   ex_line(c, "asm volatile(\"setmaxnreg.inc.sync.aligned.u32 %d;\");", WS_CONSUMER_REGS);
-  if (c->wait_in_body) ex_line(c, "asm volatile(\"griddepcontrol.wait;\" ::: \"memory\"); /* EMMY_BAHEAD: before any global access */");
   if (two) {
     /* (WG_K=2, WG_PP=1: each warpgroup sees itself as the tile's one warpgroup: its own thread and warp numbers) */
     ex_line(c, "const int em_g = wid >> 2;");
@@ -1042,7 +1008,6 @@ void ex_k_contraction_ws(ectx *c, const ex_ctr *k, em_launch *L) {
     L->scratch_per_tile += 4LL * WS_STAMP_FIELDS * WS_STAMP_ROLES;
     ex_use_prelude(c, ex_STAMP_PRELUDE);
   }
-  c->wait_in_body = ws_bahead(c, L, cl);
   ws_shared_decls(c, stages);
   long long ring = (long long)stages * 128 * (k->BM + k->BN * (k->dual ? 2 : 1));
   L->smem = 1024 + ring + ws_staging(c, k, ring, staged);

@@ -72,9 +72,8 @@ typedef struct {
   const char *extra_prelude; /* helpers only some kernels need (TMA), placed after ex_PRELUDE */
   int bounds_minb;         /* 1: __launch_bounds__ names MINB even at 1 (a kernel that moves registers between its
                             * warpgroups with setmaxnreg needs the one-block-an-SM cap) */
-  const char *more_prelude[4]; /* helpers only some variants need (ex_use_prelude: stamps, TMA stores), after those */
+  const char *more_prelude[6]; /* helpers only some variants need (ex_use_prelude: stamps, TMA stores), after those */
   int nmore;
-  int wait_in_body;        /* 1: the body places its own grid dependency waits (EMMY_BAHEAD), none in the head */
   struct ex_cap *cap;      /* non-NULL: ex_write_outputs records each store here instead of emitting it */
   int failed;
   char err[EM_ERR_MAX];
@@ -119,6 +118,7 @@ ivec ex_unravel(ectx *c, const char *lin, const em_shape *s);
  * where u is computed. */
 int ex_view_source(ectx *c, int u, ivec *ix);
 void ex_split_known(ectx *c, const char *lin, const em_dim *d, const char *q, const char *r);
+const char *ex_div_fast(ectx *c, const char *a, const em_dim *d, int rem);
 int ex_tile_split(void);
 void ex_split_tile(ectx *c, const char *lin, const char *base, int64_t w, const char *off);
 int ex_is_one(const em_dim *d);
@@ -260,7 +260,6 @@ const char *ex_ctr_b_stage(ectx *c, const ex_ctr *k, int stages, int b);
 /* The TMA ring's load of one stage (lambda em_load(st, kt)): A rows m0.., B rows n0.. (B2, siblings). */
 void ex_ctr_tma_load(ectx *c, const ex_ctr *k, int stages, int CL, int WS, const char *ktx);
 void ex_ctr_tma_load_b(ectx *c, const ex_ctr *k, int stages, const char *ktx, int half);
-int ex_ctr_bahead(ectx *c, const em_launch *L);
 /* One TMA stage of wgmma (BK=64): four m64nBNk16 on each warpgroup's 64 rows, committed; scale_d is the C
  * expression whose non-zero value keeps the accumulators (0 starts them at zero). */
 void ex_wgmma_step(ectx *c, const char *aS, const char *bS, const char *b2S, int BN, int dual, const char *mt,
@@ -289,6 +288,7 @@ extern const char ex_TMA_PRELUDE[];
 extern const char ex_CLUSTER_PRELUDE[];
 extern const char ex_STAMP_PRELUDE[];
 extern const char ex_TMA_STORE_PRELUDE[];
+extern const char ex_IDX32_PRELUDE[];
 extern const char ex_TMA_STORE4_PRELUDE[];
 extern const char ex_SPLIT_PRELUDE[];
 extern const char ex_SPLIT_ASYNC_PRELUDE[];

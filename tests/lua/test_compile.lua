@@ -756,45 +756,7 @@ test("kernels.pin_notes: a pin that takes a candidate differing from the rules' 
   eq(#notes(nil), 0, "no pins")
 end)
 
-test("EMMY_BAHEAD=1: the persistent pipeline requests its first tile's first stages of weights before the grid dependency wait, A after it; the producer and the consumers wait in the body; NVRTC compiles both layers; EMMY_PDL=4: the norms trigger the next launch at their start", function()
-  -- (q|k|v's ring its own, the lead before the forty-fourth session: BAHEAD leaves CLUSTER=2's shared ring alone)
-  local qkv = args("compile", L0, "--ir", "cuda", "--kernel", "k_linear_e4e144", "--pins", "CLUSTER=1,STAGES=4,EPI_SMEM=0")
-  local c0, o0, e0 = emmy_default(qkv)
-  local code, out, err = emmy_default(qkv, { env = "EMMY_BAHEAD=1" })
-  eq(c0, 0, e0)
-  eq(code, 0, err)
-  local function count(s, pat) local n = 0 for _ in s:gmatch(pat) do n = n + 1 end return n end
-  eq(count(o0, "griddepcontrol%.wait;"), 1, "the default: the head's wait alone")
-  eq(count(out, "griddepcontrol%.wait;"), 2, "the producer's and the consumers'")
-  check(not out:find('asm volatile("griddepcontrol.wait;" ::: "memory");\n#endif', 1, true), "no wait in the head")
-  -- the producer: B of the first stages (every sibling's weight by n0), its wait, then A alone for those stages
-  local ahead = out:find("EMMY_BAHEAD: B of the first tile's first stages", 1, true)
-  local b = out:find("em_tma_2d(em_sb + 65536u + st * 16384u, &tm1, kt * 64, (int)(n0 - 0LL), &em_bar[st]);", ahead, true)
-  local w = out:find("griddepcontrol.wait;\" ::: \"memory\"); /* EMMY_BAHEAD: A is the previous kernel's */", ahead, true)
-  check(ahead and b and w and b < w, out)
-  check(out:find("em_mbar_expect(&em_bar[st], 32768u);", ahead, true) < w, "the stage expects A and B before B is requested")
-  check(out:find("if (em_it < em_ahead) em_load_a(st, kt); else em_load(st, kt);", w, true), out)
-  check(out:find("auto em_load_a = [&](int st, int kt) { em_tma_2d(em_sb + st * 16384u, &tm0, kt * 64, (int)m0, &em_bar[st]); };", 1, true), out)
-  -- the consumers wait before anything of theirs touches global memory
-  local cw = out:find("setmaxnreg.inc.sync.aligned.u32 232;", 1, true)
-  local cwait = out:find('asm volatile("griddepcontrol.wait;" ::: "memory"); /* EMMY_BAHEAD: before any global access */', 1, true)
-  check(cw and cwait and cwait > cw and select(2, out:sub(cw, cwait):gsub("\n", "")) == 1, "the consumers' first line")
-  -- SPLIT_K=2 (down): each part's own first k-tiles
-  local d1 = select(2, emmy_default(args("compile", L0, "--ir", "cuda", "--kernel", "k_linear_add_f97280"), { env = "EMMY_BAHEAD=1" }))
-  check(d1:find("em_ahead = min(nkc, 6);", 1, true) and d1:find("&tm1, (kt0 + kt) * 64, (int)n0, &em_bar[st]);", 1, true) and
-    d1:find("if (em_it < em_ahead) em_load_a(st, kt0 + kt); else em_load(st, kt0 + kt);", 1, true), d1)
-  -- the ring without a producer (gate/up's 64 x 64 dual at 512 tokens): thread 0 requests both weights' first stages,
-  -- every thread waits, the fills request A alone
-  local g1 = select(2, emmy_default(args("compile", L0, "--ir", "cuda", "--kernel", "k_linear_silu_mul_b9e1e1"), { env = "EMMY_BAHEAD=1" }))
-  local gb = g1:find("if (tid == 0) /* EMMY_BAHEAD: B of the first stages, before the wait */", 1, true)
-  local gw = g1:find("griddepcontrol.wait;\" ::: \"memory\"); /* EMMY_BAHEAD: A is the previous kernel's */", 1, true)
-  check(gb and gw and gb < gw and g1:find("&tm2, kt * 64, (int)n0, &em_bar[st]);", gb, true) < gw and
-    g1:find("if (1 < nk) em_load_a(1, 1);", gw, true) and select(2, g1:gsub("griddepcontrol%.wait;", "")) == 1, g1)
-  -- nothing of it without PDL
-  local c2 = select(2, emmy_default(qkv, { env = "EMMY_BAHEAD=1 EMMY_PDL=0" }))
-  check(not c2:find("EMMY_BAHEAD", 1, true) and not c2:find("griddepcontrol", 1, true), "EMMY_PDL=0: none of it")
-  -- EMMY_PDL=4: the row kernels (the norms before the projections) let the next launch begin at their start; the
-  -- projections do not, and the default text has no such trigger
+test("EMMY_PDL=4: the norms trigger the next launch at their start; the projections do not, nor the default text", function()
   local whole = args("compile", L0, "--ir", "cuda")
   local p4, p0 = select(2, emmy_default(whole, { env = "EMMY_PDL=4" })), select(2, emmy_default(whole))
   eq(select(2, p0:gsub("launch_dependents", "")), 0, "the default: no trigger")
@@ -805,10 +767,23 @@ test("EMMY_BAHEAD=1: the persistent pipeline requests its first tile's first sta
     if trig then rows = rows + 1 end
   end
   eq(rows, 3, "Qwen3's three distinct norms")
+end)
+
+test("EMMY_IDX32=1: an index divided by the symbolic seq_len through em_udiv / em_umod (32-bit where it fits); the default text divides in 64-bit; NVRTC compiles both layers", function()
+  local whole = args("compile", L0, "--ir", "cuda")
+  local d0, d1 = select(2, emmy_default(whole)), select(2, emmy_default(whole, { env = "EMMY_IDX32=1" }))
+  check(not d0:find("em_udiv", 1, true) and d0:find("em_mq = m / (s_seq_len)", 1, true), "the default: 64-bit divisions")
+  check(d1:find("const long long em_mq = em_udiv(m, (s_seq_len)), em_mr = m - em_mq * (s_seq_len);", 1, true), "q|k|v's staged rows")
+  check(d1:find("const long long x0 = em_udiv((row) / 16LL, (s_seq_len));", 1, true) and
+    d1:find("const long long x1 = em_umod((row) / 16LL, (s_seq_len));", 1, true), "the per-head norm's rows")
+  check(not d1:find("/ (s_seq_len)", 1, true) and not d1:find("%% (s_seq_len)", 1, true), "no 64-bit division by seq_len left")
+  -- a constant dim keeps the compiler's own division (a multiply by its inverse)
+  local st = select(2, emmy_default(args("compile", "Qwen/Qwen3-Embedding-0.6B", "--layer", "0", "--ir", "cuda"), { env = "EMMY_IDX32=1" }))
+  check(not st:find("em_udiv", 1, true), "static shapes: none")
   local ok, nv = pcall(require, "emmy.nvrtc")
   if not ok or not nv.version() then return end
   for _, m in ipairs { L0, { "TinyLlama/TinyLlama-1.1B-Chat-v1.0", "--layer", "0", "--dynamic", "seq_len@x:1" } } do
-    local cc, co, ce = emmy_default(args("compile", m, "--nvrtc"), { env = "EMMY_BAHEAD=1 EMMY_CUBIN_CACHE=" .. tmpdir() })
+    local cc, co, ce = emmy_default(args("compile", m, "--nvrtc"), { env = "EMMY_IDX32=1 EMMY_CUBIN_CACHE=" .. tmpdir() })
     eq(cc, 0, ce)
     check(co:find(" compiled, 0 failed", 1, true), co)
   end
