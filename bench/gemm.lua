@@ -4,7 +4,7 @@
 -- 512). For each contraction kernel: the chosen variant and every PERSIST=1 candidate (or --pins), each checked
 -- against the CPU reference before it is timed (CUDA-graph replay, median of 50); with --torch the same reproducer
 -- in torch eager (F.linear: cuBLAS), with --compile also in torch.compile (tens of seconds a kernel).
---   ./emmy bench/gemm.lua [--cases squares,qwen,llama] [--squares 4096,8192,MxNxK] [--batches 1,8] [--torch [--compile]] [--ceilings]
+--   ./emmy bench/gemm.lua [--cases squares,qwen,llama,qwen4b] [--squares 4096,8192,MxNxK] [--batches 1,8] [--torch [--compile]] [--ceilings]
 --                         [--all] [--limit N] [--match SETS] [--pins SETS] [--kernels SUBSTR,…] [--json FILE]
 -- --all times every candidate of the wgmma tier (not only PERSIST=1); --limit caps the variants a kernel (with
 -- --match: a kernel and set, so a broad first set cannot take every place);
@@ -73,8 +73,15 @@ local function matches(kn)
   end
   return nil
 end
+-- the models' layer-0 cases (--cases qwen4b: Qwen3-4B, issue 22's third model; not in the default set)
+local MODELS = { { "qwen", "Qwen/Qwen3-Embedding-0.6B" }, { "llama", "TinyLlama/TinyLlama-1.1B-Chat-v1.0" }, { "qwen4b", "Qwen/Qwen3-4B" } }
 local want = {}
-for _, c in ipairs(list_of(opts.cases)) do want[c] = true end
+for _, c in ipairs(list_of(opts.cases)) do
+  local known = c == "squares"
+  for _, m in ipairs(MODELS) do known = known or m[1] == c end
+  if not known then cli.usage("bench/gemm.lua: --cases takes squares, qwen, llama or qwen4b, not %q", c) end
+  want[c] = true
+end
 
 -- A linear y = x wᵀ with x [m, k], w [n, k] as a graph file (a square: m = n = k).
 local function linear_graph(m, n, k)
@@ -100,7 +107,7 @@ if want.squares then
     cases[#cases + 1] = { label = label, input = linear_graph(tonumber(m), tonumber(n), tonumber(k)), load = {}, bind = {} }
   end
 end
-for _, m in ipairs { { "qwen", "Qwen/Qwen3-Embedding-0.6B" }, { "llama", "TinyLlama/TinyLlama-1.1B-Chat-v1.0" } } do
+for _, m in ipairs(MODELS) do
   if want[m[1]] then
     for _, b in ipairs(list_of(opts.batches)) do
       cases[#cases + 1] = { label = ("%s b%s×512"):format(m[1], b), input = m[2], bind = { seq_len = 512 },

@@ -300,6 +300,13 @@ test("emmy run --bench, emmy's side end to end on the mock driver (EMMY_MOCK_ANY
   check(out:find("k_linear_7363a2%s+ab BM=128.-wrong: v24"), "an A/B variant is checked before it is timed: " .. out)
 end)
 
+test("bench/gemm.lua --cases: an unknown case is a one-line usage error; qwen4b (Qwen3-4B) is one", function()
+  local code, out, err = emmy({ ROOT .. "/bench/gemm.lua", "--cases", "qwen,qwen5" })
+  check(code ~= 0, "non-zero exit")
+  eq(err, 'emmy: bench/gemm.lua: --cases takes squares, qwen, llama or qwen4b, not "qwen5"\n', "one line")
+  eq(out, "", "nothing on stdout")
+end)
+
 test("bench/gemm.lua --kernels and --pins on the mock driver: the named kernels only, each pin over the chosen variant", function()
   local d = tmpdir()
   local so = mock_driver(d)
