@@ -1133,8 +1133,10 @@ test("RoPE from the thread's own fragments: rotate_half shifts by 32 columns (me
   -- the resource check says the same without the meta's step
   local rules = require "emmy.rules"
   local dev = { max_threads = 1024, smem_static = 49152, smem_optin = 232448, regs_per_block = 65536 }
+  -- (PAD_SMEM given: a knob the candidate leaves out is at the knob table's default, 8, which TMA=1's swizzled tiles
+  -- refuse, as the emitter would)
   local c = { BM = 128, BN = 64, BK = 64, MMA = 1, TMA = 1, ASYNC = 1, WGMMA = 1, WG_WAIT = 1, PRODUCER = 1, PERSIST = 1,
-    EPI_SMEM = 0, STAGES = 4, WM = 8, WN = 1, SPLIT_K = 1 }
+    EPI_SMEM = 0, STAGES = 4, WM = 8, WN = 1, SPLIT_K = 1, PAD_SMEM = 0 }
   check(rules.resource_check({ kind = "contraction", stage = 64, stage_step = 32 }, c, dev), "step 32: legal")
   local ok, why = rules.resource_check({ kind = "contraction", stage = 64, stage_step = 4 }, c, dev)
   check(not ok and why:find("multiples of 8", 1, true), tostring(why))
