@@ -7,6 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ctr_legal.h"
+#include "emit_gemm_ws.h"
 #include "emit_impl.h"
 
 /* Where a tile step reads its operands: padded arrays As/Bs/Bs2 indexed by a ring slot st ("[st]" or ""), or
@@ -555,7 +557,8 @@ static void ctr_fill_mainloop(ectx *c, const ex_ctr *k) {
 
 /* The tier and its tile into k: MMA, BM, BN, BK, TM, TN, WM, WN, ASYNC, STAGES, WGMMA, WG_WAIT and PAD_SMEM (read
  * in this order), the anchor and its operands' dtype, the block's threads and a warp's FM x FN fragments. Fails c
- * and returns non-zero when the tile does not fit its tier. */
+ * and returns non-zero for operands the tier does not take or a block outside 32..1024 threads (the tile's shape
+ * against its tier is the legality table's, ctr_legal.c). */
 static int ctr_tier(ectx *c, ex_ctr *k) {
   k->mma = EX_KNOB(c, MMA);
   k->BM = EX_KNOB(c, BM), k->BN = EX_KNOB(c, BN);
@@ -565,7 +568,7 @@ static int ctr_tier(ectx *c, ex_ctr *k) {
   k->wgt = EX_KNOB(c, WGMMA), k->wgw = EX_KNOB(c, WG_WAIT);
   /* PAD_SMEM: bf16 elements added to each tile row (8 keeps ldmatrix rows on distinct banks; 0 packs them) */
   k->pad = EX_KNOB(c, PAD_SMEM);
-  const int BM = k->BM, BN = k->BN, BK = k->BK, TM = k->TM, TN = k->TN, WM = k->WM, WN = k->WN;
+  const int BM = k->BM, BN = k->BN, TM = k->TM, TN = k->TN, WM = k->WM, WN = k->WN;
   if (k->pad % 8 || k->pad < 0) {
     ex_fail(c, "PAD_SMEM=%d must be a non-negative multiple of 8 (16-byte rows)", k->pad);
     return 1;
@@ -573,28 +576,11 @@ static int ctr_tier(ectx *c, ex_ctr *k) {
   k->a = c->t->anchor;
   k->opdt = ex_V(c, k->a)->dtype;
   k->mma_t = k->opdt == EM_F16 ? "f16" : "bf16";
-  if (k->mma) {
-    if (k->opdt != EM_BF16 && k->opdt != EM_F16) {
-      ex_fail(c, "MMA=1 needs bf16/f16 operands, got %s", em_dtype_name(k->opdt));
-      return 1;
-    }
-    if (BM % (16 * WM) || BN % (16 * WN) || BK % 16 || BK < 16) {
-      ex_fail(c, "MMA=1 needs BM %% (16*WM) == 0, BN %% (16*WN) == 0, BK %% 16 == 0 (BM=%d BN=%d BK=%d WM=%d WN=%d)", BM, BN,
-           BK, WM, WN);
-      return 1;
-    }
-    k->threads = 32 * WM * WN;
-    if (k->wgt && (WM != BM / 16 || WN != 1 || (BM != 64 && BM != 128) || BN % 16 || BN > 256)) {
-      ex_fail(c, "WGMMA=1 needs BM 64 or 128 with WM=BM/16, WN=1 (a warpgroup per 64 rows) and BN a multiple of 16 up to 256");
-      return 1;
-    }
-  } else {
-    if (BM % TM || BN % TN) {
-      ex_fail(c, "BM=%d, BN=%d are not multiples of TM=%d, TN=%d", BM, BN, TM, TN);
-      return 1;
-    }
-    k->threads = (BM / TM) * (BN / TN);
+  if (k->mma && k->opdt != EM_BF16 && k->opdt != EM_F16) {
+    ex_fail(c, "MMA=1 needs bf16/f16 operands, got %s", em_dtype_name(k->opdt));
+    return 1;
   }
+  k->threads = k->mma ? 32 * WM * WN : (BM / TM) * (BN / TN);
   if (k->threads > 1024 || k->threads < 32) {
     ex_fail(c, "%d threads is outside 32..1024", k->threads);
     return 1;
@@ -648,10 +634,6 @@ static int ctr_operands(ectx *c, ex_ctr *k) {
     return 1;
   }
   k->wide = EX_KNOB(c, DUAL_WIDE);
-  if (k->wide && (k->wide != 1 || !dual || !k->wgt || 2 * k->BN > 256)) {
-    ex_fail(c, "DUAL_WIDE=1 is one wgmma over a dual kernel's two adjacent weight tiles (WGMMA=1, a dual pair, 2·BN <= 256)");
-    return 1;
-  }
   k->concat = nsib > 1 && !dual;
   k->B2 = dual ? c->g->nodes.v[ex_V(c, sib[1])->node].args[1].tensor : -1;
   /* out = [batch..., M-dims..., N]; linear folds all leading dims into M, the others keep batch dims */
@@ -669,7 +651,7 @@ static int ctr_operands(ectx *c, ex_ctr *k) {
 /* The launch's shape: a block of k->threads, a grid of N tiles x M tiles x batch, and TMA and SPLIT_K into k.
  * SPLIT_K=S: grid z splits the K tiles in S slices; each block writes its partial accumulators to scratch and the
  * last block of an (m, n) tile (a counter) sums them in slice order, so the result is deterministic. Fails c and
- * returns non-zero where WGMMA=1 lacks TMA=1 or SPLIT_K is out of reach. */
+ * returns non-zero where SPLIT_K > 1 is not over a linear. */
 static int ctr_launch_shape(ectx *c, ex_ctr *k, em_launch *L) {
   const int BM = k->BM, BN = k->BN, r = k->r;
   L->block[0] = k->threads;
@@ -678,14 +660,10 @@ static int ctr_launch_shape(ectx *c, ex_ctr *k, em_launch *L) {
   snprintf(L->grid[1], sizeof L->grid[1], "cdiv(%s,%d)", ex_numel_text(c, &k->mdims), BM);
   snprintf(L->grid[2], sizeof L->grid[2], "%s", k->bdims.rank ? ex_numel_text(c, &k->bdims) : "1");
   k->tma = EX_KNOB(c, TMA);
-  if (k->wgt && !k->tma) {
-    ex_fail(c, "WGMMA=1 reads its operands from TMA-staged swizzled tiles (TMA=1)");
-    return 1;
-  }
   if (k->wgt) c->extra_prelude = ex_TMA_PRELUDE;
   int SK = k->SK = EX_KNOB(c, SPLIT_K);
-  if (SK < 1 || SK > 16 || (SK > 1 && (!k->mma || !k->lin_op))) {
-    ex_fail(c, "SPLIT_K=%d needs 1..16, and above 1 the warp tier on a linear", SK);
+  if (SK > 1 && !k->lin_op) {
+    ex_fail(c, "SPLIT_K=%d splits a linear's K (this contraction is a matmul)", SK);
     return 1;
   }
   if (SK > 1) {
@@ -718,8 +696,40 @@ static void ctr_epilogue_values(ectx *c, ex_ctr *k) {
   }
 }
 
-/* CLUSTER, PERSIST and PRODUCER into k, with their legality outside the persistent pipeline and PRODUCER=1's
- * extra warpgroup in the block. Fails c and returns non-zero on a combination no template covers.
+/* The facts of the legality table (ctr_legal.h) from the resolved contraction: its siblings, the head-local
+ * epilogue's metas and reductions, a constant K and N, and the outputs a TMA-stored epilogue needs. */
+static void ctr_facts(ectx *c, const ex_ctr *k, em_ctr_facts *f) {
+  const char *stage = em_graph_get_meta(c->g, "stage"), *step = em_graph_get_meta(c->g, "stage_step");
+  int64_t v = 0;
+  int heads;
+  memset(f, 0, sizeof *f);
+  f->dual = k->dual;
+  f->siblings = k->nsib;
+  f->nwidths = k->concat ? (k->nsib < EM_CTR_MAX_WIDTHS ? k->nsib : EM_CTR_MAX_WIDTHS) : 0;
+  for (int j = 0; j < f->nwidths; j++) f->widths[j] = k->sibN[j];
+  f->stage = stage && atoi(stage) > 0 ? atoi(stage) : 0;
+  f->stage_step = step ? atoi(step) : 1;
+  f->head_reductions = ex_ctr_head_reductions(c, k);
+  f->K = em_dim_is_const(k->Kd, &v) ? v : 0;
+  f->N = em_dim_is_const(&k->os->d[k->r - 1], &v) ? v : 0;
+  f->tma_fused = ws_tma_fused_output(c, k, &v, &heads) >= 0;
+  f->tma_store = ws_tma_store_output(c, k, &v) >= 0;
+}
+
+/* The legality table's verdict on the knob plan (read as it is, not through EX_KNOB: the table reads every knob
+ * and realizes none). Fails c with the table's reason and returns non-zero where a rule refuses it. */
+static int ctr_legal(ectx *c, const ex_ctr *k) {
+  em_ctr_facts f;
+  char why[EM_ERR_MAX];
+  ctr_facts(c, k, &f);
+  if (!em_ctr_refusal(&f, c->kv, why)) return 0;
+  ex_fail(c, "%s", why);
+  return 1;
+}
+
+/* CLUSTER, PERSIST and PRODUCER into k, and PRODUCER=1's extra warpgroup in the block (their combinations are the
+ * legality table's). Fails c and returns non-zero where a cluster outside the persistent pipeline is not over one
+ * linear (or a dual pair) of a constant N.
  * CLUSTER=2 (wgmma on TMA tiles): the two CTAs of a cluster are neighbours along N with the same m0, so they
  * share the A tile; each loads half its rows and multicasts them into both CTAs' rings, halving A's L2 reads.
  * A stage is refilled only when both CTAs have retired its wgmma groups (an "empty" mbarrier per stage, one
@@ -730,59 +740,33 @@ static void ctr_epilogue_values(ectx *c, ex_ctr *k) {
  * wgmma, with no block-wide barrier in the K loop. The producer leaves after its loop, so the epilogue may
  * have no block-wide barrier (no staged epilogue) and split-K's reduction is not offered. */
 static int ctr_roles(ectx *c, ex_ctr *k, em_launch *L) {
-  const int BN = k->BN, tma = k->tma, wgt = k->wgt, wgw = k->wgw, stages = k->stages, SK = k->SK;
   int CL = k->CL = EX_KNOB(c, CLUSTER), persist = k->persist = EX_KNOB(c, PERSIST);
-  if (CL != 1 && !persist) { /* (PERSIST=1 pairs its CTAs along M: emit_gemm_ws.c checks them) */
-    int64_t ncst = 0;
-    if (CL != 2 || !tma || !wgt || wgw != 1 || stages < 3 || SK != 1 || EX_KNOB(c, RASTER) != 1 || k->concat || !k->lin_op ||
-        !em_dim_is_const(&k->os->d[k->r - 1], &ncst) || ((ncst + BN - 1) / BN) % 2) {
-      ex_fail(c, "CLUSTER=%d: a cluster is 2 CTAs along N sharing the A tile (TMA=1, WGMMA=1, WG_WAIT=1, STAGES >= 3, "
-                 "SPLIT_K=1, RASTER=1, one linear or a dual pair, an even number of N tiles)", CL);
-      return 1;
-    }
-  }
-  if (EX_KNOB(c, SPLIT_L2) && !persist) { /* (the persistent pipeline checks the rest: emit_gemm_ws.c) */
-    ex_fail(c, "SPLIT_L2=1 sums the persistent pipeline's SPLIT_K parts through the launch scratch: PERSIST=1");
+  int64_t ncst = 0;
+  /* (PERSIST=1 pairs its CTAs along M, any number of tiles) */
+  if (CL != 1 && !persist && (!k->lin_op || !em_dim_is_const(&k->os->d[k->r - 1], &ncst))) {
+    ex_fail(c, "CLUSTER=%d pairs the N tiles of one linear or a dual pair: a constant N", CL);
     return 1;
   }
-  int WS = k->WS = EX_KNOB(c, PRODUCER);
-  if (WS) {
-    /* (a head-local epilogue: only the persistent pipeline's staged tile, which emit_gemm_ws.c checks) */
-    const char *sm = em_graph_get_meta(c->g, "stage");
-    if (WS != 1 || !tma || !wgt || wgw != 1 || stages < 2 || (SK != 1 && !(persist && (SK == 2 || SK == 4))) || (CL != 1 && !persist) ||
-        (sm && atoi(sm) > 0 && !persist) || k->threads + 128 > 1024) {
-      ex_fail(c, "PRODUCER=1: a producer warpgroup feeds wgmma consumers (TMA=1, WGMMA=1, WG_WAIT=1, STAGES >= 2, SPLIT_K=1 "
-                 "(2 or 4 with PERSIST=1), CLUSTER=1, no staged epilogue unless PERSIST=1)");
-      return 1;
-    }
-    L->block[0] = k->threads + 128;
-  }
+  /* (the table's wgmma tile keeps the consumers at 256 threads or fewer) */
+  if ((k->WS = EX_KNOB(c, PRODUCER))) L->block[0] = k->threads + 128;
   return 0;
 }
 
 /* TMA=1's launch: the ring's tiles come from cp.async.bulk.tensor (one thread issues them on the stage's
  * mbarrier), BK=64 rows of 128 bytes in the 128-byte swizzle; rows past M or N and columns past K arrive as zeros.
  * Sets the ring's dynamic shared memory (1024 bytes of alignment slack, then STAGES stages of A, B and B2 tiles),
- * the TMA prelude and a tensor map per operand (merged siblings: one per weight). Fails c and returns non-zero
- * where the operands or the tile do not fit. */
+ * the TMA prelude and a tensor map per operand (merged siblings: one per weight, each block's B tile from the weight
+ * its n0 falls in: the table has BN divide every sibling's width, so a tile never straddles two). Fails c and
+ * returns non-zero where the operands do not fit (the tile is the table's). */
 static int ctr_tma_launch(ectx *c, const ex_ctr *k, em_launch *L) {
-  const int BM = k->BM, BN = k->BN, BK = k->BK, stages = k->stages, dual = k->dual, concat = k->concat, nsib = k->nsib;
+  const int BM = k->BM, BN = k->BN, stages = k->stages, dual = k->dual, concat = k->concat, nsib = k->nsib;
   const int *sib = k->sib;
   int64_t kc = 0;
   int a_in = ex_V(c, k->A_)->kind != EM_V_NODE;
   int b_in = ex_V(c, k->B_)->kind != EM_V_NODE && (!dual || ex_V(c, k->B2)->kind != EM_V_NODE);
-  /* merged siblings: one tensor map per weight, each block's B tile from the weight its n0 falls in (BN divides
-   * every sibling's width, so a tile never straddles two) */
-  int sib_ok = 1;
-  for (int j = 0; concat && j < nsib; j++) {
-    b_in &= ex_V(c, c->g->nodes.v[ex_V(c, sib[j])->node].args[1].tensor)->kind != EM_V_NODE;
-    sib_ok &= k->sibN[j] % BN == 0;
-  }
-  if (concat && nsib > 3) sib_ok = 0;
-  if (!k->mma || !k->async || !k->lin_op || !sib_ok || !a_in || !b_in || !em_dim_is_const(k->Kd, &kc) || kc % 8 || BK != 64 ||
-      BM > 256 || BN > 256 || stages < 1 || stages > (k->wgt ? 12 : 4)) {
-    ex_fail(c, "TMA=1 needs MMA=1, ASYNC=1, a linear (or up to 3 merged siblings whose widths BN divides) whose operands "
-               "are kernel inputs, K a multiple of 8, BK=64, BM and BN up to 256, STAGES 1..4 (1..12 with WGMMA=1)");
+  for (int j = 0; concat && j < nsib; j++) b_in &= ex_V(c, c->g->nodes.v[ex_V(c, sib[j])->node].args[1].tensor)->kind != EM_V_NODE;
+  if (!k->lin_op || (concat && nsib > 3) || !a_in || !b_in || !em_dim_is_const(k->Kd, &kc) || kc % 8) {
+    ex_fail(c, "TMA=1 needs a linear (or up to 3 merged siblings) whose operands are kernel inputs, K a multiple of 8");
     return 1;
   }
   long long abytes = 128LL * BM, bbytes = 128LL * BN;
@@ -812,16 +796,16 @@ static int ctr_tma_launch(ectx *c, const ex_ctr *k, em_launch *L) {
 static long long ring_bytes(const ex_ctr *k, int rows) { return 2LL * k->stages * rows * (k->BK + k->pad); }
 
 /* ASYNC=1's launch (without TMA): operand rows are copied 16 bytes at a time with cp.async into a STAGES-deep
- * ring of tiles in dynamic shared memory (beyond 48 KB the launcher opts the function in), which needs the warp
- * tier and operands that are kernel inputs with a contiguous K (a multiple of 8). Sets the ring's bytes; fails c
- * and returns non-zero otherwise. */
+ * ring of tiles in dynamic shared memory (beyond 48 KB the launcher opts the function in), which needs operands
+ * that are kernel inputs with a contiguous K (a multiple of 8; the tier and the ring's depth are the table's). Sets
+ * the ring's bytes; fails c and returns non-zero otherwise. */
 static int ctr_async_launch(ectx *c, const ex_ctr *k, em_launch *L) {
   int64_t kc = 0;
   int a_in = ex_V(c, k->A_)->kind != EM_V_NODE;
   int b_in = 1;
   for (int j = 0; j < k->nsib; j++) b_in &= ex_V(c, c->g->nodes.v[ex_V(c, k->sib[j])->node].args[1].tensor)->kind != EM_V_NODE;
-  if (!k->mma || !k->lin_op || !a_in || !b_in || !em_dim_is_const(k->Kd, &kc) || kc % 8 || k->stages < 1 || k->stages > 4) {
-    ex_fail(c, "ASYNC=1 needs MMA=1, a linear whose operands are kernel inputs, K a multiple of 8, STAGES 1..4");
+  if (!k->lin_op || !a_in || !b_in || !em_dim_is_const(k->Kd, &kc) || kc % 8) {
+    ex_fail(c, "ASYNC=1 needs a linear whose operands are kernel inputs, K a multiple of 8");
     return 1;
   }
   L->smem = ring_bytes(k, k->BM) + ring_bytes(k, k->BN) * (k->dual ? 2 : 1);
@@ -917,9 +901,9 @@ static void ctr_accumulators(ectx *c, const ex_ctr *k) {
 void ex_k_contraction(ectx *c, em_launch *L) {
   ex_ctr K = {0};
   K.rpf = -1;
-  if (ctr_tier(c, &K) || ctr_operands(c, &K) || ctr_launch_shape(c, &K, L)) return;
+  if (ctr_tier(c, &K) || ctr_operands(c, &K)) return;
   ctr_epilogue_values(c, &K);
-  if (ctr_roles(c, &K, L)) return;
+  if (ctr_legal(c, &K) || ctr_launch_shape(c, &K, L) || ctr_roles(c, &K, L)) return;
   if (K.tma ? ctr_tma_launch(c, &K, L) : K.async ? ctr_async_launch(c, &K, L) : 0) return;
   if (K.tma && K.persist) {
     ex_k_contraction_ws(c, &K, L);

@@ -174,9 +174,9 @@ int ex_ctr_stage_width(ectx *c, const ex_ctr *k) {
   int stageD = smeta ? atoi(smeta) : 0;
   int64_t nc = 0;
   if (stageD <= 0) return 0;
-  if (!k->lin_op || k->concat || k->BN % stageD || !em_dim_is_const(&k->os->d[k->r - 1], &nc) || nc % stageD) {
-    ex_fail(c, "a head-local epilogue (D=%d) needs a linear (not merged siblings), BN a multiple of D (BN=%d) and N a "
-               "multiple of D", stageD, k->BN);
+  /* (BN a multiple of D: the legality table's) */
+  if (!k->lin_op || k->concat || !em_dim_is_const(&k->os->d[k->r - 1], &nc) || nc % stageD) {
+    ex_fail(c, "a head-local epilogue (D=%d) needs a linear (not merged siblings) and N a multiple of D", stageD);
     return -1;
   }
   return stageD;

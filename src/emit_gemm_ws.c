@@ -642,15 +642,6 @@ static void ws_pingpong_tile(ectx *c, int sp) {
   ws_stamp(c, sp, "em_sk += nk;");
 }
 
-/* WG_PP=1's conditions (ws_pingpong_loop): fails c and returns 1 where they do not hold. */
-static int ws_pingpong_refused(ectx *c, const ex_ctr *k, int staged, int cl, int sk) {
-  if (!EX_KNOB(c, WG_PP)) return 0;
-  if (k->BM == 64 && EX_KNOB(c, WG_K) == 1 && sk == 1 && !EX_KNOB(c, STREAM_K) && cl == 1 && staged == 0) return 0;
-  ex_fail(c, "WG_PP=1 gives the persistent pipeline's two consumer warpgroups alternate 64-row tiles: BM=64, WG_K=1, "
-             "SPLIT_K=1, STREAM_K=0, CLUSTER=1, EPI_SMEM=0");
-  return 1;
-}
-
 /* The staged halves (EPI_SMEM 3, 5) of merged siblings: the tile's sibling picked once, on n0, and its halves staged
  * and stored as its own linear's (its columns counted from its first). */
 static void ws_concat_halves(ectx *c, const ex_ctr *k, int cw, int staged) {
@@ -815,23 +806,15 @@ static int ws_has_prologue(ectx *c, const ex_ctr *k) {
   return 0;
 }
 
-/* WG_K=2 (two consumer warpgroups dealt a 64-row tile's k-steps) where the kernel allows it: group 0 alone runs the
- * epilogue, so nothing of it may be loaded into registers during the K loop (a residual or RoPE's tables ahead of
- * the fragment or TMA-fused epilogue) or during the next tile's (EPI_SMEM=6). Returns 1 after ex_fail. */
-static int ws_kgroups_refused(ectx *c, const ex_ctr *k, int wgk, int staged, int sk) {
+/* WG_K=2 (two consumer warpgroups dealt a 64-row tile's k-steps) where the kernel allows it beyond the legality
+ * table's rule: group 0 alone runs the epilogue, so nothing of it may be loaded into registers during the K loop (a
+ * residual or RoPE's tables ahead of the fragment or TMA-fused epilogue). Returns 1 after ex_fail. */
+static int ws_kgroups_refused(ectx *c, const ex_ctr *k, int wgk, int staged) {
   if (wgk == 1) return 0;
   int ahead = (!staged || staged == 7) && ex_ctr_residual(c, k) >= 0;
-  int64_t kc;
-  /* (a K of one k-step would leave the second group's accumulators unwritten) */
-  int one = em_dim_is_const(k->Kd, &kc) && kc <= 64;
-  /* (a group releases its step u - 2 after it has waited for step u: over 2 stages those are one stage, and the
-   * producer, which refills it only once released, never does) */
-  if (wgk == 2 && k->BM == 64 && sk == 1 && !EX_KNOB(c, STREAM_K) && staged != 6 && !ahead &&
-      !(!staged && ex_ctr_stage_width(c, k) > 0) && !one && EX_KNOB(c, STAGES) >= 3)
-    return 0;
-  ex_fail(c, "WG_K=2 deals a 64-row tile's k-steps to two consumer warpgroups: BM=64, SPLIT_K=1, STREAM_K=0, EPI_SMEM not 6, "
-             "no residual or RoPE table loaded ahead (EPI_SMEM 0 or 7 with a residual, a RoPE from the fragments), K over 64 "
-             "and STAGES >= 3");
+  if (!ahead && !(!staged && ex_ctr_stage_width(c, k) > 0)) return 0;
+  ex_fail(c, "WG_K=2 deals a 64-row tile's k-steps to two consumer warpgroups: no residual or RoPE table loaded ahead "
+             "(EPI_SMEM 0 or 7 with a residual, a RoPE from the fragments)");
   return 1;
 }
 
@@ -868,75 +851,25 @@ static void ws_sizes(ectx *c, const ex_ctr *k) {
   ex_line(c, "const long long M = %s, N = %s, K = %s;", ex_numel_c(c, &k->mdims), ws_n_text(c, k, 1), ex_dim_c(c, &as->d[as->rank - 1]));
 }
 
-/* Merged siblings (N side by side, a tensor map a weight; ctr_tma_launch has checked that BN divides every width, so
- * a tile reads one weight): the fragment epilogue (ctr_concat_pairs) or the staged halves stored by the threads
- * (EPI_SMEM 3, 5; ws_concat_halves), each a branch a tile on the sibling its columns are in, K unsplit (and WG_K=2
- * with the fragment epilogue only); one CTA a tile, or CLUSTER=2's pair of tile rows sharing B (PAIR_A=0: the
- * pair's tiles are in one weight). Returns 1 after ex_fail. */
-static int ws_concat_refused(ectx *c, const ex_ctr *k, int staged, int cl, int sk) {
-  if (!k->concat || ((!staged || ((staged == 3 || staged == 5) && EX_KNOB(c, WG_K) == 1)) &&
-                     (cl == 1 || (cl == 2 && !EX_KNOB(c, PAIR_A))) && sk == 1 && !EX_KNOB(c, STREAM_K)))
-    return 0;
-  ex_fail(c, "PERSIST=1 over merged siblings (their N side by side, a tensor map a weight): EPI_SMEM 0, 3 or 5 (3, 5: WG_K=1), "
-             "CLUSTER 1 or 2 (2: PAIR_A=0), SPLIT_K=1, STREAM_K=0");
-  return 1;
-}
-
-/* The persistent pipeline's legality: fails c and returns 1 on a combination it does not build. Sets heads (EPI_SMEM=7 into heads: ws_heads_view, else -1), opos
- * (the TMA-stored output's position: EPI_SMEM 4, 7) and nout (the result's constant N where an epilogue needs it). */
-static int ws_refused(ectx *c, const ex_ctr *k, int staged, int cl, int sk, int *heads, int *opos, int64_t *nout) {
-  int stages = EX_KNOB(c, STAGES);
-  /* a head-local epilogue (RoPE) reads the tile staged whole: EPI_SMEM 1, 2, no head-local reduction */
-  int stageD = ex_ctr_stage_width(c, k);
-  if (stageD < 0) return 1;
-  if (ws_kgroups_refused(c, k, EX_KNOB(c, WG_K), staged, sk) || ws_pingpong_refused(c, k, staged, cl, sk) ||
-      ws_concat_refused(c, k, staged, cl, sk))
-    return 1;
-  if (EX_KNOB(c, SPLIT_L2) && (sk < 2 || staged || cl != 1 || EX_KNOB(c, STREAM_K))) {
-    ex_fail(c, "SPLIT_L2=1 sums SPLIT_K's parts of a tile through the launch scratch into the fragment epilogue: SPLIT_K 2 "
-               "or 4, CLUSTER=1, EPI_SMEM=0, STREAM_K=0");
-    return 1;
-  }
-  if (!k->tma || (k->BM != 64 && k->BM != 128) || k->WM != k->BM / 16 || k->WN != 1 ||
-      (sk != 1 && !((sk == 2 || (sk == 4 && !staged)) && cl == 1)) || stages < 2 ||
-      (stageD > 0 && ((staged > 2 && staged != 7) || ex_ctr_head_reductions(c, k) ||
-                      ((!staged || staged == 7) && (sk != 1 || !ex_ctr_stage_in_regs(c, k))))) ||
-      (cl != 1 && cl != 2) ||
-      (EX_KNOB(c, PAIR_A) && cl != 2) || EX_KNOB(c, PRODUCER) != 1 ||
-      EX_KNOB(c, WG_WAIT) != 1 || (staged < 0 || staged > 7) || ws_has_prologue(c, k) ||
-      (EX_KNOB(c, STREAM_K) && (sk != 1 || cl != 1))) {
-    ex_fail(c, "PERSIST=1: a persistent producer/consumer pipeline (TMA=1, WGMMA=1, WG_WAIT=1, PRODUCER=1, BM 64 or "
-               "128, STAGES >= 2, SPLIT_K 1, 2 or 4 (2, 4: CLUSTER=1; 4: EPI_SMEM=0), CLUSTER 1 or 2 (PAIR_A=1: 2), STREAM_K=1 only with SPLIT_K=1, CLUSTER=1, EPI_SMEM 0..7, no prologue; a head-local "
-               "epilogue (RoPE) with EPI_SMEM 1 or 2, or 0 or 7 from the fragments (SPLIT_K=1, column shifts in multiples of 8), and no head-local reduction)");
+/* What the persistent pipeline needs of the graph beyond the legality table's rules (ctr_legal.c: the knobs'
+ * combinations, merged siblings, the head-local epilogue's forms, the TMA-stored outputs): fails c and returns 1
+ * where it does not build the kernel. Sets heads (EPI_SMEM=7 into heads: ws_heads_view, else -1), opos (the
+ * TMA-stored output's position: EPI_SMEM 4, 7) and nout (the result's constant N where that epilogue needs it). */
+static int ws_refused(ectx *c, const ex_ctr *k, int staged, int *heads, int *opos, int64_t *nout) {
+  if (ex_ctr_stage_width(c, k) < 0 || ws_kgroups_refused(c, k, EX_KNOB(c, WG_K), staged)) return 1;
+  if (ws_has_prologue(c, k)) {
+    ex_fail(c, "PERSIST=1: the persistent pipeline has no prologue phase (a folded RMSNorm, SPLIT_CONE=0)");
     return 1;
   }
   int two_byte = 1;
   for (int s = 0; s < (k->dual ? 2 : 1); s++) two_byte &= ex_V(c, k->sib[s])->dtype == EM_BF16 || ex_V(c, k->sib[s])->dtype == EM_F16;
-  if (staged >= 3 && (k->BN % 64 || !two_byte)) {
-    ex_fail(c, "EPI_SMEM=%d stages the tile in two halves of whole 64-column panels of 2-byte results (BN 128 or 256; "
-               "BN 64 in one part; bf16/f16), got BN=%d", staged, k->BN);
+  if (staged >= 3 && !two_byte) {
+    ex_fail(c, "EPI_SMEM=%d stages the tile in halves of 2-byte results (bf16/f16)", staged);
     return 1;
   }
-  if (staged >= 5 && (!em_dim_is_const(&k->os->d[k->r - 1], nout) || *nout % 8)) {
-    ex_fail(c, "EPI_SMEM=%d stores 8 columns a thread: N a constant multiple of 8", staged);
-    return 1;
-  }
-  if (staged == 6 && (sk != 1 || EX_KNOB(c, STREAM_K))) {
-    ex_fail(c, "EPI_SMEM=6 stores a tile during the next tile's K loop: SPLIT_K=1, STREAM_K=0");
-    return 1;
-  }
-  if (staged == 7 && (sk != 1 || EX_KNOB(c, STREAM_K) || ws_tma_fused_output(c, k, nout, heads) < 0)) {
-    ex_fail(c, "EPI_SMEM=7 stores the fused epilogue's one output by TMA: SPLIT_K=1, STREAM_K=0, one linear, one "
-               "bf16/f16 output of the result's shape written at its own index (or of its heads view's, [B, H, S, D] "
-               "with D a multiple of 64), N a constant multiple of 8");
-    return 1;
-  }
-  *opos = staged == 4 ? ws_tma_store_output(c, k, nout) : staged == 7 ? 0 : -1;
-  if (staged == 4 && *opos < 0) {
-    ex_fail(c, "EPI_SMEM=4 stores the tile by TMA: one output, the linear's result or a contiguous view of it (no dual, "
-               "no fused op), bf16/f16, N a constant multiple of 8");
-    return 1;
-  }
+  /* (the table has checked both outputs: tma_store, tma_fused) */
+  *heads = -1;
+  *opos = staged == 4 ? ws_tma_store_output(c, k, nout) : staged == 7 ? ws_tma_fused_output(c, k, nout, heads) : -1;
   return 0;
 }
 
@@ -979,7 +912,7 @@ void ex_k_contraction_ws(ectx *c, const ex_ctr *k, em_launch *L) {
   int staged = EX_KNOB(c, EPI_SMEM), cl = EX_KNOB(c, CLUSTER), sp = EX_KNOB(c, STAMP), sk = k->SK;
   int heads = -1, opos = -1;
   int64_t nout = 0;
-  if (ws_refused(c, k, staged, cl, sk, &heads, &opos, &nout)) return;
+  if (ws_refused(c, k, staged, &heads, &opos, &nout)) return;
   L->block[0] = 32 * cw + 128;
   ws_grid(c, k, L, cl, sk);
   int tmo = -1;

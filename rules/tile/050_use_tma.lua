@@ -63,8 +63,9 @@ return {
     end },
   -- TMA: the ring's tiles staged by cp.async.bulk.tensor (one thread per stage, on an mbarrier) in the 128-byte
   -- swizzle, the tensor maps encoded per launch with the runtime seq_len (rows past M arrive as zeros). The
-  -- hardware limits are the resource check's (emmy/rules.lua): BK=64 (128-byte box rows), box rows
-  -- BM, BN <= 256, 16-byte aligned rows (K a multiple of 8), rank 2 (leading dims fold into M).
+  -- hardware limits are the legality table's (src/ctr_legal.c, the resource check's and the emitter's): BK=64
+  -- (128-byte box rows), box rows BM, BN <= 256; 16-byte aligned rows (K a multiple of 8) and rank 2 (leading dims
+  -- fold into M) are the emitter's.
   { name = "use_tma", family = "STAGE", kinds = { "contraction" }, knobs = { TMA = 0 },
     gate = function(k, dev) return atom.tma(k, dev) end,
     -- TMA first: measured faster than the cp.async ring for every Qwen3 projection (bench/run.sh --tiles, seq_len

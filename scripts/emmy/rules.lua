@@ -470,127 +470,12 @@ function M.evaluate(rules, k, dev)
   return res
 end
 
--- The knob combinations a contraction's candidate may take (one place for each rule; the emitter refuses the
--- graph-dependent cases too). Returns true, or false and why.
+-- The knob combinations a contraction's candidate may take: the legality table the emitter refuses by too
+-- (src/ctr_legal.c, through knobs.ctr_refusal; a knob c leaves out is at the knob table's default), then the tiles
+-- this check drops for their speed alone. Returns true, or false and why.
 local function contraction_combos(k, c)
-  if c.ASYNC == 1 and c.MMA ~= 1 then
-    return false, "ASYNC=1 needs the warp tier (MMA=1)"
-  end
-  if (c.SPLIT_K or 1) > 1 and c.MMA ~= 1 then
-    return false, "SPLIT_K > 1 needs the warp tier (MMA=1)"
-  end
-  if c.WGMMA == 1 and (c.TMA ~= 1 or c.MMA ~= 1) then
-    return false, "WGMMA=1 reads TMA-staged swizzled tiles (TMA=1)"
-  end
-  if c.WG_WAIT == 1 and (c.WGMMA ~= 1 or (c.STAGES or 1) < 2) then
-    return false, "WG_WAIT=1 keeps a wgmma group in flight over a ring of 2+ stages (WGMMA=1, STAGES >= 2)"
-  end
-  if (c.STREAM_K or 0) ~= 0 and (c.STREAM_K ~= 1 or c.PERSIST ~= 1 or (c.SPLIT_K or 1) ~= 1
-      or (c.CLUSTER or 1) ~= 1 or c.EPI_SMEM == 6 or c.EPI_SMEM == 7) then
-    return false, "STREAM_K=1 shares the persistent pipeline's last tiles out by k-tiles (PERSIST=1, SPLIT_K=1, CLUSTER=1, "
-      .. "not EPI_SMEM=6 or 7)"
-  end
-  if (c.SPLIT_L2 or 0) ~= 0 and (c.SPLIT_L2 ~= 1 or c.PERSIST ~= 1 or ((c.SPLIT_K or 1) ~= 2 and c.SPLIT_K ~= 4)
-      or (c.CLUSTER or 1) ~= 1 or (c.EPI_SMEM or 0) ~= 0 or (c.STREAM_K or 0) ~= 0) then
-    return false, "SPLIT_L2=1 sums the persistent pipeline's SPLIT_K parts through the launch scratch (PERSIST=1, SPLIT_K 2 "
-      .. "or 4, CLUSTER=1, EPI_SMEM=0, STREAM_K=0)"
-  end
-  if (c.DUAL_WIDE or 0) ~= 0 and (c.DUAL_WIDE ~= 1 or not k.dual or c.WGMMA ~= 1 or 2 * (c.BN or 0) > 256) then
-    return false, "DUAL_WIDE=1 is one wgmma over a dual kernel's two adjacent weight tiles (WGMMA=1, a dual pair, 2·BN <= 256)"
-  end
-  if (c.WG_K or 1) ~= 1 and (c.WG_K ~= 2 or c.PERSIST ~= 1 or c.BM ~= 64 or (c.SPLIT_K or 1) ~= 1
-      or (c.STREAM_K or 0) ~= 0 or c.EPI_SMEM == 6 or (k.K and k.K <= 64) or (c.STAGES or 1) < 3) then
-    return false, "WG_K=2 deals a 64-row persistent tile's k-steps to two consumer warpgroups (PERSIST=1, BM=64, SPLIT_K=1, "
-      .. "STREAM_K=0, EPI_SMEM not 6, K over 64: one k-step would leave the second group's sums unwritten; STAGES >= 3: "
-      .. "a group frees its step u - 2 once it has waited for step u, one stage over a ring of 2)"
-  end
-  if (c.WG_PP or 0) ~= 0 and (c.WG_PP ~= 1 or c.PERSIST ~= 1 or c.BM ~= 64 or (c.WG_K or 1) ~= 1 or (c.SPLIT_K or 1) ~= 1
-      or (c.STREAM_K or 0) ~= 0 or (c.CLUSTER or 1) ~= 1 or (c.EPI_SMEM or 0) ~= 0) then
-    return false, "WG_PP=1 gives the persistent pipeline's two consumer warpgroups alternate 64-row tiles (PERSIST=1, BM=64, "
-      .. "WG_K=1, SPLIT_K=1, STREAM_K=0, CLUSTER=1, EPI_SMEM=0)"
-  end
-  if (c.PAIR_A or 0) ~= 0 and (c.PAIR_A ~= 1 or c.PERSIST ~= 1 or c.CLUSTER ~= 2) then
-    return false, "PAIR_A=1 is the persistent pipeline's pair sharing A (PERSIST=1, CLUSTER=2)"
-  end
-  if (c.CLUSTER or 1) ~= 1 and c.PERSIST == 1 then
-    -- the persistent pipeline pairs CTAs along M (they share B; PAIR_A=1: along N, sharing A): any order, any
-    -- number of tiles
-    if c.CLUSTER ~= 2 then return false, ("CLUSTER=%s: the persistent pipeline's clusters are pairs"):format(tostring(c.CLUSTER)) end
-  elseif (c.CLUSTER or 1) ~= 1 then
-    if c.CLUSTER ~= 2 or c.WGMMA ~= 1 or c.TMA ~= 1 or c.WG_WAIT ~= 1 or (c.STAGES or 1) < 3 or (c.SPLIT_K or 1) ~= 1
-      or (c.RASTER or 1) ~= 1 then
-      return false, ("CLUSTER=%s multicasts wgmma's TMA tiles in pairs (CLUSTER=2 with WGMMA=1, TMA=1, WG_WAIT=1, STAGES >= 3,"
-        .. " SPLIT_K=1, RASTER=1)"):format(tostring(c.CLUSTER))
-    end
-    if (k.siblings or 0) > 1 and not k.dual then return false, "CLUSTER=2: merged siblings are not clustered" end
-    if k.N and math.ceil(k.N / c.BN) % 2 ~= 0 then
-      return false, ("CLUSTER=2 pairs N tiles: N=%d makes %d tiles of BN=%d, an odd number"):format(k.N, math.ceil(k.N / c.BN), c.BN)
-    end
-  end
-  if (c.PRODUCER or 0) ~= 0 then
-    -- (PERSIST=1 with SPLIT_K=2 or 4: the CTAs of a cluster take one tile's K parts, CLUSTER=1; 4 reduces for the
-    -- fragment epilogue only, EPI_SMEM=0)
-    local sk = c.SPLIT_K or 1
-    local split_ok = sk == 1 or (c.PERSIST == 1 and (c.CLUSTER or 1) == 1 and ((sk == 2 and (c.EPI_SMEM or 0) ~= 6 and (c.EPI_SMEM or 0) ~= 7) or (sk == 4 and (c.EPI_SMEM or 0) == 0)))
-    if c.PRODUCER ~= 1 or c.WGMMA ~= 1 or c.TMA ~= 1 or c.WG_WAIT ~= 1 or (c.STAGES or 1) < 2 or not split_ok
-      or ((c.CLUSTER or 1) ~= 1 and c.PERSIST ~= 1) then
-      return false, "PRODUCER=1 feeds wgmma consumers from a producer warpgroup (WGMMA=1, TMA=1, WG_WAIT=1, STAGES >= 2,"
-        .. " SPLIT_K=1 (2 with PERSIST=1 and CLUSTER=1 but not EPI_SMEM=6 or 7, 4 also with EPI_SMEM=0), CLUSTER=1 unless PERSIST=1)"
-    end
-    -- (a head-local epilogue, RoPE: only the persistent pipeline's staged tile, EPI_SMEM 1 or 2, fenced by the
-    -- consumers' named barrier, or EPI_SMEM 0 or 7 reading the thread's own fragments where every column shift is a
-    -- multiple of 8 (k.stage_step) and the tile's columns are not split (SPLIT_K=1); no head-local reduction,
-    -- NORM_EPI. The emitter's ex_ctr_stage_in_regs is the same rule)
-    local regs = ((c.EPI_SMEM or 0) == 0 or c.EPI_SMEM == 7) and (k.stage_step or 1) % 8 == 0 and (c.SPLIT_K or 1) == 1
-    if k.stage and not (c.PERSIST == 1 and (c.EPI_SMEM == 1 or c.EPI_SMEM == 2 or regs) and (k.epilogue_reductions or 0) == 0) then
-      return false, "PRODUCER=1 with a head-local (RoPE) epilogue: PERSIST=1 with EPI_SMEM 1 or 2 (or 0 or 7 with SPLIT_K=1"
-        .. " and column shifts in multiples of 8) and no head-local reduction (the producer leaves after its loop, so no"
-        .. " block-barrier epilogue)"
-    end
-  end
-  if (c.PERSIST or 0) ~= 0 then
-    if c.PERSIST ~= 1 or c.PRODUCER ~= 1 or (c.BM ~= 64 and c.BM ~= 128) then
-      return false, "PERSIST=1 is the persistent producer/consumer pipeline (PRODUCER=1, BM 64 or 128)"
-    end
-    local e = c.EPI_SMEM or 0
-    if (k.siblings or 0) > 1 and not k.dual and (not (e == 0 or ((e == 3 or e == 5) and (c.WG_K or 1) == 1))
-        or ((c.CLUSTER or 1) ~= 1 and (c.PAIR_A or 0) ~= 0) or (c.SPLIT_K or 1) ~= 1 or (c.STREAM_K or 0) ~= 0) then
-      return false, "PERSIST=1 over merged siblings: the fragment epilogue or the staged halves stored by the threads, on one CTA a"
-        .. " tile or CLUSTER=2's pair of tile rows sharing B (EPI_SMEM 0, 3 or 5 (3, 5: WG_K=1), PAIR_A=0, SPLIT_K=1, STREAM_K=0)"
-    end
-  end
-  if (c.EPI_SMEM or 0) ~= 0 and (c.EPI_SMEM < 0 or c.EPI_SMEM > 7 or c.PERSIST ~= 1) then
-    return false, "EPI_SMEM=1..7 are the persistent pipeline's staged epilogues (PERSIST=1)"
-  end
-  if (c.EPI_SMEM or 0) >= 3 and (c.BN or 0) % 64 ~= 0 then
-    return false, ("EPI_SMEM=%d stages the tile in two halves of whole 64-column panels (BN 64 in one part): BN=%s is not a multiple of 64"):format(
-      c.EPI_SMEM, tostring(c.BN))
-  end
-  if c.EPI_SMEM == 7 and not k.tma_fused then
-    return false, "EPI_SMEM=7 stores the fused epilogue's one output by TMA: one linear, one bf16/f16 output of the result's "
-      .. "shape written at its own index (or of its heads view's, [B, H, S, D] with D a multiple of 64), N a constant multiple of 8"
-  end
-  if c.EPI_SMEM == 4 and not k.tma_store then
-    return false, "EPI_SMEM=4 stores the tile by TMA: one output, the linear's result or a contiguous view of it (no dual, "
-      .. "no fused op), bf16/f16, N a constant multiple of 8"
-  end
-  if (c.STAGES or 1) > 4 and (c.TMA ~= 1 or c.WGMMA ~= 1) then
-    return false, ("a ring of %d stages is the wgmma tier's on TMA tiles (WGMMA=1, TMA=1); the others stop at 4"):format(c.STAGES)
-  end
-  if c.TMA == 1 then
-    -- the hardware's box limits and the swizzle's row size
-    if c.MMA ~= 1 or c.ASYNC ~= 1 then return false, "TMA=1 stages the warp tier's ring (MMA=1, ASYNC=1)" end
-    if c.BK ~= 64 then return false, ("TMA=1 needs BK=64 (128-byte swizzled rows), got BK=%d"):format(c.BK) end
-    if c.BM > 256 or c.BN > 256 then return false, ("TMA box rows BM=%d, BN=%d exceed 256"):format(c.BM, c.BN) end
-    if (c.PAD_SMEM or 0) ~= 0 then return false, "TMA=1 tiles are swizzled, not padded (PAD_SMEM=0)" end
-    if (k.siblings or 0) > 1 and not k.dual then
-      for _, w in ipairs(k.sibling_widths or {}) do
-        if w % c.BN ~= 0 then
-          return false, ("merged siblings under TMA: BN=%d does not divide a sibling's width %d (a tile would straddle two weights)"):format(c.BN, w)
-        end
-      end
-    end
-  end
+  local why = knobs.ctr_refusal(k, c)
+  if why then return false, why end
   if c.MMA == 1 and (c.WM or 0) > 0 and (c.WN or 0) > 0 then
     -- the f32 accumulators each thread holds: at 256 or more ptxas spills them (1-27 KB of spill stores), the
     -- compile takes seconds, and every such tile measured 2.5-9x slower than its kernel's best (384 of the 3022
@@ -600,9 +485,6 @@ local function contraction_combos(k, c)
     if acc >= 256 then
       return false, ("%d f32 accumulators per thread (256 or more spill)"):format(acc)
     end
-  end
-  if k.stage and c.BN and c.BN % k.stage ~= 0 then
-    return false, ("the RoPE epilogue reads whole heads of %d columns: BN=%d is not a multiple"):format(k.stage, c.BN)
   end
   return true
 end

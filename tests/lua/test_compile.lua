@@ -583,7 +583,7 @@ test("PERSIST=1, SPLIT_K=2: a cluster pair on one tile's K halves, rank 1's accu
   eq(la.scratch_per_tile or 0, 0, "no launch scratch (the other tiers' split-K reduces in global memory)")
   -- SPLIT_K=2 pairs CTAs itself: not with CLUSTER=2 (the emitter and the resource check agree)
   local src2, why = kernels.emit(q, candidate(q, { PERSIST = 1, BM = 128, BN = 128, CLUSTER = 1, SPLIT_K = 1 }, { SPLIT_K = 2, CLUSTER = 2 }))
-  check(not src2 and why:find("SPLIT_K 1, 2 or 4 (2, 4: CLUSTER=1; 4: EPI_SMEM=0)", 1, true), tostring(why))
+  check(not src2 and why:find("SPLIT_K=1 (2 with PERSIST=1 and CLUSTER=1 but not EPI_SMEM=6 or 7, 4 also with EPI_SMEM=0)", 1, true), tostring(why))
   local dev = kernels.deploy_device()
   local c = { MMA = 1, TMA = 1, ASYNC = 1, WGMMA = 1, WG_WAIT = 1, PERSIST = 1, PRODUCER = 1, BM = 128, BN = 128, BK = 64, WM = 8,
     WN = 1, STAGES = 4, PAD_SMEM = 0, EPI_SMEM = 4, SPLIT_K = 2, CLUSTER = 2 }
@@ -607,7 +607,7 @@ test("PERSIST=1, SPLIT_K=2: a cluster pair on one tile's K halves, rank 1's accu
   eq(l4.persistent, 4, "whole 4-CTA clusters")
   eq(l4.smem, 1024 + 4 * 128 * (128 + 128) + 3 * 128 * 128, "the ring and three peers' quarters (f32)")
   local s5, why5 = kernels.emit(d, candidate(d, { PERSIST = 1, BM = 128, BN = 128, STAGES = 4, EPI_SMEM = 1, CLUSTER = 1, SPLIT_K = 1 }, { SPLIT_K = 4 }))
-  check(not s5 and why5:find("4: EPI_SMEM=0", 1, true), tostring(why5))
+  check(not s5 and why5:find("4 also with EPI_SMEM=0", 1, true), tostring(why5))
 end)
 
 test("SPLIT_L2=1: SPLIT_K's parts summed through the launch scratch by a group of consecutive CTAs, no cluster; refusals name why; NVRTC compiles it", function()
@@ -728,7 +728,7 @@ test("merged siblings in CLUSTER=2's pairs of tile rows: each CTA multicasts hal
   check(src:find("if (n0 < 2048LL) em_tma_2d_mc(em_sb + 65536u + st * 16384u + em_cr * 8192u, &tm1, kt * 64, (int)(n0 - 0LL) + (int)em_cr * 64,", 1, true), src)
   check(src:find("else if (n0 < 4096LL) em_tma_2d_mc(em_sb + 65536u + st * 16384u + em_cr * 8192u, &tm3, kt * 64, (int)(n0 - 3072LL) + (int)em_cr * 64,", 1, true), src)
   local c2, _, e2 = emmy_default(pins("CLUSTER=2,PAIR_A=1"))
-  check(c2 ~= 0 and e2:find("CLUSTER 1 or 2 (2: PAIR_A=0)", 1, true), e2)
+  check(c2 ~= 0 and e2:find("PERSIST=1 over merged siblings", 1, true) and e2:find("PAIR_A=0", 1, true), e2)
   local rules = require "emmy.rules"
   local c = { MMA = 1, TMA = 1, ASYNC = 1, WGMMA = 1, WG_WAIT = 1, PERSIST = 1, PRODUCER = 1, BM = 128, BN = 128, BK = 64, WM = 8,
     WN = 1, STAGES = 4, PAD_SMEM = 0, EPI_SMEM = 0, SPLIT_K = 1, CLUSTER = 2, PAIR_A = 0, WG_K = 1, WG_PP = 0 }
@@ -1108,8 +1108,10 @@ test("RoPE from the thread's own fragments: rotate_half shifts by 32 columns (me
   -- the resource check says the same without the meta's step
   local rules = require "emmy.rules"
   local dev = { max_threads = 1024, smem_static = 49152, smem_optin = 232448, regs_per_block = 65536 }
+  -- (PAD_SMEM given: a knob the candidate leaves out is at the knob table's default, 8, which TMA=1's swizzled tiles
+  -- refuse, as the emitter would)
   local c = { BM = 128, BN = 64, BK = 64, MMA = 1, TMA = 1, ASYNC = 1, WGMMA = 1, WG_WAIT = 1, PRODUCER = 1, PERSIST = 1,
-    EPI_SMEM = 0, STAGES = 4, WM = 8, WN = 1, SPLIT_K = 1 }
+    EPI_SMEM = 0, STAGES = 4, WM = 8, WN = 1, SPLIT_K = 1, PAD_SMEM = 0 }
   check(rules.resource_check({ kind = "contraction", stage = 64, stage_step = 32 }, c, dev), "step 32: legal")
   local ok, why = rules.resource_check({ kind = "contraction", stage = 64, stage_step = 4 }, c, dev)
   check(not ok and why:find("multiples of 8", 1, true), tostring(why))

@@ -1,0 +1,36 @@
+/* ctr_legal.h — which knob combinations a contraction may take, in one place: a table of rules, each a part's
+ * requirement with its reason, over the knob plan and the facts the kernel's graph gives. The emitter
+ * (emit_contraction.c) refuses a variant with the reason before it emits anything, and the rules' resource check
+ * (scripts/emmy/rules.lua, through `knobs.ctr_refusal`) drops the candidate with the same words. What only the graph
+ * can say (operands that are kernel inputs, K a multiple of 8, a constant N for a cluster, dtypes, a residual loaded
+ * ahead) stays with the emitter. */
+#ifndef EM_CTR_LEGAL_H
+#define EM_CTR_LEGAL_H
+
+#include "knobs.h"
+
+#define EM_CTR_MAX_WIDTHS 8
+
+/* What a contraction's graph gives the rules. The emitter fills it from the resolved contraction, the Lua binding
+ * from the kernel summary of scripts/emmy/kernels.lua (its K and N at the shape hint). */
+typedef struct {
+  int dual;            /* DUAL_GATE's pair: two linears of equal width on one operand, two accumulators */
+  int siblings;        /* the linears reading the anchor's operand, the anchor among them (merged side by side
+                        * along N where more than one and not a dual pair; 0 or 1: one) */
+  int nwidths;         /* sibling widths known, at most EM_CTR_MAX_WIDTHS */
+  int64_t widths[EM_CTR_MAX_WIDTHS];
+  int64_t stage;       /* a head-local epilogue's head width D (meta "stage", RoPE); 0: none */
+  int64_t stage_step;  /* the gcd of its reads' column shifts (meta "stage_step"); 1 where there is no meta */
+  int head_reductions; /* reductions over the staged result tile (NORM_EPI) */
+  int64_t K, N;        /* the contraction's K and its result's N where known; 0 where not (a symbolic dim) */
+  int tma_fused;       /* EPI_SMEM=7's output: one 2-byte output of the result's (or its heads view's) shape */
+  int tma_store;       /* EPI_SMEM=4's output: the linear's result or a contiguous view of it, 2-byte, alone */
+} em_ctr_facts;
+
+/* The first rule that refuses knob plan kv (every knob's value by em_knob_id, the assignment's or the table's
+ * default) for a contraction with facts f: writes its reason into why (EM_ERR_MAX bytes) and returns why; NULL
+ * where every rule holds. The rules read the contraction's non-structural knobs only (knobs.h: em_knob_for_kind,
+ * em_knob_structural), the ones the Lua binding passes. */
+const char *em_ctr_refusal(const em_ctr_facts *f, const int64_t kv[EM_NKNOBS], char *why);
+
+#endif
