@@ -173,6 +173,15 @@ static int scalar_tile(const em_ctr_facts *f, const int64_t *kv, long long *a) {
   return K(MMA) == 0 && (off(K(BM), K(TM)) || off(K(BN), K(TN)));
 }
 
+/* math: a tile width that is not a power of two (80, 96, 192: one wave of 128-row tiles where N is 2560) is run in
+ * the subset the GPU has checked — the persistent wgmma pipeline, one CTA a tile, the fragment epilogue */
+static int odd_bn(const em_ctr_facts *f, const int64_t *kv, long long *a) {
+  a[0] = K(BN);
+  return (K(BN) & (K(BN) - 1)) != 0 && (K(WGMMA) != 1 || K(PERSIST) != 1 || K(EPI_SMEM) != 0 || K(SPLIT_K) != 1 ||
+                                        K(STREAM_K) != 0 || K(SPLIT_L2) != 0 || K(CLUSTER) != 1 || K(WG_K) != 1 ||
+                                        K(WG_PP) != 0);
+}
+
 static const ctr_rule rules[] = {
     {async_mma, "ASYNC=1 needs the warp tier (MMA=1)"},
     {split_mma, "SPLIT_K > 1 needs the warp tier (MMA=1)"},
@@ -223,6 +232,8 @@ static const ctr_rule rules[] = {
     {rope_heads, "the RoPE epilogue reads whole heads of %lld columns: BN=%lld is not a multiple"},
     {mma_tile, "MMA=1 needs BM %% (16*WM) == 0, BN %% (16*WN) == 0, BK %% 16 == 0 (BM=%lld BN=%lld BK=%lld WM=%lld "
                "WN=%lld)"},
+    {odd_bn, "BN=%lld (not a power of two) is the persistent wgmma pipeline's with the fragment epilogue (WGMMA=1, "
+             "PERSIST=1, EPI_SMEM=0, SPLIT_K=1, STREAM_K=0, SPLIT_L2=0, CLUSTER=1, WG_K=1, WG_PP=0)"},
     {wgmma_tile, "WGMMA=1 needs BM 64 or 128 with WM=BM/16, WN=1 (a warpgroup per 64 rows) and BN a multiple of 16 up "
                  "to 256"},
     {scalar_tile, "BM=%lld, BN=%lld are not multiples of TM=%lld, TN=%lld"},

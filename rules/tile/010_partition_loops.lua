@@ -86,11 +86,14 @@ local function flash_wgmma_lead(out, k, dev, bqs)
   end
 end
 
--- The wgmma tier's tiles: BM 64, 128 by BN 64, 128, 256 (a dual's BN to 128), each also with WG_WAIT=0.
-local function wgmma_tiles(k)
-  local out = {}
+-- The wgmma tier's tiles: BM 64, 128 by BN 64, 128, 256 (a dual's BN to 128), and the one-wave lead's BN where it is
+-- none of these (atom.persist_small: 128 x 80), each also with WG_WAIT=0.
+local function wgmma_tiles(k, dev)
+  local out, bns = {}, { 64, 128, 256 }
+  local small = atom.persist_small(k, dev)
+  if small and small.BN ~= 64 and small.BN ~= 128 then bns[#bns + 1] = small.BN end
   for _, bm in ipairs { 64, 128 } do
-    for _, bn in ipairs { 64, 128, 256 } do
+    for _, bn in ipairs(bns) do
       if not (k.dual and bn > 128) then
         out[#out + 1] = { MMA = 1, WGMMA = 1, WG_WAIT = 1, BM = bm, BN = bn, BK = 64, WM = bm / 16, WN = 1, TM = 4, TN = 4,
           PAD_SMEM = 0 }
@@ -354,7 +357,7 @@ return {
       return true, ("wgmma.mma_async m64nNk16 %s from swizzled shared memory"):format(k.dtype) .. atom.epilogue_note(k)
     end,
     fork = function(k, dev)
-      local out = wgmma_tiles(k)
+      local out = wgmma_tiles(k, dev)
       local n = #out
       cluster_twins(out, n, k)
       producer_twins(out, n, k)
@@ -469,10 +472,11 @@ return {
   { name = "raster", family = "ORDER", kinds = { "contraction" }, knobs = { RASTER = 1 },
     gate = function(k, dev) return true, "block order over the (M, N) tiles" end,
     -- RASTER=8 first for a dual kernel of more than two waves (atom.dual_waves: gate/up, 18.0 us against 29.9) and
-    -- for a result of 4096 x 4096 or more (atom.raster_big: 8192³ 1683.3 -> 1410.7 us)
+    -- for a result of 4096 x 4096 or more (atom.raster_big: 8192³ 1683.3 -> 1410.7 us), and for the wide one-wave
+    -- leads (atom.wide_one_wave: Qwen3-4B's q 18.6 -> 14.8 us)
     fork = function(k, dev)
       local o = { { RASTER = 1 }, { RASTER = 8 }, { RASTER = 4 } }
-      if atom.dual_waves(k, dev) or atom.raster_big(k, dev) then o[1], o[2] = o[2], o[1] end
+      if atom.dual_waves(k, dev) or atom.raster_big(k, dev) or atom.wide_one_wave(k, dev) then o[1], o[2] = o[2], o[1] end
       return o
     end },
 

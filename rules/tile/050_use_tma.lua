@@ -36,6 +36,9 @@ return {
         -- weights stream from HBM, and the deeper ring was 1-4 µs faster there (Qwen3 layer 0, 512 tokens: q 7.4
         -- against 8.4, o 9.2 against 12.0, down 11.8 against 16.1; H200, 2026-12-02)
         if atom.persist_small(k, dev) or atom.dual_sparse(k, dev) or atom.rope_regs(k, dev) then first(8) end
+        -- (the wide one-wave leads take 6, atom.wide_one_wave: 8 stages of 128 x 128 do not fit, and 128 x 80's down
+        -- was 46.3 us at 6 against 51.6 at 8)
+        if atom.wide_one_wave(k, dev) then first(6) end
         -- The two-warpgroup 64 x 64 lead (atom.kgroup_lead) takes 12: in the program 0.3-0.5 us faster than 8 (its
         -- note)
         if atom.kgroup_lead(k, dev) then first(12) end

@@ -130,12 +130,25 @@ function A.persist_small(k, dev)
   local sms, rows = dev.sm_count or 132, math.ceil(k.M / 128)
   if rows >= 8 then return nil end
   -- (64 x 64 only with the fragment epilogue: the measured residual kernels; a plain result's 64 x 64 TMA-store tile
-  -- was slower than the default, 8.6 against 7.6 µs for q_proj)
-  for _, t in ipairs { { BM = 128, BN = 64 }, { BM = 64, BN = 64, fragments = true } } do
+  -- was slower than the default, 8.6 against 7.6 µs for q_proj. 128 x 128 and 128 x 80: the one-wave tiles of
+  -- Qwen3-4B's q (N 4096) and o / down (N 2560) at 512 tokens, the rules' note in docs/performance.md, forty-sixth
+  -- session; 128 x 80 with a residual only, as cuBLAS's 80 x 128 there)
+  for _, t in ipairs { { BM = 128, BN = 128 }, { BM = 128, BN = 64 }, { BM = 128, BN = 80, fragments = true },
+      { BM = 64, BN = 64, fragments = true } } do
     local tiles = math.ceil(k.M / t.BM) * math.ceil(k.N / t.BN)
     if tiles >= 0.9 * sms and tiles <= sms and not (t.fragments and k.tma_store) then return t end
   end
   return nil
+end
+
+-- A one-wave single linear whose lead is a wide 128-row tile (atom.persist_small: 128 x 128, 128 x 80 — Qwen3-4B's q, o
+-- and down at 512 tokens): RASTER=8 and a 6-stage ring lead it. Measured (H100, forty-sixth session, bench/gemm.lua
+-- --cases qwen4b --batches 1 --torch --pins, each variant checked): q 128 x 128 TMA store 18.6 us (RASTER=1) -> 14.8
+-- (eager 15.6); o 128 x 80 22.4 (RASTER=1, 8 stages) -> 19.9 (6 stages; eager 20.2); down 53.0 -> 46.3 (8 stages
+-- 51.6; eager 47.2); the rules before (64 x 64, not persistent) 37.9 / 34.9 / 88.5.
+function A.wide_one_wave(k, dev)
+  local t = A.persist_small(k, dev)
+  return t ~= nil and t.BM == 128 and t.BN ~= 64
 end
 
 -- A one-wave single linear (atom.persist_small) with a residual epilogue (not the TMA store) whose 128 x 128 tiles
@@ -175,7 +188,8 @@ end
 -- 10.2); the split TinyLlama down_proj lost (22.07 -> 24.26) and so did the 128 x 256 tiles at 4096 tokens (Qwen3
 -- o 30.5 -> 35.3: the loads spill there, so they are not issued at once).
 function A.small_staged(k, dev)
-  return A.persist_small(k, dev) ~= nil and not k.tma_store and not A.split2_lead(k, dev) and not A.split2_small(k, dev)
+  local t = A.persist_small(k, dev)
+  return t ~= nil and t.BN % 64 == 0 and not k.tma_store and not A.split2_lead(k, dev) and not A.split2_small(k, dev)
 end
 
 -- A one-wave single linear whose lead is the 64 x 64 tile with the staged 16-byte stores (atom.persist_small's 64-row

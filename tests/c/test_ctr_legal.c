@@ -131,3 +131,23 @@ TEST(ctr_legal_reads_the_graph_facts) {
   f.K = 128;
   CHECK(em_ctr_refusal(&f, kv, why) == NULL);
 }
+
+/* A tile width that is not a power of two (128 x 80: Qwen3-4B's o and down at 512 tokens) is the persistent wgmma
+ * pipeline's with the fragment epilogue, one CTA a tile; the mma.sync tier and the staged epilogues refuse it. */
+TEST(ctr_legal_odd_bn_is_the_fragment_epilogues) {
+  int64_t kv[EM_NKNOBS];
+  char why[EM_ERR_MAX];
+  em_ctr_facts f = one_linear();
+  persistent(kv);
+  kv[EM_KNOB_BN] = 80, kv[EM_KNOB_STAGES] = 6, kv[EM_KNOB_RASTER] = 8;
+  CHECK(em_ctr_refusal(&f, kv, why) == NULL);
+  kv[EM_KNOB_EPI_SMEM] = 1;
+  CHECK(refused_with(&f, kv, "BN=80 (not a power of two) is the persistent wgmma pipeline's"));
+  persistent(kv);
+  kv[EM_KNOB_BN] = 96, kv[EM_KNOB_SPLIT_K] = 2;
+  CHECK(refused_with(&f, kv, "BN=96 (not a power of two)"));
+  defaults(kv);
+  kv[EM_KNOB_MMA] = 1, kv[EM_KNOB_ASYNC] = 1, kv[EM_KNOB_STAGES] = 3, kv[EM_KNOB_BN] = 80, kv[EM_KNOB_BK] = 64;
+  kv[EM_KNOB_WN] = 1;
+  CHECK(refused_with(&f, kv, "BN=80 (not a power of two)"));
+}
