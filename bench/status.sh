@@ -8,6 +8,8 @@
 #   gemm       issue 19's projections at 512 and 4096 tokens against torch eager (cuBLAS) and torch.compile (the chosen
 #              variant and the first persistent candidate; about 130 s)
 #   squares    4096³ and 8192³ against cuBLAS (the chosen variant)
+#   qwen4b     Qwen3-4B (issue 22's third model, not in the default set): layer 0 against eager and torch.compile, and
+#              its 512-token projections against torch (about 150 s)
 #   cold       the 512-token projections with the L2 flushed before each launch (kernel durations), against torch
 #              eager's kernels the same way: the regime of a matmul in the model's program, its weights from HBM
 # Text and JSON go to ${OUT:-/tmp}/status_*; each section prints its summary lines. Every emmy number is checked
@@ -42,6 +44,17 @@ if on squares; then
   timeout 300 "$BIN" bench/gemm.lua --cases squares --torch --limit 1 --json "$LOG/status_squares.json" > "$LOG/status_squares.txt" 2>&1
   stamp "squares (rc $?)"
   grep -E "^[0-9]+³ " "$LOG/status_squares.txt"
+fi
+if on qwen4b; then
+  f="$LOG/status_layer_Qwen_Qwen3-4B.txt"
+  timeout 200 "$BIN" run Qwen/Qwen3-4B --layer 0 --dynamic seq_len@x:1 --bench --bench-backends eager,tcompile,emmy > "$f" 2>&1
+  stamp "Qwen/Qwen3-4B layer 0 (rc $?)"
+  grep -E "^(emmy|eager|tcompile|transformers) |^(matmul|attention|norm, elementwise|copy|sum) " "$f"
+  grep -E "^k_" "$f"
+  timeout 200 "$BIN" bench/gemm.lua --cases qwen4b --batches 1 --torch --compile --limit 1 --json "$LOG/status_qwen4b.json" \
+    > "$LOG/status_qwen4b.txt" 2>&1
+  stamp "Qwen3-4B projections (rc $?)"
+  grep -E "^qwen4b " "$LOG/status_qwen4b.txt"
 fi
 if on cold; then
   timeout 300 "$BIN" bench/gemm.lua --cases qwen,llama --batches 1 --torch --cold --limit 1 --match X=1 \

@@ -568,8 +568,7 @@ static long ctr_row_split(ectx *c, const ex_ctr *k) {
   ex_line(c, "  #pragma unroll");
   ex_line(c, "  for (int h = 0; h < 2; h++) {");
   ex_line(c, "    const long long m = m0 + wm * %d + i * 16 + (lane >> 2) + h * 8;", k->BM / k->WM);
-  const char *fq = ex_div_fast(c, "m", &md->d[1], 0);
-  ex_line(c, "    em_mq[i][h] = %s, em_mr[i][h] = (m) - em_mq[i][h] * %s;", fq ? fq : ex_A(c, "(m) / %s", dm), dm);
+  ex_line(c, "    em_mq[i][h] = (m) / %s, em_mr[i][h] = (m) - em_mq[i][h] * %s;", dm, dm);
   ex_line(c, "  }");
   ex_line(c, "}");
   c->row_split_end = (long)c->out->n;

@@ -222,8 +222,7 @@ static void ws_chunk(ectx *c, const ex_ctr *k, const ws_part *pt, const char *ei
   if (k->mdims.rank == 2 && !em_dim_is_const(&k->mdims.d[1], &cv)) {
     /* rows [B, S] with a symbolic S: the row's batch and position once for its 8 elements */
     const char *dm = ex_dim_c(c, &k->mdims.d[1]);
-    const char *fq = ex_div_fast(c, "m", &k->mdims.d[1], 0);
-    ex_line(c, "const long long em_mq = %s, em_mr = m - em_mq * %s;", fq ? fq : ex_A(c, "m / %s", dm), dm);
+    ex_line(c, "const long long em_mq = m / %s, em_mr = m - em_mq * %s;", dm, dm);
     ex_split_known(c, "m", &k->mdims.d[1], "em_mq", "em_mr");
   }
   ivec mi = ex_unravel(c, "m", &k->mdims);

@@ -118,7 +118,6 @@ ivec ex_unravel(ectx *c, const char *lin, const em_shape *s);
  * where u is computed. */
 int ex_view_source(ectx *c, int u, ivec *ix);
 void ex_split_known(ectx *c, const char *lin, const em_dim *d, const char *q, const char *r);
-const char *ex_div_fast(ectx *c, const char *a, const em_dim *d, int rem);
 int ex_tile_split(void);
 void ex_split_tile(ectx *c, const char *lin, const char *base, int64_t w, const char *off);
 int ex_is_one(const em_dim *d);
@@ -288,7 +287,6 @@ extern const char ex_TMA_PRELUDE[];
 extern const char ex_CLUSTER_PRELUDE[];
 extern const char ex_STAMP_PRELUDE[];
 extern const char ex_TMA_STORE_PRELUDE[];
-extern const char ex_IDX32_PRELUDE[];
 extern const char ex_TMA_STORE4_PRELUDE[];
 extern const char ex_SPLIT_PRELUDE[];
 extern const char ex_SPLIT_ASYNC_PRELUDE[];

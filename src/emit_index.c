@@ -35,16 +35,6 @@ void ex_split_known(ectx *c, const char *lin, const em_dim *d, const char *q, co
   EM_VEC_PUSH(c->memo, mr);
 }
 
-/* Index text a divided by a symbolic dim d (rem: its remainder) through em_udiv / em_umod, 32-bit where a and d fit,
- * under EMMY_IDX32=1 (an experiment, compile time; docs/formats.md); NULL where the caller's own "a / d" applies (off,
- * or d constant: the compiler's multiply by a constant's inverse). */
-const char *ex_div_fast(ectx *c, const char *a, const em_dim *d, int rem) {
-  int64_t k;
-  if (em_dim_is_const(d, &k) || !ex_env_choice("EMMY_IDX32", 1)) return NULL;
-  ex_use_prelude(c, ex_IDX32_PRELUDE);
-  return ex_A(c, rem ? "em_umod(%s, %s)" : "em_udiv(%s, %s)", a, ex_dim_c(c, d));
-}
-
 /* Records that index text lin is base + off with base a multiple of w and 0 <= off < w (a thread's column in the
  * fragment epilogue: its warp's first column, a multiple of the warp's column span w, plus its place in that span;
  * memo entries with v == -5, scoped like index names). ex_unravel then splits lin by a constant k that w divides, or
@@ -207,9 +197,8 @@ ivec ex_unravel(ectx *c, const char *lin, const em_shape *s) {
         r.e[i] = tr;
         rest = tq;
       } else {
-        const char *fr = ex_div_fast(c, rest, &s->d[i], 1), *fq = ex_div_fast(c, rest, &s->d[i], 0);
-        r.e[i] = ex_idx_name(c, fr ? fr : ex_A(c, "(%s) %% %s", rest, dm));
-        rest = ex_idx_name(c, fq ? fq : ex_A(c, "(%s) / %s", rest, dm));
+        r.e[i] = ex_idx_name(c, ex_A(c, "(%s) %% %s", rest, dm));
+        rest = ex_idx_name(c, ex_A(c, "(%s) / %s", rest, dm));
       }
       memo_ent m = {-2, (char *)unravel_key(c, rest, r.e[i], dm), whole};
       EM_VEC_PUSH(c->memo, m);

@@ -141,16 +141,6 @@ const char ex_STAMP_PRELUDE[] =
 
 /* TMA stores (EPI_SMEM=4: a staged result tile to global memory by cp.async.bulk.tensor, bulk-group completion):
  * emitted only into kernels that use them. */
-/* EMMY_IDX32=1 (ex_div_by): an index divided by a symbolic dim in 32-bit unsigned arithmetic where both fit (a
- * 64-bit division is a subroutine of ~70 instructions, the 32-bit one ~15), else in 64-bit */
-const char ex_IDX32_PRELUDE[] =
-    "static __device__ __forceinline__ long long em_udiv(long long a, long long b) {\n"
-    "  return ((unsigned long long)a | (unsigned long long)b) >> 32 ? a / b : (long long)((unsigned)a / (unsigned)b);\n"
-    "}\n"
-    "static __device__ __forceinline__ long long em_umod(long long a, long long b) {\n"
-    "  return ((unsigned long long)a | (unsigned long long)b) >> 32 ? a % b : (long long)((unsigned)a % (unsigned)b);\n"
-    "}\n";
-
 const char ex_TMA_STORE_PRELUDE[] =
     "/* EPI_SMEM=4: a 128-byte-swizzled box at shared address src to the tensor at (c0, c1); rows and columns past\n"
     " * the tensor are not written */\n"

@@ -769,26 +769,6 @@ test("EMMY_PDL=4: the norms trigger the next launch at their start; the projecti
   eq(rows, 3, "Qwen3's three distinct norms")
 end)
 
-test("EMMY_IDX32=1: an index divided by the symbolic seq_len through em_udiv / em_umod (32-bit where it fits); the default text divides in 64-bit; NVRTC compiles both layers", function()
-  local whole = args("compile", L0, "--ir", "cuda")
-  local d0, d1 = select(2, emmy_default(whole)), select(2, emmy_default(whole, { env = "EMMY_IDX32=1" }))
-  check(not d0:find("em_udiv", 1, true) and d0:find("em_mq = m / (s_seq_len)", 1, true), "the default: 64-bit divisions")
-  check(d1:find("const long long em_mq = em_udiv(m, (s_seq_len)), em_mr = m - em_mq * (s_seq_len);", 1, true), "q|k|v's staged rows")
-  check(d1:find("const long long x0 = em_udiv((row) / 16LL, (s_seq_len));", 1, true) and
-    d1:find("const long long x1 = em_umod((row) / 16LL, (s_seq_len));", 1, true), "the per-head norm's rows")
-  check(not d1:find("/ (s_seq_len)", 1, true) and not d1:find("%% (s_seq_len)", 1, true), "no 64-bit division by seq_len left")
-  -- a constant dim keeps the compiler's own division (a multiply by its inverse)
-  local st = select(2, emmy_default(args("compile", "Qwen/Qwen3-Embedding-0.6B", "--layer", "0", "--ir", "cuda"), { env = "EMMY_IDX32=1" }))
-  check(not st:find("em_udiv", 1, true), "static shapes: none")
-  local ok, nv = pcall(require, "emmy.nvrtc")
-  if not ok or not nv.version() then return end
-  for _, m in ipairs { L0, { "TinyLlama/TinyLlama-1.1B-Chat-v1.0", "--layer", "0", "--dynamic", "seq_len@x:1" } } do
-    local cc, co, ce = emmy_default(args("compile", m, "--nvrtc"), { env = "EMMY_IDX32=1 EMMY_CUBIN_CACHE=" .. tmpdir() })
-    eq(cc, 0, ce)
-    check(co:find(" compiled, 0 failed", 1, true), co)
-  end
-end)
-
 test("STAMP=1: clock marks in both roles summed into a per-CTA record in the launch scratch; none at STAMP=0", function()
   local kernels = require "emmy.kernels"
   local q = qwen_plan("k_linear_7363a2")
