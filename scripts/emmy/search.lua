@@ -122,7 +122,7 @@ function M.run(opts)
   -- patience counts correct rows without a new best; once a best exists a failed row (a fault, a hang, a wrong
   -- answer) does not count, so planted or broken variants cannot end a search early — unless failures alone
   -- reach 4 x patience since the last best (a region that does not build)
-  local best, best_c, since, fails = nil, nil, 0, 0
+  local best, best_c, best_at, since, fails = nil, nil, nil, 0, 0
   local next_prior = 1
   local function pick_prior()
     while next_prior <= #scored and done[scored[next_prior].i] do next_prior = next_prior + 1 end
@@ -217,7 +217,7 @@ function M.run(opts)
       local row = opts.measure(p.e.c, #rows + 1, p.e.adj) or { status = "no_result" }
       rows[#rows + 1] = { candidate = p.e.c, row = row, order = #rows + 1, explored = p.explored, entry = p.e }
       if row.status == "ok" and row.median_us and (not best or row.median_us < best.median_us) then
-        best, best_c, since, fails = row, p.e.c, 0, 0
+        best, best_c, best_at, since, fails = row, p.e.c, #rows, 0, 0
       elseif row.status == "ok" or not best then
         since = since + 1
       else
@@ -227,7 +227,7 @@ function M.run(opts)
     end
     if stop then break end
   end
-  return { best = best, best_candidate = best_c, rows = rows, measured = #rows, stopped = stopped }
+  return { best = best, best_candidate = best_c, best_at = best_at, rows = rows, measured = #rows, stopped = stopped }
 end
 
 return M

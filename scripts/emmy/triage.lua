@@ -415,7 +415,8 @@ M.read_json = read_json
 -- Everything the report needs, read from work dir w: run.json, dump/tune.json, dump/60_bench_compare.json,
 -- dump/62_kernel_bench.json, eval/variants.json (kernel name -> eval variants' entry), eval/failures.json,
 -- eval/online.json, retune/<kernel>/tune.json, ab/<kernel>/63_ab.json, profile/<kernel>/61_ncu_metrics.json,
--- static/ and dynamic/62_kernel_bench.json (the layer's defaults traced static at the hint and dynamic). Missing
+-- static/ and dynamic/62_kernel_bench.json (the layer's defaults traced static at the hint and dynamic; dynamic/'s
+-- 60_bench_compare.json: the untuned whole layer), long/tune.json (the workflow's --long search). Missing
 -- files are empty.
 -- Returns d for reports/tune_findings.lua's render, with the findings classified.
 function M.from_workdir(w)
@@ -423,7 +424,8 @@ function M.from_workdir(w)
     whole = read_json(w .. "/dump/60_bench_compare.json") or {}, bench = read_json(w .. "/dump/62_kernel_bench.json") or {},
     variants = read_json(w .. "/eval/variants.json") or {}, online = (read_json(w .. "/eval/online.json") or {}).result,
     repro_dir = w .. "/dump/tune.kernels", retunes = {}, profiles = {}, abs = {},
-    static = read_json(w .. "/static/62_kernel_bench.json"), dynamic = read_json(w .. "/dynamic/62_kernel_bench.json") }
+    static = read_json(w .. "/static/62_kernel_bench.json"), dynamic = read_json(w .. "/dynamic/62_kernel_bench.json"),
+    dynamic_whole = read_json(w .. "/dynamic/60_bench_compare.json"), long = read_json(w .. "/long/tune.json") }
   d.failures = (read_json(w .. "/eval/failures.json") or {}).result or {}
   for _, k in ipairs(d.bench.kernels or {}) do
     local rt = read_json(("%s/retune/%s/tune.json"):format(w, k.name))

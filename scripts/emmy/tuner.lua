@@ -167,6 +167,12 @@ local function deadline_of(T, i)
   return sys.clock() + math.max(2, left * #T.workers / math.max(1, #T.plans - i + 1))
 end
 
+-- The time of a search's first row where it is candidate c and correct (the rules' default, measured first), or nil.
+local function first_ok_us(rows, c)
+  local r = rows[1]
+  return r and r.candidate == c and r.row.status == "ok" and r.row.median_us or nil
+end
+
 -- Kernel i (plan p) searched on worker wk: its reproducer written, its facts in the DB, the search run; its row
 -- of the report and its pick kept in T.rows[i], T.picks[i].
 function M.tune_kernel(T, i, p, wk)
@@ -194,7 +200,9 @@ function M.tune_kernel(T, i, p, wk)
     res.best and ("%.1f"):format(res.best.median_us) or "-", res.best_candidate and res.best_candidate.string or "no correct variant" }
   T.picks[i] = { name = k.name, hash = K.hash, kind = k.kind, candidates = #p.candidates, measured = res.measured,
     stopped = res.stopped, best_us = res.best and res.best.median_us or nil,
-    best_knobs = res.best_candidate and res.best_candidate.string or nil, device = wk.device }
+    best_knobs = res.best_candidate and res.best_candidate.string or nil, device = wk.device,
+    -- (the pick's row in the search, and the rules' default's time: it is measured first, the floor)
+    best_at = res.best_at, default_us = first_ok_us(res.rows, p.candidates[1]) }
   io.stderr:write(("  kernel %d/%d %s: %d measured (%s), best %s%s\n"):format(i, #T.plans, k.name, res.measured, res.stopped,
     res.best and ("%.1f us"):format(res.best.median_us) or "none", #T.workers > 1 and (" (GPU %d)"):format(wk.device) or ""))
   local tried = {}
@@ -229,7 +237,7 @@ function M.second_look(T, i, p, wk)
     if row.status == "ok" and row.median_us and (not pk.best_us or row.median_us < pk.best_us) then
       io.stderr:write(("  kernel %d/%d %s: a sibling's pick is faster: %.2f us (was %s)\n"):format(i, #T.plans,
         pk.name, row.median_us, pk.best_us and ("%.2f"):format(pk.best_us) or "none"))
-      pk.best_us, pk.best_knobs, pk.second_look = row.median_us, c.string, true
+      pk.best_us, pk.best_knobs, pk.second_look, pk.best_at = row.median_us, c.string, true, pk.measured
       rows[i][5], rows[i][6] = ("%.1f"):format(row.median_us), c.string
       if not rows[i][4]:find("+sibling", 1, true) then rows[i][4] = rows[i][4] .. "+sibling" end
     end

@@ -101,6 +101,63 @@ local function standing(w, d)
     .. " counted): beside a one-kernel emmy row, the like-for-like number.")
 end
 
+-- The emmy row of a bench-compare file's whole-graph table: its median µs, or nil.
+local function whole_emmy(bc)
+  for _, x in ipairs((bc or {}).whole or {}) do
+    if x.backend == "emmy" and x.stats then return x.stats.median_us end
+  end
+  return nil
+end
+
+-- The middle value of a list of numbers (the lower of the two middle ones), or nil.
+local function median(xs)
+  if #xs == 0 then return nil end
+  table.sort(xs)
+  return xs[math.floor((#xs + 1) / 2)]
+end
+
+-- "Tuned against the rules' defaults" (issue 22's checks): each kernel's tuned time against its default's (the
+-- workflow's dynamic/ bench of the layer as the rules give it; the same L2-warm regime), the whole layer both ways,
+-- and where in its search the tune found each pick (dump/tune.json: the default's and the pick's deploy-regime µs,
+-- rows measured, the pick's row), and with the workflow's --long search (long/tune.json) each pick against the
+-- best that search found, the same DB and regime. Nothing without either (a static run without --long).
+local function against_defaults(w, d)
+  if not d.dynamic and not d.long then return end
+  local add = w.add
+  local by, picks, long = {}, {}, {}
+  for _, k in ipairs((d.dynamic or {}).kernels or {}) do by[k.name] = k.emmy and k.emmy.median_us end
+  for _, p in ipairs((d.tune or {}).kernels or {}) do picks[p.name] = p end
+  for _, p in ipairs((d.long or {}).kernels or {}) do long[p.name] = p end
+  add("## Tuned against the rules' defaults")
+  add()
+  add("| kernel | default µs | tuned µs | tuned / default | tune (deploy): default → pick µs | rows measured | pick's row | stopped by |"
+    .. (d.long and " long search's best µs (rows) | pick / it |" or ""))
+  add("| --- | ---: | ---: | ---: | --- | ---: | ---: | --- |" .. (d.long and " ---: | ---: |" or ""))
+  local over, at, far = {}, {}, {}
+  for _, k in ipairs((d.bench or {}).kernels or {}) do
+    local t, u, p, l = k.emmy and k.emmy.median_us, by[k.name], picks[k.name] or {}, long[k.name] or {}
+    if t and u and t > u then over[#over + 1] = ("%s (%s)"):format(k.name, ratio(t / u)) end
+    if p.best_at then at[#at + 1] = p.best_at end
+    local r = p.best_us and l.best_us and p.best_us / l.best_us
+    if r and r > 1.05 then far[#far + 1] = ("%s (%s)"):format(k.name, ratio(r)) end
+    add(("| %s | %s | %s | %s | %s → %s | %s | %s | %s |"):format(k.name, f1(u), f1(t), ratio(t and u and t / u), f1(p.default_us),
+      f1(p.best_us), tostring(p.measured or "-"), tostring(p.best_at or "-"), p.stopped or "-")
+      .. (d.long and (" %s (%s) | %s |"):format(f1(l.best_us), tostring(l.measured or "-"), ratio(r)) or ""))
+  end
+  add()
+  if d.long then
+    w.para(("The long search (the workflow's --long: the same DB, %s regime) found a variant more than 5%% faster than the"
+      .. " tune's pick for: %s."):format(d.long.regime or "deploy", #far > 0 and table.concat(far, ", ") or "no kernel"))
+  end
+  local tw, uw = whole_emmy(d.whole), whole_emmy(d.dynamic_whole)
+  local m = median(at)
+  w.para(("The whole %s: tuned %s µs against the defaults' %s (%s). Kernels whose tuned time is over their default's"
+    .. " (the L2-warm bench's spread is about 1-2%%): %s. The median kernel's pick was its search's row %s%s."):format(
+    (d.run or {}).whole and "model" or "layer", f1(tw), f1(uw), ratio(tw and uw and tw / uw),
+    #over > 0 and table.concat(over, ", ") or "none", m and tostring(m) or "-",
+    m and (" (issue 22 asks for 64 or fewer)") or ""))
+end
+
 -- Where the whole layer (model) is over 1.10x torch's: the gap, and by kind of kernel.
 local function gap(w, d)
   local add, run, g = w.add, d.run or {}, d.gap
@@ -212,6 +269,7 @@ function R.render(d)
   local w = writer()
   header(w, d)
   standing(w, d)
+  against_defaults(w, d)
   gap(w, d)
   if d.dominating and #d.dominating.names > 0 and (d.dominating.us or 0) > 0 then
     w.para(("Dominating kernels (~80%% of emmy's time): %s — %s µs together (in the program)."):format(

@@ -1,7 +1,7 @@
 -- workflows/tune_model.lua — emmy's main job on one model: tune it, bench it against PyTorch eager and
 -- torch.compile, triage every kernel that is behind, and write the findings report.
 --   emmy scripts/workflows/tune_model.lua [--model M] [--layer N | --whole] [--static] [--sample N | --all]
---                                         [--from STEP] [--work DIR] [--report FILE] [--shard I/N]
+--                                         [--from STEP] [--work DIR] [--report FILE] [--shard I/N] [--long N]
 -- Steps (each a function; --from STEP re-runs from STEP on, reading the earlier steps' files in the work dir):
 --   setup    the work dir _tune/tune-model-<slug>/ (dump/, eval/, retune/, profile/, a log per step), the GPU,
 --            NVRTC, ncu and whether it may read the counters
@@ -13,6 +13,9 @@
 --            a GPU: `emmy slurm compile` spreads it over a cluster)
 --   run      on a GPU: every kernel against the CPU reference with a 20-point knob sweep
 --   tune     on a GPU: a clean emmy tune with --bench (its stats, both tables, the bench files in dump/)
+--   long     with --long N (a check, not the default: N times the tune's time): the search again on the same tune
+--            DB with N times the patience and the time budget (long/tune.json), so the report can say how far each
+--            pick is from what a search N times as long finds (issue 22's check: within 5% at N = 10)
 --   triage   on a GPU: for each kernel behind torch's best, the eval views as JSON (eval/), a re-tune of the
 --            reproducer with 3x the patience where a prior half missed (retune/) and its pick pinned with --ab
 --            beside the default (ab/), ncu side by side for the rest on the tune's pick (profile/, when the
@@ -33,12 +36,12 @@ local cjson = require "cjson"
 local sys = require "emmy.sys"
 local models = require "emmy.models"
 
-local STEPS = { "setup", "trace", "compile", "nvrtc", "run", "tune", "triage", "report" }
+local STEPS = { "setup", "trace", "compile", "nvrtc", "run", "tune", "long", "triage", "report" }
 local opts = cli.parse(arg, { flags = {
   ["--model"] = { kind = "string", default = models.DEFAULT }, ["--layer"] = { kind = "int", default = 0 },
   ["--whole"] = { kind = "bool" }, ["--static"] = { kind = "bool" }, ["--sample"] = { kind = "int" },
   ["--all"] = { kind = "bool" }, ["--from"] = { kind = "string" }, ["--work"] = { kind = "string" },
-  ["--report"] = { kind = "string" }, ["--budget"] = { kind = "int", default = 510 }, ["--shard"] = { kind = "string" },
+  ["--report"] = { kind = "string" }, ["--budget"] = { kind = "int", default = 510 }, ["--long"] = { kind = "int", min = 0, default = 0 }, ["--shard"] = { kind = "string" },
 } }, "tune_model.lua")
 local shard = opts.shard
 if shard then
@@ -181,6 +184,13 @@ function S.tune()
   if not gpu then skipped[#skipped + 1] = "tune" return nil end
   if shard then return emmy("tune", with("tune", { "--clean", "--shard", shard, "--dump-dir", work .. "/dump" }), DB) end
   return emmy("tune", with("tune", { "--clean", "--bench", "--dump-dir", work .. "/dump" }), DB)
+end
+function S.long()
+  if opts.long <= 0 or shard then return nil end
+  if not gpu then skipped[#skipped + 1] = "long" return nil end
+  -- (the tune's defaults, --patience 16 and --budget-s 240, times N; the rows already in the DB are served from it)
+  return emmy("long", with("tune", { "--patience", tostring(16 * opts.long), "--budget-s", tostring(240 * opts.long),
+    "--dump-dir", work .. "/long" }), DB)
 end
 function S.triage()
   if for_merge("triage") then return nil end

@@ -554,6 +554,11 @@ test("search: default_first measures the rules' default first, so the best is ne
   eq(order[1], 1, "the default first")
   eq(r1.best_candidate.knobs.i, 1, "the default kept as the floor")
   eq(order[2], 40, "then the prior's order")
+  eq(r1.best_at, 1, "the pick's row (the report's 'pick's row')")
+  -- without it: the prior's order 40, 39, 38, ..., each slower than the one before: the first row stays the best and
+  -- patience 3 ends the search three rows later
+  eq(r0.best_at, 1, "the first row")
+  eq(r0.measured, 4, "patience 3 after it")
 end)
 
 return T
