@@ -188,9 +188,14 @@ end
 function S.long()
   if opts.long <= 0 or shard then return nil end
   if not gpu then skipped[#skipped + 1] = "long" return nil end
-  -- (the tune's defaults, --patience 16 and --budget-s 240, times N; the rows already in the DB are served from it)
-  return emmy("long", with("tune", { "--patience", tostring(16 * opts.long), "--budget-s", tostring(240 * opts.long),
-    "--dump-dir", work .. "/long" }), DB)
+  -- (the tune's defaults, --patience 16 and --budget-s 240 GPU-seconds, times N; the rows already in the DB are
+  -- served from it; every GPU of the host measures, one bench worker each, and --budget-s is wall time: N = 10 is
+  -- 40 minutes on one GPU, 5 on eight)
+  local n = math.max(1, gpu.device_count or 1)
+  local wall = math.ceil(240 * opts.long / n)
+  say("long: the search again with %d times the patience and GPU time on %d GPU%s (%d s)", opts.long, n, n == 1 and "" or "s", wall)
+  return emmy("long", with("tune", { "--patience", tostring(16 * opts.long), "--budget-s", tostring(wall),
+    "--gpus", tostring(n), "--dump-dir", work .. "/long" }), DB)
 end
 function S.triage()
   if for_merge("triage") then return nil end
