@@ -894,6 +894,26 @@ test("emmy.stamps: FLASH=2 attention's records (5 roles) summed per role, the ti
   check(text:find("first entry to last end 2.00 µs of the launch's 3.0 µs; entry to the consumers' start 700 cycles", 1, true), text)
 end)
 
+test("the wide one-wave leads (atom.wide_one_wave): Qwen3-4B's q at 128 x 128 with the TMA store, o and down at 128 x 80 with the fragment epilogue, RASTER=8, 6 stages; NVRTC compiles them", function()
+  local q4 = { "Qwen/Qwen3-4B", "--layer", "0", "--dynamic", "seq_len@x:1" }
+  local c, o = emmy(args("compile", q4, "--ir", "tile"))
+  eq(c, 0, o)
+  local function knobs_of(name) return o:match(name .. "%s+contraction%s+%d+%s+(%S+)") or "" end
+  local q = knobs_of("k_linear_f0274a")
+  check(q:find("BM=128,BN=128,", 1, true) and q:find("EPI_SMEM=4,", 1, true) and q:find("PERSIST=1,", 1, true) and
+    q:find("RASTER=8,", 1, true) and q:find("STAGES=6,", 1, true), q)
+  for _, name in ipairs { "k_linear_add_cbbea5", "k_linear_add_d4f3d9" } do
+    local k = knobs_of(name)
+    check(k:find("BM=128,BN=80,", 1, true) and k:find("EPI_SMEM=0,", 1, true) and k:find("PERSIST=1,", 1, true) and
+      k:find("RASTER=8,", 1, true) and k:find("STAGES=6,", 1, true) and k:find("SPLIT_K=1,", 1, true), name .. ": " .. k)
+  end
+  local ok, nv = pcall(require, "emmy.nvrtc")
+  if not ok or not nv.version() then return end
+  local cc, co, ce = emmy(args("compile", q4, "--kernel", "k_linear", "--nvrtc"), { env = "EMMY_CUBIN_CACHE=" .. tmpdir() })
+  eq(cc, 0, ce)
+  check(co:find(" compiled, 0 failed", 1, true), co)
+end)
+
 test("PERSIST=1 leads where a 128 x 128 tile grid fills every SM (batch 8), and at batch 1 where its tiles make one wave", function()
   local _, o8 = emmy(args("compile", L0, "--batch", "8", "--ir", "tile", "--kernel", "k_linear_add"))
   check(o8:find("PERSIST=1", 1, true), o8)
