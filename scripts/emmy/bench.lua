@@ -496,7 +496,9 @@ function M.run(a)
     regime = ("deploy: CUDA-graph replay, warm-up, median of %d (layer: %d) with p20/p80, L2 warm, same inputs for every backend")
       :format(M.REGIME.reps, M.LAYER_REPS), whole = {}, kernels = {}, notes = {} }
   local function note(s) res.notes[#res.notes + 1] = s end
-  local function progress(s) io.stderr:write("  bench: " .. s .. "\n") end
+  -- (each step with the seconds since the bench began: where a long bench's time goes)
+  local t0 = sys.clock()
+  local function progress(s) io.stderr:write(("  bench: %s (%.0f s)\n"):format(s, sys.clock() - t0)) end
   -- the whole graph
   local bufs = {}
   for name, t in pairs(a.ins) do bufs[name] = assert(cu:upload(t)) end
