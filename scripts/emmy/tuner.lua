@@ -203,8 +203,9 @@ function M.tune_kernel(T, i, p, wk)
     best_knobs = res.best_candidate and res.best_candidate.string or nil, device = wk.device,
     -- (the pick's row in the search, and the rules' default's time: it is measured first, the floor)
     best_at = res.best_at, default_us = first_ok_us(res.rows, p.candidates[1]) }
-  io.stderr:write(("  kernel %d/%d %s: %d measured (%s), best %s%s\n"):format(i, #T.plans, k.name, res.measured, res.stopped,
-    res.best and ("%.1f us"):format(res.best.median_us) or "none", #T.workers > 1 and (" (GPU %d)"):format(wk.device) or ""))
+  io.stderr:write(("  kernel %d/%d %s: %d measured (%s), best %s%s, %.0f s into the tune\n"):format(i, #T.plans, k.name,
+    res.measured, res.stopped, res.best and ("%.1f us"):format(res.best.median_us) or "none",
+    #T.workers > 1 and (" (GPU %d)"):format(wk.device) or "", sys.clock() - T.t_budget))
   local tried = {}
   for _, r2 in ipairs(res.rows) do tried[r2.candidate.string] = true end
   T.state[i] = { K = K, tried = tried, res = res }
