@@ -130,7 +130,7 @@
     "512-token down) or 128 x 64 tiles (atom.split2_small: Qwen3's 512-token o / down, 7.6 / 9.9 µs against 8.2 / "  \
     "11.2, H100, forty-first session) split in two fill the SMs")                                                   \
   X(BM, TILE, 64, "16,32,64,128,256", "contraction", "block tile rows")                                                \
-  X(BN, TILE, 64, "16,32,64,80,96,128,192,256", "contraction", "block tile columns")                                             \
+  X(BN, TILE, 64, "16,32,64,80,96,128,192,256", "contraction", "block tile columns")                                   \
   X(BK, TILE, 16, "8,16,32,64", "contraction", "K depth of a block tile step staged through shared memory")            \
   X(TM, TILE, 4, "1,2,4,8", "contraction", "rows of the per-thread register tile (scalar tier)")                       \
   X(TN, TILE, 4, "1,2,4,8", "contraction", "columns of the per-thread register tile (scalar tier)")                    \
