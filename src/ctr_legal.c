@@ -88,6 +88,14 @@ static int producer(const em_ctr_facts *f, const int64_t *kv, long long *a) {
   return K(PRODUCER) != 0 && (K(PRODUCER) != 1 || K(WGMMA) != 1 || K(TMA) != 1 || K(WG_WAIT) != 1 || K(STAGES) < 2 ||
                               !split_ok || (K(CLUSTER) != 1 && K(PERSIST) != 1));
 }
+/* SPLIT_K's reduce-scatter (PERSIST=1, EPI_SMEM=0; through a cluster or SPLIT_L2's scratch) deals each warp's column groups of 8 (BN/WN/8) to the split's
+ * ranks in equal runs: the split must divide them (BN=80 with SPLIT_K=4 left two groups to a fifth rank, and the
+ * launch failed: H100, forty-sixth session) */
+static int split_cols(const em_ctr_facts *f, const int64_t *kv, long long *a) {
+  int64_t fn = K(WN) > 0 ? K(BN) / K(WN) / 8 : 0;
+  a[0] = K(SPLIT_K), a[1] = K(BN), a[2] = fn;
+  return K(PERSIST) == 1 && K(SPLIT_K) > 1 && K(EPI_SMEM) == 0 && off(fn, K(SPLIT_K));
+}
 /* a head-local epilogue (RoPE) under the producer: the persistent pipeline's staged tile (EPI_SMEM 1, 2, fenced by
  * the consumers' named barrier), or EPI_SMEM 0, 7 reading the thread's own fragments where every column shift is a
  * multiple of 8 and the tile's columns are not split; no head-local reduction (the emitter's
@@ -206,6 +214,8 @@ static const ctr_rule rules[] = {
     {producer, "PRODUCER=1 feeds wgmma consumers from a producer warpgroup (WGMMA=1, TMA=1, WG_WAIT=1, STAGES >= 2, "
                "SPLIT_K=1 (2 with PERSIST=1 and CLUSTER=1 but not EPI_SMEM=6 or 7, 4 also with EPI_SMEM=0), CLUSTER=1 "
                "unless PERSIST=1)"},
+    {split_cols, "SPLIT_K=%lld's reduce-scatter deals a warp's column groups of 8 in equal runs: BN=%lld makes %lld "
+                 "groups, not a multiple"},
     {producer_stage, "PRODUCER=1 with a head-local (RoPE) epilogue: PERSIST=1 with EPI_SMEM 1 or 2 (or 0 or 7 with "
                      "SPLIT_K=1 and column shifts in multiples of 8) and no head-local reduction (the producer leaves "
                      "after its loop, so no block-barrier epilogue)"},

@@ -146,6 +146,15 @@ TEST(ctr_legal_odd_bn_is_the_fragment_epilogues) {
   persistent(kv);
   kv[EM_KNOB_BN] = 96, kv[EM_KNOB_SPLIT_K] = 2;
   CHECK(refused_with(&f, kv, "BN=96 (not a power of two)"));
+  /* the split's reduce-scatter deals the 10 column groups of BN=80 to the ranks: 4 does not divide them (the rule
+   * before odd_bn, so it names the cause) */
+  persistent(kv);
+  kv[EM_KNOB_BN] = 80, kv[EM_KNOB_SPLIT_K] = 4;
+  CHECK(refused_with(&f, kv, "SPLIT_K=4's reduce-scatter deals a warp's column groups of 8 in equal runs: BN=80 makes 10"));
+  kv[EM_KNOB_BN] = 96; /* 12 groups: the split divides them; odd_bn still fences 96 */
+  CHECK(refused_with(&f, kv, "BN=96 (not a power of two)"));
+  kv[EM_KNOB_BN] = 16; /* 2 groups (a pin) */
+  CHECK(refused_with(&f, kv, "BN=16 makes 2 groups"));
   defaults(kv);
   kv[EM_KNOB_MMA] = 1, kv[EM_KNOB_ASYNC] = 1, kv[EM_KNOB_STAGES] = 3, kv[EM_KNOB_BN] = 80, kv[EM_KNOB_BK] = 64;
   kv[EM_KNOB_WN] = 1;
