@@ -20,14 +20,16 @@ ONLY="${*:-layers attention gemm squares cold}"
 on() { case " $ONLY " in *" $1 "*) return 0;; esac; return 1; }
 t0=$(date +%s)
 stamp() { echo "== $1 ($(( $(date +%s) - t0 )) s)"; }
+# model M's layer 0 (dynamic seq_len, 512 tokens) against eager and torch.compile: whole, by kind, every kernel
+layer() {
+  f="$LOG/status_layer_$(echo "$1" | tr '/.' '__').txt"
+  timeout 200 "$BIN" run "$1" --layer 0 --dynamic seq_len@x:1 --bench --bench-backends eager,tcompile,emmy > "$f" 2>&1
+  stamp "$1 layer 0 (rc $?)"
+  grep -E "^(emmy|eager|tcompile|transformers) |^(matmul|attention|norm, elementwise|copy|sum) " "$f"
+  grep -E "^k_" "$f"
+}
 if on layers; then
-  for m in Qwen/Qwen3-Embedding-0.6B TinyLlama/TinyLlama-1.1B-Chat-v1.0; do
-    f="$LOG/status_layer_$(echo "$m" | tr '/.' '__').txt"
-    timeout 200 "$BIN" run "$m" --layer 0 --dynamic seq_len@x:1 --bench --bench-backends eager,tcompile,emmy > "$f" 2>&1
-    stamp "$m layer 0 (rc $?)"
-    grep -E "^(emmy|eager|tcompile|transformers) |^(matmul|attention|norm, elementwise|copy|sum) " "$f"
-    grep -E "^k_" "$f"
-  done
+  for m in Qwen/Qwen3-Embedding-0.6B TinyLlama/TinyLlama-1.1B-Chat-v1.0; do layer "$m"; done
 fi
 if on attention; then
   timeout 400 "$BIN" bench/attention.lua --layout bhsd --limit 0 --json "$LOG/status_attention.json" > "$LOG/status_attention.txt" 2>&1
@@ -46,11 +48,7 @@ if on squares; then
   grep -E "^[0-9]+³ " "$LOG/status_squares.txt"
 fi
 if on qwen4b; then
-  f="$LOG/status_layer_Qwen_Qwen3-4B.txt"
-  timeout 200 "$BIN" run Qwen/Qwen3-4B --layer 0 --dynamic seq_len@x:1 --bench --bench-backends eager,tcompile,emmy > "$f" 2>&1
-  stamp "Qwen/Qwen3-4B layer 0 (rc $?)"
-  grep -E "^(emmy|eager|tcompile|transformers) |^(matmul|attention|norm, elementwise|copy|sum) " "$f"
-  grep -E "^k_" "$f"
+  layer Qwen/Qwen3-4B
   timeout 200 "$BIN" bench/gemm.lua --cases qwen4b --batches 1 --torch --compile --limit 1 --json "$LOG/status_qwen4b.json" \
     > "$LOG/status_qwen4b.txt" 2>&1
   stamp "Qwen3-4B projections (rc $?)"

@@ -109,13 +109,6 @@ local function whole_emmy(bc)
   return nil
 end
 
--- The middle value of a list of numbers (the lower of the two middle ones), or nil.
-local function median(xs)
-  if #xs == 0 then return nil end
-  table.sort(xs)
-  return xs[math.floor((#xs + 1) / 2)]
-end
-
 -- "Tuned against the rules' defaults" (issue 22's checks): each kernel's tuned time against its default's (the
 -- workflow's dynamic/ bench of the layer as the rules give it; the same L2-warm regime), the whole layer both ways,
 -- and where in its search the tune found each pick (dump/tune.json: the default's and the pick's deploy-regime µs,
@@ -150,11 +143,11 @@ local function against_defaults(w, d)
       .. " tune's pick for: %s."):format(d.long.regime or "deploy", #far > 0 and table.concat(far, ", ") or "no kernel"))
   end
   local tw, uw = whole_emmy(d.whole), whole_emmy(d.dynamic_whole)
-  local m = median(at)
+  local m = bench_rows.median(at)
   w.para(("The whole %s: tuned %s µs against the defaults' %s (%s). Kernels whose tuned time is over their default's"
     .. " (the L2-warm bench's spread is about 1-2%%): %s. The median kernel's pick was its search's row %s%s."):format(
     (d.run or {}).whole and "model" or "layer", f1(tw), f1(uw), ratio(tw and uw and tw / uw),
-    #over > 0 and table.concat(over, ", ") or "none", m and tostring(m) or "-",
+    #over > 0 and table.concat(over, ", ") or "none", m and ("%g"):format(m) or "-",
     m and (" (issue 22 asks for 64 or fewer)") or ""))
 end
 
