@@ -78,7 +78,7 @@ function M.session(cfg)
   T.rows, T.picks, T.state, T.last = {}, {}, {}, sys.clock()
   T.t_budget = sys.clock() -- --budget-s counts from here (after the forks are planned)
   -- where the wall time goes: the worker's phases (from its answers), the parent's compiles and waits
-  T.spent = { worker = {}, compile_ahead = 0, bench_wait = 0, cache_hits = 0, compiled = 0 }
+  T.spent = { worker = {}, compile_ahead = 0, bench_wait = 0, cache_hits = 0, compiled = 0, ahead = { n = 0, status = {} }, key_missed = 0 }
   T.req_base = T.opts.regime == "deploy" and { graph = true, reps = 50, warmup = 5, warmup_ms = 10, flush = true }
     or { graph = false, reps = 10, warmup = 2 }
   return T
@@ -104,16 +104,28 @@ end
 -- (from the reproducer's plan, as the worker forms it: the same source text, so the same cache key).
 local function compile_ahead(T, K, list)
   K.rp = K.rp or kernels.repro_plan(cli.check(graphjson.read(K.repro)), T.dev)
-  local jobs = {}
+  local jobs, strings = {}, {}
   for _, c in ipairs(list) do
     if not K.compiled[c.string] and not T.db:measured(T.ctx, T.db:variant(K.hash, c.string, M.tier_of(c.knobs))) then
       K.compiled[c.string] = true
-      jobs[#jobs + 1] = gpu.job(K.rp, gpu.knobs_over(K.rp, c.knobs), T.gi) -- (a refused variant adds nothing)
+      local job = gpu.job(K.rp, gpu.knobs_over(K.rp, c.knobs), T.gi) -- (a refused variant adds nothing)
+      if job then
+        jobs[#jobs + 1] = job
+        strings[#jobs] = c.string
+      end
     end
   end
   local tc = sys.clock()
-  if #jobs > 0 then nv.compile_many(jobs) end
+  local res = #jobs > 0 and nv.compile_many(jobs) or {}
   T.spent.compile_ahead = T.spent.compile_ahead + sys.clock() - tc
+  -- (what the compiles gave, and each variant's cubin key: a worker build that misses the cache under another key
+  -- is counted, so the time line says whether the two meet)
+  local A = T.spent.ahead
+  for j, r in ipairs(res) do
+    A.n, A.status[r.status] = A.n + 1, (A.status[r.status] or 0) + 1
+    if r.status ~= "ok" and r.status ~= "compile_fail" and not A.first_error then A.first_error = (r.log or r.status):match("[^\n]*") end
+    K.ahead_key[strings[j]] = r.key
+  end
 end
 
 -- A worker's answer to a bench request, accounted in T.spent and recorded in the tune DB; returns the row.
@@ -124,6 +136,8 @@ local function record(T, K, vid, c, row, order, online_us)
   if row.cache_hit ~= nil then
     T.spent.compiled = T.spent.compiled + 1
     if row.cache_hit then T.spent.cache_hits = T.spent.cache_hits + 1 end
+    local ahead = K.ahead_key and K.ahead_key[c.string]
+    if not row.cache_hit and ahead and row.key and row.key ~= ahead then T.spent.key_missed = T.spent.key_missed + 1 end
   end
   local status = tunedb.STATUS[row.status] and row.status or "launch_fail"
   T.db:record { run_id = T.run_id, context_id = T.ctx, variant_id = vid, status = status, error = row.error,
@@ -178,7 +192,7 @@ end
 function M.tune_kernel(T, i, p, wk)
   local k = p.kernel
   local f = kernels.facts(k)
-  local K = { i = i, name = k.name, facts = f, repro = T.dir .. "/" .. k.name .. ".torch.json", compiled = {}, wk = wk }
+  local K = { i = i, name = k.name, facts = f, repro = T.dir .. "/" .. k.name .. ".torch.json", compiled = {}, ahead_key = {}, wk = wk }
   cli.must(graphjson.write(k.repro, K.repro, { sync = false }))
   K.hash = k.repro:hash()
   -- the kernel facts (what rules/prior/features.lua reads), kept so that later refits can featurize its rows
@@ -364,9 +378,14 @@ function M.print_summary(T, wall, path, counts, n_db, failures)
   for _, key in ipairs { "plan", "build", "ref", "run", "time" } do
     if T.spent.worker[key] then ws[#ws + 1] = ("%s %.1f"):format(key, T.spent.worker[key]) end
   end
-  print(("time: compiling batches ahead %.1f s; waiting on the worker%s %.1f s (its phases, s: %s; cubin cache hits %d of %d builds)")
-    :format(T.spent.compile_ahead, #T.workers > 1 and "s" or "", T.spent.bench_wait, #ws > 0 and table.concat(ws, ", ") or "-",
-      T.spent.cache_hits, T.spent.compiled))
+  local A, as = T.spent.ahead, {}
+  for s2, n in pairs(A.status) do as[#as + 1] = ("%s %d"):format(s2, n) end
+  table.sort(as)
+  print(("time: compiling batches ahead %.1f s (%d compiles%s); waiting on the worker%s %.1f s (its phases, s: %s; cubin cache hits %d of %d builds%s)")
+    :format(T.spent.compile_ahead, A.n, #as > 0 and (": " .. table.concat(as, ", ")) or "", #T.workers > 1 and "s" or "",
+      T.spent.bench_wait, #ws > 0 and table.concat(ws, ", ") or "-", T.spent.cache_hits, T.spent.compiled,
+      T.spent.key_missed > 0 and ("; %d built under another key than their compile ahead"):format(T.spent.key_missed) or ""))
+  if A.first_error then print("  the first compile ahead that failed: " .. A.first_error) end
   local rs = {}
   for s2, n in pairs(counts) do rs[#rs + 1] = ("%s %d"):format(s2, n) end
   table.sort(rs)

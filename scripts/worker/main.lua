@@ -58,7 +58,7 @@ local function bench(req)
   local e = built[1]
   local r = e.compile or {}
   local row = { kernel = p.kernel.name, regs = r.regs, spills = r.spill_stores, smem = (r.smem or 0) + (e.launch and e.launch.smem or 0),
-    compile_ms = r.ms, cache_hit = r.cache_hit, phase_ms = ph }
+    compile_ms = r.ms, cache_hit = r.cache_hit, key = r.key, phase_ms = ph }
   lap("build")
   if e.error then
     row.status, row.error = e.error:match("^(%w+_fail)") or "compile_fail", e.error
