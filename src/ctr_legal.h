@@ -11,13 +11,15 @@
 
 #define EM_CTR_MAX_WIDTHS 8
 
-/* What a contraction's graph gives the rules. The emitter fills it from the resolved contraction, the Lua binding
- * from the kernel summary of scripts/emmy/kernels.lua (its K and N at the shape hint). */
+/* What a contraction's graph gives the rules. The emitter fills it from the resolved contraction, once: for its own
+ * check, and (em_emit_ctr_facts, `ir.ctr_facts`) for the kernel summary of scripts/emmy/kernels.lua, which the rules'
+ * check (`knobs.ctr_refusal`) reads back with K and N at the shape hint instead. */
 typedef struct {
   int dual;            /* DUAL_GATE's pair: two linears of equal width on one operand, two accumulators */
   int siblings;        /* the linears reading the anchor's operand, the anchor among them (merged side by side
                         * along N where more than one and not a dual pair; 0 or 1: one) */
-  int nwidths;         /* sibling widths known, at most EM_CTR_MAX_WIDTHS */
+  int nwidths;         /* the siblings' widths known (a linear's: the anchor's alone, a dual pair's, or merged
+                        * siblings'), at most EM_CTR_MAX_WIDTHS; the table reads merged siblings' */
   int64_t widths[EM_CTR_MAX_WIDTHS];
   int64_t stage;       /* a head-local epilogue's head width D (meta "stage", RoPE); 0: none */
   int64_t stage_step;  /* the gcd of its reads' column shifts (meta "stage_step"); 1 where there is no meta */
@@ -25,6 +27,9 @@ typedef struct {
   int64_t K, N;        /* the contraction's K and its result's N where known; 0 where not (a symbolic dim) */
   int tma_fused;       /* EPI_SMEM=7's output: one 2-byte output of the result's (or its heads view's) shape */
   int tma_store;       /* EPI_SMEM=4's output: the linear's result or a contiguous view of it, 2-byte, alone */
+  /* read by the tile rules, not by the table */
+  int tma_heads;       /* tma_fused's output is the result's heads view [B, H, S, D] (ws_heads_view) */
+  int prologue_reductions; /* row reductions before the K loop (a folded RMSNorm, SPLIT_CONE=0) */
 } em_ctr_facts;
 
 /* The first rule that refuses knob plan kv (every knob's value by em_knob_id, the assignment's or the table's

@@ -8,6 +8,7 @@
 #ifndef EM_EMIT_H
 #define EM_EMIT_H
 
+#include "ctr_legal.h"
 #include "graph.h"
 #include "knobs.h"
 
@@ -63,6 +64,12 @@ typedef struct {
 /* Emits the kernel; *src is malloc'ed (caller frees). Returns EM_EINPUT with err naming the kernel and the
  * reason when the kernel cannot be emitted with these knobs (a gate should have refused it). */
 em_status em_emit(const em_tile *t, char **src, em_launch *launch, char *err);
+
+/* The legality table's facts (ctr_legal.h) of the contraction over anchor (a value id of g) into f, resolved as em_emit
+ * resolves them for every knob plan (they read no knob): the rules' kernel summary takes them from here, so that the
+ * rules and the emitter judge a variant on one set of facts. Returns EM_EINPUT with err where the emitter builds no
+ * contraction over anchor (every variant of it would fail with that reason). */
+em_status em_emit_ctr_facts(const em_graph *g, int anchor, em_ctr_facts *f, char *err);
 
 /* Sets knob name to v in k (replacing its value if set). Returns EM_EINPUT with err naming the knob when name is
  * not in the knob table or v is not one of its legal values (k unchanged). */

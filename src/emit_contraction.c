@@ -200,13 +200,11 @@ void ex_ctr_tma_load(ectx *c, const ex_ctr *k, int stages, int CL, int WS, const
 /* Prologue row reductions (a folded RMSNorm, SPLIT_CONE=0): one warp per row of the block before the K loop, each
  * row's result in shared memory (c->pre_v, c->pre_arr) for the operand fill. */
 static void ctr_prologue(ectx *c, const ex_ctr *k) {
-  const int BM = k->BM, threads = k->threads, a = k->a, *dep = k->dep;
+  const int BM = k->BM, threads = k->threads;
   /* prologue row reductions (a folded RMSNorm): one warp per row of the block, before the K loop */
   for (int i = 0; i < c->g->nodes.n && !c->failed; i++) {
     const em_node *rn = &c->g->nodes.v[i];
-    if (rn->out == a || !(rn->op == EM_OP_MEAN || rn->op == EM_OP_SUM || rn->op == EM_OP_AMAX || rn->op == EM_OP_VECTOR_NORM))
-      continue;
-    if (dep[rn->out]) continue; /* an epilogue reduction (below) */
+    if (!ex_ctr_is_prologue_reduction(k, rn)) continue; /* (one reading the result is the epilogue's) */
     int vn = rn->op == EM_OP_VECTOR_NORM, di = vn ? 2 : 1;
     const em_shape *xs = ex_S(c, rn->args[0].tensor);
     if (!rn->args[di].present || rn->args[di].n != 1 || ex_axis_of_dim(&rn->args[di].ilist[0], xs->rank) != xs->rank - 1 ||
@@ -697,7 +695,8 @@ static void ctr_epilogue_values(ectx *c, ex_ctr *k) {
 }
 
 /* The facts of the legality table (ctr_legal.h) from the resolved contraction: its siblings, the head-local
- * epilogue's metas and reductions, a constant K and N, and the outputs a TMA-stored epilogue needs. */
+ * epilogue's metas and reductions, a constant K and N, the outputs a TMA-stored epilogue needs, and the prologue's
+ * reductions. Reads no knob: em_emit_ctr_facts gives the same facts to the rules. */
 static void ctr_facts(ectx *c, const ex_ctr *k, em_ctr_facts *f) {
   const char *stage = em_graph_get_meta(c->g, "stage"), *step = em_graph_get_meta(c->g, "stage_step");
   int64_t v = 0;
@@ -705,7 +704,7 @@ static void ctr_facts(ectx *c, const ex_ctr *k, em_ctr_facts *f) {
   memset(f, 0, sizeof *f);
   f->dual = k->dual;
   f->siblings = k->nsib;
-  f->nwidths = k->concat ? (k->nsib < EM_CTR_MAX_WIDTHS ? k->nsib : EM_CTR_MAX_WIDTHS) : 0;
+  f->nwidths = k->lin_op ? (k->nsib < EM_CTR_MAX_WIDTHS ? k->nsib : EM_CTR_MAX_WIDTHS) : 0;
   for (int j = 0; j < f->nwidths; j++) f->widths[j] = k->sibN[j];
   f->stage = stage && atoi(stage) > 0 ? atoi(stage) : 0;
   f->stage_step = step ? atoi(step) : 1;
@@ -713,7 +712,34 @@ static void ctr_facts(ectx *c, const ex_ctr *k, em_ctr_facts *f) {
   f->K = em_dim_is_const(k->Kd, &v) ? v : 0;
   f->N = em_dim_is_const(&k->os->d[k->r - 1], &v) ? v : 0;
   f->tma_fused = ws_tma_fused_output(c, k, &v, &heads) >= 0;
+  f->tma_heads = f->tma_fused && heads >= 0;
   f->tma_store = ws_tma_store_output(c, k, &v) >= 0;
+  f->prologue_reductions = ex_ctr_prologue_reductions(c, k);
+}
+
+/* ex_k_contraction's resolution up to its legality check, in a context of the table's default knobs (ctr_operands
+ * reads DUAL_WIDE, which no fact depends on) that emits nothing. */
+em_status em_emit_ctr_facts(const em_graph *g, int anchor, em_ctr_facts *f, char *err) {
+  em_tile t = {.g = g, .kind = EM_K_CONTRACTION, .anchor = anchor, .name = "facts"};
+  ectx c;
+  ex_ctr K = {0};
+  memset(&c, 0, sizeof c);
+  memset(f, 0, sizeof *f);
+  c.t = &t, c.g = g, c.anchor = anchor, c.xanchor = -1;
+  for (int i = 0; i < EM_NKNOBS; i++) c.kv[i] = em_knob_table[i].def;
+  K.rpf = -1, K.a = anchor;
+  const em_value *av = anchor >= 0 && anchor < g->values.n ? ex_V(&c, anchor) : NULL;
+  em_op op = av && av->kind == EM_V_NODE ? g->nodes.v[av->node].op : EM_NOPS;
+  if (op != EM_OP_LINEAR && op != EM_OP_MM && op != EM_OP_BMM && op != EM_OP_MATMUL)
+    ex_fail(&c, "the anchor is not a contraction");
+  else if (!ctr_operands(&c, &K)) {
+    ctr_epilogue_values(&c, &K);
+    ctr_facts(&c, &K, f);
+  }
+  em_status st = c.failed ? em_fail(err, EM_EINPUT, "%s", c.err) : EM_OK;
+  for (int i = 0; i < c.arena.n; i++) free(c.arena.v[i]);
+  free(c.arena.v);
+  return st;
 }
 
 /* The legality table's verdict on the knob plan (read as it is, not through EX_KNOB: the table reads every knob

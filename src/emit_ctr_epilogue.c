@@ -195,6 +195,17 @@ int ex_ctr_head_reductions(ectx *c, const ex_ctr *k) {
   return n;
 }
 
+int ex_ctr_is_prologue_reduction(const ex_ctr *k, const em_node *rn) {
+  return rn->out != k->a && !k->dep[rn->out] &&
+         (rn->op == EM_OP_MEAN || rn->op == EM_OP_SUM || rn->op == EM_OP_AMAX || rn->op == EM_OP_VECTOR_NORM);
+}
+
+int ex_ctr_prologue_reductions(ectx *c, const ex_ctr *k) {
+  int n = 0;
+  for (int i = 0; i < c->g->nodes.n; i++) n += ex_ctr_is_prologue_reduction(k, &c->g->nodes.v[i]);
+  return n;
+}
+
 int ex_ctr_stage_in_regs(ectx *c, const ex_ctr *k) {
   const char *st = em_graph_get_meta(c->g, "stage_step");
   return st && atoi(st) % 8 == 0 && k->mma && k->WN == 1 && !k->jkeep && !k->concat && !ex_ctr_head_reductions(c, k);

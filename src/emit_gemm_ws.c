@@ -794,18 +794,6 @@ static void ws_consumers(ectx *c, const ex_ctr *k, em_launch *L, int stages, int
   }
 }
 
-/* A folded RMSNorm prologue (a row reduction not reading the result) runs with every thread before the K loop;
- * this pipeline has no such phase. */
-static int ws_has_prologue(ectx *c, const ex_ctr *k) {
-  for (int i = 0; i < c->g->nodes.n; i++) {
-    const em_node *rn = &c->g->nodes.v[i];
-    if (rn->out != k->a && !k->dep[rn->out] &&
-        (rn->op == EM_OP_MEAN || rn->op == EM_OP_SUM || rn->op == EM_OP_AMAX || rn->op == EM_OP_VECTOR_NORM))
-      return 1;
-  }
-  return 0;
-}
-
 /* WG_K=2 (two consumer warpgroups dealt a 64-row tile's k-steps) where the kernel allows it beyond the legality
  * table's rule: group 0 alone runs the epilogue, so nothing of it may be loaded into registers during the K loop (a
  * residual or RoPE's tables ahead of the fragment or TMA-fused epilogue). Returns 1 after ex_fail. */
@@ -857,7 +845,7 @@ static void ws_sizes(ectx *c, const ex_ctr *k) {
  * TMA-stored output's position: EPI_SMEM 4, 7) and nout (the result's constant N where that epilogue needs it). */
 static int ws_refused(ectx *c, const ex_ctr *k, int staged, int *heads, int *opos, int64_t *nout) {
   if (ex_ctr_stage_width(c, k) < 0 || ws_kgroups_refused(c, k, EX_KNOB(c, WG_K), staged)) return 1;
-  if (ws_has_prologue(c, k)) {
+  if (ex_ctr_prologue_reductions(c, k)) { /* (a folded RMSNorm runs with every thread before the K loop) */
     ex_fail(c, "PERSIST=1: the persistent pipeline has no prologue phase (a folded RMSNorm, SPLIT_CONE=0)");
     return 1;
   }

@@ -218,6 +218,10 @@ int ex_ctr_stage_regs(ectx *c, const ex_ctr *k, int stageD);
  * ex_ctr_head_reductions: how many head-local reductions (NORM_EPI's MEAN/SUM over a head) read the result. */
 int ex_ctr_stage_width(ectx *c, const ex_ctr *k);
 int ex_ctr_head_reductions(ectx *c, const ex_ctr *k);
+/* 1 when node rn is a prologue row reduction (a folded RMSNorm, SPLIT_CONE=0): a mean, sum, amax or vector norm
+ * that does not read a linear's result (k->dep). ex_ctr_prologue_reductions: how many the graph has. */
+int ex_ctr_is_prologue_reduction(const ex_ctr *k, const em_node *rn);
+int ex_ctr_prologue_reductions(ectx *c, const ex_ctr *k);
 /* 1 when the head-local reads may come from the reading thread's own accumulator fragments instead of a staged
  * tile: tensor-core fragments of whole rows of the tile (WN=1), every read's column shift a multiple of 8 (graph
  * meta "stage_step": the same lane quad and parity, another column group j), no head-local reduction, no split

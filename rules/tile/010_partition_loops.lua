@@ -176,7 +176,9 @@ local function persist_epilogues(k, o)
     -- -> 37.9, TinyLlama o 58.6 -> 55.2, down 132.1 -> 128.4 (torch 30.4, 40.4, 56.8, 129.0; H200, bench/gemm.lua
     -- --batches 8 --pins EPI_SMEM=7, twenty-third session); the epilogue 11,800 -> 6,700 cycles a tile. Last at
     -- BN 64 (the one-wave 512-token tiles: in the program 9.0 us against 8.7 for EPI_SMEM=5 on Qwen3's o)
-    if k.tma_fused and not k.tma_store then lead_epi = offer_epi(epis, 7, o.BN % 128 == 0, lead_epi) end
+    -- (a heads view with no head-local epilogue, a projection under VIEW_OUT=1 without RoPE, the emitter takes as
+    -- well (k.tma_heads), but no GPU has run it: not offered)
+    if k.tma_fused and not k.tma_store and not k.tma_heads then lead_epi = offer_epi(epis, 7, o.BN % 128 == 0, lead_epi) end
   end
   -- a dual kernel's results stored 16 bytes a thread (EPI_SMEM=5) lead its persistent tiles: k+v at 4096
   -- tokens 35.6 -> 29.1 us, TinyLlama's wide gate/up at 512 tokens 44.6 -> 42.0 (atom.dual_persist's note)

@@ -36,58 +36,23 @@ local function at_hint(g, d, bind)
   return g:eval(d, bind), true
 end
 
--- A contraction's store facts (the emitter's ws_tma_store_output, ws_tma_fused_output and ws_heads_view check the
--- same): tma_store, tma_fused, tma_heads. out: the anchor's shape.
-local function store_facts(f, g, k, nodes, bind, out)
-  -- a plain store (EPI_SMEM=4: the staged tile written by TMA): the kernel's one output is the linear's result or a
-  -- contiguous view of it (the same row-major order), of 2-byte elements, one linear (no dual, no merged siblings), N
-  -- a constant multiple of 8 (16-byte rows)
-  local contiguous = { ["aten.view.default"] = true, ["aten.reshape.default"] = true, ["aten._unsafe_view.default"] = true,
-    ["aten.unsqueeze.default"] = true, ["aten.squeeze.dim"] = true }
-  local outs = g:outputs()
-  local v = #outs == 1 and outs[1] or nil
-  while v and v ~= k.anchor do
-    local m = nodes[v]
-    v = m and contiguous[m.op] and args_of(m).self or nil
-  end
-  f.tma_store = v ~= nil and not f.dual and f.siblings <= 1 and (f.dtype == "bf16" or f.dtype == "f16")
-    and type(out[#out]) == "number" and out[#out] % 8 == 0
-  -- EPI_SMEM=7 (the fused epilogue's values staged and stored by TMA): one linear, the kernel's one output of 2-byte
-  -- elements with the result's shape, N a constant multiple of 8
-  local o1 = #outs == 1 and g:value(outs[1]) or nil
-  local same = o1 ~= nil and #o1.shape == #out
-  for i = 1, same and #out or 0 do same = same and at_hint(g, o1.shape[i], bind) == at_hint(g, out[i], bind) end
-  f.tma_fused = same and not f.dual and f.siblings <= 1 and (o1.dtype == "bf16" or o1.dtype == "f16")
-    and type(out[#out]) == "number" and out[#out] % 8 == 0
-  -- or into heads: a q/k projection's one output [B, H, S, D], its result [B, S, H * D] viewed as heads and transposed
-  -- through RoPE, D the head width (meta stage) a multiple of 64, stored by a map of the output's own dims
-  local D = f.stage
-  local heads = o1 ~= nil and D ~= nil and D % 64 == 0 and #o1.shape == 4 and #out == 3 and type(out[3]) == "number"
-    and o1.shape[4] == D and type(o1.shape[2]) == "number" and o1.shape[2] * D == out[3]
-    and at_hint(g, o1.shape[1], bind) == at_hint(g, out[1], bind) and at_hint(g, o1.shape[3], bind) == at_hint(g, out[2], bind)
-  f.tma_heads = heads and not f.dual and f.siblings <= 1 and (o1.dtype == "bf16" or o1.dtype == "f16") and out[3] % 8 == 0
-  f.tma_fused = f.tma_fused or f.tma_heads
-end
-
--- A contraction's reductions before the matmul (a folded RMSNorm, SPLIT_CONE=0) and after it (a head-local norm over
--- the staged result, NORM_EPI=1: they read a linear's result): prologue_reductions, epilogue_reductions, split_cone.
-local function reduction_facts(f, g, k)
-  f.prologue_reductions, f.epilogue_reductions = 0, 0
-  local opc = require "emmy.opclass"
-  local dep = {}
-  for _, m in ipairs(g:nodes()) do
-    local d = opc.CONTRACTION[m.op] or false
-    for _, a in ipairs(m.args) do
-      local v = a[2]
-      if type(v) == "string" and dep[v] then d = true end
-      if type(v) == "table" then for _, x in ipairs(v) do if type(x) == "string" and dep[x] then d = true end end end
-    end
-    dep[m.name] = d
-    if m.name ~= k.anchor and opc.REDUCTION[m.op] then
-      if d then f.epilogue_reductions = f.epilogue_reductions + 1 else f.prologue_reductions = f.prologue_reductions + 1 end
-    end
-  end
+-- A contraction's facts that the legality table (src/ctr_legal.c) judges a variant on, as the emitter resolves them
+-- (ir.ctr_facts: one computation, which the emitter's own check reads too, so that a candidate the rules keep is one
+-- the emitter takes): dual, siblings and sibling_widths (the linears on the anchor's operand: merged side by side, or
+-- a dual pair), stage and stage_step (a head-local epilogue's head width and the gcd of its reads' column shifts),
+-- epilogue_reductions (head-local, over the staged result: NORM_EPI=1), prologue_reductions (a folded RMSNorm:
+-- SPLIT_CONE=0) with split_cone, and the outputs the TMA-stored epilogues need: tma_store (EPI_SMEM=4), tma_fused
+-- (EPI_SMEM=7) and tma_heads (7 into the result's [B, H, S, D] heads view). K and N are the rules' own, at the hint.
+local function legality_facts(f, g, k)
+  -- (where the emitter builds no contraction over the anchor, every variant fails with its reason: none of these)
+  local cf = ir.ctr_facts(g, k.anchor) or { siblings = 1, sibling_widths = {}, stage = 0, stage_step = 1,
+    epilogue_reductions = 0, prologue_reductions = 0 }
+  f.dual, f.siblings, f.sibling_widths = cf.dual == true, cf.siblings, cf.sibling_widths
+  f.stage = cf.stage > 0 and cf.stage or nil
+  f.stage_step = cf.stage_step
+  f.prologue_reductions, f.epilogue_reductions = cf.prologue_reductions, cf.epilogue_reductions
   f.split_cone = f.prologue_reductions > 0 and 0 or 1
+  f.tma_store, f.tma_fused, f.tma_heads = cf.tma_store == true, cf.tma_fused == true, cf.tma_heads == true
 end
 
 -- A contraction's facts: M (M_symbolic), N, K, bias, epilogue, reductions, operands, siblings, stores, flops.
@@ -107,18 +72,12 @@ local function contraction_facts(f, g, k, nodes, bind, a)
   f.K = at_hint(g, A.shape[#A.shape], bind)
   f.has_bias = x.bias ~= nil and type(x.bias) == "string"
   f.epilogue = #g:nodes() - 1
-  reduction_facts(f, g, k)
+  legality_facts(f, g, k)
   -- operands a copy engine can move: kernel inputs read as they are (no view, no computed prologue)
   local function is_input(name)
     for _, v in ipairs(g:inputs()) do if v.name == name then return true end end
     return false
   end
-  f.dual = g:meta("dual") == "1"
-  -- a head-local epilogue (RoPE on a projection) reads the result within D-wide column segments: the tile is
-  -- staged in shared memory and BN must hold whole segments
-  f.stage = tonumber(g:meta("stage") or "")
-  -- (the gcd of its reads' column shifts: a multiple of 8 lets them read the thread's own fragments)
-  f.stage_step = tonumber(g:meta("stage_step") or "")
   f.linear = n.op == "aten.linear.default"
   f.a_direct = n.op == "aten.linear.default" and is_input(x.input)
   f.b_direct = n.op == "aten.linear.default" and is_input(x.weight)
@@ -132,15 +91,6 @@ local function contraction_facts(f, g, k, nodes, bind, a)
   end
   f.extra_inputs = 0
   for _, v in ipairs(g:inputs()) do if not operands[v.name] then f.extra_inputs = f.extra_inputs + 1 end end
-  f.siblings, f.sibling_widths = 0, {}
-  for _, mm in ipairs(g:nodes()) do
-    if mm.op == "aten.linear.default" and args_of(mm).input == (x.input or x.self) then
-      f.siblings = f.siblings + 1
-      local w = g:value(mm.name).shape
-      f.sibling_widths[#f.sibling_widths + 1] = at_hint(g, w[#w], bind)
-    end
-  end
-  store_facts(f, g, k, nodes, bind, out)
   -- the multiply-adds of every weight the kernel applies to its operand (a dual or merged kernel: the sum of
   -- its siblings' widths, not the anchor's alone)
   local width = 0

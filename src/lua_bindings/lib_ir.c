@@ -902,6 +902,40 @@ static int l_emit(lua_State *L) {
   return 2;
 }
 
+/* ir.ctr_facts(graph, anchor) -> {dual, siblings, sibling_widths, stage, stage_step, epilogue_reductions,
+ * prologue_reductions, K, N, tma_fused, tma_store, tma_heads} | nil, msg: the legality table's facts of the
+ * contraction over value anchor (a name) as the emitter resolves them (em_emit_ctr_facts; stage, K, N: 0 where
+ * there is none or the dim is symbolic; sibling_widths: the widths of the linears on the anchor's operand, none for
+ * a matmul). The message says why the emitter builds no contraction there. */
+static int l_ctr_facts(lua_State *L) {
+  em_graph *g = em_lua_checkgraph(L, 1);
+  const char *name = luaL_checkstring(L, 2);
+  em_ctr_facts f;
+  char err[EM_ERR_MAX];
+  if (em_emit_ctr_facts(g, em_graph_find(g, name), &f, err)) return em_lua_fail(L, err);
+  static const char *const flag[] = {"dual", "tma_fused", "tma_store", "tma_heads"};
+  const int flags[] = {f.dual, f.tma_fused, f.tma_store, f.tma_heads};
+  static const char *const num[] = {"siblings", "stage", "stage_step", "epilogue_reductions", "prologue_reductions",
+                                    "K", "N"};
+  const int64_t nums[] = {f.siblings, f.stage, f.stage_step, f.head_reductions, f.prologue_reductions, f.K, f.N};
+  lua_createtable(L, 0, 12);
+  for (int i = 0; i < (int)(sizeof flag / sizeof flag[0]); i++) {
+    lua_pushboolean(L, flags[i]);
+    lua_setfield(L, -2, flag[i]);
+  }
+  for (int i = 0; i < (int)(sizeof num / sizeof num[0]); i++) {
+    lua_pushnumber(L, (lua_Number)nums[i]);
+    lua_setfield(L, -2, num[i]);
+  }
+  lua_createtable(L, f.nwidths, 0);
+  for (int i = 0; i < f.nwidths; i++) {
+    lua_pushnumber(L, (lua_Number)f.widths[i]);
+    lua_rawseti(L, -2, i + 1);
+  }
+  lua_setfield(L, -2, "sibling_widths");
+  return 1;
+}
+
 /* ir.ops() -> list of {name, args = {{name, kind, default}, …}} — the vocabulary */
 static int l_ops(lua_State *L) {
   lua_createtable(L, EM_NOPS, 0);
@@ -938,7 +972,8 @@ int luaopen_emmy_ir(lua_State *L) {
       {"symbols", g_symbols}, {"hash", g_hash},     {"name", g_name},       {"counts", g_counts},
       {"bind", g_bind},     {"eval", g_eval},       {"dim", g_dim},         {"meta", g_meta},       {"subgraph", g_subgraph}, {NULL, NULL}};
   em_lua_class(L, GRAPH_T, methods, g_gc, g_tostring);
-  static const luaL_Reg fns[] = {{"new", l_new}, {"ops", l_ops}, {"emit", l_emit}, {NULL, NULL}};
+  static const luaL_Reg fns[] = {{"new", l_new}, {"ops", l_ops}, {"emit", l_emit}, {"ctr_facts", l_ctr_facts},
+                                 {NULL, NULL}};
   lua_newtable(L);
   luaL_register(L, NULL, fns);
   push_null(L);

@@ -136,9 +136,9 @@ static const em_ctr_facts *facts_of(lua_State *L, int nk) {
 
 /* knobs.ctr_refusal(k, c) -> nil | reason: the contraction legality table's verdict on candidate c (knob values by
  * name; a knob c leaves out is at the table's default, as the emitter takes it) for the kernel summary k of
- * scripts/emmy/kernels.lua (dual, siblings, sibling_widths, stage, stage_step, epilogue_reductions, K, N,
- * tma_fused, tma_store; K and N at the shape hint; read once per table: facts_of). Only the contraction's
- * non-structural knobs are read from c (the table's rules read no other), as numbers. The rules call it
+ * scripts/emmy/kernels.lua (dual, siblings, sibling_widths, stage, stage_step, epilogue_reductions, tma_fused,
+ * tma_store: the emitter's, from ir.ctr_facts; K and N at the shape hint; read once per table: facts_of). Only the
+ * contraction's non-structural knobs are read from c (the table's rules read no other), as numbers. The rules call it
  * for every leaf of a kernel, so the names come from the upvalues rather than from C strings hashed at each call. */
 static int l_ctr_refusal(lua_State *L) {
   luaL_checktype(L, 1, LUA_TTABLE);

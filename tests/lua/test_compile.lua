@@ -568,6 +568,43 @@ test("EPI_SMEM=3, 4: the tile staged in two halves of swizzled 64-column panels 
   nvrtc_compiles("EMMY_KNOBS=k_linear_7363a2:PERSIST=1,k_linear_7363a2:EPI_SMEM=4")
 end)
 
+test("the kernel summary's legality facts are the emitter's (ir.ctr_facts): TMA-stored outputs, the heads view, the reductions before and after the matmul; a heads view without RoPE is legal but not offered", function()
+  local compiler, kernels, ir = require "emmy.compiler", require "emmy.kernels", require "emmy.ir"
+  local g = require("emmy.frontend").load("Qwen/Qwen3-Embedding-0.6B", { layer = 0, dynamic = { "seq_len@x:1" } }).graph
+  local function plan(set, name)
+    local kn = apart_knobs()
+    for key, v in pairs(set) do kn[key] = v end
+    for _, p in ipairs(kernels.plan(compiler.run(g, { knobs = kn }))) do if p.kernel.name == name then return p end end
+    error("no kernel " .. name)
+  end
+  local function epi7(p)
+    for _, c in ipairs(p.candidates) do if c.knobs.EPI_SMEM == 7 then return true end end
+    return false
+  end
+  -- q: its result through a view, stored by TMA (EPI_SMEM=4); down: a residual added, its own shape (7); k+v: a dual
+  local q, down, kv = qwen_plan("k_linear_7363a2"), qwen_plan("k_linear_add_f97280"), qwen_plan("k_linear_ad15f3")
+  check(q.facts.tma_store and not q.facts.tma_fused, "q")
+  check(down.facts.tma_fused and not down.facts.tma_store and not down.facts.tma_heads and epi7(down), "down")
+  check(kv.facts.dual and kv.facts.siblings == 2 and not kv.facts.tma_store and not kv.facts.tma_fused, "k+v")
+  eq(table.concat(kv.facts.sibling_widths, ","), "1024,1024", "k+v: both widths (the flops count them)")
+  -- without RoPE, q's [B, H, S, D] output is the heads view of its plain result: the emitter stores it by TMA
+  -- (tma_heads), the rules do not offer it (no GPU has run it); SPLIT_CONE=0: the folded RMSNorm, a prologue reduction
+  local qh = plan({ ROPE_EPI = 0, DUAL_GATE = 0 }, "k_linear_ab7fe7")
+  check(qh.facts.tma_heads and qh.facts.tma_fused and not qh.facts.tma_store and not epi7(qh), "heads without RoPE")
+  local qn = plan({ SPLIT_CONE = 0, ROPE_EPI = 0, DUAL_GATE = 0 }, "k_rms_norm_linear_90b0f2")
+  check(qn.facts.prologue_reductions == 1 and qn.facts.split_cone == 0, "the folded RMSNorm")
+  -- NORM_EPI=1: q's per-head RMSNorm reads the result (an epilogue reduction); its output is RoPE's, not a heads view
+  -- of the result, so it has no TMA store
+  local qe = plan({ NORM_EPI = 1 }, "k_linear_rms_norm_rope_e296ba")
+  check(qe.facts.epilogue_reductions == 1 and qe.facts.prologue_reductions == 0, "the head-local norm")
+  check(not qe.facts.tma_heads and not qe.facts.tma_fused, "no heads view of the result")
+  -- the facts are the binding's; a kernel the emitter builds no contraction over has none
+  local cf = assert(ir.ctr_facts(down.kernel.repro, down.kernel.anchor))
+  check(cf.tma_fused == down.facts.tma_fused and cf.N == 1024 and cf.K == 3072, "down's facts")
+  local none, why = ir.ctr_facts(down.kernel.repro, down.kernel.repro:inputs()[1].name)
+  check(none == nil and why:find("not a contraction", 1, true), tostring(why))
+end)
+
 test("PERSIST=1, SPLIT_K=2: a cluster pair on one tile's K halves, rank 1's accumulators handed to rank 0 in shared memory", function()
   local kernels, rules = require "emmy.kernels", require "emmy.rules"
   local q = qwen_plan("k_linear_7363a2")
