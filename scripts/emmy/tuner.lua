@@ -108,10 +108,14 @@ local function compile_ahead(T, K, list)
   for _, c in ipairs(list) do
     if not K.compiled[c.string] and not T.db:measured(T.ctx, T.db:variant(K.hash, c.string, M.tier_of(c.knobs))) then
       K.compiled[c.string] = true
-      local job = gpu.job(K.rp, gpu.knobs_over(K.rp, c.knobs), T.gi) -- (a refused variant adds nothing)
+      local job, why = gpu.job(K.rp, gpu.knobs_over(K.rp, c.knobs), T.gi) -- (a refused variant adds nothing)
       if job then
         jobs[#jobs + 1] = job
         strings[#jobs] = c.string
+      else
+        local A = T.spent.ahead
+        A.status.refused = (A.status.refused or 0) + 1
+        A.first_error = A.first_error or ("refused: " .. tostring(why):match("[^\n]*"))
       end
     end
   end
@@ -385,7 +389,7 @@ function M.print_summary(T, wall, path, counts, n_db, failures)
     :format(T.spent.compile_ahead, A.n, #as > 0 and (": " .. table.concat(as, ", ")) or "", #T.workers > 1 and "s" or "",
       T.spent.bench_wait, #ws > 0 and table.concat(ws, ", ") or "-", T.spent.cache_hits, T.spent.compiled,
       T.spent.key_missed > 0 and ("; %d built under another key than their compile ahead"):format(T.spent.key_missed) or ""))
-  if A.first_error then print("  the first compile ahead that failed: " .. A.first_error) end
+  if A.first_error then print("  the first compile ahead that failed: " .. A.first_error:sub(1, 200)) end
   local rs = {}
   for s2, n in pairs(counts) do rs[#rs + 1] = ("%s %d"):format(s2, n) end
   table.sort(rs)
