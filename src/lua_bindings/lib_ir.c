@@ -696,12 +696,9 @@ static int g_bind(lua_State *L) {
   return 1;
 }
 
-/* g:eval(dim, {sym = n}) -> integer | nil, msg (dim: number or expression string) */
-static int g_eval(lua_State *L) {
-  em_graph *g = em_lua_checkgraph(L, 1);
-  em_dim d;
-  char err[EM_ERR_MAX];
-  if (to_dim(L, 2, g, &d, "dim", err)) return em_lua_fail(L, err);
+/* g:eval's evaluation; derived symbols the expression adds stay in g (g_eval takes them back). */
+static int g_eval_in(lua_State *L, em_graph *g, em_dim *d, char *err) {
+  if (to_dim(L, 2, g, d, "dim", err)) return em_lua_fail(L, err);
   int64_t given[EM_MAX_SYMS], vals[EM_MAX_SYMS], v;
   for (int i = 0; i < EM_MAX_SYMS; i++) given[i] = EM_SYM_UNBOUND;
   if (lua_istable(L, 3))
@@ -711,14 +708,28 @@ static int g_eval(lua_State *L) {
       int bad = !lua_isnil(L, -1) && em_lua_toint(L, -1, &given[i]);
       lua_pop(L, 1);
       if (bad) {
-        snprintf(err, sizeof err, "symbol '%s': the value must be an integer within ±2^53", g->syms.s[i].name);
+        snprintf(err, EM_ERR_MAX, "symbol '%s': the value must be an integer within ±2^53", g->syms.s[i].name);
         return em_lua_fail(L, err);
       }
     }
   if (em_ref_bind(g, given, vals, err)) return em_lua_fail(L, err);
-  if (em_dim_eval_checked(&g->syms, &d, vals, &v)) return em_lua_fail(L, "dim: beyond 64 bits at this binding");
+  if (em_dim_eval_checked(&g->syms, d, vals, &v)) return em_lua_fail(L, "dim: beyond 64 bits at this binding");
   lua_pushnumber(L, (lua_Number)v);
   return 1;
+}
+
+/* g:eval(dim, {sym = n}) -> integer | nil, msg (dim: number or expression string). The graph is left as it was: a
+ * cdiv the expression names becomes a derived symbol only for this evaluation (the emitter declares every derived
+ * symbol of the graph, so one kept would change the source of every variant emitted afterwards — a launch's grid
+ * evaluated in the bench worker made its later builds miss the cubins the tuner had compiled ahead). */
+static int g_eval(lua_State *L) {
+  em_graph *g = em_lua_checkgraph(L, 1);
+  em_dim d;
+  char err[EM_ERR_MAX];
+  int nsyms = g->syms.n;
+  int rc = g_eval_in(L, g, &d, err);
+  g->syms.n = nsyms;
+  return rc;
 }
 
 /* g:subgraph({node names}, {output names} [, name]) -> graph | nil, msg — a self-contained reproducer */

@@ -111,4 +111,24 @@ test("emmy tune with the mock driver: failures are rows, a re-run re-measures no
   check(c4 == 1 and #lines_of(e4) == 1 and e4:find("emmy tune needs a GPU", 1, true), e4)
 end)
 
+test("emmy tune: the worker's builds meet the compiles ahead after a launch (a grid's cdiv evaluated leaves the graph as it was)", function()
+  local d = tmpdir()
+  local so = mock_driver_so(d)
+  -- a dynamic projection's reproducer: its persistent grid is a cdiv of seq_len; the mock runs any kernel as a no-op
+  -- (every row is wrong, after a real launch)
+  local c0, _, e0 = emmy({ "compile", "Qwen/Qwen3-Embedding-0.6B", "--layer", "0", "--dynamic", "seq_len@x:1", "--kernel",
+    "k_linear_add", "--dump-dir", d .. "/dump" })
+  eq(c0, 0, e0)
+  local repro
+  for _, f in ipairs(sys.listdir(d .. "/dump/40_lowering_cuda.kernels") or {}) do
+    if f:match("^k_linear_add_.*%.torch%.json$") then repro = d .. "/dump/40_lowering_cuda.kernels/" .. f end
+  end
+  check(repro, "a k_linear_add reproducer in the dump")
+  local env = ("EMMY_MOCK_ANY_KERNEL=1 EMMY_MOCK_SMS=132 EMMY_LIBCUDA=%s EMMY_TUNE_DB=%s/tune.db EMMY_CUBIN_CACHE=%s/cubin EMMY_ONLINE_FILE=%s/online.json")
+    :format(so, d, d, d)
+  local c, o, e = emmy({ "tune", repro, "--patience", "6" }, { env = env })
+  eq(c, 0, "tune exit: " .. e)
+  check(o:find("wrong 6", 1, true) and o:find("cubin cache hits 6 of 6 builds)", 1, true), o)
+end)
+
 return T
