@@ -114,7 +114,7 @@ local function compile_ahead(T, K, list)
         strings[#jobs] = c.string
       else
         local A = T.spent.ahead
-        A.status.refused = (A.status.refused or 0) + 1
+        A.n, A.status.refused = A.n + 1, (A.status.refused or 0) + 1
         A.first_error = A.first_error or ("refused: " .. tostring(why):match("[^\n]*"))
       end
     end
@@ -385,7 +385,7 @@ function M.print_summary(T, wall, path, counts, n_db, failures)
   local A, as = T.spent.ahead, {}
   for s2, n in pairs(A.status) do as[#as + 1] = ("%s %d"):format(s2, n) end
   table.sort(as)
-  print(("time: compiling batches ahead %.1f s (%d compiles%s); waiting on the worker%s %.1f s (its phases, s: %s; cubin cache hits %d of %d builds%s)")
+  print(("time: compiling batches ahead %.1f s (%d variants%s); waiting on the worker%s %.1f s (its phases, s: %s; cubin cache hits %d of %d builds%s)")
     :format(T.spent.compile_ahead, A.n, #as > 0 and (": " .. table.concat(as, ", ")) or "", #T.workers > 1 and "s" or "",
       T.spent.bench_wait, #ws > 0 and table.concat(ws, ", ") or "-", T.spent.cache_hits, T.spent.compiled,
       T.spent.key_missed > 0 and ("; %d built under another key than their compile ahead"):format(T.spent.key_missed) or ""))
