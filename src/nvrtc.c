@@ -992,59 +992,108 @@ static void *pool_worker(void *arg) {
   return NULL;
 }
 
-em_status em_nvrtc_compile_many(const em_nvrtc_job *jobs, int n, em_nvrtc_result *results, int nthreads,
-                                em_nvrtc_progress_fn progress, void *ctx, char *err) {
+struct em_nvrtc_batch {
+  pool p;
+  pthread_t *th;
+  int started, taken;
+};
+
+em_nvrtc_batch *em_nvrtc_batch_start(const em_nvrtc_job *jobs, int n, em_nvrtc_result *results, int nthreads,
+                                     char *err) {
   for (int i = 0; i < n; i++) {
     memset(&results[i], 0, sizeof results[i]);
     em_nvrtc_result_free(&results[i]);
   }
-  if (n <= 0) return EM_OK;
   char e[EM_ERR_MAX];
-  if (!load_api(e)) {
+  if (n > 0 && !load_api(e)) {
     for (int i = 0; i < n; i++) {
       results[i].status = EM_NVRTC_ERROR;
       results[i].log = em_strdup(e);
     }
-    return em_fail(err, EM_ERUN, "%s", e);
+    em_fail(err, EM_ERUN, "%s", e);
+    return NULL;
   }
+  em_nvrtc_batch *b = em_alloc(sizeof *b);
+  memset(b, 0, sizeof *b);
+  b->p.jobs = jobs;
+  b->p.results = results;
+  b->p.n = n > 0 ? n : 0;
+  pthread_mutex_init(&b->p.mu, NULL);
+  pthread_cond_init(&b->p.cv, NULL);
+  b->p.finished = em_alloc(sizeof(int) * (size_t)(n > 0 ? n : 1));
   if (nthreads <= 0) {
     long c = sysconf(_SC_NPROCESSORS_ONLN);
     nthreads = c > 0 ? (int)c : 1;
   }
-  if (nthreads > n) nthreads = n;
-  pool p = {.jobs = jobs, .results = results, .n = n};
-  pthread_mutex_init(&p.mu, NULL);
-  pthread_cond_init(&p.cv, NULL);
-  p.finished = em_alloc(sizeof(int) * (size_t)n);
-  pthread_t *th = em_alloc(sizeof(pthread_t) * (size_t)nthreads);
+  if (nthreads > b->p.n) nthreads = b->p.n;
+  b->th = em_alloc(sizeof(pthread_t) * (size_t)(nthreads > 0 ? nthreads : 1));
   pthread_attr_t attr;
   pthread_attr_init(&attr);
   pthread_attr_setstacksize(&attr, 64u << 20); /* NVRTC's front end recurses deeply on template-heavy code */
-  int started = 0;
   for (int t = 0; t < nthreads; t++)
-    if (pthread_create(&th[started], &attr, pool_worker, &p) == 0) started++;
+    if (pthread_create(&b->th[b->started], &attr, pool_worker, &b->p) == 0) b->started++;
   pthread_attr_destroy(&attr);
-  if (!started) pool_worker(&p); /* no thread could start: compile here, then report */
-  int reported = 0, stop = 0;
-  pthread_mutex_lock(&p.mu);
-  while (reported < n) {
-    while (p.nfinished == reported) pthread_cond_wait(&p.cv, &p.mu);
-    int i = p.finished[reported++];
-    pthread_mutex_unlock(&p.mu);
-    if (progress && !stop && progress(ctx, reported, n, i, &results[i])) stop = 1;
-    pthread_mutex_lock(&p.mu);
-    if (stop) p.cancel = 1;
+  if (!b->started && b->p.n) pool_worker(&b->p); /* no thread could start: compile here, then report */
+  return b;
+}
+
+int em_nvrtc_batch_next(em_nvrtc_batch *b, int wait_ms) {
+  pthread_mutex_lock(&b->p.mu);
+  if (b->taken >= b->p.n) {
+    pthread_mutex_unlock(&b->p.mu);
+    return -2;
   }
-  pthread_mutex_unlock(&p.mu);
-  for (int t = 0; t < started; t++) pthread_join(th[t], NULL);
-  free(th);
-  free(p.finished);
-  pthread_mutex_destroy(&p.mu);
-  pthread_cond_destroy(&p.cv);
+  if (wait_ms > 0 && b->p.nfinished == b->taken) {
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    long long ns = ts.tv_nsec + (long long)wait_ms * 1000000LL;
+    ts.tv_sec += (time_t)(ns / 1000000000LL);
+    ts.tv_nsec = (long)(ns % 1000000000LL);
+    while (b->p.nfinished == b->taken && pthread_cond_timedwait(&b->p.cv, &b->p.mu, &ts) == 0) {
+    }
+  } else if (wait_ms < 0) {
+    while (b->p.nfinished == b->taken) pthread_cond_wait(&b->p.cv, &b->p.mu);
+  }
+  int i = b->p.nfinished > b->taken ? b->p.finished[b->taken++] : -1;
+  pthread_mutex_unlock(&b->p.mu);
+  return i;
+}
+
+void em_nvrtc_batch_cancel(em_nvrtc_batch *b) {
+  pthread_mutex_lock(&b->p.mu);
+  b->p.cancel = 1;
+  pthread_mutex_unlock(&b->p.mu);
+}
+
+void em_nvrtc_batch_end(em_nvrtc_batch *b) {
+  if (!b) return;
+  for (int t = 0; t < b->started; t++) pthread_join(b->th[t], NULL);
   /* the cache stays under its cap ($EMMY_CUBIN_CACHE_MB, 2048 by default; 0: no cap): a GPU-less compile of every
    * candidate of a model writes gigabytes of cubins otherwise (Qwen3 layer 0: 28,897 variants, ~1.7 GB) */
+  const em_nvrtc_job *jobs = b->p.jobs;
   int stored = 0;
-  for (int i = 0; i < n && !stored; i++) stored = !jobs[i].no_cache && !results[i].cache_hit && results[i].status == EM_NVRTC_OK;
+  for (int i = 0; i < b->p.n && !stored; i++)
+    stored = !jobs[i].no_cache && !b->p.results[i].cache_hit && b->p.results[i].status == EM_NVRTC_OK;
+  char e[EM_ERR_MAX];
   if (stored) em_nvrtc_cache_trim(jobs[0].cache_dir, em_nvrtc_cache_cap(), NULL, NULL, e);
+  free(b->th);
+  free(b->p.finished);
+  pthread_mutex_destroy(&b->p.mu);
+  pthread_cond_destroy(&b->p.cv);
+  free(b);
+}
+
+em_status em_nvrtc_compile_many(const em_nvrtc_job *jobs, int n, em_nvrtc_result *results, int nthreads,
+                                em_nvrtc_progress_fn progress, void *ctx, char *err) {
+  em_nvrtc_batch *b = em_nvrtc_batch_start(jobs, n, results, nthreads, err);
+  if (!b) return EM_ERUN;
+  int stop = 0;
+  for (int i; (i = em_nvrtc_batch_next(b, -1)) != -2;) {
+    if (progress && !stop && progress(ctx, b->taken, n, i, &results[i])) {
+      stop = 1;
+      em_nvrtc_batch_cancel(b);
+    }
+  }
+  em_nvrtc_batch_end(b);
   return EM_OK;
 }

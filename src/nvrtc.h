@@ -98,6 +98,20 @@ typedef int (*em_nvrtc_progress_fn)(void *ctx, int done, int total, int index, c
 em_status em_nvrtc_compile_many(const em_nvrtc_job *jobs, int n, em_nvrtc_result *results, int nthreads,
                                 em_nvrtc_progress_fn progress, void *ctx, char *err);
 
+/* The same in the background: em_nvrtc_batch_start returns at once (NULL, err and every result status error when
+ * NVRTC is missing) while nthreads threads compile; jobs, results and what the jobs point to stay valid until
+ * em_nvrtc_batch_end. em_nvrtc_batch_next gives the index of a finished job not given before (in the order they
+ * finished), waiting up to wait_ms for one (< 0: as long as it takes; 0: not at all): -1 when none finished in
+ * time, -2 once every job was given. em_nvrtc_batch_cancel makes the jobs not yet started "cancelled";
+ * em_nvrtc_batch_end waits for the running ones, trims the cache like compile_many and frees the batch (NULL is a
+ * no-op). One thread drives a batch. */
+typedef struct em_nvrtc_batch em_nvrtc_batch;
+em_nvrtc_batch *em_nvrtc_batch_start(const em_nvrtc_job *jobs, int n, em_nvrtc_result *results, int nthreads,
+                                     char *err);
+int em_nvrtc_batch_next(em_nvrtc_batch *b, int wait_ms);
+void em_nvrtc_batch_cancel(em_nvrtc_batch *b);
+void em_nvrtc_batch_end(em_nvrtc_batch *b);
+
 /* Fills res->kernels and the summary from a ptxas -v log (replacing earlier ones). Exposed for tests. */
 void em_nvrtc_parse_log(const char *log, em_nvrtc_result *res);
 

@@ -299,6 +299,125 @@ static int l_compile_many(lua_State *L) {
   return 1;
 }
 
+/* ---- a batch in the background ------------------------------------------------------------------------------ */
+
+#define BATCH_T "emmy.nvrtc.batch"
+
+/* The batch's C side; its environment table anchors the job tables' strings and the jobs array until it closes. */
+typedef struct {
+  em_nvrtc_batch *b; /* NULL once closed */
+  em_nvrtc_job *jobs;
+  em_nvrtc_result *r;
+  int n, left; /* jobs, and jobs not yet given by next */
+} batch_box;
+
+static void batch_close(batch_box *bb) {
+  if (bb->b) {
+    em_nvrtc_batch_cancel(bb->b);
+    em_nvrtc_batch_end(bb->b);
+    bb->b = NULL;
+  }
+  for (int i = 0; i < bb->n; i++) em_nvrtc_result_free(&bb->r[i]);
+  free(bb->r);
+  bb->r = NULL;
+  bb->n = bb->left = 0;
+}
+
+static int batch_gc(lua_State *L) {
+  batch_close(luaL_checkudata(L, 1, BATCH_T));
+  return 0;
+}
+
+/* batch:next([wait_ms = 0]) -> index, result (a job that finished, each once, in the order they finished)
+ *   | nil when none finished within wait_ms (< 0: wait as long as it takes) | false once every job was given */
+static int batch_next(lua_State *L) {
+  batch_box *bb = luaL_checkudata(L, 1, BATCH_T);
+  int wait_ms = (int)luaL_optinteger(L, 2, 0);
+  if (!bb->b || !bb->left) {
+    lua_pushboolean(L, 0);
+    return 1;
+  }
+  int i = em_nvrtc_batch_next(bb->b, wait_ms);
+  if (i == -2) {
+    bb->left = 0;
+    lua_pushboolean(L, 0);
+    return 1;
+  }
+  if (i < 0) {
+    lua_pushnil(L);
+    return 1;
+  }
+  bb->left--;
+  lua_pushinteger(L, i + 1);
+  push_result(L, &bb->jobs[i], &bb->r[i]);
+  em_nvrtc_result_free(&bb->r[i]); /* (the cubin is in the table now) */
+  return 2;
+}
+
+/* batch:left() -> the number of jobs next has not given yet */
+static int batch_left(lua_State *L) {
+  lua_pushinteger(L, ((batch_box *)luaL_checkudata(L, 1, BATCH_T))->left);
+  return 1;
+}
+
+/* batch:close(): the jobs not yet started are cancelled, the running ones waited for; idempotent (also __gc) */
+static int batch_close_l(lua_State *L) {
+  batch_close(luaL_checkudata(L, 1, BATCH_T));
+  return 0;
+}
+
+/* nvrtc.start({job, ...} [, {threads=N}]) -> batch | nil, msg (NVRTC missing): compile_many in the background;
+ * batch:next(wait_ms) gives each finished job's index and result table, batch:close() ends it. */
+static int l_start(lua_State *L) {
+  luaL_checktype(L, 1, LUA_TTABLE);
+  int nthreads = 0;
+  lua_settop(L, 2);
+  if (!lua_isnil(L, 2)) {
+    luaL_checktype(L, 2, LUA_TTABLE);
+    lua_pushnil(L);
+    while (lua_next(L, 2)) {
+      const char *k = lua_type(L, -2) == LUA_TSTRING ? lua_tostring(L, -2) : "?";
+      if (strcmp(k, "threads")) luaL_error(L, "nvrtc.start: unknown option '%s' (threads)", k);
+      if (lua_type(L, -1) != LUA_TNUMBER || lua_tonumber(L, -1) < 0)
+        luaL_error(L, "nvrtc.start: threads must be a number >= 0 (0: one per CPU)");
+      nthreads = (int)lua_tointeger(L, -1);
+      lua_pop(L, 1);
+    }
+  }
+  lua_newtable(L); /* 3: anchors */
+  int n = (int)lua_objlen(L, 1);
+  em_nvrtc_job *jobs = lua_newuserdata(L, sizeof(em_nvrtc_job) * (size_t)(n ? n : 1));
+  anchor(L, 3, -1);
+  lua_pop(L, 1);
+  char what[64];
+  for (int i = 0; i < n; i++) {
+    snprintf(what, sizeof what, "nvrtc.start: job %d", i + 1);
+    lua_rawgeti(L, 1, i + 1);
+    read_job(L, lua_gettop(L), 3, what, &jobs[i]);
+    lua_pop(L, 1);
+  }
+  batch_box *bb = lua_newuserdata(L, sizeof *bb); /* 4 */
+  memset(bb, 0, sizeof *bb);
+  if (luaL_newmetatable(L, BATCH_T)) {
+    static const luaL_Reg m[] = {{"next", batch_next}, {"left", batch_left}, {"close", batch_close_l}, {NULL, NULL}};
+    lua_pushcfunction(L, batch_gc);
+    lua_setfield(L, -2, "__gc");
+    lua_newtable(L);
+    luaL_register(L, NULL, m);
+    lua_setfield(L, -2, "__index");
+  }
+  lua_setmetatable(L, 4);
+  lua_pushvalue(L, 3);
+  lua_setfenv(L, 4);
+  bb->jobs = jobs;
+  bb->r = em_alloc(sizeof(em_nvrtc_result) * (size_t)(n ? n : 1));
+  bb->n = bb->left = n;
+  char err[EM_ERR_MAX];
+  bb->b = em_nvrtc_batch_start(jobs, n, bb->r, nthreads, err);
+  if (!bb->b) return em_lua_fail(L, err);
+  return 1;
+}
+
 /* nvrtc.parse_log(text) -> {regs, smem, stack, spill_stores, spill_loads, kernels} from a ptxas -v log */
 static int l_parse_log(lua_State *L) {
   const char *log = luaL_checkstring(L, 1);
@@ -344,6 +463,7 @@ static int l_trim_cache(lua_State *L) {
 int luaopen_emmy_nvrtc(lua_State *L) {
   static const luaL_Reg fns[] = {{"version", l_version},         {"compile", l_compile},
                                  {"compile_many", l_compile_many}, {"parse_log", l_parse_log},
+                                 {"start", l_start},
                                  {"cache_dir", l_cache_dir},     {"clear_cache", l_clear_cache},
                                  {"trim_cache", l_trim_cache},   {NULL, NULL}};
   lua_newtable(L);

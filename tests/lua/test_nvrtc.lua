@@ -159,6 +159,46 @@ test("compile_many: a raising progress cancels and re-raises", function()
   check(tostring(err):find("stop here", 1, true), "the progress error: " .. tostring(err))
 end)
 
+test("start: a batch in the background gives each job once as it finishes; close cancels what has not started", function()
+  need_nvrtc()
+  local dir, jobs = tmpdir(), {}
+  for i = 1, 6 do
+    jobs[i] = { source = ('extern "C" __global__ void b%d(float *y) { y[threadIdx.x] += %d.0f; }'):format(i, i), cache_dir = dir }
+  end
+  local b = assert(nvrtc.start(jobs, { threads = 3 }))
+  for i = 1, 6 do jobs[i].source = nil end -- the batch holds what it borrowed
+  local seen, n = {}, 0
+  while true do
+    local j, r = b:next(1000)
+    if j == false then break end
+    if j then
+      n = n + 1
+      eq(seen[j], nil, "job " .. j .. " given once")
+      seen[j] = true
+      eq(r.status, "ok", "status " .. j)
+      eq(r.kernels[1].name, "b" .. j, "result " .. j .. " is job " .. j)
+      eq(b:left(), 6 - n, "left")
+    end
+  end
+  eq(n, 6, "every job given")
+  eq(b:next(), false, "nothing after the last")
+  b:close()
+  b:close() -- idempotent
+  -- the same sources again: cache hits, so the worker's builds would meet them
+  local b2 = assert(nvrtc.start({ { source = ('extern "C" __global__ void b1(float *y) { y[threadIdx.x] += 1.0f; }'), cache_dir = dir } }))
+  local j, r = b2:next(-1)
+  eq(j, 1, "index")
+  eq(r.cache_hit, true, "hit")
+  -- closing with jobs not started: one thread, a slow job first, so the rest are cancelled (close returns once the
+  -- running one ends)
+  local slow = { { source = SLOW, cache = false, timeout_ms = 300 } }
+  for i = 2, 5 do slow[i] = { source = ADD, cache = false } end
+  local b3 = assert(nvrtc.start(slow, { threads = 1 }))
+  eq(b3:next(0), nil, "none finished yet")
+  b3:close()
+  eq(b3:next(), false, "closed")
+end)
+
 test("cache: hit, changed option misses, failures cached, clear", function()
   need_nvrtc()
   local dir = marked_dir()
@@ -262,6 +302,8 @@ test("misuse raises", function()
   raises(function() nvrtc.compile { arch = "sm_90a" } end, "no source")
   raises(function() nvrtc.compile { source = ADD, options = { 1 } } end, "options[1] is not a string")
   raises(function() nvrtc.compile_many({ { source = ADD } }, { thread = 2 }) end, "unknown option 'thread'")
+  raises(function() nvrtc.start({ { source = ADD } }, { thread = 2 }) end, "unknown option 'thread'")
+  raises(function() nvrtc.start({ { sorce = ADD } }) end, "unknown job field 'sorce'")
   if nvrtc.version() then
     raises(function() nvrtc.compile { source = ADD, arch = "sm90", cache = false } end, "arch 'sm90'")
   end
