@@ -98,13 +98,16 @@ local function bench_on(T, wk, req)
   end
 end
 
--- Compiling ahead for kernel K (K = {hash, repro, compiled = {}}): each batch the search is about to measure (and
--- with --precompile N the prior's N first candidates) goes through NVRTC's thread pool into the cubin cache, where
--- the worker's build of the same source finds it; variants already measured in this context are not compiled
--- (from the reproducer's plan, as the worker forms it: the same source text, so the same cache key).
+-- Compiling ahead for kernel K (K = {hash, repro, compiled = {}, waiting = {}, batches = {}}): each batch the search
+-- is about to measure (and with --precompile N the prior's N first candidates) starts on NVRTC's thread pool in the
+-- background, into the cubin cache, where the worker's build of the same source finds it; each candidate goes to the
+-- worker as soon as its own compile is done (M.await_compile), so the batch's measurements run beside its other
+-- compiles. Variants already measured in this context are not compiled (from the reproducer's plan, as the worker
+-- forms it: the same source text, so the same cache key).
 local function compile_ahead(T, K, list)
   K.rp = K.rp or kernels.repro_plan(cli.check(graphjson.read(K.repro)), T.dev)
   local jobs, strings = {}, {}
+  local A = T.spent.ahead
   for _, c in ipairs(list) do
     if not K.compiled[c.string] and not T.db:measured(T.ctx, T.db:variant(K.hash, c.string, M.tier_of(c.knobs))) then
       K.compiled[c.string] = true
@@ -113,23 +116,58 @@ local function compile_ahead(T, K, list)
         jobs[#jobs + 1] = job
         strings[#jobs] = c.string
       else
-        local A = T.spent.ahead
         A.n, A.status.refused = A.n + 1, (A.status.refused or 0) + 1
         A.first_error = A.first_error or ("refused: " .. tostring(why):match("[^\n]*"))
       end
     end
   end
-  local tc = sys.clock()
-  local res = #jobs > 0 and nv.compile_many(jobs) or {}
-  T.spent.compile_ahead = T.spent.compile_ahead + sys.clock() - tc
-  -- (what the compiles gave, and each variant's cubin key: a worker build that misses the cache under another key
-  -- is counted, so the time line says whether the two meet)
-  local A = T.spent.ahead
-  for j, r in ipairs(res) do
-    A.n, A.status[r.status] = A.n + 1, (A.status[r.status] or 0) + 1
-    if r.status ~= "ok" and r.status ~= "compile_fail" and not A.first_error then A.first_error = (r.log or r.status):match("[^\n]*") end
-    K.ahead_key[strings[j]] = r.key
+  if #jobs == 0 then return end
+  local b, err = nv.start(jobs)
+  if not b then
+    A.first_error = A.first_error or ("nvrtc: " .. tostring(err))
+    return
   end
+  local bt = { b = b, strings = strings }
+  K.batches[#K.batches + 1] = bt
+  for _, s2 in ipairs(strings) do K.waiting[s2] = bt end
+end
+
+-- What a compile ahead gave (batch bt's job j, result r): its status tallied, its cubin key kept (a worker build that
+-- misses the cache under another key is counted, so the time line says whether the two meet).
+local function compiled_ahead(T, K, bt, j, r)
+  local A = T.spent.ahead
+  A.n, A.status[r.status] = A.n + 1, (A.status[r.status] or 0) + 1
+  A.cpu_s = (A.cpu_s or 0) + (r.ms or 0) / 1e3
+  if r.status ~= "ok" and r.status ~= "compile_fail" and not A.first_error then A.first_error = (r.log or r.status):match("[^\n]*") end
+  K.ahead_key[bt.strings[j]] = r.key
+  K.waiting[bt.strings[j]] = nil
+end
+
+-- Waits until candidate c's compile ahead (if one is under way) is done: the worker's build then loads its cubin.
+-- With several workers the wait yields to the other kernels' coroutines.
+local function await_compile(T, K, c)
+  local bt = K.waiting[c.string]
+  if not bt then return end
+  local tw = sys.clock()
+  while K.waiting[c.string] do
+    local j, r = bt.b:next(#T.workers > 1 and 2 or 500)
+    if j then
+      compiled_ahead(T, K, bt, j, r)
+    elseif j == false then
+      break
+    elseif #T.workers > 1 then
+      coroutine.yield()
+    end
+  end
+  K.waiting[c.string] = nil
+  if bt.b:left() == 0 then bt.b:close() end
+  T.spent.compile_ahead = T.spent.compile_ahead + sys.clock() - tw
+end
+
+-- Kernel K's compiles ahead that its search did not measure: those not started are cancelled, the running ones end.
+local function close_compiles(K)
+  for _, bt in ipairs(K.batches) do bt.b:close() end
+  K.batches, K.waiting = {}, {}
 end
 
 -- A worker's answer to a bench request, accounted in T.spent and recorded in the tune DB; returns the row.
@@ -162,6 +200,7 @@ local function measure(T, K, c, order, online_us)
   else
     local req = { op = "bench", repro = K.repro, knobs = c.knobs }
     for key, v in pairs(T.req_base) do req[key] = v end
+    await_compile(T, K, c)
     local tw = sys.clock()
     local ans = bench_on(T, K.wk, req)
     T.spent.bench_wait = T.spent.bench_wait + sys.clock() - tw
@@ -196,7 +235,7 @@ end
 function M.tune_kernel(T, i, p, wk)
   local k = p.kernel
   local f = kernels.facts(k)
-  local K = { i = i, name = k.name, facts = f, repro = T.dir .. "/" .. k.name .. ".torch.json", compiled = {}, ahead_key = {}, wk = wk }
+  local K = { i = i, name = k.name, facts = f, repro = T.dir .. "/" .. k.name .. ".torch.json", compiled = {}, ahead_key = {}, waiting = {}, batches = {}, wk = wk }
   cli.must(graphjson.write(k.repro, K.repro, { sync = false }))
   K.hash = k.repro:hash()
   -- the kernel facts (what rules/prior/features.lua reads), kept so that later refits can featurize its rows
@@ -214,6 +253,7 @@ function M.tune_kernel(T, i, p, wk)
     patience = T.opts.patience, max_candidates = T.opts.max_candidates, seed = 1, default_first = true,
     score = function(c) return score(T, f, c) end, before_batch = function(list) compile_ahead(T, K, list) end,
     measure = function(c, order, online_us) return measure(T, K, c, order, online_us) end }
+  close_compiles(K)
   T.rows[i] = { k.name, tostring(#p.candidates), tostring(res.measured), res.stopped,
     res.best and ("%.1f"):format(res.best.median_us) or "-", res.best_candidate and res.best_candidate.string or "no correct variant" }
   T.picks[i] = { name = k.name, hash = K.hash, kind = k.kind, candidates = #p.candidates, measured = res.measured,
@@ -262,6 +302,7 @@ function M.second_look(T, i, p, wk)
     end
     rows[i][3] = tostring(pk.measured)
   end
+  close_compiles(s2.K)
 end
 
 -- fn(T, i, plan, worker) for every kernel: one coroutine per worker, each taking the next kernel until none is
@@ -385,8 +426,8 @@ function M.print_summary(T, wall, path, counts, n_db, failures)
   local A, as = T.spent.ahead, {}
   for s2, n in pairs(A.status) do as[#as + 1] = ("%s %d"):format(s2, n) end
   table.sort(as)
-  print(("time: compiling batches ahead %.1f s (%d variants%s); waiting on the worker%s %.1f s (its phases, s: %s; cubin cache hits %d of %d builds%s)")
-    :format(T.spent.compile_ahead, A.n, #as > 0 and (": " .. table.concat(as, ", ")) or "", #T.workers > 1 and "s" or "",
+  print(("time: waiting on the compiles ahead %.1f s (%d variants, %.1f s of NVRTC threads%s); waiting on the worker%s %.1f s (its phases, s: %s; cubin cache hits %d of %d builds%s)")
+    :format(T.spent.compile_ahead, A.n, A.cpu_s or 0, #as > 0 and (": " .. table.concat(as, ", ")) or "", #T.workers > 1 and "s" or "",
       T.spent.bench_wait, #ws > 0 and table.concat(ws, ", ") or "-", T.spent.cache_hits, T.spent.compiled,
       T.spent.key_missed > 0 and ("; %d built under another key than their compile ahead"):format(T.spent.key_missed) or ""))
   if A.first_error then print("  the first compile ahead that failed: " .. A.first_error:sub(1, 200)) end

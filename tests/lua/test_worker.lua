@@ -70,7 +70,7 @@ test("emmy tune with the mock driver: failures are rows, a re-run re-measures no
   local o1 = tune { "--clean", "--patience", "2" }
   check(o1:find("16 variants benched, 0 served from the tune DB; load_fail 16", 1, true), o1)
   -- every build of the worker finds its compile ahead in the cubin cache (the time line's tally)
-  check(o1:find("variants: ok %d+%)") and o1:find("cubin cache hits 16 of 16 builds)", 1, true), o1)
+  check(o1:find("threads: ok %d+%)") and o1:find("cubin cache hits 16 of 16 builds)", 1, true), o1)
   local o2 = tune { "--patience", "2" }
   check(o2:find("0 variants benched, 16 served from the tune DB", 1, true), "resume: " .. o2)
   local o3 = tune { "--patience", "3" }
