@@ -117,6 +117,23 @@ static void read_job(lua_State *L, int idx, int anchor_idx, const char *what, em
   if (!job->source) luaL_error(L, "%s: the job has no source", what);
 }
 
+/* The list of job tables at list_idx → an array of *n jobs in a scratch userdata, anchored with their strings in the
+ * table at anchor_idx; fn names the function in errors. */
+static em_nvrtc_job *read_jobs(lua_State *L, int list_idx, int anchor_idx, const char *fn, int *n) {
+  *n = (int)lua_objlen(L, list_idx);
+  em_nvrtc_job *jobs = lua_newuserdata(L, sizeof(em_nvrtc_job) * (size_t)(*n ? *n : 1));
+  anchor(L, anchor_idx, -1);
+  lua_pop(L, 1);
+  char what[64];
+  for (int i = 0; i < *n; i++) {
+    snprintf(what, sizeof what, "%s: job %d", fn, i + 1);
+    lua_rawgeti(L, list_idx, i + 1);
+    read_job(L, lua_gettop(L), anchor_idx, what, &jobs[i]);
+    lua_pop(L, 1);
+  }
+  return jobs;
+}
+
 /* ---- result tables --------------------------------------------------------------------------------------- */
 
 static void set_int(lua_State *L, const char *k, int v) { /* -1 (unknown) stays nil */
@@ -271,17 +288,8 @@ static int l_compile_many(lua_State *L) {
     lua_pushnil(L); /* 3 */
   }
   lua_newtable(L); /* 4: anchors */
-  int n = (int)lua_objlen(L, 1);
-  em_nvrtc_job *jobs = lua_newuserdata(L, sizeof(em_nvrtc_job) * (size_t)(n ? n : 1));
-  anchor(L, 4, -1);
-  lua_pop(L, 1);
-  char what[64];
-  for (int i = 0; i < n; i++) {
-    snprintf(what, sizeof what, "nvrtc.compile_many: job %d", i + 1);
-    lua_rawgeti(L, 1, i + 1);
-    read_job(L, lua_gettop(L), 4, what, &jobs[i]);
-    lua_pop(L, 1);
-  }
+  int n;
+  em_nvrtc_job *jobs = read_jobs(L, 1, 4, "nvrtc.compile_many", &n);
   results_box *b = push_results(L, n); /* 5 */
   char err[EM_ERR_MAX];
   em_status st = em_nvrtc_compile_many(jobs, n, b->r, nthreads, on_progress, &pc, err);
@@ -385,17 +393,8 @@ static int l_start(lua_State *L) {
     }
   }
   lua_newtable(L); /* 3: anchors */
-  int n = (int)lua_objlen(L, 1);
-  em_nvrtc_job *jobs = lua_newuserdata(L, sizeof(em_nvrtc_job) * (size_t)(n ? n : 1));
-  anchor(L, 3, -1);
-  lua_pop(L, 1);
-  char what[64];
-  for (int i = 0; i < n; i++) {
-    snprintf(what, sizeof what, "nvrtc.start: job %d", i + 1);
-    lua_rawgeti(L, 1, i + 1);
-    read_job(L, lua_gettop(L), 3, what, &jobs[i]);
-    lua_pop(L, 1);
-  }
+  int n;
+  em_nvrtc_job *jobs = read_jobs(L, 1, 3, "nvrtc.start", &n);
   batch_box *bb = lua_newuserdata(L, sizeof *bb); /* 4 */
   memset(bb, 0, sizeof *bb);
   if (luaL_newmetatable(L, BATCH_T)) {
