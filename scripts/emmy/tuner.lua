@@ -164,8 +164,10 @@ local function await_compile(T, K, c)
   T.spent.compile_ahead = T.spent.compile_ahead + sys.clock() - tw
 end
 
--- Kernel K's compiles ahead that its search did not measure: those not started are cancelled, the running ones end.
+-- Kernel K's compiles ahead that its search did not measure: those not started are cancelled, the running ones end
+-- (and may be compiled ahead again: a cancelled one left nothing in the cache, a finished one is a cache hit).
 local function close_compiles(K)
+  for s2 in pairs(K.waiting) do K.compiled[s2] = nil end
   for _, bt in ipairs(K.batches) do bt.b:close() end
   K.batches, K.waiting = {}, {}
 end
