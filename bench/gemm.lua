@@ -142,6 +142,10 @@ local function time_variant(case, p, it, e, vals, ins)
     local cerr
     cold, cerr = bench.cold_us(cu, p.kernel.name, function() return gpu.launch(cu, p, e, kb, case.bind) end)
     if not cold then print(("  %s: cold: %s"):format(p.kernel.name, tostring(cerr))) end
+    -- the same with the L2 flushed by reading (clean lines: no write-back of the flush's own dirty lines in the run)
+    local cr, rerr = bench.cold_us(cu, p.kernel.name, function() return gpu.launch(cu, p, e, kb, case.bind) end, nil, "read")
+    if not cr then print(("  %s: cold (read): %s"):format(p.kernel.name, tostring(rerr))) end
+    cold = cold and { us = cold, read_us = cr }
   end
   return t and t.median_us, err, cold
 end
@@ -227,7 +231,8 @@ for _, case in ipairs(cases) do
       end
     end
     all[#all + 1] = { case = case.label, kernel = p.kernel.name, knobs = it.label, role = it.role, us = us, flops = flops,
-      error = not us and tostring(err) or nil, stamps = stamps, cold_us = it.role ~= "stamp" and it.cold or nil,
+      error = not us and tostring(err) or nil, stamps = stamps, cold_us = it.role ~= "stamp" and it.cold and it.cold.us or nil,
+      cold_read_us = it.role ~= "stamp" and it.cold and it.cold.read_us or nil,
       chosen_knobs = p.choice.string }
     if it.role == "diag" and us then
       local how = it.knobs.DIAG % 2 == 1 and "unchecked (DIAG=%d: a diagnostic, its results wrong by design)"
@@ -297,18 +302,19 @@ if pins and not opts.cold then
     align = "llrrrll" }
 end
 if opts.cold then
-  print("\ncold L2 (flushed before each launch; kernel durations by CUPTI, median of 30): every variant")
+  print("\ncold L2 (flushed before each launch; kernel durations by CUPTI, median of 30): every variant; the flush a memset (its"
+    .. " dirty lines written back during the run) or a read (EMMY_FLUSH=read: clean lines)")
   local vrows, bestc, chosenc = {}, {}, {}
   for _, v in ipairs(all) do
     if v.role ~= "stamp" then
       local key = v.case .. " " .. v.kernel
       vrows[#vrows + 1] = { v.case, v.kernel, v.us and ("%.1f"):format(v.us) or "-", v.cold_us and ("%.1f"):format(v.cold_us) or "-",
-        differ(v.knobs, v.chosen_knobs) }
+        v.cold_read_us and ("%.1f"):format(v.cold_read_us) or "-", differ(v.knobs, v.chosen_knobs) }
       if v.cold_us and (not bestc[key] or v.cold_us < bestc[key].us) then bestc[key] = { us = v.cold_us, knobs = differ(v.knobs, v.chosen_knobs) } end
       if v.role == "chosen" then chosenc[#chosenc + 1] = { key = key, case = v.case, kernel = v.kernel, us = v.cold_us } end
     end
   end
-  tbl.print { header = { "case", "kernel", "warm µs", "cold µs", "variant" }, rows = vrows, align = "llrrl" }
+  tbl.print { header = { "case", "kernel", "warm µs", "cold µs", "cold µs, read flush", "variant" }, rows = vrows, align = "llrrrl" }
   local crows = {}
   for _, c in ipairs(chosenc) do
     local b, t = bestc[c.key], torch_cold[c.key]

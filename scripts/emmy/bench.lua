@@ -312,11 +312,13 @@ end
 M.median = median
 
 -- The median CUPTI duration (µs) of the kernel `name` over `reps` launches (launch(): one), the L2 flushed before
--- each (a memset of twice its size): the regime of a kernel in a program, whose weights come from HBM. nil, msg.
-function M.cold_us(cu, name, launch, reps)
+-- each (a memset of twice its size, or with flush = "read" a read of as much): the regime of a kernel in a program,
+-- whose weights come from HBM. nil, msg.
+function M.cold_us(cu, name, launch, reps, flush)
   local l2 = cu:info().l2 or 0
   local recs, err = recorded(function()
-    return cu:time(launch, { graph = true, reps = reps or 30, warmup = 2, flush_bytes = 2 * math.max(l2, 32 * 1024 * 1024) })
+    return cu:time(launch, { graph = true, reps = reps or 30, warmup = 2, flush_bytes = 2 * math.max(l2, 32 * 1024 * 1024),
+      flush = flush })
   end)
   if not recs then return nil, err end
   local d = {}

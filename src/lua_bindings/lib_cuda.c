@@ -434,7 +434,8 @@ static int graph_tostring(lua_State *L) {
   return 1;
 }
 
-/* ctx:time(fn, {reps = 50, warmup = 5, graph = false, min_sample_us = 20 (graph: 200), warmup_ms = 0, flush_bytes = 0})
+/* ctx:time(fn, {reps = 50, warmup = 5, graph = false, min_sample_us = 20 (graph: 200), warmup_ms = 0, flush_bytes = 0,
+ *              flush = nil | "read" (flush_bytes read instead of written; nil: $EMMY_FLUSH, memset or read)})
  *   -> {median_us, min_us, p20_us, p80_us, mean_us, samples, batch, graph, flushed, all_us = {...}} | nil, msg
  * fn enqueues work (ctx:launch ...) and returns nothing, or nil, msg on failure. With graph = true its launches
  * are captured once into a CUDA graph and replays are timed. Times are per run of fn (per replay). */
@@ -457,7 +458,11 @@ static int ctx_time(lua_State *L) {
     lua_Number fb = luaL_optnumber(L, -1, 0);
     if (fb < 0 || fb > 1e11) luaL_argerror(L, 3, "flush_bytes must be 0 to 1e11");
     o.flush_bytes = (size_t)fb;
-    lua_pop(L, 6);
+    lua_getfield(L, 3, "flush");
+    const char *fm = luaL_optstring(L, -1, "env");
+    if (strcmp(fm, "env") && strcmp(fm, "read")) luaL_argerror(L, 3, "flush must be \"read\" (or nil: $EMMY_FLUSH)");
+    o.flush_read = !strcmp(fm, "read");
+    lua_pop(L, 7);
   }
   lua_settop(L, 2);
   lua_body b = {L, 2, 0};

@@ -278,6 +278,12 @@ test("timing: warm-up by time, and the L2 flushed between single-run samples", f
   check(cold.flushed == true and warm.flushed == false, "the flushed flag")
   check(cold.batch == 1 and cold.samples == 40 and #cold.all_us == 40, "one run per flushed sample")
   check(cold.median_us > 0.95 * warm.median_us, "reading from HBM is not faster than from L2")
+  -- the flush by reading (EMMY_FLUSH=read): the L2 left clean, the operands still from HBM
+  local cold_r = assert(S.ctx:time(one, { reps = 40, graph = true, warmup_ms = 20, flush_bytes = 256 * 1024 * 1024, flush = "read" }))
+  say("flushed by reading %.2f us (%d samples)", cold_r.median_us, cold_r.samples)
+  check(cold_r.flushed == true and cold_r.samples == 40, "flushed by reading: one run a sample")
+  check(cold_r.median_us > 0.95 * warm.median_us, "read-flushed: not faster than from L2")
+  check(not pcall(S.ctx.time, S.ctx, one, { reps = 2, flush_bytes = 1e6, flush = "write" }), "an unknown flush raises")
   local bad = select(2, S.ctx:time(one, { reps = 2, warmup_ms = -1 }))
   check(bad and bad:find("warmup_ms", 1, true), tostring(bad))
 end)
