@@ -91,7 +91,9 @@ return {
   on the best by half a percent ("confident"; rules/prior/online.lua).
   Measured at the symbols' hints (deploy regime: CUDA-graph replay, median); rows already in the DB for this
   GPU, driver, NVRTC and regime are served from it. After the searches, each kernel also measures the picks of
-  the other kernels of its kind that are among its candidates ("stopped by" shows +sibling when one won).
+  the other kernels of its kind that are among its candidates ("stopped by" shows +sibling when one won). In the
+  deploy regime a pick that is not the rules' default is then timed L2-warm beside the default (as the layer's
+  replay runs it); a pick slower there by more than 2% keeps the default ("stopped by" shows +floor).
   Rows that are not ok are listed at the end, a line each.]],
   run = function(argv)
     local opts, pos = cli.parse(argv, {
@@ -147,6 +149,7 @@ return {
       T.model and T.model.usable and ("offline + online half fit on %d rows"):format(T.model.rows) or "offline half"))
     tuner.each_kernel(T, tuner.tune_kernel)
     tuner.each_kernel(T, tuner.second_look)
+    tuner.each_kernel(T, tuner.warm_floor)
     db:end_run(run_id)
     -- (a shard's rows are a part: the online half is refit on the merge, emmy db merge --refit)
     local fit, serr = true, nil

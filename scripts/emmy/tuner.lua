@@ -307,6 +307,39 @@ function M.second_look(T, i, p, wk)
   close_compiles(s2.K)
 end
 
+-- The floor where the layer runs: the deploy regime times each variant after an L2 flush, and a pick that wins there
+-- can lose L2-warm, as the kernel runs in a CUDA-graph replay of the layer (forty-eighth session, H100: Qwen3-4B's down
+-- projection, the pick STAGES=8 53.1 µs flushed, 54.9 warm against the rules' default's 45.8 warm and 46.8 in the
+-- layer's program — the tuned layer slower than the untuned). Kernel i's pick, where it is not the rules' default, is
+-- timed once more beside the default L2-warm (the bench regime: graph replay, 50 samples, no flush; not recorded in
+-- the tune DB, whose rows are the deploy regime's); a pick slower there by more than M.WARM_FLOOR keeps the default.
+M.WARM_FLOOR = 0.02
+function M.warm_floor(T, i, p, wk)
+  local pk, s2 = T.picks[i], T.state[i]
+  local def = p.candidates[1]
+  if T.opts.regime ~= "deploy" or not pk or not s2 or not pk.best_knobs or not def or pk.best_knobs == def.string
+    or not pk.default_us then return end
+  local pick
+  for _, c in ipairs(p.candidates) do if c.string == pk.best_knobs then pick = c break end end
+  if not pick then return end
+  local tw = sys.clock()
+  local function warm(c)
+    local r = bench_on(T, wk, { op = "bench", repro = s2.K.repro, knobs = c.knobs, graph = true, reps = 50, warmup = 5,
+      warmup_ms = 10, flush = false })
+    return r.status == "ok" and r.median_us or nil
+  end
+  local wd, wp = warm(def), warm(pick)
+  T.spent.floor = (T.spent.floor or 0) + sys.clock() - tw
+  pk.warm = { default_us = wd, pick_us = wp }
+  if not (wd and wp and wp > wd * (1 + M.WARM_FLOOR)) then return end
+  io.stderr:write(("  kernel %d/%d %s: the pick is %.2fx the rules' default L2-warm (%.1f against %.1f us): the default kept\n")
+    :format(i, #T.plans, pk.name, wp / wd, wp, wd))
+  pk.floor = { knobs = pk.best_knobs, us = pk.best_us, warm_us = wp, default_warm_us = wd }
+  pk.best_knobs, pk.best_us, pk.best_at = def.string, pk.default_us, 1
+  local row = T.rows[i]
+  row[4], row[5], row[6] = row[4] .. "+floor", ("%.1f"):format(pk.default_us), def.string
+end
+
 -- fn(T, i, plan, worker) for every kernel: one coroutine per worker, each taking the next kernel until none is
 -- left; a request in flight yields. An error closes the workers and is raised again.
 function M.each_kernel(T, fn)
@@ -432,6 +465,7 @@ function M.print_summary(T, wall, path, counts, n_db, failures)
     :format(T.spent.compile_ahead, A.n, A.cpu_s or 0, #as > 0 and (": " .. table.concat(as, ", ")) or "", #T.workers > 1 and "s" or "",
       T.spent.bench_wait, #ws > 0 and table.concat(ws, ", ") or "-", T.spent.cache_hits, T.spent.compiled,
       T.spent.key_missed > 0 and ("; %d built under another key than their compile ahead"):format(T.spent.key_missed) or ""))
+  if T.spent.floor then print(("  the picks timed L2-warm beside the rules' defaults (the floor where the layer runs): %.1f s"):format(T.spent.floor)) end
   if A.first_error then print("  the first compile ahead that failed: " .. A.first_error:sub(1, 200)) end
   local rs = {}
   for s2, n in pairs(counts) do rs[#rs + 1] = ("%s %d"):format(s2, n) end

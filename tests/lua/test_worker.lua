@@ -131,4 +131,52 @@ test("emmy tune: the worker's builds meet the compiles ahead after a launch (a g
   check(o:find("wrong 6", 1, true) and o:find("cubin cache hits 6 of 6 builds)", 1, true), o)
 end)
 
+test("tune's warm floor: a pick slower L2-warm than the rules' default keeps the default; a faster one stays", function()
+  local tuner = require "emmy.tuner"
+  -- a worker that answers each bench request at once with us_of(knobs, request)
+  local function fake_worker(us_of)
+    local pending
+    return { submit = function(_, req) pending = req end, close = function() end,
+      poll = function()
+        local r = pending
+        pending = nil
+        return r and { status = "ok", median_us = us_of(r.knobs, r) }
+      end }
+  end
+  local function session(pick_string, us_of)
+    local def = { string = "STAGES=6", knobs = { STAGES = 6 } }
+    local pick = { string = pick_string, knobs = { STAGES = tonumber(pick_string:match("%d+")) } }
+    return { opts = { regime = "deploy" }, workers = { { w = fake_worker(us_of), device = 0 } },
+      plans = { { candidates = { def, pick } } }, state = { { K = { repro = "r.torch.json" } } }, spent = {},
+      picks = { { name = "k", best_knobs = pick.string, best_us = 53.1, default_us = 55.0, best_at = 7 } },
+      rows = { { "k", "2", "7", "patience", "53.1", pick.string } } }
+  end
+  -- (Qwen3-4B's down projection on the H100: the pick 54.9 us warm against the default's 45.8)
+  local T = session("STAGES=8", function(k, req)
+    check(req.flush == false and req.graph == true and req.repro == "r.torch.json", "the bench regime, the kernel's reproducer")
+    return k.STAGES == 8 and 54.9 or 45.8
+  end)
+  tuner.each_kernel(T, tuner.warm_floor)
+  local pk = T.picks[1]
+  eq(pk.best_knobs, "STAGES=6", "the default kept")
+  eq(pk.best_us, 55.0, "its deploy-regime time")
+  eq(pk.floor.knobs, "STAGES=8", "the pick on record")
+  eq(pk.floor.warm_us, 54.9)
+  eq(T.rows[1][4], "patience+floor")
+  eq(T.rows[1][6], "STAGES=6")
+  local T2 = session("STAGES=4", function(k) return k.STAGES == 4 and 45.0 or 45.8 end)
+  tuner.each_kernel(T2, tuner.warm_floor)
+  eq(T2.picks[1].best_knobs, "STAGES=4", "a pick faster warm too stays")
+  eq(T2.picks[1].floor, nil)
+  eq(T2.picks[1].warm.default_us, 45.8)
+  -- within 2%: the pick stays; the rank regime (no flush) is not checked
+  local T3 = session("STAGES=8", function(k) return k.STAGES == 8 and 46.5 or 45.8 end)
+  tuner.each_kernel(T3, tuner.warm_floor)
+  eq(T3.picks[1].best_knobs, "STAGES=8", "within the floor's 2%")
+  local T4 = session("STAGES=8", function() error("no request in the rank regime") end)
+  T4.opts.regime = "rank"
+  tuner.each_kernel(T4, tuner.warm_floor)
+  eq(T4.picks[1].best_knobs, "STAGES=8")
+end)
+
 return T
