@@ -6,7 +6,10 @@
 --   search shortfall a prior half's pick is more than 5% off the best measured row, or a re-tune of the reproducer
 --                   with more patience found a faster variant (evidence: eval variants / online, the re-tune)
 --   codegen quality none of the above: the best variant itself is slow (evidence: the ncu side-by-side, the CUDA)
--- and two classes beside them:
+-- and three classes beside them:
+--   regime disagreement the re-tune's pick, pinned with --ab, is slower L2-warm than the rules' default by more than
+--                   the tune's warm floor: it won only in the tune's L2-flushed regime (evidence: the --ab rows, the
+--                   re-tune)
 --   masked guards   a dynamic kernel more than 5% slower than the same layer op traced static at the hint, both
 --                   the rules' default variant (evidence: both bench rows; at stake: the difference)
 --   wrong variants  a kernel whose own pick is correct, but some of its measured variants gave wrong results (evidence: eval failures' clusters with the
@@ -152,6 +155,16 @@ function M.pick_pins(tune, name)
   return nil
 end
 
+-- The --ab check of a re-tune's pick: its L2-warm time over the rules' default's (both ok), or nil.
+function M.ab_ratio(ab)
+  local def, pin
+  for _, r in ipairs(ab and ab.ab or {}) do
+    if r.label == "default" then def = r elseif not pin then pin = r end
+  end
+  local a, b = pin and pin.status == "ok" and pin.stats and pin.stats.median_us, def and def.stats and def.stats.median_us
+  return a and b and b > 0 and a / b or nil
+end
+
 -- The --ab check of a re-tune's pick (work dir ab/<kernel>/63_ab.json): an evidence line, or nil.
 function M.ab_evidence(ab)
   local def, pin
@@ -255,6 +268,7 @@ function M.classify(d)
         end
       end
       local retune_better = rt and rt.best_us and v and v.best_us and rt.best_us < v.best_us / M.SHORTFALL
+      local ab_r = M.ab_ratio(d.abs and d.abs[k.name])
       if v and v.all_scalar then
         f.class = "tier lockout"
         local l = v.lockout and v.lockout[1]
@@ -263,6 +277,16 @@ function M.classify(d)
         ev("every one of its %d measured rows is scalar", v.measured or 0)
         f.repro = ("emmy compile --explain %s"):format(repro)
         f.fix, f.priority = "admit the kernel to the tensor-core tier (the gate above)", "high"
+      elseif ab_r and ab_r > 1 + require("emmy.tuner").WARM_FLOOR then
+        f.class = "regime disagreement"
+        f.title = ("%s: the tune's pick is %.2fx the rules' default L2-warm"):format(k.name, ab_r)
+        ev("%s", M.ab_evidence(d.abs[k.name]))
+        if rt then ev("the re-tune (%s regime: every sample after an L2 flush) picked it at %.1f µs", rt.regime or "deploy", rt.best_us or 0) end
+        f.root_cause = "the tune times each variant after a memset of twice the L2 (deploy regime); there the pick beats the "
+          .. "default, but L2-warm — as the layer's replay runs it — it loses"
+        f.repro = ("emmy run --ir %s --bench --ab %s"):format(repro, table.concat(M.tile_knobs(rt and rt.best_knobs), ","))
+        f.fix, f.priority = "keep the default where the pick loses L2-warm (the tune's warm floor); the regime itself: EMMY_FLUSH=read "
+          .. "(a flush that leaves the L2 clean)", "high"
       elseif worst_pick or retune_better then
         f.class = "search shortfall"
         f.title = ("%s: the search did not find its best variant"):format(k.name)

@@ -7,6 +7,29 @@ local T = {}
 local function test(name, fn) T[#T + 1] = { name, fn } end
 local W = ROOT .. "/tests/fixtures/workdir"
 
+test("triage: a re-tune's pick slower L2-warm than the rules' default is a regime disagreement, not a search shortfall", function()
+  -- Qwen3-4B's down projection on the H100 (forty-eighth session): the pick STAGES=8, 53.1 µs in the tune's flushed
+  -- regime; pinned with --ab 54.9 µs L2-warm against the default's 45.8; torch eager 47.2
+  local name = "k_linear_add_d4f3d9"
+  local d = { repro_dir = "dump/tune.kernels",
+    bench = { kernels = { { name = name, layer_op = "mlp.down_proj linear", emmy = { median_us = 53.8 }, eager = { median_us = 47.2 } } } },
+    variants = { [name] = { best_us = 53.1, measured = 33, pick_offline = { ratio = 2.31, rank = 18, n = 33 } } },
+    retunes = { [name] = { best_us = 53.1, best_knobs = "BM=128,BN=80,STAGES=8", regime = "deploy" } },
+    abs = { [name] = { ab = { { label = "default", status = "ok", stats = { median_us = 45.8 } },
+      { label = "ab STAGES=8", status = "ok", knobs = "STAGES=8", stats = { median_us = 54.9 } } } } } }
+  local findings = triage.classify(d)
+  eq(#findings, 1)
+  local f = findings[1]
+  eq(f.class, "regime disagreement")
+  check(f.title:find("1.20x the rules' default L2-warm", 1, true), f.title)
+  check(f.repro == "emmy run --ir dump/tune.kernels/" .. name .. ".torch.json --bench --ab BM=128,BN=80,STAGES=8", f.repro)
+  check(table.concat(f.evidence, "\n"):find("54.9 µs against the default's 45.8 µs (1.20x", 1, true), table.concat(f.evidence, "\n"))
+  -- within the floor (2%), the same rows are the search shortfall they were
+  d.abs[name].ab[2].stats.median_us = 46.5
+  eq(triage.classify(d)[1].class, "search shortfall")
+  eq(triage.ab_ratio(nil), nil)
+end)
+
 test("triage of the fixture work dir: four classes ordered by the µs at stake, wrong variants last; the dominating kernels", function()
   local d = triage.from_workdir(W)
   local by = {}
