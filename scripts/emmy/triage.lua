@@ -155,22 +155,25 @@ function M.pick_pins(tune, name)
   return nil
 end
 
--- The --ab check of a re-tune's pick: its L2-warm time over the rules' default's (both ok), or nil.
-function M.ab_ratio(ab)
+-- The --ab rows of a re-tune's pick (work dir ab/<kernel>/63_ab.json): the default's and the first pin's.
+local function ab_rows(ab)
   local def, pin
   for _, r in ipairs(ab and ab.ab or {}) do
     if r.label == "default" then def = r elseif not pin then pin = r end
   end
+  return def, pin
+end
+
+-- The --ab check of a re-tune's pick: its L2-warm time over the rules' default's (both ok), or nil.
+function M.ab_ratio(ab)
+  local def, pin = ab_rows(ab)
   local a, b = pin and pin.status == "ok" and pin.stats and pin.stats.median_us, def and def.stats and def.stats.median_us
   return a and b and b > 0 and a / b or nil
 end
 
 -- The --ab check of a re-tune's pick (work dir ab/<kernel>/63_ab.json): an evidence line, or nil.
 function M.ab_evidence(ab)
-  local def, pin
-  for _, r in ipairs(ab and ab.ab or {}) do
-    if r.label == "default" then def = r elseif not pin then pin = r end
-  end
+  local def, pin = ab_rows(ab)
   if not pin then return nil end
   if pin.status ~= "ok" then return ("the re-tune's pick pinned with --ab (%s): %s"):format(pin.knobs or "?", tostring(pin.status)) end
   local a, b = pin.stats and pin.stats.median_us, def and def.stats and def.stats.median_us
