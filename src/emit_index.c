@@ -169,6 +169,18 @@ const char *ex_linearize(ectx *c, const ivec *ix, const em_shape *s) {
   return name;
 }
 
+/* EMMY_UNIT_OUTER=1 at compile time (an experiment of the forty-eighth session, docs/formats.md): a symbolic dim whose
+ * outer dims all have extent 1 (a dynamic sequence at batch 1) takes the rest of the index whole, the outer dims 0 —
+ * no 64-bit division or remainder by the runtime extent. The same values for every index in range; an index past
+ * the end (a masked tile's rows, which the kernels guard by the flat index) gets the dim past its extent instead of
+ * wrapping around. */
+static int outer_dims_one(const em_shape *s, int i) {
+  if (ex_env_choice("EMMY_UNIT_OUTER", 1) != 1 || em_dim_is_const(&s->d[i], &(int64_t){0})) return 0;
+  for (int j = 0; j < i; j++)
+    if (!ex_is_one(&s->d[j])) return 0;
+  return 1;
+}
+
 ivec ex_unravel(ectx *c, const char *lin, const em_shape *s) {
   ivec r = {s->rank};
   const char *rest = lin;
@@ -176,7 +188,13 @@ ivec ex_unravel(ectx *c, const char *lin, const em_shape *s) {
     int64_t k;
     if (i == 0) r.e[i] = rest;
     else if (em_dim_is_const(&s->d[i], &k) && k == 1) r.e[i] = "0LL";
-    else {
+    else if (outer_dims_one(s, i)) {
+      r.e[i] = rest;
+      for (int j = 0; j < i; j++) r.e[j] = "0LL";
+      memo_ent m = {-2, (char *)unravel_key(c, "0LL", rest, ex_dim_c(c, &s->d[i])), rest};
+      EM_VEC_PUSH(c->memo, m);
+      break;
+    } else {
       const char *dm = ex_dim_c(c, &s->d[i]), *whole = rest, *a, *b;
       int64_t d;
       const char *tq, *tr;

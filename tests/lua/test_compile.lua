@@ -1575,4 +1575,20 @@ test("emmy compile --pins: the selected kernels' chosen knobs with the set over 
   check(c3 ~= 0 and e3:find("STAGES=7 is not read by this kernel's emitter", 1, true), e3)
 end)
 
+test("EMMY_UNIT_OUTER=1: at batch 1 the dynamic sequence index is the rest of the flat index (no division by seq_len); batch 4 keeps it", function()
+  local function src(env, extra)
+    local a = { "compile", "Qwen/Qwen3-Embedding-0.6B", "--layer", "0", "--dynamic", "seq_len@x:1", "--kernel", "k_rms_norm_rope", "--ir", "cuda" }
+    for _, x in ipairs(extra or {}) do a[#a + 1] = x end
+    local c, o, e = emmy(a, { env = env })
+    eq(c, 0, e)
+    return o
+  end
+  local on, off = src("EMMY_UNIT_OUTER=1"), src("EMMY_UNIT_OUTER=0")
+  check(on:find("const long long x0 = 0LL;\n    const long long x1 = (row) / 8LL;", 1, true), on)
+  check(not on:find("% (s_seq_len)", 1, true), "no remainder by the sequence length")
+  check(off:find("const long long x1 = ((row) / 8LL) % (s_seq_len);", 1, true), "off: the earlier text")
+  local b4 = src("EMMY_UNIT_OUTER=1", { "--batch", "4" })
+  check(b4:find("const long long x1 = ((row) / 8LL) % (s_seq_len);", 1, true), "batch 4: the division stays")
+end)
+
 return T
