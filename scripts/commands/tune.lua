@@ -60,6 +60,9 @@ return {
   --clean              start from an empty tune DB (EMMY_TUNE_DB, default ~/.cache/emmy/tune.db: every row is
                        deleted, the file kept), online half (EMMY_ONLINE_FILE, default ~/.cache/emmy/online.json)
                        and cubin cache; refused, nothing deleted, while another tune is writing to that DB
+  --search-batch N     candidates a batch of the search: chosen together, compiled together in the background,
+                       the online half refit after each (default 8; a long search that waits on its compiles gains
+                       from 16: twice the compiles in flight)
   --precompile N       also compile each kernel's N best-scored candidates ahead (default 0: each batch of the
                        search is compiled in parallel just before it is measured)
   --regime deploy|rank deploy (default): CUDA-graph replay, 5 warm-up runs then 10 ms more, 50 single-replay
@@ -100,7 +103,7 @@ return {
       flags = frontend.merge_flags { ["--patience"] = { kind = "int", default = 16, min = 1 },
         ["--max-candidates"] = { kind = "int", min = 1 }, ["--timeout-ms"] = { kind = "int", default = 60000, min = 100 },
         ["--clean"] = { kind = "bool" }, ["--dump-dir"] = { kind = "string" },
-        ["--precompile"] = { kind = "int", default = 0, min = 0 },
+        ["--precompile"] = { kind = "int", default = 0, min = 0 }, ["--search-batch"] = { kind = "int", default = 8, min = 1 },
         ["--regime"] = { kind = "string", default = "deploy" }, ["--gpus"] = { kind = "int", default = 1, min = 1 },
         ["--structural"] = { kind = "string", default = "default" }, ["--bench"] = { kind = "bool" },
         ["--bench-backends"] = { kind = "string" }, ["--budget-s"] = { kind = "number", default = 240, min = 0 },
@@ -108,6 +111,7 @@ return {
       positional = { "input" }, usage = "emmy tune INPUT [--clean] [--patience N]",
     }, "tune")
     if not pos.input then cli.usage("tune: missing INPUT (a model or a .torch.json graph)") end
+    if opts.search_batch > 64 then cli.usage("tune: --search-batch %d (1 to 64)", opts.search_batch) end
     if opts.regime ~= "deploy" and opts.regime ~= "rank" then cli.usage("tune: --regime %s (deploy or rank)", opts.regime) end
     if opts.structural ~= "all" and opts.structural ~= "default" then
       cli.usage("tune: --structural %s (all or default)", opts.structural)

@@ -252,7 +252,7 @@ function M.tune_kernel(T, i, p, wk)
   end
   local deadline = deadline_of(T, i)
   local res = search.run { out_of_time = deadline and function() return sys.clock() > deadline end, candidates = p.candidates,
-    patience = T.opts.patience, max_candidates = T.opts.max_candidates, seed = 1, default_first = true,
+    patience = T.opts.patience, max_candidates = T.opts.max_candidates, seed = 1, default_first = true, batch = T.opts.search_batch,
     score = function(c) return score(T, f, c) end, before_batch = function(list) compile_ahead(T, K, list) end,
     measure = function(c, order, online_us) return measure(T, K, c, order, online_us) end }
   close_compiles(K)
