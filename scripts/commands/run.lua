@@ -23,7 +23,7 @@ local function parse_args(argv)
   local opts, pos = cli.parse(argv, {
     flags = frontend.merge_flags { ["--bind"] = { kind = "string", multi = true }, ["--sweep"] = { kind = "int", default = 0, min = 0 },
       ["--kernel"] = { kind = "string" }, ["--dump-dir"] = { kind = "string" }, ["--json"] = { kind = "bool" },
-      ["--ir"] = { kind = "string" }, ["--bench"] = { kind = "bool" }, ["--bench-backends"] = { kind = "string" }, ["--ab"] = { kind = "string", multi = true }, ["--pins"] = { kind = "string" },
+      ["--ir"] = { kind = "string" }, ["--bench"] = { kind = "bool" }, ["--bench-backends"] = { kind = "string" }, ["--ab"] = { kind = "string", multi = true }, ["--pins"] = { kind = "string" }, ["--picks"] = { kind = "string" },
       ["--profile"] = { kind = "bool" }, ["--profile-sass"] = { kind = "int", default = 0, min = 0 }, ["--pad-rows"] = { kind = "bool" }, ["--clock-control"] = { kind = "string", default = "none" } },
     positional = { "input" }, usage = "emmy run INPUT [--seq-len N]",
   }, "run")
@@ -325,7 +325,7 @@ end
 return {
   summary = "run a model or graph on the GPU and check every kernel against the CPU reference",
   usage = "usage: emmy run INPUT|--ir FILE.json [trace flags] [--seq-len N | --bind NAME=N …] [--sweep N] [--kernel SUBSTR]\n" ..
-    "                [--seed S] [--pad-rows] [--dump-dir D] [--bench [--bench-backends L]] [--pins K=V,…] [--ab K=V,…] [--profile]\n\n" .. frontend.USAGE .. [[
+    "                [--seed S] [--pad-rows] [--dump-dir D] [--bench [--bench-backends L]] [--picks FILE] [--pins K=V,…] [--ab K=V,…] [--profile]\n\n" .. frontend.USAGE .. [[
 
   --ir FILE.json       the graph to run given by name (a dump's <stage>.kernels/<kname>.torch.json
                        reproducer, or any .torch.json graph); the same as giving it as INPUT
@@ -342,6 +342,9 @@ return {
                        through tools/torchref/bench.py with $EMMY_PYTHON), emmy's in-program time per kernel
                        from CUPTI; with --dump-dir also 60_bench_compare.json, 62_kernel_bench.json, kernels.html
   --bench-backends L   the backends to bench (default eager,tcompile,emmy)
+  --picks FILE         a tune's picks (its tune.json, `emmy tune … --dump-dir D`): each kernel that is a tuned one
+                       (the same name: the same sub-graph, so trace the model as the tune did) runs its pick instead
+                       of the rules' choice; a line says how many took one and which picks found no kernel
   --pins "K=V,…"       run the chosen variant of each kernel --kernel names (all without it) with these knobs over
                        it (emmy compile --pins' overlay; EMMY_KNOBS takes the first candidate that has them instead)
   --ab "K=V,…"         (repeatable) also lower each kernel (those --kernel names) with these knobs pinned, check
@@ -369,6 +372,7 @@ return {
     local ctx = compiler.run(g)
     local okp, plans = pcall(kernels.plan, ctx, { device = gpu.device(info) })
     if not okp then cli.usage("%s", tostring(plans)) end
+    if opts.picks then print(kernels.picks_line(kernels.apply_picks(plans, cli.check(kernels.read_picks(opts.picks))), opts.picks)) end
     if opts.pins then pin_plans(plans, opts) end
     if opts.dump_dir then
       local d = dump.open(opts.dump_dir)

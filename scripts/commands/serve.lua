@@ -53,7 +53,9 @@ return {
   used). docs/performance.md has both measured. --device cpu runs it on the CPU reference (seconds a sequence: for tests and machines without a GPU).
   Weights are the folder's safetensors, else seeded random (--seed), made once at start. --host defaults to
   127.0.0.1, --port to 8000 (0: any free port; --port-file writes the port chosen). --requests N stops after N
-  answers (tests).]==],
+  answers (tests). --picks FILE: a tune's picks (tune.json) for the kernels of the served graph that are tuned ones
+  (the same name: the same sub-graph — a tune of the layer traced for serving, not of the 512-token layer); a line
+  says how many took one.]==],
   run = function(argv)
     local opts, pos = cli.parse(argv, {
       flags = { ["--device"] = { kind = "string", default = "gpu" }, ["--host"] = { kind = "string", default = "127.0.0.1" },
@@ -61,7 +63,7 @@ return {
         ["--truncate"] = { kind = "bool" }, ["--max-len"] = { kind = "int", min = 1 },
         ["--max-payload"] = { kind = "int", default = 4 * 1024 * 1024, min = 1 }, ["--max-queue"] = { kind = "int", default = 64, min = 1 },
         ["--max-batch-tokens"] = { kind = "int", min = 1 }, ["--graph-step"] = { kind = "int", default = 128, min = 0 },
-        ["--inflight"] = { kind = "int", default = 2, min = 1 }, ["--varlen"] = { kind = "bool" }, ["--mask"] = { kind = "bool" },
+        ["--inflight"] = { kind = "int", default = 2, min = 1 }, ["--varlen"] = { kind = "bool" }, ["--mask"] = { kind = "bool" }, ["--picks"] = { kind = "string" },
         ["--seed"] = { kind = "int", default = 0 }, ["--requests"] = { kind = "int", min = 1 },
         ["--bench"] = { kind = "bool" }, ["--num-prompts"] = { kind = "int", default = 100, min = 1 },
         ["--random-input-len"] = { kind = "int", default = 512, min = 1 }, ["--random-range-ratio"] = { kind = "string", default = "0" },
@@ -76,7 +78,7 @@ return {
     if opts.bench then return require("emmy.serve_bench").run(pos.model, opts, log) end
     log(("loading %s (%s)"):format(pos.model, opts.device))
     local srv = cli.check(serve.open(pos.model, { device = opts.device, seed = opts.seed, truncate = opts.truncate,
-      max_len = opts.max_len, max_payload = opts.max_payload, max_queue = opts.max_queue, max_batch_tokens = opts.max_batch_tokens, graph_step = opts.graph_step, inflight = opts.inflight, varlen = varlen, log = log }))
+      max_len = opts.max_len, max_payload = opts.max_payload, max_queue = opts.max_queue, max_batch_tokens = opts.max_batch_tokens, graph_step = opts.graph_step, inflight = opts.inflight, varlen = varlen, picks = opts.picks, log = log }))
     cli.check(serve.run(srv, opts.host, opts.port, { port_file = opts.port_file, requests = opts.requests }))
     return 0
   end,

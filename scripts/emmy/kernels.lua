@@ -385,6 +385,59 @@ function M.pin_choices(plans, set)
   end
 end
 
+-- A tune's picks (tune.json's `kernels`: {name, best_knobs}, the warm floor already applied) as the choices of plans:
+-- a plan takes its kernel's pick where the kernel is the tuned one (its name: the same sub-graph, so the same hash)
+-- and the pick is among its candidates. Returns {applied = n distinct kernels, kernels = n distinct kernels of plans,
+-- absent = {names picked but not in plans}, refused = {names whose pick is not a candidate here}}.
+function M.apply_picks(plans, picks)
+  local want, absent, refused, applied, seen = {}, {}, {}, {}, {}
+  for _, pk in ipairs(picks or {}) do
+    if type(pk) == "table" and pk.name and pk.best_knobs then want[pk.name] = pk.best_knobs end
+  end
+  local n = 0
+  for _, p in ipairs(plans) do
+    local name, s = p.kernel.name, want[p.kernel.name]
+    if not seen[name] then n, seen[name] = n + 1, true end
+    if s then
+      local hit
+      for _, c in ipairs(p.candidates) do
+        if c.string == s then hit = c break end
+      end
+      if hit then p.choice, applied[name] = hit, true else refused[name] = true end
+    end
+  end
+  local out = { applied = 0, kernels = n, absent = {}, refused = {} }
+  for _ in pairs(applied) do out.applied = out.applied + 1 end
+  for name in pairs(want) do if not seen[name] then absent[#absent + 1] = name end end
+  for name in pairs(refused) do out.refused[#out.refused + 1] = name end
+  table.sort(absent)
+  table.sort(out.refused)
+  out.absent = absent
+  return out
+end
+
+-- Reads a tune's picks from path (tune.json, `emmy tune --dump-dir D`): the kernels list | nil, msg.
+function M.read_picks(path)
+  local f, err = io.open(path, "rb")
+  if not f then return nil, ("--picks %s: %s"):format(path, tostring(err)) end
+  local text = f:read("*a")
+  f:close()
+  local ok, t = pcall(require("cjson").decode, text)
+  if not ok or type(t) ~= "table" or type(t.kernels) ~= "table" then
+    return nil, ("--picks %s: not a tune's summary (tune.json with a kernels list)"):format(path)
+  end
+  return t.kernels
+end
+
+-- The line that says what apply_picks did.
+function M.picks_line(r, path)
+  local extra = {}
+  if #r.absent > 0 then extra[#extra + 1] = ("not in this graph: %s"):format(table.concat(r.absent, ", ")) end
+  if #r.refused > 0 then extra[#extra + 1] = ("not a candidate here: %s"):format(table.concat(r.refused, ", ")) end
+  return ("picks: %d of %d distinct kernels take the tune's pick from %s%s"):format(r.applied, r.kernels, path,
+    #extra > 0 and ("; " .. table.concat(extra, "; ")) or "")
+end
+
 -- Emits the CUDA source of a plan's variant (knobs: a candidate's knob table).
 function M.emit(plan, knobs)
   local k = plan.kernel

@@ -199,7 +199,8 @@ local function cpu_embedder(model, opts)
   }
 end
 
--- The packed graph compiled as `emmy run` compiles it (the rules' choices, the tune DB's picks where it has them),
+-- The packed graph compiled as `emmy run` compiles it (the rules' choices; with opts.picks a tune's picks for the
+-- kernels that are tuned ones),
 -- its weights uploaded once and every other buffer allocated once at the largest batch; a batch is its packed inputs
 -- uploaded and the kernels launched in order at seq_len = its tokens.
 -- --inflight N >= 2: a batch's halves for N runs on the GPU at once. Each run has a slot: page-locked host memory for
@@ -291,6 +292,11 @@ local function gpu_embedder(model, opts)
   if not pinned.MERGE_SIBLINGS then kn.MERGE_SIBLINGS = 0 end
   local ok, plans = pcall(function() return kernels.plan(compiler.run(g, { knobs = kn }), { device = gpu.device(cu:info()) }) end)
   if not ok then return nil, tostring(plans) end
+  if opts.picks then
+    local picks, perr = kernels.read_picks(opts.picks)
+    if not picks then return nil, perr end
+    if opts.log then opts.log(kernels.picks_line(kernels.apply_picks(plans, picks), opts.picks)) end
+  end
   local order, list = kernels.distinct(plans), {}
   for _, p in ipairs(order) do list[#list + 1] = { plan = p, knobs = p.choice.knobs } end
   local built, by_name = gpu.build(cu, list), {}

@@ -66,6 +66,7 @@ local function start_server(model, opts, max_queue)
   child[#child + 1] = "--inflight"; child[#child + 1] = opts.inflight
   if opts.varlen then child[#child + 1] = "--varlen" end
   if opts.mask then child[#child + 1] = "--mask" end
+  if opts.picks then child[#child + 1] = "--picks"; child[#child + 1] = opts.picks end
   local argv = {}
   for i, a in ipairs(child) do argv[i] = shq(a) end
   local exe = shq(sys.realpath("/proc/self/exe"))

@@ -1591,4 +1591,29 @@ test("EMMY_UNIT_OUTER=1: at batch 1 the dynamic sequence index is the rest of th
   check(b4:find("const long long x1 = ((row) / 8LL) % (s_seq_len);", 1, true), "batch 4: the division stays")
 end)
 
+test("kernels.apply_picks: a tune's picks become the choices of the kernels that are tuned ones; the rest say why not", function()
+  local kernels = require "emmy.kernels"
+  local function plan(name, ...)
+    local cands = {}
+    for i, s in ipairs { ... } do cands[i] = { string = s, knobs = {} } end
+    return { kernel = { name = name }, candidates = cands, choice = cands[1] }
+  end
+  local plans = { plan("k_a", "X=1", "X=2"), plan("k_b", "Y=1", "Y=2"), plan("k_a", "X=1", "X=2"), plan("k_c", "Z=1") }
+  local r = kernels.apply_picks(plans, { { name = "k_a", best_knobs = "X=2" }, { name = "k_b", best_knobs = "Y=9" },
+    { name = "k_gone", best_knobs = "Q=1" }, { name = "k_c" } })
+  eq(plans[1].choice.string, "X=2", "picked")
+  eq(plans[3].choice.string, "X=2", "every instance of the kernel")
+  eq(plans[2].choice.string, "Y=1", "a pick that is not a candidate leaves the rules' choice")
+  eq(r.applied, 1)
+  eq(r.kernels, 3)
+  eq(table.concat(r.absent, ","), "k_gone")
+  eq(table.concat(r.refused, ","), "k_b")
+  eq(kernels.picks_line(r, "t.json"), "picks: 1 of 3 distinct kernels take the tune's pick from t.json; not in this graph: k_gone; not a candidate here: k_b")
+  local d = tmpdir()
+  write_file(d .. "/bad.json", "{}")
+  local none, err = kernels.read_picks(d .. "/bad.json")
+  check(none == nil and err:find("not a tune's summary", 1, true), tostring(err))
+  check(select(2, kernels.read_picks(d .. "/missing.json")):find("--picks", 1, true), "a missing file")
+end)
+
 return T
