@@ -55,7 +55,8 @@ return {
   127.0.0.1, --port to 8000 (0: any free port; --port-file writes the port chosen). --requests N stops after N
   answers (tests). --picks FILE: a tune's picks (tune.json) for the kernels of the served graph that are tuned ones
   (the same name: the same sub-graph — a tune of the layer traced for serving, not of the 512-token layer); a line
-  says how many took one.]==],
+  says how many took one. --dump-graph FILE writes the graph it would serve (packed, varlen where the model allows)
+  as a .torch.json and exits, with the commands that tune it and serve the picks.]==],
   run = function(argv)
     local opts, pos = cli.parse(argv, {
       flags = { ["--device"] = { kind = "string", default = "gpu" }, ["--host"] = { kind = "string", default = "127.0.0.1" },
@@ -63,7 +64,7 @@ return {
         ["--truncate"] = { kind = "bool" }, ["--max-len"] = { kind = "int", min = 1 },
         ["--max-payload"] = { kind = "int", default = 4 * 1024 * 1024, min = 1 }, ["--max-queue"] = { kind = "int", default = 64, min = 1 },
         ["--max-batch-tokens"] = { kind = "int", min = 1 }, ["--graph-step"] = { kind = "int", default = 128, min = 0 },
-        ["--inflight"] = { kind = "int", default = 2, min = 1 }, ["--varlen"] = { kind = "bool" }, ["--mask"] = { kind = "bool" }, ["--picks"] = { kind = "string" },
+        ["--inflight"] = { kind = "int", default = 2, min = 1 }, ["--varlen"] = { kind = "bool" }, ["--mask"] = { kind = "bool" }, ["--picks"] = { kind = "string" }, ["--dump-graph"] = { kind = "string" },
         ["--seed"] = { kind = "int", default = 0 }, ["--requests"] = { kind = "int", min = 1 },
         ["--bench"] = { kind = "bool" }, ["--num-prompts"] = { kind = "int", default = 100, min = 1 },
         ["--random-input-len"] = { kind = "int", default = 512, min = 1 }, ["--random-range-ratio"] = { kind = "string", default = "0" },
@@ -75,6 +76,10 @@ return {
     if opts.varlen and opts.mask then cli.usage("--varlen and --mask: one or the other") end
     local varlen = opts.varlen or (not opts.mask and nil) -- (nil: the positions where the graph allows them)
     local function log(msg) io.stderr:write("emmy serve: ", msg, "\n") end
+    if opts.dump_graph then
+      for _, line in ipairs(cli.check(serve.dump_graph(pos.model, opts.dump_graph, { seed = opts.seed, varlen = varlen }))) do print(line) end
+      return
+    end
     if opts.bench then return require("emmy.serve_bench").run(pos.model, opts, log) end
     log(("loading %s (%s)"):format(pos.model, opts.device))
     local srv = cli.check(serve.open(pos.model, { device = opts.device, seed = opts.seed, truncate = opts.truncate,

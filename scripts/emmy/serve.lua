@@ -102,6 +102,19 @@ local function packed_graph(model, opts)
   return r, r.graph, maxpos
 end
 
+-- --dump-graph: the graph `emmy serve` compiles (packed, varlen where it allows), written to path as a .torch.json for
+-- `emmy tune`, whose tune.json `--picks` then applies to the served kernels: the lines that say how. true | nil, msg.
+function M.dump_graph(model, path, opts)
+  local ok, r, g = pcall(packed_graph, model, opts)
+  if not ok then return nil, tostring(r) end
+  local okw, werr = require("emmy.graphjson").write(g, path)
+  if not okw then return nil, werr end
+  local dir = path:gsub("%.torch%.json$", ""):gsub("%.json$", "") .. ".tune"
+  return { ("the served graph of %s: %s"):format(model, path),
+    ("tune it as served (q, k and v apart): EMMY_MERGE_SIBLINGS=0 emmy tune %s --dump-dir %s"):format(path, dir),
+    ("then serve its picks: emmy serve %s --picks %s/tune.json"):format(model, dir) }
+end
+
 -- --varlen: the packed graph with each attention's block-diagonal causal mask (the input attention_mask) replaced by
 -- the sequences' positions (SDPA's seq_pos = position_ids, is_causal): the same attention — positions restart at
 -- each packed sequence — with no T x T mask to build, upload or read (docs/formats.md). nil and why where something

@@ -402,4 +402,29 @@ test("--bench --vs-stock: emmy and then the stock server on the same prompts, on
   end
 end)
 
+test("emmy serve --dump-graph: the served graph as a .torch.json whose kernels, tuned with q, k and v apart, are the served ones by name (so --picks applies)", function()
+  local d = tmpdir()
+  local path = d .. "/served.torch.json"
+  local c, o, e = emmy({ "serve", "Qwen/Qwen3-Embedding-0.6B", "--dump-graph", path })
+  eq(c, 0, e)
+  check(o:find("EMMY_MERGE_SIBLINGS=0 emmy tune " .. path .. " --dump-dir " .. d .. "/served.tune", 1, true), o)
+  check(o:find("emmy serve Qwen/Qwen3-Embedding-0.6B --picks " .. d .. "/served.tune/tune.json", 1, true), o)
+  -- the kernels serve compiles (packed, varlen, MERGE_SIBLINGS=0) against the file's under EMMY_MERGE_SIBLINGS=0
+  local c2, o2, e2 = emmy({ "compile", path }, { env = "EMMY_MERGE_SIBLINGS=0" })
+  eq(c2, 0, e2)
+  local from_file = {}
+  for n in o2:gmatch("k_[%w_]-_%x%x%x%x%x%x") do from_file[n] = true end
+  local frontend, compiler, serve = require "emmy.frontend", require "emmy.compiler", require "emmy.serve"
+  local r = frontend.load("Qwen/Qwen3-Embedding-0.6B", { dynamic = { "seq_len@input_ids:1", "seq_len@attention_mask:2",
+    "seq_len@attention_mask:3", "seq_len@position_ids:1" }, seed = 0, hint = { "seq_len=512" } })
+  local kn = compiler.structural_pins()
+  kn.MERGE_SIBLINGS = 0
+  local n, missing = 0, {}
+  for _, k in ipairs(compiler.run(serve.varlen_graph(r.graph), { knobs = kn }).kernels) do
+    if not from_file[k.name] then missing[#missing + 1] = k.name end
+    n = n + 1
+  end
+  check(n > 0 and #missing == 0, "served kernels not in the dumped graph: " .. table.concat(missing, " "))
+end)
+
 return T
