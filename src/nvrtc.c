@@ -966,6 +966,7 @@ typedef struct {
   int next, cancel;
   int *finished; /* job indices in the order they finished */
   int nfinished;
+  int stored; /* a job wrote a new cache entry (the trim's cue; the caller may free results as it takes them) */
 } pool;
 
 static void *pool_worker(void *arg) {
@@ -985,6 +986,7 @@ static void *pool_worker(void *arg) {
       em_nvrtc_compile(&p->jobs[i], r, NULL); /* a failure is in r (status error, the line as its log) */
     }
     pthread_mutex_lock(&p->mu);
+    if (!p->jobs[i].no_cache && !r->cache_hit && r->status == EM_NVRTC_OK) p->stored = 1;
     p->finished[p->nfinished++] = i;
     pthread_cond_signal(&p->cv);
     pthread_mutex_unlock(&p->mu);
@@ -1070,12 +1072,8 @@ void em_nvrtc_batch_end(em_nvrtc_batch *b) {
   for (int t = 0; t < b->started; t++) pthread_join(b->th[t], NULL);
   /* the cache stays under its cap ($EMMY_CUBIN_CACHE_MB, 2048 by default; 0: no cap): a GPU-less compile of every
    * candidate of a model writes gigabytes of cubins otherwise (Qwen3 layer 0: 28,897 variants, ~1.7 GB) */
-  const em_nvrtc_job *jobs = b->p.jobs;
-  int stored = 0;
-  for (int i = 0; i < b->p.n && !stored; i++)
-    stored = !jobs[i].no_cache && !b->p.results[i].cache_hit && b->p.results[i].status == EM_NVRTC_OK;
   char e[EM_ERR_MAX];
-  if (stored) em_nvrtc_cache_trim(jobs[0].cache_dir, em_nvrtc_cache_cap(), NULL, NULL, e);
+  if (b->p.stored) em_nvrtc_cache_trim(b->p.jobs[0].cache_dir, em_nvrtc_cache_cap(), NULL, NULL, e);
   free(b->th);
   free(b->p.finished);
   pthread_mutex_destroy(&b->p.mu);
