@@ -59,7 +59,8 @@ local function header(w, d)
   if not run.whole then
     -- (what a layer's numbers do not say: the serving comparison is the whole model's)
     add(("- **Scope:** layer %s alone: the served comparison (requests a second through emmy against a stock server)"
-      .. " needs the whole model — `--whole`, then `emmy serve`"):format(tostring(run.layer or 0)))
+      .. " needs the whole model, and these picks are the layer's kernels at its hint — to serve tuned kernels, tune the"
+      .. " served graph (`emmy serve MODEL --dump-graph FILE` prints how) and serve with `--picks`"):format(tostring(run.layer or 0)))
   end
   local t = {}
   for st, n in pairs(tune.recorded or {}) do t[#t + 1] = ("%s %d"):format(st, n) end
