@@ -64,7 +64,8 @@ return {
                        the online half refit after each (default 8; a long search that waits on its compiles gains
                        from 16: twice the compiles in flight)
   --precompile N       also compile each kernel's N best-scored candidates ahead (default 0: each batch of the
-                       search is compiled in parallel just before it is measured)
+                       search is compiled in parallel in the background, each candidate measured once its own
+                       compile is done)
   --regime deploy|rank deploy (default): CUDA-graph replay, 5 warm-up runs then 10 ms more, 50 single-replay
                        samples each after an L2 flush (a memset of twice the L2); rank: plain event timing,
                        10 reps, no flush, cheaper. Rows are keyed by regime and never mixed.
