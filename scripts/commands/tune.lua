@@ -66,9 +66,10 @@ return {
   --precompile N       also compile each kernel's N best-scored candidates ahead (default 0: each batch of the
                        search is compiled in parallel in the background, each candidate measured once its own
                        compile is done)
-  --regime deploy|rank deploy (default): CUDA-graph replay, 5 warm-up runs then 10 ms more, 50 single-replay
-                       samples each after an L2 flush (a memset of twice the L2); rank: plain event timing,
-                       10 reps, no flush, cheaper. Rows are keyed by regime and never mixed.
+  --regime R           deploy (default): CUDA-graph replay, 5 warm-up runs then 10 ms more, 50 single-replay
+                       samples each after an L2 flush (a memset of twice the L2; EMMY_FLUSH=read reads it instead);
+                       warm: the same replays without the flush, as emmy run --bench times a layer; rank: plain
+                       event timing, 10 reps, no flush, cheaper. Rows are keyed by regime and never mixed.
   --structural default|all  default: the default (or pinned) kernel set only; all: every structural fork
                        (SPLIT_CONE, MERGE_SIBLINGS, VIEW_OUT, DUAL_GATE, ROPE_EPI, NORM_EPI not pinned by
                        EMMY_<KNOB> or EMMY_KNOBS) is formed, each distinct kernel of each tuned once (45 for a
@@ -113,7 +114,7 @@ return {
     }, "tune")
     if not pos.input then cli.usage("tune: missing INPUT (a model or a .torch.json graph)") end
     if opts.search_batch > 64 then cli.usage("tune: --search-batch %d (1 to 64)", opts.search_batch) end
-    if opts.regime ~= "deploy" and opts.regime ~= "rank" then cli.usage("tune: --regime %s (deploy or rank)", opts.regime) end
+    if not tuner.REGIMES[opts.regime] then cli.usage("tune: --regime %s (deploy, warm or rank)", opts.regime) end
     if opts.structural ~= "all" and opts.structural ~= "default" then
       cli.usage("tune: --structural %s (all or default)", opts.structural)
     end

@@ -18,6 +18,16 @@ local worker = require "emmy.worker"
 
 local M = {}
 
+-- How each regime times a variant (the worker's bench request): deploy (the default) — CUDA-graph replays, every
+-- sample after an L2 flush (the operands from HBM); warm — the same replays without the flush, as `emmy run --bench`
+-- times a layer (and the warm floor checks deploy's picks); rank — plain event timing, cheaper. Rows are keyed by
+-- regime in the tune DB and never mixed.
+M.REGIMES = {
+  deploy = { graph = true, reps = 50, warmup = 5, warmup_ms = 10, flush = true },
+  warm = { graph = true, reps = 50, warmup = 5, warmup_ms = 10, flush = false },
+  rank = { graph = false, reps = 10, warmup = 2 },
+}
+
 -- The tier a variant's knobs name (the tune DB's variant column).
 function M.tier_of(k)
   if k.WGMMA == 1 then return "wgmma" end
@@ -79,8 +89,8 @@ function M.session(cfg)
   T.t_budget = sys.clock() -- --budget-s counts from here (after the forks are planned)
   -- where the wall time goes: the worker's phases (from its answers), the parent's compiles and waits
   T.spent = { worker = {}, compile_ahead = 0, bench_wait = 0, cache_hits = 0, compiled = 0, ahead = { n = 0, status = {} }, key_missed = 0 }
-  T.req_base = T.opts.regime == "deploy" and { graph = true, reps = 50, warmup = 5, warmup_ms = 10, flush = true }
-    or { graph = false, reps = 10, warmup = 2 }
+  T.req_base = {}
+  for key, v in pairs(M.REGIMES[T.opts.regime] or M.REGIMES.deploy) do T.req_base[key] = v end
   return T
 end
 

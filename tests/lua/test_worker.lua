@@ -129,6 +129,13 @@ test("emmy tune: the worker's builds meet the compiles ahead after a launch (a g
   local c, o, e = emmy({ "tune", repro, "--patience", "6" }, { env = env })
   eq(c, 0, "tune exit: " .. e)
   check(o:find("wrong 6", 1, true) and o:find("cubin cache hits 6 of 6 builds)", 1, true), o)
+  -- the warm regime: its own rows (another context), the same variants from the cache
+  local cw, ow, ew = emmy({ "tune", repro, "--patience", "6", "--regime", "warm" }, { env = env })
+  eq(cw, 0, "tune exit: " .. ew)
+  check(ow:find("6 variants benched, 0 served from the tune DB; wrong 6 (warm regime", 1, true), ow)
+  local db = assert(require("emmy.sqlite").open(d .. "/tune.db"))
+  eq(#db:rows("SELECT id FROM contexts WHERE regime = 'warm'"), 1, "a warm context")
+  db:close()
 end)
 
 test("tune's warm floor: a pick slower L2-warm than the rules' default keeps the default; a faster one stays", function()
