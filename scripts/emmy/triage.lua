@@ -326,7 +326,9 @@ function M.classify(d)
         else
           ev("no ncu profile in the work dir (counters not permitted, or ncu missing)")
         end
-        if v and v.best_us then ev("tune: best of %d measured variants %.1f µs (deploy regime)", v.measured or 0, v.best_us) end
+        if v and v.best_us then
+          ev("tune: best of %d measured variants %.1f µs (%s regime)", v.measured or 0, v.best_us, d.tune and d.tune.regime or "deploy")
+        end
         local cu = d.work and M.cuda_path(d.work, k.name)
         for _, q in ipairs(M.cuda_quotes(cu)) do
           ev("emitted CUDA (the rules' default variant), %s line %d, %s: `%s`", cu:match("[^/]+/[^/]+$"), q.line, q.what, q.text)

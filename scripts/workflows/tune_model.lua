@@ -2,6 +2,7 @@
 -- torch.compile, triage every kernel that is behind, and write the findings report.
 --   emmy scripts/workflows/tune_model.lua [--model M] [--layer N | --whole] [--static] [--sample N | --all]
 --                                         [--from STEP] [--work DIR] [--report FILE] [--shard I/N] [--long N]
+--                                         [--regime deploy|warm|rank]
 -- Steps (each a function; --from STEP re-runs from STEP on, reading the earlier steps' files in the work dir):
 --   setup    the work dir _tune/tune-model-<slug>/ (dump/, eval/, retune/, profile/, a log per step), the GPU,
 --            NVRTC, ncu and whether it may read the counters
@@ -23,6 +24,7 @@
 --            dynamic (static/, dynamic/: the masked guards' price)
 --   report   the findings (emmy.triage) rendered by scripts/reports/tune_findings.lua into
 --            plans/<slug>-layer<N>-tune-findings.md (plans/<slug>-whole-tune-findings.md), and findings.json
+-- --regime deploy|warm|rank: the tune's, the long search's and the re-tunes' timing (emmy tune --regime; default deploy).
 -- --work DIR: another work dir; --report FILE: another report path; --budget S: the whole run's seconds (510): the
 -- triage's re-tunes and ncu profiles, most µs at stake first, stop when the next would not fit (said in the report).
 -- --shard I/N: this machine's part of a run spread over N (SLURM array tasks or hosts, each its own --work dir):
@@ -42,7 +44,9 @@ local opts = cli.parse(arg, { flags = {
   ["--whole"] = { kind = "bool" }, ["--static"] = { kind = "bool" }, ["--sample"] = { kind = "int" },
   ["--all"] = { kind = "bool" }, ["--from"] = { kind = "string" }, ["--work"] = { kind = "string" },
   ["--report"] = { kind = "string" }, ["--budget"] = { kind = "int", default = 510 }, ["--long"] = { kind = "int", min = 0, default = 0 }, ["--shard"] = { kind = "string" },
+  ["--regime"] = { kind = "string", default = "deploy" },
 } }, "tune_model.lua")
+if not require("emmy.tuner").REGIMES[opts.regime] then cli.usage("tune_model.lua: --regime %s (deploy, warm or rank)", opts.regime) end
 local shard = opts.shard
 if shard then
   local ok, why = require("emmy.kernels").parse_shard(shard)
@@ -182,8 +186,8 @@ function S.run()
 end
 function S.tune()
   if not gpu then skipped[#skipped + 1] = "tune" return nil end
-  if shard then return emmy("tune", with("tune", { "--clean", "--shard", shard, "--dump-dir", work .. "/dump" }), DB) end
-  return emmy("tune", with("tune", { "--clean", "--bench", "--dump-dir", work .. "/dump" }), DB)
+  if shard then return emmy("tune", with("tune", { "--clean", "--shard", shard, "--regime", opts.regime, "--dump-dir", work .. "/dump" }), DB) end
+  return emmy("tune", with("tune", { "--clean", "--bench", "--regime", opts.regime, "--dump-dir", work .. "/dump" }), DB)
 end
 function S.long()
   if opts.long <= 0 or shard then return nil end
@@ -196,7 +200,7 @@ function S.long()
   say("long: the search again with %d times the patience and GPU time on %d GPU%s (%d s)", opts.long, n, n == 1 and "" or "s", wall)
   -- (batches of 16: the long search waits on its compiles, 123 of 179 s at 10x on an H100 in batches of 8 — forty-eighth
   -- session — and twice the compiles in flight halve the waits)
-  return emmy("long", with("tune", { "--patience", tostring(16 * opts.long), "--budget-s", tostring(wall), "--search-batch", "16",
+  return emmy("long", with("tune", { "--patience", tostring(16 * opts.long), "--budget-s", tostring(wall), "--search-batch", "16", "--regime", opts.regime,
     "--gpus", tostring(n), "--dump-dir", work .. "/long" }), DB)
 end
 function S.triage()
@@ -236,7 +240,7 @@ function S.triage()
     local t1 = sys.clock()
     if f.class == "search shortfall" and fits("retune", f.kernel) then
       local rdir = work .. "/retune/" .. f.kernel
-      emmy("retune_" .. f.kernel, { "tune", repro, "--patience", "48", "--dump-dir", rdir }, DB)
+      emmy("retune_" .. f.kernel, { "tune", repro, "--patience", "48", "--regime", opts.regime, "--dump-dir", rdir }, DB)
       -- the re-tune's rank-1 row pinned with --ab: checked against the reference and timed beside the default
       local rt = read_json(rdir .. "/tune.json")
       local best = rt and rt.kernels and rt.kernels[1] and triage.tile_knobs(rt.kernels[1].best_knobs)
