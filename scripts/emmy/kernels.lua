@@ -418,12 +418,9 @@ end
 
 -- Reads a tune's picks from path (tune.json, `emmy tune --dump-dir D`): the kernels list | nil, msg.
 function M.read_picks(path)
-  local f, err = io.open(path, "rb")
-  if not f then return nil, ("--picks %s: %s"):format(path, tostring(err)) end
-  local text = f:read("*a")
-  f:close()
-  local ok, t = pcall(require("cjson").decode, text)
-  if not ok or type(t) ~= "table" or type(t.kernels) ~= "table" then
+  local t, err = require("emmy.models").read_json(path)
+  if not t then return nil, ("--picks %s"):format(tostring(err)) end
+  if type(t) ~= "table" or type(t.kernels) ~= "table" then
     return nil, ("--picks %s: not a tune's summary (tune.json with a kernels list)"):format(path)
   end
   return t.kernels

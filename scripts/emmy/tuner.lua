@@ -111,7 +111,7 @@ end
 -- Compiling ahead for kernel K (K = {hash, repro, compiled = {}, waiting = {}, batches = {}}): each batch the search
 -- is about to measure (and with --precompile N the prior's N first candidates) starts on NVRTC's thread pool in the
 -- background, into the cubin cache, where the worker's build of the same source finds it; each candidate goes to the
--- worker as soon as its own compile is done (M.await_compile), so the batch's measurements run beside its other
+-- worker as soon as its own compile is done (await_compile), so the batch's measurements run beside its other
 -- compiles. Variants already measured in this context are not compiled (from the reproducer's plan, as the worker
 -- forms it: the same source text, so the same cache key).
 local function compile_ahead(T, K, list)
@@ -321,8 +321,8 @@ end
 -- can lose L2-warm, as the kernel runs in a CUDA-graph replay of the layer (forty-eighth session, H100: Qwen3-4B's down
 -- projection, the pick STAGES=8 53.1 µs flushed, 54.9 warm against the rules' default's 45.8 warm and 46.8 in the
 -- layer's program — the tuned layer slower than the untuned). Kernel i's pick, where it is not the rules' default, is
--- timed once more beside the default L2-warm (the bench regime: graph replay, 50 samples, no flush; not recorded in
--- the tune DB, whose rows are the deploy regime's); a pick slower there by more than M.WARM_FLOOR keeps the default.
+-- timed once more beside the default L2-warm (M.REGIMES.warm, the bench regime; not recorded in the tune DB, whose
+-- rows are the deploy regime's); a pick slower there by more than M.WARM_FLOOR keeps the default.
 M.WARM_FLOOR = 0.02
 function M.warm_floor(T, i, p, wk)
   local pk, s2 = T.picks[i], T.state[i]
@@ -334,8 +334,9 @@ function M.warm_floor(T, i, p, wk)
   if not pick then return end
   local tw = sys.clock()
   local function warm(c)
-    local r = bench_on(T, wk, { op = "bench", repro = s2.K.repro, knobs = c.knobs, graph = true, reps = 50, warmup = 5,
-      warmup_ms = 10, flush = false })
+    local req = { op = "bench", repro = s2.K.repro, knobs = c.knobs }
+    for key, v in pairs(M.REGIMES.warm) do req[key] = v end
+    local r = bench_on(T, wk, req)
     return r.status == "ok" and r.median_us or nil
   end
   local wd, wp = warm(def), warm(pick)

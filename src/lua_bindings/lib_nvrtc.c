@@ -257,6 +257,28 @@ static int on_progress(void *ctx, int done, int total, int index, const em_nvrtc
   return 1;
 }
 
+/* The options table at idx of compile_many (progress: 1, a function) or start (0): unknown keys and wrong types raise
+ * naming fn. Returns threads (0: one per CPU). */
+static int read_options(lua_State *L, int idx, const char *fn, int progress) {
+  luaL_checktype(L, idx, LUA_TTABLE);
+  int nthreads = 0;
+  lua_pushnil(L);
+  while (lua_next(L, idx)) {
+    const char *k = lua_type(L, -2) == LUA_TSTRING ? lua_tostring(L, -2) : "?";
+    if (!strcmp(k, "threads")) {
+      if (lua_type(L, -1) != LUA_TNUMBER || lua_tonumber(L, -1) < 0)
+        luaL_error(L, "%s: threads must be a number >= 0 (0: one per CPU)", fn);
+      nthreads = (int)lua_tointeger(L, -1);
+    } else if (progress && !strcmp(k, "progress")) {
+      if (!lua_isfunction(L, -1)) luaL_error(L, "%s: progress must be a function", fn);
+    } else {
+      luaL_error(L, "%s: unknown option '%s' (%s)", fn, k, progress ? "threads, progress" : "threads");
+    }
+    lua_pop(L, 1);
+  }
+  return nthreads;
+}
+
 /* nvrtc.compile_many({job, ...} [, {threads=N, progress=function(done, total, index, status) end}])
  *   -> {result, ...} in job order | nil, msg (NVRTC missing).
  * Jobs run in parallel; progress is called on this thread as each finishes. An error raised by progress
@@ -267,21 +289,7 @@ static int l_compile_many(lua_State *L) {
   progress_ctx pc = {L, 0, LUA_NOREF};
   lua_settop(L, 2);
   if (!lua_isnil(L, 2)) {
-    luaL_checktype(L, 2, LUA_TTABLE);
-    lua_pushnil(L);
-    while (lua_next(L, 2)) {
-      const char *k = lua_type(L, -2) == LUA_TSTRING ? lua_tostring(L, -2) : "?";
-      if (!strcmp(k, "threads")) {
-        if (lua_type(L, -1) != LUA_TNUMBER || lua_tonumber(L, -1) < 0)
-          luaL_error(L, "nvrtc.compile_many: threads must be a number >= 0 (0: one per CPU)");
-        nthreads = (int)lua_tointeger(L, -1);
-      } else if (!strcmp(k, "progress")) {
-        if (!lua_isfunction(L, -1)) luaL_error(L, "nvrtc.compile_many: progress must be a function");
-      } else {
-        luaL_error(L, "nvrtc.compile_many: unknown option '%s' (threads, progress)", k);
-      }
-      lua_pop(L, 1);
-    }
+    nthreads = read_options(L, 2, "nvrtc.compile_many", 1);
     lua_getfield(L, 2, "progress"); /* 3 */
     if (!lua_isnil(L, 3)) pc.fn = 3;
   } else {
@@ -380,18 +388,7 @@ static int l_start(lua_State *L) {
   luaL_checktype(L, 1, LUA_TTABLE);
   int nthreads = 0;
   lua_settop(L, 2);
-  if (!lua_isnil(L, 2)) {
-    luaL_checktype(L, 2, LUA_TTABLE);
-    lua_pushnil(L);
-    while (lua_next(L, 2)) {
-      const char *k = lua_type(L, -2) == LUA_TSTRING ? lua_tostring(L, -2) : "?";
-      if (strcmp(k, "threads")) luaL_error(L, "nvrtc.start: unknown option '%s' (threads)", k);
-      if (lua_type(L, -1) != LUA_TNUMBER || lua_tonumber(L, -1) < 0)
-        luaL_error(L, "nvrtc.start: threads must be a number >= 0 (0: one per CPU)");
-      nthreads = (int)lua_tointeger(L, -1);
-      lua_pop(L, 1);
-    }
-  }
+  if (!lua_isnil(L, 2)) nthreads = read_options(L, 2, "nvrtc.start", 0);
   lua_newtable(L); /* 3: anchors */
   int n;
   em_nvrtc_job *jobs = read_jobs(L, 1, 3, "nvrtc.start", &n);
