@@ -201,8 +201,8 @@ typedef struct {
   double warmup_ms;      /* after the warmup runs, more runs until this much GPU time has passed (0: none) */
   size_t flush_bytes;    /* > 0: a memset of this many bytes (more than the L2) before each sample, untimed; one
                           * run per sample */
-  int flush_read;        /* with flush_bytes: 1 reads that many bytes instead of writing them (the L2 left clean);
-                          * 0: $EMMY_FLUSH decides (memset, the default, or read) */
+  int flush_mode;        /* with flush_bytes: 1 reads that many bytes instead of writing them (the L2 left clean),
+                          * 2 writes them (a memset); 0: $EMMY_FLUSH decides (memset, the default, or read) */
 } em_cu_time_opts;
 #define EM_CU_TIME_DEFAULTS {50, 5, 0, 0, 0, 0, 0}
 

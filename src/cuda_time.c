@@ -112,10 +112,12 @@ typedef struct {
   unsigned blocks;
 } l2_flusher;
 
-static em_status flusher_open(em_cu_ctx *c, size_t bytes, int read, l2_flusher *F, char *err) {
+/* how: 1 read, 2 memset, 0 $EMMY_FLUSH's (memset unless "read") */
+static em_status flusher_open(em_cu_ctx *c, size_t bytes, int how, l2_flusher *F, char *err) {
   memset(F, 0, sizeof *F);
   const char *mode = getenv("EMMY_FLUSH");
-  if (!read && mode && *mode && strcmp(mode, "memset")) {
+  int read = how == 1;
+  if (!how && mode && *mode && strcmp(mode, "memset")) {
     if (strcmp(mode, "read")) return em_fail(err, EM_EINPUT, "EMMY_FLUSH=%s: memset or read", mode);
     read = 1;
   }
@@ -186,7 +188,7 @@ em_status em_cu_time(em_cu_ctx *c, em_cu_body body, void *ud, const em_cu_time_o
   int batch = 1;
   if (flushing) {
     /* L2 flushed between samples: flush_bytes (more than the L2) written or read before each run, one run a sample */
-    if ((st = flusher_open(c, o->flush_bytes, o->flush_read, &flush, err))) goto cleanup;
+    if ((st = flusher_open(c, o->flush_bytes, o->flush_mode, &flush, err))) goto cleanup;
     for (int s = 0; s < reps; s++) {
       if ((st = flusher_run(&flush, s, err))) goto cleanup;
       if ((st = em_cu_event_record(ev[2 * s], NULL, err)) || (st = run_once(&r, err)) ||

@@ -67,7 +67,8 @@ return {
                        search is compiled in parallel in the background, each candidate measured once its own
                        compile is done)
   --regime R           deploy (default): CUDA-graph replay, 5 warm-up runs then 10 ms more, 50 single-replay
-                       samples each after an L2 flush (a memset of twice the L2; EMMY_FLUSH=read reads it instead);
+                       samples each after an L2 flush (a read of twice the L2; EMMY_FLUSH=memset writes it, the
+                       tune DB's "deploy" rows before the forty-ninth session; a read's are "deploy-read");
                        warm: the same replays without the flush, as emmy run --bench times a layer; rank: plain
                        event timing, 10 reps, no flush, cheaper. Rows are keyed by regime and never mixed.
   --structural default|all  default: the default (or pinned) kernel set only; all: every structural fork
@@ -147,7 +148,7 @@ return {
     local _, rev = sys.version()
     local run_id = db:begin_run("emmy tune " .. table.concat(argv, " "), rev, rev and rev:match("dirty") ~= nil)
     local ctx = db:context { gpu = gi.name, cc = gi.cc, driver = tostring(gi.driver_version or ""), nvrtc = tostring(sys.nvrtc() or ""),
-      regime = opts.regime }
+      regime = tuner.db_regime(opts.regime) }
     local T = tuner.session { opts = opts, dev = dev, gi = gi, workers = workers, plans = plans, db = db, ctx = ctx,
       run_id = run_id, dir = dir }
     print(("tuning %d distinct kernels of %d structural fork%s (%d assignments) on %s (tune DB %s; prior: %s)"):format(

@@ -8,7 +8,8 @@
 --     -> {status = "ok" | "compile_fail" | "load_fail" | "launch_fail" | "wrong" | "no_gpu", error,
 --         median_us, min_us, p20_us, p80_us, samples, regs, spills, smem, compile_ms, cache_hit, context_lost,
 --         phase_ms = {plan, build, ref, run, time} (where the request's time went)}
---     flush = true: the L2 is flushed before every sample (a memset of twice its size), one run per sample.
+--     flush = true, "read" or "memset": the L2 is flushed before every sample (twice its size read, or written by a
+--     memset; true: $EMMY_FLUSH's, memset unless "read"), one run per sample.
 --     context_lost = true: the variant faulted the CUDA context; the worker exits after answering (the parent
 --     starts a fresh one for the next request).
 -- With EMMY_WORKER_TEST=1 (tests only): {op = "exit"} exits 3, {op = "kill"} dies of SIGKILL, {op = "hang"} spins.
@@ -91,7 +92,8 @@ local function bench(req)
   lap("run")
   local t, terr = c:time(function() return gpu.launch(c, p, e, bufs, bind) end,
     { graph = req.graph ~= false, reps = req.reps or 50, warmup = req.warmup or 5, warmup_ms = req.warmup_ms or 0,
-      flush_bytes = req.flush and 2 * math.max(info.l2 or 0, 32 * 1024 * 1024) or 0 })
+      flush_bytes = req.flush and 2 * math.max(info.l2 or 0, 32 * 1024 * 1024) or 0,
+      flush = type(req.flush) == "string" and req.flush or nil })
   lap("time")
   if not t then row.status, row.error = "launch_fail", tostring(terr) return row end
   row.status, row.median_us, row.min_us, row.p20_us, row.p80_us, row.samples = "ok", t.median_us, t.min_us, t.p20_us,

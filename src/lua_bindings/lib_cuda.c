@@ -435,7 +435,7 @@ static int graph_tostring(lua_State *L) {
 }
 
 /* ctx:time(fn, {reps = 50, warmup = 5, graph = false, min_sample_us = 20 (graph: 200), warmup_ms = 0, flush_bytes = 0,
- *              flush = nil | "read" (flush_bytes read instead of written; nil: $EMMY_FLUSH, memset or read)})
+ *              flush = nil | "read" | "memset" (flush_bytes read, or written; nil: $EMMY_FLUSH, memset or read)})
  *   -> {median_us, min_us, p20_us, p80_us, mean_us, samples, batch, graph, flushed, all_us = {...}} | nil, msg
  * fn enqueues work (ctx:launch ...) and returns nothing, or nil, msg on failure. With graph = true its launches
  * are captured once into a CUDA graph and replays are timed. Times are per run of fn (per replay). */
@@ -460,8 +460,9 @@ static int ctx_time(lua_State *L) {
     o.flush_bytes = (size_t)fb;
     lua_getfield(L, 3, "flush");
     const char *fm = luaL_optstring(L, -1, "env");
-    if (strcmp(fm, "env") && strcmp(fm, "read")) luaL_argerror(L, 3, "flush must be \"read\" (or nil: $EMMY_FLUSH)");
-    o.flush_read = !strcmp(fm, "read");
+    if (strcmp(fm, "env") && strcmp(fm, "read") && strcmp(fm, "memset"))
+      luaL_argerror(L, 3, "flush must be \"read\", \"memset\" (or nil: $EMMY_FLUSH)");
+    o.flush_mode = !strcmp(fm, "read") ? 1 : !strcmp(fm, "memset") ? 2 : 0;
     lua_pop(L, 7);
   }
   lua_settop(L, 2);

@@ -283,6 +283,8 @@ test("timing: warm-up by time, and the L2 flushed between single-run samples", f
   say("flushed by reading %.2f us (%d samples)", cold_r.median_us, cold_r.samples)
   check(cold_r.flushed == true and cold_r.samples == 40, "flushed by reading: one run a sample")
   check(cold_r.median_us > 0.95 * warm.median_us, "read-flushed: not faster than from L2")
+  local cold_m = assert(S.ctx:time(one, { reps = 4, graph = true, flush_bytes = 256 * 1024 * 1024, flush = "memset" }))
+  check(cold_m.flushed == true and cold_m.samples == 4, "flush = \"memset\" asked for in the call")
   check(not pcall(S.ctx.time, S.ctx, one, { reps = 2, flush_bytes = 1e6, flush = "write" }), "an unknown flush raises")
   local bad = select(2, S.ctx:time(one, { reps = 2, warmup_ms = -1 }))
   check(bad and bad:find("warmup_ms", 1, true), tostring(bad))

@@ -186,4 +186,19 @@ test("tune's warm floor: a pick slower L2-warm than the rules' default keeps the
   eq(T4.picks[1].best_knobs, "STAGES=8")
 end)
 
+test("the deploy regime's flush: a read by default, EMMY_FLUSH=memset the memset; the tune DB's regime names them apart", function()
+  local tuner = require "emmy.tuner"
+  local saved = os.getenv("EMMY_FLUSH")
+  check(saved == nil or saved == "", "the test runs without EMMY_FLUSH")
+  eq(tuner.REGIMES.deploy.flush, "read")
+  eq(tuner.deploy_flush(), "read")
+  eq(tuner.db_regime("deploy"), "deploy-read")
+  eq(tuner.db_regime("warm"), "warm")
+  eq(tuner.db_regime("rank"), "rank")
+  local T = tuner.session { opts = { regime = "deploy" }, dev = {}, gi = {}, workers = {}, plans = {}, ctx = 1 }
+  eq(T.req_base.flush, "read", "the worker's request asks for the read")
+  local Tw = tuner.session { opts = { regime = "warm" }, dev = {}, gi = {}, workers = {}, plans = {}, ctx = 1 }
+  eq(Tw.req_base.flush, false)
+end)
+
 return T
