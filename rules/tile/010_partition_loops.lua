@@ -368,6 +368,11 @@ return {
       out = order_tiles(k, dev, out, lead, persist)
       pingpong_twins(out)
       if k.dual then dual_wide_twins(out, k, dev) end
+      -- (atom.dual_one_wave_deep: the persistent 64 x 64 pairs sharing B with the fragment epilogue first)
+      if atom.dual_one_wave_deep(k, dev) then
+        -- (the first such: its PAIR_A=1 and DUAL_WIDE=1 twins come later in out)
+        atom.lead(out, { PERSIST = 1, BM = 64, BN = 64, WM = 4, WN = 1, EPI_SMEM = 0, CLUSTER = 2 })
+      end
       return out
     end },
 

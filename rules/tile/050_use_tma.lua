@@ -55,6 +55,8 @@ return {
         -- Merged siblings' lead (atom.merged_lead) takes 6: in the layer 10.5 µs against 11.0 at 4 (CLUSTER=2 with
         -- EPI_SMEM=5; H100, forty-fourth session)
         if atom.merged_lead(k, dev) then first(6) end
+        -- (over a deep K, atom.dual_one_wave_deep, 8: its note)
+        if atom.dual_one_wave_deep(k, dev) then first(8) end
         return o
       end
       -- three stages first: measured 24.2 us against 107.5 us for element-wise fills (q_proj, seq_len 512, H200).

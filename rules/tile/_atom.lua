@@ -263,6 +263,18 @@ function A.dual_one_wave(k, dev)
   return nil
 end
 
+-- The one-wave persistent dual (atom.dual_one_wave) over a deep K, 32 k-steps of 64 or more (Qwen3-4B's k+v at 512
+-- tokens: K 2560, 128 tiles on 132 SMs): there the 64 x 64 tile in CLUSTER=2's pairs of tile rows sharing the two
+-- weight tiles (B is two thirds of a dual k-step's bytes), with the fragment epilogue (EPI_SMEM=0) on an 8-stage ring
+-- leads. Measured (H100, forty-ninth session, bench/gemm.lua --cases qwen4b --batches 1 --kernels k_linear_8ce62d
+-- --torch --cold --pins, each variant checked): 15.4 µs (dual_one_wave's lead, unclustered EPI_SMEM=5 on 6 stages) ->
+-- 12.8 warm, 16.4 -> 13.6 cold by reading (torch eager 14.5 / 15.9); 128 x 64 split in two over K 13.1; EPI_SMEM=0
+-- alone 16.3. The tunes picked it (12.6 µs L2-warm). Qwen3-0.6B's k+v (K 1024, 16 k-steps) keeps dual_one_wave's lead,
+-- measured there (its note); the threshold lies between the two.
+function A.dual_one_wave_deep(k, dev)
+  return A.dual_one_wave(k, dev) ~= nil and k.K ~= nil and k.K >= 32 * 64
+end
+
 -- A dual kernel whose persistent 128 x 128 tile leads (atom.persist_first: k+v and gate/up at 4096 tokens): there a
 -- 4-stage ring and the staged epilogue stored 16 bytes a thread (EPI_SMEM=5) lead. Measured (H200, twenty-first
 -- session, bench/gemm.lua --pins): Qwen3 k+v (its v written in attention's [B, H, S, D] layout) 36.7 us (3 stages,
