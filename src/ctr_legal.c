@@ -3,6 +3,7 @@
  * the one `--explain` has always shown, the tier's tile last. A reason's %lld take the values the predicate puts
  * in its a[]. */
 #include <stdio.h>
+#include <string.h>
 
 #include "ctr_legal.h"
 
@@ -257,4 +258,25 @@ const char *em_ctr_refusal(const em_ctr_facts *f, const int64_t kv[EM_NKNOBS], c
     return why;
   }
   return NULL;
+}
+
+/* A TMA ring's shared memory (em_ctr_smem's note): the ring's 128-byte rows (BK = 64, the tma_bk rule) of the A tile
+ * and each B tile a stage, then PERSIST=1's staging buffers, its split-K peers' partial sums and WG_K=2's. */
+void em_ctr_tma_smem(const int64_t kv[EM_NKNOBS], int dual, em_ctr_smem *s) {
+  const long long BM = K(BM), BN = K(BN), st = K(STAGES), nacc = dual ? 2 : 1, epi = K(EPI_SMEM), sk = K(SPLIT_K);
+  memset(s, 0, sizeof *s);
+  s->ring = st * 128 * (BM + BN * nacc);
+  /* EPI_SMEM 1, 2: typed rows padded by 8; 3 and up: 64-column swizzled panels, half the tile at a time where BN >= 128
+   * (EPI_SMEM=6 the whole tile) */
+  if (epi == 1 || epi == 2) s->ep = 2 * BM * (BN + 8);
+  else if (epi >= 3) s->ep = BM * BN * (BN >= 128 && epi != 6 ? 1 : 2);
+  s->staging = nacc * s->ep;
+  /* SPLIT_K in a cluster (PERSIST=1, SPLIT_L2=0): EPI_SMEM=0, the parts of this rank's columns from SPLIT_K - 1
+   * peers; a staged epilogue (SPLIT_K=2), rank 1's whole tile in rank 0 */
+  int split = K(PERSIST) == 1 && sk >= 2 && !K(SPLIT_L2);
+  if (split) s->split = (epi ? 4LL : 4LL * (sk - 1) / sk) * BM * BN * nacc;
+  if (K(WG_K) == 2) s->kgroup = 4LL * BM * BN * nacc;
+  s->total = 1024 + s->ring + s->staging + s->split + s->kgroup;
+  /* the static mbarriers: PERSIST=1's full and empty a stage, the split's two */
+  s->barriers = K(PERSIST) == 1 ? 16 * st + (split ? 16 : 0) : 0;
 }

@@ -38,4 +38,21 @@ typedef struct {
  * em_knob_structural), the ones the Lua binding passes. */
 const char *em_ctr_refusal(const em_ctr_facts *f, const int64_t kv[EM_NKNOBS], char *why);
 
+/* The shared memory of a contraction on a TMA ring (TMA=1: the wgmma tier and the persistent pipeline), in one place
+ * for the emitter's launch (emit_contraction.c ctr_tma_launch, emit_gemm_ws.c) and the rules' resource check
+ * (`knobs.ctr_smem`). Dynamic shared memory from the 1 KB-aligned base, bytes: */
+typedef struct {
+  long long ring;     /* STAGES x the A tile and each B tile */
+  long long ep;       /* one accumulator's staging buffer after the ring (EPI_SMEM 1..7; 0 without) */
+  long long staging;  /* every accumulator's (ep x 2 for a dual) */
+  long long split;    /* SPLIT_K's peers' f32 partial sums in the cluster (PERSIST=1, SPLIT_L2=0) */
+  long long kgroup;   /* WG_K=2's second K group's f32 partial sums */
+  long long total;    /* 1024 (the alignment's slack) + all of the above: the launch's dynamic shared memory */
+  long long barriers; /* static shared memory of the mbarriers besides (PERSIST=1) */
+} em_ctr_smem;
+
+/* Fills s for knob plan kv (every knob's value by em_knob_id) of a contraction with dual accumulators or not. The
+ * parts a plan does not have are 0. */
+void em_ctr_tma_smem(const int64_t kv[EM_NKNOBS], int dual, em_ctr_smem *s);
+
 #endif

@@ -785,7 +785,7 @@ static int ctr_roles(ectx *c, ex_ctr *k, em_launch *L) {
  * its n0 falls in: the table has BN divide every sibling's width, so a tile never straddles two). Fails c and
  * returns non-zero where the operands do not fit (the tile is the table's). */
 static int ctr_tma_launch(ectx *c, const ex_ctr *k, em_launch *L) {
-  const int BM = k->BM, BN = k->BN, stages = k->stages, dual = k->dual, concat = k->concat, nsib = k->nsib;
+  const int BM = k->BM, BN = k->BN, dual = k->dual, concat = k->concat, nsib = k->nsib;
   const int *sib = k->sib;
   int64_t kc = 0;
   int a_in = ex_V(c, k->A_)->kind != EM_V_NODE;
@@ -795,8 +795,9 @@ static int ctr_tma_launch(ectx *c, const ex_ctr *k, em_launch *L) {
     ex_fail(c, "TMA=1 needs a linear (or up to 3 merged siblings) whose operands are kernel inputs, K a multiple of 8");
     return 1;
   }
-  long long abytes = 128LL * BM, bbytes = 128LL * BN;
-  L->smem = 1024 + stages * (abytes + bbytes * (dual ? 2 : 1));
+  em_ctr_smem S; /* (the ring: ctr_legal.c) */
+  em_ctr_tma_smem(c->kv, dual, &S);
+  L->smem = 1024 + S.ring;
   c->extra_prelude = ex_TMA_PRELUDE;
   L->ntmaps = concat ? 1 + nsib : dual ? 3 : 2;
   L->tmaps[0].input = ex_input_pos(c, k->A_);

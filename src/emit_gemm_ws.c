@@ -930,8 +930,10 @@ void ex_k_contraction_ws(ectx *c, const ex_ctr *k, em_launch *L) {
     ex_use_prelude(c, ex_STAMP_PRELUDE);
   }
   ws_shared_decls(c, stages);
-  long long ring = (long long)stages * 128 * (k->BM + k->BN * (k->dual ? 2 : 1));
-  L->smem = 1024 + ring + ws_staging(c, k, ring, staged);
+  em_ctr_smem S; /* (the ring, the staging buffers, the split's and WG_K's partial sums: ctr_legal.c) */
+  em_ctr_tma_smem(c->kv, k->dual, &S);
+  ws_staging(c, k, S.ring, staged, S.ep);
+  L->smem = 1024 + S.ring + S.staging;
   if (ws_split_cluster(c, sk)) {
     /* the peers' partial accumulators (f32): EPI_SMEM=0, the parts of this rank's columns, SPLIT_K - 1 slots of
      * BM x BN / SPLIT_K; a staged epilogue (SPLIT_K=2), rank 1's whole tile in rank 0 */
@@ -939,12 +941,12 @@ void ex_k_contraction_ws(ectx *c, const ex_ctr *k, em_launch *L) {
     if (!staged) ex_use_prelude(c, ex_SPLIT_ASYNC_PRELUDE);
     ex_line(c, "__shared__ __align__(8) unsigned long long em_rfull, em_rempty;");
     ex_line(c, "const unsigned em_rb = em_sb + %lldu;", (long long)L->smem - 1024);
-    L->smem += (staged ? 4LL : 4LL * (sk - 1) / sk) * k->BM * k->BN * (k->dual ? 2 : 1);
+    L->smem += S.split;
   }
   if (wgk == 2) {
     /* WG_K=2: K group 1's partial accumulators (f32), handed to group 0 at each tile's end */
     ex_line(c, "const unsigned em_kr = em_sb + %lldu;", (long long)L->smem - 1024);
-    L->smem += 4LL * k->BM * k->BN * (k->dual ? 2 : 1);
+    L->smem += S.kgroup;
   }
   if (sp) {
     ex_line(c, "unsigned *const em_st = reinterpret_cast<unsigned *>(em_scratch) + blockIdx.x * %d; /* STAMP: this CTA's record */",

@@ -35,6 +35,6 @@ int ws_tma_fused_output(ectx *c, const ex_ctr *k, int64_t *n, int *heads);
 /* The heads view of a q/k projection: value t = transpose(view(result, [B, S, H, D]), 1, 2) of a [B, S, N] result,
  * D a constant multiple of 64 (*D), where EPI_SMEM=7 stores a [B, H, S, D] output by a map of its own dims; or -1. */
 int ws_heads_view(ectx *c, const ex_ctr *k, int64_t *D);
-long long ws_staging(ectx *c, const ex_ctr *k, long long ring, int staged);
+void ws_staging(ectx *c, const ex_ctr *k, long long ring, int staged, long long ep);
 
 #endif

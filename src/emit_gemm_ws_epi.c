@@ -508,23 +508,18 @@ void ws_epilogue_tma_fused(ectx *c, const ex_ctr *k, int cw, int tmo, int heads)
   }
 }
 
-/* The staging buffers after the ring (EPI_SMEM 1..4): declares em_ep<s> (typed and padded rows for 1, 2; bytes in
- * 64-column swizzled panels for 3, 4, and em_epa, the buffer's shared address, for 4); returns their bytes. */
-long long ws_staging(ectx *c, const ex_ctr *k, long long ring, int staged) {
+/* The staging buffers after the ring (EPI_SMEM 1..7), ep bytes each (em_ctr_tma_smem): declares em_ep<s> (typed and
+ * padded rows for 1, 2; bytes in 64-column swizzled panels for 3 and up, and em_epa, the buffer's shared address, for
+ * 4 and 7). */
+void ws_staging(ectx *c, const ex_ctr *k, long long ring, int staged, long long ep) {
   int nst = k->dual ? 2 : 1;
   if (staged == 1 || staged == 2) {
-    long long ep = 2LL * k->BM * (k->BN + 8);
     for (int s = 0; s < nst; s++)
       ex_line(c, "%s *const em_ep%d = reinterpret_cast<%s *>(em_dsm + (em_sb - em_smem(em_dsm)) + %lldu);",
               ex_stype(ex_V(c, k->sib[s])->dtype), s, ex_stype(ex_V(c, k->sib[s])->dtype), ring + s * ep);
-    return nst * ep;
-  }
-  if (staged >= 3) {
-    long long ep = (long long)k->BM * k->BN * (k->BN >= 128 && staged != 6 ? 1 : 2); /* BM x BN/2 of 2 bytes (BN = 64, EPI_SMEM=6: BM x BN) */
+  } else if (staged >= 3) {
     for (int s = 0; s < nst; s++)
       ex_line(c, "unsigned char *const em_ep%d = em_dsm + (em_sb - em_smem(em_dsm)) + %lldu;", s, ring + s * ep);
     if (staged == 4 || staged == 7) ex_line(c, "const unsigned em_epa = em_sb + %lldu;", ring);
-    return nst * ep;
   }
-  return 0;
 }

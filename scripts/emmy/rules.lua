@@ -495,22 +495,11 @@ local function block_shape(k, c, dev)
   local threads, smem = 0, 0
   if k.kind == "contraction" and c.MMA == 1 and c.TMA == 1 then
     threads = 32 * (c.WM or 0) * (c.WN or 0)
-    smem = 1024 + 128 * (c.BM + c.BN * (k.dual and 2 or 1)) * (c.STAGES or 1)
-    -- PERSIST=1: its 16 bytes of barriers a stage are static shared memory, counted against the same per-block
-    -- limit; EPI_SMEM=1, 2 stage each tile's results (BM x (BN + 8) elements an accumulator) after the ring,
-    -- EPI_SMEM=3, 4 half of them at a time (BM x BN/2 elements, unpadded: 4 stages of 128 x 256 fit)
-    if c.PERSIST == 1 then smem = smem + 16 * (c.STAGES or 1) end
-    if c.EPI_SMEM == 1 or c.EPI_SMEM == 2 then smem = smem + 2 * c.BM * (c.BN + 8) * (k.dual and 2 or 1) end
-    if (c.EPI_SMEM or 0) >= 3 then smem = smem + c.BM * c.BN * ((c.BN >= 128 and c.EPI_SMEM ~= 6) and 1 or 2) * (k.dual and 2 or 1) end
-    -- SPLIT_K (PERSIST=1): the peers' f32 partials, two more barriers. EPI_SMEM=0: each rank receives its share of
-    -- the columns from SPLIT_K - 1 peers; a staged epilogue (SPLIT_K=2): rank 0 receives rank 1's whole tile
-    -- (SPLIT_L2=1: the parts pass through the launch scratch, no shared memory)
-    if c.PERSIST == 1 and (c.SPLIT_K or 1) >= 2 and (c.SPLIT_L2 or 0) == 0 then
-      local part = (c.EPI_SMEM or 0) == 0 and (c.SPLIT_K - 1) / c.SPLIT_K or 1
-      smem = smem + 4 * part * c.BM * c.BN * (k.dual and 2 or 1) + 16
-    end
-    -- WG_K=2: the second K group's f32 partial sums, handed to the first at each tile's end
-    if c.WG_K == 2 then smem = smem + 4 * c.BM * c.BN * (k.dual and 2 or 1) end
+    -- the ring, PERSIST=1's staging buffers (EPI_SMEM), its split-K peers' and WG_K=2's partial sums: the emitter's
+    -- own arithmetic (knobs.ctr_smem, src/ctr_legal.c em_ctr_tma_smem), with the static mbarriers besides counted
+    -- against the same per-block limit
+    local dyn, bars = knobs.ctr_smem(k, c)
+    smem = dyn + bars
   elseif k.kind == "contraction" and c.MMA == 1 then
     threads = 32 * (c.WM or 0) * (c.WN or 0)
     smem = 2 * (c.BM + c.BN * (k.dual and 2 or 1)) * (c.BK + (c.PAD_SMEM or 8)) * ((c.ASYNC == 1) and (c.STAGES or 1) or 1)

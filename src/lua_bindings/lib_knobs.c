@@ -140,14 +140,11 @@ static const em_ctr_facts *facts_of(lua_State *L, int nk) {
  * tma_store: the emitter's, from ir.ctr_facts; K and N at the shape hint; read once per table: facts_of). Only the
  * contraction's non-structural knobs are read from c (the table's rules read no other), as numbers. The rules call it
  * for every leaf of a kernel, so the names come from the upvalues rather than from C strings hashed at each call. */
-static int l_ctr_refusal(lua_State *L) {
-  luaL_checktype(L, 1, LUA_TTABLE);
-  luaL_checktype(L, 2, LUA_TTABLE);
-  const ctr_keys *ks = lua_touserdata(L, lua_upvalueindex(2));
-  const em_ctr_facts *f = facts_of(L, ks->n);
-  int64_t kv[EM_NKNOBS];
+/* The knob plan of candidate c at index 2 (knob values by name) into kv: the contraction's non-structural knobs c
+ * has as numbers, every other knob at the table's default. */
+static void candidate_plan(lua_State *L, const ctr_keys *ks, int64_t kv[EM_NKNOBS]) {
   for (int i = 0; i < EM_NKNOBS; i++) kv[i] = em_knob_table[i].def;
-  luaL_checkstack(L, ks->n, "knobs.ctr_refusal");
+  luaL_checkstack(L, ks->n, "knobs: a candidate's plan");
   for (int j = 0; j < ks->n; j++) {
     int isnum;
     lua_rawgeti(L, lua_upvalueindex(1), j + 1);
@@ -159,10 +156,37 @@ static int l_ctr_refusal(lua_State *L) {
     kv[ks->id[j]] = (int64_t)x;
   }
   lua_settop(L, 2);
+}
+
+static int l_ctr_refusal(lua_State *L) {
+  luaL_checktype(L, 1, LUA_TTABLE);
+  luaL_checktype(L, 2, LUA_TTABLE);
+  const ctr_keys *ks = lua_touserdata(L, lua_upvalueindex(2));
+  const em_ctr_facts *f = facts_of(L, ks->n);
+  int64_t kv[EM_NKNOBS];
+  candidate_plan(L, ks, kv);
   char why[EM_ERR_MAX];
   if (em_ctr_refusal(f, kv, why)) lua_pushstring(L, why);
   else lua_pushnil(L);
   return 1;
+}
+
+/* knobs.ctr_smem(k, c) -> bytes, barrier bytes: the shared memory candidate c of contraction summary k (its dual
+ * field) takes on a TMA ring — the launch's dynamic shared memory and the static mbarriers besides — by the emitter's
+ * own arithmetic (em_ctr_tma_smem, src/ctr_legal.c), for the rules' resource check. */
+static int l_ctr_smem(lua_State *L) {
+  luaL_checktype(L, 1, LUA_TTABLE);
+  luaL_checktype(L, 2, LUA_TTABLE);
+  lua_getfield(L, 1, "dual");
+  int dual = lua_toboolean(L, -1) || (lua_type(L, -1) == LUA_TNUMBER && lua_tonumber(L, -1) != 0);
+  lua_pop(L, 1);
+  int64_t kv[EM_NKNOBS];
+  candidate_plan(L, lua_touserdata(L, lua_upvalueindex(2)), kv);
+  em_ctr_smem s;
+  em_ctr_tma_smem(kv, dual, &s);
+  lua_pushnumber(L, (lua_Number)s.total);
+  lua_pushnumber(L, (lua_Number)s.barriers);
+  return 2;
 }
 
 int luaopen_emmy_knobs(lua_State *L) {
@@ -189,6 +213,10 @@ int luaopen_emmy_knobs(lua_State *L) {
   lua_pushliteral(L, "k");
   lua_setfield(L, -2, "__mode");
   lua_setmetatable(L, -2);
+  lua_pushvalue(L, -3); /* (ctr_smem's: the names and the ids) */
+  lua_pushvalue(L, -3);
+  lua_pushcclosure(L, l_ctr_smem, 2);
+  lua_setfield(L, -5, "ctr_smem");
   lua_pushcclosure(L, l_ctr_refusal, 3);
   lua_setfield(L, -2, "ctr_refusal");
   return 1;

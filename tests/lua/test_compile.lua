@@ -647,6 +647,32 @@ test("PERSIST=1, SPLIT_K=2: a cluster pair on one tile's K halves, rank 1's accu
   check(not s5 and why5:find("4 also with EPI_SMEM=0", 1, true), tostring(why5))
 end)
 
+test("the rules' shared memory is the emitter's: knobs.ctr_smem against each TMA-ring candidate's launch (one formula, src/ctr_legal.c)", function()
+  local kernels, knobs = require "emmy.kernels", require "emmy.knobs"
+  local seen, kinds = 0, {}
+  for _, prefix in ipairs { "k_linear_7363a2", "k_linear_add_f97280", "k_linear_silu_mul" } do
+    local p = qwen_plan(prefix)
+    local n = 0
+    for _, c in ipairs(p.candidates) do
+      if c.knobs.TMA == 1 and n < 40 then
+        local src, la = kernels.emit(p, c.knobs)
+        if src then
+          n = n + 1
+          local dyn, bars = knobs.ctr_smem(p.facts, c.knobs)
+          eq(la.smem, dyn, p.kernel.name .. " " .. c.string)
+          check(bars == (c.knobs.PERSIST == 1 and 16 * c.knobs.STAGES + ((c.knobs.SPLIT_K or 1) >= 2 and (c.knobs.SPLIT_L2 or 0) == 0 and 16 or 0) or 0),
+            "the static mbarriers: " .. c.string)
+          kinds[(c.knobs.PERSIST or 0) .. "/" .. (c.knobs.EPI_SMEM or 0) .. "/" .. (c.knobs.SPLIT_K or 1) .. "/" .. (c.knobs.WG_K or 1)] = true
+        end
+      end
+    end
+    seen = seen + n
+  end
+  local nk = 0
+  for _ in pairs(kinds) do nk = nk + 1 end
+  check(seen >= 60 and nk >= 6, ("%d candidates, %d kinds of PERSIST/EPI_SMEM/SPLIT_K/WG_K"):format(seen, nk))
+end)
+
 test("SPLIT_L2=1: SPLIT_K's parts summed through the launch scratch by a group of consecutive CTAs, no cluster; refusals name why; NVRTC compiles it", function()
   local kernels, rules = require "emmy.kernels", require "emmy.rules"
   local d = qwen_plan("k_linear_add_f97280")
