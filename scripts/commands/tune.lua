@@ -116,6 +116,10 @@ return {
     if not pos.input then cli.usage("tune: missing INPUT (a model or a .torch.json graph)") end
     if opts.search_batch > 64 then cli.usage("tune: --search-batch %d (1 to 64)", opts.search_batch) end
     if not tuner.REGIMES[opts.regime] then cli.usage("tune: --regime %s (deploy, warm or rank)", opts.regime) end
+    do
+      local ok, why = pcall(tuner.deploy_flush)
+      if not ok then cli.usage("tune: %s", why) end
+    end
     if opts.structural ~= "all" and opts.structural ~= "default" then
       cli.usage("tune: --structural %s (all or default)", opts.structural)
     end

@@ -34,7 +34,11 @@ M.REGIMES = {
 -- timed run writes back as it evicts them — measured (H100, docs/performance.md "Forty-ninth session") to rank
 -- Qwen3-4B's down projection's 8-stage ring first (50.3 against the default's 52.4 µs) where L2-warm and in the
 -- layer it is 54 against 46; the read flush ranks them as the layer does (53.8 against 43.5).
-function M.deploy_flush() return os.getenv("EMMY_FLUSH") == "memset" and "memset" or "read" end
+function M.deploy_flush()
+  local e = os.getenv("EMMY_FLUSH")
+  if e and e ~= "" and e ~= "read" and e ~= "memset" then error(("EMMY_FLUSH=%s: memset or read"):format(e), 0) end
+  return e == "memset" and "memset" or "read"
+end
 
 -- The regime's name in the tune DB's contexts: the deploy regime by a read flush is "deploy-read" (its rows are not
 -- those of the memset's "deploy").

@@ -199,6 +199,10 @@ test("the deploy regime's flush: a read by default, EMMY_FLUSH=memset the memset
   eq(T.req_base.flush, "read", "the worker's request asks for the read")
   local Tw = tuner.session { opts = { regime = "warm" }, dev = {}, gi = {}, workers = {}, plans = {}, ctx = 1 }
   eq(Tw.req_base.flush, false)
+  -- an EMMY_FLUSH that is neither is one line before the tune measures anything
+  local code, _, err = emmy({ "tune", "Qwen/Qwen3-Embedding-0.6B", "--layer", "0" }, { env = "EMMY_FLUSH=write EMMY_LIBCUDA=/nonexistent" })
+  check(code ~= 0, "refused")
+  check(err:find("tune: EMMY_FLUSH=write: memset or read", 1, true) and not err:find("CUDA driver", 1, true), err)
 end)
 
 return T
