@@ -28,7 +28,6 @@ M.REGIMES = {
   rank = { graph = false, reps = 10, warmup = 2 },
 }
 
--- The tier a variant's knobs name (the tune DB's variant column).
 -- The deploy regime's L2 flush: a read of twice the L2 (since the forty-ninth session: clean lines, so a sample pays
 -- for its operands from HBM and nothing else), or with EMMY_FLUSH=memset the memset before it, whose dirty lines the
 -- timed run writes back as it evicts them — measured (H100, docs/performance.md "Forty-ninth session") to rank
