@@ -285,11 +285,11 @@ function M.classify(d)
         f.title = ("%s: the tune's pick is %.2fx the rules' default L2-warm"):format(k.name, ab_r)
         ev("%s", M.ab_evidence(d.abs[k.name]))
         if rt then ev("the re-tune (%s regime: every sample after an L2 flush) picked it at %.1f µs", rt.regime or "deploy", rt.best_us or 0) end
-        f.root_cause = "the tune times each variant after a memset of twice the L2 (deploy regime); there the pick beats the "
-          .. "default, but L2-warm — as the layer's replay runs it — it loses"
+        f.root_cause = "the tune times each variant after an L2 flush (deploy regime: a read of twice the L2, or with "
+          .. "EMMY_FLUSH=memset a memset); there the pick beats the default, but L2-warm — as the layer's replay runs it — it loses"
         f.repro = ("emmy run --ir %s --bench --ab %s"):format(repro, table.concat(M.tile_knobs(rt and rt.best_knobs), ","))
-        f.fix, f.priority = "keep the default where the pick loses L2-warm (the tune's warm floor); the regime itself: EMMY_FLUSH=read "
-          .. "(a flush that leaves the L2 clean)", "high"
+        f.fix, f.priority = "keep the default where the pick loses L2-warm (the tune's warm floor), or tune in the bench's "
+          .. "regime (emmy tune --regime warm)", "high"
       elseif worst_pick or retune_better then
         f.class = "search shortfall"
         f.title = ("%s: the search did not find its best variant"):format(k.name)
