@@ -286,7 +286,8 @@ function M.classify(d)
         ev("%s", M.ab_evidence(d.abs[k.name]))
         if rt then ev("the re-tune (%s regime: every sample after an L2 flush) picked it at %.1f µs", rt.regime or "deploy", rt.best_us or 0) end
         f.root_cause = "the tune times each variant after an L2 flush (deploy regime: a read of twice the L2, or with "
-          .. "EMMY_FLUSH=memset a memset); there the pick beats the default, but L2-warm — as the layer's replay runs it — it loses"
+          .. "EMMY_FLUSH=memset a memset); there the pick beats the default, but L2-warm — as the layer's replay runs "
+          .. "it — it loses"
         f.repro = ("emmy run --ir %s --bench --ab %s"):format(repro, table.concat(M.tile_knobs(rt and rt.best_knobs), ","))
         f.fix, f.priority = "keep the default where the pick loses L2-warm (the tune's warm floor), or tune in the bench's "
           .. "regime (emmy tune --regime warm)", "high"

@@ -660,9 +660,10 @@ test("the rules' shared memory is the emitter's: knobs.ctr_smem against each TMA
           n = n + 1
           local dyn, bars = knobs.ctr_smem(p.facts, c.knobs)
           eq(la.smem, dyn, p.kernel.name .. " " .. c.string)
-          check(bars == (c.knobs.PERSIST == 1 and 16 * c.knobs.STAGES + ((c.knobs.SPLIT_K or 1) >= 2 and (c.knobs.SPLIT_L2 or 0) == 0 and 16 or 0) or 0),
-            "the static mbarriers: " .. c.string)
-          kinds[(c.knobs.PERSIST or 0) .. "/" .. (c.knobs.EPI_SMEM or 0) .. "/" .. (c.knobs.SPLIT_K or 1) .. "/" .. (c.knobs.WG_K or 1)] = true
+          local kn = c.knobs
+          local split = (kn.SPLIT_K or 1) >= 2 and (kn.SPLIT_L2 or 0) == 0
+          check(bars == (kn.PERSIST == 1 and 16 * kn.STAGES + (split and 16 or 0) or 0), "the static mbarriers: " .. c.string)
+          kinds[("%d/%d/%d/%d"):format(kn.PERSIST or 0, kn.EPI_SMEM or 0, kn.SPLIT_K or 1, kn.WG_K or 1)] = true
         end
       end
     end
