@@ -324,4 +324,19 @@ ptxas info    : Used 40 registers, used 1 barriers, 8 bytes cumulative stack siz
   eq(#nvrtc.STATUS, 6, "statuses")
 end)
 
+test("tools/sass_count.sh by emmy's NVRTC: a kernel's SASS instructions, registers, spills; a compile error is a row and exit 1", function()
+  need_nvrtc()
+  if os.execute("command -v readelf > /dev/null 2>&1") ~= 0 then skip("no readelf") end
+  local d = marked_dir()
+  write_file(d .. "/add.cu", ADD)
+  write_file(d .. "/bad.cu", "this is not CUDA\n")
+  local p = io.popen(("SASS_VIA=nvrtc EMMY_BIN=%s sh %s/tools/sass_count.sh %s/add.cu %s/bad.cu 2>&1; echo rc=$?"):format(
+    shell_quote(BIN), shell_quote(ROOT), shell_quote(d), shell_quote(d)))
+  local out = p:read("*a")
+  p:close()
+  local n, regs = out:match("add%.cu: (%d+) SASS instructions, Used (%d+) registers, 0 bytes spill stores")
+  check(n and tonumber(n) > 4 and tonumber(regs) > 0, out)
+  check(out:find("bad.cu: does not compile: compile_fail", 1, true) and out:find("rc=1", 1, true), out)
+end)
+
 return T
