@@ -199,8 +199,8 @@ typedef struct {
   double min_sample_us;  /* a sample repeats the work until it lasts this long (<= 0: 20, with graph 200 as torch's
                           * timer); not with flush_bytes */
   double warmup_ms;      /* after the warmup runs, more runs until this much GPU time has passed (0: none) */
-  size_t flush_bytes;    /* > 0: a memset of this many bytes (more than the L2) before each sample, untimed; one
-                          * run per sample */
+  size_t flush_bytes;    /* > 0: an L2 flush of this many bytes (more than the L2; flush_mode: written or read)
+                          * before each sample, untimed; one run per sample */
   int flush_mode;        /* with flush_bytes: 1 reads that many bytes instead of writing them (the L2 left clean),
                           * 2 writes them (a memset); 0: $EMMY_FLUSH decides (memset, the default, or read) */
 } em_cu_time_opts;
