@@ -99,7 +99,7 @@ end
 function M.session(cfg)
   local T = cfg
   T.model = online.load()
-  T.stats = { benched = 0, served = 0, status = {} }
+  T.stats = { benched = 0, served = 0, retried = 0, status = {} }
   T.rows, T.picks, T.state, T.last = {}, {}, {}, sys.clock()
   T.t_budget = sys.clock() -- --budget-s counts from here (after the forks are planned)
   -- where the wall time goes: the worker's phases (from its answers), the parent's compiles and waits
@@ -210,7 +210,8 @@ local function record(T, K, vid, c, row, order, online_us)
     if not row.cache_hit and ahead and row.key and row.key ~= ahead then T.spent.key_missed = T.spent.key_missed + 1 end
   end
   local status = tunedb.STATUS[row.status] and row.status or "launch_fail"
-  T.db:record { run_id = T.run_id, context_id = T.ctx, variant_id = vid, status = status, error = row.error,
+  if status == "ok" and row.retried then T.stats.retried = T.stats.retried + 1 end
+  T.db:record { run_id = T.run_id, context_id = T.ctx, variant_id = vid, status = status, error = row.error or row.retried,
     median_us = row.median_us, min_us = row.min_us, p20_us = row.p20_us, p80_us = row.p80_us,
     samples = row.samples, regs = row.regs, spills = row.spills, smem = row.smem, compile_ms = row.compile_ms,
     prior_offline = prior.offline(K.facts, c.knobs, T.dev), prior_online = online_us, search_order = order }
@@ -492,6 +493,10 @@ function M.print_summary(T, wall, path, counts, n_db, failures)
     :format(T.spent.compile_ahead, A.n, A.cpu_s or 0, #as > 0 and (": " .. table.concat(as, ", ")) or "", #T.workers > 1 and "s" or "",
       T.spent.bench_wait, #ws > 0 and table.concat(ws, ", ") or "-", T.spent.cache_hits, T.spent.compiled,
       T.spent.key_missed > 0 and ("; %d built under another key than their compile ahead"):format(T.spent.key_missed) or ""))
+  if T.stats.retried > 0 then
+    print(("  %d variant%s timed on a second capture (the first one invalidated; its error in the tune DB's error column of the ok row)")
+      :format(T.stats.retried, T.stats.retried == 1 and "" or "s"))
+  end
   if T.spent.floor then print(("  the picks timed L2-warm beside the rules' defaults (the floor where the layer runs): %.1f s"):format(T.spent.floor)) end
   if A.first_error then print("  the first compile ahead that failed: " .. A.first_error:sub(1, 200)) end
   local rs = {}

@@ -10,6 +10,7 @@
 --         phase_ms = {plan, build, ref, run, time} (where the request's time went)}
 --     flush = true, "read" or "memset": the L2 is flushed before every sample (twice its size read, or written by a
 --     memset; true: $EMMY_FLUSH's, memset unless "read"), one run per sample.
+--     retried: an ok row timed on a second capture, the first one's error (its capture was invalidated).
 --     context_lost = true: the variant faulted the CUDA context; the worker exits after answering (the parent
 --     starts a fresh one for the next request).
 -- With EMMY_WORKER_TEST=1 (tests only): {op = "exit"} exits 3, {op = "kill"} dies of SIGKILL, {op = "hang"} spins.
@@ -90,12 +91,16 @@ local function bench(req)
     return row
   end
   lap("run")
-  local t, terr = c:time(function() return gpu.launch(c, p, e, bufs, bind) end,
-    { graph = req.graph ~= false, reps = req.reps or 50, warmup = req.warmup or 5, warmup_ms = req.warmup_ms or 0,
-      flush_bytes = req.flush and 2 * math.max(info.l2 or 0, 32 * 1024 * 1024) or 0,
-      flush = type(req.flush) == "string" and req.flush or nil })
+  local topts = { graph = req.graph ~= false, reps = req.reps or 50, warmup = req.warmup or 5, warmup_ms = req.warmup_ms or 0,
+    flush_bytes = req.flush and 2 * math.max(info.l2 or 0, 32 * 1024 * 1024) or 0,
+    flush = type(req.flush) == "string" and req.flush or nil }
+  local t, terr, retried = gpu.time_retrying(c, function() return gpu.launch(c, p, e, bufs, bind) end, topts)
+  row.retried = retried
   lap("time")
-  if not t then row.status, row.error = "launch_fail", tostring(terr) return row end
+  if not t then
+    row.status, row.error = "launch_fail", tostring(terr)
+    return row
+  end
   row.status, row.median_us, row.min_us, row.p20_us, row.p80_us, row.samples = "ok", t.median_us, t.min_us, t.p20_us,
     t.p80_us, t.samples or req.reps or 50
   return row

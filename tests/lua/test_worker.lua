@@ -51,6 +51,30 @@ test("worker: a bench request on a machine without a GPU says so", function()
   w:close()
 end)
 
+test("gpu.time_retrying: an invalidated capture is captured once more and its error kept; other failures are not retried", function()
+  local gpu = require "emmy.gpu"
+  local function ctx(answers)
+    local c = { calls = 0 }
+    function c:time() self.calls = self.calls + 1 local a = answers[self.calls] return a[1], a[2] end
+    function c:lost() return false end
+    return c
+  end
+  local inv = "cuLaunchKernel(k): CUDA_ERROR_STREAM_CAPTURE_INVALIDATED: operation failed due to a previous error during capture"
+  local c = ctx { { nil, inv }, { { median_us = 3 } } }
+  local t, err, first = gpu.time_retrying(c, function() end, {})
+  check(t and t.median_us == 3 and err == nil and first == inv and c.calls == 2, "retried once, the first error kept")
+  c = ctx { { nil, inv }, { nil, "cuLaunchKernel(k): CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES" } }
+  t, err, first = gpu.time_retrying(c, function() end, {})
+  check(not t and err:find("OUT_OF_RESOURCES (captured twice; the first: cuLaunchKernel(k): CUDA_ERROR_STREAM_CAPTURE_INVALIDATED", 1, true)
+    and first == inv, tostring(err))
+  c = ctx { { nil, "cuLaunchKernel(k): CUDA_ERROR_INVALID_VALUE" }, { { median_us = 1 } } }
+  t, err, first = gpu.time_retrying(c, function() end, {})
+  check(not t and err:find("INVALID_VALUE", 1, true) and first == nil and c.calls == 1, "not retried")
+  c = ctx { { { median_us = 2 } } }
+  t = gpu.time_retrying(c, function() end, {})
+  check(t.median_us == 2 and c.calls == 1, "a first success is the answer")
+end)
+
 -- The tune's bookkeeping, end to end, against the mock driver (tests/fixtures/cuda_mock.c): the mock loads no
 -- emitted kernel, so every variant is a load_fail row — which is what this test is about: the search, the worker
 -- and the DB agree, failures are rows, and a re-run serves every row from the DB (a killed tune resumes).
