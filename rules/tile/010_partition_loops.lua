@@ -20,7 +20,8 @@ local function flash_wgmma_lead(out, k, dev, bqs)
   -- --limit 24; docs/performance.md): head dim 64, 128-key tiles two CTAs an SM (b1 s512 causal 9.0 us against
   -- 10.9 for the order above, s2048 54.2 against 66.2, b8 47.3 against 57.9); head dim 128 with query tiles
   -- for every SM, 128-key tiles and the staged output (b1 s2048 non-causal 64.5 against 74.8, causal 43.7
-  -- against 45.2, b8 non-causal 53.0 against 55.9); with few query tiles (b1 s512) the order above leads.
+  -- against 45.2, b8 non-causal 53.0 against 55.9); with few query tiles (b1 s512) the order above led up to the
+  -- fifty-first session (below).
   -- Both leads store their output in 16-byte chunks (OSMEM=2), which beat OSMEM=1 (head dim 128) and 0 (64) on
   -- all eight BKV=128 cases of a bhsd sweep (H200, fourteenth session): b8 s512 d128 causal 43.5 -> 39.1 us,
   -- non-causal 51.4 -> 47.3, b1 s2048 d128 42.4 -> 39.8 and 63.1 -> 59.5, d64 b1 s512 non-causal 8.9 -> 8.0
@@ -83,6 +84,16 @@ local function flash_wgmma_lead(out, k, dev, bqs)
     if lead.APERSIST == 1 then lead.OSMEM = 4 end
     if long then lead.RESCALE = 1 end
     atom.lead(out, lead)
+  elseif k.E == 128 and not k.masked and not k.varlen then
+    -- few query tiles (the order above, BQ 64, leads): 128-key tiles on a 3-deep ring, one consumer warpgroup, the
+    -- 16-byte-store epilogue, instead of the order's first (64-key tiles, KVSPLIT=2, 4 stages, fragment stores) —
+    -- faster on all 13 such cases of a sweep, 0.74-0.98 (H100, fifty-first session, bench/attention.lua --layout model
+    -- --pins "BKV=128,KVSPLIT=1,KVST=3,OSMEM=2": b1 s512 causal 16/8 heads 8.1 -> 7.9 us, 32/8 (Qwen3-4B) 13.2 ->
+    -- 11.7, non-causal 8.5 -> 7.1 and 16.1 -> 13.4; b1 s1024 16/8 17.0 -> 16.5 and 23.4 -> 21.9; b2 s512 16/8 13.2 ->
+    -- 12.0 and 16.0 -> 13.5; b1 s256 16, 32 and 64 heads 0.74-0.93; bhsd b1 s512 16/8 8.3 -> 7.9 and 8.5 -> 7.1);
+    -- the same without OSMEM=2 lost (1.00-1.08), the 10x-long tune search found it best for Qwen3's sdpa (12.7 us
+    -- flushed against the tune's pick 13.2). Not with an attention mask or packed sequences: not timed there.
+    atom.lead(out, { BQ = 64, BKV = 128, KVST = 3, KVSPLIT = 1, MINB = 1, QPACK = 0, OSMEM = 2 })
   end
 end
 
@@ -581,7 +592,8 @@ return {
       for _, bq in ipairs(bqs) do
         for _, bkv in ipairs { 64, 128 } do
           for _, st in ipairs { 4, 3, 2 } do
-            -- KVSPLIT=2 first where BQ=64 leads (few query tiles): b1 s512 13.5 us against 14.7 (H200, tenth session)
+            -- KVSPLIT=2 first where BQ=64 leads (few query tiles): b1 s512 13.5 us against 14.7 (H200, tenth session;
+            -- head dim 128 has a lead of its own since the fifty-first session: flash_wgmma_lead)
             for _, split in ipairs(bqs[1] == 64 and { 2, 1 } or { 1, 2 }) do
               -- KVSPLIT=2 (BQ 64): two consumer warpgroups on the same rows take alternate key tiles (a 4-deep
               -- ring: two stages each, the next tile loading while this one is read), merged through shared

@@ -135,12 +135,12 @@ test("--match, --limit, --all and --pins pick the variants; a pin the kernel lac
   local _, o3 = bench(args(base, "--all", "--limit", "1000"))
   check(o3:find("swept%s+%S*FLASH=0"), "the scalar tier with --all: " .. o3)
   -- --limit 0: the chosen variant and the pins
-  local c4, o4, e4 = bench(args(base, "--limit", "0", "--pins", "BQ=128,KVSPLIT=1;BM=64;BKV=128,KVST=2;BQ=64"))
+  local c4, o4, e4 = bench(args(base, "--limit", "0", "--pins", "BQ=128,KVSPLIT=1;BM=64;KVSPLIT=2,KVST=2;BQ=64"))
   eq(c4, 0, e4)
   local p = dry_cases(o4)["b1s512 d128 16/8 causal"]
   eq(#p.swept, 0, "--limit 0")
   eq(#p.pinned, 3, "BQ=64 is the chosen variant itself: one row: " .. o4)
-  check(p.pinned[1]:find("^APERSIST=0,BKV=64,BQ=128,FLASH=2,KVSPLIT=1,") and not p.pinned[1]:find("refused", 1, true), p.pinned[1])
+  check(p.pinned[1]:find("^APERSIST=0,BKV=128,BQ=128,FLASH=2,KVSPLIT=1,") and not p.pinned[1]:find("refused", 1, true), p.pinned[1])
   check(p.pinned[2]:find("refused: BM: not a knob of k_sdpa_%x+ %(it has APERSIST, BKV"), p.pinned[2])
   check(p.pinned[3]:find("refused: emit refused: ", 1, true), p.pinned[3])
   check(o4:find("  2 to time, 2 refused", 1, true), o4)

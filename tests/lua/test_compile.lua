@@ -202,9 +202,16 @@ test("flash attention copies Q, K and V rows with cp.async, V through its transp
 end)
 
 test("FLASH=2: wgmma flash attention with a TMA producer leads on sm_90; its parts and its legality", function()
-  local code, out, err = emmy(args("compile", L0, "--ir", "cuda", "--kernel", "k_sdpa"))
+  local code, lead, err = emmy(args("compile", L0, "--ir", "cuda", "--kernel", "k_sdpa"))
   eq(code, 0, "exit: " .. err)
-  check(out:find("FLASH=2,KVSPLIT=2,KVST=4", 1, true), "FLASH=2 with two key parts first at 512 tokens (few query tiles): " .. out)
+  check(lead:find("BKV=128,BQ=64,FLASH=2,KVSPLIT=1,KVST=3,KV_TILE=0,MINB=1,OSMEM=2,", 1, true),
+    "FLASH=2 with 128-key tiles on a 3-deep ring and the 16-byte-store epilogue first at 512 tokens (few query tiles): " .. lead)
+  check(lead:find("wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16", 1, true), "S = QK^T on wgmma, 128 keys: " .. lead)
+  -- the key parts (KVSPLIT=2, the lead before the fifty-first session)
+  local code0, out, err0 = emmy(args("compile", L0, "--ir", "cuda", "--kernel", "k_sdpa"),
+    { env = "EMMY_KNOBS=k_sdpa:KVSPLIT=2,k_sdpa:BKV=64,k_sdpa:KVST=4,k_sdpa:OSMEM=0" })
+  eq(code0, 0, "exit: " .. err0)
+  check(out:find("FLASH=2,KVSPLIT=2,KVST=4", 1, true), "FLASH=2 with two key parts: " .. out)
   check(out:find("wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16", 1, true), "S = QK^T on wgmma: " .. out)
   check(out:find("m64n128k16.f32.bf16.bf16 {", 1, true) and out:find("p, 1, 1, 1; }", 1, true), "PV with P from registers, V N-major: " .. out)
   check(out:find("em_tma_2d(kb + ", 1, true) and out:find("&tm1, kcol", 1, true), "K and V by TMA: " .. out)
