@@ -174,10 +174,10 @@ function M.plan_reuse(cu, bufs, plans, bind, g)
   return got, want
 end
 
--- ctx:time(body, opts), captured once more where the first capture was invalidated before the body's first launch in
--- it (2 of 212 rows of a long search on an H100; the same two variants captured and timed alone by `emmy run --ab`):
--- t | nil, err, and the first error where there was a second capture (an ok row keeps it, so the variant is neither
--- lost nor silently masked; a second failure names both).
+-- ctx:time(body, opts), captured once more where the first capture was invalidated (a cause not found: the same
+-- variants capture and time alone; docs/performance.md, fifty-first session): t | nil, err, and the first error where
+-- there was a second capture (an ok row keeps it, so the variant is neither lost nor silently masked; a second failure
+-- names both).
 function M.time_retrying(cu, body, opts)
   local t, err = cu:time(body, opts)
   if t or not tostring(err):find("STREAM_CAPTURE_INVALIDATED", 1, true) or cu:lost() then return t, err end
