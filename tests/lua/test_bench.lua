@@ -576,4 +576,24 @@ test("SPLIT_L2=1 on the mock driver: the persistent grid in whole groups of SPLI
   for _, g in ipairs(grids) do eq(g, 4, "at most 6 CTAs, whole groups of 4") end
 end)
 
+test("bench/detach.sh: a job outlives its start, a wait brings back its log and files, or says it still runs", function()
+  local d = tmpdir()
+  local env = ("cd %s && DETACH_DIR=%s/j OUT=%s/out "):format(shell_quote(ROOT), d, d)
+  local c, o = sh(env .. ("sh bench/detach.sh start j1 sh -c 'echo one; sleep 2; echo two > %s/made; exit 4'"):format(d))
+  eq(c, 0, "start: " .. o)
+  check(o:find("j1: started (pid ", 1, true), o)
+  c, o = sh(env .. "sh bench/detach.sh wait j1 0")
+  eq(c, 2, "still running: " .. o)
+  check(o:find("j1: still running after 0 s", 1, true), o)
+  c, o = sh(env .. ("sh bench/detach.sh wait j1 20 %s/made %s/none"):format(d, d))
+  eq(c, 0, "ended: " .. o)
+  check(o:find("one\n.*j1: rc 4"), o)
+  check(read(d .. "/out/j1.log"):find("one", 1, true) and read(d .. "/out/made"), "the log and the file brought back")
+  for _, bad in ipairs { "wait nope 1", "start 'a b' true", "wait j1 x", "bogus j1" } do
+    c, o = sh(env .. "sh bench/detach.sh " .. bad)
+    eq(c, 1, bad .. ": " .. o)
+    eq(#lines_of(o), 1, bad .. ": one line: " .. o)
+  end
+end)
+
 return T
