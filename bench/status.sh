@@ -1,6 +1,10 @@
 #!/bin/sh
 # Where emmy stands against torch, in one GPU call: the numbers issues 19 and 20 are judged by (docs/performance.md
 # leads with them). Sections, all by default, or the ones named: `sh bench/status.sh layers attention gemm`.
+#   check      the defaults' correctness at the edges before any number (tests/gpu/run.sh: Qwen3-Embedding-0.6B layer 0
+#              at 1, 7, 513 and 2048 tokens and swept at 513, TinyLlama swept at 513, Qwen3-4B at 513, the whole
+#              Qwen3 model at 37, and the cases whose names contain these (run.sh selects by substring); about 250 s):
+#              the benches below check each kernel at 512 tokens only
 #   layers     Qwen3-Embedding-0.6B and TinyLlama-1.1B layer 0 (dynamic seq_len, 512 tokens), emmy against eager and
 #              torch.compile: whole layer, by-kind rows, every kernel alone (about 250 s)
 #   attention  issue 20's table: b1 s512, b8 s512, b1 s2048, b1 s8192; causal and not; d128 16/8 and d64 32/4; the
@@ -16,7 +20,8 @@
 # against the reference before it is timed (the commands' own rule).
 BIN=${EMMY_BIN:-./emmy}
 LOG=${OUT:-/tmp}
-ONLY="${*:-layers attention gemm squares cold}"
+mkdir -p "$LOG"
+ONLY="${*:-check layers attention gemm squares cold}"
 on() { case " $ONLY " in *" $1 "*) return 0;; esac; return 1; }
 t0=$(date +%s)
 stamp() { echo "== $1 ($(( $(date +%s) - t0 )) s)"; }
@@ -28,6 +33,12 @@ layer() {
   grep -E "^(emmy|eager|tcompile|transformers) |^(matmul|attention|norm, elementwise|copy|sum) " "$f"
   grep -E "^k_" "$f"
 }
+if on check; then
+  EMMY_BIN=$BIN timeout 400 sh tests/gpu/run.sh layer_seq1 layer_seq7 layer_seq513 layer_seq2048 layer_sweep513 \
+    llama_sweep513 wide1_q4b_seq513 model_seq37 > "$LOG/status_check.txt" 2>&1
+  stamp "check (rc $?)"
+  grep -E "^(ok|FAIL) |passed" "$LOG/status_check.txt"
+fi
 if on layers; then
   for m in Qwen/Qwen3-Embedding-0.6B TinyLlama/TinyLlama-1.1B-Chat-v1.0; do layer "$m"; done
 fi
