@@ -219,7 +219,7 @@
     "1: each warpgroup stages O / l (rounded) in its Q slice of shared memory (128-byte swizzled, conflict-free) and " \
     "consecutive threads store consecutive head elements; 2: the same, a thread a 16-byte chunk of eight head "        \
     "elements (one store where the output's head dim is contiguous; with 128-key tiles the head-dim-128 lead with few query tiles " \
-    "since the fifty-first session, b1 s512 causal 32/8 heads 13.2 -> 11.7 us with 128-key tiles, H100); "          \
+    "since the fifty-first session, b1 s512 causal 32/8 heads 13.2 -> 11.7 us, H100); "                            \
     "3 (APERSIST=1): as 2 from a buffer of its own "                                                                  \
     "after the K/V ring (the Q tile's size more shared memory), Q released to the next item after the last QK^T "    \
     "(b8 s512 causal 38.0 -> 36.0 us against OSMEM=2 on the same 2-deep ring, H200); 4 (APERSIST=1): as 3 over the "  \
