@@ -87,7 +87,7 @@ local function flash_wgmma_lead(out, k, dev, bqs)
   elseif k.E == 128 and not k.masked and not k.varlen then
     -- few query tiles (the order above, BQ 64, leads): 128-key tiles on a 3-deep ring, one consumer warpgroup, the
     -- 16-byte-store epilogue, instead of the order's first (64-key tiles, KVSPLIT=2, 4 stages, fragment stores) —
-    -- faster on all 13 such cases of a sweep, 0.74-0.98 (H100, fifty-first session, bench/attention.lua --layout model
+    -- faster on all 14 such cases of a sweep, 0.74-0.98 (H100, fifty-first session, bench/attention.lua --layout model
     -- --pins "BKV=128,KVSPLIT=1,KVST=3,OSMEM=2": b1 s512 causal 16/8 heads 8.1 -> 7.9 us, 32/8 (Qwen3-4B) 13.2 ->
     -- 11.7, non-causal 8.5 -> 7.1 and 16.1 -> 13.4; b1 s1024 16/8 17.0 -> 16.5 and 23.4 -> 21.9; b2 s512 16/8 13.2 ->
     -- 12.0 and 16.0 -> 13.5; b1 s256 16, 32 and 64 heads 0.74-0.93; bhsd b1 s512 16/8 8.3 -> 7.9 and 8.5 -> 7.1);
