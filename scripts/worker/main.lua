@@ -91,16 +91,13 @@ local function bench(req)
     return row
   end
   lap("run")
-  local topts = { graph = req.graph ~= false, reps = req.reps or 50, warmup = req.warmup or 5, warmup_ms = req.warmup_ms or 0,
-    flush_bytes = req.flush and 2 * math.max(info.l2 or 0, 32 * 1024 * 1024) or 0,
-    flush = type(req.flush) == "string" and req.flush or nil }
-  local t, terr, retried = gpu.time_retrying(c, function() return gpu.launch(c, p, e, bufs, bind) end, topts)
-  row.retried = retried
+  local t, terr
+  t, terr, row.retried = gpu.time_retrying(c, function() return gpu.launch(c, p, e, bufs, bind) end,
+    { graph = req.graph ~= false, reps = req.reps or 50, warmup = req.warmup or 5, warmup_ms = req.warmup_ms or 0,
+      flush_bytes = req.flush and 2 * math.max(info.l2 or 0, 32 * 1024 * 1024) or 0,
+      flush = type(req.flush) == "string" and req.flush or nil })
   lap("time")
-  if not t then
-    row.status, row.error = "launch_fail", tostring(terr)
-    return row
-  end
+  if not t then row.status, row.error = "launch_fail", tostring(terr) return row end
   row.status, row.median_us, row.min_us, row.p20_us, row.p80_us, row.samples = "ok", t.median_us, t.min_us, t.p20_us,
     t.p80_us, t.samples or req.reps or 50
   return row
