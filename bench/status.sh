@@ -34,7 +34,8 @@ layer() {
   grep -E "^k_" "$f"
 }
 if on check; then
-  EMMY_BIN=$BIN timeout 400 sh tests/gpu/run.sh layer_seq1 layer_seq7 layer_seq513 layer_seq2048 layer_sweep513 \
+  # each case's log stays in /tmp (a device call brings few files back); status_check.txt has the failures' tails
+  OUT=/tmp/status_check_logs EMMY_BIN=$BIN timeout 400 sh tests/gpu/run.sh layer_seq1 layer_seq7 layer_seq513 layer_seq2048 layer_sweep513 \
     llama_sweep513 wide1_q4b_seq513 model_seq37 > "$LOG/status_check.txt" 2>&1
   stamp "check (rc $?)"
   grep -E "^(ok|FAIL) |passed" "$LOG/status_check.txt"
