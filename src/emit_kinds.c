@@ -69,9 +69,30 @@ static void row_loop_close(ectx *c, int unroll) {
   }
 }
 
+/* A row's reduction of the thread's partial v (an expression statement's text, "sum" or "max"): across the block's
+ * warps through em_red, or — EMMY_WARP_RED=1 with a warp a row (THREADS=32) — by the warp's shuffles alone, without
+ * the block barriers that make the RPB warps of a block wait for each other's loads. */
+static void row_reduce(ectx *c, int warp, const char *v, int max) {
+  if (!warp) {
+    ex_line(c, "%s = %s(%s, em_red);", v, max ? "em_block_max" : "em_block_sum", v);
+    return;
+  }
+  if (max) ex_line(c, "for (int em_o = 16; em_o > 0; em_o >>= 1) %s = fmaxf(%s, __shfl_xor_sync(0xffffffffu, %s, em_o));", v, v, v);
+  else ex_line(c, "for (int em_o = 16; em_o > 0; em_o >>= 1) %s += __shfl_xor_sync(0xffffffffu, %s, em_o);", v, v);
+}
+
+/* EMMY_ROW_EXACT=1: whether the row count is a multiple of RPB for every value of its symbols (each coefficient of
+ * its polynomial is: Qwen3's q_norm has 16·seq_len rows, 8 a block), so no block has a row past the end and 'live' is
+ * the constant true — the guard gone, a row's two passes one straight run the compiler can schedule loads across. */
+static int rows_exact(ectx *c, const em_shape *lead, int rpb) {
+  em_dim n, q, d = em_dim_const(rpb);
+  return ex_env_choice("EMMY_ROW_EXACT", 1) && !em_shape_numel(lead, &n) && !em_dim_divexact(&n, &d, &q);
+}
+
 void ex_k_row(ectx *c, em_launch *L) {
   int threads = EX_KNOB(c, THREADS), rpb = EX_KNOB(c, RPB);
   int cache = EX_KNOB(c, CACHE), unroll = EX_KNOB(c, UNROLL);
+  int warp = threads == 32 && ex_env_choice("EMMY_WARP_RED", 1);
   if (threads % 32 || rpb < 1 || threads * rpb > 1024) {
     ex_fail(c, "THREADS=%d x RPB=%d: threads per row must be a multiple of 32, at most 1024 per block", threads, rpb);
     return;
@@ -102,13 +123,16 @@ void ex_k_row(ectx *c, em_launch *L) {
     }
     ex_line(c, "__shared__ float em_row[%d][%lld];", rpb, (long long)Lk);
   }
-  ex_line(c, "__shared__ float em_red_all[%d][32];", rpb);
-  ex_line(c, "float *em_red = em_red_all[threadIdx.y];");
+  if (!warp) {
+    ex_line(c, "__shared__ float em_red_all[%d][32];", rpb);
+    ex_line(c, "float *em_red = em_red_all[threadIdx.y];");
+  }
   ex_line(c, "const long long rows = %s, L = %s;", ex_numel_c(c, &lead), Lc);
+  int exact = rows_exact(c, &lead, rpb);
   ex_line(c, "for (long long rb = (long long)blockIdx.x * %d; rb < rows; rb += (long long)gridDim.x * %d) {", rpb, rpb);
   c->indent++;
   ex_line(c, "const long long row = rb + threadIdx.y;");
-  ex_line(c, "const bool live = row < rows;");
+  ex_line(c, exact ? "const bool live = true; /* rows: a multiple of %d */" : "const bool live = row < rows;", rpb);
   ivec pre = ex_unravel(c, "row", &lead);
   ivec xi = {r};
   for (int i = 0; i < r - 1; i++) {
@@ -124,12 +148,12 @@ void ex_k_row(ectx *c, em_launch *L) {
     ex_line(c, "em_mx = fmaxf(em_mx, (float)%s);", ex_val(c, xin, &xi));
     c->memo.n = mark;
     row_loop_close(c, unroll);
-    ex_line(c, "em_mx = em_block_max(em_mx, em_red);");
+    row_reduce(c, warp, "em_mx", 1);
     row_loop_open(c, unroll, threads, Lk);
     ex_line(c, "em_sum += expf((float)%s - em_mx);", ex_val(c, xin, &xi));
     c->memo.n = mark;
     row_loop_close(c, unroll);
-    ex_line(c, "em_sum = em_block_sum(em_sum, em_red);");
+    row_reduce(c, warp, "em_sum", 0);
     c->softmax_mx = "em_mx";
     c->softmax_sum = "em_sum";
   } else {
@@ -143,7 +167,7 @@ void ex_k_row(ectx *c, em_launch *L) {
     else ex_line(c, "em_acc += (float)%s;", x);
     c->memo.n = mark;
     row_loop_close(c, unroll);
-    ex_line(c, "em_acc = %s(em_acc, em_red);", an->op == EM_OP_AMAX ? "em_block_max" : "em_block_sum");
+    row_reduce(c, warp, "em_acc", an->op == EM_OP_AMAX);
     const char *fin = an->op == EM_OP_MEAN ? "em_acc / (float)L" : an->op == EM_OP_VECTOR_NORM ? "sqrtf(em_acc)" : "em_acc";
     ex_line(c, "const %s %s = %s;", ex_ctype(ex_V(c, a)->dtype), red, ex_round_to(c, ex_V(c, a)->dtype, fin));
     c->anchor_var = red;
@@ -191,7 +215,7 @@ void ex_k_row(ectx *c, em_launch *L) {
     ex_line(c, "}");
   }
   if (done != c->g->outputs.n) ex_fail(c, "an output of the row kernel is not aligned with its rows");
-  ex_line(c, "__syncthreads();");
+  if (!warp) ex_line(c, "__syncthreads();"); /* (em_red is reused by the next row; a warp's own shuffles need none) */
   c->indent--;
   ex_line(c, "}");
 }

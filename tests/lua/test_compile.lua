@@ -1625,6 +1625,26 @@ test("EMMY_UNIT_OUTER=1: at batch 1 the dynamic sequence index is the rest of th
   check(b4:find("const long long x1 = ((row) / 8LL) % (s_seq_len);", 1, true), "batch 4: the division stays")
 end)
 
+test("EMMY_WARP_RED=1, EMMY_ROW_EXACT=1: a warp-a-row kernel reduces by shuffles without block barriers; rows a multiple of RPB drop the guard", function()
+  local function src(env, extra)
+    local a = { "compile", "Qwen/Qwen3-Embedding-0.6B", "--layer", "0", "--dynamic", "seq_len@x:1", "--kernel", "k_rms_norm_rope", "--ir", "cuda" }
+    for _, x in ipairs(extra or {}) do a[#a + 1] = x end
+    local c, o, e = emmy(a, { env = env })
+    eq(c, 0, e)
+    return o:match("// kernel .-\n}\n") -- the first kernel's text, without the next one's prelude
+  end
+  local off, on = src("EMMY_NONE=1"), src("EMMY_WARP_RED=1 EMMY_ROW_EXACT=1")
+  check(off:find("em_block_sum(em_acc, em_red)", 1, true) and off:find("const bool live = row < rows;", 1, true), off)
+  check(on:find("em_acc += __shfl_xor_sync(0xffffffffu, em_acc, em_o);", 1, true), on)
+  check(not on:find("em_red", 1, true) and not on:find("__syncthreads", 1, true), "no shared reduction, no barrier")
+  check(on:find("const bool live = true; /* rows: a multiple of 8 */", 1, true), "16 and 8 rows a token, 8 a block")
+  -- a row count that RPB does not divide keeps the guard: the input norm's seq_len rows
+  local c, o, e = emmy({ "compile", "Qwen/Qwen3-Embedding-0.6B", "--layer", "0", "--dynamic", "seq_len@x:1", "--kernel", "k_rms_norm_",
+    "--ir", "cuda", "--pins", "RPB=2" }, { env = "EMMY_ROW_EXACT=1" })
+  eq(c, 0, e)
+  check(o:find("const bool live = row < rows;", 1, true), o)
+end)
+
 test("kernels.apply_picks: a tune's picks become the choices of the kernels that are tuned ones; the rest say why not", function()
   local kernels = require "emmy.kernels"
   local function plan(name, ...)
