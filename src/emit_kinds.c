@@ -127,6 +127,10 @@ void ex_k_row(ectx *c, em_launch *L) {
     ex_line(c, "__shared__ float em_red_all[%d][32];", rpb);
     ex_line(c, "float *em_red = em_red_all[threadIdx.y];");
   }
+  /* EMMY_TID_ASSUME=1: the block's shape told to the compiler (a thread's columns threadIdx.x + i·THREADS then have
+   * known ranges, so RoPE's rotate-half branch on the column folds and a row's partner loads merge with its own) */
+  if (ex_env_choice("EMMY_TID_ASSUME", 1))
+    ex_line(c, "__builtin_assume(threadIdx.x < %du); __builtin_assume(threadIdx.y < %du);", threads, rpb);
   ex_line(c, "const long long rows = %s, L = %s;", ex_numel_c(c, &lead), Lc);
   int exact = rows_exact(c, &lead, rpb);
   ex_line(c, "for (long long rb = (long long)blockIdx.x * %d; rb < rows; rb += (long long)gridDim.x * %d) {", rpb, rpb);

@@ -538,10 +538,11 @@ gpu_case unitouter_llama_seq513 env EMMY_UNIT_OUTER=1 timeout 120 "$BIN" run $LL
 gpu_case unitouter_llama_sweep7 env EMMY_UNIT_OUTER=1 timeout 300 "$BIN" run $LL --seq-len 7 --sweep 20
 gpu_case unitouter_q4b_seq513 env EMMY_UNIT_OUTER=1 timeout 180 "$BIN" run $Q4B --seq-len 513
 gpu_case unitouter_batch4_seq37 env EMMY_UNIT_OUTER=1 timeout 120 "$BIN" run $L0 --batch 4 --hint seq_len=64 --seq-len 37
-# EMMY_WARP_RED=1 and EMMY_ROW_EXACT=1 (fifty-second session): a row kernel with a warp a row reduces by shuffles
-# alone, no block barriers; where the row count is a multiple of RPB for every seq_len its 'live' guard is the constant
-# true (Qwen3's q_norm / k_norm: 16 / 8 rows a token); every row kernel of both layers, masked lengths, a sweep, batch 4
-WR="env EMMY_WARP_RED=1 EMMY_ROW_EXACT=1"
+# EMMY_WARP_RED=1, EMMY_ROW_EXACT=1 and EMMY_TID_ASSUME=1 (fifty-second session): a row kernel with a warp a row
+# reduces by shuffles alone, no block barriers; where the row count is a multiple of RPB for every seq_len its 'live'
+# guard is the constant true (Qwen3's q_norm / k_norm: 16 / 8 rows a token); the block's shape is told to the compiler
+# (RoPE's rotate-half branch folds); every row kernel of both layers, masked lengths, a sweep, batch 4, the whole model
+WR="env EMMY_WARP_RED=1 EMMY_ROW_EXACT=1 EMMY_TID_ASSUME=1"
 for n in 1 7 513 2048; do gpu_case warpred_seq$n $WR timeout 120 "$BIN" run $L0 --seq-len $n; done
 gpu_case warpred_sweep513 $WR timeout 300 "$BIN" run $L0 --seq-len 513 --sweep 20 --kernel k_rms_norm
 gpu_case warpred_llama_sweep7 $WR timeout 300 "$BIN" run $LL --seq-len 7 --sweep 20 --kernel k_rms_norm

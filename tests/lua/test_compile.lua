@@ -1625,7 +1625,7 @@ test("EMMY_UNIT_OUTER=1: at batch 1 the dynamic sequence index is the rest of th
   check(b4:find("const long long x1 = ((row) / 8LL) % (s_seq_len);", 1, true), "batch 4: the division stays")
 end)
 
-test("EMMY_WARP_RED=1, EMMY_ROW_EXACT=1: a warp-a-row kernel reduces by shuffles without block barriers; rows a multiple of RPB drop the guard", function()
+test("EMMY_WARP_RED=1, EMMY_ROW_EXACT=1, EMMY_TID_ASSUME=1: a warp-a-row kernel reduces by shuffles without block barriers; rows a multiple of RPB drop the guard; the block's shape assumed", function()
   local function src(env, extra)
     local a = { "compile", "Qwen/Qwen3-Embedding-0.6B", "--layer", "0", "--dynamic", "seq_len@x:1", "--kernel", "k_rms_norm_rope", "--ir", "cuda" }
     for _, x in ipairs(extra or {}) do a[#a + 1] = x end
@@ -1633,7 +1633,9 @@ test("EMMY_WARP_RED=1, EMMY_ROW_EXACT=1: a warp-a-row kernel reduces by shuffles
     eq(c, 0, e)
     return o:match("// kernel .-\n}\n") -- the first kernel's text, without the next one's prelude
   end
-  local off, on = src("EMMY_NONE=1"), src("EMMY_WARP_RED=1 EMMY_ROW_EXACT=1")
+  local off, on = src("EMMY_NONE=1"), src("EMMY_WARP_RED=1 EMMY_ROW_EXACT=1 EMMY_TID_ASSUME=1")
+  check(on:find("__builtin_assume(threadIdx.x < 32u); __builtin_assume(threadIdx.y < 8u);", 1, true), "the block's shape")
+  check(not off:find("__builtin_assume", 1, true), "off: the earlier text")
   check(off:find("em_block_sum(em_acc, em_red)", 1, true) and off:find("const bool live = row < rows;", 1, true), off)
   check(on:find("em_acc += __shfl_xor_sync(0xffffffffu, em_acc, em_o);", 1, true), on)
   check(not on:find("em_red", 1, true) and not on:find("__syncthreads", 1, true), "no shared reduction, no barrier")
