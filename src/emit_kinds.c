@@ -69,9 +69,10 @@ static void row_loop_close(ectx *c, int unroll) {
   }
 }
 
-/* A row's reduction of the thread's partial v (an expression statement's text, "sum" or "max"): across the block's
- * warps through em_red, or — EMMY_WARP_RED=1 with a warp a row (THREADS=32) — by the warp's shuffles alone, without
- * the block barriers that make the RPB warps of a block wait for each other's loads. */
+/* A row's sum (max: maximum) of each thread's partial in the variable v, left in v: across the block's warps through
+ * em_red, or — EMMY_WARP_RED=1 with a warp a row (THREADS=32) — by the warp's shuffles alone (the same value: with one
+ * warp em_block_sum's second stage adds zeros), without the block barriers that make the RPB warps of a block wait for
+ * each other's loads. */
 static void row_reduce(ectx *c, int warp, const char *v, int max) {
   if (!warp) {
     ex_line(c, "%s = %s(%s, em_red);", v, max ? "em_block_max" : "em_block_sum", v);

@@ -1609,14 +1609,17 @@ test("emmy compile --pins: the selected kernels' chosen knobs with the set over 
   check(c3 ~= 0 and e3:find("STAGES=7 is not read by this kernel's emitter", 1, true), e3)
 end)
 
+-- Qwen3-Embedding-0.6B layer 0's RoPE norms as CUDA (dynamic seq_len), compiled with the environment env
+local function rope_norm_src(env, extra)
+  local a = { "compile", "Qwen/Qwen3-Embedding-0.6B", "--layer", "0", "--dynamic", "seq_len@x:1", "--kernel", "k_rms_norm_rope", "--ir", "cuda" }
+  for _, x in ipairs(extra or {}) do a[#a + 1] = x end
+  local c, o, e = emmy(a, { env = env })
+  eq(c, 0, e)
+  return o
+end
+
 test("EMMY_UNIT_OUTER=1: at batch 1 the dynamic sequence index is the rest of the flat index (no division by seq_len); batch 4 keeps it", function()
-  local function src(env, extra)
-    local a = { "compile", "Qwen/Qwen3-Embedding-0.6B", "--layer", "0", "--dynamic", "seq_len@x:1", "--kernel", "k_rms_norm_rope", "--ir", "cuda" }
-    for _, x in ipairs(extra or {}) do a[#a + 1] = x end
-    local c, o, e = emmy(a, { env = env })
-    eq(c, 0, e)
-    return o
-  end
+  local src = rope_norm_src
   local on, off = src("EMMY_UNIT_OUTER=1"), src("EMMY_UNIT_OUTER=0")
   check(on:find("const long long x0 = 0LL;\n    const long long x1 = (row) / 8LL;", 1, true), on)
   check(not on:find("% (s_seq_len)", 1, true), "no remainder by the sequence length")
@@ -1626,13 +1629,7 @@ test("EMMY_UNIT_OUTER=1: at batch 1 the dynamic sequence index is the rest of th
 end)
 
 test("EMMY_WARP_RED=1, EMMY_ROW_EXACT=1, EMMY_TID_ASSUME=1: a warp-a-row kernel reduces by shuffles without block barriers; rows a multiple of RPB drop the guard; the block's shape assumed", function()
-  local function src(env, extra)
-    local a = { "compile", "Qwen/Qwen3-Embedding-0.6B", "--layer", "0", "--dynamic", "seq_len@x:1", "--kernel", "k_rms_norm_rope", "--ir", "cuda" }
-    for _, x in ipairs(extra or {}) do a[#a + 1] = x end
-    local c, o, e = emmy(a, { env = env })
-    eq(c, 0, e)
-    return o:match("// kernel .-\n}\n") -- the first kernel's text, without the next one's prelude
-  end
+  local function src(env) return rope_norm_src(env):match("// kernel .-\n}\n") end -- the first kernel, not the next one's prelude
   local off, on = src("EMMY_NONE=1"), src("EMMY_WARP_RED=1 EMMY_ROW_EXACT=1 EMMY_TID_ASSUME=1")
   check(on:find("__builtin_assume(threadIdx.x < 32u); __builtin_assume(threadIdx.y < 8u);", 1, true), "the block's shape")
   check(not off:find("__builtin_assume", 1, true), "off: the earlier text")
