@@ -16,8 +16,9 @@
 #              its 512-token projections against torch (about 150 s)
 #   cold       the 512-token projections with the L2 flushed before each launch (kernel durations), against torch
 #              eager's kernels the same way: the regime of a matmul in the model's program, its weights from HBM
-# Text and JSON go to ${OUT:-/tmp}/status_*; each section prints its summary lines. Every emmy number is checked
-# against the reference before it is timed (the commands' own rule).
+# Text and JSON go to ${OUT:-/tmp}/status_* (in a device call's $OUT packed into status.tar.gz, the verdict beside it);
+# each section prints its summary lines, and the end bench/verdict.lua's table of the Done-when rows. Every emmy number
+# is checked against the reference before it is timed (the commands' own rule).
 BIN=${EMMY_BIN:-./emmy}
 LOG=${OUT:-/tmp}
 mkdir -p "$LOG"
@@ -27,9 +28,11 @@ t0=$(date +%s)
 stamp() { echo "== $1 ($(( $(date +%s) - t0 )) s)"; }
 # model M's layer 0 (dynamic seq_len, 512 tokens) against eager and torch.compile: whole, by kind, every kernel
 layer() {
-  f="$LOG/status_layer_$(echo "$1" | tr '/.' '__').txt"
-  timeout 200 "$BIN" run "$1" --layer 0 --dynamic seq_len@x:1 --bench --bench-backends eager,tcompile,emmy > "$f" 2>&1
+  f="$LOG/status_layer_$(echo "$1" | tr '/.' '__').txt" d="/tmp/status_dump_$(echo "$1" | tr '/.' '__')"
+  rm -rf "$d"
+  timeout 200 "$BIN" run "$1" --layer 0 --dynamic seq_len@x:1 --bench --bench-backends eager,tcompile,emmy --dump-dir "$d" > "$f" 2>&1
   stamp "$1 layer 0 (rc $?)"
+  cp "$d/60_bench_compare.json" "${f%.txt}.json" 2>/dev/null # (its by-kind rows, for bench/verdict.lua)
   grep -E "^(emmy|eager|tcompile|transformers) |^(matmul|attention|norm, elementwise|copy|sum) " "$f"
   grep -E "^k_" "$f"
 }
@@ -71,4 +74,11 @@ if on cold; then
     --json "$LOG/status_cold.json" > "$LOG/status_cold.txt" 2>&1
   stamp "cold projections (rc $?)"
   sed -n '/^case  *kernel  *chosen cold/,$p' "$LOG/status_cold.txt"
+fi
+# issues 19 and 20's Done-when rows against their bounds, from the files above (bench/verdict.lua)
+"$BIN" bench/verdict.lua "$LOG" --json "$LOG/status_verdict.json" > "$LOG/status_verdict.md" 2>&1 && cat "$LOG/status_verdict.md"
+# a device call brings back 8 files: in $OUT, every file but the verdict goes into one archive
+if [ -n "$OUT" ] && [ "$LOG" = "$OUT" ]; then
+  (cd "$LOG" && ls status_* | grep -v '^status_verdict' | tar czf status.tar.gz -T - && ls status_* | grep -v '^status_verdict' | xargs rm -f)
+  echo "== $LOG/status.tar.gz: every section's text and JSON (tar xzf)"
 fi

@@ -596,4 +596,52 @@ test("bench/detach.sh: a job outlives its start, a wait brings back its log and 
   end
 end)
 
+
+test("bench/verdict.lua: issues 19 and 20's Done-when rows from bench/status.sh's files, each against its bound; the device named; a missing file said", function()
+  local d = tmpdir()
+  local function put(name, t)
+    local f = assert(io.open(d .. "/" .. name, "w"))
+    f:write(cjson.encode(t))
+    f:close()
+  end
+  local function v(case, kernel, role, us) return { case = case, kernel = kernel, role = role, us = us } end
+  put("status_squares.json", { device = "NVIDIA H200", cases = { { label = "4096³", kernel = "k_a", torch = { best = "eager", best_us = 170.0 } } },
+    variants = { v("4096³", "k_a", "chosen", 180.0), v("4096³", "k_a", "candidate", 178.0) } })
+  put("status_gemm.json", { device = "NVIDIA H200", cases = { { label = "qwen b1×512", kernel = "k_q", torch = { best = "compile", best_us = 10.0 } },
+    { label = "qwen b1×512", kernel = "k_o", torch = { best = "eager", best_us = 8.0 } } },
+    variants = { v("qwen b1×512", "k_q", "chosen", 9.0), v("qwen b1×512", "k_o", "chosen", 8.4), v("qwen b1×512", "k_o", "stamp", 1.0) } })
+  put("status_attention.json", { device = "NVIDIA H200", cases = {
+    { label = "b1s512 d128 16/8 causal", batch = 1, seq = 512, chosen = { us = 8.5 }, best = { us = 8.5 }, torch = { best = "cudnn", best_us = 10.0 } },
+    { label = "b8s512 d128 16/8 causal", batch = 8, seq = 512, chosen = { us = 30.0 }, torch = { best = "cudnn", best_us = 31.0 } } } })
+  local c, o, e = emmy { ROOT .. "/bench/verdict.lua", d, "--json", d .. "/v.json" }
+  eq(c, 0, e .. o)
+  for _, want in ipairs { "Device: NVIDIA H200 — the machine issues 19 and 20 are judged on.",
+    "| 19 | 4096³ GEMM (TFLOP/s of cuBLAS's) | 180.0 | 178.0 | 170.0 | eager | 0.955 | >= 0.95 | yes |",
+    "| 19 | qwen b1×512 k_q | 9.0 | 9.0 | 10.0 | compile | 0.900 | <= 1.00 | yes |",
+    "| 19 | qwen b1×512 k_o | 8.4 | 8.4 | 8.0 | eager | 1.050 | <= 1.00 | **no** |",
+    "| 20 | b1s512 d128 16/8 causal | 8.5 | 8.5 | 10.0 | cudnn | 0.850 | <= 0.80 | **no** |",
+    "| 20 | b8s512 d128 16/8 causal | 30.0 | - | 31.0 | cudnn | 0.968 | <= 1.00 | yes |",
+    "3 of 5 rows met; not found: status_layer_Qwen_Qwen3-Embedding-0_6B.json." } do
+    check(o:find(want, 1, true), "missing: " .. want .. "\n" .. o)
+  end
+  local j = cjson.decode(read(d .. "/v.json"))
+  eq(j.met, 3) eq(j.over, 2) eq(j.h200, true)
+  -- the layer's by-kind rows (60_bench_compare.json) against torch.compile's; on an H100 the table is a picture only
+  put("status_layer_Qwen_Qwen3-Embedding-0_6B.json", { by_kind = { backends = { "eager", "tcompile", "emmy" }, rows = {
+    { kind = "matmul", eager = { us = 47.0, n = 7 }, tcompile = { us = 46.3, n = 7 }, emmy = { us = 44.0, n = 4 } },
+    { kind = "attention", eager = { us = 10.9, n = 1 }, tcompile = { us = 10.8, n = 1 }, emmy = { us = 8.7, n = 1 } } } } })
+  put("status_squares.json", { device = "NVIDIA H100 80GB HBM3", cases = {}, variants = {} })
+  c, o = emmy { ROOT .. "/bench/verdict.lua", d }
+  eq(c, 0, o)
+  check(o:find("Device: NVIDIA H100 80GB HBM3 — not an H200", 1, true), o)
+  check(o:find("| 19 | Qwen3-Embedding-0.6B layer 0, by-kind matmul row | 44.0 | - | 46.3 | tcompile | 0.950 | <= 1.00 | yes |", 1, true), o)
+  check(o:find("| 20 | Qwen3-Embedding-0.6B layer 0, by-kind attention row | 8.7 | - | 10.8 | tcompile | 0.806 | <= 1.00 | yes |", 1, true), o)
+  -- not a folder, or no status file: one line, non-zero
+  for _, bad in ipairs { { d .. "/nope", 2 }, { tmpdir(), 1 } } do
+    local c2, o2, e2 = emmy { ROOT .. "/bench/verdict.lua", bad[1] }
+    eq(c2, bad[2], o2 .. e2)
+    eq(#lines_of(e2), 1, e2)
+  end
+end)
+
 return T
