@@ -427,11 +427,13 @@ static const char *ew(ectx *c, const em_node *nd, const ivec *ix) {
       if (k < nd->args[0].n - 1) ex_line(c, "%sif (%s < %s) {", k ? "} else " : "", ix->e[d], end);
       else ex_line(c, "%s{", k ? "} else " : "");
       c->indent++;
+      c->cond_depth++;
       int mark = c->memo.n;
       ivec ui = *ix;
       ui.e[d] = ex_A(c, "(%s - %s)", ix->e[d], offs); /* offs is parenthesized */
       ex_line(c, "%s = (%s)%s;", res, ct, ex_val(c, u, &ui));
       c->memo.n = mark; /* values computed inside a branch are not visible after it */
+      c->cond_depth--;
       c->indent--;
       offs = end;
     }
@@ -516,7 +518,8 @@ const char *ex_val(ectx *c, int v, const ivec *ix) {
     }
   } else if (x->kind != EM_V_NODE) {
     int p = ex_input_pos(c, v);
-    const char *ld = ex_A(c, "in%d[%s]", p, ex_linearize(c, ix, &x->shape));
+    const char *ld = c->row_vec ? ex_rowvec_load(c, p, ix, &x->shape, x->dtype) : NULL;
+    if (!ld) ld = ex_A(c, "in%d[%s]", p, ex_linearize(c, ix, &x->shape));
     expr = ex_load_conv(c, x->dtype, ld);
     if (c->cache_mode == 1 && !c->cache_key) {
       c->cache_key = ld;
@@ -690,6 +693,7 @@ void ex_write_outputs(ectx *c, const int *which, int nwhich) {
         return;
       }
       c->cap->pos[c->cap->n] = j;
+      c->cap->contig[c->cap->n] = c->row_vec && ex_rowvec_contig(c, &c->al[o], &x->shape, x->dtype);
       c->cap->ix[c->cap->n] = ex_linearize(c, &c->al[o], &x->shape);
       c->cap->val[c->cap->n++] = ex_store_conv(c, x->dtype, v);
       continue;

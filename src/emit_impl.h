@@ -75,6 +75,15 @@ typedef struct {
   const char *more_prelude[6]; /* helpers only some variants need (ex_use_prelude: stamps, TMA stores), after those */
   int nmore;
   struct ex_cap *cap;      /* non-NULL: ex_write_outputs records each store here instead of emitting it */
+  int cond_depth;          /* > 0 inside a branch of the element code (a cat's): loads there stay where they are */
+  int row_vec;             /* EMMY_ROW_VEC (emit_rowvec.c): a row chunk's V columns; 0: none */
+  struct {
+    int p;                 /* the input's position */
+    em_dtype dt;
+    const char *base, *arr; /* the chunk's first index; the array its V elements are loaded into */
+  } vreq[16];              /* the chunk loads the element code asked for, placed ahead of it by ex_rowvec_end */
+  int nvreq;
+  sbuf *row_saved;         /* the kernel's text while the element code goes to a buffer of its own */
   int failed;
   char err[EM_ERR_MAX];
 } ectx;
@@ -111,6 +120,9 @@ int ex_sdpa_row_start(ectx *c, const em_node *an, const char *var, const char *x
 const char *ex_round_to(ectx *c, em_dtype t, const char *x);
 const char *ex_idx_name(ectx *c, const char *e);
 const char *ex_linearize(ectx *c, const ivec *ix, const em_shape *s);
+/* ex_linearize's expression, never named by an index variable and recording nothing (a text to compare or place
+ * elsewhere). */
+const char *ex_linearize_expr(ectx *c, const ivec *ix, const em_shape *s);
 const char *ex_index_diff(ectx *c, const char *x, const char *y);
 const char *ex_index_low(ectx *c, const char *x);
 ivec ex_unravel(ectx *c, const char *lin, const em_shape *s);
@@ -148,8 +160,17 @@ typedef struct ex_cap {
   int n;
   int pos[EX_MAX_OUTS];
   const char *ix[EX_MAX_OUTS], *val[EX_MAX_OUTS];
+  int contig[EX_MAX_OUTS]; /* EMMY_ROW_VEC: the store is a chunk's element, contiguous and aligned (ex_rowvec_contig) */
 } ex_cap;
 int ex_aligned_outputs(ectx *c, int *which);
+/* emit_rowvec.c: a row chunk's load of input p at ix (its last index em_c<j>) as element j of a chunk load placed
+ * ahead of the element code, or NULL (a load that stays); the element code into body, then the loads and it; a
+ * chunk's stores of output t from the elements' captured stores. */
+const char *ex_rowvec_load(ectx *c, int p, const ivec *ix, const em_shape *s, em_dtype dt);
+int ex_rowvec_contig(ectx *c, const ivec *ix, const em_shape *s, em_dtype dt);
+void ex_rowvec_begin(ectx *c, sbuf *body);
+void ex_rowvec_end(ectx *c, sbuf *body);
+void ex_rowvec_stores(ectx *c, const ex_cap *cap, int t);
 /* Places v at index ix, aligns, and writes every kernel output; `what` is the error when one is not aligned. */
 void ex_write_aligned(ectx *c, int v, ivec ix, const char *what);
 const char *ex_output_index(ectx *c, int v, ivec ix, const char **val, int *pos);

@@ -146,27 +146,46 @@ const char *ex_index_low(ectx *c, const char *x) {
   return x;
 }
 
-const char *ex_linearize(ectx *c, const ivec *ix, const em_shape *s) {
-  if (s->rank == 0) return "0LL";
-  const char *e = ix->e[0], *a = NULL, *b = NULL;
-  int64_t k = 0;
+/* The flat index of ix in s as one expression (row-major); record: the linear parts of each step recorded
+ * (linear_record), *a, *k, *b the last step's (a NULL where it has none). */
+static const char *lin_expr(ectx *c, const ivec *ix, const em_shape *s, int record, const char **a, int64_t *k, const char **b) {
+  const char *e = ix->e[0];
+  *a = *b = NULL;
+  *k = 0;
   for (int i = 1; i < s->rank; i++) {
     const char *dm = ex_dim_c(c, &s->d[i]), *u;
     if (ex_is_one(&s->d[i]) && !strcmp(ix->e[i], "0LL")) continue;
     if ((u = unravel_undo(c, e, ix->e[i], dm))) {
       e = u;
-      a = NULL;
+      *a = NULL;
     } else {
-      a = e;
-      b = ix->e[i];
+      *a = e;
+      *b = ix->e[i];
       e = ex_A(c, "(%s) * %s + %s", e, dm, ix->e[i]);
-      if (em_dim_is_const(&s->d[i], &k) && k > 0) linear_record(c, e, a, k, b);
-      else a = NULL;
+      if (em_dim_is_const(&s->d[i], k) && *k > 0) {
+        if (record) linear_record(c, e, *a, *k, *b);
+      } else {
+        *a = NULL;
+      }
     }
   }
+  return e;
+}
+
+const char *ex_linearize(ectx *c, const ivec *ix, const em_shape *s) {
+  if (s->rank == 0) return "0LL";
+  const char *a, *b;
+  int64_t k;
+  const char *e = lin_expr(c, ix, s, 1, &a, &k, &b);
   const char *name = ex_idx_name(c, e);
   if (a && name != e) linear_record(c, name, a, k, b);
   return name;
+}
+
+const char *ex_linearize_expr(ectx *c, const ivec *ix, const em_shape *s) {
+  const char *a, *b;
+  int64_t k;
+  return s->rank == 0 ? "0LL" : lin_expr(c, ix, s, 0, &a, &k, &b);
 }
 
 /* A symbolic dim whose outer dims all have extent 1 (a dynamic sequence at batch 1) takes the rest of the index

@@ -90,6 +90,81 @@ static int rows_exact(ectx *c, const em_shape *lead, int rpb) {
   return ex_env_choice("EMMY_ROW_EXACT", 1) && !em_shape_numel(lead, &n) && !em_dim_divexact(&n, &d, &q);
 }
 
+/* EMMY_ROW_VEC=V (2, 4, 8; emit_rowvec.c): the columns in chunks of V where the row is a constant multiple of
+ * THREADS·V and unrolled (not CACHE, not softmax); 1: the widest of 8, 4, 2 that fits a thread's columns — half of
+ * them where the kernel concatenates (RoPE's rotate-half: a chunk and its partner then stay one thread's, and the
+ * half a chunk is in is known); 0: a column a step. */
+static int row_vec_of(ectx *c, int unroll, int cache, int softmax, int threads, int64_t Lk) {
+  int v = ex_env_choice("EMMY_ROW_VEC", 8);
+  if (!unroll || cache || softmax || !(v == 1 || v == 2 || v == 4 || v == 8)) return 0;
+  if (v == 1) {
+    int64_t per = Lk / threads;
+    for (int i = 0; i < c->g->nodes.n; i++)
+      if (c->g->nodes.v[i].op == EM_OP_CAT) per /= 2;
+    for (v = 8; v >= 2 && (per % v || Lk % ((int64_t)threads * v)); v /= 2) {
+    }
+  }
+  return v >= 2 && Lk % ((int64_t)threads * v) == 0 ? v : 0;
+}
+
+/* The chunk loop of EMMY_ROW_VEC (closed by row_loop_close(c, 1)): chunk em_i of the thread starts at column em_cb. */
+static void row_chunks_open(ectx *c, int threads, int v, int64_t Lk) {
+  ex_line(c, "if (live) {");
+  c->indent++;
+  ex_line(c, "#pragma unroll");
+  ex_line(c, "for (int em_i = 0; em_i < %lld; em_i++) {", (long long)(Lk / ((int64_t)threads * v)));
+  c->indent++;
+  ex_line(c, "const long long em_cb = (threadIdx.x + em_i * %dLL) * %d;", threads, v);
+}
+
+/* Element j of a chunk: its column em_c<j>, the last index of xi. */
+static void row_chunk_elem(ectx *c, ivec *xi, int j) {
+  ex_line(c, "const long long em_c%d = em_cb + %d;", j, j);
+  xi->e[xi->rank - 1] = ex_A(c, "em_c%d", j);
+}
+
+/* The reduction's step at one element of the row (its input x at xi) into em_acc. */
+static void row_acc_step(ectx *c, em_op op, int xin, const ivec *xi, int cache) {
+  c->cache_mode = cache ? 1 : 0;
+  const char *x = ex_val(c, xin, xi);
+  c->cache_mode = 0;
+  if (op == EM_OP_AMAX) ex_line(c, "em_acc = fmaxf(em_acc, (float)%s);", x);
+  else if (op == EM_OP_VECTOR_NORM) ex_line(c, "em_acc += (float)%s * (float)%s;", x, x);
+  else ex_line(c, "em_acc += (float)%s;", x);
+}
+
+/* The full-row outputs at xi (aligned with the reduction input; softmax: the anchor too); which / the count. */
+static int row_outputs_at(ectx *c, int xin, int a, int softmax, const ivec *xi, int *which) {
+  ex_reset_alignment(c);
+  c->al[xin] = *xi;
+  c->bij[xin] = 1;
+  if (softmax) {
+    c->al[a] = *xi;
+    c->bij[a] = 1;
+  }
+  ex_align(c);
+  int n = ex_aligned_outputs(c, which);
+  ex_write_outputs(c, which, n);
+  return n;
+}
+
+/* The full-row outputs of a chunk of V elements (EMMY_ROW_VEC): each element's stores captured, then a chunk store an
+ * output (emit_rowvec.c). */
+static int row_outputs_chunk(ectx *c, int xin, int a, ivec xi, int v, int *which) {
+  ex_cap cap[8] = {{0}};
+  int n = 0, w[EX_MAX_OUTS];
+  for (int j = 0; j < v && !c->failed; j++) {
+    row_chunk_elem(c, &xi, j);
+    c->cap = &cap[j];
+    int nj = row_outputs_at(c, xin, a, 0, &xi, j ? w : which);
+    c->cap = NULL;
+    if (!j) n = nj;
+    if (cap[j].n != cap[0].n) ex_fail(c, "the chunk's elements store different outputs");
+  }
+  for (int t = 0; t < cap[0].n && !c->failed; t++) ex_rowvec_stores(c, cap, t);
+  return n;
+}
+
 void ex_k_row(ectx *c, em_launch *L) {
   int threads = EX_KNOB(c, THREADS), rpb = EX_KNOB(c, RPB);
   int cache = EX_KNOB(c, CACHE), unroll = EX_KNOB(c, UNROLL);
@@ -124,6 +199,7 @@ void ex_k_row(ectx *c, em_launch *L) {
     }
     ex_line(c, "__shared__ float em_row[%d][%lld];", rpb, (long long)Lk);
   }
+  int vec = c->row_vec = row_vec_of(c, unroll, cache, softmax, threads, Lk);
   if (!warp) {
     ex_line(c, "__shared__ float em_red_all[%d][32];", rpb);
     ex_line(c, "float *em_red = em_red_all[threadIdx.y];");
@@ -163,13 +239,20 @@ void ex_k_row(ectx *c, em_launch *L) {
     c->softmax_sum = "em_sum";
   } else {
     ex_line(c, "float em_acc = %s;", red_init(an->op));
-    row_loop_open(c, unroll, threads, Lk);
-    c->cache_mode = cache ? 1 : 0;
-    const char *x = ex_val(c, xin, &xi);
-    c->cache_mode = 0;
-    if (an->op == EM_OP_AMAX) ex_line(c, "em_acc = fmaxf(em_acc, (float)%s);", x);
-    else if (an->op == EM_OP_VECTOR_NORM) ex_line(c, "em_acc += (float)%s * (float)%s;", x, x);
-    else ex_line(c, "em_acc += (float)%s;", x);
+    if (vec) {
+      sbuf body;
+      row_chunks_open(c, threads, vec, Lk);
+      ex_rowvec_begin(c, &body);
+      ivec xj = xi;
+      for (int j = 0; j < vec; j++) {
+        row_chunk_elem(c, &xj, j);
+        row_acc_step(c, an->op, xin, &xj, 0);
+      }
+      ex_rowvec_end(c, &body);
+    } else {
+      row_loop_open(c, unroll, threads, Lk);
+      row_acc_step(c, an->op, xin, &xi, cache);
+    }
     c->memo.n = mark;
     row_loop_close(c, unroll);
     row_reduce(c, warp, "em_acc", an->op == EM_OP_AMAX);
@@ -179,20 +262,21 @@ void ex_k_row(ectx *c, em_launch *L) {
   }
   /* full-row outputs: aligned with the reduction input (CACHE=1: the row's input from shared memory; each
    * thread reads back only the columns it stored, so no barrier is needed) */
-  row_loop_open(c, unroll, threads, Lk);
-  c->cache_mode = cache && !softmax ? 2 : 0;
-  ex_reset_alignment(c);
-  c->al[xin] = xi;
-  c->bij[xin] = 1;
-  if (softmax) {
-    c->al[a] = xi;
-    c->bij[a] = 1;
+  int which[EX_MAX_OUTS] = {0}, n;
+  if (vec) {
+    sbuf body;
+    row_chunks_open(c, threads, vec, Lk);
+    ex_rowvec_begin(c, &body);
+    n = row_outputs_chunk(c, xin, a, xi, vec, which);
+    ex_rowvec_end(c, &body);
+  } else {
+    row_loop_open(c, unroll, threads, Lk);
+    c->cache_mode = cache && !softmax ? 2 : 0;
+    n = row_outputs_at(c, xin, a, softmax, &xi, which);
+    c->cache_mode = 0;
   }
-  ex_align(c);
-  int which[EX_MAX_OUTS] = {0}, n = ex_aligned_outputs(c, which);
-  ex_write_outputs(c, which, n);
-  c->cache_mode = 0;
   c->memo.n = mark;
+  c->row_vec = 0;
   row_loop_close(c, unroll);
   /* per-row outputs (e.g. a kept reduction) aligned with the anchor */
   int done = n;

@@ -26,31 +26,24 @@ local function row(issue, what, emmy, best, torch, torch_name, ratio, bound, met
     ratio = ratio, bound = bound, met = met }
 end
 
--- Issue 19's squares: emmy's best timed variant (the tune's stand-in) against cuBLAS, as a ratio of TFLOP/s.
-function M.squares(g)
+-- Issue 19's GEMM rows of a bench/gemm.lua JSON: each kernel's fastest timed variant (the tune's stand-in) against
+-- torch's faster backend — squares (of_cublas) as a ratio of TFLOP/s at least SQUARES_MIN, the projections as a ratio
+-- of times at most PROJECTION_MAX.
+local function gemm_rows(g, of_cublas)
   local out = {}
   for _, c in ipairs((g or {}).cases or {}) do
     local chosen, best = times(g.variants, c.label, c.kernel)
     local t = c.torch and c.torch.best_us
-    local r = best and t and t / best
-    out[#out + 1] = row(19, c.label .. " GEMM (TFLOP/s of cuBLAS's)", chosen, best, t, c.torch and c.torch.best, r,
-      (">= %.2f"):format(M.SQUARES_MIN), r and r >= M.SQUARES_MIN or false)
+    local r = best and t and (of_cublas and t / best or best / t)
+    local met = r and (of_cublas and r >= M.SQUARES_MIN or not of_cublas and r <= M.PROJECTION_MAX) or false
+    out[#out + 1] = row(19, of_cublas and c.label .. " GEMM (TFLOP/s of cuBLAS's)" or ("%s %s"):format(c.label, c.kernel),
+      chosen, best, t, c.torch and c.torch.best, r,
+      of_cublas and (">= %.2f"):format(M.SQUARES_MIN) or ("<= %.2f"):format(M.PROJECTION_MAX), met)
   end
   return out
 end
-
--- Issue 19's projections: each kernel's best timed variant against torch's faster backend, as a ratio of times.
-function M.projections(g)
-  local out = {}
-  for _, c in ipairs((g or {}).cases or {}) do
-    local chosen, best = times(g.variants, c.label, c.kernel)
-    local t = c.torch and c.torch.best_us
-    local r = best and t and best / t
-    out[#out + 1] = row(19, ("%s %s"):format(c.label, c.kernel), chosen, best, t, c.torch and c.torch.best, r,
-      ("<= %.2f"):format(M.PROJECTION_MAX), r and r <= M.PROJECTION_MAX or false)
-  end
-  return out
-end
+function M.squares(g) return gemm_rows(g, true) end
+function M.projections(g) return gemm_rows(g, false) end
 
 -- Issue 20's table: the rules' chosen variant against torch's fastest SDPA; batch 1 seq 512 bound tighter.
 function M.attention(a)

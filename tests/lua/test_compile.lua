@@ -1644,6 +1644,33 @@ test("EMMY_WARP_RED=1, EMMY_ROW_EXACT=1, EMMY_TID_ASSUME=1: a warp-a-row kernel 
   check(o:find("const bool live = row < rows;", 1, true), o)
 end)
 
+test("EMMY_ROW_VEC: a row kernel's columns in chunks — one load of a chunk a tensor, one store; RoPE's partner stays an element load; 0 the text before", function()
+  local function src(env, model, kernel)
+    local c, o, e = emmy({ "compile", model, "--layer", "0", "--dynamic", "seq_len@x:1", "--kernel", kernel, "--ir", "cuda" }, { env = env })
+    eq(c, 0, e)
+    return o:match("// kernel .-\n}\n")
+  end
+  local Q, LL = "Qwen/Qwen3-Embedding-0.6B", "TinyLlama/TinyLlama-1.1B-Chat-v1.0"
+  -- TinyLlama's input norm (2048 columns, 256 threads): 16-byte chunks by itself (1) or asked (8)
+  for _, env in ipairs { "EMMY_ROW_VEC=1", "EMMY_ROW_VEC=8" } do
+    local t = src(env, LL, "k_rms_norm")
+    check(t:find("const long long em_cb = (threadIdx.x + em_i * 256LL) * 8;", 1, true), t)
+    check(select(2, t:gsub("__ldg%(%(const uint4 %*%)%(in", "")) == 3, "the input (both passes) and the weight, a chunk each: " .. t)
+    check(t:find("asm volatile(\"st.global.v4.b32", 1, true), "one 16-byte store")
+    check(not t:find("in%d%[") , "no element load left: " .. t)
+  end
+  -- Qwen3's q_norm with RoPE (128 columns, a warp): chunks of 2 (half the thread's columns: the rotate-half partner
+  -- chunk is the thread's own); x, cos, sin and the weight a 4-byte load, the partner's x and weight element loads
+  local q = src("EMMY_ROW_VEC=1", Q, "k_rms_norm_rope_40c43c")
+  check(q:find("const long long em_cb = (threadIdx.x + em_i * 32LL) * 2;", 1, true), q)
+  check(select(2, q:gsub("__ldg%(%(const unsigned %*%)%(in", "")) == 5, "x (both passes), cos, sin, weight: " .. q)
+  check(q:find("if (em_c0 < (0LL + 64LL)) {", 1, true) and q:find("em_bf2f(in2[", 1, true), "the partner, an element load")
+  check(q:find("*(unsigned *)(out0 + (", 1, true), "a 4-byte store")
+  -- a row whose thread's columns are not a multiple of V: the text before; and unset: the text before
+  eq(src("EMMY_ROW_VEC=8", Q, "k_rms_norm_rope_40c43c"), src("EMMY_NONE=1", Q, "k_rms_norm_rope_40c43c"))
+  check(not src("EMMY_NONE=1", LL, "k_rms_norm"):find("em_cb", 1, true), "unset: no chunks")
+end)
+
 test("kernels.apply_picks: a tune's picks become the choices of the kernels that are tuned ones; the rest say why not", function()
   local kernels = require "emmy.kernels"
   local function plan(name, ...)

@@ -1,0 +1,137 @@
+/* emit_rowvec.c — a row kernel's columns in chunks of V (EMMY_ROW_VEC=2, 4 or 8: an experiment, docs/formats.md):
+ * a thread takes V consecutive columns a chunk, the chunk's elements emitted one after another (columns em_c0 ..
+ * em_c<V-1>), and every unconditional load of a kernel input at the element's own column becomes one load of the
+ * chunk (4, 8 or 16 bytes) made before the elements, every store of an output at it one store after them. Where that
+ * is legal is decided here, from the text: the tensor's last dim a constant multiple of V (a chunk then starts at a
+ * multiple of V elements, since em_cb is one) and the element's flat index the chunk's plus j; the base pointers are
+ * the runtime's own buffers (cuMemAlloc, 256-byte aligned: a kernel never gets a pointer into a buffer, views are
+ * index math). The element code is emitted into a buffer of its own first (ex_rowvec_begin), so that the loads it asks
+ * for can be placed ahead of it (ex_rowvec_end). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "emit_impl.h"
+
+/* Whether text x names only row-level values (x0.., em_cb, the symbols s_*) besides numbers and operators: a load's
+ * chunk index made ahead of the elements must not read a value computed inside them (a gather's index). */
+static int row_level(const char *x) {
+  for (const char *p = x; *p;) {
+    if ((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || *p == '_') {
+      const char *q = p;
+      while ((*q >= 'a' && *q <= 'z') || (*q >= 'A' && *q <= 'Z') || (*q >= '0' && *q <= '9') || *q == '_') q++;
+      size_t n = (size_t)(q - p);
+      int ok = (n >= 2 && p[0] == 'x' && strspn(p + 1, "0123456789") == n - 1) || (n == 5 && !strncmp(p, "em_cb", 5)) ||
+               (n > 2 && !strncmp(p, "s_", 2)) || (n == 2 && !strncmp(p, "LL", 2));
+      if (!ok) return 0;
+      p = q;
+    } else if (*p >= '0' && *p <= '9') {
+      while ((*p >= '0' && *p <= '9') || *p == 'L') p++;
+    } else {
+      p++;
+    }
+  }
+  return 1;
+}
+
+/* The element number j where x is exactly "em_c<j>", else -1. */
+static int chunk_elem(const char *x) {
+  if (strncmp(x, "em_c", 4) || !x[4] || strspn(x + 4, "0123456789") != strlen(x + 4)) return -1;
+  return atoi(x + 4);
+}
+
+/* The chunk's flat index where element j of ix (its last index em_c<j>) is at it plus j in a tensor of shape s whose
+ * chunks are aligned (its last dim a constant multiple of V), else NULL; *j the element. */
+static const char *chunk_base(ectx *c, const ivec *ix, const em_shape *s, int *j) {
+  int64_t last;
+  if (!ix->rank || (*j = chunk_elem(ix->e[ix->rank - 1])) < 0 || !em_dim_is_const(&s->d[s->rank - 1], &last) ||
+      last % c->row_vec)
+    return NULL;
+  ivec b = *ix;
+  b.e[b.rank - 1] = "em_cb";
+  const char *base = ex_linearize_expr(c, &b, s), *own = ex_linearize_expr(c, ix, s);
+  size_t n = strlen(base);
+  /* the last dim added last, at stride 1, and nothing else naming the column */
+  if (n < 5 || strcmp(base + n - 5, "em_cb") || strncmp(own, base, n - 5) || strcmp(own + n - 5, ix->e[ix->rank - 1]) ||
+      strstr(own, "em_c") != own + n - 5)
+    return NULL;
+  return base;
+}
+
+int ex_rowvec_contig(ectx *c, const ivec *ix, const em_shape *s, em_dtype dt) {
+  int j;
+  return c->row_vec > 1 && (em_dtype_bytes(dt) == 2 || (dt == EM_F32 && c->row_vec <= 4)) && chunk_base(c, ix, s, &j);
+}
+
+const char *ex_rowvec_load(ectx *c, int p, const ivec *ix, const em_shape *s, em_dtype dt) {
+  int j;
+  const char *base;
+  if (c->cond_depth || !ex_rowvec_contig(c, ix, s, dt) || !(base = chunk_base(c, ix, s, &j)) || !row_level(base)) return NULL;
+  for (int i = 0; i < c->nvreq; i++)
+    if (c->vreq[i].p == p && !strcmp(c->vreq[i].base, base)) return ex_A(c, "%s[%d]", c->vreq[i].arr, j);
+  if (c->nvreq == (int)(sizeof c->vreq / sizeof c->vreq[0])) return NULL;
+  const char *arr = ex_A(c, "em_vr%d", c->tmp++);
+  c->vreq[c->nvreq].p = p;
+  c->vreq[c->nvreq].dt = dt;
+  c->vreq[c->nvreq].base = base;
+  c->vreq[c->nvreq++].arr = arr;
+  return ex_A(c, "%s[%d]", arr, j);
+}
+
+void ex_rowvec_begin(ectx *c, sbuf *body) {
+  memset(body, 0, sizeof *body);
+  c->row_saved = c->out;
+  c->out = body;
+  c->nvreq = 0;
+}
+
+/* One request's load: the chunk at once, through the read-only path (__ldg), into its array. */
+static void rowvec_load(ectx *c, int i) {
+  int v = c->row_vec, two = c->vreq[i].dt != EM_F32;
+  const char *st = ex_stype(c->vreq[i].dt), *arr = c->vreq[i].arr;
+  const char *w = two ? (v == 2 ? "unsigned" : v == 4 ? "uint2" : "uint4") : (v == 2 ? "float2" : "float4");
+  const char *q = ex_A(c, "%s_w", arr);
+  ex_line(c, "const %s %s = __ldg((const %s *)(in%d + (%s)));", w, q, w, c->vreq[i].p, c->vreq[i].base);
+  ex_line(c, "%s %s[%d];", st, arr, v);
+  for (int j = 0; j < v; j++) {
+    if (!two) ex_line(c, "%s[%d] = %s.%c;", arr, j, q, "xyzw"[j]);
+    else
+      ex_line(c, "%s[%d] = (unsigned short)(%s%s%s);", arr, j, q, v == 2 ? "" : (const char *[]){".x", ".y", ".z", ".w"}[j / 2],
+              j & 1 ? " >> 16" : "");
+  }
+}
+
+void ex_rowvec_end(ectx *c, sbuf *body) {
+  c->out = c->row_saved;
+  for (int i = 0; i < c->nvreq; i++) rowvec_load(c, i);
+  if (body->s) ex_sb_add(c->out, "%s", body->s);
+  free(body->s);
+  c->nvreq = 0;
+}
+
+/* The chunk's stores of output t (cap[j]: element j's): one store where its elements are contiguous and aligned
+ * (ex_rowvec_contig when captured), else one an element. */
+void ex_rowvec_stores(ectx *c, const ex_cap *cap, int t) {
+  int v = c->row_vec, p = cap[0].pos[t];
+  em_dtype dt = ex_V(c, c->g->outputs.v[p])->dtype;
+  const char *ix0 = cap[0].ix[t], *one = NULL;
+  if (!cap[0].contig[t]) {
+    for (int j = 0; j < v; j++) ex_line(c, "out%d[%s] = %s;", p, cap[j].ix[t], cap[j].val[t]);
+    return;
+  }
+  if (em_dtype_bytes(dt) == 2) {
+    const char *w[4];
+    for (int i = 0; i < v / 2; i++) w[i] = ex_store_pair(c, cap[2 * i].val[t], cap[2 * i + 1].val[t]);
+    if (v == 2) one = ex_A(c, "*(unsigned *)(out%d + (%s)) = %s;", p, ix0, w[0]);
+    else if (v == 4)
+      one = ex_A(c, "asm volatile(\"st.global.v2.b32 [%%0], {%%1, %%2};\" :: \"l\"(out%d + (%s)), \"r\"(%s), \"r\"(%s));", p, ix0, w[0], w[1]);
+    else
+      one = ex_A(c, "asm volatile(\"st.global.v4.b32 [%%0], {%%1, %%2, %%3, %%4};\" :: \"l\"(out%d + (%s)), \"r\"(%s), \"r\"(%s), "
+                    "\"r\"(%s), \"r\"(%s));", p, ix0, w[0], w[1], w[2], w[3]);
+  } else if (dt == EM_F32 && v <= 4) {
+    one = v == 2 ? ex_A(c, "*(float2 *)(out%d + (%s)) = make_float2(%s, %s);", p, ix0, cap[0].val[t], cap[1].val[t])
+                 : ex_A(c, "*(float4 *)(out%d + (%s)) = make_float4(%s, %s, %s, %s);", p, ix0, cap[0].val[t], cap[1].val[t],
+                        cap[2].val[t], cap[3].val[t]);
+  }
+  ex_line(c, "%s", one);
+}
