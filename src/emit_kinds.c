@@ -159,7 +159,9 @@ static int row_outputs_chunk(ectx *c, int xin, int a, ivec xi, int v, int *which
     int nj = row_outputs_at(c, xin, a, 0, &xi, j ? w : which);
     c->cap = NULL;
     if (!j) n = nj;
-    if (cap[j].n != cap[0].n) ex_fail(c, "the chunk's elements store different outputs");
+    for (int t = 0; t < cap[0].n && !c->failed; t++)
+      if (cap[j].n != cap[0].n || cap[j].pos[t] != cap[0].pos[t]) ex_fail(c, "the chunk's elements store different outputs");
+      else cap[0].contig[t] &= cap[j].contig[t]; /* (one store only where every element's index is the chunk's form) */
   }
   for (int t = 0; t < cap[0].n && !c->failed; t++) ex_rowvec_stores(c, cap, t);
   return n;
