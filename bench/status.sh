@@ -22,6 +22,7 @@
 BIN=${EMMY_BIN:-./emmy}
 LOG=${OUT:-/tmp}
 mkdir -p "$LOG"
+rm -f "$LOG"/status_* "$LOG"/status.tar.gz # (a run's verdict reads only its own sections: another run's, another $OUT)
 ONLY="${*:-check layers attention gemm squares cold}"
 on() { case " $ONLY " in *" $1 "*) return 0;; esac; return 1; }
 t0=$(date +%s)

@@ -70,12 +70,17 @@ function M.by_kind(bc, model, kind, issue)
   return nil
 end
 
--- Every row from the files of bench/status.sh's folder dir (read_json: path -> table or nil), with the device.
-function M.collect(dir, read_json)
+-- Every row from the files of bench/status.sh's folders dirs (a list: each file from the last folder that has it,
+-- so that two calls' sections make one table; read_json: path -> table or nil), with the device.
+function M.collect(dirs, read_json)
   local v = { rows = {}, missing = {} }
   local function add(rows) for _, r in ipairs(rows) do v.rows[#v.rows + 1] = r end end
   local function file(name)
-    local d = read_json(dir .. "/" .. name)
+    local d
+    for i = #dirs, 1, -1 do
+      d = read_json(dirs[i] .. "/" .. name)
+      if d then break end
+    end
     if not d then v.missing[#v.missing + 1] = name end
     v.device = v.device or (d and d.device)
     return d

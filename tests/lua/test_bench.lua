@@ -633,11 +633,18 @@ test("bench/verdict.lua: issues 19 and 20's Done-when rows from bench/status.sh'
   put("status_squares.json", { device = "NVIDIA H100 80GB HBM3", cases = {}, variants = {} })
   c, o = emmy { ROOT .. "/bench/verdict.lua", d }
   eq(c, 0, o)
+  -- two calls' folders: each file from the last that has it (here the second's layer file, the first's attention)
+  local d2 = tmpdir()
+  sh(("cp %s/status_layer_Qwen_Qwen3-Embedding-0_6B.json %s/ && rm %s/status_layer_Qwen_Qwen3-Embedding-0_6B.json"):format(d, d2, d))
+  local c3, o3 = emmy { ROOT .. "/bench/verdict.lua", d, d2 }
+  eq(c3, 0, o3)
+  check(o3:find("by-kind matmul row | 44.0", 1, true) and o3:find("| 20 | b8s512 d128 16/8 causal |", 1, true), o3)
+  check(o3:find("not found: status_gemm.json.", 1, true) == nil and o3:find("rows met.", 1, true), o3)
   check(o:find("Device: NVIDIA H100 80GB HBM3 — not an H200", 1, true), o)
   check(o:find("| 19 | Qwen3-Embedding-0.6B layer 0, by-kind matmul row | 44.0 | - | 46.3 | tcompile | 0.950 | <= 1.00 | yes |", 1, true), o)
   check(o:find("| 20 | Qwen3-Embedding-0.6B layer 0, by-kind attention row | 8.7 | - | 10.8 | tcompile | 0.806 | <= 1.00 | yes |", 1, true), o)
   -- not a folder, or no status file: one line, non-zero
-  for _, bad in ipairs { { d .. "/nope", 2 }, { tmpdir(), 1 } } do
+  for _, bad in ipairs { { d .. "/nope", 2 }, { tmpdir(), 1 }, { nil, 2 } } do
     local c2, o2, e2 = emmy { ROOT .. "/bench/verdict.lua", bad[1] }
     eq(c2, bad[2], o2 .. e2)
     eq(#lines_of(e2), 1, e2)
