@@ -91,9 +91,9 @@ static int rows_exact(ectx *c, const em_shape *lead, int rpb) {
 }
 
 /* EMMY_ROW_VEC=V (2, 4, 8; emit_rowvec.c): the columns in chunks of V where the row is a constant multiple of
- * THREADS·V and unrolled (not CACHE, not softmax); 1: the widest of 8, 4, 2 that fits a thread's columns — half of
- * them where the kernel concatenates (RoPE's rotate-half: a chunk and its partner then stay one thread's, and the
- * half a chunk is in is known); 0: a column a step. */
+ * THREADS·V and unrolled (not CACHE, not softmax); 1: the widest of 8, 4, 2 (at most 16 bytes of the kernel's widest
+ * input) that fits a thread's columns — half of them where the kernel concatenates (RoPE's rotate-half: a chunk and
+ * its partner then stay one thread's, and the half a chunk is in is known); 0: a column a step. */
 static int row_vec_of(ectx *c, int unroll, int cache, int softmax, int threads, int64_t Lk) {
   int v = ex_env_choice("EMMY_ROW_VEC", 8);
   if (!unroll || cache || softmax || !(v == 1 || v == 2 || v == 4 || v == 8)) return 0;
@@ -101,7 +101,10 @@ static int row_vec_of(ectx *c, int unroll, int cache, int softmax, int threads, 
     int64_t per = Lk / threads;
     for (int i = 0; i < c->g->nodes.n; i++)
       if (c->g->nodes.v[i].op == EM_OP_CAT) per /= 2;
-    for (v = 8; v >= 2 && (per % v || Lk % ((int64_t)threads * v)); v /= 2) {
+    int most = 8; /* (16 bytes of the kernel's widest input) */
+    for (int i = 0; i < c->g->inputs.n; i++)
+      if (em_dtype_bytes(ex_V(c, c->g->inputs.v[i])->dtype) == 4) most = 4;
+    for (v = most < 8 ? most : 8; v >= 2 && (per % v || Lk % ((int64_t)threads * v)); v /= 2) {
     }
   }
   return v >= 2 && Lk % ((int64_t)threads * v) == 0 ? v : 0;

@@ -1666,6 +1666,11 @@ test("EMMY_ROW_VEC: a row kernel's columns in chunks — one load of a chunk a t
   check(select(2, q:gsub("__ldg%(%(const unsigned %*%)%(in", "")) == 5, "x (both passes), cos, sin, weight: " .. q)
   check(q:find("if (em_c0 < (0LL + 64LL)) {", 1, true) and q:find("em_bf2f(in2[", 1, true), "the partner, an element load")
   check(q:find("*(unsigned *)(out0 + (", 1, true), "a 4-byte store")
+  -- an f32 model: chunks of 4 (16 bytes), float4 loads and store
+  local c4, f4, e4 = emmy({ "compile", LL, "--layer", "0", "--dynamic", "seq_len@x:1", "--dtype", "f32", "--kernel", "k_rms_norm",
+    "--ir", "cuda" }, { env = "EMMY_ROW_VEC=1" })
+  eq(c4, 0, e4)
+  check(f4:find("__ldg((const float4 *)(in1 + (em_cb)))", 1, true) and f4:find("*(float4 *)(out0 + (", 1, true), f4)
   -- a row whose thread's columns are not a multiple of V: the text before; and unset: the text before
   eq(src("EMMY_ROW_VEC=8", Q, "k_rms_norm_rope_40c43c"), src("EMMY_NONE=1", Q, "k_rms_norm_rope_40c43c"))
   check(not src("EMMY_NONE=1", LL, "k_rms_norm"):find("em_cb", 1, true), "unset: no chunks")
