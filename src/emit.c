@@ -198,6 +198,27 @@ const char *ex_store_pair(ectx *c, const char *lo, const char *hi) {
   return ex_A(c, "(unsigned)%s | ((unsigned)%s << 16)", lo, hi);
 }
 
+const char *ex_store_chunk(ectx *c, int p, const char *ix0, const char *const *val, int n, em_dtype t) {
+  if (em_dtype_bytes(t) == 2 && (n == 2 || n == 4 || n == 8)) {
+    const char *w[4];
+    for (int i = 0; i < n / 2; i++) w[i] = ex_store_pair(c, val[2 * i], val[2 * i + 1]);
+    if (n == 2) return ex_A(c, "*(unsigned *)(out%d + (%s)) = %s;", p, ix0, w[0]);
+    if (n == 4)
+      return ex_A(c, "asm volatile(\"st.global.v2.b32 [%%0], {%%1, %%2};\" :: \"l\"(out%d + (%s)), \"r\"(%s), \"r\"(%s));", p, ix0, w[0],
+                  w[1]);
+    /* (by PTX: NVCC split a uint4 assignment into four 4-byte stores) */
+    return ex_A(c, "asm volatile(\"st.global.v4.b32 [%%0], {%%1, %%2, %%3, %%4};\" :: \"l\"(out%d + (%s)), \"r\"(%s), \"r\"(%s), "
+                   "\"r\"(%s), \"r\"(%s));", p, ix0, w[0], w[1], w[2], w[3]);
+  }
+  if (t != EM_F32) return NULL;
+  if (n == 2) return ex_A(c, "*(float2 *)(out%d + (%s)) = make_float2(%s, %s);", p, ix0, val[0], val[1]);
+  if (n == 4) return ex_A(c, "*(float4 *)(out%d + (%s)) = make_float4(%s, %s, %s, %s);", p, ix0, val[0], val[1], val[2], val[3]);
+  if (n != 8) return NULL;
+  const char *v4 = "asm volatile(\"st.global.v4.f32 [%%0], {%%1, %%2, %%3, %%4};\" :: \"l\"(out%d + (%s) + %d), \"f\"(%s), \"f\"(%s), "
+                   "\"f\"(%s), \"f\"(%s));";
+  return ex_A(c, "{ %s %s }", ex_A(c, v4, p, ix0, 0, val[0], val[1], val[2], val[3]), ex_A(c, v4, p, ix0, 4, val[4], val[5], val[6], val[7]));
+}
+
 /* Rounds an expression computed in the compute type to what dtype t holds. */
 const char *ex_round_to(ectx *c, em_dtype t, const char *x) {
   switch (t) {

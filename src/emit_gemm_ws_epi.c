@@ -78,19 +78,9 @@ static void ws_chunk_write(ectx *c, const ex_cap *a, int t) {
   int p = a[0].pos[t];
   em_dtype dt = ex_V(c, c->g->outputs.v[p])->dtype;
   const char *ix0 = a[0].ix[t], *ix7 = a[7].ix[t];
-  const char *one = NULL;
-  if (em_dtype_bytes(dt) == 2) {
-    const char *w[4];
-    for (int i = 0; i < 4; i++) w[i] = ex_store_pair(c, a[2 * i].val[t], a[2 * i + 1].val[t]);
-    /* (by PTX: NVCC split a uint4 assignment into four 4-byte stores) */
-    one = ex_A(c, "asm volatile(\"st.global.v4.b32 [%%0], {%%1, %%2, %%3, %%4};\" :: \"l\"(out%d + (%s)), \"r\"(%s), \"r\"(%s), "
-                  "\"r\"(%s), \"r\"(%s));", p, ix0, w[0], w[1], w[2], w[3]);
-  } else if (dt == EM_F32) {
-    const char *v4 = "asm volatile(\"st.global.v4.f32 [%%0], {%%1, %%2, %%3, %%4};\" :: \"l\"(out%d + (%s) + %d), \"f\"(%s), \"f\"(%s), "
-                     "\"f\"(%s), \"f\"(%s));";
-    one = ex_A(c, "{ %s %s }", ex_A(c, v4, p, ix0, 0, a[0].val[t], a[1].val[t], a[2].val[t], a[3].val[t]),
-               ex_A(c, v4, p, ix0, 4, a[4].val[t], a[5].val[t], a[6].val[t], a[7].val[t]));
-  }
+  const char *val[8];
+  for (int e = 0; e < 8; e++) val[e] = a[e].val[t];
+  const char *one = ex_store_chunk(c, p, ix0, val, 8, dt);
   if (one) {
     ex_line(c, "if ((%s) == (%s) + 7 && ((unsigned long long)(out%d + (%s)) & 15) == 0) %s", ix7, ix0, p, ix0, one);
     ex_line(c, "else {");

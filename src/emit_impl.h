@@ -111,6 +111,9 @@ const char *ex_stype(em_dtype t);
 const char *ex_load_conv(ectx *c, em_dtype t, const char *x);
 const char *ex_store_conv(ectx *c, em_dtype t, const char *x);
 const char *ex_store_pair(ectx *c, const char *lo, const char *hi);
+/* One store of n consecutive converted elements val[0..n) of output p from flat index ix0 (aligned to the n elements'
+ * bytes): 2-byte types n = 2, 4, 8 (4, 8, 16 bytes), f32 n = 2, 4, 8 (8 as two 16-byte stores); NULL for others. */
+const char *ex_store_chunk(ectx *c, int p, const char *ix0, const char *const *val, int n, em_dtype t);
 int ex_env_choice(const char *name, int most);
 int ex_env_default_on(const char *name);
 /* SDPA's seq_pos (an[8], sequences packed end to end): emits `const long long var = live ? row - seq_pos[b, row] : 0LL;`,

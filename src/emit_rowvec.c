@@ -114,24 +114,10 @@ void ex_rowvec_end(ectx *c, sbuf *body) {
 void ex_rowvec_stores(ectx *c, const ex_cap *cap, int t) {
   int v = c->row_vec, p = cap[0].pos[t];
   em_dtype dt = ex_V(c, c->g->outputs.v[p])->dtype;
-  const char *ix0 = cap[0].ix[t], *one = NULL;
-  if (!cap[0].contig[t]) {
+  const char *val[8];
+  for (int j = 0; j < v; j++) val[j] = cap[j].val[t];
+  const char *one = cap[0].contig[t] ? ex_store_chunk(c, p, cap[0].ix[t], val, v, dt) : NULL;
+  if (one) ex_line(c, "%s", one);
+  else
     for (int j = 0; j < v; j++) ex_line(c, "out%d[%s] = %s;", p, cap[j].ix[t], cap[j].val[t]);
-    return;
-  }
-  if (em_dtype_bytes(dt) == 2) {
-    const char *w[4];
-    for (int i = 0; i < v / 2; i++) w[i] = ex_store_pair(c, cap[2 * i].val[t], cap[2 * i + 1].val[t]);
-    if (v == 2) one = ex_A(c, "*(unsigned *)(out%d + (%s)) = %s;", p, ix0, w[0]);
-    else if (v == 4)
-      one = ex_A(c, "asm volatile(\"st.global.v2.b32 [%%0], {%%1, %%2};\" :: \"l\"(out%d + (%s)), \"r\"(%s), \"r\"(%s));", p, ix0, w[0], w[1]);
-    else
-      one = ex_A(c, "asm volatile(\"st.global.v4.b32 [%%0], {%%1, %%2, %%3, %%4};\" :: \"l\"(out%d + (%s)), \"r\"(%s), \"r\"(%s), "
-                    "\"r\"(%s), \"r\"(%s));", p, ix0, w[0], w[1], w[2], w[3]);
-  } else if (dt == EM_F32 && v <= 4) {
-    one = v == 2 ? ex_A(c, "*(float2 *)(out%d + (%s)) = make_float2(%s, %s);", p, ix0, cap[0].val[t], cap[1].val[t])
-                 : ex_A(c, "*(float4 *)(out%d + (%s)) = make_float4(%s, %s, %s, %s);", p, ix0, cap[0].val[t], cap[1].val[t],
-                        cap[2].val[t], cap[3].val[t]);
-  }
-  ex_line(c, "%s", one);
 }
