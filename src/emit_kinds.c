@@ -70,7 +70,7 @@ static void row_loop_close(ectx *c, int unroll) {
 }
 
 /* A row's sum (max: maximum) of each thread's partial in the variable v, left in v: across the block's warps through
- * em_red, or — EMMY_WARP_RED=1 with a warp a row (THREADS=32) — by the warp's shuffles alone (the same value: with one
+ * em_red, or — with a warp a row (THREADS=32), the default; EMMY_WARP_RED=0 the earlier text — by the warp's shuffles alone (the same value: with one
  * warp em_block_sum's second stage adds zeros), without the block barriers that make the RPB warps of a block wait for
  * each other's loads. */
 static void row_reduce(ectx *c, int warp, const char *v, int max) {
@@ -82,25 +82,28 @@ static void row_reduce(ectx *c, int warp, const char *v, int max) {
   else ex_line(c, "for (int em_o = 16; em_o > 0; em_o >>= 1) %s += __shfl_xor_sync(0xffffffffu, %s, em_o);", v, v);
 }
 
-/* EMMY_ROW_EXACT=1: whether the row count is a multiple of RPB for every value of its symbols (each coefficient of
+/* Where (the default; EMMY_ROW_EXACT=0 the earlier text) the row count is a multiple of RPB for every value of its symbols (each coefficient of
  * its polynomial is: Qwen3's q_norm has 16·seq_len rows, 8 a block), so no block has a row past the end and 'live' is
  * the constant true — the guard gone, a row's two passes one straight run the compiler can schedule loads across. */
 static int rows_exact(ectx *c, const em_shape *lead, int rpb) {
   em_dim n, q, d = em_dim_const(rpb);
-  return ex_env_choice("EMMY_ROW_EXACT", 1) && !em_shape_numel(lead, &n) && !em_dim_divexact(&n, &d, &q);
+  return ex_env_default_on("EMMY_ROW_EXACT") && !em_shape_numel(lead, &n) && !em_dim_divexact(&n, &d, &q);
 }
 
 /* EMMY_ROW_VEC=V (2, 4, 8; emit_rowvec.c): the columns in chunks of V where the row is a constant multiple of
  * THREADS·V and unrolled (not CACHE, not softmax); 1: the widest of 8, 4, 2 (at most 16 bytes of the kernel's widest
  * input) that fits a thread's columns — half of them where the kernel concatenates (RoPE's rotate-half: a chunk and
- * its partner then stay one thread's, and the half a chunk is in is known); 0: a column a step. */
+ * its partner then stay one thread's, and the half a chunk is in is known); 0: a column a step. Unset (the default,
+ * measured in docs/performance.md): 1 in a kernel without a concatenation, 0 in one with (RoPE's norms lose). */
 static int row_vec_of(ectx *c, int unroll, int cache, int softmax, int threads, int64_t Lk) {
-  int v = ex_env_choice("EMMY_ROW_VEC", 8);
+  const char *e = getenv("EMMY_ROW_VEC");
+  int v = ex_env_choice("EMMY_ROW_VEC", 8), cats = 0;
+  for (int i = 0; i < c->g->nodes.n; i++) cats += c->g->nodes.v[i].op == EM_OP_CAT;
+  if (!e || !*e) v = cats ? 0 : 1;
   if (!unroll || cache || softmax || !(v == 1 || v == 2 || v == 4 || v == 8)) return 0;
   if (v == 1) {
     int64_t per = Lk / threads;
-    for (int i = 0; i < c->g->nodes.n; i++)
-      if (c->g->nodes.v[i].op == EM_OP_CAT) per /= 2;
+    for (int i = 0; i < cats; i++) per /= 2;
     int most = 8; /* (16 bytes of the kernel's widest input) */
     for (int i = 0; i < c->g->inputs.n; i++)
       if (em_dtype_bytes(ex_V(c, c->g->inputs.v[i])->dtype) == 4) most = 4;
@@ -173,7 +176,7 @@ static int row_outputs_chunk(ectx *c, int xin, int a, ivec xi, int v, int *which
 void ex_k_row(ectx *c, em_launch *L) {
   int threads = EX_KNOB(c, THREADS), rpb = EX_KNOB(c, RPB);
   int cache = EX_KNOB(c, CACHE), unroll = EX_KNOB(c, UNROLL);
-  int warp = threads == 32 && ex_env_choice("EMMY_WARP_RED", 1);
+  int warp = threads == 32 && ex_env_default_on("EMMY_WARP_RED");
   if (threads % 32 || rpb < 1 || threads * rpb > 1024) {
     ex_fail(c, "THREADS=%d x RPB=%d: threads per row must be a multiple of 32, at most 1024 per block", threads, rpb);
     return;
@@ -209,9 +212,9 @@ void ex_k_row(ectx *c, em_launch *L) {
     ex_line(c, "__shared__ float em_red_all[%d][32];", rpb);
     ex_line(c, "float *em_red = em_red_all[threadIdx.y];");
   }
-  /* EMMY_TID_ASSUME=1: the block's shape told to the compiler (a thread's columns threadIdx.x + i·THREADS then have
+  /* The block's shape told to the compiler (the default; EMMY_TID_ASSUME=0 the earlier text) (a thread's columns threadIdx.x + i·THREADS then have
    * known ranges, so RoPE's rotate-half branch on the column folds and a row's partner loads merge with its own) */
-  if (ex_env_choice("EMMY_TID_ASSUME", 1))
+  if (ex_env_default_on("EMMY_TID_ASSUME"))
     ex_line(c, "__builtin_assume(threadIdx.x < %du); __builtin_assume(threadIdx.y < %du);", threads, rpb);
   ex_line(c, "const long long rows = %s, L = %s;", ex_numel_c(c, &lead), Lc);
   int exact = rows_exact(c, &lead, rpb);

@@ -1,4 +1,4 @@
-/* emit_rowvec.c — a row kernel's columns in chunks of V (EMMY_ROW_VEC=2, 4 or 8: an experiment, docs/formats.md):
+/* emit_rowvec.c — a row kernel's columns in chunks of V (by default in a kernel without a concatenation; EMMY_ROW_VEC, docs/formats.md):
  * a thread takes V consecutive columns a chunk, the chunk's elements emitted one after another (columns em_c0 ..
  * em_c<V-1>), and every unconditional load of a kernel input at the element's own column becomes one load of the
  * chunk (4, 8 or 16 bytes) made before the elements, every store of an output at it one store after them. Where that

@@ -1628,9 +1628,10 @@ test("EMMY_UNIT_OUTER=1: at batch 1 the dynamic sequence index is the rest of th
   check(b4:find("const long long x1 = ((row) / 8LL) % (s_seq_len);", 1, true), "batch 4: the division stays")
 end)
 
-test("EMMY_WARP_RED=1, EMMY_ROW_EXACT=1, EMMY_TID_ASSUME=1: a warp-a-row kernel reduces by shuffles without block barriers; rows a multiple of RPB drop the guard; the block's shape assumed", function()
+test("row kernels by default (EMMY_WARP_RED, EMMY_ROW_EXACT, EMMY_TID_ASSUME; 0 the earlier text): a warp-a-row kernel reduces by shuffles without block barriers; rows a multiple of RPB drop the guard; the block's shape assumed", function()
   local function src(env) return rope_norm_src(env):match("// kernel .-\n}\n") end -- the first kernel, not the next one's prelude
-  local off, on = src("EMMY_NONE=1"), src("EMMY_WARP_RED=1 EMMY_ROW_EXACT=1 EMMY_TID_ASSUME=1")
+  local off, on = src("EMMY_WARP_RED=0 EMMY_ROW_EXACT=0 EMMY_TID_ASSUME=0"), src("EMMY_NONE=1")
+  eq(src("EMMY_WARP_RED=1 EMMY_ROW_EXACT=1 EMMY_TID_ASSUME=1"), on)
   check(on:find("__builtin_assume(threadIdx.x < 32u); __builtin_assume(threadIdx.y < 8u);", 1, true), "the block's shape")
   check(not off:find("__builtin_assume", 1, true), "off: the earlier text")
   check(off:find("em_block_sum(em_acc, em_red)", 1, true) and off:find("const bool live = row < rows;", 1, true), off)
@@ -1639,12 +1640,12 @@ test("EMMY_WARP_RED=1, EMMY_ROW_EXACT=1, EMMY_TID_ASSUME=1: a warp-a-row kernel 
   check(on:find("const bool live = true; /* rows: a multiple of 8 */", 1, true), "16 and 8 rows a token, 8 a block")
   -- a row count that RPB does not divide keeps the guard: the input norm's seq_len rows
   local c, o, e = emmy({ "compile", "Qwen/Qwen3-Embedding-0.6B", "--layer", "0", "--dynamic", "seq_len@x:1", "--kernel", "k_rms_norm_",
-    "--ir", "cuda", "--pins", "RPB=2" }, { env = "EMMY_ROW_EXACT=1" })
+    "--ir", "cuda", "--pins", "RPB=2" })
   eq(c, 0, e)
   check(o:find("const bool live = row < rows;", 1, true), o)
 end)
 
-test("EMMY_ROW_VEC: a row kernel's columns in chunks — one load of a chunk a tensor, one store; RoPE's partner stays an element load; 0 the text before", function()
+test("EMMY_ROW_VEC: a row kernel's columns in chunks — one load of a chunk a tensor, one store; RoPE's partner stays an element load; unset: chunks in a kernel without a concatenation only; 0 the text before", function()
   local function src(env, model, kernel)
     local c, o, e = emmy({ "compile", model, "--layer", "0", "--dynamic", "seq_len@x:1", "--kernel", kernel, "--ir", "cuda" }, { env = env })
     eq(c, 0, e)
@@ -1652,7 +1653,7 @@ test("EMMY_ROW_VEC: a row kernel's columns in chunks — one load of a chunk a t
   end
   local Q, LL = "Qwen/Qwen3-Embedding-0.6B", "TinyLlama/TinyLlama-1.1B-Chat-v1.0"
   -- TinyLlama's input norm (2048 columns, 256 threads): 16-byte chunks by itself (1) or asked (8)
-  for _, env in ipairs { "EMMY_ROW_VEC=1", "EMMY_ROW_VEC=8" } do
+  for _, env in ipairs { "EMMY_ROW_VEC=1", "EMMY_ROW_VEC=8", "EMMY_NONE=1" } do
     local t = src(env, LL, "k_rms_norm")
     check(t:find("const long long em_cb = (threadIdx.x + em_i * 256LL) * 8;", 1, true), t)
     check(select(2, t:gsub("__ldg%(%(const uint4 %*%)%(in", "")) == 3, "the input (both passes) and the weight, a chunk each: " .. t)
@@ -1671,9 +1672,11 @@ test("EMMY_ROW_VEC: a row kernel's columns in chunks — one load of a chunk a t
     "--ir", "cuda" }, { env = "EMMY_ROW_VEC=1" })
   eq(c4, 0, e4)
   check(f4:find("__ldg((const float4 *)(in1 + (em_cb)))", 1, true) and f4:find("*(float4 *)(out0 + (", 1, true), f4)
-  -- a row whose thread's columns are not a multiple of V: the text before; and unset: the text before
-  eq(src("EMMY_ROW_VEC=8", Q, "k_rms_norm_rope_40c43c"), src("EMMY_NONE=1", Q, "k_rms_norm_rope_40c43c"))
-  check(not src("EMMY_NONE=1", LL, "k_rms_norm"):find("em_cb", 1, true), "unset: no chunks")
+  -- a row whose thread's columns are not a multiple of V: the text before; unset, a kernel with RoPE's
+  -- concatenation: the text before (its chunks measured slower); 0: no chunks
+  eq(src("EMMY_ROW_VEC=8", Q, "k_rms_norm_rope_40c43c"), src("EMMY_ROW_VEC=0", Q, "k_rms_norm_rope_40c43c"))
+  eq(src("EMMY_NONE=1", Q, "k_rms_norm_rope_40c43c"), src("EMMY_ROW_VEC=0", Q, "k_rms_norm_rope_40c43c"))
+  check(not src("EMMY_ROW_VEC=0", LL, "k_rms_norm"):find("em_cb", 1, true), "0: no chunks")
 end)
 
 test("kernels.apply_picks: a tune's picks become the choices of the kernels that are tuned ones; the rest say why not", function()
