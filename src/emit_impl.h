@@ -84,6 +84,7 @@ typedef struct {
   } vreq[16];              /* the chunk loads the element code asked for, placed ahead of it by ex_rowvec_end */
   int nvreq;
   sbuf *row_saved;         /* the kernel's text while the element code goes to a buffer of its own */
+  int row_pre;             /* EMMY_ROW_PRELOAD: the chunk count; the requests of both passes kept, loaded before them */
   int failed;
   char err[EM_ERR_MAX];
 } ectx;
@@ -174,6 +175,7 @@ int ex_rowvec_contig(ectx *c, const ivec *ix, const em_shape *s, em_dtype dt);
 void ex_rowvec_begin(ectx *c, sbuf *body);
 void ex_rowvec_end(ectx *c, sbuf *body);
 void ex_rowvec_stores(ectx *c, const ex_cap *cap, int t);
+void ex_rowvec_preload(ectx *c, int threads);
 /* Places v at index ix, aligns, and writes every kernel output; `what` is the error when one is not aligned. */
 void ex_write_aligned(ectx *c, int v, ivec ix, const char *what);
 const char *ex_output_index(ectx *c, int v, ivec ix, const char **val, int *pos);

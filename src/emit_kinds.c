@@ -123,6 +123,28 @@ static void row_chunks_open(ectx *c, int threads, int v, int64_t Lk) {
   ex_line(c, "const long long em_cb = (threadIdx.x + em_i * %dLL) * %d;", threads, v);
 }
 
+/* EMMY_ROW_PRELOAD=1 (an experiment; chunked rows only): the two passes' text kept in rest while their chunk loads
+ * are collected, then (row_pre_close) the loads made first and the passes after them. The kernel's text, or NULL
+ * where it is off. */
+static sbuf *row_pre_open(ectx *c, int vec, int threads, int64_t Lk, sbuf *rest) {
+  if (!vec || !ex_env_choice("EMMY_ROW_PRELOAD", 1)) return NULL;
+  sbuf *kept = c->out;
+  memset(rest, 0, sizeof *rest);
+  c->out = rest;
+  c->row_pre = (int)(Lk / ((int64_t)threads * vec));
+  c->nvreq = 0;
+  return kept;
+}
+
+static void row_pre_close(ectx *c, sbuf *kept, int threads, sbuf *rest) {
+  if (!kept) return;
+  c->out = kept;
+  ex_rowvec_preload(c, threads);
+  if (rest->s) ex_sb_add(c->out, "%s", rest->s);
+  free(rest->s);
+  c->row_pre = 0;
+}
+
 /* Element j of a chunk: its column em_c<j>, the last index of xi. */
 static void row_chunk_elem(ectx *c, ivec *xi, int j) {
   ex_line(c, "const long long em_c%d = em_cb + %d;", j, j);
@@ -231,6 +253,8 @@ void ex_k_row(ectx *c, em_launch *L) {
   xi.e[r - 1] = "col";
   int mark = c->memo.n;
   const char *red = "em_r";
+  sbuf rest;
+  sbuf *kept = row_pre_open(c, vec, threads, Lk, &rest);
   if (softmax) {
     ex_line(c, "float em_mx = -INFINITY, em_sum = 0.0f;");
     row_loop_open(c, unroll, threads, Lk);
@@ -284,8 +308,9 @@ void ex_k_row(ectx *c, em_launch *L) {
     c->cache_mode = 0;
   }
   c->memo.n = mark;
-  c->row_vec = 0;
   row_loop_close(c, unroll);
+  row_pre_close(c, kept, threads, &rest);
+  c->row_vec = 0;
   /* per-row outputs (e.g. a kept reduction) aligned with the anchor */
   int done = n;
   if (!softmax && done < c->g->outputs.n) {

@@ -68,31 +68,34 @@ const char *ex_rowvec_load(ectx *c, int p, const ivec *ix, const em_shape *s, em
   const char *base;
   if (c->cond_depth || !ex_rowvec_contig(c, ix, s, dt) || !(base = chunk_base(c, ix, s, &j)) || !row_level(base)) return NULL;
   for (int i = 0; i < c->nvreq; i++)
-    if (c->vreq[i].p == p && !strcmp(c->vreq[i].base, base)) return ex_A(c, "%s[%d]", c->vreq[i].arr, j);
+    if (c->vreq[i].p == p && !strcmp(c->vreq[i].base, base))
+      return c->row_pre ? ex_A(c, "%s[em_i][%d]", c->vreq[i].arr, j) : ex_A(c, "%s[%d]", c->vreq[i].arr, j);
   if (c->nvreq == (int)(sizeof c->vreq / sizeof c->vreq[0])) return NULL;
   const char *arr = ex_A(c, "em_vr%d", c->tmp++);
   c->vreq[c->nvreq].p = p;
   c->vreq[c->nvreq].dt = dt;
   c->vreq[c->nvreq].base = base;
   c->vreq[c->nvreq++].arr = arr;
-  return ex_A(c, "%s[%d]", arr, j);
+  return c->row_pre ? ex_A(c, "%s[em_i][%d]", arr, j) : ex_A(c, "%s[%d]", arr, j);
 }
 
 void ex_rowvec_begin(ectx *c, sbuf *body) {
   memset(body, 0, sizeof *body);
   c->row_saved = c->out;
   c->out = body;
-  c->nvreq = 0;
+  if (!c->row_pre) c->nvreq = 0;
 }
 
-/* One request's load: the chunk at once, through the read-only path (__ldg), into its array. */
+/* One request's load: the chunk at once, through the read-only path (__ldg), into its array (EMMY_ROW_PRELOAD: row
+ * em_i of its [chunks][V] array, declared by ex_rowvec_preload). */
 static void rowvec_load(ectx *c, int i) {
   int v = c->row_vec, two = c->vreq[i].dt != EM_F32;
   const char *st = ex_stype(c->vreq[i].dt), *arr = c->vreq[i].arr;
   const char *w = two ? (v == 2 ? "unsigned" : v == 4 ? "uint2" : "uint4") : (v == 2 ? "float2" : "float4");
   const char *q = ex_A(c, "%s_w", arr);
   ex_line(c, "const %s %s = __ldg((const %s *)(in%d + (%s)));", w, q, w, c->vreq[i].p, c->vreq[i].base);
-  ex_line(c, "%s %s[%d];", st, arr, v);
+  if (c->row_pre) arr = ex_A(c, "%s[em_i]", arr);
+  else ex_line(c, "%s %s[%d];", st, arr, v);
   for (int j = 0; j < v; j++) {
     if (!two) ex_line(c, "%s[%d] = %s.%c;", arr, j, q, "xyzw"[j]);
     else
@@ -103,9 +106,29 @@ static void rowvec_load(ectx *c, int i) {
 
 void ex_rowvec_end(ectx *c, sbuf *body) {
   c->out = c->row_saved;
-  for (int i = 0; i < c->nvreq; i++) rowvec_load(c, i);
+  if (!c->row_pre)
+    for (int i = 0; i < c->nvreq; i++) rowvec_load(c, i);
   if (body->s) ex_sb_add(c->out, "%s", body->s);
   free(body->s);
+  if (!c->row_pre) c->nvreq = 0;
+}
+
+/* EMMY_ROW_PRELOAD: every chunk load both passes asked for, each tensor's chunk once, made before the first pass —
+ * the row's inputs in registers across the reduction, so the second pass waits on no memory. */
+void ex_rowvec_preload(ectx *c, int threads) {
+  int v = c->row_vec;
+  for (int i = 0; i < c->nvreq; i++) ex_line(c, "%s %s[%d][%d];", ex_stype(c->vreq[i].dt), c->vreq[i].arr, c->row_pre, v);
+  ex_line(c, "if (live) {");
+  c->indent++;
+  ex_line(c, "#pragma unroll");
+  ex_line(c, "for (int em_i = 0; em_i < %d; em_i++) {", c->row_pre);
+  c->indent++;
+  ex_line(c, "const long long em_cb = (threadIdx.x + em_i * %dLL) * %d;", threads, v);
+  for (int i = 0; i < c->nvreq; i++) rowvec_load(c, i);
+  c->indent--;
+  ex_line(c, "}");
+  c->indent--;
+  ex_line(c, "}");
   c->nvreq = 0;
 }
 

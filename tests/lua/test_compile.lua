@@ -1679,6 +1679,25 @@ test("EMMY_ROW_VEC: a row kernel's columns in chunks — one load of a chunk a t
   check(not src("EMMY_ROW_VEC=0", LL, "k_rms_norm"):find("em_cb", 1, true), "0: no chunks")
 end)
 
+test("EMMY_ROW_PRELOAD=1: a chunked row's loads of both passes made once, before the first — x and the weight ahead of the reduction; unset the text before", function()
+  local function src(env, model)
+    local c, o, e = emmy({ "compile", model, "--layer", "0", "--dynamic", "seq_len@x:1", "--kernel", "k_rms_norm", "--ir", "cuda" }, { env = env })
+    eq(c, 0, e)
+    return o:match("// kernel .-\n}\n")
+  end
+  local LL = "TinyLlama/TinyLlama-1.1B-Chat-v1.0"
+  local t = src("EMMY_ROW_PRELOAD=1", LL)
+  check(select(2, t:gsub("__ldg%(%(const uint4 %*%)%(in", "")) == 2, "x once and the weight: " .. t)
+  check(t:find("unsigned short em_vr0%[1%]%[8%];") and t:find("em_vr0[em_i][7]", 1, true), t)
+  local ld, red = t:find("__ldg((const uint4 *)(in1", 1, true), t:find("em_block_sum", 1, true)
+  check(ld and red and ld < red, "the weight loaded before the reduction")
+  check(t:find("asm volatile(\"st.global.v4.b32", 1, true), "one 16-byte store")
+  -- Qwen3's input norm (1024 columns, chunks of 4): x and the weight, a load each
+  local q = src("EMMY_ROW_PRELOAD=1", "Qwen/Qwen3-Embedding-0.6B")
+  check(select(2, q:gsub("__ldg%(", "")) == 2, q)
+  check(not src("EMMY_NONE=1", LL):find("[em_i]", 1, true), "unset: the text before")
+end)
+
 test("kernels.apply_picks: a tune's picks become the choices of the kernels that are tuned ones; the rest say why not", function()
   local kernels = require "emmy.kernels"
   local function plan(name, ...)
