@@ -1021,7 +1021,8 @@ em_status em_emit(const em_tile *t, char **src, em_launch *launch, char *err) {
    * (guarded). */
   int pdl_mode = ex_pdl_mode();
   launch->pdl = pdl_mode > 0;
-  ex_sb_add(&head, ") {\n%s%s%s%s%s%s}\n", pl >= 1 && pl <= 4 ? plant[pl] : "", pdl_mode ? "#if __CUDA_ARCH__ >= 900\n" : "",
+  ex_sb_add(&head, ") {\n%s%s%s%s%s%s%s}\n", pl >= 1 && pl <= 4 ? plant[pl] : "", c.pre_wait.s ? c.pre_wait.s : "",
+            pdl_mode ? "#if __CUDA_ARCH__ >= 900\n" : "",
             pdl_mode == 1 || (pdl_mode == 4 && t->kind == EM_K_ROW) ? "  asm volatile(\"griddepcontrol.launch_dependents;\" ::: \"memory\");\n" : "",
             pdl_mode ? tmap_prefetch(&c, launch) : "",
             !pdl_mode ? "" : "  asm volatile(\"griddepcontrol.wait;\" ::: \"memory\");\n#endif\n",
@@ -1036,6 +1037,7 @@ em_status em_emit(const em_tile *t, char **src, em_launch *launch, char *err) {
 cleanup:
   free(head.s);
   free(body.s);
+  free(c.pre_wait.s);
   for (int i = 0; i < c.arena.n; i++) free(c.arena.v[i]);
   free(c.arena.v);
   free(c.memo.v);

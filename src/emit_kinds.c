@@ -123,11 +123,11 @@ static void row_chunks_open(ectx *c, int threads, int v, int64_t Lk) {
   ex_line(c, "const long long em_cb = (threadIdx.x + em_i * %dLL) * %d;", threads, v);
 }
 
-/* EMMY_ROW_PRELOAD=1 (an experiment; chunked rows only): the two passes' text kept in rest while their chunk loads
+/* EMMY_ROW_PRELOAD=1 or 2 (an experiment; chunked rows only): the two passes' text kept in rest while their chunk loads
  * are collected, then (row_pre_close) the loads made first and the passes after them. The kernel's text, or NULL
  * where it is off. */
 static sbuf *row_pre_open(ectx *c, int vec, int threads, int64_t Lk, sbuf *rest) {
-  if (!vec || !ex_env_choice("EMMY_ROW_PRELOAD", 1)) return NULL;
+  if (!vec || !ex_env_choice("EMMY_ROW_PRELOAD", 2)) return NULL;
   sbuf *kept = c->out;
   memset(rest, 0, sizeof *rest);
   c->out = rest;

@@ -113,22 +113,51 @@ void ex_rowvec_end(ectx *c, sbuf *body) {
   if (!c->row_pre) c->nvreq = 0;
 }
 
-/* EMMY_ROW_PRELOAD: every chunk load both passes asked for, each tensor's chunk once, made before the first pass —
- * the row's inputs in registers across the reduction, so the second pass waits on no memory. */
-void ex_rowvec_preload(ectx *c, int threads) {
-  int v = c->row_vec;
-  for (int i = 0; i < c->nvreq; i++) ex_line(c, "%s %s[%d][%d];", ex_stype(c->vreq[i].dt), c->vreq[i].arr, c->row_pre, v);
-  ex_line(c, "if (live) {");
-  c->indent++;
+/* The chunk loop of the requests whose "before the wait" mark is pre (pre_wait: EMMY_ROW_PRELOAD=2's weights), each
+ * chunk into row em_i of its [chunks][V] array; live: the loop is inside the row's guard. */
+static void preload_loop(ectx *c, int threads, const int *early, int pre, int live) {
+  int v = c->row_vec, any = 0;
+  for (int i = 0; i < c->nvreq; i++)
+    if (early[i] == pre) {
+      ex_line(c, "%s %s[%d][%d];", ex_stype(c->vreq[i].dt), c->vreq[i].arr, c->row_pre, v);
+      any = 1;
+    }
+  if (!any) return;
+  if (live) {
+    ex_line(c, "if (live) {");
+    c->indent++;
+  }
   ex_line(c, "#pragma unroll");
   ex_line(c, "for (int em_i = 0; em_i < %d; em_i++) {", c->row_pre);
   c->indent++;
   ex_line(c, "const long long em_cb = (threadIdx.x + em_i * %dLL) * %d;", threads, v);
-  for (int i = 0; i < c->nvreq; i++) rowvec_load(c, i);
+  for (int i = 0; i < c->nvreq; i++)
+    if (early[i] == pre) rowvec_load(c, i);
   c->indent--;
   ex_line(c, "}");
-  c->indent--;
-  ex_line(c, "}");
+  if (live) {
+    c->indent--;
+    ex_line(c, "}");
+  }
+}
+
+/* EMMY_ROW_PRELOAD: every chunk load both passes asked for, each tensor's chunk once, made before the first pass —
+ * the row's inputs in registers across the reduction, so the second pass waits on no memory. =2: a weight's chunks
+ * (a param input at the column alone: the same for every row) are loaded once, before the grid dependency wait
+ * (c->pre_wait), so their loads overlap the previous kernel's tail — no kernel writes a weight. */
+void ex_rowvec_preload(ectx *c, int threads) {
+  int early[16] = {0};
+  if (ex_env_choice("EMMY_ROW_PRELOAD", 2) == 2)
+    for (int i = 0; i < c->nvreq; i++)
+      early[i] = ex_V(c, c->g->inputs.v[c->vreq[i].p])->kind == EM_V_PARAM && !strcmp(c->vreq[i].base, "em_cb");
+  sbuf *out = c->out;
+  int indent = c->indent;
+  c->out = &c->pre_wait;
+  c->indent = 1;
+  preload_loop(c, threads, early, 1, 0);
+  c->out = out;
+  c->indent = indent;
+  preload_loop(c, threads, early, 0, 1);
   c->nvreq = 0;
 }
 

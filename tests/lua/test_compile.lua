@@ -1679,7 +1679,7 @@ test("EMMY_ROW_VEC: a row kernel's columns in chunks — one load of a chunk a t
   check(not src("EMMY_ROW_VEC=0", LL, "k_rms_norm"):find("em_cb", 1, true), "0: no chunks")
 end)
 
-test("EMMY_ROW_PRELOAD=1: a chunked row's loads of both passes made once, before the first — x and the weight ahead of the reduction; unset the text before", function()
+test("EMMY_ROW_PRELOAD=1: a chunked row's loads of both passes made once, before the first — x and the weight ahead of the reduction; =2 the weight before the grid dependency wait; unset the text before", function()
   local function src(env, model)
     local c, o, e = emmy({ "compile", model, "--layer", "0", "--dynamic", "seq_len@x:1", "--kernel", "k_rms_norm", "--ir", "cuda" }, { env = env })
     eq(c, 0, e)
@@ -1696,6 +1696,12 @@ test("EMMY_ROW_PRELOAD=1: a chunked row's loads of both passes made once, before
   local q = src("EMMY_ROW_PRELOAD=1", "Qwen/Qwen3-Embedding-0.6B")
   check(select(2, q:gsub("__ldg%(", "")) == 2, q)
   check(not src("EMMY_NONE=1", LL):find("[em_i]", 1, true), "unset: the text before")
+  -- =2: the weight's chunk (a param at the column alone) loaded once, before the grid dependency wait; x after it
+  local w = src("EMMY_ROW_PRELOAD=2", LL)
+  local wl, gw, xl = w:find("__ldg((const uint4 *)(in1 + (em_cb)))", 1, true), w:find("griddepcontrol.wait", 1, true),
+    w:find("__ldg((const uint4 *)(in0", 1, true)
+  check(wl and gw and xl and wl < gw and gw < xl, w)
+  check(select(2, w:gsub("__ldg%(", "")) == 2, w)
 end)
 
 test("kernels.apply_picks: a tune's picks become the choices of the kernels that are tuned ones; the rest say why not", function()
