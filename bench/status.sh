@@ -3,7 +3,8 @@
 # leads with them). Sections, all by default, or the ones named: `sh bench/status.sh layers attention gemm`.
 #   check      the defaults' correctness at the edges before any number (tests/gpu/run.sh: Qwen3-Embedding-0.6B layer 0
 #              at 1, 7, 513 and 2048 tokens and swept at 513, TinyLlama swept at 513, Qwen3-4B at 513, the whole
-#              Qwen3 model at 37, and the cases whose names contain these (run.sh selects by substring); about 250 s):
+#              Qwen3 model at 37, every op case and wide softmax / F.normalize rows, and the cases whose names contain
+#              these (run.sh selects by substring); about 300 s):
 #              the benches below check each kernel at 512 tokens only
 #   layers     Qwen3-Embedding-0.6B and TinyLlama-1.1B layer 0 (dynamic seq_len, 512 tokens), emmy against eager and
 #              torch.compile: whole layer, by-kind rows, every kernel alone (about 250 s)
@@ -14,6 +15,9 @@
 #   squares    4096³ and 8192³ against cuBLAS (the chosen variant)
 #   qwen4b     Qwen3-4B (issue 22's third model, not in the default set): layer 0 against eager and torch.compile, and
 #              its 512-token projections against torch (about 150 s)
+#   rows       the row-kernel experiments (not in the default set): EMMY_ROW_PRELOAD's GPU cases, then the A/B of
+#              none / EMMY_ROW_PRELOAD=1 / =2 / =1 with RoPE's norms chunked (EMMY_ROW_VEC=1), emmy's kernels in the
+#              program, Qwen3-Embedding-0.6B at batch 1 and 8 and TinyLlama (about 250 s)
 #   cold       the 512-token projections with the L2 flushed before each launch (kernel durations), against torch
 #              eager's kernels the same way: the regime of a matmul in the model's program, its weights from HBM
 # Text and JSON go to ${OUT:-/tmp}/status_* (in a device call's $OUT packed into status.tar.gz, the verdict beside it);
@@ -40,7 +44,7 @@ layer() {
 if on check; then
   # each case's log stays in /tmp (a device call brings few files back); status_check.txt has the failures' tails
   OUT=/tmp/status_check_logs EMMY_BIN=$BIN timeout 400 sh tests/gpu/run.sh layer_seq1 layer_seq7 layer_seq513 layer_seq2048 layer_sweep513 \
-    llama_sweep513 wide1_q4b_seq513 model_seq37 > "$LOG/status_check.txt" 2>&1
+    llama_sweep513 wide1_q4b_seq513 model_seq37 op_cases > "$LOG/status_check.txt" 2>&1
   stamp "check (rc $?)"
   grep -E "^(ok|FAIL) |passed" "$LOG/status_check.txt"
 fi
@@ -69,6 +73,20 @@ if on qwen4b; then
     > "$LOG/status_qwen4b.txt" 2>&1
   stamp "Qwen3-4B projections (rc $?)"
   grep -E "^qwen4b " "$LOG/status_qwen4b.txt"
+fi
+if on rows; then
+  OUT=/tmp/status_rows_logs EMMY_BIN=$BIN timeout 300 sh tests/gpu/run.sh rowpre > "$LOG/status_rows.txt" 2>&1
+  stamp "row experiments' cases (rc $?)"
+  grep -E "^(ok|FAIL) |passed" "$LOG/status_rows.txt"
+  i=0
+  for m in "Qwen/Qwen3-Embedding-0.6B" "Qwen/Qwen3-Embedding-0.6B --batch 8" "TinyLlama/TinyLlama-1.1B-Chat-v1.0"; do
+    i=$((i + 1))
+    # shellcheck disable=SC2086 # (the model and its flags, split on purpose)
+    timeout 100 "$BIN" bench/ab.lua --env "EMMY_NONE=1;EMMY_ROW_PRELOAD=1;EMMY_ROW_PRELOAD=2;EMMY_ROW_PRELOAD=1 EMMY_ROW_VEC=1" \
+      --runs 2 -- run $m --layer 0 --dynamic seq_len@x:1 --bench --bench-backends emmy > "$LOG/status_rows_ab$i.txt" 2>&1
+    stamp "row A/B, $m (rc $?)"
+    sed -n '/^case  *kernel/,/^µs:/p' "$LOG/status_rows_ab$i.txt"
+  done
 fi
 if on cold; then
   timeout 300 "$BIN" bench/gemm.lua --cases qwen,llama --batches 1 --torch --cold --limit 1 --match X=1 \
