@@ -100,7 +100,8 @@ static int row_vec_of(ectx *c, int unroll, int cache, int softmax, int threads, 
   int v = ex_env_choice("EMMY_ROW_VEC", 8), cats = 0;
   for (int i = 0; i < c->g->nodes.n; i++) cats += c->g->nodes.v[i].op == EM_OP_CAT;
   if (!e || !*e) v = cats ? 0 : 1;
-  if (!unroll || cache || softmax || !(v == 1 || v == 2 || v == 4 || v == 8)) return 0;
+  if (!unroll || cache || softmax) return 0;
+  if (!(v == 1 || v == 2 || v == 4 || v == 8)) v = 0;
   if (v == 1) {
     int64_t per = Lk / threads;
     for (int i = 0; i < cats; i++) per /= 2;
@@ -110,7 +111,9 @@ static int row_vec_of(ectx *c, int unroll, int cache, int softmax, int threads, 
     for (v = most < 8 ? most : 8; v >= 2 && (per % v || Lk % ((int64_t)threads * v)); v /= 2) {
     }
   }
-  return v >= 2 && Lk % ((int64_t)threads * v) == 0 ? v : 0;
+  if (v >= 2 && Lk % ((int64_t)threads * v) == 0) return v;
+  /* EMMY_ROW_PRELOAD on a row not chunked: chunks of one column, so its loads can be made ahead too (RoPE's norms) */
+  return ex_env_choice("EMMY_ROW_PRELOAD", 2) && Lk % threads == 0 ? 1 : 0;
 }
 
 /* The chunk loop of EMMY_ROW_VEC (closed by row_loop_close(c, 1)): chunk em_i of the thread starts at column em_cb. */

@@ -60,7 +60,7 @@ static const char *chunk_base(ectx *c, const ivec *ix, const em_shape *s, int *j
 
 int ex_rowvec_contig(ectx *c, const ivec *ix, const em_shape *s, em_dtype dt) {
   int j;
-  return c->row_vec > 1 && (em_dtype_bytes(dt) == 2 || (dt == EM_F32 && c->row_vec <= 4)) && chunk_base(c, ix, s, &j);
+  return c->row_vec >= 1 && (em_dtype_bytes(dt) == 2 || (dt == EM_F32 && c->row_vec <= 4)) && chunk_base(c, ix, s, &j);
 }
 
 const char *ex_rowvec_load(ectx *c, int p, const ivec *ix, const em_shape *s, em_dtype dt) {
@@ -91,12 +91,13 @@ void ex_rowvec_begin(ectx *c, sbuf *body) {
 static void rowvec_load(ectx *c, int i) {
   int v = c->row_vec, two = c->vreq[i].dt != EM_F32;
   const char *st = ex_stype(c->vreq[i].dt), *arr = c->vreq[i].arr;
-  const char *w = two ? (v == 2 ? "unsigned" : v == 4 ? "uint2" : "uint4") : (v == 2 ? "float2" : "float4");
+  const char *w = two ? (v == 1 ? st : v == 2 ? "unsigned" : v == 4 ? "uint2" : "uint4") : (v == 1 ? "float" : v == 2 ? "float2" : "float4");
   const char *q = ex_A(c, "%s_w", arr);
   ex_line(c, "const %s %s = __ldg((const %s *)(in%d + (%s)));", w, q, w, c->vreq[i].p, c->vreq[i].base);
   if (c->row_pre) arr = ex_A(c, "%s[em_i]", arr);
   else ex_line(c, "%s %s[%d];", st, arr, v);
-  for (int j = 0; j < v; j++) {
+  if (v == 1) ex_line(c, "%s[0] = %s;", arr, q); /* (EMMY_ROW_PRELOAD's chunks of one column) */
+  for (int j = 0; j < v && v > 1; j++) {
     if (!two) ex_line(c, "%s[%d] = %s.%c;", arr, j, q, "xyzw"[j]);
     else
       ex_line(c, "%s[%d] = (unsigned short)(%s%s%s);", arr, j, q, v == 2 ? "" : (const char *[]){".x", ".y", ".z", ".w"}[j / 2],

@@ -52,6 +52,10 @@ for _, c in ipairs(cases) do
     end
   end
 end
+if passed + #failed == 0 then
+  io.stderr:write("op_cases: no op case matches " .. table.concat(arg, " ") .. "\n")
+  os.exit(2)
+end
 if #failed > 0 then
   print(("FAIL: %d of %d op cases (%s)"):format(#failed, passed + #failed, table.concat(failed, ", ")))
   os.exit(1)

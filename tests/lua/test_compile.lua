@@ -1702,6 +1702,16 @@ test("EMMY_ROW_PRELOAD=1: a chunked row's loads of both passes made once, before
     w:find("__ldg((const uint4 *)(in0", 1, true)
   check(wl and gw and xl and wl < gw and gw < xl, w)
   check(select(2, w:gsub("__ldg%(", "")) == 2, w)
+  -- a row the default does not chunk (Qwen3's q_norm with RoPE): chunks of one column, its own loads made ahead (x,
+  -- cos, sin, the weight), the rotate-half partner's stay element loads in the second pass
+  local c1, r, e1 = emmy({ "compile", "Qwen/Qwen3-Embedding-0.6B", "--layer", "0", "--dynamic", "seq_len@x:1", "--kernel",
+    "k_rms_norm_rope_40c43c", "--ir", "cuda" }, { env = "EMMY_ROW_PRELOAD=1" })
+  eq(c1, 0, e1)
+  r = r:match("// kernel .-\n}\n")
+  check(select(2, r:gsub("__ldg%(%(const unsigned short %*%)", "")) == 4 and r:find("unsigned short em_vr0[4][1];", 1, true), r)
+  local l4, sh = r:find("__ldg((const unsigned short *)(in1", 1, true), r:find("__shfl_xor_sync", 1, true)
+  check(l4 and sh and l4 < sh, "sin loaded before the reduction")
+  check(r:find("em_bf2f(in2[", 1, true), "the partner's x an element load")
 end)
 
 test("kernels.apply_picks: a tune's picks become the choices of the kernels that are tuned ones; the rest say why not", function()
