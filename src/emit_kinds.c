@@ -70,9 +70,9 @@ static void row_loop_close(ectx *c, int unroll) {
 }
 
 /* A row's sum (max: maximum) of each thread's partial in the variable v, left in v: across the block's warps through
- * em_red, or — with a warp a row (THREADS=32), the default; EMMY_WARP_RED=0 the earlier text — by the warp's shuffles alone (the same value: with one
- * warp em_block_sum's second stage adds zeros), without the block barriers that make the RPB warps of a block wait for
- * each other's loads. */
+ * em_red, or — with a warp a row (THREADS=32), the default; EMMY_WARP_RED=0 the earlier text — by the warp's shuffles
+ * alone (the same value: with one warp em_block_sum's second stage adds zeros), without the block barriers that make
+ * the RPB warps of a block wait for each other's loads. */
 static void row_reduce(ectx *c, int warp, const char *v, int max) {
   if (!warp) {
     ex_line(c, "%s = %s(%s, em_red);", v, max ? "em_block_max" : "em_block_sum", v);
@@ -82,9 +82,10 @@ static void row_reduce(ectx *c, int warp, const char *v, int max) {
   else ex_line(c, "for (int em_o = 16; em_o > 0; em_o >>= 1) %s += __shfl_xor_sync(0xffffffffu, %s, em_o);", v, v);
 }
 
-/* Where (the default; EMMY_ROW_EXACT=0 the earlier text) the row count is a multiple of RPB for every value of its symbols (each coefficient of
- * its polynomial is: Qwen3's q_norm has 16·seq_len rows, 8 a block), so no block has a row past the end and 'live' is
- * the constant true — the guard gone, a row's two passes one straight run the compiler can schedule loads across. */
+/* Whether (the default; EMMY_ROW_EXACT=0 the earlier text) the row count is a multiple of RPB for every value of its
+ * symbols (each coefficient of its polynomial is: Qwen3's q_norm has 16·seq_len rows, 8 a block), so no block has a
+ * row past the end and 'live' is the constant true — the guard gone, a row's two passes one straight run the compiler
+ * can schedule loads across. */
 static int rows_exact(ectx *c, const em_shape *lead, int rpb) {
   em_dim n, q, d = em_dim_const(rpb);
   return ex_env_default_on("EMMY_ROW_EXACT") && !em_shape_numel(lead, &n) && !em_dim_divexact(&n, &d, &q);
@@ -237,8 +238,9 @@ void ex_k_row(ectx *c, em_launch *L) {
     ex_line(c, "__shared__ float em_red_all[%d][32];", rpb);
     ex_line(c, "float *em_red = em_red_all[threadIdx.y];");
   }
-  /* The block's shape told to the compiler (the default; EMMY_TID_ASSUME=0 the earlier text) (a thread's columns threadIdx.x + i·THREADS then have
-   * known ranges, so RoPE's rotate-half branch on the column folds and a row's partner loads merge with its own) */
+  /* The block's shape told to the compiler (the default; EMMY_TID_ASSUME=0 the earlier text): a thread's columns
+   * threadIdx.x + i·THREADS then have known ranges, so RoPE's rotate-half branch on the column folds and a row's
+   * partner loads merge with its own */
   if (ex_env_default_on("EMMY_TID_ASSUME"))
     ex_line(c, "__builtin_assume(threadIdx.x < %du); __builtin_assume(threadIdx.y < %du);", threads, rpb);
   ex_line(c, "const long long rows = %s, L = %s;", ex_numel_c(c, &lead), Lc);

@@ -1,6 +1,6 @@
-/* emit_rowvec.c — a row kernel's columns in chunks of V (by default in a kernel without a concatenation; EMMY_ROW_VEC, docs/formats.md):
- * a thread takes V consecutive columns a chunk, the chunk's elements emitted one after another (columns em_c0 ..
- * em_c<V-1>), and every unconditional load of a kernel input at the element's own column becomes one load of the
+/* emit_rowvec.c — a row kernel's columns in chunks of V (by default in a kernel without a concatenation;
+ * EMMY_ROW_VEC, docs/formats.md): a thread takes V consecutive columns a chunk, the chunk's elements emitted one after
+ * another (columns em_c0 .. em_c<V-1>), and every unconditional load of a kernel input at the element's own column becomes one load of the
  * chunk (4, 8 or 16 bytes) made before the elements, every store of an output at it one store after them. Where that
  * is legal is decided here, from the text: the tensor's last dim a constant multiple of V (a chunk then starts at a
  * multiple of V elements, since em_cb is one) and the element's flat index the chunk's plus j; the base pointers are
@@ -91,7 +91,8 @@ void ex_rowvec_begin(ectx *c, sbuf *body) {
 static void rowvec_load(ectx *c, int i) {
   int v = c->row_vec, two = c->vreq[i].dt != EM_F32;
   const char *st = ex_stype(c->vreq[i].dt), *arr = c->vreq[i].arr;
-  const char *w = two ? (v == 1 ? st : v == 2 ? "unsigned" : v == 4 ? "uint2" : "uint4") : (v == 1 ? "float" : v == 2 ? "float2" : "float4");
+  const char *w = two ? (v == 1 ? st : v == 2 ? "unsigned" : v == 4 ? "uint2" : "uint4")
+                      : (v == 1 ? "float" : v == 2 ? "float2" : "float4");
   const char *q = ex_A(c, "%s_w", arr);
   ex_line(c, "const %s %s = __ldg((const %s *)(in%d + (%s)));", w, q, w, c->vreq[i].p, c->vreq[i].base);
   if (c->row_pre) arr = ex_A(c, "%s[em_i]", arr);
