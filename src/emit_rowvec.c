@@ -1,12 +1,12 @@
 /* emit_rowvec.c — a row kernel's columns in chunks of V (by default in a kernel without a concatenation;
- * EMMY_ROW_VEC, docs/formats.md): a thread takes V consecutive columns a chunk, the chunk's elements emitted one after
- * another (columns em_c0 .. em_c<V-1>), and every unconditional load of a kernel input at the element's own column becomes one load of the
- * chunk (4, 8 or 16 bytes) made before the elements, every store of an output at it one store after them. Where that
- * is legal is decided here, from the text: the tensor's last dim a constant multiple of V (a chunk then starts at a
- * multiple of V elements, since em_cb is one) and the element's flat index the chunk's plus j; the base pointers are
- * the runtime's own buffers (cuMemAlloc, 256-byte aligned: a kernel never gets a pointer into a buffer, views are
- * index math). The element code is emitted into a buffer of its own first (ex_rowvec_begin), so that the loads it asks
- * for can be placed ahead of it (ex_rowvec_end). */
+ * EMMY_ROW_VEC, docs/formats.md): a thread takes V consecutive columns a chunk, the chunk's elements emitted one
+ * after another (columns em_c0 .. em_c<V-1>), and every unconditional load of a kernel input at the element's own
+ * column becomes one load of the chunk (4, 8 or 16 bytes) made before the elements, every store of an output at it
+ * one store after them. Where that is legal is decided here, from the text: the tensor's last dim a constant
+ * multiple of V (a chunk then starts at a multiple of V elements, since em_cb is one) and the element's flat index
+ * the chunk's plus j; the base pointers are the runtime's own buffers (cuMemAlloc, 256-byte aligned: a kernel never
+ * gets a pointer into a buffer, views are index math). The element code is emitted into a buffer of its own first
+ * (ex_rowvec_begin), so that the loads it asks for can be placed ahead of it (ex_rowvec_end). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
