@@ -85,6 +85,7 @@ typedef struct {
   int nvreq;
   sbuf *row_saved;         /* the kernel's text while the element code goes to a buffer of its own */
   int row_pre;             /* EMMY_ROW_PRELOAD: the chunk count; the requests of both passes kept, loaded before them */
+  int row_stride;          /* EMMY_ROW_PRELOAD: columns from a thread's chunk to its next (THREADS·V) */
   sbuf pre_wait;           /* code placed before the grid dependency wait (EMMY_ROW_PRELOAD=2: the weights' loads) */
   int failed;
   char err[EM_ERR_MAX];

@@ -136,6 +136,7 @@ static sbuf *row_pre_open(ectx *c, int vec, int threads, int64_t Lk, sbuf *rest)
   memset(rest, 0, sizeof *rest);
   c->out = rest;
   c->row_pre = (int)(Lk / ((int64_t)threads * vec));
+  c->row_stride = threads * vec;
   c->nvreq = 0;
   return kept;
 }

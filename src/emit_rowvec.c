@@ -63,19 +63,112 @@ int ex_rowvec_contig(ectx *c, const ivec *ix, const em_shape *s, em_dtype dt) {
   return c->row_vec >= 1 && (em_dtype_bytes(dt) == 2 || (dt == EM_F32 && c->row_vec <= 4)) && chunk_base(c, ix, s, &j);
 }
 
-const char *ex_rowvec_load(ectx *c, int p, const ivec *ix, const em_shape *s, em_dtype dt) {
-  int j;
+/* The request of input p's chunk that element *j of ix (its last index em_c<j>) lies in, made if new and make: its
+ * array, or NULL where the load cannot be a chunk's. */
+static const char *chunk_request(ectx *c, int p, const ivec *ix, const em_shape *s, em_dtype dt, int *j, int make) {
   const char *base;
-  if (c->cond_depth || !ex_rowvec_contig(c, ix, s, dt) || !(base = chunk_base(c, ix, s, &j)) || !row_level(base)) return NULL;
+  if (!ex_rowvec_contig(c, ix, s, dt) || !(base = chunk_base(c, ix, s, j)) || !row_level(base)) return NULL;
   for (int i = 0; i < c->nvreq; i++)
-    if (c->vreq[i].p == p && !strcmp(c->vreq[i].base, base))
-      return c->row_pre ? ex_A(c, "%s[em_i][%d]", c->vreq[i].arr, j) : ex_A(c, "%s[%d]", c->vreq[i].arr, j);
-  if (c->nvreq == (int)(sizeof c->vreq / sizeof c->vreq[0])) return NULL;
+    if (c->vreq[i].p == p && !strcmp(c->vreq[i].base, base)) return c->vreq[i].arr;
+  if (!make || c->nvreq == (int)(sizeof c->vreq / sizeof c->vreq[0])) return NULL;
   const char *arr = ex_A(c, "em_vr%d", c->tmp++);
   c->vreq[c->nvreq].p = p;
   c->vreq[c->nvreq].dt = dt;
   c->vreq[c->nvreq].base = base;
   c->vreq[c->nvreq++].arr = arr;
+  return arr;
+}
+
+/* An index text's value (integers with an LL suffix, + - *, parentheses, and one column name em_c<j> standing for
+ * col), for col_shift; bad where the text is anything else. */
+typedef struct {
+  const char *p;
+  int64_t col;
+  int j, bad;
+} ixe;
+static int64_t ixe_sum(ixe *e);
+static int64_t ixe_atom(ixe *e) {
+  while (*e->p == ' ') e->p++;
+  if (*e->p == '(') {
+    e->p++;
+    int64_t v = ixe_sum(e);
+    while (*e->p == ' ') e->p++;
+    if (*e->p != ')') e->bad = 1;
+    else e->p++;
+    return v;
+  }
+  if (*e->p == '-') {
+    e->p++;
+    return -ixe_atom(e);
+  }
+  char *q;
+  if (*e->p >= '0' && *e->p <= '9') {
+    int64_t v = strtoll(e->p, &q, 10);
+    for (e->p = q; *e->p == 'L';) e->p++;
+    return v;
+  }
+  if (!strncmp(e->p, "em_c", 4) && e->p[4] >= '0' && e->p[4] <= '9') {
+    int j = (int)strtol(e->p + 4, &q, 10);
+    e->bad |= e->j >= 0 && e->j != j;
+    e->j = j;
+    e->p = q;
+    return e->col;
+  }
+  e->bad = 1;
+  return 0;
+}
+static int64_t ixe_prod(ixe *e) {
+  int64_t v = ixe_atom(e);
+  for (;;) {
+    while (*e->p == ' ') e->p++;
+    if (*e->p != '*' || e->bad) return v;
+    e->p++;
+    v *= ixe_atom(e);
+  }
+}
+static int64_t ixe_sum(ixe *e) {
+  int64_t v = ixe_prod(e);
+  for (;;) {
+    while (*e->p == ' ') e->p++;
+    if ((*e->p != '+' && *e->p != '-') || e->bad) return v;
+    int minus = *e->p++ == '-';
+    int64_t w = ixe_prod(e);
+    v = minus ? v - w : v + w;
+  }
+}
+
+/* Whether text x is the column em_c<j> plus a constant (its value at two columns): *d the constant, *j the element. */
+static int col_shift(const char *x, int64_t *d, int *j) {
+  ixe a = {x, 0, -1, 0}, b = {x, 1000, -1, 0};
+  int64_t va = ixe_sum(&a), vb = ixe_sum(&b);
+  if (a.bad || b.bad || *a.p || *b.p || a.j < 0 || vb - va != 1000) return 0;
+  *d = va;
+  *j = a.j;
+  return 1;
+}
+
+/* EMMY_ROW_PRELOAD: a load inside a branch of the element code (RoPE's rotate-half partner) at column em_c<j> + d of
+ * a chunk the element code already loads unconditionally (the same tensor and the same other indices: the same row),
+ * d a whole number k of chunk strides (THREADS·V): element j of chunk em_i + k of that preloaded array. In the branch
+ * where the column is in the row, chunk em_i + k is one of this thread's (the row is THREADS·V·chunks columns); in the
+ * other (dead) one the chunk number wraps, so the array index stays in range. A chunk not yet loaded (another row:
+ * a concatenation along another dim) is never loaded for a branch — it may lie outside the tensor there. */
+static const char *partner_load(ectx *c, int p, const ivec *ix, const em_shape *s, em_dtype dt) {
+  int64_t d;
+  int j, last = ix->rank - 1;
+  if (!c->row_pre || !ix->rank || !col_shift(ix->e[last], &d, &j) || d % c->row_stride) return NULL;
+  ivec own = *ix;
+  own.e[last] = ex_A(c, "em_c%d", j);
+  const char *arr = chunk_request(c, p, &own, s, dt, &j, 0);
+  int n = c->row_pre, k = (int)(((d / c->row_stride) % n + n) % n);
+  return arr ? ex_A(c, "%s[(em_i + %d) %% %d][%d]", arr, k, n, j) : NULL;
+}
+
+const char *ex_rowvec_load(ectx *c, int p, const ivec *ix, const em_shape *s, em_dtype dt) {
+  int j;
+  if (c->cond_depth) return partner_load(c, p, ix, s, dt);
+  const char *arr = chunk_request(c, p, ix, s, dt, &j, 1);
+  if (!arr) return NULL;
   return c->row_pre ? ex_A(c, "%s[em_i][%d]", arr, j) : ex_A(c, "%s[%d]", arr, j);
 }
 

@@ -1702,16 +1702,23 @@ test("EMMY_ROW_PRELOAD=1: a chunked row's loads of both passes made once, before
     w:find("__ldg((const uint4 *)(in0", 1, true)
   check(wl and gw and xl and wl < gw and gw < xl, w)
   check(select(2, w:gsub("__ldg%(", "")) == 2, w)
-  -- a row the default does not chunk (Qwen3's q_norm with RoPE): chunks of one column, its own loads made ahead (x,
-  -- cos, sin, the weight), the rotate-half partner's stay element loads in the second pass
-  local c1, r, e1 = emmy({ "compile", "Qwen/Qwen3-Embedding-0.6B", "--layer", "0", "--dynamic", "seq_len@x:1", "--kernel",
-    "k_rms_norm_rope_40c43c", "--ir", "cuda" }, { env = "EMMY_ROW_PRELOAD=1" })
-  eq(c1, 0, e1)
-  r = r:match("// kernel .-\n}\n")
+  -- a row the default does not chunk (Qwen3's q_norm with RoPE): chunks of one column, its loads made ahead (x, cos,
+  -- sin, the weight), the rotate-half partner read from the thread's own chunk two strides on (64 columns, wrapping)
+  local function rope(env)
+    local c1, r, e1 = emmy({ "compile", "Qwen/Qwen3-Embedding-0.6B", "--layer", "0", "--dynamic", "seq_len@x:1", "--kernel",
+      "k_rms_norm_rope_40c43c", "--ir", "cuda" }, { env = env })
+    eq(c1, 0, e1)
+    return r:match("// kernel .-\n}\n")
+  end
+  local r = rope("EMMY_ROW_PRELOAD=1")
   check(select(2, r:gsub("__ldg%(%(const unsigned short %*%)", "")) == 4 and r:find("unsigned short em_vr0[4][1];", 1, true), r)
   local l4, sh = r:find("__ldg((const unsigned short *)(in1", 1, true), r:find("__shfl_xor_sync", 1, true)
   check(l4 and sh and l4 < sh, "sin loaded before the reduction")
-  check(r:find("em_bf2f(in2[", 1, true), "the partner's x an element load")
+  check(select(2, r:gsub("em_vr0%[%(em_i %+ 2%) %% 4%]%[0%]", "")) == 2 and not r:find("in2[", 1, true), "the partner's x: " .. r)
+  -- with the RoPE norm chunked by two (EMMY_ROW_VEC=1): a 4-byte load a tensor and chunk, the partner one chunk on
+  local r2 = rope("EMMY_ROW_PRELOAD=1 EMMY_ROW_VEC=1")
+  check(select(2, r2:gsub("__ldg%(%(const unsigned %*%)", "")) == 4 and r2:find("(em_i + 1) % 2][", 1, true), r2)
+  check(not r2:find("in2[", 1, true) and not r2:find("in3[", 1, true), "no element load left")
 end)
 
 test("kernels.apply_picks: a tune's picks become the choices of the kernels that are tuned ones; the rest say why not", function()
