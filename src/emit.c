@@ -967,9 +967,9 @@ em_status em_emit(const em_tile *t, char **src, em_launch *launch, char *err) {
     st = em_fail(err, EM_EINPUT, "%s (%s): %s", t->name, em_kkind_name(t->kind), c.err);
     goto cleanup;
   }
-  /* CLUSTER (the contraction's TMA multicast): the cluster shape is the kernel's own, so a plain launch forms
-   * the clusters (the grid's x is a multiple of it: the emitter checked) */
-  long long cl = t->kind == EM_K_CONTRACTION ? EX_KNOB(&c, CLUSTER) : 1;
+  /* CLUSTER (the contraction's TMA multicast; FLASH=2's EMMY_KVMC): the cluster shape is the kernel's own, so a plain
+   * launch forms the clusters (the grid's x is a multiple of it: the emitter checked) */
+  long long cl = t->kind == EM_K_CONTRACTION ? EX_KNOB(&c, CLUSTER) : c.cluster > 1 ? c.cluster : 1;
   if (launch->persistent > cl) cl = launch->persistent; /* (PERSIST=1, SPLIT_K=2: a pair on one tile's K halves) */
   ex_sb_add(&head, "%s%s%s", ex_PRELUDE, c.extra_prelude ? c.extra_prelude : "",
             cl > 1 && c.extra_prelude == ex_TMA_PRELUDE ? ex_CLUSTER_PRELUDE : "");

@@ -160,6 +160,21 @@ static void fa_item(ectx *c, const fa_t *f) {
  * item, the first KVST tiles first (their stages free as the consumers finish the last item's main loop), then Q
  * once the consumers have released the last item's (em_qempty: after its last S = QKᵀ, or after its epilogue where
  * that stages O over Q), then the rest. */
+/* EMMY_KVMC=1: this CTA's half of ring use it's K and V tiles (rows rank·BKV/2 on, 1024-byte aligned in each column
+ * block, so the 128-byte swizzle is the whole tile's), multicast into both CTAs of the cluster, each CTA's full
+ * barrier signalled (its producer expects the whole tile's bytes: its half and the peer's). */
+static void fa_mc_loads(ectx *c, const fa_t *f, const char *kt) {
+  int nd = (int)(f->D / 64), h = f->BKV / 2;
+  long long kvb = fa_kvbytes(f);
+  ex_line(c, "em_mbar_expect(&em_fv[st], %lldu);", kvb);
+  ex_line(c, "const unsigned em_r = em_cluster_rank();");
+  for (int t = 0; t < 2; t++)
+    for (int j = 0; j < nd; j++)
+      ex_line(c, "em_tma_2d_mc(kb + %lldu + em_r * %du, &tm%d, %scol + %d, %srow + %s * %d + (int)em_r * %d, &em_f%c[st], 3);",
+              (t ? kvb : 0) + (long long)j * f->BKV * 128, h * 128, t + 1, t ? "v" : "k", 64 * j, t ? "v" : "k", kt, f->BKV, h,
+              t ? 'v' : 'k');
+}
+
 static void fa_producer(ectx *c, const fa_t *f) {
   long long kvb = fa_kvbytes(f);
   int nd = (int)(f->D / 64);
@@ -194,10 +209,11 @@ static void fa_producer(ectx *c, const fa_t *f) {
   ex_line(c, "const unsigned kb = em_sb + %lldu + (unsigned)st * %lldu;", fa_qbytes(f), 2 * kvb);
   ex_line(c, "em_mbar_expect(&em_fk[st], %lldu);", kvb);
   const char *kt = f->pos >= 0 ? "(it + em_klo)" : "it"; /* (seq_pos: the key tile of ring use it) */
-  for (int j = 0; j < nd; j++)
+  if (f->mc) fa_mc_loads(c, f, kt);
+  for (int j = 0; j < nd && !f->mc; j++)
     ex_line(c, "em_tma_2d(kb + %lldu, &tm1, kcol + %d, krow + %s * %d, &em_fk[st]);", (long long)j * f->BKV * 128, 64 * j, kt, f->BKV);
-  ex_line(c, "em_mbar_expect(&em_fv[st], %lldu);", kvb);
-  for (int j = 0; j < nd; j++)
+  if (!f->mc) ex_line(c, "em_mbar_expect(&em_fv[st], %lldu);", kvb);
+  for (int j = 0; j < nd && !f->mc; j++)
     ex_line(c, "em_tma_2d(kb + %lldu, &tm2, vcol + %d, vrow + %s * %d, &em_fv[st]);", kvb + (long long)j * f->BKV * 128, 64 * j,
             kt, f->BKV);
   fa_stamp(c, f, "em_pi += em_clock() - em_c; em_pn++;");
@@ -223,6 +239,10 @@ static void fa_producer(ectx *c, const fa_t *f) {
   }
   c->indent--;
   ex_line(c, "}");
+  if (f->mc) { /* (EMMY_KVMC=1: no thread leaves before the cluster's last release of a stage has reached its barriers) */
+    ex_line(c, "__syncwarp();");
+    ex_line(c, "em_cluster_sync();");
+  }
   ex_line(c, "return;");
   c->indent--;
   ex_line(c, "}");
@@ -495,8 +515,13 @@ static void fa_arrive(ectx *c, const char *cond, const char *bar) {
 /* APERSIST=1: this warp's release of its Q slice (em_qempty). */
 static void fa_qrelease(ectx *c) { fa_arrive(c, NULL, "em_qempty"); }
 
-/* This warpgroup's release of ring use u (stage st<var>). */
-static void fa_release(ectx *c, const char *var) { fa_arrive(c, NULL, ex_A(c, "em_empty[st%s]", var)); }
+/* This warpgroup's release of ring use u (stage st<var>): EMMY_KVMC=1, on both CTAs' barriers (either's producer loads half
+ * of the stage into both). */
+static void fa_release(ectx *c, const fa_t *f, const char *var) {
+  if (f->mc)
+    ex_line(c, "if (lane == 0) for (unsigned q = 0; q < 2u; q++) em_mbar_arrive_cluster(&em_empty[st%s], q);", var);
+  else fa_arrive(c, NULL, ex_A(c, "em_empty[st%s]", var));
+}
 
 /* PINGPONG: slice w's turn is named barrier base + w — 4 for two slices, 11 for three (2-4 are the epilogue's
  * per-slice barriers, 6-7 OSMEM=4's, 8-10 the mask vote's) — and the next slice's, the last handing it to the first. */
@@ -534,7 +559,7 @@ static void fa_step(ectx *c, const fa_t *f, const char *u, const char *p, const 
   if (f->psm == 2) fa_pfence(c); /* (P written into the other buffer during the softmax) */
   fa_mark(c, f, 6);
   ex_line(c, "em_wg_wait0();");
-  fa_release(c, "");
+  fa_release(c, f, "");
   if (f->psm == 1) fa_pstore(c, f, pn); /* (the PV that read the buffer retired) */
   fa_rescale(c, f);
   if (f->psm == 1) fa_pfence(c);
@@ -631,7 +656,7 @@ static void fa_pass_tiles(ectx *c, const fa_t *f, const char *lo, const char *hi
   fa_stage(c, f, "", "it");
   if (fa_mask_range(c, f)) ex_line(c, "em_mbar_wait(&em_fk[st], ph);");
   ex_line(c, "em_mbar_wait(&em_fv[st], ph);");
-  fa_release(c, "");
+  fa_release(c, f, "");
   c->indent--;
   ex_line(c, "}");
 }
@@ -757,7 +782,7 @@ static void fa_consumers(ectx *c, const fa_t *f) {
   }
   ex_line(c, "em_wg_wait0();");
   if (f->osmem == 4) ex_line(c, "em_ost = kb, em_lst = st;");
-  else fa_release(c, "");
+  else fa_release(c, f, "");
   c->indent--;
   ex_line(c, "}");
   fa_pass_tiles(c, f, "ntw", "nt");
@@ -777,6 +802,7 @@ static void fa_consumers(ectx *c, const fa_t *f) {
     ex_line(c, "}");
   }
   if (f->otma && f->L->ntmaps > 3) ex_line(c, "if ((tid & 127) == 0) em_bulk_wait0(); /* OTMA: this thread's stores complete */");
+  if (f->mc) ex_line(c, "em_cluster_sync(); /* EMMY_KVMC=1: the peer's releases of this CTA's stages have landed */");
   if (f->sp) {
     ex_line(c, "if ((tid & 127) == 0) { /* STAMP: this warpgroup's record, and (the first) the CTA's timeline */");
     ex_line(c, "  unsigned *const em_w = em_st + (wid >> 2) * %d;", FA_STAMP_FIELDS);
@@ -825,6 +851,10 @@ static int fa_facts(ectx *c, fa_t *f) {
   f->lazy = (int)EX_KNOB(c, RESCALE);
   f->otma = (int)EX_KNOB(c, OTMA);
   f->psm = (int)EX_KNOB(c, PSMEM);
+  /* EMMY_KVMC=1 (an experiment, compile time; docs/formats.md): where both CTAs of a cluster take the same key tiles in
+   * the same order, one query tile each — non-causal, APERSIST=0, KVSPLIT=1, QPACK=0, no seq_pos, no mask range */
+  f->mc = ex_env_choice("EMMY_KVMC", 1) && !f->causal && !f->persist && f->P == 1 && !f->pack && f->pos < 0 &&
+          !fa_mask_range(c, f);
   if (f->otma && f->osmem < 2) {
     ex_fail(c, "OTMA=1 (O stored by TMA) needs O staged in 64-column swizzled blocks (OSMEM 2-4)");
     return 0;
@@ -938,7 +968,10 @@ void ex_k_flash_wgmma(ectx *c, em_launch *L) {
   L->block[0] = 128 * (f.NWG + 1);
   L->smem = fa_smem(&f);
   c->bounds_minb = 1;
-  snprintf(L->grid[0], sizeof L->grid[0], "cdiv(%s,%d)", em_dim_format(&c->g->syms, &f.os->d[f.r - 2], (char[128]){0}, 128), BQ);
+  /* (EMMY_KVMC=1: an even count, the clusters' pairs; a CTA past the last query tile loads its halves and stores no row) */
+  snprintf(L->grid[0], sizeof L->grid[0], f.mc ? "2*cdiv(%s,%d)" : "cdiv(%s,%d)",
+           em_dim_format(&c->g->syms, &f.os->d[f.r - 2], (char[128]){0}, 128), f.mc ? 2 * BQ : BQ);
+  if (f.mc) c->cluster = 2;
   const char *nbh = f.bat.rank ? ex_numel_text(c, &f.bat) : "1";
   if (f.pack) snprintf(L->grid[1], sizeof L->grid[1], "cdiv(%s,%d)", nbh, f.NQ);
   else snprintf(L->grid[1], sizeof L->grid[1], "%s", nbh);
@@ -951,7 +984,7 @@ void ex_k_flash_wgmma(ectx *c, em_launch *L) {
     L->sm_blocks = f.minb;
   }
   L->ntmaps = 3;
-  int in[3] = {f.qb, f.kb, f.vb}, rows[3] = {64, f.BKV, f.BKV};
+  int in[3] = {f.qb, f.kb, f.vb}, rows[3] = {64, f.mc ? f.BKV / 2 : f.BKV, f.mc ? f.BKV / 2 : f.BKV};
   for (int i = 0; i < 3; i++) {
     L->tmaps[i].input = ex_input_pos(c, in[i]);
     L->tmaps[i].box[0] = 64;
@@ -1008,11 +1041,13 @@ void ex_k_flash_wgmma(ectx *c, em_launch *L) {
   ex_line(c, "  for (int s = 0; s < %d; s++) {", f.ST);
   ex_line(c, "    em_mbar_init(&em_fk[s], 1);");
   ex_line(c, "    em_mbar_init(&em_fv[s], 1);");
-  ex_line(c, "    em_mbar_init(&em_empty[s], %d);", 4 * f.NQ); /* each warp's release of the key part that reads it */
+  /* each warp's release of the key part that reads it (EMMY_KVMC=1: both CTAs' warps) */
+  ex_line(c, "    em_mbar_init(&em_empty[s], %d);", 4 * f.NQ * (f.mc ? 2 : 1));
   ex_line(c, "  }");
   ex_line(c, "  em_mbar_fence_init();");
   ex_line(c, "}");
-  ex_line(c, "__syncthreads();");
+  /* (EMMY_KVMC=1: the peer's barriers initialised before its multicasts and releases can reach them) */
+  ex_line(c, f.mc ? "em_cluster_sync();" : "__syncthreads();");
   fa_producer(c, &f);
   fa_consumers(c, &f);
 }

@@ -25,6 +25,7 @@ typedef struct {
   int otma;                      /* OTMA=1: a full staged O tile stored by TMA from one thread */
   int psm;                       /* PSMEM: P through shared memory of each warpgroup's own (1: one buffer, stored after the
                                   * PV that read it; 2: two, stored during the softmax), PV from shared memory */
+  int mc;                        /* EMMY_KVMC=1: a 2-CTA cluster's K/V tiles loaded half by each CTA, multicast into both */
   em_launch *L;                  /* the launch (OTMA=1 adds the output's tensor map to it) */
   double scale;
   em_dtype dt;

@@ -87,6 +87,7 @@ typedef struct {
   int row_pre;             /* EMMY_ROW_PRELOAD: the chunk count; the requests of both passes kept, loaded before them */
   int row_stride;          /* EMMY_ROW_PRELOAD: columns from a thread's chunk to its next (THREADS·V) */
   sbuf pre_wait;           /* code placed before the grid dependency wait (EMMY_ROW_PRELOAD=2: the weights' loads) */
+  int cluster;             /* a template's cluster size other than the contraction's CLUSTER (FLASH=2 with EMMY_KVMC=1), or 0 */
   int failed;
   char err[EM_ERR_MAX];
 } ectx;

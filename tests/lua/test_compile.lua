@@ -1597,6 +1597,32 @@ test("EMMY_EXP_SPLIT=K and EMMY_SMX_PAIRS=1 (attention experiments): every K-th 
   end
 end)
 
+test("EMMY_KVMC=1 (an attention experiment): a non-causal FLASH=2 kernel's two CTAs of a cluster load half of each K/V tile each, multicast into both, release both CTAs' stages, meet at cluster barriers; causal and persistent kernels unchanged; NVRTC compiles it", function()
+  local NC = { ROOT .. "/tests/fixtures/sdpa_noncausal.torch.json", "--ir", "cuda" }
+  local pins = "EMMY_KNOBS=FLASH=2,BQ=64,BKV=128,KVST=2,APERSIST=0,OSMEM=2"
+  local c0, plain, e0 = emmy(args("compile", NC), { env = pins })
+  eq(c0, 0, e0)
+  local c1, src, e1 = emmy(args("compile", NC), { env = pins .. " EMMY_KVMC=1" })
+  eq(c1, 0, e1)
+  check(not plain:find("__cluster_dims__", 1, true) and src:find("__cluster_dims__(2, 1, 1)", 1, true), "a 2-CTA cluster")
+  check(src:find("em_mbar_init(&em_empty[s], 8);", 1, true) and plain:find("em_mbar_init(&em_empty[s], 4);", 1, true), "both CTAs' warps release")
+  check(select(2, src:gsub("em_tma_2d_mc%(kb %+ %d+u %+ em_r %* 8192u, &tm%d, [kv]col %+ %d+, [kv]row %+ it %* 128 %+ %(int%)em_r %* 64, &em_f[kv]%[st%], 3%);", "")) == 4,
+    "K and V, two column blocks each, half the rows: " .. src)
+  check(src:find("if (lane == 0) for (unsigned q = 0; q < 2u; q++) em_mbar_arrive_cluster(&em_empty[st], q);", 1, true), "the release")
+  check(select(2, src:gsub("em_cluster_sync%(%);", "")) == 3, "after the init, the producer's end, the consumers' end")
+  -- causal (Qwen3's layer) and persistent kernels take no cluster
+  local c2, causal, e2 = emmy(args("compile", L0, "--ir", "cuda", "--kernel", "k_sdpa"), { env = "EMMY_KVMC=1" })
+  eq(c2, 0, e2)
+  check(not causal:find("__cluster_dims__", 1, true), "causal: unchanged")
+  local ok, nv = pcall(require, "emmy.nvrtc")
+  if ok and nv.version() then
+    local c3, o3, e3 = emmy({ "compile", ROOT .. "/tests/fixtures/sdpa_noncausal.torch.json", "--nvrtc" },
+      { env = pins .. " EMMY_KVMC=1 EMMY_CUBIN_CACHE=" .. tmpdir() })
+    eq(c3, 0, "nvrtc: " .. e3)
+    check(o3:find(", 0 failed", 1, true), o3)
+  end
+end)
+
 test("emmy compile --pins: the selected kernels' chosen knobs with the set over them, shown by --ir cuda (a variant the rules need not list); one set only; a knob the kernel does not read is an error", function()
   local LL = { "TinyLlama/TinyLlama-1.1B-Chat-v1.0", "--layer", "0", "--dynamic", "seq_len@x:1", "--ir", "cuda", "--kernel", "k_linear_rope_88e5e1" }
   local c1, src, e1 = emmy(args("compile", LL, "--pins", "STAMP=1,STAGES=7"))
