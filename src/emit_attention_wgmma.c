@@ -155,11 +155,6 @@ static void fa_item(ectx *c, const fa_t *f) {
   ex_line(c, "const int nt = (int)((send + %d) / %d);", f->BKV - 1, f->BKV);
 }
 
-/* The producer: lane 0 of the last warpgroup loads each consumer warpgroup's 64 Q rows (em_qbar), then every K
- * and V tile of this CTA's key range, each stage once both its previous uses are released. APERSIST=1: for each
- * item, the first KVST tiles first (their stages free as the consumers finish the last item's main loop), then Q
- * once the consumers have released the last item's (em_qempty: after its last S = QKᵀ, or after its epilogue where
- * that stages O over Q), then the rest. */
 /* EMMY_KVMC=1: this CTA's half of ring use it's K and V tiles (rows rank·BKV/2 on, 1024-byte aligned in each column
  * block, so the 128-byte swizzle is the whole tile's), multicast into both CTAs of the cluster, each CTA's full
  * barrier signalled (its producer expects the whole tile's bytes: its half and the peer's). */
@@ -175,6 +170,11 @@ static void fa_mc_loads(ectx *c, const fa_t *f, const char *kt) {
               t ? 'v' : 'k');
 }
 
+/* The producer: lane 0 of the last warpgroup loads each consumer warpgroup's 64 Q rows (em_qbar), then every K
+ * and V tile of this CTA's key range, each stage once both its previous uses are released. APERSIST=1: for each
+ * item, the first KVST tiles first (their stages free as the consumers finish the last item's main loop), then Q
+ * once the consumers have released the last item's (em_qempty: after its last S = QKᵀ, or after its epilogue where
+ * that stages O over Q), then the rest. EMMY_KVMC=1: half of each K and V tile, multicast (fa_mc_loads). */
 static void fa_producer(ectx *c, const fa_t *f) {
   long long kvb = fa_kvbytes(f);
   int nd = (int)(f->D / 64);
