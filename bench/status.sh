@@ -19,7 +19,8 @@
 #              none / EMMY_ROW_PRELOAD=1 / =2 / =1 with RoPE's norms chunked (EMMY_ROW_VEC=1), emmy's kernels in the
 #              program, Qwen3-Embedding-0.6B at batch 1 and 8 and TinyLlama (about 250 s)
 #   kvmc       the attention experiment EMMY_KVMC=1 (not in the default set): its GPU cases, then the A/B on issue 20's
-#              two non-causal rows over torch (b1 s2048 d64, b8 s512 d128), the persistent leads beside (about 250 s)
+#              two non-causal rows over torch (b1 s2048 d64, b8 s512 d128): the chosen persistent leads and their
+#              APERSIST=0 twins, each with and without (about 250 s)
 #   cold       the 512-token projections with the L2 flushed before each launch (kernel durations), against torch
 #              eager's kernels the same way: the regime of a matmul in the model's program, its weights from HBM
 # Text and JSON go to ${OUT:-/tmp}/status_* (in a device call's $OUT packed into status.tar.gz, the verdict beside it);

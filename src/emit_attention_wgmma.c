@@ -137,6 +137,8 @@ static void fa_items_loop(ectx *c, const fa_t *f) {
   c->indent++; /* (closed by the caller) */
   if (f->causal)
     ex_line(c, "const long long em_t = (em_r & 1) ? (em_r + 1) * gridDim.x - 1 - blockIdx.x : em_r * gridDim.x + blockIdx.x;");
+  else if (f->mc) /* (EMMY_KVMC=1: a cluster's two CTAs take a pair of items, neighbouring query tiles of one head) */
+    ex_line(c, "const long long em_t = 2 * (em_r * (gridDim.x / 2) + blockIdx.x / 2) + (blockIdx.x & 1);");
   else
     ex_line(c, "const long long em_t = em_r * gridDim.x + blockIdx.x;");
   ex_line(c, "if (em_t >= em_items) break;");
@@ -790,7 +792,9 @@ static void fa_consumers(ectx *c, const fa_t *f) {
   fa_stamp(c, f, "const unsigned em_ce = em_clock();");
   fa_epilogue(c, f);
   fa_stamp(c, f, "em_sa[8] += em_clock() - em_ce; em_sa[0]++;");
-  if (f->osmem == 4) fa_arrive(c, "kp < ntw", "em_empty[em_lst]"); /* (every warp past its reads of the staged O) */
+  if (f->osmem == 4 && f->mc) /* (every warp past its reads of the staged O; EMMY_KVMC=1: both CTAs' barriers) */
+    ex_line(c, "if (kp < ntw && lane == 0) for (unsigned q = 0; q < 2u; q++) em_mbar_arrive_cluster(&em_empty[em_lst], q);");
+  else if (f->osmem == 4) fa_arrive(c, "kp < ntw", "em_empty[em_lst]");
   if (fa_mask_range(c, f)) ex_line(c, "}");
   if (f->persist) {
     /* PINGPONG: both warpgroups past this item (the first's last bar.sync 4 taken) before the second's next
@@ -852,9 +856,9 @@ static int fa_facts(ectx *c, fa_t *f) {
   f->otma = (int)EX_KNOB(c, OTMA);
   f->psm = (int)EX_KNOB(c, PSMEM);
   /* EMMY_KVMC=1 (an experiment, compile time; docs/formats.md): where both CTAs of a cluster take the same key tiles in
-   * the same order, one query tile each — non-causal, APERSIST=0, KVSPLIT=1, QPACK=0, no seq_pos, no mask range */
-  f->mc = ex_env_choice("EMMY_KVMC", 1) && !f->causal && !f->persist && f->P == 1 && !f->pack && f->pos < 0 &&
-          !fa_mask_range(c, f);
+   * the same order, one query tile each (APERSIST=1: items paired) — non-causal, KVSPLIT=1, QPACK=0, no seq_pos, no
+   * mask range */
+  f->mc = ex_env_choice("EMMY_KVMC", 1) && !f->causal && f->P == 1 && !f->pack && f->pos < 0 && !fa_mask_range(c, f);
   if (f->otma && f->osmem < 2) {
     ex_fail(c, "OTMA=1 (O stored by TMA) needs O staged in 64-column swizzled blocks (OSMEM 2-4)");
     return 0;
@@ -980,7 +984,7 @@ void ex_k_flash_wgmma(ectx *c, em_launch *L) {
     snprintf(gx, sizeof gx, "%s*%s", L->grid[0], L->grid[1]);
     snprintf(L->grid[0], sizeof L->grid[0], "%s", gx);
     snprintf(L->grid[1], sizeof L->grid[1], "1");
-    L->persistent = 1;
+    L->persistent = f.mc ? 2 : 1; /* (EMMY_KVMC=1: whole clusters) */
     L->sm_blocks = f.minb;
   }
   L->ntmaps = 3;
@@ -1005,7 +1009,12 @@ void ex_k_flash_wgmma(ectx *c, em_launch *L) {
     ex_line(c, "const unsigned long long em_g0 = em_gtime(); const unsigned em_e0 = em_clock(); /* STAMP: the CTA's entry */");
   }
   if (f.persist) {
-    ex_line(c, "const long long em_nq = (Lq + %d) / %d, em_nbh = %s, em_items = em_nq * em_nbh;", BQ - 1, BQ, fa_nbh_c(c, &f));
+    /* (EMMY_KVMC=1: an even count of query tiles a head, so that a pair of items is one head's) */
+    if (f.mc)
+      ex_line(c, "const long long em_nq = 2 * ((Lq + %d) / %d), em_nbh = %s, em_items = em_nq * em_nbh;", 2 * BQ - 1, 2 * BQ,
+              fa_nbh_c(c, &f));
+    else
+      ex_line(c, "const long long em_nq = (Lq + %d) / %d, em_nbh = %s, em_items = em_nq * em_nbh;", BQ - 1, BQ, fa_nbh_c(c, &f));
   } else if (f.causal) {
     /* causal: the longest query tiles (the last rows) of every head are launched first, the CTAs in launch order
      * (x fastest) taking query tiles longest first across all heads, so the short ones fill the tail */

@@ -1597,7 +1597,7 @@ test("EMMY_EXP_SPLIT=K and EMMY_SMX_PAIRS=1 (attention experiments): every K-th 
   end
 end)
 
-test("EMMY_KVMC=1 (an attention experiment): a non-causal FLASH=2 kernel's two CTAs of a cluster load half of each K/V tile each, multicast into both, release both CTAs' stages, meet at cluster barriers; causal and persistent kernels unchanged; NVRTC compiles it", function()
+test("EMMY_KVMC=1 (an attention experiment): a non-causal FLASH=2 kernel's two CTAs of a cluster load half of each K/V tile each, multicast into both, release both CTAs' stages, meet at cluster barriers (persistent: items paired); causal kernels unchanged; NVRTC compiles it", function()
   local NC = { ROOT .. "/tests/fixtures/sdpa_noncausal.torch.json", "--ir", "cuda" }
   local pins = "EMMY_KNOBS=FLASH=2,BQ=64,BKV=128,KVST=2,APERSIST=0,OSMEM=2"
   local c0, plain, e0 = emmy(args("compile", NC), { env = pins })
@@ -1610,7 +1610,14 @@ test("EMMY_KVMC=1 (an attention experiment): a non-causal FLASH=2 kernel's two C
     "K and V, two column blocks each, half the rows: " .. src)
   check(src:find("if (lane == 0) for (unsigned q = 0; q < 2u; q++) em_mbar_arrive_cluster(&em_empty[st], q);", 1, true), "the release")
   check(select(2, src:gsub("em_cluster_sync%(%);", "")) == 3, "after the init, the producer's end, the consumers' end")
-  -- causal (Qwen3's layer) and persistent kernels take no cluster
+  -- APERSIST=1: a pair of items a round for the cluster's CTAs, a head's query tiles counted up to even, OSMEM=4's
+  -- release on both CTAs
+  local c4, per, e4 = emmy(args("compile", NC), { env = "EMMY_KVMC=1 EMMY_KNOBS=FLASH=2,BQ=128,BKV=128,KVST=3,APERSIST=1,OSMEM=4,PINGPONG=1" })
+  eq(c4, 0, e4)
+  check(per:find("const long long em_t = 2 * (em_r * (gridDim.x / 2) + blockIdx.x / 2) + (blockIdx.x & 1);", 1, true) and
+    per:find("em_nq = 2 * ((Lq + 255) / 256)", 1, true), per)
+  check(per:find("if (kp < ntw && lane == 0) for (unsigned q = 0; q < 2u; q++) em_mbar_arrive_cluster(&em_empty[em_lst], q);", 1, true), per)
+  -- causal (Qwen3's layer) takes no cluster
   local c2, causal, e2 = emmy(args("compile", L0, "--ir", "cuda", "--kernel", "k_sdpa"), { env = "EMMY_KVMC=1" })
   eq(c2, 0, e2)
   check(not causal:find("__cluster_dims__", 1, true), "causal: unchanged")
