@@ -18,7 +18,7 @@
 #   rows       the row-kernel experiments (not in the default set): EMMY_ROW_PRELOAD's GPU cases, then the A/B of
 #              none / EMMY_ROW_PRELOAD=1 / =2 / =1 with RoPE's norms chunked (EMMY_ROW_VEC=1), emmy's kernels in the
 #              program, Qwen3-Embedding-0.6B at batch 1 and 8 and TinyLlama (about 250 s)
-#   kvmc       the attention experiment EMMY_KVMC=1 (not in the default set): its GPU cases, then the A/B on issue 20's
+#   kvmc       the attention experiment EMMY_KVMC=1 (not in the default set): its fixture cases, then the A/B on issue 20's
 #              two non-causal rows over torch (b1 s2048 d64, b8 s512 d128): the chosen persistent leads and their
 #              APERSIST=0 twins, each with and without (about 250 s)
 #   cold       the 512-token projections with the L2 flushed before each launch (kernel durations), against torch
@@ -92,10 +92,11 @@ if on rows; then
   done
 fi
 if on kvmc; then
-  OUT=/tmp/status_kvmc_logs EMMY_BIN=$BIN timeout 300 sh tests/gpu/run.sh kvmc > "$LOG/status_kvmc.txt" 2>&1
+  # (the fixture's cases first, short; the A/B's bench checks each variant against the reference before it times it)
+  OUT=/tmp/status_kvmc_logs EMMY_BIN=$BIN timeout 150 sh tests/gpu/run.sh kvmc_noncausal kvmc_persist > "$LOG/status_kvmc.txt" 2>&1
   stamp "EMMY_KVMC's cases (rc $?)"
   grep -E "^(ok|FAIL) |passed" "$LOG/status_kvmc.txt"
-  timeout 250 "$BIN" bench/ab.lua --env "EMMY_NONE=1;EMMY_KVMC=1" --runs 2 -- bench/attention.lua --layout bhsd --limit 0 \
+  timeout 380 "$BIN" bench/ab.lua --env "EMMY_NONE=1;EMMY_KVMC=1" --runs 2 -- bench/attention.lua --layout bhsd --limit 0 \
     --shapes b1s2048,b8s512 --causal 0 --torch cudnn \
     --pins "BQ=64,BKV=128,KVST=3,MINB=2,APERSIST=0,OSMEM=2,OTMA=1,PINGPONG=0;BQ=128,BKV=128,KVST=3,MINB=1,APERSIST=0,OSMEM=2,OTMA=0,PINGPONG=1" \
     > "$LOG/status_kvmc_ab.txt" 2>&1
