@@ -211,13 +211,16 @@ static void fa_producer(ectx *c, const fa_t *f) {
   ex_line(c, "const unsigned kb = em_sb + %lldu + (unsigned)st * %lldu;", fa_qbytes(f), 2 * kvb);
   ex_line(c, "em_mbar_expect(&em_fk[st], %lldu);", kvb);
   const char *kt = f->pos >= 0 ? "(it + em_klo)" : "it"; /* (seq_pos: the key tile of ring use it) */
-  if (f->mc) fa_mc_loads(c, f, kt);
-  for (int j = 0; j < nd && !f->mc; j++)
-    ex_line(c, "em_tma_2d(kb + %lldu, &tm1, kcol + %d, krow + %s * %d, &em_fk[st]);", (long long)j * f->BKV * 128, 64 * j, kt, f->BKV);
-  if (!f->mc) ex_line(c, "em_mbar_expect(&em_fv[st], %lldu);", kvb);
-  for (int j = 0; j < nd && !f->mc; j++)
-    ex_line(c, "em_tma_2d(kb + %lldu, &tm2, vcol + %d, vrow + %s * %d, &em_fv[st]);", kvb + (long long)j * f->BKV * 128, 64 * j,
-            kt, f->BKV);
+  if (f->mc) {
+    fa_mc_loads(c, f, kt);
+  } else {
+    for (int j = 0; j < nd; j++)
+      ex_line(c, "em_tma_2d(kb + %lldu, &tm1, kcol + %d, krow + %s * %d, &em_fk[st]);", (long long)j * f->BKV * 128, 64 * j, kt, f->BKV);
+    ex_line(c, "em_mbar_expect(&em_fv[st], %lldu);", kvb);
+    for (int j = 0; j < nd; j++)
+      ex_line(c, "em_tma_2d(kb + %lldu, &tm2, vcol + %d, vrow + %s * %d, &em_fv[st]);", kvb + (long long)j * f->BKV * 128, 64 * j,
+              kt, f->BKV);
+  }
   fa_stamp(c, f, "em_pi += em_clock() - em_c; em_pn++;");
   if (f->persist) {
     ex_line(c, "if (it == em_qa) {");
@@ -517,13 +520,17 @@ static void fa_arrive(ectx *c, const char *cond, const char *bar) {
 /* APERSIST=1: this warp's release of its Q slice (em_qempty). */
 static void fa_qrelease(ectx *c) { fa_arrive(c, NULL, "em_qempty"); }
 
-/* This warpgroup's release of ring use u (stage st<var>): EMMY_KVMC=1, on both CTAs' barriers (either's producer loads half
- * of the stage into both). */
-static void fa_release(ectx *c, const fa_t *f, const char *var) {
+/* One arrival of each warp's first lane (where cond holds, when given) on the ring's empty barrier bar: EMMY_KVMC=1, on
+ * both CTAs' (either's producer loads half of each stage into both). */
+static void fa_ring_arrive(ectx *c, const fa_t *f, const char *cond, const char *bar) {
   if (f->mc)
-    ex_line(c, "if (lane == 0) for (unsigned q = 0; q < 2u; q++) em_mbar_arrive_cluster(&em_empty[st%s], q);", var);
-  else fa_arrive(c, NULL, ex_A(c, "em_empty[st%s]", var));
+    ex_line(c, "if (%slane == 0) for (unsigned q = 0; q < 2u; q++) em_mbar_arrive_cluster(&%s, q);", cond ? ex_A(c, "%s && ", cond) : "",
+            bar);
+  else fa_arrive(c, cond, bar);
 }
+
+/* This warpgroup's release of ring use u (stage st<var>). */
+static void fa_release(ectx *c, const fa_t *f, const char *var) { fa_ring_arrive(c, f, NULL, ex_A(c, "em_empty[st%s]", var)); }
 
 /* PINGPONG: slice w's turn is named barrier base + w — 4 for two slices, 11 for three (2-4 are the epilogue's
  * per-slice barriers, 6-7 OSMEM=4's, 8-10 the mask vote's) — and the next slice's, the last handing it to the first. */
@@ -792,9 +799,7 @@ static void fa_consumers(ectx *c, const fa_t *f) {
   fa_stamp(c, f, "const unsigned em_ce = em_clock();");
   fa_epilogue(c, f);
   fa_stamp(c, f, "em_sa[8] += em_clock() - em_ce; em_sa[0]++;");
-  if (f->osmem == 4 && f->mc) /* (every warp past its reads of the staged O; EMMY_KVMC=1: both CTAs' barriers) */
-    ex_line(c, "if (kp < ntw && lane == 0) for (unsigned q = 0; q < 2u; q++) em_mbar_arrive_cluster(&em_empty[em_lst], q);");
-  else if (f->osmem == 4) fa_arrive(c, "kp < ntw", "em_empty[em_lst]");
+  if (f->osmem == 4) fa_ring_arrive(c, f, "kp < ntw", "em_empty[em_lst]"); /* (every warp past its reads of the staged O) */
   if (fa_mask_range(c, f)) ex_line(c, "}");
   if (f->persist) {
     /* PINGPONG: both warpgroups past this item (the first's last bar.sync 4 taken) before the second's next

@@ -7,6 +7,7 @@
  * the chunk's plus j; the base pointers are the runtime's own buffers (cuMemAlloc, 256-byte aligned: a kernel never
  * gets a pointer into a buffer, views are index math). The element code is emitted into a buffer of its own first
  * (ex_rowvec_begin), so that the loads it asks for can be placed ahead of it (ex_rowvec_end). */
+#include <ctype.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -79,72 +80,25 @@ static const char *chunk_request(ectx *c, int p, const ivec *ix, const em_shape 
   return arr;
 }
 
-/* An index text's value (integers with an LL suffix, + - *, parentheses, and one column name em_c<j> standing for
- * col), for col_shift; bad where the text is anything else. */
-typedef struct {
-  const char *p;
-  int64_t col;
-  int j, bad;
-} ixe;
-static int64_t ixe_sum(ixe *e);
-static int64_t ixe_atom(ixe *e) {
-  while (*e->p == ' ') e->p++;
-  if (*e->p == '(') {
-    e->p++;
-    int64_t v = ixe_sum(e);
-    while (*e->p == ' ') e->p++;
-    if (*e->p != ')') e->bad = 1;
-    else e->p++;
-    return v;
-  }
-  if (*e->p == '-') {
-    e->p++;
-    return -ixe_atom(e);
-  }
-  char *q;
-  if (*e->p >= '0' && *e->p <= '9') {
-    int64_t v = strtoll(e->p, &q, 10);
-    for (e->p = q; *e->p == 'L';) e->p++;
-    return v;
-  }
-  if (!strncmp(e->p, "em_c", 4) && e->p[4] >= '0' && e->p[4] <= '9') {
-    int j = (int)strtol(e->p + 4, &q, 10);
-    e->bad |= e->j >= 0 && e->j != j;
-    e->j = j;
-    e->p = q;
-    return e->col;
-  }
-  e->bad = 1;
-  return 0;
-}
-static int64_t ixe_prod(ixe *e) {
-  int64_t v = ixe_atom(e);
-  for (;;) {
-    while (*e->p == ' ') e->p++;
-    if (*e->p != '*' || e->bad) return v;
-    e->p++;
-    v *= ixe_atom(e);
-  }
-}
-static int64_t ixe_sum(ixe *e) {
-  int64_t v = ixe_prod(e);
-  for (;;) {
-    while (*e->p == ' ') e->p++;
-    if ((*e->p != '+' && *e->p != '-') || e->bad) return v;
-    int minus = *e->p++ == '-';
-    int64_t w = ixe_prod(e);
-    v = minus ? v - w : v + w;
-  }
-}
-
-/* Whether text x is the column em_c<j> plus a constant (its value at two columns): *d the constant, *j the element. */
+/* Whether text x is a column em_c<j> plus a constant: parsed by the dims' own parser (em_dim_parse, emmy's LL
+ * suffixes dropped, em_c<j> its one symbol; any other name refuses), less the column, a constant *d; *j the element. */
 static int col_shift(const char *x, int64_t *d, int *j) {
-  ixe a = {x, 0, -1, 0}, b = {x, 1000, -1, 0};
-  int64_t va = ixe_sum(&a), vb = ixe_sum(&b);
-  if (a.bad || b.bad || *a.p || *b.p || a.j < 0 || vb - va != 1000) return 0;
-  *d = va;
-  *j = a.j;
-  return 1;
+  const char *c = strstr(x, "em_c");
+  char buf[512], name[16], err[EM_ERR_MAX];
+  size_t n = 0;
+  for (const char *p = x; *p; p++) {
+    if (*p == 'L' && p > x && (isdigit((unsigned char)p[-1]) || p[-1] == 'L')) continue;
+    if (n + 1 == sizeof buf) return 0;
+    buf[n++] = *p;
+  }
+  buf[n] = 0;
+  if (!c || !isdigit((unsigned char)c[4])) return 0;
+  *j = atoi(c + 4);
+  snprintf(name, sizeof name, "em_c%d", *j);
+  em_symtab st = {0};
+  em_dim e, col = em_dim_sym(0), k;
+  return em_symtab_add(&st, name, -1, 0, INT64_MAX, err) == 0 && em_dim_parse(&st, buf, &e, err) == EM_OK &&
+         !em_dim_sub(&e, &col, &k) && em_dim_is_const(&k, d);
 }
 
 /* EMMY_ROW_PRELOAD: a load inside a branch of the element code (RoPE's rotate-half partner) at column em_c<j> + d of
