@@ -120,7 +120,11 @@ int em_kkind_parse(const char *s) {
 
 const char *ex_dim_c(ectx *c, const em_dim *d) {
   em_symtab st = c->g->syms;
-  for (int i = 0; i < st.n; i++) snprintf(st.s[i].name, sizeof st.s[i].name, "%s", c->dimc[i]);
+  /* a derived symbol (cdiv) by its name too: the kernel computed it once as cd<i> (em_emit), and the text has no cdiv */
+  for (int i = 0; i < st.n; i++) {
+    snprintf(st.s[i].name, sizeof st.s[i].name, "%s", c->dimc[i]);
+    st.s[i].derived = 0;
+  }
   char buf[512];
   em_dim_format(&st, d, buf, sizeof buf);
   int64_t k;

@@ -339,4 +339,26 @@ test("tools/sass_count.sh by emmy's NVRTC: a kernel's SASS instructions, registe
   check(out:find("bad.cu: does not compile: compile_fail", 1, true) and out:find("rc=1", 1, true), out)
 end)
 
+test("every golden CUDA file compiles for sm_90a (text that matches its golden byte for byte may still not be CUDA)", function()
+  need_nvrtc()
+  package.path = EMMY_HOME .. "/tests/lua/?.lua;" .. package.path
+  local golden = require "golden"
+  local jobs, files, cache = {}, {}, os.getenv("EMMY_CUBIN_CACHE") ~= "off" and tmpdir() or nil
+  for _, e in ipairs(golden.manifest()) do
+    local src = golden.read(golden.DIR .. "/" .. e.file)
+    if src then
+      files[#files + 1] = e.file
+      jobs[#jobs + 1] = { source = src, arch = "sm_90a", name = e.file, options = { "-std=c++17" }, cache_dir = cache }
+    end
+  end
+  check(#jobs >= 100, "the golden corpus has its files")
+  local bad = {}
+  for i, r in ipairs(nvrtc.compile_many(jobs)) do
+    if r.status ~= "ok" then
+      bad[#bad + 1] = ("%s: %s %s"):format(files[i], r.status, ((r.log or ""):match("[^\n]*error[^\n]*") or ""))
+    end
+  end
+  check(#bad == 0, #bad .. " golden files do not compile:\n  " .. table.concat(bad, "\n  "))
+end)
+
 return T
