@@ -8,9 +8,12 @@ local M = {}
 local B = {}
 B.__index = B
 
+-- name: the value's name (fresh: a suffix when taken); a stand-in is named after the node it stands for
+-- (b:op(..., node.name)), so the rebuilt graph's names mean what the source graph's mean. Without a name, the
+-- node's name with a suffix that no value of either graph has (the ops beside the stand-in).
 function B:op(aten, args, name)
-  local v, err = self.g:node(aten, self:map_args(args), { name = name and self:fresh(name), module = self.cur.module,
-    op = self.cur.src_op })
+  local v, err = self.g:node(aten, self:map_args(args), { name = name and self:fresh(name) or self:aside(),
+    module = self.cur.module, op = self.cur.src_op })
   if not v then error(err, 0) end
   return v
 end
@@ -22,6 +25,12 @@ function B:fresh(name)
   local i = 1
   while self.g:value(name .. "_" .. i) do i = i + 1 end
   return name .. "_" .. i
+end
+
+function B:aside()
+  local i = 1
+  while self.g:value(self.cur.name .. "_" .. i) or self.source:value(self.cur.name .. "_" .. i) do i = i + 1 end
+  return self.cur.name .. "_" .. i
 end
 
 -- args may refer to old value names; map them to their stand-ins
@@ -49,7 +58,7 @@ function M.rebuild(g, fn, opts)
   for _, s in ipairs(g:symbols()) do
     if not s.derived then assert(ng:symbol(s.name, { hint = s.hint, min = s.min, max = s.max })) end
   end
-  local b = setmetatable({ g = ng, map = {} }, B)
+  local b = setmetatable({ g = ng, source = g, map = {} }, B)
   for _, v in ipairs(g:inputs()) do
     if not drop[v.name] then
       assert(ng:input(v.name, v.dtype, v.shape, { kind = v.kind, weight = v.weight }))

@@ -81,6 +81,8 @@ case("matmul_broadcast", function(g)
   return node(g, "aten.matmul.default", { self = inp(g, "a", "f32", { 2, 1, 5, 8 }), other = inp(g, "b", "f32", { 3, 8, 6 }) })
 end)
 case("matmul_vec", function(g) return node(g, "aten.matmul.default", { self = inp(g, "a", "f32", { 8 }), other = inp(g, "b", "f32", { 2, 8, 3 }) }) end)
+case("matmul_vec_right", function(g) return node(g, "aten.matmul.default", { self = inp(g, "a", "f32", { 2, 3, 8 }), other = inp(g, "b", "f32", { 8 }) }) end)
+case("matmul_dot", function(g) return node(g, "aten.matmul.default", { self = inp(g, "a", "f32", { 8 }), other = inp(g, "b", "f32", { 8 }) }) end)
 case("linear_bias_sym", function(g)
   assert(g:symbol("n", { hint = 5, max = 32 }))
   return node(g, "aten.linear.default", { input = inp(g, "x", "bf16", { 2, "n", 24 }), weight = inp(g, "w", "bf16", { 12, 24 }, "param"),

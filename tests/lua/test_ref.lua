@@ -156,4 +156,35 @@ test("qwen3 0.6B layer at seq_len 512 runs in seconds", function()
   check(dt < 30, ("took %.1f s"):format(dt))
 end)
 
+-- emmy run checks each kernel's output against the reference of the source graph by name, so a pass that rebuilds
+-- the graph must keep what a name means (a stand-in named after the node it replaces; the ops beside it named apart).
+test("canonicalize keeps names: every op case's rebuilt graph computes the source graph's values under their names", function()
+  local canon
+  for _, p in ipairs(require("emmy.compiler").passes()) do if p.name == "canonicalize" then canon = p end end
+  check(canon, "the canonicalize pass")
+  local rewritten = 0
+  for _, c in ipairs(graphs.op_cases) do
+    local g = require("emmy.ir").new(c.name)
+    assert(g:output(c.build(g)))
+    local ctx = { graph = g }
+    canon.run(ctx)
+    local h = ctx.graph
+    local bind = assert(g:bind({}))
+    local ins = assert(inputs.for_graph(g, bind, 3))
+    local a = assert(ref.run(g, ins, { bind = bind, keep_all = true }))
+    local b = assert(ref.run(h, ins, { bind = bind, keep_all = true }))
+    eq(h:outputs()[1], g:outputs()[1], c.name .. ": the output's name")
+    if #h:nodes() ~= #g:nodes() then rewritten = rewritten + 1 end
+    for _, n in ipairs(h:nodes()) do
+      if g:value(n.name) then
+        local want, got = a[n.name], b[n.name]
+        check(want and got, c.name .. ": " .. n.name .. " has a reference value on both sides")
+        local cmp = ref.compare(got, want)
+        check(cmp.ok, ("%s: %s means another value after canonicalize (max abs %g)"):format(c.name, n.name, cmp.max_abs))
+      end
+    end
+  end
+  check(rewritten >= 2, "op cases the pass rewrites (softmax.int, 1-d matmul): " .. rewritten)
+end)
+
 return T
