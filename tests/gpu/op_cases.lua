@@ -48,7 +48,11 @@ for _, c in ipairs(cases) do
     print(("%s %s"):format(ok and "ok  " or "FAIL", c.name))
     if ok then passed = passed + 1 else
       failed[#failed + 1] = c.name
-      os.execute("tail -n 8 '" .. log .. "'")
+      -- the log's last lines through this stream (a shell's tail wrote past the runner's capture)
+      local f, lines = io.open(log), {}
+      for l in (f and f:read("*a") or ""):gmatch("[^\n]+") do lines[#lines + 1] = l end
+      if f then f:close() end
+      for i = math.max(1, #lines - 7), #lines do print("    " .. lines[i]) end
     end
   end
 end
