@@ -1404,6 +1404,32 @@ test("every emitted kernel compiles with NVRTC (sm_90a), resources recorded", fu
   check(out:find("k_sdpa_%x+%s+[%w_=,]*QROWS=%d+[%w_=,]*%s+ok%s+%d+"), out)
 end)
 
+-- The op cases run on the GPU only in tests/gpu/op_cases.lua; three of them once emitted text that NVRTC refused or no
+-- text at all (a derived dim's cdiv, a 1-d matmul operand). Here every op case's chosen variant and 3 sampled ones
+-- are emitted and compiled without a GPU.
+test("every op case emits and compiles with NVRTC: the chosen variant and 3 sampled", function()
+  local ok, nv = pcall(require, "emmy.nvrtc")
+  if not ok or not nv.version() then skip("NVRTC not found") end
+  package.path = EMMY_HOME .. "/tests/lua/?.lua;" .. package.path
+  local graphs, ir, gj = require "graphs", require "emmy.ir", require "emmy.graphjson"
+  local d, bad = tmpdir(), {}
+  for _, c in ipairs(graphs.op_cases) do
+    local g = ir.new(c.name)
+    assert(g:output(c.build(g)))
+    local file = d .. "/" .. c.name .. ".torch.json"
+    assert(gj.write(g, file, { sync = false }))
+    for _, extra in ipairs { {}, { "--sample", "3", "--seed", "5" } } do
+      local code, out, err = emmy(args("compile", file, "--nvrtc", unpack(extra)),
+        { env = "EMMY_CUBIN_CACHE=" .. d .. "/cc" })
+      if code ~= 0 or not out:find(" 0 failed", 1, true) then
+        bad[#bad + 1] = ("%s %s: exit %s %s"):format(c.name, table.concat(extra, " "), tostring(code),
+          (err ~= "" and err or out):match("[^\n]*fail[^\n]*") or err)
+      end
+    end
+  end
+  check(#bad == 0, table.concat(bad, "\n"))
+end)
+
 test("sampled knob points of every structural fork compile with NVRTC", function()
   local ok, nv = pcall(require, "emmy.nvrtc")
   if not ok or not nv.version() then skip("NVRTC not found") end
