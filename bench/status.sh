@@ -21,6 +21,9 @@
 #   kvmc       the attention experiment EMMY_KVMC=1 (not in the default set): its fixture cases, then the A/B on issue 20's
 #              two non-causal rows over torch (b1 s2048 d64, b8 s512 d128): the chosen persistent leads and their
 #              APERSIST=0 twins, each with and without (about 250 s)
+#   kvmcprof   why EMMY_KVMC lost (not in the default set): Nsight Compute on the two non-causal rows over torch (b8 s512
+#              d128, b1 s2048 d64), emmy's chosen lead without and with EMMY_KVMC=1 beside torch's kernels
+#              (`emmy run --ir GRAPH --profile`; about 300 s)
 #   cold       the 512-token projections with the L2 flushed before each launch (kernel durations), against torch
 #              eager's kernels the same way: the regime of a matmul in the model's program, its weights from HBM
 # Text and JSON go to ${OUT:-/tmp}/status_* (in a device call's $OUT packed into status.tar.gz, the verdict beside it);
@@ -102,6 +105,20 @@ if on kvmc; then
     > "$LOG/status_kvmc_ab.txt" 2>&1
   stamp "EMMY_KVMC A/B (rc $?)"
   tail -n 30 "$LOG/status_kvmc_ab.txt"
+fi
+if on kvmcprof; then
+  G=/tmp/status_kvmc_graphs
+  mkdir -p "$G"
+  "$BIN" bench/attention.lua --layout bhsd --shapes b8s512 --heads 128:16:8 --causal 0 --torch none --graphs "$G" --dry-run > /dev/null 2>&1
+  "$BIN" bench/attention.lua --layout bhsd --shapes b1s2048 --heads 64:32:4 --causal 0 --torch none --graphs "$G" --dry-run > /dev/null 2>&1
+  for g in "$G"/*.torch.json; do
+    for e in EMMY_NONE=1 EMMY_KVMC=1; do
+      f="$LOG/status_kvmcprof_$(basename "$g" .torch.json)_${e%=1}.txt"
+      env "$e" timeout 150 "$BIN" run --ir "$g" --profile > "$f" 2>&1
+      stamp "ncu $(basename "$g" .torch.json) $e (rc $?)"
+      sed -n '/^Nsight Compute, side by side/,$p' "$f" | head -n 60
+    done
+  done
 fi
 if on cold; then
   timeout 300 "$BIN" bench/gemm.lua --cases qwen,llama --batches 1 --torch --cold --limit 1 --match X=1 \
