@@ -4,7 +4,7 @@
 -- reference). Usage: emmy tests/gpu/op_cases.lua [SUBSTR…] (only the cases whose name contains one); the graphs and
 -- logs go to $OUT (default /tmp/emmy_op_cases); $EMMY_BIN is the emmy to run (default ./emmy); $SWEEP (default 8).
 package.path = EMMY_HOME .. "/tests/lua/?.lua;" .. package.path
-local graphs, ir, gj = require "graphs", require "emmy.ir", require "emmy.graphjson"
+local graphs, gj = require "graphs", require "emmy.graphjson"
 local node = graphs.node
 
 local OUT = os.getenv("OUT") or "/tmp/emmy_op_cases"
@@ -39,8 +39,7 @@ end
 local passed, failed = 0, {}
 for _, c in ipairs(cases) do
   if selected(c.name) then
-    local g = ir.new(c.name)
-    assert(g:output(c.build(g)))
+    local g = graphs.case_graph(c)
     local file, log = OUT .. "/" .. c.name .. ".torch.json", OUT .. "/" .. c.name .. ".log"
     assert(gj.write(g, file, { sync = false }))
     local ok = os.execute(("%s run --ir '%s' --sweep %d > '%s' 2>&1"):format(BIN, file, SWEEP, log))

@@ -105,8 +105,7 @@ function M.graph(s)
     if package.path:sub(1, #tests) ~= tests then package.path = tests .. package.path end
     for _, c in ipairs(require("graphs").op_cases) do
       if c.name == s.case then
-        g = require("emmy.ir").new(c.name)
-        assert(g:output(c.build(g)))
+        g = require("graphs").case_graph(c)
       end
     end
     if not g then error("no op case " .. s.case .. " in tests/lua/graphs.lua", 0) end

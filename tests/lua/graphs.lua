@@ -43,6 +43,13 @@ M.op_cases = {}
 local function case(name, build) M.op_cases[#M.op_cases + 1] = { name = name, build = build } end
 local function inp(g, name, dt, shape, kind) return assert(g:input(name, dt, shape, { kind = kind or "activation" })) end
 
+-- The graph of op case c ({name, build}; tests/gpu/op_cases.lua's own cases too): build's value its output.
+function M.case_graph(c)
+  local g = ir.new(c.name)
+  assert(g:output(c.build(g)))
+  return g
+end
+
 local unary = { "neg", "reciprocal", "rsqrt", "sqrt", "exp", "silu", "sigmoid", "tanh", "cos", "sin" }
 for _, u in ipairs(unary) do
   for _, dt in ipairs { "bf16", "f32" } do

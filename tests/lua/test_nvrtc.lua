@@ -341,7 +341,6 @@ end)
 
 test("every golden CUDA file compiles for sm_90a (text that matches its golden byte for byte may still not be CUDA)", function()
   need_nvrtc()
-  package.path = EMMY_HOME .. "/tests/lua/?.lua;" .. package.path
   local golden = require "golden"
   local jobs, files, cache = {}, {}, os.getenv("EMMY_CUBIN_CACHE") ~= "off" and tmpdir() or nil
   for _, e in ipairs(golden.manifest()) do
