@@ -142,10 +142,9 @@ local function check_in_order(s)
       end
       if worst and not worst.ok then
         local e = by_name[p.kernel.name]
-        local kb = {}
-        for _, v in ipairs(p.kernel.repro:inputs()) do
-          kb[v.name] = ins[v.name] and bufs[v.name] or assert(cu:upload(vals[v.name]))
-        end
+        local have = {}
+        for name in pairs(ins) do have[name] = bufs[name] end
+        local kb = gpu.upload_inputs(cu, p.kernel.repro, vals, nil, have)
         local ok, lerr = gpu.launch(cu, p, e, kb, bind)
         if ok then ok, lerr = cu:sync() end
         if not ok then row[4] = "launch_fail: " .. lerr
@@ -201,8 +200,7 @@ local function sweep_variants(s, opts)
       per[name] = per[name] or { ok = 0, bad = {} }
       local status = e.error
       if not status then
-        local kb = {}
-        for _, v in ipairs(p.kernel.repro:inputs()) do kb[v.name] = assert(cu:upload(vals[v.name] or ins[v.name])) end
+        local kb = gpu.upload_inputs(cu, p.kernel.repro, vals, ins)
         local ok, lerr = gpu.launch(cu, p, e, kb, bind)
         if ok then ok, lerr = cu:sync() end
         if not ok then status = "launch_fail: " .. lerr

@@ -586,8 +586,7 @@ function M.run(a)
     progress(("kernel %d/%d %s"):format(n, #order, row.name))
     if be.emmy then
       local e = picks[row.name]
-      local kb = {}
-      for _, v in ipairs(p.kernel.repro:inputs()) do kb[v.name] = assert(cu:upload(vals[v.name] or a.ins[v.name])) end
+      local kb = gpu.upload_inputs(cu, p.kernel.repro, vals, a.ins)
       local t, err = gpu.launch(cu, p, e, kb, bind)
       if t then t, err = cu:sync() end
       if t then
@@ -630,8 +629,7 @@ end
 -- Runs built variant e of plan p alone on the reference's values (vals, else the inputs ins) and checks its
 -- outputs. Returns the kernel's buffers, or nil and "launch_fail: …" / "wrong: …".
 function M.check_alone(cu, p, e, ins, vals, bind)
-  local kb = {}
-  for _, v in ipairs(p.kernel.repro:inputs()) do kb[v.name] = assert(cu:upload(vals[v.name] or ins[v.name])) end
+  local kb = gpu.upload_inputs(cu, p.kernel.repro, vals, ins)
   local ok, err = gpu.launch(cu, p, e, kb, bind)
   if ok then ok, err = cu:sync() end
   if not ok then return nil, "launch_fail: " .. tostring(err) end

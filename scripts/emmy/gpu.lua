@@ -125,6 +125,26 @@ function M.build(cu, list, opts)
   return out
 end
 
+-- Device buffers of kernel graph kg's inputs, each uploaded from the reference's value of that name (vals), else the
+-- graph input's (ins); one in have (a buffer the caller already holds, e.g. the program's own input) is taken as it
+-- is. A name neither holds raises one line naming the kernel input, not a bare assert.
+function M.upload_inputs(cu, kg, vals, ins, have)
+  local kb = {}
+  for _, v in ipairs(kg:inputs()) do
+    if have and have[v.name] then kb[v.name] = have[v.name]
+    else
+      local t = vals[v.name] or (ins and ins[v.name])
+      if not t then
+        error(("kernel input %s has no value: neither the reference nor the inputs hold that name"):format(v.name), 0)
+      end
+      local b, err = cu:upload(t)
+      if not b then error(("upload of kernel input %s: %s"):format(v.name, tostring(err)), 0) end
+      kb[v.name] = b
+    end
+  end
+  return kb
+end
+
 -- Device buffer of value name (allocated, poisoned with 0xFF, on first use).
 function M.buffer(cu, bufs, g, name, bind)
   if bufs[name] then return bufs[name] end

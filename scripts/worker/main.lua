@@ -80,8 +80,7 @@ local function bench(req)
   local ins, vals = cached.ins, cached.vals
   lap("ref")
   local kg = p.kernel.repro
-  local bufs = {}
-  for _, v in ipairs(kg:inputs()) do bufs[v.name] = assert(c:upload(vals[v.name] or ins[v.name])) end
+  local bufs = gpu.upload_inputs(c, kg, vals, ins)
   local ok, lerr = gpu.launch(c, p, e, bufs, bind)
   if ok then ok, lerr = c:sync() end
   if not ok then row.status, row.error = "launch_fail", tostring(lerr) return row end

@@ -75,6 +75,21 @@ test("gpu.time_retrying: an invalidated capture is captured once more and its er
   check(t.median_us == 2 and c.calls == 1, "a first success is the answer")
 end)
 
+test("gpu.upload_inputs: a kernel input from the reference, else the inputs, else a buffer held; none names it", function()
+  local gpu = require "emmy.gpu"
+  local kg = { inputs = function() return { { name = "x" }, { name = "w" } } end }
+  local cu = { upload = function(_, t) return { from = t } end }
+  local kb = gpu.upload_inputs(cu, kg, { x = "rx" }, { x = "ix", w = "iw" })
+  check(kb.x.from == "rx" and kb.w.from == "iw", "the reference first, then the inputs")
+  kb = gpu.upload_inputs(cu, kg, { x = "rx" }, nil, { w = "held" })
+  check(kb.w == "held" and kb.x.from == "rx", "a held buffer as it is")
+  local ok, err = pcall(gpu.upload_inputs, cu, kg, { x = "rx" }, {})
+  check(not ok and err == "kernel input w has no value: neither the reference nor the inputs hold that name", tostring(err))
+  cu.upload = function() return nil, "out of memory" end
+  ok, err = pcall(gpu.upload_inputs, cu, kg, { x = "rx", w = "rw" }, {})
+  check(not ok and err == "upload of kernel input x: out of memory", tostring(err))
+end)
+
 -- The tune's bookkeeping, end to end, against the mock driver (tests/fixtures/cuda_mock.c): the mock loads no
 -- emitted kernel, so every variant is a load_fail row — which is what this test is about: the search, the worker
 -- and the DB agree, failures are rows, and a re-run serves every row from the DB (a killed tune resumes).
