@@ -699,6 +699,18 @@ static void fa_mask_range_open(ectx *c, const fa_t *f) {
   ex_line(c, "const int kp = em_kf, ntw = em_kt;");
 }
 
+/* EMMY_PP_CARRY=1: the end of an item without the two warpgroups' meeting (barrier 1), so that the first warpgroup
+ * starts the next item's tiles while the second still runs this one's last PV and epilogue. The turns stay paired
+ * across items: the second warpgroup hands over its last turn of item n (bar.arrive 4), the first takes it as its first
+ * turn of item n + 1 (bar.sync 4 in its first step), and no warpgroup can hand over a turn that the other has not
+ * taken, since each hand-over follows a turn taken. OSMEM=4's barriers 6 and 7 (each warpgroup's last QKᵀ retired,
+ * waited by the other before staging O) need the first warpgroup to be held inside item n + 1 until the second is past
+ * item n's epilogue: its second step's turn is the second warpgroup's first hand-over of item n + 1, so items of three
+ * or more key tiles (two or more steps) need no meeting; shorter ones keep it. */
+static void fa_pp_carry_end(ectx *c, const fa_t *f) {
+  ex_line(c, "if (nt < 3) asm volatile(\"bar.sync 1, %d;\" ::: \"memory\"); /* EMMY_PP_CARRY: short items meet */", 128 * f->NQ);
+}
+
 /* The consumer warpgroups: this warpgroup's head and rows and its key range (causal: up to its last row). Tile
  * 0's S and softmax first; then for each tile with a next one, the next tile's S = QKᵀ and this tile's O += PV are
  * issued together, the next softmax runs while PV is on the tensor cores, and O is corrected once PV retired; the
@@ -734,8 +746,11 @@ static void fa_consumers(ectx *c, const fa_t *f) {
   ex_line(c, "float mrow[2] = {-INFINITY, -INFINITY}, lrow[2] = {0.0f, 0.0f}, corr0, corr1;");
   if (f->lazy) ex_line(c, "bool em_up = true;");
   ex_line(c, "unsigned pa[%d][4], pb[%d][4];", kbk, kbk);
-  /* PINGPONG: the first turn is the first warpgroup's */
-  if (f->pp) ex_line(c, "if (wq == %d) asm volatile(\"bar.arrive %d, 256;\" ::: \"memory\");", f->NQ - 1, fa_pp_bar(f));
+  /* PINGPONG: the first turn is the first warpgroup's (EMMY_PP_CARRY=1: the first item's; later items' first turn is
+   * the second warpgroup's last one of the item before) */
+  if (f->pp)
+    ex_line(c, "if (wq == %d%s) asm volatile(\"bar.arrive %d, 256;\" ::: \"memory\");", f->NQ - 1, f->carry ? " && em_r == 0" : "",
+            fa_pp_bar(f));
   ex_line(c, "em_mbar_wait(&em_qbar, %s);", f->persist ? "em_n & 1u" : "0u");
   if (fa_mask_range(c, f)) fa_mask_range_open(c, f);
   ex_line(c, "if (kp < ntw) {");
@@ -761,8 +776,11 @@ static void fa_consumers(ectx *c, const fa_t *f) {
   fa_step(c, f, ex_A(c, "it + %d", f->P), "pb", "pa");
   c->indent--;
   ex_line(c, "}");
-  /* PINGPONG: the second warpgroup's last turn handed back is taken, so that no arrival outlives the loop */
-  if (f->pp) ex_line(c, "if (wq == 0) asm volatile(\"bar.sync %d, 256;\" ::: \"memory\");", fa_pp_bar(f));
+  /* PINGPONG: the second warpgroup's last turn handed back is taken, so that no arrival outlives the loop
+   * (EMMY_PP_CARRY=1: on the CTA's last item only; before, it is the next item's first turn) */
+  if (f->pp)
+    ex_line(c, "if (wq == 0%s) asm volatile(\"bar.sync %d, 256;\" ::: \"memory\");",
+            f->carry ? " && em_t + gridDim.x >= em_items" : "", fa_pp_bar(f));
   if (fa_os4_sync(f)) ex_line(c, "asm volatile(\"bar.arrive %%0, 256;\" :: \"r\"(6 + wq) : \"memory\"); /* this warpgroup's QKᵀ retired */");
   /* APERSIST=1 with an epilogue from the registers (OSMEM=0) or staged in a buffer of its own (OSMEM=3): every
    * S = QKᵀ of this item has retired, so the Q slice is free for the next item's load while the last PV and the
@@ -804,7 +822,8 @@ static void fa_consumers(ectx *c, const fa_t *f) {
   if (f->persist) {
     /* PINGPONG: both warpgroups past this item (the first's last bar.sync 4 taken) before the second's next
      * bar.arrive 4, which would otherwise complete that barrier with its own two arrivals */
-    if (f->pp || fa_os4_sync(f)) ex_line(c, "asm volatile(\"bar.sync 1, %d;\" ::: \"memory\");", 128 * f->NQ);
+    if (f->carry) fa_pp_carry_end(c, f);
+    else if (f->pp || fa_os4_sync(f)) ex_line(c, "asm volatile(\"bar.sync 1, %d;\" ::: \"memory\");", 128 * f->NQ);
     if (!qearly) fa_qrelease(c); /* Q's slices (and the staged O over them) free for the next item's loads */
     ex_line(c, "em_ub += nt;");
     c->indent--;
@@ -864,6 +883,10 @@ static int fa_facts(ectx *c, fa_t *f) {
    * the same order, one query tile each (APERSIST=1: items paired) — non-causal, KVSPLIT=1, QPACK=0, no seq_pos, no
    * mask range */
   f->mc = ex_env_choice("EMMY_KVMC", 1) && !f->causal && f->P == 1 && !f->pack && f->pos < 0 && !fa_mask_range(c, f);
+  /* EMMY_PP_CARRY=1 (an experiment, compile time; docs/formats.md): persistent ping-pong over items alike — two Q
+   * slices, non-causal, no mask, no seq_pos, no multicast (fa_pp_carry_end) */
+  f->carry = ex_env_choice("EMMY_PP_CARRY", 1) && f->persist && f->pp && f->NQ == 2 && !f->causal && f->mask < 0 &&
+             f->pos < 0 && !f->mc;
   if (f->otma && f->osmem < 2) {
     ex_fail(c, "OTMA=1 (O stored by TMA) needs O staged in 64-column swizzled blocks (OSMEM 2-4)");
     return 0;

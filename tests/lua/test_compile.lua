@@ -1654,6 +1654,44 @@ test("EMMY_KVMC=1 (an attention experiment): a non-causal FLASH=2 kernel's two C
   end
 end)
 
+test("EMMY_PP_CARRY=1 (an attention experiment): persistent ping-pong's turns carried from item to item — the first turn handed over on the first item only, taken back on the last only, the items' meeting kept for short items; elsewhere unchanged; NVRTC compiles it", function()
+  local NC = { ROOT .. "/tests/fixtures/sdpa_noncausal.torch.json", "--ir", "cuda" }
+  local pins = "EMMY_KNOBS=FLASH=2,BQ=128,BKV=128,KVST=3,APERSIST=1,OSMEM=4,PINGPONG=1"
+  local c0, plain, e0 = emmy(args("compile", NC), { env = pins })
+  eq(c0, 0, e0)
+  local c1, src, e1 = emmy(args("compile", NC), { env = pins .. " EMMY_PP_CARRY=1" })
+  eq(c1, 0, e1)
+  local lines = {
+    { 'if (wq == 1) asm volatile("bar.arrive 4, 256;" ::: "memory");', 'if (wq == 1 && em_r == 0) asm volatile("bar.arrive 4, 256;" ::: "memory");' },
+    { 'if (wq == 0) asm volatile("bar.sync 4, 256;" ::: "memory");',
+      'if (wq == 0 && em_t + gridDim.x >= em_items) asm volatile("bar.sync 4, 256;" ::: "memory");' },
+    { 'asm volatile("bar.sync 1, 256;" ::: "memory");', 'if (nt < 3) asm volatile("bar.sync 1, 256;" ::: "memory"); /* EMMY_PP_CARRY: short items meet */' },
+  }
+  for _, l in ipairs(lines) do
+    check(plain:find(l[1], 1, true) and not plain:find(l[2], 1, true) and src:find(l[2], 1, true), l[2])
+  end
+  -- the same text otherwise: the three lines swapped back give the plain kernel
+  local back = src
+  for _, l in ipairs(lines) do back = back:gsub(l[2]:gsub("%p", "%%%0"), (l[1]:gsub("%%", "%%%%"))) end
+  eq(back, plain, "only the three lines differ")
+  -- not where items differ or no turns are taken: causal (Qwen3's layer), APERSIST=0, no ping-pong
+  local c2, causal, e2 = emmy(args("compile", L0, "--ir", "cuda", "--kernel", "k_sdpa"), { env = "EMMY_PP_CARRY=1" })
+  local c3, causal0, e3 = emmy(args("compile", L0, "--ir", "cuda", "--kernel", "k_sdpa"))
+  eq(c2, 0, e2) eq(c3, 0, e3)
+  eq(causal, causal0, "causal: unchanged")
+  local c4, np, e4 = emmy(args("compile", NC), { env = "EMMY_PP_CARRY=1 EMMY_KNOBS=FLASH=2,BQ=128,BKV=128,KVST=3,APERSIST=0,OSMEM=2,PINGPONG=1" })
+  local c5, np0, e5 = emmy(args("compile", NC), { env = "EMMY_KNOBS=FLASH=2,BQ=128,BKV=128,KVST=3,APERSIST=0,OSMEM=2,PINGPONG=1" })
+  eq(c4, 0, e4) eq(c5, 0, e5)
+  eq(np, np0, "APERSIST=0: unchanged")
+  local ok, nv = pcall(require, "emmy.nvrtc")
+  if ok and nv.version() then
+    local c6, o6, e6 = emmy({ "compile", ROOT .. "/tests/fixtures/sdpa_noncausal.torch.json", "--nvrtc" },
+      { env = pins .. " EMMY_PP_CARRY=1 EMMY_CUBIN_CACHE=" .. tmpdir() })
+    eq(c6, 0, "nvrtc: " .. e6)
+    check(o6:find(", 0 failed", 1, true), o6)
+  end
+end)
+
 test("emmy compile --pins: the selected kernels' chosen knobs with the set over them, shown by --ir cuda (a variant the rules need not list); one set only; a knob the kernel does not read is an error", function()
   local LL = { "TinyLlama/TinyLlama-1.1B-Chat-v1.0", "--layer", "0", "--dynamic", "seq_len@x:1", "--ir", "cuda", "--kernel", "k_linear_rope_88e5e1" }
   local c1, src, e1 = emmy(args("compile", LL, "--pins", "STAMP=1,STAGES=7"))
