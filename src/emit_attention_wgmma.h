@@ -45,7 +45,8 @@ static inline long long fa_qbytes(const fa_t *f) { return (long long)f->NQ * 64 
  * cores' issue order keeps that QKᵀ ahead of the O writes (PINGPONG hands the turn over once it is issued, not
  * retired). With it, each warpgroup arrives on barrier 6 + wq once its loop's wgmma have retired and waits on the
  * other's (7 - wq) before staging O; the items then end on barrier 1 (both warpgroups), so that no arrival of the next
- * item completes a barrier this one still waits on. */
+ * item completes a barrier this one still waits on (EMMY_PP_CARRY=1: only items of fewer than three key tiles, where
+ * the turns do not already hold the first warpgroup back; fa_pp_carry_end). */
 static inline int fa_os4_sync(const fa_t *f) { return f->osmem == 4 && f->NQ == 2 ; }
 /* KVSPLIT=2's merge: the second warpgroup's O, max and sum per thread, [element][thread] (f32) */
 static inline long long fa_mergebytes(const fa_t *f) { return f->P > 1 ? (f->D / 2 + 4) * 128LL * 4 : 0; }
