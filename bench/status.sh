@@ -24,9 +24,10 @@
 #   kvmcprof   why EMMY_KVMC lost (not in the default set): Nsight Compute on the two non-causal rows over torch (b8 s512
 #              d128, b1 s2048 d64), emmy's chosen lead without and with EMMY_KVMC=1 beside torch's kernels
 #              (`emmy run --ir GRAPH --profile`; about 300 s)
-#   ppcarry    the attention experiment EMMY_PP_CARRY=1 (not in the default set): its GPU cases, then the A/B on the
-#              head-dim-128 non-causal rows whose leads are persistent ping-pong (b8 s512, b4 s512, b1 s2048), without and
-#              with (about 300 s)
+#   ppcarry    PINGPONG's turns carried from item to item (EMMY_PP_CARRY, the default since the fifty-sixth session; not
+#              in the default set): its GPU cases, then the A/B on the non-causal rows whose leads may be persistent
+#              ping-pong (b8 s512, b4 s512, b1 s2048 at head dims 128 and 64), EMMY_PP_CARRY=0 against the default
+#              (about 400 s)
 #   cold       the 512-token projections with the L2 flushed before each launch (kernel durations), against torch
 #              eager's kernels the same way: the regime of a matmul in the model's program, its weights from HBM
 # Text and JSON go to ${OUT:-/tmp}/status_* (in a device call's $OUT packed into status.tar.gz, the verdict beside it);
@@ -127,8 +128,8 @@ if on ppcarry; then
   OUT=/tmp/status_ppcarry_logs EMMY_BIN=$BIN timeout 250 sh tests/gpu/run.sh ppcarry > "$LOG/status_ppcarry.txt" 2>&1
   stamp "EMMY_PP_CARRY's cases (rc $?)"
   grep -E "^(ok|FAIL) |passed" "$LOG/status_ppcarry.txt"
-  timeout 300 "$BIN" bench/ab.lua --env "EMMY_NONE=1;EMMY_PP_CARRY=1" --runs 2 -- bench/attention.lua --layout bhsd --limit 0 \
-    --shapes b8s512,b4s512,b1s2048 --heads 128:16:8 --causal 0 --torch cudnn > "$LOG/status_ppcarry_ab.txt" 2>&1
+  timeout 360 "$BIN" bench/ab.lua --env "EMMY_PP_CARRY=0;EMMY_NONE=1" --runs 2 -- bench/attention.lua --layout bhsd --limit 0 \
+    --shapes b8s512,b4s512,b1s2048 --heads 128:16:8,64:32:4 --causal 0 --torch cudnn > "$LOG/status_ppcarry_ab.txt" 2>&1
   stamp "EMMY_PP_CARRY A/B (rc $?)"
   tail -n 20 "$LOG/status_ppcarry_ab.txt"
 fi

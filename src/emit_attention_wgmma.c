@@ -699,7 +699,7 @@ static void fa_mask_range_open(ectx *c, const fa_t *f) {
   ex_line(c, "const int kp = em_kf, ntw = em_kt;");
 }
 
-/* EMMY_PP_CARRY=1: the end of an item without the two warpgroups' meeting (barrier 1), so that the first warpgroup
+/* EMMY_PP_CARRY (the default): the end of an item without the two warpgroups' meeting (barrier 1), so that the first warpgroup
  * starts the next item's tiles while the second still runs this one's last PV and epilogue. The turns stay paired
  * across items: the second warpgroup hands over its last turn of item n (bar.arrive 4), the first takes it as its first
  * turn of item n + 1 (bar.sync 4 in its first step), and no warpgroup can hand over a turn that the other has not
@@ -746,7 +746,7 @@ static void fa_consumers(ectx *c, const fa_t *f) {
   ex_line(c, "float mrow[2] = {-INFINITY, -INFINITY}, lrow[2] = {0.0f, 0.0f}, corr0, corr1;");
   if (f->lazy) ex_line(c, "bool em_up = true;");
   ex_line(c, "unsigned pa[%d][4], pb[%d][4];", kbk, kbk);
-  /* PINGPONG: the first turn is the first warpgroup's (EMMY_PP_CARRY=1: the first item's; later items' first turn is
+  /* PINGPONG: the first turn is the first warpgroup's (EMMY_PP_CARRY: the first item's; later items' first turn is
    * the second warpgroup's last one of the item before) */
   if (f->pp)
     ex_line(c, "if (wq == %d%s) asm volatile(\"bar.arrive %d, 256;\" ::: \"memory\");", f->NQ - 1, f->carry ? " && em_r == 0" : "",
@@ -777,7 +777,7 @@ static void fa_consumers(ectx *c, const fa_t *f) {
   c->indent--;
   ex_line(c, "}");
   /* PINGPONG: the second warpgroup's last turn handed back is taken, so that no arrival outlives the loop
-   * (EMMY_PP_CARRY=1: on the CTA's last item only; before, it is the next item's first turn) */
+   * (EMMY_PP_CARRY: on the CTA's last item only; before, it is the next item's first turn) */
   if (f->pp)
     ex_line(c, "if (wq == 0%s) asm volatile(\"bar.sync %d, 256;\" ::: \"memory\");",
             f->carry ? " && em_t + gridDim.x >= em_items" : "", fa_pp_bar(f));
@@ -883,9 +883,10 @@ static int fa_facts(ectx *c, fa_t *f) {
    * the same order, one query tile each (APERSIST=1: items paired) — non-causal, KVSPLIT=1, QPACK=0, no seq_pos, no
    * mask range */
   f->mc = ex_env_choice("EMMY_KVMC", 1) && !f->causal && f->P == 1 && !f->pack && f->pos < 0 && !fa_mask_range(c, f);
-  /* EMMY_PP_CARRY=1 (an experiment, compile time; docs/formats.md): persistent ping-pong over items alike — two Q
-   * slices, non-causal, no mask, no seq_pos, no multicast (fa_pp_carry_end) */
-  f->carry = ex_env_choice("EMMY_PP_CARRY", 1) && f->persist && f->pp && f->NQ == 2 && !f->causal && f->mask < 0 &&
+  /* PINGPONG's turns carried from item to item (the default since the fifty-sixth session; EMMY_PP_CARRY=0 at compile
+   * time emits the earlier text, docs/formats.md): persistent ping-pong over items alike — two Q slices, non-causal, no
+   * mask, no seq_pos, no multicast (fa_pp_carry_end) */
+  f->carry = ex_env_default_on("EMMY_PP_CARRY") && f->persist && f->pp && f->NQ == 2 && !f->causal && f->mask < 0 &&
              f->pos < 0 && !f->mc;
   if (f->otma && f->osmem < 2) {
     ex_fail(c, "OTMA=1 (O stored by TMA) needs O staged in 64-column swizzled blocks (OSMEM 2-4)");

@@ -26,7 +26,7 @@ typedef struct {
   int psm;                       /* PSMEM: P through shared memory of each warpgroup's own (1: one buffer, stored after the
                                   * PV that read it; 2: two, stored during the softmax), PV from shared memory */
   int mc;                        /* EMMY_KVMC=1: a 2-CTA cluster's K/V tiles loaded half by each CTA, multicast into both */
-  int carry;                     /* EMMY_PP_CARRY=1: PINGPONG's turns carried from one item to the next (APERSIST=1) */
+  int carry;                     /* EMMY_PP_CARRY (default; =0 off): PINGPONG's turns carried from one item to the next (APERSIST=1) */
   em_launch *L;                  /* the launch (OTMA=1 adds the output's tensor map to it) */
   double scale;
   em_dtype dt;
@@ -45,7 +45,7 @@ static inline long long fa_qbytes(const fa_t *f) { return (long long)f->NQ * 64 
  * cores' issue order keeps that QKᵀ ahead of the O writes (PINGPONG hands the turn over once it is issued, not
  * retired). With it, each warpgroup arrives on barrier 6 + wq once its loop's wgmma have retired and waits on the
  * other's (7 - wq) before staging O; the items then end on barrier 1 (both warpgroups), so that no arrival of the next
- * item completes a barrier this one still waits on (EMMY_PP_CARRY=1: only items of fewer than three key tiles, where
+ * item completes a barrier this one still waits on (EMMY_PP_CARRY: only items of fewer than three key tiles, where
  * the turns do not already hold the first warpgroup back; fa_pp_carry_end). */
 static inline int fa_os4_sync(const fa_t *f) { return f->osmem == 4 && f->NQ == 2 ; }
 /* KVSPLIT=2's merge: the second warpgroup's O, max and sum per thread, [element][thread] (f32) */

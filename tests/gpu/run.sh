@@ -593,11 +593,11 @@ gpu_case kvmc_bench_d128 $KV timeout 300 "$BIN" bench/attention.lua --limit 0 --
 gpu_case kvmc_model_layout $KV timeout 300 "$BIN" bench/attention.lua --layout model --limit 0 --torch none --strict --causal 0 --shapes b1s513,b8s512 --heads 64:32:4,128:16:8 --pins "BQ=64,BKV=128,KVST=2,MINB=1,APERSIST=0,OSMEM=2,OTMA=0,PINGPONG=0;BQ=128,BKV=128,KVST=3,MINB=1,APERSIST=0,OSMEM=2,OTMA=0,PINGPONG=1"
 for n in 7 513; do gpu_case kvmc_noncausal_seq$n $KV EMMY_KNOBS=FLASH=2,BQ=64,BKV=128,KVST=2,APERSIST=0,OSMEM=2 timeout 120 "$BIN" run --ir tests/fixtures/sdpa_noncausal.torch.json --bind seq_len=$n; done
 for n in 7 513; do gpu_case kvmc_persist_seq$n $KV EMMY_KNOBS=FLASH=2,BQ=128,BKV=128,KVST=3,APERSIST=1,OSMEM=4,PINGPONG=1 timeout 120 "$BIN" run --ir tests/fixtures/sdpa_noncausal.torch.json --bind seq_len=$n; done
-# EMMY_PP_CARRY=1 (fifty-fifth session, written without a GPU run): persistent ping-pong without the two consumer
-# warpgroups' meeting at the end of each item (the turns carried to the next item; short items still meet). Both head
+# PINGPONG's turns carried from item to item (EMMY_PP_CARRY, the default since the fifty-sixth session): persistent
+# ping-pong without the two consumer warpgroups' meeting at the end of each item (short items still meet). Both head
 # dims, items of 1, 2, 4, 5 and 16 key tiles (b1 s7, b2 s256, b8 s512, b1 s513, b1 s2048), OSMEM 2-4 and O by TMA, the
 # model's layout, and the non-causal fixture at 7 and 513 (every check before any time)
-PC="env EMMY_PP_CARRY=1"
+PC="env EMMY_NONE=1"
 PCP="BQ=128,BKV=128,KVST=3,MINB=1,APERSIST=1,OSMEM=4,OTMA=0,PINGPONG=1;BQ=128,BKV=128,KVST=2,MINB=1,APERSIST=1,OSMEM=3,OTMA=1,PINGPONG=1;BQ=128,BKV=64,KVST=3,MINB=1,APERSIST=1,OSMEM=2,OTMA=0,PINGPONG=1"
 gpu_case ppcarry_bench_d128 $PC timeout 300 "$BIN" bench/attention.lua --limit 0 --torch none --strict --causal 0 --shapes b1s7,b2s256,b1s513,b8s512,b1s2048 --heads 128:16:8 --pins "$PCP"
 gpu_case ppcarry_bench_d64 $PC timeout 300 "$BIN" bench/attention.lua --limit 0 --torch none --strict --causal 0 --shapes b1s7,b2s256,b1s513,b8s512,b1s2048 --heads 64:32:4 --pins "$PCP"

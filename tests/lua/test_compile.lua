@@ -1644,12 +1644,12 @@ test("EMMY_KVMC=1 (an attention experiment): a non-causal FLASH=2 kernel's two C
   nvrtc_compiles(pins .. " EMMY_KVMC=1", { "compile", ROOT .. "/tests/fixtures/sdpa_noncausal.torch.json" })
 end)
 
-test("EMMY_PP_CARRY=1 (an attention experiment): persistent ping-pong's turns carried from item to item — the first turn handed over on the first item only, taken back on the last only, the items' meeting kept for short items; elsewhere unchanged; NVRTC compiles it", function()
+test("PINGPONG's turns carried from item to item (the default since the fifty-sixth session; EMMY_PP_CARRY=0 emits the earlier text): the first turn handed over on the first item only, taken back on the last only, the items' meeting kept for short items; elsewhere unchanged; NVRTC compiles both", function()
   local NC = { ROOT .. "/tests/fixtures/sdpa_noncausal.torch.json", "--ir", "cuda" }
   local pins = "EMMY_KNOBS=FLASH=2,BQ=128,BKV=128,KVST=3,APERSIST=1,OSMEM=4,PINGPONG=1"
-  local c0, plain, e0 = emmy(args("compile", NC), { env = pins })
+  local c0, plain, e0 = emmy(args("compile", NC), { env = pins .. " EMMY_PP_CARRY=0" })
   eq(c0, 0, e0)
-  local c1, src, e1 = emmy(args("compile", NC), { env = pins .. " EMMY_PP_CARRY=1" })
+  local c1, src, e1 = emmy(args("compile", NC), { env = pins })
   eq(c1, 0, e1)
   local lines = {
     { 'if (wq == 1) asm volatile("bar.arrive 4, 256;" ::: "memory");', 'if (wq == 1 && em_r == 0) asm volatile("bar.arrive 4, 256;" ::: "memory");' },
@@ -1660,20 +1660,22 @@ test("EMMY_PP_CARRY=1 (an attention experiment): persistent ping-pong's turns ca
   for _, l in ipairs(lines) do
     check(plain:find(l[1], 1, true) and not plain:find(l[2], 1, true) and src:find(l[2], 1, true), l[2])
   end
-  -- the same text otherwise: the three lines swapped back give the plain kernel
+  -- the same text otherwise: the three lines swapped back give the earlier kernel
   local back = src
   for _, l in ipairs(lines) do back = back:gsub(l[2]:gsub("%p", "%%%0"), (l[1]:gsub("%%", "%%%%"))) end
   eq(back, plain, "only the three lines differ")
   -- not where items differ or no turns are taken: causal (Qwen3's layer), APERSIST=0, no ping-pong
-  local c2, causal, e2 = emmy(args("compile", L0, "--ir", "cuda", "--kernel", "k_sdpa"), { env = "EMMY_PP_CARRY=1" })
-  local c3, causal0, e3 = emmy(args("compile", L0, "--ir", "cuda", "--kernel", "k_sdpa"))
+  local c2, causal, e2 = emmy(args("compile", L0, "--ir", "cuda", "--kernel", "k_sdpa"))
+  local c3, causal0, e3 = emmy(args("compile", L0, "--ir", "cuda", "--kernel", "k_sdpa"), { env = "EMMY_PP_CARRY=0" })
   eq(c2, 0, e2) eq(c3, 0, e3)
   eq(causal, causal0, "causal: unchanged")
-  local c4, np, e4 = emmy(args("compile", NC), { env = "EMMY_PP_CARRY=1 EMMY_KNOBS=FLASH=2,BQ=128,BKV=128,KVST=3,APERSIST=0,OSMEM=2,PINGPONG=1" })
-  local c5, np0, e5 = emmy(args("compile", NC), { env = "EMMY_KNOBS=FLASH=2,BQ=128,BKV=128,KVST=3,APERSIST=0,OSMEM=2,PINGPONG=1" })
+  local np_knobs = "EMMY_KNOBS=FLASH=2,BQ=128,BKV=128,KVST=3,APERSIST=0,OSMEM=2,PINGPONG=1"
+  local c4, np, e4 = emmy(args("compile", NC), { env = np_knobs })
+  local c5, np0, e5 = emmy(args("compile", NC), { env = "EMMY_PP_CARRY=0 " .. np_knobs })
   eq(c4, 0, e4) eq(c5, 0, e5)
   eq(np, np0, "APERSIST=0: unchanged")
-  nvrtc_compiles(pins .. " EMMY_PP_CARRY=1", { "compile", ROOT .. "/tests/fixtures/sdpa_noncausal.torch.json" })
+  nvrtc_compiles(pins, { "compile", ROOT .. "/tests/fixtures/sdpa_noncausal.torch.json" })
+  nvrtc_compiles(pins .. " EMMY_PP_CARRY=0", { "compile", ROOT .. "/tests/fixtures/sdpa_noncausal.torch.json" })
 end)
 
 test("emmy compile --pins: the selected kernels' chosen knobs with the set over them, shown by --ir cuda (a variant the rules need not list); one set only; a knob the kernel does not read is an error", function()
