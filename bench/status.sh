@@ -26,8 +26,8 @@
 #              (`emmy run --ir GRAPH --profile`; about 300 s)
 #   ppcarry    PINGPONG's turns carried from item to item (EMMY_PP_CARRY, the default since the fifty-sixth session; not
 #              in the default set): its GPU cases, then the A/B on the non-causal rows whose leads may be persistent
-#              ping-pong (b8 s512, b4 s512, b1 s2048 at head dims 128 and 64), EMMY_PP_CARRY=0 against the default
-#              (about 400 s)
+#              ping-pong (b8 s512, b4 s512, b1 s2048 at head dim 128; b8 s512, b1 s2048 at 64 with the persistent
+#              ping-pong pinned beside the lead), EMMY_PP_CARRY=0 against the default (about 420 s)
 #   cold       the 512-token projections with the L2 flushed before each launch (kernel durations), against torch
 #              eager's kernels the same way: the regime of a matmul in the model's program, its weights from HBM
 # Text and JSON go to ${OUT:-/tmp}/status_* (in a device call's $OUT packed into status.tar.gz, the verdict beside it);
@@ -128,10 +128,16 @@ if on ppcarry; then
   OUT=/tmp/status_ppcarry_logs EMMY_BIN=$BIN timeout 250 sh tests/gpu/run.sh ppcarry > "$LOG/status_ppcarry.txt" 2>&1
   stamp "EMMY_PP_CARRY's cases (rc $?)"
   grep -E "^(ok|FAIL) |passed" "$LOG/status_ppcarry.txt"
-  timeout 360 "$BIN" bench/ab.lua --env "EMMY_PP_CARRY=0;EMMY_NONE=1" --runs 2 -- bench/attention.lua --layout bhsd --limit 0 \
-    --shapes b8s512,b4s512,b1s2048 --heads 128:16:8,64:32:4 --causal 0 --torch cudnn > "$LOG/status_ppcarry_ab.txt" 2>&1
-  stamp "EMMY_PP_CARRY A/B (rc $?)"
-  tail -n 20 "$LOG/status_ppcarry_ab.txt"
+  timeout 200 "$BIN" bench/ab.lua --env "EMMY_PP_CARRY=0;EMMY_NONE=1" --runs 2 -- bench/attention.lua --layout bhsd --limit 0 \
+    --shapes b8s512,b4s512,b1s2048 --heads 128:16:8 --causal 0 --torch cudnn > "$LOG/status_ppcarry_ab.txt" 2>&1
+  stamp "EMMY_PP_CARRY A/B, head dim 128 (rc $?)"
+  tail -n 12 "$LOG/status_ppcarry_ab.txt"
+  # head dim 64: the lead is not ping-pong (64-row tiles, two CTAs an SM); the persistent ping-pong pinned beside it
+  timeout 200 "$BIN" bench/ab.lua --env "EMMY_PP_CARRY=0;EMMY_NONE=1" --runs 2 -- bench/attention.lua --layout bhsd --limit 0 \
+    --shapes b8s512,b1s2048 --heads 64:32:4 --causal 0 --torch cudnn \
+    --pins "BQ=128,BKV=128,KVST=3,MINB=1,APERSIST=1,OSMEM=4,OTMA=0,PINGPONG=1" > "$LOG/status_ppcarry_ab64.txt" 2>&1
+  stamp "EMMY_PP_CARRY A/B, head dim 64 (rc $?)"
+  tail -n 12 "$LOG/status_ppcarry_ab64.txt"
 fi
 if on cold; then
   timeout 300 "$BIN" bench/gemm.lua --cases qwen,llama --batches 1 --torch --cold --limit 1 --match X=1 \
