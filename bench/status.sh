@@ -28,6 +28,8 @@
 #              in the default set): its GPU cases, then the A/B on the non-causal rows whose leads may be persistent
 #              ping-pong (b8 s512, b4 s512, b1 s2048 at head dim 128; b8 s512, b1 s2048 at 64 with the persistent
 #              ping-pong pinned beside the lead), EMMY_PP_CARRY=0 against the default (about 420 s)
+#   ostsm      the attention experiment EMMY_O_STSM=1 (not in the default set): its GPU cases, then the A/B on issue
+#              20's b8 s512 and b1 s2048 rows, both head dims, causal and not (about 350 s)
 #   cold       the 512-token projections with the L2 flushed before each launch (kernel durations), against torch
 #              eager's kernels the same way: the regime of a matmul in the model's program, its weights from HBM
 # Text and JSON go to ${OUT:-/tmp}/status_* (in a device call's $OUT packed into status.tar.gz, the verdict beside it);
@@ -138,6 +140,15 @@ if on ppcarry; then
     --pins "BQ=128,BKV=128,KVST=3,MINB=1,APERSIST=1,OSMEM=4,OTMA=0,PINGPONG=1" > "$LOG/status_ppcarry_ab64.txt" 2>&1
   stamp "EMMY_PP_CARRY A/B, head dim 64 (rc $?)"
   tail -n 12 "$LOG/status_ppcarry_ab64.txt"
+fi
+if on ostsm; then
+  OUT=/tmp/status_ostsm_logs EMMY_BIN=$BIN timeout 300 sh tests/gpu/run.sh ostsm > "$LOG/status_ostsm.txt" 2>&1
+  stamp "EMMY_O_STSM's cases (rc $?)"
+  grep -E "^(ok|FAIL) |passed" "$LOG/status_ostsm.txt"
+  timeout 240 "$BIN" bench/ab.lua --env "EMMY_NONE=1;EMMY_O_STSM=1" --runs 2 -- bench/attention.lua --layout bhsd --limit 0 \
+    --shapes b8s512,b1s2048 --causal 0,1 --torch cudnn > "$LOG/status_ostsm_ab.txt" 2>&1
+  stamp "EMMY_O_STSM A/B (rc $?)"
+  tail -n 14 "$LOG/status_ostsm_ab.txt"
 fi
 if on cold; then
   timeout 300 "$BIN" bench/gemm.lua --cases qwen,llama --batches 1 --torch --cold --limit 1 --match X=1 \

@@ -116,6 +116,30 @@ static int fa_chunk_store(ectx *c, const fa_t *f, ivec di) {
   return 1;
 }
 
+/* EMMY_O_STSM=1 (an experiment, compile time; docs/formats.md): the staged O (OSMEM 1-4) written by stmatrix x4,
+ * four 8 x 8 blocks an instruction, instead of a 32-bit store a pair. The accumulator's fragment is stmatrix's own
+ * layout (a thread's pair: row lane / 4, columns 2 (lane % 4)), so one instruction takes o[j] and o[j + 1], both row
+ * halves; lanes 8m..8m+7 give the rows of block m (m: j + m / 2, rows + 8 (m % 2)), each a 16-byte chunk of the
+ * swizzled staging, whose XOR keeps the eight rows in distinct banks. A thread issues D / 16 shared stores, not D / 4
+ * (cuDNN's epilogue issues half emmy's LSU instructions at head dim 128: docs/performance.md, fifty-fifth session). */
+static int fa_o_stsm(const fa_t *f) { return ex_env_choice("EMMY_O_STSM", 1) && f->D % 16 == 0; }
+
+static void fa_o_stsm_stage(ectx *c, const fa_t *f) {
+  const char *v[4];
+  for (int q = 0; q < 4; q++) { /* block q: o[j + q / 2], row half q % 2 */
+    const char *lo = ex_A(c, "o[j + %d][%d] * em_il[%d]", q / 2, (q % 2) * 2, q % 2);
+    const char *hi = ex_A(c, "o[j + %d][%d] * em_il[%d]", q / 2, (q % 2) * 2 + 1, q % 2);
+    v[q] = ex_store_pair(c, ex_store_conv(c, f->dt, lo), ex_store_conv(c, f->dt, hi));
+  }
+  ex_line(c, "#pragma unroll");
+  ex_line(c, "for (int j = 0; j < %d; j += 2) { /* EMMY_O_STSM: four 8 x 8 blocks an instruction */", (int)(f->D / 8));
+  ex_line(c, "  const int em_m = lane >> 3, r = (wid & 3) * 16 + (em_m & 1) * 8 + (lane & 7), d = (j + (em_m >> 1)) * 8;");
+  ex_line(c, "  asm volatile(\"stmatrix.sync.aligned.m8n8.x4.shared.b16 [%%0], {%%1, %%2, %%3, %%4};\" :: \"r\"(em_smem(em_oa(r, d))),");
+  ex_line(c, "               \"r\"(%s), \"r\"(%s),", v[0], v[1]);
+  ex_line(c, "               \"r\"(%s), \"r\"(%s) : \"memory\");", v[2], v[3]);
+  ex_line(c, "}");
+}
+
 /* The epilogue: O over the row sums (their reciprocals, once a row), each output element through the output's
  * index (fused views), two adjacent elements a 32-bit store where the output allows it (fa_pair_store); OSMEM=1:
  * staged in this warpgroup's Q slice (free once its last S is done), stored along the head dim; 2: the same, a
@@ -149,18 +173,21 @@ void fa_epilogue(ectx *c, const fa_t *f) {
     ex_line(c, "  return reinterpret_cast<%s *>(em_os + (d >> 6) * %d + r * 128 + ((((d & 63) >> 3) ^ (r & 7)) << 4) + (d & 7) * 2);", st,
             f->NQ * 8192);
     ex_line(c, "};");
-    ex_line(c, "#pragma unroll");
-    ex_line(c, "for (int j = 0; j < %d; j++) {", nd);
-    ex_line(c, "  #pragma unroll");
-    ex_line(c, "  for (int h = 0; h < 2; h++) {");
-    ex_line(c, "    const int r = (wid & 3) * 16 + (lane >> 2) + h * 8, d = j * 8 + (lane & 3) * 2;");
-    ex_line(c, "    const float v0 = o[j][h * 2] * em_il[h], v1 = o[j][h * 2 + 1] * em_il[h];");
-    /* the pair (d even: 4-byte aligned in its 16-byte chunk) as one packing conversion and one 32-bit store (two
-     * 2-byte stores were 0.5-2% slower at b8 s512, H200, twenty-ninth session) */
-    ex_line(c, "    *reinterpret_cast<unsigned *>(em_oa(r, d)) = %s;",
-            ex_store_pair(c, ex_store_conv(c, f->dt, "v0"), ex_store_conv(c, f->dt, "v1")));
-    ex_line(c, "  }");
-    ex_line(c, "}");
+    if (fa_o_stsm(f)) fa_o_stsm_stage(c, f);
+    else {
+      ex_line(c, "#pragma unroll");
+      ex_line(c, "for (int j = 0; j < %d; j++) {", nd);
+      ex_line(c, "  #pragma unroll");
+      ex_line(c, "  for (int h = 0; h < 2; h++) {");
+      ex_line(c, "    const int r = (wid & 3) * 16 + (lane >> 2) + h * 8, d = j * 8 + (lane & 3) * 2;");
+      ex_line(c, "    const float v0 = o[j][h * 2] * em_il[h], v1 = o[j][h * 2 + 1] * em_il[h];");
+      /* the pair (d even: 4-byte aligned in its 16-byte chunk) as one packing conversion and one 32-bit store (two
+       * 2-byte stores were 0.5-2% slower at b8 s512, H200, twenty-ninth session) */
+      ex_line(c, "    *reinterpret_cast<unsigned *>(em_oa(r, d)) = %s;",
+              ex_store_pair(c, ex_store_conv(c, f->dt, "v0"), ex_store_conv(c, f->dt, "v1")));
+      ex_line(c, "  }");
+      ex_line(c, "}");
+    }
     /* (immediate barrier ids: a register id makes ptxas reserve all sixteen) */
     /* (slice w's barrier 2 + w; PINGPONG's turns with three slices are 11-13) */
     if (f->otma) ex_line(c, "em_fence_async_smem(); /* OTMA: O's writes seen by the bulk stores */");

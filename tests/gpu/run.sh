@@ -603,6 +603,15 @@ gpu_case ppcarry_bench_d128 $PC timeout 300 "$BIN" bench/attention.lua --limit 0
 gpu_case ppcarry_bench_d64 $PC timeout 300 "$BIN" bench/attention.lua --limit 0 --torch none --strict --causal 0 --shapes b1s7,b2s256,b1s513,b8s512,b1s2048 --heads 64:32:4 --pins "$PCP"
 gpu_case ppcarry_model_layout $PC timeout 300 "$BIN" bench/attention.lua --layout model --limit 0 --torch none --strict --causal 0 --shapes b1s513,b8s512 --heads 64:32:4,128:16:8 --pins "$PCP"
 for n in 7 513; do gpu_case ppcarry_persist_seq$n $PC EMMY_KNOBS=FLASH=2,BQ=128,BKV=128,KVST=3,APERSIST=1,OSMEM=4,PINGPONG=1 timeout 120 "$BIN" run --ir tests/fixtures/sdpa_noncausal.torch.json --bind seq_len=$n; done
+# EMMY_O_STSM=1 (fifty-sixth session): the staged O written by stmatrix x4. Both head dims, OSMEM 1-4, O by TMA, the
+# persistent ping-pong and 64-row leads, items of 1, 4 and 5 key tiles, causal and not, the model's layout, the
+# Qwen3 layer at 7 and 513 (every check before any time)
+OS="env EMMY_O_STSM=1"
+OSP="BQ=128,BKV=128,KVST=3,MINB=1,APERSIST=1,OSMEM=4,OTMA=0,PINGPONG=1;BQ=128,BKV=128,KVST=2,MINB=1,APERSIST=1,OSMEM=3,OTMA=1,PINGPONG=1;BQ=64,BKV=128,KVST=2,MINB=1,APERSIST=0,OSMEM=2,OTMA=0,PINGPONG=0;BQ=64,BKV=64,KVST=3,MINB=1,APERSIST=0,OSMEM=1,OTMA=0,PINGPONG=0"
+gpu_case ostsm_bench_d128 $OS timeout 300 "$BIN" bench/attention.lua --limit 0 --torch none --strict --causal 0,1 --shapes b1s7,b1s513,b8s512 --heads 128:16:8 --pins "$OSP"
+gpu_case ostsm_bench_d64 $OS timeout 300 "$BIN" bench/attention.lua --limit 0 --torch none --strict --causal 0,1 --shapes b1s7,b1s513,b8s512 --heads 64:32:4 --pins "$OSP;BQ=64,BKV=128,KVST=3,MINB=2,APERSIST=1,OSMEM=4,OTMA=1,PINGPONG=0"
+gpu_case ostsm_model_layout $OS timeout 300 "$BIN" bench/attention.lua --layout model --limit 0 --torch none --strict --causal 0,1 --shapes b1s513,b8s512 --heads 64:32:4,128:16:8 --pins "$OSP"
+for n in 7 513; do gpu_case ostsm_layer_seq$n $OS "$BIN" run $L0 --seq-len $n; done
 # flash attention with Q in shared memory (QSMEM=1) and register bounds for two blocks per SM (MINB=2), pinned
 gpu_case flash_qsmem_seq513 env EMMY_KNOBS=k_sdpa:QSMEM=1 "$BIN" run $L0 --seq-len 513
 gpu_case flash_qsmem_minb2_seq2048 env EMMY_KNOBS=k_sdpa:QSMEM=1,k_sdpa:MINB=2 "$BIN" run $L0 --seq-len 2048

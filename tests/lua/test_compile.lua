@@ -1678,6 +1678,29 @@ test("PINGPONG's turns carried from item to item (the default since the fifty-si
   nvrtc_compiles(pins .. " EMMY_PP_CARRY=0", { "compile", ROOT .. "/tests/fixtures/sdpa_noncausal.torch.json" })
 end)
 
+test("EMMY_O_STSM=1 (an attention experiment): the staged O written by stmatrix x4 (o[j], o[j + 1], both row halves an instruction) instead of a 32-bit store a pair (head dim 128: OSMEM=4, OSMEM=2 with O by TMA, Qwen3's layer); OSMEM=0 and unset: the text before; NVRTC compiles it", function()
+  local NC = { ROOT .. "/tests/fixtures/sdpa_noncausal.torch.json", "--ir", "cuda" }
+  local pins = "EMMY_KNOBS=FLASH=2,BQ=128,BKV=128,KVST=3,APERSIST=1,OSMEM=4,PINGPONG=1"
+  local c0, plain, e0 = emmy(args("compile", NC), { env = pins })
+  local c1, src, e1 = emmy(args("compile", NC), { env = pins .. " EMMY_O_STSM=1" })
+  eq(c0, 0, e0) eq(c1, 0, e1)
+  local pair = "*reinterpret_cast<unsigned *>(em_oa(r, d)) = "
+  check(plain:find(pair, 1, true) and not plain:find("EMMY_O_STSM", 1, true), "unset: the pair stores")
+  check(not src:find(pair, 1, true), "set: no pair stores")
+  check(src:find('const int em_m = lane >> 3, r = (wid & 3) * 16 + (em_m & 1) * 8 + (lane & 7), d = (j + (em_m >> 1)) * 8;', 1, true), src)
+  check(src:find('"r"(em_pk_bf(o[j + 0][0] * em_il[0], o[j + 0][1] * em_il[0])), "r"(em_pk_bf(o[j + 0][2] * em_il[1], o[j + 0][3] * em_il[1])),', 1, true), src)
+  check(src:find('"r"(em_pk_bf(o[j + 1][0] * em_il[0], o[j + 1][1] * em_il[0])), "r"(em_pk_bf(o[j + 1][2] * em_il[1], o[j + 1][3] * em_il[1])) : "memory");', 1, true), src)
+  -- OSMEM=0 stores from the registers: unchanged
+  local k0 = "EMMY_KNOBS=FLASH=2,BQ=64,BKV=128,KVST=2,APERSIST=0,OSMEM=0"
+  local c2, r0, e2 = emmy(args("compile", NC), { env = k0 })
+  local c3, r1, e3 = emmy(args("compile", NC), { env = k0 .. " EMMY_O_STSM=1" })
+  eq(c2, 0, e2) eq(c3, 0, e3)
+  eq(r1, r0, "OSMEM=0: unchanged")
+  nvrtc_compiles(pins .. " EMMY_O_STSM=1", { "compile", ROOT .. "/tests/fixtures/sdpa_noncausal.torch.json" })
+  nvrtc_compiles("EMMY_O_STSM=1 EMMY_KNOBS=FLASH=2,BQ=64,BKV=128,KVST=2,APERSIST=0,OSMEM=2,OTMA=1", { "compile", ROOT .. "/tests/fixtures/sdpa_noncausal.torch.json" })
+  nvrtc_compiles("EMMY_O_STSM=1")
+end)
+
 test("emmy compile --pins: the selected kernels' chosen knobs with the set over them, shown by --ir cuda (a variant the rules need not list); one set only; a knob the kernel does not read is an error", function()
   local LL = { "TinyLlama/TinyLlama-1.1B-Chat-v1.0", "--layer", "0", "--dynamic", "seq_len@x:1", "--ir", "cuda", "--kernel", "k_linear_rope_88e5e1" }
   local c1, src, e1 = emmy(args("compile", LL, "--pins", "STAMP=1,STAGES=7"))
