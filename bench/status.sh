@@ -142,10 +142,10 @@ if on ppcarry; then
   tail -n 12 "$LOG/status_ppcarry_ab64.txt"
 fi
 if on ostsm; then
-  OUT=/tmp/status_ostsm_logs EMMY_BIN=$BIN timeout 230 sh tests/gpu/run.sh ostsm > "$LOG/status_ostsm.txt" 2>&1
+  OUT=/tmp/status_ostsm_logs EMMY_BIN=$BIN timeout 200 sh tests/gpu/run.sh ostsm > "$LOG/status_ostsm.txt" 2>&1
   stamp "EMMY_O_STSM's cases (rc $?)"
   grep -E "^(ok|FAIL) |passed" "$LOG/status_ostsm.txt"
-  timeout 200 "$BIN" bench/ab.lua --env "EMMY_NONE=1;EMMY_O_STSM=1" --runs 2 -- bench/attention.lua --layout bhsd --limit 0 \
+  timeout 180 "$BIN" bench/ab.lua --env "EMMY_NONE=1;EMMY_O_STSM=1" --runs 2 -- bench/attention.lua --layout bhsd --limit 0 \
     --shapes b8s512,b1s2048 --causal 0,1 --torch cudnn > "$LOG/status_ostsm_ab.txt" 2>&1
   stamp "EMMY_O_STSM A/B (rc $?)"
   tail -n 14 "$LOG/status_ostsm_ab.txt"
