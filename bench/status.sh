@@ -29,7 +29,7 @@
 #              ping-pong (b8 s512, b4 s512, b1 s2048 at head dim 128; b8 s512, b1 s2048 at 64 with the persistent
 #              ping-pong pinned beside the lead), EMMY_PP_CARRY=0 against the default (about 420 s)
 #   ostsm      the attention experiment EMMY_O_STSM=1 (not in the default set): its GPU cases, then the A/B on issue
-#              20's b8 s512 and b1 s2048 rows, both head dims, causal and not (about 350 s)
+#              20's b8 s512 and b1 s2048 rows, both head dims, causal and not (about 300 s)
 #   cold       the 512-token projections with the L2 flushed before each launch (kernel durations), against torch
 #              eager's kernels the same way: the regime of a matmul in the model's program, its weights from HBM
 # Text and JSON go to ${OUT:-/tmp}/status_* (in a device call's $OUT packed into status.tar.gz, the verdict beside it);
