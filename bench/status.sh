@@ -43,6 +43,15 @@ ONLY="${*:-check layers attention gemm squares cold}"
 on() { case " $ONLY " in *" $1 "*) return 0;; esac; return 1; }
 t0=$(date +%s)
 stamp() { echo "== $1 ($(( $(date +%s) - t0 )) s)"; }
+# an experiment's GPU cases: cases NAME SECONDS LABEL SELECTOR… (tests/gpu/run.sh's cases whose names contain a
+# selector, their log in $LOG/status_NAME.txt, the ok/FAIL lines printed)
+cases() {
+  n=$1 s=$2 label=$3
+  shift 3
+  OUT=/tmp/status_${n}_logs EMMY_BIN=$BIN timeout "$s" sh tests/gpu/run.sh "$@" > "$LOG/status_$n.txt" 2>&1
+  stamp "$label's cases (rc $?)"
+  grep -E "^(ok|FAIL) |passed" "$LOG/status_$n.txt"
+}
 # model M's layer 0 (dynamic seq_len, 512 tokens) against eager and torch.compile: whole, by kind, every kernel
 layer() {
   f="$LOG/status_layer_$(echo "$1" | tr '/.' '__').txt" d="/tmp/status_dump_$(echo "$1" | tr '/.' '__')"
@@ -87,9 +96,7 @@ if on qwen4b; then
   grep -E "^qwen4b " "$LOG/status_qwen4b.txt"
 fi
 if on rows; then
-  OUT=/tmp/status_rows_logs EMMY_BIN=$BIN timeout 300 sh tests/gpu/run.sh rowpre > "$LOG/status_rows.txt" 2>&1
-  stamp "row experiments' cases (rc $?)"
-  grep -E "^(ok|FAIL) |passed" "$LOG/status_rows.txt"
+  cases rows 300 "row experiments" rowpre
   i=0
   for m in "Qwen/Qwen3-Embedding-0.6B" "Qwen/Qwen3-Embedding-0.6B --batch 8" "TinyLlama/TinyLlama-1.1B-Chat-v1.0"; do
     i=$((i + 1))
@@ -102,9 +109,7 @@ if on rows; then
 fi
 if on kvmc; then
   # (the fixture's cases first, short; the A/B's bench checks each variant against the reference before it times it)
-  OUT=/tmp/status_kvmc_logs EMMY_BIN=$BIN timeout 150 sh tests/gpu/run.sh kvmc_noncausal kvmc_persist > "$LOG/status_kvmc.txt" 2>&1
-  stamp "EMMY_KVMC's cases (rc $?)"
-  grep -E "^(ok|FAIL) |passed" "$LOG/status_kvmc.txt"
+  cases kvmc 150 EMMY_KVMC kvmc_noncausal kvmc_persist
   timeout 380 "$BIN" bench/ab.lua --env "EMMY_NONE=1;EMMY_KVMC=1" --runs 2 -- bench/attention.lua --layout bhsd --limit 0 \
     --shapes b1s2048,b8s512 --causal 0 --torch cudnn \
     --pins "BQ=64,BKV=128,KVST=3,MINB=2,APERSIST=0,OSMEM=2,OTMA=1,PINGPONG=0;BQ=128,BKV=128,KVST=3,MINB=1,APERSIST=0,OSMEM=2,OTMA=0,PINGPONG=1" \
@@ -127,9 +132,7 @@ if on kvmcprof; then
   done
 fi
 if on ppcarry; then
-  OUT=/tmp/status_ppcarry_logs EMMY_BIN=$BIN timeout 250 sh tests/gpu/run.sh ppcarry > "$LOG/status_ppcarry.txt" 2>&1
-  stamp "EMMY_PP_CARRY's cases (rc $?)"
-  grep -E "^(ok|FAIL) |passed" "$LOG/status_ppcarry.txt"
+  cases ppcarry 250 EMMY_PP_CARRY ppcarry
   timeout 200 "$BIN" bench/ab.lua --env "EMMY_PP_CARRY=0;EMMY_NONE=1" --runs 2 -- bench/attention.lua --layout bhsd --limit 0 \
     --shapes b8s512,b4s512,b1s2048 --heads 128:16:8 --causal 0 --torch cudnn > "$LOG/status_ppcarry_ab.txt" 2>&1
   stamp "EMMY_PP_CARRY A/B, head dim 128 (rc $?)"
@@ -142,9 +145,7 @@ if on ppcarry; then
   tail -n 12 "$LOG/status_ppcarry_ab64.txt"
 fi
 if on ostsm; then
-  OUT=/tmp/status_ostsm_logs EMMY_BIN=$BIN timeout 200 sh tests/gpu/run.sh ostsm > "$LOG/status_ostsm.txt" 2>&1
-  stamp "EMMY_O_STSM's cases (rc $?)"
-  grep -E "^(ok|FAIL) |passed" "$LOG/status_ostsm.txt"
+  cases ostsm 200 EMMY_O_STSM ostsm
   timeout 180 "$BIN" bench/ab.lua --env "EMMY_NONE=1;EMMY_O_STSM=1" --runs 2 -- bench/attention.lua --layout bhsd --limit 0 \
     --shapes b8s512,b1s2048 --causal 0,1 --torch cudnn > "$LOG/status_ostsm_ab.txt" 2>&1
   stamp "EMMY_O_STSM A/B (rc $?)"

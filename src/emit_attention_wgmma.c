@@ -699,11 +699,11 @@ static void fa_mask_range_open(ectx *c, const fa_t *f) {
   ex_line(c, "const int kp = em_kf, ntw = em_kt;");
 }
 
-/* EMMY_PP_CARRY (the default): the end of an item without the two warpgroups' meeting (barrier 1), so that the first warpgroup
- * starts the next item's tiles while the second still runs this one's last PV and epilogue. The turns stay paired
- * across items: the second warpgroup hands over its last turn of item n (bar.arrive 4), the first takes it as its first
- * turn of item n + 1 (bar.sync 4 in its first step), and no warpgroup can hand over a turn that the other has not
- * taken, since each hand-over follows a turn taken. OSMEM=4's barriers 6 and 7 (each warpgroup's last QKᵀ retired,
+/* EMMY_PP_CARRY (the default): the end of an item without the two warpgroups' meeting (barrier 1), so that the first
+ * warpgroup starts the next item's tiles while the second still runs this one's last PV and epilogue. The turns stay
+ * paired across items: the second warpgroup hands over its last turn of item n (bar.arrive 4), the first takes it as
+ * its first turn of item n + 1 (bar.sync 4 in its first step), and no warpgroup can hand over a turn that the other
+ * has not taken, since each hand-over follows a turn taken. OSMEM=4's barriers 6 and 7 (each warpgroup's last QKᵀ retired,
  * waited by the other before staging O) need the first warpgroup to be held inside item n + 1 until the second is past
  * item n's epilogue: its second step's turn is the second warpgroup's first hand-over of item n + 1, so items of three
  * or more key tiles (two or more steps) need no meeting; shorter ones keep it. */

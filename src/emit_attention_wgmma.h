@@ -26,7 +26,7 @@ typedef struct {
   int psm;                       /* PSMEM: P through shared memory of each warpgroup's own (1: one buffer, stored after the
                                   * PV that read it; 2: two, stored during the softmax), PV from shared memory */
   int mc;                        /* EMMY_KVMC=1: a 2-CTA cluster's K/V tiles loaded half by each CTA, multicast into both */
-  int carry;                     /* EMMY_PP_CARRY (default; =0 off): PINGPONG's turns carried from one item to the next (APERSIST=1) */
+  int carry;                     /* EMMY_PP_CARRY (default; =0 off): PINGPONG's turns carried from item to item */
   em_launch *L;                  /* the launch (OTMA=1 adds the output's tensor map to it) */
   double scale;
   em_dtype dt;
