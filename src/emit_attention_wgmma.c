@@ -133,6 +133,12 @@ static void fa_load_q(ectx *c, const fa_t *f) {
  * the same way left the CTAs of the first round's long tiles with the second round's long tiles too: b1 s2048
  * causal 47.7 us against 35.5 non-persistent, H200). Non-causal items are all alike: stride. */
 static void fa_items_loop(ectx *c, const fa_t *f) {
+  if (f->split) { /* EMMY_ASPLIT: whole items, then the pieces of this CTA's stream-K range (emit_streamk.c) */
+    ex_sk_item_loop(c, ", em_n++");
+    c->indent++;
+    ex_line(c, "const long long em_r = em_j;");
+    return;
+  }
   ex_line(c, "for (long long em_r = 0;; em_r++, em_n++) {");
   c->indent++; /* (closed by the caller) */
   if (f->causal)
@@ -153,9 +159,17 @@ static void fa_item(ectx *c, const fa_t *f) {
   } else {
     ex_line(c, "const long long em_bh = em_t / em_nq, q0 = (em_t %% em_nq) * %d;", BQ);
   }
+  if (f->split) { /* EMMY_ASPLIT: the piece's key tiles em_kb..em_ke - 1 */
+    ex_line(c, "const int em_klo = em_kb, nt = em_ke - em_kb;");
+    return;
+  }
   ex_line(c, "const long long send = %s;", f->causal ? ex_A(c, "(q0 + %d < S ? q0 + %d : S)", BQ, BQ) : "S");
   ex_line(c, "const int nt = (int)((send + %d) / %d);", f->BKV - 1, f->BKV);
 }
+
+/* Whether the key tiles count from em_klo (seq_pos: the CTA's first row's sequence start; EMMY_ASPLIT: the piece's
+ * first tile). */
+static int fa_klo_on(const fa_t *f) { return f->pos >= 0 || f->split; }
 
 /* EMMY_KVMC=1: this CTA's half of ring use it's K and V tiles (rows rank·BKV/2 on, 1024-byte aligned in each column
  * block, so the 128-byte swizzle is the whole tile's), multicast into both CTAs of the cluster, each CTA's full
@@ -210,7 +224,7 @@ static void fa_producer(ectx *c, const fa_t *f) {
   fa_stamp(c, f, "{ const unsigned em_n = em_clock(); em_pw += em_n - em_c; em_c = em_n; }");
   ex_line(c, "const unsigned kb = em_sb + %lldu + (unsigned)st * %lldu;", fa_qbytes(f), 2 * kvb);
   ex_line(c, "em_mbar_expect(&em_fk[st], %lldu);", kvb);
-  const char *kt = f->pos >= 0 ? "(it + em_klo)" : "it"; /* (seq_pos: the key tile of ring use it) */
+  const char *kt = fa_klo_on(f) ? "(it + em_klo)" : "it"; /* (seq_pos, EMMY_ASPLIT: the key tile of ring use it) */
   if (f->mc) {
     fa_mc_loads(c, f, kt);
   } else {
@@ -546,7 +560,7 @@ static void fa_step(ectx *c, const fa_t *f, const char *u, const char *p, const 
   c->indent++;
   fa_stage(c, f, "", u);
   fa_stage(c, f, "n", ex_A(c, "%s + %d", u, f->P));
-  ex_line(c, "const long long s0 = (long long)(%s + %d%s) * %d;", u, f->P, f->pos >= 0 ? " + em_klo" : "", f->BKV);
+  ex_line(c, "const long long s0 = (long long)(%s + %d%s) * %d;", u, f->P, fa_klo_on(f) ? " + em_klo" : "", f->BKV);
   ex_line(c, "float sn[%d][4];", nj);
   fa_stamp(c, f, "unsigned em_c = em_clock();");
   ex_line(c, "em_mbar_wait(&em_fk[stn], phn);");
@@ -755,7 +769,7 @@ static void fa_consumers(ectx *c, const fa_t *f) {
   if (fa_mask_range(c, f)) fa_mask_range_open(c, f);
   ex_line(c, "if (kp < ntw) {");
   c->indent++;
-  ex_line(c, "const long long s0 = (long long)%s * %d;", f->pos >= 0 ? "(kp + em_klo)" : "kp", f->BKV);
+  ex_line(c, "const long long s0 = (long long)%s * %d;", fa_klo_on(f) ? "(kp + em_klo)" : "kp", f->BKV);
   fa_stage(c, f, "", "kp");
   ex_line(c, "float sc[%d][4];", nj);
   ex_line(c, "em_mbar_wait(&em_fk[st], ph);");
@@ -780,7 +794,7 @@ static void fa_consumers(ectx *c, const fa_t *f) {
    * (EMMY_PP_CARRY: on the CTA's last item only; before, it is the next item's first turn) */
   if (f->pp)
     ex_line(c, "if (wq == 0%s) asm volatile(\"bar.sync %d, 256;\" ::: \"memory\");",
-            f->carry ? " && em_t + gridDim.x >= em_items" : "", fa_pp_bar(f));
+            !f->carry ? "" : f->split ? " && em_j + 1 >= em_ndp + em_nsk" : " && em_t + gridDim.x >= em_items", fa_pp_bar(f));
   if (fa_os4_sync(f)) ex_line(c, "asm volatile(\"bar.arrive %%0, 256;\" :: \"r\"(6 + wq) : \"memory\"); /* this warpgroup's QKᵀ retired */");
   /* APERSIST=1 with an epilogue from the registers (OSMEM=0) or staged in a buffer of its own (OSMEM=3): every
    * S = QKᵀ of this item has retired, so the Q slice is free for the next item's load while the last PV and the
@@ -815,7 +829,12 @@ static void fa_consumers(ectx *c, const fa_t *f) {
   fa_pass_tiles(c, f, "ntw", "nt");
   if (f->P > 1) fa_merge(c, f, f->mask >= 0 ? 1.0 : f->scale * M_LOG2E);
   fa_stamp(c, f, "const unsigned em_ce = em_clock();");
+  if (f->split) fa_split_fixup(c, f, f->mask >= 0 ? 1.0 : f->scale * M_LOG2E);
   fa_epilogue(c, f);
+  if (f->split) {
+    c->indent--;
+    ex_line(c, "}");
+  }
   fa_stamp(c, f, "em_sa[8] += em_clock() - em_ce; em_sa[0]++;");
   if (f->osmem == 4) fa_ring_arrive(c, f, "kp < ntw", "em_empty[em_lst]"); /* (every warp past its reads of the staged O) */
   if (fa_mask_range(c, f)) ex_line(c, "}");
@@ -888,6 +907,11 @@ static int fa_facts(ectx *c, fa_t *f) {
    * mask, no seq_pos, no multicast (fa_pp_carry_end) */
   f->carry = ex_env_default_on("EMMY_PP_CARRY") && f->persist && f->pp && f->NQ == 2 && !f->causal && f->mask < 0 &&
              f->pos < 0 && !f->mc;
+  /* EMMY_ASPLIT=1 (an experiment, compile time; docs/formats.md): the persistent items that would leave the last round
+   * short shared out by key tiles (stream-K: every CTA the same key tiles to within one), a split item's pieces merged
+   * by its owner — non-causal (items alike), no mask, no seq_pos, KVSPLIT=1, no multicast, no lazy rescale */
+  f->split = ex_env_choice("EMMY_ASPLIT", 1) && f->persist && !f->causal && f->mask < 0 && f->pos < 0 && f->P == 1 && !f->mc &&
+             !f->lazy;
   if (f->otma && f->osmem < 2) {
     ex_fail(c, "OTMA=1 (O stored by TMA) needs O staged in 64-column swizzled blocks (OSMEM 2-4)");
     return 0;
@@ -1008,9 +1032,13 @@ void ex_k_flash_wgmma(ectx *c, em_launch *L) {
   const char *nbh = f.bat.rank ? ex_numel_text(c, &f.bat) : "1";
   if (f.pack) snprintf(L->grid[1], sizeof L->grid[1], "cdiv(%s,%d)", nbh, f.NQ);
   else snprintf(L->grid[1], sizeof L->grid[1], "%s", nbh);
-  if (f.persist) { /* every item in x, capped at the SMs by the launcher */
+  if (f.persist) { /* every item in x (EMMY_ASPLIT: every key tile of every item), capped at the SMs by the launcher */
     char gx[sizeof L->grid[0]];
-    snprintf(gx, sizeof gx, "%s*%s", L->grid[0], L->grid[1]);
+    if (f.split)
+      snprintf(gx, sizeof gx, "%s*%s*cdiv(%s,%d)", L->grid[0], L->grid[1],
+               em_dim_format(&c->g->syms, &f.ks->d[f.r - 2], (char[128]){0}, 128), f.BKV);
+    else
+      snprintf(gx, sizeof gx, "%s*%s", L->grid[0], L->grid[1]);
     snprintf(L->grid[0], sizeof L->grid[0], "%s", gx);
     snprintf(L->grid[1], sizeof L->grid[1], "1");
     L->persistent = f.mc ? 2 : 1; /* (EMMY_KVMC=1: whole clusters) */
@@ -1030,8 +1058,9 @@ void ex_k_flash_wgmma(ectx *c, em_launch *L) {
   ex_line(c, "const unsigned em_sb = (em_smem(em_dsm) + 1023u) & ~1023u;");
   ex_line(c, "const long long Lq = %s, S = %s;", ex_dim_c(c, &f.os->d[f.r - 2]), ex_dim_c(c, &f.ks->d[f.r - 2]));
   ex_line(c, "const int tid = threadIdx.x, lane = tid & 31, wid = tid >> 5;");
+  if (f.sp || f.split) /* STAMP's record, then EMMY_ASPLIT's slot and flag, per CTA of the grid */
+    L->scratch_per_tile = (f.sp ? 4LL * FA_STAMP_FIELDS * FA_STAMP_ROLES : 0) + (f.split ? 4 * fa_split_slot(&f) + 16 : 0);
   if (f.sp) {
-    L->scratch_per_tile = 4LL * FA_STAMP_FIELDS * FA_STAMP_ROLES; /* a record per CTA of the grid */
     ex_use_prelude(c, ex_STAMP_PRELUDE);
     ex_line(c, "unsigned *const em_st = reinterpret_cast<unsigned *>(em_scratch) + (blockIdx.y * gridDim.x + blockIdx.x) * %d; /* STAMP */",
             FA_STAMP_FIELDS * FA_STAMP_ROLES);
@@ -1044,6 +1073,12 @@ void ex_k_flash_wgmma(ectx *c, em_launch *L) {
               fa_nbh_c(c, &f));
     else
       ex_line(c, "const long long em_nq = (Lq + %d) / %d, em_nbh = %s, em_items = em_nq * em_nbh;", BQ - 1, BQ, fa_nbh_c(c, &f));
+    if (f.split) { /* EMMY_ASPLIT: the stream-K schedule over items of nk key tiles, its part of the scratch */
+      ex_line(c, "const int em_tiles = (int)em_items, nk = (int)((S + %d) / %d);", f.BKV - 1, f.BKV);
+      ex_sk_schedule(c);
+      if (f.sp) ex_line(c, "float *const em_skb = em_scratch + (long long)gridDim.x * %d;", FA_STAMP_FIELDS * FA_STAMP_ROLES);
+      else ex_line(c, "float *const em_skb = em_scratch;");
+    }
   } else if (f.causal) {
     /* causal: the longest query tiles (the last rows) of every head are launched first, the CTAs in launch order
      * (x fastest) taking query tiles longest first across all heads, so the short ones fill the tail */

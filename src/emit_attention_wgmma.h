@@ -27,6 +27,7 @@ typedef struct {
                                   * PV that read it; 2: two, stored during the softmax), PV from shared memory */
   int mc;                        /* EMMY_KVMC=1: a 2-CTA cluster's K/V tiles loaded half by each CTA, multicast into both */
   int carry;                     /* EMMY_PP_CARRY (default; =0 off): PINGPONG's turns carried from item to item */
+  int split;                     /* EMMY_ASPLIT=1: the last items shared out by key tiles (stream-K, emit_streamk.c) */
   em_launch *L;                  /* the launch (OTMA=1 adds the output's tensor map to it) */
   double scale;
   em_dtype dt;
@@ -66,9 +67,18 @@ static inline long long fa_pbytes(const fa_t *f) { return f->psm ? (long long)f-
 /* The block's dynamic shared memory: alignment slack, Q, the K/V ring, the merge area, OSMEM=3's O buffer, P. */
 static inline long long fa_smem(const fa_t *f) { return 1024 + fa_pbuf(f) + fa_pbytes(f); }
 
+/* EMMY_ASPLIT: a CTA's slot of the launch scratch, the floats of its consumer warpgroups' partial O, row maxima and
+ * sums, [warpgroup][float4 group][thread] (D/8 groups of O, then one of the two maxima and two sums); the flags after
+ * the grid's slots, 16 bytes a CTA */
+static inline long long fa_split_slot(const fa_t *f) { return (long long)f->NQ * 128 * (f->D / 2 + 4); }
+
 /* emit_attention_wgmma_epi.c: O / l through the kernel's fused ops to its outputs (OSMEM 0-4, OTMA), and KVSPLIT=2's
  * merge of the two key parts' softmax states before it (sl: the factor the exponent applies to a score). */
 void fa_epilogue(ectx *c, const fa_t *f);
 void fa_merge(ectx *c, const fa_t *f, double sl);
+/* EMMY_ASPLIT's fix-up before the epilogue: a piece that does not reach its item's last key tile hands its partial
+ * state over (and opens the branch that skips the epilogue); the owner of a split item merges the pieces below it.
+ * The caller emits the epilogue and closes the branch with "}". */
+void fa_split_fixup(ectx *c, const fa_t *f, double sl);
 
 #endif

@@ -269,3 +269,68 @@ void fa_merge(ectx *c, const fa_t *f, double sl) {
   ex_line(c, "for (int j = 0; j < %d; j++)", nd);
   ex_line(c, "  for (int q = 0; q < 4; q++) o[j][q] = o[j][q] * (q < 2 ? corr0 : corr1) + em_mg[(j * 4 + q) * 128] * em_c2[q >> 1];");
 }
+
+/* EMMY_ASPLIT=1: the stream-K fix-up (the schedule and its rules: emit_streamk.c). A piece that stops short of its
+ * item's last key tile (em_ke < nk) hands over: each consumer thread writes its unnormalized O, row maxima and partial
+ * row sums to the CTA's slot (fa_split_slot), the consumers meet, thread 0 raises the flag, and the epilogue is skipped
+ * (OSMEM=4's barrier 7 - wq still taken, so that no arrival outlives the item). The piece that reaches the last tile
+ * from past the first (em_kb > 0) owns the item: thread 0 waits for the flags of the CTAs below whose ranges reach into
+ * it and lowers them, the consumers meet, and each thread merges those slots into its state in descending CTA order
+ * (the same result every run) before the epilogue. */
+void fa_split_fixup(ectx *c, const fa_t *f, double sl) {
+  int nd = (int)(f->D / 8), thr = 128 * f->NQ;
+  long long slot = fa_split_slot(f);
+  const char *s = ex_flit(c, sl, 17);
+  ex_line(c, "unsigned *const em_flag = reinterpret_cast<unsigned *>(em_skb + (long long)em_G * %lldLL);", slot);
+  ex_line(c, "if (em_u >= 0 && em_ke < nk) { /* EMMY_ASPLIT: a piece handed over */");
+  c->indent++;
+  if (fa_os4_sync(f)) ex_line(c, "asm volatile(\"bar.sync %%0, 256;\" :: \"r\"(7 - wq) : \"memory\");");
+  ex_line(c, "float4 *const em_w = reinterpret_cast<float4 *>(em_skb + (long long)blockIdx.x * %lldLL) + wq * %d + (tid & 127);", slot,
+          (nd + 1) * 128);
+  ex_line(c, "#pragma unroll");
+  ex_line(c, "for (int j = 0; j < %d; j++) __stcg(em_w + j * 128, make_float4(o[j][0], o[j][1], o[j][2], o[j][3]));", nd);
+  ex_line(c, "__stcg(em_w + %d, make_float4(mrow[0], mrow[1], lrow[0], lrow[1]));", nd * 128);
+  ex_line(c, "__threadfence();");
+  ex_line(c, "asm volatile(\"bar.sync 1, %d;\" ::: \"memory\");", thr);
+  ex_line(c, "if (tid == 0) asm volatile(\"st.release.gpu.global.u32 [%%0], 1;\" :: \"l\"(em_flag + blockIdx.x * 4) : \"memory\");");
+  c->indent--;
+  ex_line(c, "} else {");
+  c->indent++;
+  ex_line(c, "if (em_u >= 0 && em_kb > 0) { /* EMMY_ASPLIT: the owner merges the pieces below */");
+  c->indent++;
+  ex_line(c, "const long long em_ts = (long long)em_u * nk;");
+  ex_line(c, "if (tid == 0)");
+  ex_line(c, "  for (int em_c = (int)blockIdx.x - 1; em_c >= 0; em_c--) {");
+  ex_line(c, "    if (((long long)em_c + 1) * em_I / em_G == (long long)em_c * em_I / em_G) continue; /* (an empty range) */");
+  ex_line(c, "    unsigned em_f;");
+  ex_line(c, "    do asm volatile(\"ld.acquire.gpu.global.u32 %%0, [%%1];\" : \"=r\"(em_f) : \"l\"(em_flag + em_c * 4) : \"memory\"); while (!em_f);");
+  ex_line(c, "    em_flag[em_c * 4] = 0u;");
+  ex_line(c, "    if ((long long)em_c * em_I / em_G <= em_ts) break;");
+  ex_line(c, "  }");
+  ex_line(c, "asm volatile(\"bar.sync 1, %d;\" ::: \"memory\");", thr);
+  ex_line(c, "for (int em_c = (int)blockIdx.x - 1; em_c >= 0; em_c--) {");
+  c->indent++;
+  ex_line(c, "if (((long long)em_c + 1) * em_I / em_G == (long long)em_c * em_I / em_G) continue;");
+  ex_line(c, "const float4 *const em_rp = reinterpret_cast<const float4 *>(em_skb + (long long)em_c * %lldLL) + wq * %d + (tid & 127);",
+          slot, (nd + 1) * 128);
+  ex_line(c, "const float4 em_ml = __ldcg(em_rp + %d);", nd * 128);
+  ex_line(c, "float em_k1[2], em_k2[2];");
+  ex_line(c, "#pragma unroll");
+  ex_line(c, "for (int h = 0; h < 2; h++) {");
+  ex_line(c, "  const float m2 = h ? em_ml.y : em_ml.x, l2 = h ? em_ml.w : em_ml.z, mn = fmaxf(mrow[h], m2);");
+  ex_line(c, "  const float mb = mn == -INFINITY ? 0.0f : mn * %s;", s);
+  ex_line(c, "  em_k1[h] = em_ex2(mrow[h] * %s - mb), em_k2[h] = em_ex2(m2 * %s - mb);", s, s);
+  ex_line(c, "  lrow[h] = lrow[h] * em_k1[h] + l2 * em_k2[h], mrow[h] = mn;");
+  ex_line(c, "}");
+  ex_line(c, "#pragma unroll");
+  ex_line(c, "for (int j = 0; j < %d; j++) {", nd);
+  ex_line(c, "  const float4 em_x = __ldcg(em_rp + j * 128);");
+  ex_line(c, "  o[j][0] = o[j][0] * em_k1[0] + em_x.x * em_k2[0], o[j][1] = o[j][1] * em_k1[0] + em_x.y * em_k2[0];");
+  ex_line(c, "  o[j][2] = o[j][2] * em_k1[1] + em_x.z * em_k2[1], o[j][3] = o[j][3] * em_k1[1] + em_x.w * em_k2[1];");
+  ex_line(c, "}");
+  ex_line(c, "if ((long long)em_c * em_I / em_G <= em_ts) break;");
+  c->indent--;
+  ex_line(c, "}");
+  c->indent--;
+  ex_line(c, "}");
+}

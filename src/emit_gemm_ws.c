@@ -59,7 +59,7 @@ static void ws_tile_count(ectx *c, const ex_ctr *k, int cl) {
 /* This CTA's tile loop: every gridDim.x-th tile, (CLUSTER=2) every (gridDim.x / 2)-th pair of its cluster, or
  * (SPLIT_K=2, 4) every (gridDim.x / SPLIT_K)-th tile, the cluster's CTAs on its K parts. */
 static void ws_tile_loop(ectx *c, int cl, int sk) {
-  if (EX_KNOB(c, STREAM_K)) ex_sk_item_loop(c);
+  if (EX_KNOB(c, STREAM_K)) ex_sk_item_loop(c, "");
   else if (cl == 2) ex_line(c, "for (int em_t = blockIdx.x / 2; em_t < em_pairs; em_t += gridDim.x / 2) {");
   else if (sk >= 2) ex_line(c, "for (int em_t = blockIdx.x / %d; em_t < em_tiles; em_t += gridDim.x / %d) {", sk, sk);
   else ex_line(c, "for (int em_t = blockIdx.x; em_t < em_tiles; em_t += gridDim.x) {");

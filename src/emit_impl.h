@@ -307,10 +307,11 @@ void ex_wgmma_insn(ectx *c, int n, const char *mt, const char *acc, const char *
 void ex_wgmma_insn_at(ectx *c, int n, const char *mt, const char *acc, const char *adesc, long aoff, const char *areg,
                       const char *bdesc, long boff, const char *scale_d, int tnsp);
 /* The persistent pipeline's stream-K scheduler (STREAM_K=1, emit_streamk.c): the schedule's variables (after
- * em_tiles and nk), the item loop's head (em_t, the piece's k-tiles em_kb..em_ke, em_u its stream-K tile or -1),
- * the fix-up after a piece's K loop, and the launch scratch a CTA needs. */
+ * em_tiles and nk), the item loop's head (em_t, the piece's k-tiles em_kb..em_ke, em_u its stream-K tile or -1;
+ * step: more of the loop's increment, "" or ", em_n++"), the fix-up after a piece's K loop, and the launch scratch a
+ * CTA needs. Flash attention's EMMY_ASPLIT shares the schedule and the loop (emit_attention_wgmma_epi.c its fix-up). */
 void ex_sk_schedule(ectx *c);
-void ex_sk_item_loop(ectx *c);
+void ex_sk_item_loop(ectx *c, const char *step);
 void ex_sk_fixup(ectx *c, const ex_ctr *k, int cw, const char *base, const char *skip);
 long long ex_sk_scratch_per_cta(const ex_ctr *k);
 /* The persistent warp-specialized pipeline (PERSIST=1, emit_gemm_ws.c). */

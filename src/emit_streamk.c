@@ -30,8 +30,8 @@ void ex_sk_schedule(ectx *c) {
   ex_line(c, "const int em_nsk = em_i1 > em_i0 ? (int)((em_i1 - 1) / nk - em_i0 / nk) + 1 : 0;");
 }
 
-void ex_sk_item_loop(ectx *c) {
-  ex_line(c, "for (int em_j = 0; em_j < em_ndp + em_nsk; em_j++) {");
+void ex_sk_item_loop(ectx *c, const char *step) {
+  ex_line(c, "for (int em_j = 0; em_j < em_ndp + em_nsk; em_j++%s) {", step);
   c->indent++;
   ex_line(c, "int em_t, em_kb = 0, em_ke = nk, em_u = -1;");
   ex_line(c, "if (em_j < em_ndp) em_t = (int)blockIdx.x + em_j * em_G;");

@@ -1701,6 +1701,34 @@ test("EMMY_O_STSM=1 (an attention experiment): the staged O written by stmatrix 
   nvrtc_compiles("EMMY_O_STSM=1")
 end)
 
+test("EMMY_ASPLIT=1 (an attention experiment): persistent non-causal items shared out by key tiles (the stream-K schedule of emit_streamk.c), a piece handed over through the launch scratch, the owner's merge before the epilogue; a grid of every key tile; causal and unset: the text before; NVRTC compiles it", function()
+  local NC = { ROOT .. "/tests/fixtures/sdpa_noncausal.torch.json", "--ir", "cuda" }
+  local pins = "EMMY_KNOBS=FLASH=2,BQ=128,BKV=128,KVST=3,APERSIST=1,OSMEM=4,PINGPONG=1"
+  local c0, plain, e0 = emmy(args("compile", NC), { env = pins })
+  local c1, src, e1 = emmy(args("compile", NC), { env = pins .. " EMMY_ASPLIT=1" })
+  eq(c0, 0, e0) eq(c1, 0, e1)
+  check(not plain:find("EMMY_ASPLIT", 1, true) and plain:find("for (long long em_r = 0;; em_r++, em_n++) {", 1, true), "unset: the strided items")
+  check(src:find("for (int em_j = 0; em_j < em_ndp + em_nsk; em_j++, em_n++) {", 1, true), src)
+  check(src:find("const int em_klo = em_kb, nt = em_ke - em_kb;", 1, true), "the piece's key tiles")
+  check(src:find("em_tma_2d(kb + 0u, &tm1, kcol + 0, krow + (it + em_klo) * 128, &em_fk[st]);", 1, true), "the producer from the piece's first tile")
+  check(src:find("if (wq == 0 && em_j + 1 >= em_ndp + em_nsk) asm volatile(\"bar.sync 4, 256;\"", 1, true), "the carried turns' last item")
+  -- the hand-over: OSMEM=4's barrier taken, O, maxima and sums to the CTA's slot (2 warpgroups x 17 float4 x 128 threads)
+  check(src:find('if (em_u >= 0 && em_ke < nk) { /* EMMY_ASPLIT: a piece handed over */\n      asm volatile("bar.sync %0, 256;" :: "r"(7 - wq) : "memory");', 1, true), src)
+  check(src:find("em_skb + (long long)blockIdx.x * 17408LL) + wq * 2176 + (tid & 127);", 1, true), "the slot")
+  check(src:find("lrow[h] = lrow[h] * em_k1[h] + l2 * em_k2[h], mrow[h] = mn;", 1, true), "the owner's merge")
+  local c2, tile, e2 = emmy(args("compile", ROOT .. "/tests/fixtures/sdpa_noncausal.torch.json", "--ir", "tile"), { env = pins .. " EMMY_ASPLIT=1" })
+  eq(c2, 0, e2)
+  check(tile:find("cdiv(seq_len,128)*16*cdiv(seq_len,128) x 1 x 1", 1, true), tile)
+  -- not persistent: unchanged
+  local k0 = "EMMY_KNOBS=FLASH=2,BQ=64,BKV=128,KVST=2,APERSIST=0,OSMEM=2"
+  local c3, r0, e3 = emmy(args("compile", NC), { env = k0 })
+  local c4, r1, e4 = emmy(args("compile", NC), { env = k0 .. " EMMY_ASPLIT=1" })
+  eq(c3, 0, e3) eq(c4, 0, e4)
+  eq(r1, r0, "APERSIST=0: unchanged")
+  nvrtc_compiles(pins .. " EMMY_ASPLIT=1", { "compile", ROOT .. "/tests/fixtures/sdpa_noncausal.torch.json" })
+  nvrtc_compiles("EMMY_ASPLIT=1 EMMY_KNOBS=FLASH=2,BQ=64,BKV=128,KVST=3,APERSIST=1,OSMEM=4,OTMA=1", { "compile", ROOT .. "/tests/fixtures/sdpa_noncausal.torch.json" })
+end)
+
 test("emmy compile --pins: the selected kernels' chosen knobs with the set over them, shown by --ir cuda (a variant the rules need not list); one set only; a knob the kernel does not read is an error", function()
   local LL = { "TinyLlama/TinyLlama-1.1B-Chat-v1.0", "--layer", "0", "--dynamic", "seq_len@x:1", "--ir", "cuda", "--kernel", "k_linear_rope_88e5e1" }
   local c1, src, e1 = emmy(args("compile", LL, "--pins", "STAMP=1,STAGES=7"))
