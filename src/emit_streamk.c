@@ -43,6 +43,28 @@ void ex_sk_item_loop(ectx *c, const char *step) {
   c->indent--;
 }
 
+/* A hand-over's end: the slot's stores visible, the consumer threads (named barrier 1) past them, the flag raised. */
+void ex_sk_raise(ectx *c, int threads) {
+  ex_line(c, "__threadfence();");
+  ex_line(c, "asm volatile(\"bar.sync 1, %d;\" ::: \"memory\");", threads);
+  ex_line(c, "if (tid == 0) asm volatile(\"st.release.gpu.global.u32 [%%0], 1;\" :: \"l\"(em_flag + blockIdx.x * 4) : \"memory\");");
+}
+
+/* The owner's wait: thread 0 waits for the flags of the CTAs below whose ranges reach into the tile (em_u), lowering
+ * each for the next launch, then the consumer threads meet (named barrier 1); em_ts is the tile's first k-tile. */
+void ex_sk_gather_wait(ectx *c, int threads) {
+  ex_line(c, "const long long em_ts = (long long)em_u * nk; /* the tile's first k-tile in the stream-K order */");
+  ex_line(c, "if (tid == 0)");
+  ex_line(c, "  for (int em_c = (int)blockIdx.x - 1; em_c >= 0; em_c--) {");
+  ex_line(c, "    if (((long long)em_c + 1) * em_I / em_G == (long long)em_c * em_I / em_G) continue; /* (an empty range) */");
+  ex_line(c, "    unsigned em_f;");
+  ex_line(c, "    do asm volatile(\"ld.acquire.gpu.global.u32 %%0, [%%1];\" : \"=r\"(em_f) : \"l\"(em_flag + em_c * 4) : \"memory\"); while (!em_f);");
+  ex_line(c, "    em_flag[em_c * 4] = 0u;");
+  ex_line(c, "    if ((long long)em_c * em_I / em_G <= em_ts) break;");
+  ex_line(c, "  }");
+  ex_line(c, "asm volatile(\"bar.sync 1, %d;\" ::: \"memory\");", threads);
+}
+
 /* After a piece's K loop (consumers): hand over (and skip the epilogue) or gather. cw consumer warps; base: the text of
  * the stream-K part of the launch scratch (em_scratch, or after STAMP=1's records); skip: a line emitted before a
  * hand-over leaves the item (STAMP=1's tail and epilogue marks), or NULL. */
@@ -63,24 +85,13 @@ void ex_sk_fixup(ectx *c, const ex_ctr *k, int cw, const char *base, const char 
             a, a, a);
   }
   ex_line(c, "}");
-  ex_line(c, "__threadfence();");
-  ex_line(c, "asm volatile(\"bar.sync 1, %d;\" ::: \"memory\");", threads);
-  ex_line(c, "if (tid == 0) asm volatile(\"st.release.gpu.global.u32 [%%0], 1;\" :: \"l\"(em_flag + blockIdx.x * 4) : \"memory\");");
+  ex_sk_raise(c, threads);
   if (skip) ex_line(c, "%s", skip);
   ex_line(c, "continue;");
   c->indent--;
   ex_line(c, "}");
   /* the owner: the CTAs below it whose ranges reach into this tile, from blockIdx.x - 1 down */
-  ex_line(c, "const long long em_ts = (long long)em_u * nk; /* the tile's first k-tile in the stream-K order */");
-  ex_line(c, "if (tid == 0)");
-  ex_line(c, "  for (int em_c = (int)blockIdx.x - 1; em_c >= 0; em_c--) {");
-  ex_line(c, "    if (((long long)em_c + 1) * em_I / em_G == (long long)em_c * em_I / em_G) continue; /* (an empty range) */");
-  ex_line(c, "    unsigned em_f;");
-  ex_line(c, "    do asm volatile(\"ld.acquire.gpu.global.u32 %%0, [%%1];\" : \"=r\"(em_f) : \"l\"(em_flag + em_c * 4) : \"memory\"); while (!em_f);");
-  ex_line(c, "    em_flag[em_c * 4] = 0u;");
-  ex_line(c, "    if ((long long)em_c * em_I / em_G <= em_ts) break;");
-  ex_line(c, "  }");
-  ex_line(c, "asm volatile(\"bar.sync 1, %d;\" ::: \"memory\");", threads);
+  ex_sk_gather_wait(c, threads);
   ex_line(c, "for (int em_c = (int)blockIdx.x - 1; em_c >= 0; em_c--) {");
   c->indent++;
   ex_line(c, "if (((long long)em_c + 1) * em_I / em_G == (long long)em_c * em_I / em_G) continue;");
