@@ -430,7 +430,7 @@ static void fa_softmax(ectx *c, const fa_t *f, double sl, const char *sc, const 
     ex_line(c, "  corr0 = corr1 = 1.0f;");
     ex_line(c, "}");
   }
-  ex_line(c, pairs ? "float rs0 = 0.0f, rs1 = 0.0f, rt0 = 0.0f, rt1 = 0.0f;" : "float rs0 = 0.0f, rs1 = 0.0f;");
+  if (!f->pvsum) ex_line(c, pairs ? "float rs0 = 0.0f, rs1 = 0.0f, rt0 = 0.0f, rt1 = 0.0f;" : "float rs0 = 0.0f, rs1 = 0.0f;");
   if (f->psm == 2) { /* PSMEM=2: each k16 step's P into the buffer as soon as its two key groups are packed */
     fa_prow(c, f, p);
     ex_line(c, "unsigned em_q0 = 0u, em_q1 = 0u;");
@@ -446,7 +446,9 @@ static void fa_softmax(ectx *c, const fa_t *f, double sl, const char *sc, const 
     ex_line(c, "  const float p0 = em_ex2(fmaf(%s[j][0], %s, -mb0)), p1 = em_ex2(fmaf(%s[j][1], %s, -mb0));", sc, ex_flit(c, sl, 17), sc, ex_flit(c, sl, 17));
     ex_line(c, "  const float p2 = em_ex2(fmaf(%s[j][2], %s, -mb1)), p3 = em_ex2(fmaf(%s[j][3], %s, -mb1));", sc, ex_flit(c, sl, 17), sc, ex_flit(c, sl, 17));
   }
-  if (pairs) {
+  if (f->pvsum) {
+    /* (EMMY_PV_SUM: the sums come with PV) */
+  } else if (pairs) {
     ex_line(c, "  if (j & 1) rt0 += p0 + p1, rt1 += p2 + p3;");
     ex_line(c, "  else rs0 += p0 + p1, rs1 += p2 + p3;");
   } else {
@@ -461,6 +463,7 @@ static void fa_softmax(ectx *c, const fa_t *f, double sl, const char *sc, const 
     ex_line(c, "  %s[j >> 1][(j & 1) * 2 + 1] = em_pk(p2, p3);", p);
   }
   ex_line(c, "}");
+  if (f->pvsum) return;
   if (pairs) ex_line(c, "rs0 += rt0, rs1 += rt1;");
   ex_line(c, "lrow[0] = lrow[0] * corr0 + rs0;");
   ex_line(c, "lrow[1] = lrow[1] * corr1 + rs1;");
@@ -470,7 +473,7 @@ static void fa_softmax(ectx *c, const fa_t *f, double sl, const char *sc, const 
 static void fa_rescale(ectx *c, const fa_t *f) {
   if (f->lazy) ex_line(c, "if (em_up)");
   ex_line(c, "#pragma unroll");
-  ex_line(c, "for (int j = 0; j < %d; j++) {", (int)(f->D / 8));
+  ex_line(c, "for (int j = 0; j < %d; j++) {", fa_ogroups(f));
   ex_line(c, "  o[j][0] *= corr0; o[j][1] *= corr0; o[j][2] *= corr1; o[j][3] *= corr1;");
   ex_line(c, "}");
 }
@@ -485,15 +488,25 @@ static void fa_v_desc(ectx *c, const fa_t *f, const char *name, const char *addr
 /* O += P V: BKV/16 wgmma k16 steps, P from registers (PSMEM: from this warpgroup's P buffer), V's tile N-major
  * (its D/64 column blocks BKV·128 bytes apart: the descriptor's leading offset; 8-key groups 1024 bytes apart: its
  * stride offset). */
+/* EMMY_PV_SUM=1 (head dim 64): N = 72, the ninth column group read from the ones block at the descriptor's leading
+ * offset (the second 64-column block of an N-major operand), so that o[8] accumulates each row's sum of P with O —
+ * rescaled with it, summed over the quad by the tensor cores. Each k16 step's offset moves the start address 2048
+ * bytes on and the leading offset as far back (one 64-bit add: the fields are disjoint and the offset stays
+ * positive), so every step reads the same 16 rows of ones. */
 static void fa_pv(ectx *c, const fa_t *f, const char *kbase, const char *p) {
   ex_line(c, "em_wg_fence();");
   ex_line(c, "const unsigned em_va = %s + %lldu;", kbase, fa_kvbytes(f));
-  fa_v_desc(c, f, "em_vd", "em_va");
+  if (f->pvsum)
+    ex_line(c, "const unsigned long long em_vd = (unsigned long long)((em_va & 0x3FFFFu) >> 4) | ((unsigned long long)((em_sb + %lldu - em_va) >> 4) << 16) | "
+               "((unsigned long long)(1024 >> 4) << 32) | (1ull << 62); /* EMMY_PV_SUM: the ones block at the leading offset */",
+            fa_ones(f));
+  else
+    fa_v_desc(c, f, "em_vd", "em_va");
   if (f->psm) ex_line(c, "const unsigned long long em_pd = em_wg_desc(%s);", fa_pb(c, f, p));
   for (int kb2 = 0; kb2 < f->BKV / 16; kb2++)
-    ex_wgmma_insn_at(c, (int)f->D, f->mt, "o", f->psm ? "em_pd" : NULL, ((kb2 >> 2) * 8192 + (kb2 & 3) * 32) >> 4,
+    ex_wgmma_insn_at(c, (int)f->D + (f->pvsum ? 8 : 0), f->mt, "o", f->psm ? "em_pd" : NULL, ((kb2 >> 2) * 8192 + (kb2 & 3) * 32) >> 4,
                      f->psm ? NULL : ex_A(c, "\"r\"(%s[%d][0]), \"r\"(%s[%d][1]), \"r\"(%s[%d][2]), \"r\"(%s[%d][3])", p, kb2, p, kb2, p, kb2, p, kb2),
-                     "em_vd", kb2 * (2048 >> 4), "1", 1);
+                     "em_vd", f->pvsum ? kb2 * 128L - (kb2 * 128L << 16) : kb2 * (2048 >> 4), "1", 1);
   ex_line(c, "em_wg_commit();");
 }
 
@@ -754,9 +767,9 @@ static void fa_consumers(ectx *c, const fa_t *f) {
     ex_sdpa_row_start(c, an, "em_ls0", f->r > 2 ? "x0" : "0LL", "lr0", "lr0 < Lq");
     ex_sdpa_row_start(c, an, "em_ls1", f->r > 2 ? "x0" : "0LL", "lr1", "lr1 < Lq");
   }
-  ex_line(c, "float o[%d][4];", (int)(f->D / 8));
+  ex_line(c, "float o[%d][4];", fa_ogroups(f));
   ex_line(c, "#pragma unroll");
-  ex_line(c, "for (int j = 0; j < %d; j++) o[j][0] = o[j][1] = o[j][2] = o[j][3] = 0.0f;", (int)(f->D / 8));
+  ex_line(c, "for (int j = 0; j < %d; j++) o[j][0] = o[j][1] = o[j][2] = o[j][3] = 0.0f;", fa_ogroups(f));
   ex_line(c, "float mrow[2] = {-INFINITY, -INFINITY}, lrow[2] = {0.0f, 0.0f}, corr0, corr1;");
   if (f->lazy) ex_line(c, "bool em_up = true;");
   ex_line(c, "unsigned pa[%d][4], pb[%d][4];", kbk, kbk);
@@ -950,6 +963,10 @@ static int fa_facts(ectx *c, fa_t *f) {
     return 0;
   }
   f->scale = an->args[6].present ? an->args[6].f : 1.0 / sqrt((double)f->D);
+  /* EMMY_PV_SUM=1 (an experiment, compile time; docs/formats.md): the row sums of P by PV's wgmma over a ones column —
+   * head dim 64 (N 72; at 128 the third column block would sit two leading offsets on), KVSPLIT=1, P from registers,
+   * no stream-K split, no multicast (the merges read the threads' partial sums) */
+  f->pvsum = ex_env_choice("EMMY_PV_SUM", 1) && f->D == 64 && f->P == 1 && !f->psm && !f->split && !f->mc;
   if (f->dt != EM_BF16 && f->dt != EM_F16) {
     ex_fail(c, "FLASH=2 needs bf16/f16, got %s", em_dtype_name(f->dt));
     return 0;
@@ -1119,6 +1136,14 @@ void ex_k_flash_wgmma(ectx *c, em_launch *L) {
   ex_line(c, "  }");
   ex_line(c, "  em_mbar_fence_init();");
   ex_line(c, "}");
+  if (f.pvsum) { /* EMMY_PV_SUM: the ones block (2048 bytes), seen by the tensor cores' reads after the barrier */
+    ex_line(c, "if (tid < 128) {");
+    ex_line(c, "  reinterpret_cast<uint4 *>(em_dsm + (em_sb - em_smem(em_dsm)) + %lldu)[tid] = make_uint4(%s, %s, %s, %s);", fa_ones(&f),
+            f.dt == EM_F16 ? "0x3C003C00u" : "0x3F803F80u", f.dt == EM_F16 ? "0x3C003C00u" : "0x3F803F80u",
+            f.dt == EM_F16 ? "0x3C003C00u" : "0x3F803F80u", f.dt == EM_F16 ? "0x3C003C00u" : "0x3F803F80u");
+    ex_line(c, "  asm volatile(\"fence.proxy.async.shared::cta;\" ::: \"memory\");");
+    ex_line(c, "}");
+  }
   /* (EMMY_KVMC=1: the peer's barriers initialised before its multicasts and releases can reach them) */
   ex_line(c, f.mc ? "em_cluster_sync();" : "__syncthreads();");
   fa_producer(c, &f);

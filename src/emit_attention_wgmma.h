@@ -28,6 +28,7 @@ typedef struct {
   int mc;                        /* EMMY_KVMC=1: a 2-CTA cluster's K/V tiles loaded half by each CTA, multicast into both */
   int carry;                     /* EMMY_PP_CARRY (default; =0 off): PINGPONG's turns carried from item to item */
   int split;                     /* EMMY_ASPLIT=1: the last items shared out by key tiles (stream-K, emit_streamk.c) */
+  int pvsum;                     /* EMMY_PV_SUM=1: the row sums of P by PV's wgmma over a ones column (o[D/8]) */
   em_launch *L;                  /* the launch (OTMA=1 adds the output's tensor map to it) */
   double scale;
   em_dtype dt;
@@ -64,8 +65,14 @@ static inline long long fa_pbuf(const fa_t *f) {
 }
 static inline int fa_pwg(const fa_t *f) { return (f->BKV + 63) / 64 * 8192; }
 static inline long long fa_pbytes(const fa_t *f) { return f->psm ? (long long)f->NWG * f->psm * fa_pwg(f) : 0; }
-/* The block's dynamic shared memory: alignment slack, Q, the K/V ring, the merge area, OSMEM=3's O buffer, P. */
-static inline long long fa_smem(const fa_t *f) { return 1024 + fa_pbuf(f) + fa_pbytes(f); }
+/* EMMY_PV_SUM=1's ones block: 16 keys x 128 bytes of 1.0 after everything else (every k16 step of PV reads it as the
+ * second 64-column block of V, the descriptor's leading offset pointing there), 1024-byte aligned. */
+static inline long long fa_ones(const fa_t *f) { return (fa_pbuf(f) + fa_pbytes(f) + 1023) / 1024 * 1024; }
+/* The block's dynamic shared memory: alignment slack, Q, the K/V ring, the merge area, OSMEM=3's O buffer, P, the
+ * ones block. */
+static inline long long fa_smem(const fa_t *f) { return 1024 + (f->pvsum ? fa_ones(f) + 2048 : fa_pbuf(f) + fa_pbytes(f)); }
+/* O's column groups a thread holds: D/8, and EMMY_PV_SUM's row sums. */
+static inline int fa_ogroups(const fa_t *f) { return (int)(f->D / 8) + (f->pvsum ? 1 : 0); }
 
 /* EMMY_ASPLIT: a CTA's slot of the launch scratch, the floats of its consumer warpgroups' partial O, row maxima and
  * sums, [warpgroup][float4 group][thread] (D/8 groups of O, then one of the two maxima and two sums); the flags after

@@ -151,9 +151,14 @@ void fa_epilogue(ectx *c, const fa_t *f) {
   ex_line(c, "float em_il[2];");
   ex_line(c, "#pragma unroll");
   ex_line(c, "for (int h = 0; h < 2; h++) {");
-  ex_line(c, "  lrow[h] += __shfl_xor_sync(0xffffffffu, lrow[h], 1);");
-  ex_line(c, "  lrow[h] += __shfl_xor_sync(0xffffffffu, lrow[h], 2);");
-  ex_line(c, "  em_il[h] = lrow[h] > 0.0f ? 1.0f / lrow[h] : 0.0f;");
+  if (f->pvsum) { /* EMMY_PV_SUM: the row's whole sum in o[D/8] (every column of the ones block) */
+    ex_line(c, "  const float em_l = o[%d][h * 2];", nd);
+    ex_line(c, "  em_il[h] = em_l > 0.0f ? 1.0f / em_l : 0.0f;");
+  } else {
+    ex_line(c, "  lrow[h] += __shfl_xor_sync(0xffffffffu, lrow[h], 1);");
+    ex_line(c, "  lrow[h] += __shfl_xor_sync(0xffffffffu, lrow[h], 2);");
+    ex_line(c, "  em_il[h] = lrow[h] > 0.0f ? 1.0f / lrow[h] : 0.0f;");
+  }
   ex_line(c, "}");
   int mark = c->memo.n;
   ivec di = {f->r};

@@ -624,6 +624,14 @@ gpu_case asplit_bench_d64 $AS timeout 300 "$BIN" bench/attention.lua --limit 0 -
 gpu_case asplit_few_items $AS timeout 300 "$BIN" bench/attention.lua --limit 0 --torch none --strict --causal 0 --shapes b1s1024,b1s7 --heads 128:2:1,64:4:1 --pins "$ASP"
 gpu_case asplit_model_layout $AS timeout 300 "$BIN" bench/attention.lua --layout model --limit 0 --torch none --strict --causal 0 --shapes b1s513,b8s512 --heads 64:32:4,128:16:8 --pins "$ASP"
 for n in 513; do gpu_case asplit_persist_seq$n $AS EMMY_KNOBS=FLASH=2,BQ=128,BKV=128,KVST=3,APERSIST=1,OSMEM=4,PINGPONG=1 timeout 120 "$BIN" run --ir tests/fixtures/sdpa_noncausal.torch.json --bind seq_len=$n; done
+# EMMY_PV_SUM=1 (fifty-seventh session): head dim 64's row sums of P by PV's wgmma over a ones column (N 72). The
+# leads (64-row tiles two and three CTAs an SM, persistent and not, the 128-row ping-pong), causal and not, partial
+# tiles (b1 s7, s513), the model's layout, TinyLlama's layer at 7 and 513 (every check before any time)
+PV="env EMMY_PV_SUM=1"
+PVP="BQ=64,BKV=128,KVST=3,MINB=2,APERSIST=1,OSMEM=4,OTMA=1,PINGPONG=0;BQ=128,BKV=128,KVST=3,MINB=1,APERSIST=1,OSMEM=4,OTMA=0,PINGPONG=1;BQ=64,BKV=64,KVST=3,MINB=3,APERSIST=0,OSMEM=2,OTMA=1,PINGPONG=0;BQ=128,BKV=64,KVST=3,MINB=1,APERSIST=0,OSMEM=0,OTMA=0,PINGPONG=1"
+gpu_case pvsum_bench_d64 $PV timeout 300 "$BIN" bench/attention.lua --limit 0 --torch none --strict --causal 0,1 --shapes b1s7,b1s513,b8s512,b1s2048 --heads 64:32:4 --pins "$PVP"
+gpu_case pvsum_model_layout $PV timeout 300 "$BIN" bench/attention.lua --layout model --limit 0 --torch none --strict --causal 0,1 --shapes b1s513 --heads 64:32:4 --pins "$PVP"
+for n in 7 513; do gpu_case pvsum_llama_seq$n $PV timeout 120 "$BIN" run TinyLlama/TinyLlama-1.1B-Chat-v1.0 --layer 0 --dynamic seq_len@x:1 --seq-len $n; done
 # flash attention with Q in shared memory (QSMEM=1) and register bounds for two blocks per SM (MINB=2), pinned
 gpu_case flash_qsmem_seq513 env EMMY_KNOBS=k_sdpa:QSMEM=1 "$BIN" run $L0 --seq-len 513
 gpu_case flash_qsmem_minb2_seq2048 env EMMY_KNOBS=k_sdpa:QSMEM=1,k_sdpa:MINB=2 "$BIN" run $L0 --seq-len 2048

@@ -1729,6 +1729,31 @@ test("EMMY_ASPLIT=1 (an attention experiment): persistent non-causal items share
   nvrtc_compiles("EMMY_ASPLIT=1 EMMY_KNOBS=FLASH=2,BQ=64,BKV=128,KVST=3,APERSIST=1,OSMEM=4,OTMA=1", { "compile", ROOT .. "/tests/fixtures/sdpa_noncausal.torch.json" })
 end)
 
+test("EMMY_PV_SUM=1 (an attention experiment): head dim 64's row sums of P by PV's wgmma over a ones block (N 72, the leading offset pointing there and moved back each k16 step); no row-sum adds in the softmax; the epilogue's sums from o[8]; head dim 128 and unset: the text before; NVRTC compiles it", function()
+  local G = tmpdir()
+  local c0, _, e0 = emmy({ "bench/attention.lua", "--layout", "bhsd", "--shapes", "b1s2048", "--heads", "64:32:4", "--causal", "0",
+    "--torch", "none", "--graphs", G, "--dry-run" })
+  eq(c0, 0, e0)
+  local g = G .. "/sdpa_b1s2048_d64_h32kv4_full_bhsd.torch.json"
+  local c1, plain, e1 = emmy(args("compile", g, "--ir", "cuda"), { env = "EMMY_NONE=1" })
+  local c2, src, e2 = emmy(args("compile", g, "--ir", "cuda"), { env = "EMMY_PV_SUM=1" })
+  eq(c1, 0, e1) eq(c2, 0, e2)
+  check(plain:find("rs0 += p0 + p1;", 1, true) and not plain:find("m64n72k16", 1, true), "unset: the sums by FADD")
+  check(not src:find("rs0 +=", 1, true) and src:find("wgmma.mma_async.sync.aligned.m64n72k16.f32.bf16.bf16", 1, true), src)
+  check(src:find("((unsigned long long)((em_sb + 106496u - em_va) >> 4) << 16)", 1, true), "the leading offset at the ones block")
+  check(src:find("add.s64 db, %40, -8388480;", 1, true), "the second k16 step: 2048 bytes on, the leading offset as far back")
+  check(src:find("const float em_l = o[8][h * 2];", 1, true) and src:find("float o[9][4];", 1, true), "the sums in o[8]")
+  check(src:find("make_uint4(0x3F803F80u, 0x3F803F80u, 0x3F803F80u, 0x3F803F80u);", 1, true), "the ones block")
+  -- head dim 128: unchanged
+  local NC = { ROOT .. "/tests/fixtures/sdpa_noncausal.torch.json", "--ir", "cuda" }
+  local c3, r0, e3 = emmy(args("compile", NC), { env = "EMMY_NONE=1" })
+  local c4, r1, e4 = emmy(args("compile", NC), { env = "EMMY_PV_SUM=1" })
+  eq(c3, 0, e3) eq(c4, 0, e4)
+  eq(r1, r0, "head dim 128: unchanged")
+  nvrtc_compiles("EMMY_PV_SUM=1", { "compile", g })
+  nvrtc_compiles("EMMY_PV_SUM=1 EMMY_KNOBS=FLASH=2,BQ=128,BKV=128,KVST=3,APERSIST=1,OSMEM=4,PINGPONG=1", { "compile", g })
+end)
+
 test("emmy compile --pins: the selected kernels' chosen knobs with the set over them, shown by --ir cuda (a variant the rules need not list); one set only; a knob the kernel does not read is an error", function()
   local LL = { "TinyLlama/TinyLlama-1.1B-Chat-v1.0", "--layer", "0", "--dynamic", "seq_len@x:1", "--ir", "cuda", "--kernel", "k_linear_rope_88e5e1" }
   local c1, src, e1 = emmy(args("compile", LL, "--pins", "STAMP=1,STAGES=7"))
