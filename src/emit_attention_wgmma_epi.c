@@ -302,9 +302,7 @@ void fa_split_fixup(ectx *c, const fa_t *f, double sl) {
   ex_line(c, "if (em_u >= 0 && em_kb > 0) { /* EMMY_ASPLIT: the owner merges the pieces below */");
   c->indent++;
   ex_sk_gather_wait(c, thr);
-  ex_line(c, "for (int em_c = (int)blockIdx.x - 1; em_c >= 0; em_c--) {");
-  c->indent++;
-  ex_line(c, "if (((long long)em_c + 1) * em_I / em_G == (long long)em_c * em_I / em_G) continue;");
+  ex_sk_pieces_open(c);
   ex_line(c, "const float4 *const em_rp = reinterpret_cast<const float4 *>(em_skb + (long long)em_c * %lldLL) + wq * %d + (tid & 127);",
           slot, (nd + 1) * 128);
   ex_line(c, "const float4 em_ml = __ldcg(em_rp + %d);", nd * 128);
@@ -322,9 +320,7 @@ void fa_split_fixup(ectx *c, const fa_t *f, double sl) {
   ex_line(c, "  o[j][0] = o[j][0] * em_k1[0] + em_x.x * em_k2[0], o[j][1] = o[j][1] * em_k1[0] + em_x.y * em_k2[0];");
   ex_line(c, "  o[j][2] = o[j][2] * em_k1[1] + em_x.z * em_k2[1], o[j][3] = o[j][3] * em_k1[1] + em_x.w * em_k2[1];");
   ex_line(c, "}");
-  ex_line(c, "if ((long long)em_c * em_I / em_G <= em_ts) break;");
-  c->indent--;
-  ex_line(c, "}");
+  ex_sk_pieces_close(c);
   c->indent--;
   ex_line(c, "}");
 }

@@ -315,6 +315,8 @@ void ex_sk_item_loop(ectx *c, const char *step);
 void ex_sk_fixup(ectx *c, const ex_ctr *k, int cw, const char *base, const char *skip);
 void ex_sk_raise(ectx *c, int threads);
 void ex_sk_gather_wait(ectx *c, int threads);
+void ex_sk_pieces_open(ectx *c);
+void ex_sk_pieces_close(ectx *c);
 long long ex_sk_scratch_per_cta(const ex_ctr *k);
 /* The persistent warp-specialized pipeline (PERSIST=1, emit_gemm_ws.c). */
 void ex_k_contraction_ws(ectx *c, const ex_ctr *k, em_launch *L);

@@ -65,6 +65,19 @@ void ex_sk_gather_wait(ectx *c, int threads) {
   ex_line(c, "asm volatile(\"bar.sync 1, %d;\" ::: \"memory\");", threads);
 }
 
+/* The owner's loop over the pieces below it, from blockIdx.x - 1 down (em_c; empty ranges skipped), to the one that
+ * holds the tile's first k-tile: its head, the caller's body, its tail. */
+void ex_sk_pieces_open(ectx *c) {
+  ex_line(c, "for (int em_c = (int)blockIdx.x - 1; em_c >= 0; em_c--) {");
+  c->indent++;
+  ex_line(c, "if (((long long)em_c + 1) * em_I / em_G == (long long)em_c * em_I / em_G) continue;");
+}
+void ex_sk_pieces_close(ectx *c) {
+  ex_line(c, "if ((long long)em_c * em_I / em_G <= em_ts) break;");
+  c->indent--;
+  ex_line(c, "}");
+}
+
 /* After a piece's K loop (consumers): hand over (and skip the epilogue) or gather. cw consumer warps; base: the text of
  * the stream-K part of the launch scratch (em_scratch, or after STAMP=1's records); skip: a line emitted before a
  * hand-over leaves the item (STAMP=1's tail and epilogue marks), or NULL. */
@@ -92,9 +105,7 @@ void ex_sk_fixup(ectx *c, const ex_ctr *k, int cw, const char *base, const char 
   ex_line(c, "}");
   /* the owner: the CTAs below it whose ranges reach into this tile, from blockIdx.x - 1 down */
   ex_sk_gather_wait(c, threads);
-  ex_line(c, "for (int em_c = (int)blockIdx.x - 1; em_c >= 0; em_c--) {");
-  c->indent++;
-  ex_line(c, "if (((long long)em_c + 1) * em_I / em_G == (long long)em_c * em_I / em_G) continue;");
+  ex_sk_pieces_open(c);
   ex_line(c, "const float4 *const em_r = reinterpret_cast<const float4 *>(%s + (long long)em_c * %lldLL) + tid;", base, slot);
   ex_line(c, "#pragma unroll");
   ex_line(c, "for (int j = 0; j < %d; j++) {", k->FN);
@@ -105,9 +116,7 @@ void ex_sk_fixup(ectx *c, const ex_ctr *k, int cw, const char *base, const char 
             a, s);
   }
   ex_line(c, "}");
-  ex_line(c, "if ((long long)em_c * em_I / em_G <= em_ts) break;");
-  c->indent--;
-  ex_line(c, "}");
+  ex_sk_pieces_close(c);
   c->indent--;
   ex_line(c, "}");
 }
