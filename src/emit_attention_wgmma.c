@@ -487,12 +487,11 @@ static void fa_v_desc(ectx *c, const fa_t *f, const char *name, const char *addr
 
 /* O += P V: BKV/16 wgmma k16 steps, P from registers (PSMEM: from this warpgroup's P buffer), V's tile N-major
  * (its D/64 column blocks BKV·128 bytes apart: the descriptor's leading offset; 8-key groups 1024 bytes apart: its
- * stride offset). */
-/* EMMY_PV_SUM=1 (head dim 64): N = 72, the ninth column group read from the ones block at the descriptor's leading
- * offset (the second 64-column block of an N-major operand), so that o[8] accumulates each row's sum of P with O —
- * rescaled with it, summed over the quad by the tensor cores. Each k16 step's offset moves the start address 2048
- * bytes on and the leading offset as far back (one 64-bit add: the fields are disjoint and the offset stays
- * positive), so every step reads the same 16 rows of ones. */
+ * stride offset). EMMY_PV_SUM=1 (head dim 64): N = 72, the ninth column group read from the ones block at the
+ * descriptor's leading offset (the second 64-column block of an N-major operand), so that o[8] accumulates each
+ * row's sum of P with O — rescaled with it, summed over the quad by the tensor cores. Each k16 step's offset moves
+ * the start address 2048 bytes on and the leading offset as far back (one 64-bit add: the fields are disjoint and
+ * the offset stays positive), so every step reads the same 16 rows of ones. */
 static void fa_pv(ectx *c, const fa_t *f, const char *kbase, const char *p) {
   ex_line(c, "em_wg_fence();");
   ex_line(c, "const unsigned em_va = %s + %lldu;", kbase, fa_kvbytes(f));
