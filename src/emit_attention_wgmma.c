@@ -753,7 +753,10 @@ static void fa_consumers(ectx *c, const fa_t *f) {
     fa_item(c, f);
   }
   /* warpgroup wg: Q slice wq, key part kp (KVSPLIT=2: the tiles kp, kp + 2, ...) */
-  ex_line(c, "const int wg = wid >> 2, wq = wg %% %d, kp = wg / %d;", f->NQ, f->NQ);
+  if (f->P == 1 && ex_env_choice("EMMY_UNIFORM_KV", 1))
+    ex_line(c, "const int wg = wid >> 2, wq = wg %% %d, kp = 0; /* EMMY_UNIFORM_KV: one key part */", f->NQ);
+  else
+    ex_line(c, "const int wg = wid >> 2, wq = wg %% %d, kp = wg / %d;", f->NQ, f->NQ);
   ex_line(c, "const long long bh = %s;", fa_bh(c, f, "wq"));
   ivec bi = ex_unravel(c, "bh", &f->bat);
   for (int i = 0; i < f->r - 2; i++) ex_line(c, "const long long x%d = %s;", i, bi.e[i]);

@@ -1754,6 +1754,25 @@ test("EMMY_PV_SUM=1 (an attention experiment): head dim 64's row sums of P by PV
   nvrtc_compiles("EMMY_PV_SUM=1 EMMY_KNOBS=FLASH=2,BQ=128,BKV=128,KVST=3,APERSIST=1,OSMEM=4,PINGPONG=1", { "compile", g })
 end)
 
+test("EMMY_UNIFORM_KV=1 (an attention experiment): with one key part (KVSPLIT=1) a consumer warpgroup's first key tile is the constant 0, not wg / NQ from the thread index, so the ring's stage, its shared addresses and the K/V descriptors are uniform; KVSPLIT=2 and unset: the text before; NVRTC compiles it", function()
+  local NC = { ROOT .. "/tests/fixtures/sdpa_noncausal.torch.json", "--ir", "cuda" }
+  local pins = "EMMY_KNOBS=FLASH=2,BQ=128,BKV=128,KVST=3,APERSIST=1,OSMEM=4,PINGPONG=1"
+  local c0, plain, e0 = emmy(args("compile", NC), { env = pins })
+  local c1, src, e1 = emmy(args("compile", NC), { env = pins .. " EMMY_UNIFORM_KV=1" })
+  eq(c0, 0, e0) eq(c1, 0, e1)
+  check(plain:find("const int wg = wid >> 2, wq = wg % 2, kp = wg / 2;", 1, true), "unset: kp from the thread index")
+  check(src:find("const int wg = wid >> 2, wq = wg % 2, kp = 0; /* EMMY_UNIFORM_KV: one key part */", 1, true), src)
+  eq(select(2, src:gsub("kp = 0;", "")), 1, "the one line changed")
+  -- KVSPLIT=2: the key parts are the warpgroups'
+  local k2 = "EMMY_KNOBS=FLASH=2,BQ=64,BKV=64,KVST=4,KVSPLIT=2,APERSIST=0,OSMEM=0"
+  local c2, r0, e2 = emmy(args("compile", NC), { env = k2 })
+  local c3, r1, e3 = emmy(args("compile", NC), { env = k2 .. " EMMY_UNIFORM_KV=1" })
+  eq(c2, 0, e2) eq(c3, 0, e3)
+  eq(r1, r0, "KVSPLIT=2: unchanged")
+  nvrtc_compiles(pins .. " EMMY_UNIFORM_KV=1", { "compile", ROOT .. "/tests/fixtures/sdpa_noncausal.torch.json" })
+  nvrtc_compiles("EMMY_UNIFORM_KV=1")
+end)
+
 test("emmy compile --pins: the selected kernels' chosen knobs with the set over them, shown by --ir cuda (a variant the rules need not list); one set only; a knob the kernel does not read is an error", function()
   local LL = { "TinyLlama/TinyLlama-1.1B-Chat-v1.0", "--layer", "0", "--dynamic", "seq_len@x:1", "--ir", "cuda", "--kernel", "k_linear_rope_88e5e1" }
   local c1, src, e1 = emmy(args("compile", LL, "--pins", "STAMP=1,STAGES=7"))
