@@ -651,4 +651,17 @@ test("bench/verdict.lua: issues 19 and 20's Done-when rows from bench/status.sh'
   end
 end)
 
+test("bench/sass.lua: no graph, an unknown option, or a missing nvdisasm is one line and a non-zero exit (the SASS itself needs nvdisasm, which CI lacks)", function()
+  local c1, _, e1 = emmy { ROOT .. "/bench/sass.lua" }
+  check(c1 ~= 0 and e1:find("give the graph or model to compile", 1, true), e1)
+  local c2, _, e2 = emmy { ROOT .. "/bench/sass.lua", "g.json", "--nope" }
+  check(c2 ~= 0 and e2:find("unknown option '--nope'", 1, true), e2)
+  local ok, nv = pcall(require, "emmy.nvrtc")
+  if not ok or not nv.version() then return end
+  local c3, _, e3 = emmy({ ROOT .. "/bench/sass.lua", ROOT .. "/tests/fixtures/sdpa_noncausal.torch.json", "--nvdisasm", "/nonexistent/nvdisasm" })
+  check(c3 ~= 0 and e3:find("nvdisasm gave no instructions", 1, true), e3)
+  local _, n = e3:gsub("\n", "")
+  check(n <= 1, "one line: " .. e3)
+end)
+
 return T
