@@ -6,8 +6,9 @@
 -- text moves the instruction mix (descriptors in uniform registers, sums by the tensor cores, …), this shows it
 -- before any device time is spent.
 --   ./emmy bench/sass.lua GRAPH [--env "EMMY_NONE=1;EMMY_UNIFORM_KV=1"] [--kernel SUBSTR] [--hgmma N] [--per K]
---                        [--nvdisasm PATH] [--top N]
--- GRAPH: a graph file (bench/attention.lua --graphs DIR --dry-run writes one a case) or a model; --env: settings
+--                        [--nvdisasm PATH] [--top N] [--with "--layer 0 --dynamic seq_len@x:1"]
+-- GRAPH: a graph file (bench/attention.lua --graphs DIR --dry-run writes one a case) or a model (--with: more of
+-- emmy compile's arguments, --kernel: the one kernel); --env: settings
 -- separated by ';', each NAME=VALUE … (EMMY_KNOBS=… pins a variant); --per K: the loop's iterations hold K key tiles
 -- (FLASH=2's two a trip: the default 2); nvdisasm: --nvdisasm, else $EMMY_NVDISASM, else nvdisasm on the PATH.
 -- nvdisasm of CUDA 11.8 (Debian bookworm's non-free nvidia-cuda-toolkit: `apt-get download nvidia-cuda-toolkit`,
@@ -20,7 +21,8 @@ local tbl = require "emmy.tbl"
 local CMD = "bench/sass.lua"
 local opts, pos = cli.parse(arg, { flags = { ["--env"] = { kind = "string", default = "EMMY_NONE=1" },
   ["--kernel"] = { kind = "string" }, ["--hgmma"] = { kind = "int", min = 1 }, ["--per"] = { kind = "int", default = 2, min = 1 },
-  ["--nvdisasm"] = { kind = "string" }, ["--top"] = { kind = "int", default = 12, min = 1 } }, positional = { "graph" } }, CMD)
+  ["--nvdisasm"] = { kind = "string" }, ["--top"] = { kind = "int", default = 12, min = 1 }, ["--with"] = { kind = "string", default = "" } },
+  positional = { "graph" } }, CMD)
 local graph = pos.graph or cli.usage("%s: give the graph or model to compile (usage: emmy help %s)", CMD, CMD)
 local nvdisasm = opts.nvdisasm or os.getenv("EMMY_NVDISASM") or "nvdisasm"
 local quote = cli.shell_quote
@@ -105,9 +107,16 @@ for setting in (opts.env .. ";"):gmatch("([^;]*);") do
     cli.must(sys.mkdir_p(dir))
     local env = {}
     for kv in setting:gmatch("%S+") do env[#env + 1] = quote(kv) end
-    local cmd = ("env %s EMMY_CUBIN_CACHE=%s %s compile %s --nvrtc%s > %s 2>&1"):format(table.concat(env, " "), quote(dir),
-      quote(EMMY_HOME .. "/emmy"), quote(graph), opts.kernel and (" --kernel " .. quote(opts.kernel)) or "", quote(dir .. "/compile.log"))
+    local with = {}
+    for w in opts.with:gmatch("%S+") do with[#with + 1] = quote(w) end
+    local cmd = ("env %s EMMY_CUBIN_CACHE=%s %s compile %s %s --nvrtc%s > %s 2>&1"):format(table.concat(env, " "), quote(dir),
+      quote(EMMY_HOME .. "/emmy"), quote(graph), table.concat(with, " "), opts.kernel and (" --kernel " .. quote(opts.kernel)) or "",
+      quote(dir .. "/compile.log"))
     if os.execute(cmd) ~= 0 then error(("%s: %s: emmy compile failed (%s/compile.log)"):format(CMD, setting, dir), 0) end
+    local lf = io.open(dir .. "/compile.log")
+    local log = lf and lf:read("*a") or ""
+    if lf then lf:close() end
+    local regs, spills = log:match("%sok%s+(%d+)%s+(%d+)%s")
     local cubins = {}
     for f in io.popen("ls " .. quote(dir) .. "/*.cubin 2>/dev/null"):lines() do cubins[#cubins + 1] = f end
     if #cubins ~= 1 then error(("%s: %s: %d cubins in %s (one kernel: --kernel SUBSTR)"):format(CMD, setting, #cubins, dir), 0) end
@@ -128,9 +137,9 @@ for setting in (opts.env .. ";"):gmatch("([^;]*);") do
     table.sort(ops, function(a, b) return a[2] > b[2] or (a[2] == b[2] and a[1] < b[1]) end)
     local top = {}
     for i = 1, math.min(opts.top, #ops) do top[i] = ("%s %g"):format(ops[i][1], ops[i][2] / opts.per) end
-    rows[#rows + 1] = { setting, ("%d-%d"):format(span[1], span[2]), ("%.1f"):format(#path / opts.per), ("%.1f"):format(vec / opts.per),
-      table.concat(top, ", ") }
+    rows[#rows + 1] = { setting, regs and (regs .. " / " .. spills) or "?", ("%d-%d"):format(span[1], span[2]), ("%.1f"):format(#path / opts.per),
+      ("%.1f"):format(vec / opts.per), table.concat(top, ", ") }
   end
 end
 print(("%s: the innermost wgmma loop of %s, instructions a key tile (the loop's trip / %d)"):format(CMD, graph, opts.per))
-print(tbl.render({ header = { "setting", "lines", "instr", "non-uniform", "top opcodes" }, rows = rows, align = "llrrl" }))
+print(tbl.render({ header = { "setting", "regs / spills", "lines", "instr", "non-uniform", "top opcodes" }, rows = rows, align = "lrlrrl" }))

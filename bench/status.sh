@@ -35,8 +35,8 @@
 #              about 350 s)
 #   pvsum      the attention experiment EMMY_PV_SUM=1 (not in the default set): its GPU cases, then the A/B at head dim
 #              64 (b8 s512, b1 s2048, causal and not; the lead and the persistent ping-pong pinned; about 350 s)
-#   uniformkv  the attention experiment EMMY_UNIFORM_KV=1 (not in the default set): its GPU cases, then the A/B on issue
-#              20's b8 s512 and b1 s2048 rows, both head dims, causal and not (about 420 s)
+#   uniformkv  the attention experiment EMMY_UNIFORM_KV (not in the default set): its GPU cases (=2), then the A/B of none,
+#              =1 and =2 on issue 20's b8 s512 and b1 s2048 rows, both head dims, causal and not (about 460 s)
 #   cold       the 512-token projections with the L2 flushed before each launch (kernel durations), against torch
 #              eager's kernels the same way: the regime of a matmul in the model's program, its weights from HBM
 # Text and JSON go to ${OUT:-/tmp}/status_* (in a device call's $OUT packed into status.tar.gz, the verdict beside it);
@@ -175,7 +175,7 @@ if on pvsum; then
 fi
 if on uniformkv; then
   cases uniformkv 220 EMMY_UNIFORM_KV uniformkv
-  timeout 200 "$BIN" bench/ab.lua --env "EMMY_NONE=1;EMMY_UNIFORM_KV=1" --runs 2 -- bench/attention.lua --layout bhsd --limit 0 \
+  timeout 240 "$BIN" bench/ab.lua --env "EMMY_NONE=1;EMMY_UNIFORM_KV=1;EMMY_UNIFORM_KV=2" --runs 2 -- bench/attention.lua --layout bhsd --limit 0 \
     --shapes b8s512,b1s2048 --causal 0,1 --torch cudnn > "$LOG/status_uniformkv_ab.txt" 2>&1
   stamp "EMMY_UNIFORM_KV A/B (rc $?)"
   tail -n 14 "$LOG/status_uniformkv_ab.txt"

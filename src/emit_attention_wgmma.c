@@ -753,7 +753,9 @@ static void fa_consumers(ectx *c, const fa_t *f) {
     fa_item(c, f);
   }
   /* warpgroup wg: Q slice wq, key part kp (KVSPLIT=2: the tiles kp, kp + 2, ...) */
-  if (f->P == 1 && ex_env_choice("EMMY_UNIFORM_KV", 1))
+  if (f->P == 1 && ex_env_choice("EMMY_UNIFORM_KV", 2) == 2) /* (=2: the warpgroup index broadcast from lane 0 too) */
+    ex_line(c, "const int wg = __shfl_sync(0xffffffffu, wid >> 2, 0), wq = wg %% %d, kp = 0; /* EMMY_UNIFORM_KV=2 */", f->NQ);
+  else if (f->P == 1 && ex_env_choice("EMMY_UNIFORM_KV", 2))
     ex_line(c, "const int wg = wid >> 2, wq = wg %% %d, kp = 0; /* EMMY_UNIFORM_KV: one key part */", f->NQ);
   else
     ex_line(c, "const int wg = wid >> 2, wq = wg %% %d, kp = wg / %d;", f->NQ, f->NQ);

@@ -632,11 +632,12 @@ PVP="BQ=64,BKV=128,KVST=3,MINB=2,APERSIST=1,OSMEM=4,OTMA=1,PINGPONG=0;BQ=128,BKV
 gpu_case pvsum_bench_d64 $PV timeout 300 "$BIN" bench/attention.lua --limit 0 --torch none --strict --causal 0,1 --shapes b1s7,b1s513,b8s512,b1s2048 --heads 64:32:4 --pins "$PVP"
 gpu_case pvsum_model_layout $PV timeout 300 "$BIN" bench/attention.lua --layout model --limit 0 --torch none --strict --causal 0,1 --shapes b1s513 --heads 64:32:4 --pins "$PVP"
 for n in 7 513; do gpu_case pvsum_llama_seq$n $PV timeout 120 "$BIN" run TinyLlama/TinyLlama-1.1B-Chat-v1.0 --layer 0 --dynamic seq_len@x:1 --seq-len $n; done
-# EMMY_UNIFORM_KV=1 (fifty-seventh session): one key part's first key tile the constant 0 (the K/V ring's stage,
-# addresses and descriptors uniform: ~10% fewer instructions a key tile in the SASS). Both head dims, the leads and
+# EMMY_UNIFORM_KV=2 (fifty-seventh session): one key part's first key tile the constant 0 and the warpgroup index
+# broadcast from lane 0 (the K/V ring's stage, addresses and the descriptors uniform: 8-13% fewer instructions a key
+# tile in the SASS). Both head dims, the leads and
 # the persistent ping-pong, 64-row tiles two and three CTAs an SM, causal and not, partial tiles, the model's layout,
 # Qwen3's layer at 7 and 513 and TinyLlama's at 513 (every check before any time)
-UK="env EMMY_UNIFORM_KV=1"
+UK="env EMMY_UNIFORM_KV=2"
 UKP="BQ=128,BKV=128,KVST=3,MINB=1,APERSIST=1,OSMEM=4,OTMA=0,PINGPONG=1;BQ=64,BKV=128,KVST=3,MINB=2,APERSIST=1,OSMEM=4,OTMA=1,PINGPONG=0;BQ=64,BKV=128,KVST=2,MINB=1,APERSIST=0,OSMEM=2,OTMA=0,PINGPONG=0"
 gpu_case uniformkv_bench_d128 $UK timeout 300 "$BIN" bench/attention.lua --limit 0 --torch none --strict --causal 0,1 --shapes b1s7,b1s513,b8s512,b1s2048 --heads 128:16:8 --pins "$UKP"
 gpu_case uniformkv_bench_d64 $UK timeout 300 "$BIN" bench/attention.lua --limit 0 --torch none --strict --causal 0,1 --shapes b1s7,b1s513,b8s512,b1s2048 --heads 64:32:4 --pins "$UKP;BQ=64,BKV=64,KVST=3,MINB=3,APERSIST=0,OSMEM=2,OTMA=1,PINGPONG=0"

@@ -1754,7 +1754,7 @@ test("EMMY_PV_SUM=1 (an attention experiment): head dim 64's row sums of P by PV
   nvrtc_compiles("EMMY_PV_SUM=1 EMMY_KNOBS=FLASH=2,BQ=128,BKV=128,KVST=3,APERSIST=1,OSMEM=4,PINGPONG=1", { "compile", g })
 end)
 
-test("EMMY_UNIFORM_KV=1 (an attention experiment): with one key part (KVSPLIT=1) a consumer warpgroup's first key tile is the constant 0, not wg / NQ from the thread index, so the ring's stage, its shared addresses and the K/V descriptors are uniform; KVSPLIT=2 and unset: the text before; NVRTC compiles it", function()
+test("EMMY_UNIFORM_KV=1 (an attention experiment): with one key part (KVSPLIT=1) a consumer warpgroup's first key tile is the constant 0, not wg / NQ from the thread index, so the ring's stage, its shared addresses and the K/V descriptors are uniform; =2 broadcasts the warpgroup index from lane 0 too; KVSPLIT=2 and unset: the text before; NVRTC compiles it", function()
   local NC = { ROOT .. "/tests/fixtures/sdpa_noncausal.torch.json", "--ir", "cuda" }
   local pins = "EMMY_KNOBS=FLASH=2,BQ=128,BKV=128,KVST=3,APERSIST=1,OSMEM=4,PINGPONG=1"
   local c0, plain, e0 = emmy(args("compile", NC), { env = pins })
@@ -1769,8 +1769,13 @@ test("EMMY_UNIFORM_KV=1 (an attention experiment): with one key part (KVSPLIT=1)
   local c3, r1, e3 = emmy(args("compile", NC), { env = k2 .. " EMMY_UNIFORM_KV=1" })
   eq(c2, 0, e2) eq(c3, 0, e3)
   eq(r1, r0, "KVSPLIT=2: unchanged")
+  -- =2: the warpgroup index broadcast from lane 0 as well
+  local c5, src2, e5 = emmy(args("compile", NC), { env = pins .. " EMMY_UNIFORM_KV=2" })
+  eq(c5, 0, e5)
+  check(src2:find("const int wg = __shfl_sync(0xffffffffu, wid >> 2, 0), wq = wg % 2, kp = 0; /* EMMY_UNIFORM_KV=2 */", 1, true), src2)
   nvrtc_compiles(pins .. " EMMY_UNIFORM_KV=1", { "compile", ROOT .. "/tests/fixtures/sdpa_noncausal.torch.json" })
-  nvrtc_compiles("EMMY_UNIFORM_KV=1")
+  nvrtc_compiles(pins .. " EMMY_UNIFORM_KV=2", { "compile", ROOT .. "/tests/fixtures/sdpa_noncausal.torch.json" })
+  nvrtc_compiles("EMMY_UNIFORM_KV=2")
 end)
 
 test("emmy compile --pins: the selected kernels' chosen knobs with the set over them, shown by --ir cuda (a variant the rules need not list); one set only; a knob the kernel does not read is an error", function()
