@@ -59,6 +59,16 @@ cases() {
   stamp "$label's cases (rc $?)"
   grep -E "^(ok|FAIL) |passed" "$LOG/status_$n.txt"
 }
+# an experiment's A/B over bench/attention.lua (bhsd, the chosen variants, torch's cuDNN, two interleaved runs):
+# ab NAME SECONDS SETTINGS LABEL bench/attention.lua's other arguments… (its text in $LOG/status_NAME_ab.txt)
+ab() {
+  n=$1 s=$2 e=$3 label=$4
+  shift 4
+  timeout "$s" "$BIN" bench/ab.lua --env "$e" --runs 2 -- bench/attention.lua --layout bhsd --limit 0 --torch cudnn "$@" \
+    > "$LOG/status_${n}_ab.txt" 2>&1
+  stamp "$label A/B (rc $?)"
+  tail -n 14 "$LOG/status_${n}_ab.txt"
+}
 # model M's layer 0 (dynamic seq_len, 512 tokens) against eager and torch.compile: whole, by kind, every kernel
 layer() {
   f="$LOG/status_layer_$(echo "$1" | tr '/.' '__').txt" d="/tmp/status_dump_$(echo "$1" | tr '/.' '__')"
@@ -140,45 +150,27 @@ if on kvmcprof; then
 fi
 if on ppcarry; then
   cases ppcarry 250 EMMY_PP_CARRY ppcarry
-  timeout 200 "$BIN" bench/ab.lua --env "EMMY_PP_CARRY=0;EMMY_NONE=1" --runs 2 -- bench/attention.lua --layout bhsd --limit 0 \
-    --shapes b8s512,b4s512,b1s2048 --heads 128:16:8 --causal 0 --torch cudnn > "$LOG/status_ppcarry_ab.txt" 2>&1
-  stamp "EMMY_PP_CARRY A/B, head dim 128 (rc $?)"
-  tail -n 12 "$LOG/status_ppcarry_ab.txt"
+  ab ppcarry 200 "EMMY_PP_CARRY=0;EMMY_NONE=1" "EMMY_PP_CARRY, head dim 128," --shapes b8s512,b4s512,b1s2048 --heads 128:16:8 --causal 0
   # head dim 64: the lead is not ping-pong (64-row tiles, two CTAs an SM); the persistent ping-pong pinned beside it
-  timeout 200 "$BIN" bench/ab.lua --env "EMMY_PP_CARRY=0;EMMY_NONE=1" --runs 2 -- bench/attention.lua --layout bhsd --limit 0 \
-    --shapes b8s512,b1s2048 --heads 64:32:4 --causal 0 --torch cudnn \
-    --pins "BQ=128,BKV=128,KVST=3,MINB=1,APERSIST=1,OSMEM=4,OTMA=0,PINGPONG=1" > "$LOG/status_ppcarry_ab64.txt" 2>&1
-  stamp "EMMY_PP_CARRY A/B, head dim 64 (rc $?)"
-  tail -n 12 "$LOG/status_ppcarry_ab64.txt"
+  ab ppcarry64 200 "EMMY_PP_CARRY=0;EMMY_NONE=1" "EMMY_PP_CARRY, head dim 64," --shapes b8s512,b1s2048 --heads 64:32:4 --causal 0 \
+    --pins "BQ=128,BKV=128,KVST=3,MINB=1,APERSIST=1,OSMEM=4,OTMA=0,PINGPONG=1"
 fi
 if on ostsm; then
   cases ostsm 200 EMMY_O_STSM ostsm
-  timeout 180 "$BIN" bench/ab.lua --env "EMMY_NONE=1;EMMY_O_STSM=1" --runs 2 -- bench/attention.lua --layout bhsd --limit 0 \
-    --shapes b8s512,b1s2048 --causal 0,1 --torch cudnn > "$LOG/status_ostsm_ab.txt" 2>&1
-  stamp "EMMY_O_STSM A/B (rc $?)"
-  tail -n 14 "$LOG/status_ostsm_ab.txt"
+  ab ostsm 180 "EMMY_NONE=1;EMMY_O_STSM=1" EMMY_O_STSM --shapes b8s512,b1s2048 --causal 0,1
 fi
 if on asplit; then
   cases asplit 200 EMMY_ASPLIT asplit
-  timeout 150 "$BIN" bench/ab.lua --env "EMMY_NONE=1;EMMY_ASPLIT=1" --runs 2 -- bench/attention.lua --layout bhsd --limit 0 \
-    --shapes b8s512,b1s2048 --causal 0 --torch cudnn > "$LOG/status_asplit_ab.txt" 2>&1
-  stamp "EMMY_ASPLIT A/B (rc $?)"
-  tail -n 14 "$LOG/status_asplit_ab.txt"
+  ab asplit 150 "EMMY_NONE=1;EMMY_ASPLIT=1" EMMY_ASPLIT --shapes b8s512,b1s2048 --causal 0
 fi
 if on pvsum; then
   cases pvsum 200 EMMY_PV_SUM pvsum
-  timeout 150 "$BIN" bench/ab.lua --env "EMMY_NONE=1;EMMY_PV_SUM=1" --runs 2 -- bench/attention.lua --layout bhsd --limit 0 \
-    --shapes b8s512,b1s2048 --heads 64:32:4 --causal 0,1 --torch cudnn \
-    --pins "BQ=128,BKV=128,KVST=3,MINB=1,APERSIST=1,OSMEM=4,OTMA=0,PINGPONG=1" > "$LOG/status_pvsum_ab.txt" 2>&1
-  stamp "EMMY_PV_SUM A/B (rc $?)"
-  tail -n 14 "$LOG/status_pvsum_ab.txt"
+  ab pvsum 150 "EMMY_NONE=1;EMMY_PV_SUM=1" EMMY_PV_SUM --shapes b8s512,b1s2048 --heads 64:32:4 --causal 0,1 \
+    --pins "BQ=128,BKV=128,KVST=3,MINB=1,APERSIST=1,OSMEM=4,OTMA=0,PINGPONG=1"
 fi
 if on uniformkv; then
   cases uniformkv 220 EMMY_UNIFORM_KV uniformkv
-  timeout 240 "$BIN" bench/ab.lua --env "EMMY_NONE=1;EMMY_UNIFORM_KV=1;EMMY_UNIFORM_KV=2" --runs 2 -- bench/attention.lua --layout bhsd --limit 0 \
-    --shapes b8s512,b1s2048 --causal 0,1 --torch cudnn > "$LOG/status_uniformkv_ab.txt" 2>&1
-  stamp "EMMY_UNIFORM_KV A/B (rc $?)"
-  tail -n 14 "$LOG/status_uniformkv_ab.txt"
+  ab uniformkv 240 "EMMY_NONE=1;EMMY_UNIFORM_KV=1;EMMY_UNIFORM_KV=2" EMMY_UNIFORM_KV --shapes b8s512,b1s2048 --causal 0,1
 fi
 if on cold; then
   timeout 300 "$BIN" bench/gemm.lua --cases qwen,llama --batches 1 --torch --cold --limit 1 --match X=1 \
