@@ -478,11 +478,13 @@ static void fa_rescale(ectx *c, const fa_t *f) {
   ex_line(c, "}");
 }
 
-/* V's descriptor `name` at shared address `addr` (N-major: D/64 column blocks BKV·128 bytes apart, 8-key groups 1024). */
+/* V's descriptor `name` at shared address `addr` (N-major: D/64 column blocks BKV·128 bytes apart, 8-key groups 1024);
+ * EMMY_PV_SUM: the leading offset (16-byte units) points at the ones block instead. */
 static void fa_v_desc(ectx *c, const fa_t *f, const char *name, const char *addr) {
-  ex_line(c, "const unsigned long long %s = (unsigned long long)((%s & 0x3FFFFu) >> 4) | ((unsigned long long)%d << 16) | "
-             "((unsigned long long)(1024 >> 4) << 32) | (1ull << 62);",
-          name, addr, f->BKV * 128 >> 4);
+  const char *lbo = f->pvsum ? ex_A(c, "((%s + %lldu - %s) >> 4)", "em_sb", fa_ones(f), addr) : ex_A(c, "%d", f->BKV * 128 >> 4);
+  ex_line(c, "const unsigned long long %s = (unsigned long long)((%s & 0x3FFFFu) >> 4) | ((unsigned long long)%s << 16) | "
+             "((unsigned long long)(1024 >> 4) << 32) | (1ull << 62);%s",
+          name, addr, lbo, f->pvsum ? " /* EMMY_PV_SUM: the ones block at the leading offset */" : "");
 }
 
 /* O += P V: BKV/16 wgmma k16 steps, P from registers (PSMEM: from this warpgroup's P buffer), V's tile N-major
@@ -495,12 +497,7 @@ static void fa_v_desc(ectx *c, const fa_t *f, const char *name, const char *addr
 static void fa_pv(ectx *c, const fa_t *f, const char *kbase, const char *p) {
   ex_line(c, "em_wg_fence();");
   ex_line(c, "const unsigned em_va = %s + %lldu;", kbase, fa_kvbytes(f));
-  if (f->pvsum)
-    ex_line(c, "const unsigned long long em_vd = (unsigned long long)((em_va & 0x3FFFFu) >> 4) | ((unsigned long long)((em_sb + %lldu - em_va) >> 4) << 16) | "
-               "((unsigned long long)(1024 >> 4) << 32) | (1ull << 62); /* EMMY_PV_SUM: the ones block at the leading offset */",
-            fa_ones(f));
-  else
-    fa_v_desc(c, f, "em_vd", "em_va");
+  fa_v_desc(c, f, "em_vd", "em_va");
   if (f->psm) ex_line(c, "const unsigned long long em_pd = em_wg_desc(%s);", fa_pb(c, f, p));
   for (int kb2 = 0; kb2 < f->BKV / 16; kb2++)
     ex_wgmma_insn_at(c, (int)f->D + (f->pvsum ? 8 : 0), f->mt, "o", f->psm ? "em_pd" : NULL, ((kb2 >> 2) * 8192 + (kb2 & 3) * 32) >> 4,
@@ -753,12 +750,10 @@ static void fa_consumers(ectx *c, const fa_t *f) {
     fa_item(c, f);
   }
   /* warpgroup wg: Q slice wq, key part kp (KVSPLIT=2: the tiles kp, kp + 2, ...) */
-  if (f->P == 1 && ex_env_choice("EMMY_UNIFORM_KV", 2) == 2) /* (=2: the warpgroup index broadcast from lane 0 too) */
-    ex_line(c, "const int wg = __shfl_sync(0xffffffffu, wid >> 2, 0), wq = wg %% %d, kp = 0; /* EMMY_UNIFORM_KV=2 */", f->NQ);
-  else if (f->P == 1 && ex_env_choice("EMMY_UNIFORM_KV", 2))
-    ex_line(c, "const int wg = wid >> 2, wq = wg %% %d, kp = 0; /* EMMY_UNIFORM_KV: one key part */", f->NQ);
-  else
-    ex_line(c, "const int wg = wid >> 2, wq = wg %% %d, kp = wg / %d;", f->NQ, f->NQ);
+  /* (EMMY_UNIFORM_KV: one key part's first tile the constant 0; =2: the warpgroup index broadcast from lane 0 too) */
+  int uk = f->P == 1 ? ex_env_choice("EMMY_UNIFORM_KV", 2) : 0;
+  ex_line(c, "const int wg = %s, wq = wg %% %d, kp = %s;%s", uk == 2 ? "__shfl_sync(0xffffffffu, wid >> 2, 0)" : "wid >> 2", f->NQ,
+          uk ? "0" : ex_A(c, "wg / %d", f->NQ), uk == 2 ? " /* EMMY_UNIFORM_KV=2 */" : uk ? " /* EMMY_UNIFORM_KV: one key part */" : "");
   ex_line(c, "const long long bh = %s;", fa_bh(c, f, "wq"));
   ivec bi = ex_unravel(c, "bh", &f->bat);
   for (int i = 0; i < f->r - 2; i++) ex_line(c, "const long long x%d = %s;", i, bi.e[i]);
@@ -1142,9 +1137,9 @@ void ex_k_flash_wgmma(ectx *c, em_launch *L) {
   ex_line(c, "}");
   if (f.pvsum) { /* EMMY_PV_SUM: the ones block (2048 bytes), seen by the tensor cores' reads after the barrier */
     ex_line(c, "if (tid < 128) {");
+    const char *one2 = f.dt == EM_F16 ? "0x3C003C00u" : "0x3F803F80u"; /* (a pair of 1.0) */
     ex_line(c, "  reinterpret_cast<uint4 *>(em_dsm + (em_sb - em_smem(em_dsm)) + %lldu)[tid] = make_uint4(%s, %s, %s, %s);", fa_ones(&f),
-            f.dt == EM_F16 ? "0x3C003C00u" : "0x3F803F80u", f.dt == EM_F16 ? "0x3C003C00u" : "0x3F803F80u",
-            f.dt == EM_F16 ? "0x3C003C00u" : "0x3F803F80u", f.dt == EM_F16 ? "0x3C003C00u" : "0x3F803F80u");
+            one2, one2, one2, one2);
     ex_line(c, "  asm volatile(\"fence.proxy.async.shared::cta;\" ::: \"memory\");");
     ex_line(c, "}");
   }

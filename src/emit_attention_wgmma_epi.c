@@ -245,6 +245,15 @@ void fa_epilogue(ectx *c, const fa_t *f) {
   }
 }
 
+/* Two softmax states' merge for row h (inside a loop over h): with the other's maximum m2 and partial sum l2 and the
+ * common maximum mn in scope, this thread's factor c1 and the other's c2 (sl: the factor the exponent applies to a
+ * score), and the merged partial sum in lrow[h]. KVSPLIT=2's merge and EMMY_ASPLIT's fix-up. */
+static void fa_merge_row(ectx *c, double sl) {
+  ex_line(c, "  const float mb = mn == -INFINITY ? 0.0f : mn * %s;", ex_flit(c, sl, 17));
+  ex_line(c, "  const float c1 = em_ex2(mrow[h] * %s - mb), c2 = em_ex2(m2 * %s - mb);", ex_flit(c, sl, 17), ex_flit(c, sl, 17));
+  ex_line(c, "  lrow[h] = lrow[h] * c1 + l2 * c2;");
+}
+
 /* KVSPLIT=2: the second key part's warpgroup hands its O, row maxima and partial sums to the first through
  * shared memory (a consumers-only named barrier), then leaves; the first rescales both to the common max. */
 void fa_merge(ectx *c, const fa_t *f, double sl) {
@@ -264,9 +273,7 @@ void fa_merge(ectx *c, const fa_t *f, double sl) {
   ex_line(c, "#pragma unroll");
   ex_line(c, "for (int h = 0; h < 2; h++) {");
   ex_line(c, "  const float m2 = em_mg[(%d + h) * 128], l2 = em_mg[(%d + h) * 128], mn = fmaxf(mrow[h], m2);", n - 4, n - 2);
-  ex_line(c, "  const float mb = mn == -INFINITY ? 0.0f : mn * %s;", ex_flit(c, sl, 17));
-  ex_line(c, "  const float c1 = em_ex2(mrow[h] * %s - mb), c2 = em_ex2(m2 * %s - mb);", ex_flit(c, sl, 17), ex_flit(c, sl, 17));
-  ex_line(c, "  lrow[h] = lrow[h] * c1 + l2 * c2;");
+  fa_merge_row(c, sl);
   ex_line(c, "  em_c2[h] = c2;");
   ex_line(c, "  if (h == 0) corr0 = c1; else corr1 = c1;");
   ex_line(c, "}");
@@ -285,7 +292,6 @@ void fa_merge(ectx *c, const fa_t *f, double sl) {
 void fa_split_fixup(ectx *c, const fa_t *f, double sl) {
   int nd = (int)(f->D / 8), thr = 128 * f->NQ;
   long long slot = fa_split_slot(f);
-  const char *s = ex_flit(c, sl, 17);
   ex_line(c, "unsigned *const em_flag = reinterpret_cast<unsigned *>(em_skb + (long long)em_G * %lldLL);", slot);
   ex_line(c, "if (em_u >= 0 && em_ke < nk) { /* EMMY_ASPLIT: a piece handed over */");
   c->indent++;
@@ -310,9 +316,8 @@ void fa_split_fixup(ectx *c, const fa_t *f, double sl) {
   ex_line(c, "#pragma unroll");
   ex_line(c, "for (int h = 0; h < 2; h++) {");
   ex_line(c, "  const float m2 = h ? em_ml.y : em_ml.x, l2 = h ? em_ml.w : em_ml.z, mn = fmaxf(mrow[h], m2);");
-  ex_line(c, "  const float mb = mn == -INFINITY ? 0.0f : mn * %s;", s);
-  ex_line(c, "  em_k1[h] = em_ex2(mrow[h] * %s - mb), em_k2[h] = em_ex2(m2 * %s - mb);", s, s);
-  ex_line(c, "  lrow[h] = lrow[h] * em_k1[h] + l2 * em_k2[h], mrow[h] = mn;");
+  fa_merge_row(c, sl);
+  ex_line(c, "  em_k1[h] = c1, em_k2[h] = c2, mrow[h] = mn;");
   ex_line(c, "}");
   ex_line(c, "#pragma unroll");
   ex_line(c, "for (int j = 0; j < %d; j++) {", nd);

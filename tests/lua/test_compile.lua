@@ -1678,12 +1678,19 @@ test("PINGPONG's turns carried from item to item (the default since the fifty-si
   nvrtc_compiles(pins .. " EMMY_PP_CARRY=0", { "compile", ROOT .. "/tests/fixtures/sdpa_noncausal.torch.json" })
 end)
 
-test("EMMY_O_STSM=1 (an attention experiment): the staged O written by stmatrix x4 (o[j], o[j + 1], both row halves an instruction) instead of a 32-bit store a pair (head dim 128: OSMEM=4, OSMEM=2 with O by TMA, Qwen3's layer); OSMEM=0 and unset: the text before; NVRTC compiles it", function()
-  local NC = { ROOT .. "/tests/fixtures/sdpa_noncausal.torch.json", "--ir", "cuda" }
-  local pins = "EMMY_KNOBS=FLASH=2,BQ=128,BKV=128,KVST=3,APERSIST=1,OSMEM=4,PINGPONG=1"
-  local c0, plain, e0 = emmy(args("compile", NC), { env = pins })
-  local c1, src, e1 = emmy(args("compile", NC), { env = pins .. " EMMY_O_STSM=1" })
+-- The CUDA of graph g (emmy compile --ir cuda) under environment env, and under env with an experiment's switch: both
+-- compile; returns the two texts.
+local NCG = ROOT .. "/tests/fixtures/sdpa_noncausal.torch.json"
+local function cuda_with(g, env, switch)
+  local c0, a, e0 = emmy(args("compile", g, "--ir", "cuda"), { env = env })
+  local c1, b, e1 = emmy(args("compile", g, "--ir", "cuda"), { env = env .. " " .. switch })
   eq(c0, 0, e0) eq(c1, 0, e1)
+  return a, b
+end
+
+test("EMMY_O_STSM=1 (an attention experiment): the staged O written by stmatrix x4 (o[j], o[j + 1], both row halves an instruction) instead of a 32-bit store a pair (head dim 128: OSMEM=4, OSMEM=2 with O by TMA, Qwen3's layer); OSMEM=0 and unset: the text before; NVRTC compiles it", function()
+  local pins = "EMMY_KNOBS=FLASH=2,BQ=128,BKV=128,KVST=3,APERSIST=1,OSMEM=4,PINGPONG=1"
+  local plain, src = cuda_with(NCG, pins, "EMMY_O_STSM=1")
   local pair = "*reinterpret_cast<unsigned *>(em_oa(r, d)) = "
   check(plain:find(pair, 1, true) and not plain:find("EMMY_O_STSM", 1, true), "unset: the pair stores")
   check(not src:find(pair, 1, true), "set: no pair stores")
@@ -1692,9 +1699,7 @@ test("EMMY_O_STSM=1 (an attention experiment): the staged O written by stmatrix 
   check(src:find('"r"(em_pk_bf(o[j + 1][0] * em_il[0], o[j + 1][1] * em_il[0])), "r"(em_pk_bf(o[j + 1][2] * em_il[1], o[j + 1][3] * em_il[1])) : "memory");', 1, true), src)
   -- OSMEM=0 stores from the registers: unchanged
   local k0 = "EMMY_KNOBS=FLASH=2,BQ=64,BKV=128,KVST=2,APERSIST=0,OSMEM=0"
-  local c2, r0, e2 = emmy(args("compile", NC), { env = k0 })
-  local c3, r1, e3 = emmy(args("compile", NC), { env = k0 .. " EMMY_O_STSM=1" })
-  eq(c2, 0, e2) eq(c3, 0, e3)
+  local r0, r1 = cuda_with(NCG, k0, "EMMY_O_STSM=1")
   eq(r1, r0, "OSMEM=0: unchanged")
   nvrtc_compiles(pins .. " EMMY_O_STSM=1", { "compile", ROOT .. "/tests/fixtures/sdpa_noncausal.torch.json" })
   nvrtc_compiles("EMMY_O_STSM=1 EMMY_KNOBS=FLASH=2,BQ=64,BKV=128,KVST=2,APERSIST=0,OSMEM=2,OTMA=1", { "compile", ROOT .. "/tests/fixtures/sdpa_noncausal.torch.json" })
@@ -1702,11 +1707,8 @@ test("EMMY_O_STSM=1 (an attention experiment): the staged O written by stmatrix 
 end)
 
 test("EMMY_ASPLIT=1 (an attention experiment): persistent non-causal items shared out by key tiles (the stream-K schedule of emit_streamk.c), a piece handed over through the launch scratch, the owner's merge before the epilogue; a grid of every key tile; causal and unset: the text before; NVRTC compiles it", function()
-  local NC = { ROOT .. "/tests/fixtures/sdpa_noncausal.torch.json", "--ir", "cuda" }
   local pins = "EMMY_KNOBS=FLASH=2,BQ=128,BKV=128,KVST=3,APERSIST=1,OSMEM=4,PINGPONG=1"
-  local c0, plain, e0 = emmy(args("compile", NC), { env = pins })
-  local c1, src, e1 = emmy(args("compile", NC), { env = pins .. " EMMY_ASPLIT=1" })
-  eq(c0, 0, e0) eq(c1, 0, e1)
+  local plain, src = cuda_with(NCG, pins, "EMMY_ASPLIT=1")
   check(not plain:find("EMMY_ASPLIT", 1, true) and plain:find("for (long long em_r = 0;; em_r++, em_n++) {", 1, true), "unset: the strided items")
   check(src:find("for (int em_j = 0; em_j < em_ndp + em_nsk; em_j++, em_n++) {", 1, true), src)
   check(src:find("const int em_klo = em_kb, nt = em_ke - em_kb;", 1, true), "the piece's key tiles")
@@ -1715,15 +1717,13 @@ test("EMMY_ASPLIT=1 (an attention experiment): persistent non-causal items share
   -- the hand-over: OSMEM=4's barrier taken, O, maxima and sums to the CTA's slot (2 warpgroups x 17 float4 x 128 threads)
   check(src:find('if (em_u >= 0 && em_ke < nk) { /* EMMY_ASPLIT: a piece handed over */\n      asm volatile("bar.sync %0, 256;" :: "r"(7 - wq) : "memory");', 1, true), src)
   check(src:find("em_skb + (long long)blockIdx.x * 17408LL) + wq * 2176 + (tid & 127);", 1, true), "the slot")
-  check(src:find("lrow[h] = lrow[h] * em_k1[h] + l2 * em_k2[h], mrow[h] = mn;", 1, true), "the owner's merge")
+  check(src:find("lrow[h] = lrow[h] * c1 + l2 * c2;\n            em_k1[h] = c1, em_k2[h] = c2, mrow[h] = mn;", 1, true), "the owner's merge")
   local c2, tile, e2 = emmy(args("compile", ROOT .. "/tests/fixtures/sdpa_noncausal.torch.json", "--ir", "tile"), { env = pins .. " EMMY_ASPLIT=1" })
   eq(c2, 0, e2)
   check(tile:find("cdiv(seq_len,128)*16*cdiv(seq_len,128) x 1 x 1", 1, true), tile)
   -- not persistent: unchanged
   local k0 = "EMMY_KNOBS=FLASH=2,BQ=64,BKV=128,KVST=2,APERSIST=0,OSMEM=2"
-  local c3, r0, e3 = emmy(args("compile", NC), { env = k0 })
-  local c4, r1, e4 = emmy(args("compile", NC), { env = k0 .. " EMMY_ASPLIT=1" })
-  eq(c3, 0, e3) eq(c4, 0, e4)
+  local r0, r1 = cuda_with(NCG, k0, "EMMY_ASPLIT=1")
   eq(r1, r0, "APERSIST=0: unchanged")
   nvrtc_compiles(pins .. " EMMY_ASPLIT=1", { "compile", ROOT .. "/tests/fixtures/sdpa_noncausal.torch.json" })
   nvrtc_compiles("EMMY_ASPLIT=1 EMMY_KNOBS=FLASH=2,BQ=64,BKV=128,KVST=3,APERSIST=1,OSMEM=4,OTMA=1", { "compile", ROOT .. "/tests/fixtures/sdpa_noncausal.torch.json" })
@@ -1735,9 +1735,7 @@ test("EMMY_PV_SUM=1 (an attention experiment): head dim 64's row sums of P by PV
     "--torch", "none", "--graphs", G, "--dry-run" })
   eq(c0, 0, e0)
   local g = G .. "/sdpa_b1s2048_d64_h32kv4_full_bhsd.torch.json"
-  local c1, plain, e1 = emmy(args("compile", g, "--ir", "cuda"), { env = "EMMY_NONE=1" })
-  local c2, src, e2 = emmy(args("compile", g, "--ir", "cuda"), { env = "EMMY_PV_SUM=1" })
-  eq(c1, 0, e1) eq(c2, 0, e2)
+  local plain, src = cuda_with(g, "EMMY_NONE=1", "EMMY_PV_SUM=1")
   check(plain:find("rs0 += p0 + p1;", 1, true) and not plain:find("m64n72k16", 1, true), "unset: the sums by FADD")
   check(not src:find("rs0 +=", 1, true) and src:find("wgmma.mma_async.sync.aligned.m64n72k16.f32.bf16.bf16", 1, true), src)
   check(src:find("((unsigned long long)((em_sb + 106496u - em_va) >> 4) << 16)", 1, true), "the leading offset at the ones block")
@@ -1745,33 +1743,24 @@ test("EMMY_PV_SUM=1 (an attention experiment): head dim 64's row sums of P by PV
   check(src:find("const float em_l = o[8][h * 2];", 1, true) and src:find("float o[9][4];", 1, true), "the sums in o[8]")
   check(src:find("make_uint4(0x3F803F80u, 0x3F803F80u, 0x3F803F80u, 0x3F803F80u);", 1, true), "the ones block")
   -- head dim 128: unchanged
-  local NC = { ROOT .. "/tests/fixtures/sdpa_noncausal.torch.json", "--ir", "cuda" }
-  local c3, r0, e3 = emmy(args("compile", NC), { env = "EMMY_NONE=1" })
-  local c4, r1, e4 = emmy(args("compile", NC), { env = "EMMY_PV_SUM=1" })
-  eq(c3, 0, e3) eq(c4, 0, e4)
+  local r0, r1 = cuda_with(NCG, "EMMY_NONE=1", "EMMY_PV_SUM=1")
   eq(r1, r0, "head dim 128: unchanged")
   nvrtc_compiles("EMMY_PV_SUM=1", { "compile", g })
   nvrtc_compiles("EMMY_PV_SUM=1 EMMY_KNOBS=FLASH=2,BQ=128,BKV=128,KVST=3,APERSIST=1,OSMEM=4,PINGPONG=1", { "compile", g })
 end)
 
 test("EMMY_UNIFORM_KV=1 (an attention experiment): with one key part (KVSPLIT=1) a consumer warpgroup's first key tile is the constant 0, not wg / NQ from the thread index, so the ring's stage, its shared addresses and the K/V descriptors are uniform; =2 broadcasts the warpgroup index from lane 0 too; KVSPLIT=2 and unset: the text before; NVRTC compiles it", function()
-  local NC = { ROOT .. "/tests/fixtures/sdpa_noncausal.torch.json", "--ir", "cuda" }
   local pins = "EMMY_KNOBS=FLASH=2,BQ=128,BKV=128,KVST=3,APERSIST=1,OSMEM=4,PINGPONG=1"
-  local c0, plain, e0 = emmy(args("compile", NC), { env = pins })
-  local c1, src, e1 = emmy(args("compile", NC), { env = pins .. " EMMY_UNIFORM_KV=1" })
-  eq(c0, 0, e0) eq(c1, 0, e1)
+  local plain, src = cuda_with(NCG, pins, "EMMY_UNIFORM_KV=1")
   check(plain:find("const int wg = wid >> 2, wq = wg % 2, kp = wg / 2;", 1, true), "unset: kp from the thread index")
   check(src:find("const int wg = wid >> 2, wq = wg % 2, kp = 0; /* EMMY_UNIFORM_KV: one key part */", 1, true), src)
   eq(select(2, src:gsub("kp = 0;", "")), 1, "the one line changed")
   -- KVSPLIT=2: the key parts are the warpgroups'
   local k2 = "EMMY_KNOBS=FLASH=2,BQ=64,BKV=64,KVST=4,KVSPLIT=2,APERSIST=0,OSMEM=0"
-  local c2, r0, e2 = emmy(args("compile", NC), { env = k2 })
-  local c3, r1, e3 = emmy(args("compile", NC), { env = k2 .. " EMMY_UNIFORM_KV=1" })
-  eq(c2, 0, e2) eq(c3, 0, e3)
+  local r0, r1 = cuda_with(NCG, k2, "EMMY_UNIFORM_KV=1")
   eq(r1, r0, "KVSPLIT=2: unchanged")
   -- =2: the warpgroup index broadcast from lane 0 as well
-  local c5, src2, e5 = emmy(args("compile", NC), { env = pins .. " EMMY_UNIFORM_KV=2" })
-  eq(c5, 0, e5)
+  local _, src2 = cuda_with(NCG, pins, "EMMY_UNIFORM_KV=2")
   check(src2:find("const int wg = __shfl_sync(0xffffffffu, wid >> 2, 0), wq = wg % 2, kp = 0; /* EMMY_UNIFORM_KV=2 */", 1, true), src2)
   nvrtc_compiles(pins .. " EMMY_UNIFORM_KV=1", { "compile", ROOT .. "/tests/fixtures/sdpa_noncausal.torch.json" })
   nvrtc_compiles(pins .. " EMMY_UNIFORM_KV=2", { "compile", ROOT .. "/tests/fixtures/sdpa_noncausal.torch.json" })
